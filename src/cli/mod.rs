@@ -1,0 +1,149 @@
+//! The command line: clap definitions (one file per subcommand), global options, and the mapping
+//! from a command's result to the process exit code.
+//!
+//! Doc comments on the argument structs are the `--help` text: keep them true to the code.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub mod api;
+pub mod config_cmd;
+pub mod emulator;
+pub mod run;
+pub mod schedule;
+
+/// Exit codes that are part of the command-line contract.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// A runtime failure (an API error, a failed sync, an unhealthy agent).
+    pub const FAILURE: u8 = 1;
+    /// Bad command-line arguments (clap's own code for usage errors).
+    pub const USAGE: u8 = 2;
+    /// The command could be found but not executed.
+    pub const CANNOT_EXECUTE: u8 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: u8 = 127;
+    /// The command ran past `--timeout` and ended after SIGTERM (as coreutils `timeout`).
+    pub const TIMED_OUT: u8 = 124;
+    /// The command ran past `--timeout` and had to be killed with SIGKILL (128 + 9).
+    pub const KILLED: u8 = 137;
+    /// The configuration is invalid (`EX_CONFIG` from sysexits.h).
+    pub const CONFIG: u8 = 78;
+}
+
+/// Heartbeat ping agent and edge daemon.
+///
+/// Wraps cron jobs (`run`), runs and watches jobs on cron schedules (`daemon`), pings heartbeat
+/// checks on success and keeps their period and grace in sync with the schedule.
+#[derive(Debug, Parser)]
+#[command(
+    name = "heartbeat-agent",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Options accepted before or after any subcommand.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    /// The subcommand to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options that apply to every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Configuration file [default: $HEARTBEAT_AGENT_CONFIG, else /etc/heartbeat-agent/config.toml
+    /// for root, else $XDG_CONFIG_HOME/heartbeat-agent/config.toml]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// State directory (outbox, learned ping URLs, locks), overriding `[agent] state_dir`
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Base URL of the monitoring API, overriding `[api] base_url`
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Log level: error, warn, info, debug or trace (or a tracing filter such as
+    /// `heartbeat_agent=debug`) [env: HEARTBEAT_AGENT_LOG]
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Log format [default: auto: journald fields when stderr is the journal, else text]
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Journald fields when stderr is the journal (`JOURNAL_STREAM`), else text.
+    Auto,
+    /// Human-readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one command, pass its output and exit code through, ping on success
+    Run(run::RunArgs),
+    /// Print the next fire times of a cron schedule
+    Schedule(schedule::ScheduleArgs),
+    /// Validate the configuration file
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCommand),
+    /// Call any operation of the monitoring API from the shell
+    #[command(subcommand)]
+    Api(api::ApiCommand),
+    /// Serve a local emulator of the monitoring API and its ping host
+    Emulator(emulator::EmulatorArgs),
+}
+
+/// Runs the parsed command line and returns the process exit code.
+pub fn main(cli: Cli) -> ExitCode {
+    let Cli { global, command } = cli;
+    let code = match command {
+        Command::Run(args) => run::run(args, &global),
+        Command::Schedule(args) => schedule::run(args, &global),
+        Command::Config(cmd) => config_cmd::run(cmd, &global),
+        Command::Api(cmd) => api::run(cmd, &global),
+        Command::Emulator(args) => emulator::run(args, &global),
+    };
+    ExitCode::from(code)
+}
+
+/// Prints a one-line `heartbeat-agent: ...` message on stderr.
+///
+/// For messages meant for the person at the terminal (usage problems, a command that cannot be
+/// run); operational events go through `tracing` instead.
+pub fn print_error(message: impl std::fmt::Display) {
+    eprintln!("heartbeat-agent: {message}");
+}
+
+/// A tokio runtime on the current thread: start-up cost matters for `run` and one-shot commands.
+pub fn current_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,82 @@
+//! Durations in the config and on the command line: strings with a unit (`"30s"`, `"5m"`,
+//! `"2h"`, `"1d"`, also `"1h30m"` and `"250ms"`). A bare number is an error that suggests a unit.
+
+use std::time::Duration;
+
+/// Parses a duration with units; the error says what was expected.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration: expected a number with a unit, such as \"30s\"".to_owned());
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "duration \"{text}\" has no unit: write \"{text}s\", \"{text}m\", \"{text}h\" or \"{text}d\""
+        ));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(format!(
+                "invalid duration \"{text}\": expected a number before \"{rest}\""
+            ));
+        }
+        let number: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration \"{text}\": number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (unit, tail) = rest.split_at(unit_len);
+        let piece = match unit {
+            "ms" => Duration::from_millis(number),
+            "s" => Duration::from_secs(number),
+            "m" => Duration::from_secs(number.saturating_mul(60)),
+            "h" => Duration::from_secs(number.saturating_mul(3600)),
+            "d" => Duration::from_secs(number.saturating_mul(86_400)),
+            "" => {
+                return Err(format!(
+                    "invalid duration \"{text}\": \"{number}\" has no unit (ms, s, m, h or d)"
+                ))
+            }
+            other => {
+                return Err(format!(
+                    "invalid duration \"{text}\": unknown unit \"{other}\" (use ms, s, m, h or d)"
+                ))
+            }
+        };
+        total = total.saturating_add(piece);
+        rest = tail;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_compounds() {
+        assert_eq!(parse("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse("1d"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn bare_number_suggests_unit() {
+        let err = parse("30").unwrap_err();
+        assert!(err.contains("\"30s\""), "{err}");
+    }
+
+    #[test]
+    fn unknown_unit_is_named() {
+        let err = parse("3w").unwrap_err();
+        assert!(err.contains("unknown unit \"w\""), "{err}");
+        assert!(parse("s").is_err());
+        assert!(parse("").is_err());
+    }
+}

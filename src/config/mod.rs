@@ -1,0 +1,225 @@
+//! The configuration: a TOML file read in two stages, a serde `Raw*` schema close to the input
+//! (unknown keys are errors) and the validated model below, which every other module uses.
+//!
+//! Loading collects every problem instead of stopping at the first; each is reported as
+//! `path:line:col: job "backup": what is wrong` with a hint, and commands that need a valid
+//! config exit 78 (`EX_CONFIG`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono_tz::Tz;
+
+use crate::redact::Secret;
+use crate::schedule::Schedule;
+
+pub mod duration;
+
+/// A validated configuration file.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from (shown in status and messages).
+    pub path: PathBuf,
+    /// `[agent]`: agent-wide settings.
+    pub agent: AgentSettings,
+    /// `[api]`: where the monitoring API and the ping host are, and the credentials.
+    pub api: ApiSettings,
+    /// `[[jobs]]`, in file order; names are unique.
+    pub jobs: Vec<Job>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// `state_dir`: where the outbox, learned ping URLs and locks live; `None` means the
+    /// default for the user (see [`crate::paths::default_state_dir`]).
+    pub state_dir: Option<PathBuf>,
+    /// `timezone`: the default time zone of job schedules (IANA name; default UTC).
+    pub timezone: Tz,
+    /// `shutdown_timeout`: how long running jobs get after SIGTERM before SIGKILL (default 30s).
+    pub shutdown_timeout: Duration,
+}
+
+/// `[api]`.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// `base_url`: the monitoring API (`{base_url}` in the spec).
+    pub base_url: Option<String>,
+    /// `ping_base_url`: the ping host (`{ping_url}` in the spec).
+    pub ping_base_url: Option<String>,
+    /// `account_id`: sent as `x-service-account`.
+    pub account_id: Option<String>,
+    /// Where the API key comes from.
+    pub api_key: ApiKeySource,
+}
+
+/// Where the API key is read from; the key itself is read only when a command needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiKeySource {
+    /// `api_key_file = "PATH"`.
+    File(PathBuf),
+    /// `api_key_env = "VAR"`.
+    Env(String),
+    /// Neither: the systemd credential `api-key` under `$CREDENTIALS_DIRECTORY`, else
+    /// `$HEARTBEAT_AGENT_API_KEY`.
+    Default,
+}
+
+/// One `[[jobs]]` table, validated, with `[defaults]` applied.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// `name`: unique; the job's identity in logs, status, state files and `--job NAME`.
+    pub name: String,
+    /// `schedule`, parsed.
+    pub schedule: Schedule,
+    /// `timezone`: the job's own, else `[agent] timezone`, else UTC.
+    pub timezone: Tz,
+    /// What the job does.
+    pub action: JobAction,
+    /// `timeout`: after this long the job's process group gets SIGTERM.
+    pub timeout: Option<Duration>,
+    /// `kill_after`: after the timeout's SIGTERM, how long until SIGKILL (default 10s).
+    pub kill_after: Duration,
+    /// `success_exit_codes`: exit codes that count as success (default `[0]`).
+    pub success_exit_codes: Vec<i32>,
+    /// `overlap`: what happens when a run is due while the previous one still runs.
+    pub overlap: Overlap,
+    /// `jitter`: upper bound of a random delay, stable per host and job.
+    pub jitter: Duration,
+    /// `working_dir` of the command.
+    pub working_dir: Option<PathBuf>,
+    /// `env`: extra environment variables of the command.
+    pub env: BTreeMap<String, String>,
+    /// `user` to run the command as (only when the daemon runs as root).
+    pub user: Option<String>,
+    /// `group` to run the command as (only when the daemon runs as root).
+    pub group: Option<String>,
+    /// `enabled`: a disabled job is not run, and its check is deactivated.
+    pub enabled: bool,
+    /// `catch_up`: run once at start when a fire was missed while the daemon was down.
+    pub catch_up: bool,
+    /// `output_tail`: how many bytes of the last output are kept for status (default 10 KiB).
+    pub output_tail: usize,
+    /// Where success is reported.
+    pub target: PingTarget,
+}
+
+/// What a job does: exactly one of `command`, `shell`, `watch`, or nothing (external).
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobAction {
+    /// `command = ["argv", ...]`, run directly.
+    Command(Vec<String>),
+    /// `shell = "..."`, run as `shell_program -c script`.
+    Shell {
+        /// `shell_program` (default `/bin/sh`).
+        program: PathBuf,
+        /// The script text.
+        script: String,
+    },
+    /// `[jobs.watch]`: a condition probed on the schedule.
+    Watch(WatchSpec),
+    /// Neither: run elsewhere (by cron through `heartbeat-agent run --job NAME`).
+    External,
+}
+
+/// `overlap`: what happens when a run is due while the previous one of the same job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overlap {
+    /// Skip the new run and record it as skipped (default).
+    #[default]
+    Skip,
+    /// Start the new run when the running one ends (at most one waits).
+    Queue,
+    /// Run both.
+    Allow,
+}
+
+/// Where a job's success is reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PingTarget {
+    /// `ping_url`: a full ping URL (a secret: its path carries the token).
+    Url(String),
+    /// `check_id`: a heartbeat check; its ping URL is learned through sync.
+    Check(String),
+    /// Neither: nothing is pinged (`config check` warns).
+    None,
+}
+
+/// `[jobs.watch]`: a condition probe. Healthy -> ping; unhealthy -> no ping, reason recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchSpec {
+    /// `kind = "process"`: a running process whose name or command line matches `pattern`.
+    Process {
+        /// Substring matched against the process name and its command line.
+        pattern: String,
+    },
+    /// `kind = "file"`: `path` exists and was modified within `max_age`.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The oldest modification time that still counts as healthy.
+        max_age: Duration,
+    },
+    /// `kind = "disk"`: free space on the mount holding `path` is at least `min_free`.
+    Disk {
+        /// A path on the mount.
+        path: PathBuf,
+        /// The least free space that is healthy.
+        min_free: Amount,
+    },
+    /// `kind = "memory"`: used memory is at most `max_used_percent`.
+    Memory {
+        /// Percent of total memory in use, at most.
+        max_used_percent: f64,
+    },
+    /// `kind = "load"`: the 1-minute load average is at most `max_load1`.
+    Load {
+        /// The highest healthy 1-minute load average.
+        max_load1: f64,
+    },
+    /// `kind = "tcp"`: a TCP connection to `address` succeeds within `timeout`.
+    Tcp {
+        /// `host:port`.
+        address: String,
+        /// Connect timeout.
+        timeout: Duration,
+    },
+    /// `kind = "http"`: `GET url` answers `expect_status` within `timeout`.
+    Http {
+        /// The URL (may be a secret; shown redacted).
+        url: String,
+        /// The expected status code (default 200).
+        expect_status: u16,
+        /// Total timeout.
+        timeout: Duration,
+    },
+}
+
+/// A size given in bytes or as a percentage of the total.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Amount {
+    /// An absolute number of bytes.
+    Bytes(u64),
+    /// A percentage (0..=100) of the total.
+    Percent(f64),
+}
+
+impl Config {
+    /// The job named `name`.
+    pub fn job(&self, name: &str) -> Option<&Job> {
+        self.jobs.iter().find(|j| j.name == name)
+    }
+
+    /// The state directory: `--state-dir`, else `[agent] state_dir`, else the user's default.
+    pub fn state_dir(&self, flag: Option<&Path>) -> PathBuf {
+        flag.map(Path::to_path_buf)
+            .or_else(|| self.agent.state_dir.clone())
+            .unwrap_or_else(crate::paths::default_state_dir)
+    }
+}
+
+/// Reads the API key from `source` (never logged). Placeholder until the config issue lands.
+pub fn read_api_key(_source: &ApiKeySource) -> Option<Secret> {
+    None
+}

@@ -1,0 +1,2 @@
+//! The long-running supervisor: one task per job, reload on SIGHUP, orderly shutdown, systemd
+//! notification.

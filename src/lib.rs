@@ -1,0 +1,41 @@
+//! `heartbeat-agent`: a heartbeat ping agent and edge daemon.
+//!
+//! The binary (`src/main.rs`) only parses arguments and maps results to exit codes; everything
+//! else lives here, one module per domain (see `ARCHITECTURE` in the README):
+//!
+//! - [`cli`]: clap definitions, one file per subcommand, and exit codes.
+//! - [`config`]: the TOML schema and the validated model, errors with file:line:col.
+//! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
+//! - [`process`]: spawning and supervising child processes.
+//! - [`watch`]: condition probes.
+//! - [`ping`]: building and sending pings.
+//! - [`api`]: the typed client of the monitoring API.
+//! - [`sync`]: keeping heartbeat checks in sync with the config.
+//! - [`daemon`]: the long-running supervisor.
+//! - [`status`]: the local status endpoint.
+//! - [`emulator`]: a local emulator of the monitoring API and its ping host.
+#![warn(missing_docs)]
+#![warn(clippy::unwrap_used)]
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod emulator;
+pub mod logging;
+pub mod paths;
+pub mod ping;
+pub mod process;
+pub mod redact;
+pub mod schedule;
+pub mod status;
+pub mod sync;
+pub mod watch;
+
+/// The agent's version, as sent in `User-Agent: heartbeat-agent/<version>`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The `User-Agent` header value of every request the agent makes.
+pub fn user_agent() -> String {
+    format!("heartbeat-agent/{VERSION}")
+}

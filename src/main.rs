@@ -1,0 +1,12 @@
+//! The `heartbeat-agent` binary: parse arguments, set up logging, run, map to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use heartbeat_agent::cli::{self, Cli};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    heartbeat_agent::logging::init(&cli.global);
+    cli::main(cli)
+}

@@ -1,0 +1,63 @@
+//! Default locations of the configuration file and the state directory, following the XDG base
+//! directory rules for users and `/etc`, `/var/lib` for root.
+
+use std::path::PathBuf;
+
+/// The environment variable naming the configuration file when `--config` is not given.
+pub const CONFIG_ENV: &str = "HEARTBEAT_AGENT_CONFIG";
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        })
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+fn xdg_dir(var: &str, fallback: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(dir) if PathBuf::from(&dir).is_absolute() => PathBuf::from(dir),
+        _ => home().join(fallback),
+    }
+}
+
+/// The configuration file to use: `--config`, else `$HEARTBEAT_AGENT_CONFIG`, else the default
+/// for the user.
+pub fn config_file(flag: Option<&PathBuf>) -> PathBuf {
+    if let Some(path) = flag {
+        return path.clone();
+    }
+    if let Some(path) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    default_config_file()
+}
+
+/// `/etc/heartbeat-agent/config.toml` for root, else `$XDG_CONFIG_HOME/heartbeat-agent/config.toml`
+/// (`~/.config/...` when `XDG_CONFIG_HOME` is unset, as it is under cron).
+pub fn default_config_file() -> PathBuf {
+    if is_root() {
+        PathBuf::from("/etc/heartbeat-agent/config.toml")
+    } else {
+        xdg_dir("XDG_CONFIG_HOME", ".config").join("heartbeat-agent/config.toml")
+    }
+}
+
+/// `/var/lib/heartbeat-agent` for root, else `$XDG_STATE_HOME/heartbeat-agent`
+/// (`~/.local/state/heartbeat-agent` when unset). Each user has their own by default.
+pub fn default_state_dir() -> PathBuf {
+    if is_root() {
+        PathBuf::from("/var/lib/heartbeat-agent")
+    } else {
+        xdg_dir("XDG_STATE_HOME", ".local/state").join("heartbeat-agent")
+    }
+}

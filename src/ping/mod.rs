@@ -1,0 +1,1 @@
+//! Building and sending pings to a heartbeat check's ping URL.

@@ -1,0 +1,1 @@
+//! The local status endpoint: JSON status, Prometheus metrics, liveness and readiness.
