@@ -219,6 +219,37 @@ impl Config {
     }
 }
 
+/// A configuration that loaded, with the warnings found on the way (a job that pings nothing,
+/// a key file readable by others, ...).
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The validated configuration.
+    pub config: Config,
+    /// Problems that do not stop the agent, one message each.
+    pub warnings: Vec<String>,
+}
+
+/// Why a configuration could not be loaded: every problem found, each one line of
+/// `path:line:col: ...` with a hint.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", .problems.join("\n"))]
+pub struct LoadError {
+    /// One message per problem, in file order.
+    pub problems: Vec<String>,
+}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+        Err(LoadError {
+            problems: vec![format!(
+                "{}: configuration loading is not implemented yet",
+                path.display()
+            )],
+        })
+    }
+}
+
 /// Reads the API key from `source` (never logged). Placeholder until the config issue lands.
 pub fn read_api_key(_source: &ApiKeySource) -> Option<Secret> {
     None

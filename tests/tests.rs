@@ -1,0 +1,10 @@
+//! The integration tests: one binary, one module per area, real processes and real sockets on
+//! 127.0.0.1. Shared helpers live in `util`.
+
+mod util;
+
+mod api;
+mod config;
+mod emulator;
+mod run;
+mod schedule;
