@@ -151,7 +151,10 @@ pub(super) fn load(max_load1: f64) -> Probe {
         Err(err) => return Probe::unhealthy(format!("load: cannot read /proc/loadavg: {err}")),
     };
     let Some(load1) = parse_loadavg(&text) else {
-        return Probe::unhealthy(format!("load: cannot parse /proc/loadavg: {:?}", text.trim()));
+        return Probe::unhealthy(format!(
+            "load: cannot parse /proc/loadavg: {:?}",
+            text.trim()
+        ));
     };
     Probe::check(
         load1 <= max_load1,
