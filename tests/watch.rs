@@ -333,3 +333,4 @@ async fn http_connection_refused() {
     );
     assert_redacted(&refused);
 }
+

@@ -90,7 +90,10 @@ impl Probes {
     pub fn new() -> Self {
         // sysinfo keeps each process's `/proc/PID/stat` open by default; a daemon must not hold
         // hundreds of descriptors for that.
-        sysinfo::set_open_files_limit(0);
+        static FILES_LIMIT: std::sync::Once = std::sync::Once::new();
+        FILES_LIMIT.call_once(|| {
+            sysinfo::set_open_files_limit(0);
+        });
         let http = reqwest::Client::builder()
             .user_agent(crate::user_agent())
             .redirect(reqwest::redirect::Policy::none())

@@ -81,6 +81,8 @@ pub(super) fn file(path: &Path, max_age: Duration) -> Probe {
 /// `disk`: free space on the file system holding `path`, as available to unprivileged users
 /// (`f_bavail`: the blocks reserved for root do not count), is at least `min_free`. A
 /// percentage is of the file system's size. Blocking: a statvfs.
+// The statvfs fields are `c_ulong`/`fsblkcnt_t`: u64 here, u32 on some 32-bit targets.
+#[allow(clippy::useless_conversion)]
 pub(super) fn disk(path: &Path, min_free: Amount) -> Probe {
     let shown = path.display();
     let stat = match nix::sys::statvfs::statvfs(path) {
