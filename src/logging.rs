@@ -160,9 +160,9 @@ mod tests {
         assert_eq!(filter(Some("=nonsense=="), None).to_string(), "info");
     }
 
-    /// A writer that appends to a shared buffer.
+    /// A writer that appends to a shared buffer (also used by the journald tests).
     #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    pub(super) struct Buffer(pub(super) Arc<Mutex<Vec<u8>>>);
 
     impl std::io::Write for Buffer {
         fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {

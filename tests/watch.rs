@@ -333,4 +333,3 @@ async fn http_connection_refused() {
     );
     assert_redacted(&refused);
 }
-

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
@@ -36,24 +37,36 @@ const RESERVED: [&str; 6] = [
     "CODE_LINE",
 ];
 
-/// The journald layer: an unbound datagram socket and the journal socket's path.
+/// The journald layer: an unbound datagram socket, the journal socket's path, and where an
+/// entry goes when the journal refuses it.
 #[derive(Debug)]
-pub(crate) struct JournaldLayer {
+pub(crate) struct JournaldLayer<W = fn() -> std::io::Stderr> {
     /// Unbound: journald identifies the sender by its credentials.
     socket: UnixDatagram,
     /// The journal socket (injectable so tests can receive the datagrams).
     path: PathBuf,
+    /// Stderr, which the journal also reads (injectable so tests can see the fallback).
+    fallback: W,
 }
 
 impl JournaldLayer {
-    /// A layer writing to the socket at `path`; fails if nothing listens there.
+    /// A layer writing to the socket at `path`, falling back to stderr; fails if nothing
+    /// listens there.
     pub(crate) fn connect(path: &Path) -> std::io::Result<Self> {
+        Self::with_fallback(path, std::io::stderr)
+    }
+}
+
+impl<W> JournaldLayer<W> {
+    /// A layer writing to the socket at `path`, and to `fallback` what the socket refuses.
+    pub(crate) fn with_fallback(path: &Path, fallback: W) -> std::io::Result<Self> {
         // Connecting once proves a listener exists; entries are sent with `send_to`, so a
         // journald restart (a new socket at the same path) is followed.
         UnixDatagram::unbound()?.connect(path)?;
         Ok(JournaldLayer {
             socket: UnixDatagram::unbound()?,
             path: path.to_path_buf(),
+            fallback,
         })
     }
 }
@@ -94,9 +107,10 @@ impl Fields {
     }
 }
 
-impl<S> Layer<S> for JournaldLayer
+impl<S, W> Layer<S> for JournaldLayer<W>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'a> MakeWriter<'a> + 'static,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let mut fields = Fields::default();
@@ -129,8 +143,7 @@ where
         event.record(&mut fields);
         let entry = Entry::new(event.metadata(), fields);
         if self.socket.send_to(&entry.encode(), &self.path).is_err() {
-            let mut stderr = std::io::stderr().lock();
-            let _ = writeln!(stderr, "{}", entry.text());
+            let _ = writeln!(self.fallback.make_writer(), "{}", entry.text());
         }
     }
 }
@@ -244,6 +257,7 @@ fn priority(level: &Level) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logging::tests::Buffer;
     use std::collections::HashMap;
     use std::time::Duration;
     use tracing_subscriber::layer::SubscriberExt;
@@ -322,6 +336,24 @@ mod tests {
         assert_eq!(third["PRIORITY"], "6");
         assert_eq!(third["FIELD_PRIORITY"], "high");
         assert_eq!(third["BAD"], "1");
+    }
+
+    #[test]
+    fn refused_entries_fall_back_to_text() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.sock");
+        let socket = UnixDatagram::bind(&path).expect("bind journal socket");
+        let fallback = Buffer::default();
+        let layer = JournaldLayer::with_fallback(&path, fallback.clone()).expect("listens");
+        // journald goes away after start-up.
+        drop(socket);
+        std::fs::remove_file(&path).expect("remove socket");
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(job = "backup", "job failed");
+        });
+        let text = String::from_utf8(fallback.0.lock().expect("lock").clone()).expect("utf-8");
+        assert_eq!(text, "WARN job failed job=backup\n");
     }
 
     #[test]
