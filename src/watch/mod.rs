@@ -203,6 +203,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn probes_can_run_in_spawned_tasks() {
+        fn spawnable<T: Send + 'static>(_: &T) {}
+        let probes = Probes::new();
+        let spec = WatchSpec::Load { max_load1: 1.0 };
+        let future = async move { probes.probe(&spec).await };
+        spawnable(&future);
+    }
+
+    #[test]
     fn bytes_read_naturally() {
         assert_eq!(human_bytes(0), "0 B");
         assert_eq!(human_bytes(1023), "1023 B");
