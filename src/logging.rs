@@ -1,39 +1,209 @@
-//! Logging set-up: human text on a terminal, JSON on request, journald-friendly fields when
-//! stderr is the journal. Logs always go to stderr; stdout belongs to the command's output.
+//! Logging set-up: human text on a terminal, JSON on request, structured journald entries when
+//! stderr is the journal. Logs always go to stderr (or the journal); stdout belongs to the
+//! command's output.
+//!
+//! The format is chosen once at start ([`init`]):
+//! - `--log-format json`: one JSON object per line (`timestamp`, `level`, `message`, the
+//!   event's fields, `target`).
+//! - `--log-format text`: human text; colour only when stderr is a terminal and `NO_COLOR` is
+//!   unset.
+//! - `auto` (the default): journald entries when `JOURNAL_STREAM` names stderr (systemd
+//!   connected it to the journal), written to the journal's native socket with each event
+//!   field as its own journal field (see [`journald`]); if that socket cannot be used, plain
+//!   text without time stamps (the journal adds its own). Otherwise human text as above.
 
+use std::io::IsTerminal;
+
+use tracing::Subscriber;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{GlobalArgs, LogFormat};
 
+mod journald;
+
+pub use journald::{JOURNAL_SOCKET, SYSLOG_IDENTIFIER};
+
 /// The environment variable holding a log filter when `--log-level` is not given.
 pub const LOG_ENV: &str = "HEARTBEAT_AGENT_LOG";
 
-/// Installs the global tracing subscriber. Safe to call once per process.
+/// Installs the global tracing subscriber. Safe to call once per process; a later call (tests)
+/// changes nothing.
 pub fn init(global: &GlobalArgs) {
-    let filter = global
-        .log_level
-        .clone()
-        .or_else(|| std::env::var(LOG_ENV).ok())
-        .unwrap_or_else(|| "info".to_owned());
-    let filter = EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = filter(
+        global.log_level.as_deref(),
+        std::env::var(LOG_ENV).ok().as_deref(),
+    );
     let format = global.log_format.unwrap_or(LogFormat::Auto);
-    let builder = tracing_subscriber::fmt()
+    let journal = format == LogFormat::Auto && stderr_is_journal();
+    // An already installed subscriber (tests) is fine: the results are ignored on purpose.
+    match format {
+        LogFormat::Json => {
+            let _ = json_subscriber(filter, std::io::stderr).try_init();
+        }
+        LogFormat::Auto if journal => {
+            match journald::JournaldLayer::connect(std::path::Path::new(JOURNAL_SOCKET)) {
+                Ok(layer) => {
+                    let _ = tracing_subscriber::registry()
+                        .with(filter)
+                        .with(layer)
+                        .try_init();
+                }
+                // The journal still reads stderr: text without time stamps or colour.
+                Err(_) => {
+                    let _ = text_builder(filter)
+                        .without_time()
+                        .with_ansi(false)
+                        .try_init();
+                }
+            }
+        }
+        LogFormat::Auto | LogFormat::Text => {
+            let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let _ = text_builder(filter).with_ansi(colour).try_init();
+        }
+    }
+}
+
+/// The filter: `--log-level`, else `$HEARTBEAT_AGENT_LOG`, else `info`; an invalid filter
+/// falls back to `info` (logging cannot report its own set-up problem any other way).
+fn filter(flag: Option<&str>, env: Option<&str>) -> EnvFilter {
+    let wanted = flag.or(env).unwrap_or("info");
+    EnvFilter::try_new(wanted).unwrap_or_else(|_| EnvFilter::new("info"))
+}
+
+/// The human text format on stderr, without the target (module path) noise.
+fn text_builder(
+    filter: EnvFilter,
+) -> tracing_subscriber::fmt::SubscriberBuilder<
+    tracing_subscriber::fmt::format::DefaultFields,
+    tracing_subscriber::fmt::format::Format,
+    EnvFilter,
+    fn() -> std::io::Stderr,
+> {
+    tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    let stderr_is_journal = std::env::var_os("JOURNAL_STREAM").is_some();
-    let result = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        // The journal adds its own time stamp and priority; plain text without colour reads
-        // best there. Structured journald fields come with the daemon issue.
-        LogFormat::Auto if stderr_is_journal => builder.without_time().with_ansi(false).try_init(),
-        LogFormat::Auto | LogFormat::Text => builder
-            .with_ansi(
-                std::io::IsTerminal::is_terminal(&std::io::stderr())
-                    && std::env::var_os("NO_COLOR").is_none(),
-            )
-            .try_init(),
+        .with_writer(std::io::stderr as fn() -> std::io::Stderr)
+        .with_target(false)
+}
+
+/// One JSON object per line on `writer`, the event's fields at the top level next to
+/// `timestamp`, `level` and `message`, plus the fields of the spans it happened in.
+fn json_subscriber<W>(filter: EnvFilter, writer: W) -> impl Subscriber + Send + Sync
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(true)
+        .finish()
+}
+
+/// Whether stderr is connected to the journal: `JOURNAL_STREAM` (`DEVICE:INODE`, set by
+/// systemd) names the very file stderr is. A child that inherited the variable but had its
+/// stderr redirected elsewhere does not match.
+fn stderr_is_journal() -> bool {
+    let Some(value) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
     };
-    // A subscriber already installed (tests) is fine.
-    let _ = result;
+    let Ok(stat) = nix::sys::stat::fstat(libc::STDERR_FILENO) else {
+        return false;
+    };
+    journal_stream_matches(&value.to_string_lossy(), stat.st_dev, stat.st_ino)
+}
+
+/// Whether a `JOURNAL_STREAM` value `DEVICE:INODE` names the file with `dev` and `ino`.
+fn journal_stream_matches(value: &str, dev: u64, ino: u64) -> bool {
+    let Some((device, inode)) = value.trim().split_once(':') else {
+        return false;
+    };
+    device.parse() == Ok(dev) && inode.parse() == Ok(ino)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn journal_stream_must_name_our_stderr() {
+        assert!(journal_stream_matches("8:1234", 8, 1234));
+        assert!(journal_stream_matches("8:1234\n", 8, 1234));
+        assert!(!journal_stream_matches("8:1235", 8, 1234));
+        assert!(!journal_stream_matches("9:1234", 8, 1234));
+        assert!(!journal_stream_matches("garbage", 8, 1234));
+        assert!(!journal_stream_matches("", 8, 1234));
+    }
+
+    #[test]
+    fn stderr_is_journal_compares_with_fstat() {
+        // Whatever stderr is during tests, JOURNAL_STREAM built from its own fstat matches and
+        // one with another inode does not.
+        let stat = nix::sys::stat::fstat(libc::STDERR_FILENO).expect("fstat stderr");
+        let value = format!("{}:{}", stat.st_dev, stat.st_ino);
+        assert!(journal_stream_matches(&value, stat.st_dev, stat.st_ino));
+        let other = format!("{}:{}", stat.st_dev, stat.st_ino.wrapping_add(1));
+        assert!(!journal_stream_matches(&other, stat.st_dev, stat.st_ino));
+    }
+
+    #[test]
+    fn flag_beats_environment_beats_default() {
+        assert_eq!(filter(Some("debug"), Some("error")).to_string(), "debug");
+        assert_eq!(filter(None, Some("error")).to_string(), "error");
+        assert_eq!(filter(None, None).to_string(), "info");
+        assert_eq!(filter(Some("=nonsense=="), None).to_string(), "info");
+    }
+
+    /// A writer that appends to a shared buffer (also used by the journald tests).
+    #[derive(Clone, Default)]
+    pub(super) struct Buffer(pub(super) Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("buffer lock").extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buffer {
+        type Writer = Buffer;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn json_is_one_object_per_line_with_fields() {
+        let buffer = Buffer::default();
+        let subscriber = json_subscriber(EnvFilter::new("debug"), buffer.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("job", job = "backup");
+            let _entered = span.enter();
+            tracing::warn!(check_id = "abc", exit_code = 3, "job failed\nbadly");
+            tracing::debug!("second");
+            tracing::trace!("filtered out");
+        });
+        let text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("each line is a JSON object"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0]["level"], "WARN");
+        assert_eq!(lines[0]["message"], "job failed\nbadly");
+        assert_eq!(lines[0]["check_id"], "abc");
+        assert_eq!(lines[0]["exit_code"], 3);
+        assert_eq!(lines[0]["spans"][0]["job"], "backup");
+        assert!(lines[0]["timestamp"].is_string());
+        assert_eq!(lines[1]["message"], "second");
+    }
 }

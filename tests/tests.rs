@@ -8,3 +8,4 @@ mod config;
 mod emulator;
 mod run;
 mod schedule;
+mod watch;

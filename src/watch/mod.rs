@@ -1,2 +1,239 @@
 //! Condition probes (`process`, `file`, `disk`, `memory`, `load`, `tcp`, `http`): a watch job
 //! pings when its probe finds the condition healthy.
+//!
+//! [`Probes`] is the context a caller keeps between probes: the sysinfo process table (reused,
+//! so each `process` probe only re-reads what changed) and one HTTP client. Every probe returns
+//! a [`Probe`]: healthy or not, with a one-line reason that says what was measured against which
+//! threshold. Probes never fail with an error: a probe that cannot measure is unhealthy, and the
+//! reason says why.
+//!
+//! Blocking work: the process table refresh, `statvfs` and the file's `stat` run on tokio's
+//! blocking pool ([`tokio::task::spawn_blocking`]) under [`BLOCKING_PROBE_LIMIT`], because a hung
+//! network file system can block them indefinitely. `/proc/meminfo` and `/proc/loadavg` are read
+//! inline: procfs is generated in memory and never waits for a device.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::config::WatchSpec;
+
+mod net;
+mod system;
+
+/// How long a probe that runs on the blocking pool (process table, file, disk) may take before
+/// it counts as unhealthy. The blocked thread itself cannot be cancelled; it finishes (or stays
+/// stuck) on its own while the job carries on.
+pub const BLOCKING_PROBE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The outcome of one probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Whether the condition holds: a healthy watch job pings, an unhealthy one does not.
+    pub healthy: bool,
+    /// What was measured against which threshold, e.g. `disk /var: 3.1 GiB free, need at least
+    /// 10 GiB`; logged and shown in status. Never contains a URL's path or query.
+    pub reason: String,
+}
+
+impl Probe {
+    /// A healthy outcome with its reason.
+    pub fn healthy(reason: impl Into<String>) -> Self {
+        Probe {
+            healthy: true,
+            reason: reason.into(),
+        }
+    }
+
+    /// An unhealthy outcome with its reason.
+    pub fn unhealthy(reason: impl Into<String>) -> Self {
+        Probe {
+            healthy: false,
+            reason: reason.into(),
+        }
+    }
+
+    /// Healthy when `ok`, with the same reason either way.
+    fn check(ok: bool, reason: String) -> Self {
+        Probe {
+            healthy: ok,
+            reason,
+        }
+    }
+}
+
+/// State shared by all probes of a daemon; cheap to clone (an `Arc` and a reqwest client).
+#[derive(Clone)]
+pub struct Probes {
+    /// The process table, kept between `process` probes: sysinfo then re-reads only what changed
+    /// and reuses its allocations. Behind a mutex because probes of several jobs may run at once.
+    system: Arc<Mutex<sysinfo::System>>,
+    /// One HTTP client for every `http` probe, so connection set-up (TLS roots) happens once.
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for Probes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probes").finish_non_exhaustive()
+    }
+}
+
+impl Default for Probes {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Probes {
+    /// A fresh context: an empty process table (filled at the first `process` probe) and an
+    /// HTTP client that does not follow redirects (the status checked is the one the URL itself
+    /// answers).
+    pub fn new() -> Self {
+        // sysinfo keeps each process's `/proc/PID/stat` open by default; a daemon must not hold
+        // hundreds of descriptors for that.
+        static FILES_LIMIT: std::sync::Once = std::sync::Once::new();
+        FILES_LIMIT.call_once(|| {
+            sysinfo::set_open_files_limit(0);
+        });
+        let http = reqwest::Client::builder()
+            .user_agent(crate::user_agent())
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Probes {
+            system: Arc::new(Mutex::new(sysinfo::System::new())),
+            http,
+        }
+    }
+
+    /// Probes `spec` once.
+    pub async fn probe(&self, spec: &WatchSpec) -> Probe {
+        match spec {
+            WatchSpec::Process { pattern } => {
+                let system = Arc::clone(&self.system);
+                let pattern = pattern.clone();
+                let what = format!("process {pattern:?}");
+                blocking(what, move || system::process(&system, &pattern)).await
+            }
+            WatchSpec::File { path, max_age } => {
+                let (path, max_age) = (path.clone(), *max_age);
+                let what = format!("file {}", path.display());
+                blocking(what, move || system::file(&path, max_age)).await
+            }
+            WatchSpec::Disk { path, min_free } => {
+                let (path, min_free) = (path.clone(), *min_free);
+                let what = format!("disk {}", path.display());
+                blocking(what, move || system::disk(&path, min_free)).await
+            }
+            WatchSpec::Memory { max_used_percent } => system::memory(*max_used_percent),
+            WatchSpec::Load { max_load1 } => system::load(*max_load1),
+            WatchSpec::Tcp { address, timeout } => net::tcp(address, *timeout).await,
+            WatchSpec::Http {
+                url,
+                expect_status,
+                timeout,
+            } => net::http(&self.http, url, *expect_status, *timeout).await,
+        }
+    }
+}
+
+/// Probes `spec` once with a fresh [`Probes`] context: for one-off checks. A daemon keeps one
+/// [`Probes`] and calls [`Probes::probe`].
+pub async fn probe(spec: &WatchSpec) -> Probe {
+    Probes::new().probe(spec).await
+}
+
+/// Runs a blocking probe on the blocking pool, unhealthy if it takes longer than
+/// [`BLOCKING_PROBE_LIMIT`] or panics. `what` names the probe in those reasons.
+async fn blocking(what: String, work: impl FnOnce() -> Probe + Send + 'static) -> Probe {
+    let task = tokio::task::spawn_blocking(work);
+    match tokio::time::timeout(BLOCKING_PROBE_LIMIT, task).await {
+        Ok(Ok(probe)) => probe,
+        Ok(Err(err)) => Probe::unhealthy(format!("{what}: probe failed: {err}")),
+        Err(_) => Probe::unhealthy(format!(
+            "{what}: no answer within {} (a hung file system?)",
+            human_duration(BLOCKING_PROBE_LIMIT)
+        )),
+    }
+}
+
+/// A byte count for people: `512 B`, `3.1 GiB` (binary units, one decimal).
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let text = format!("{value:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text} {}", UNITS[unit])
+}
+
+/// A duration in the config's own notation: `1h30m`, `45s`, `250ms`, `0s`.
+pub(crate) fn human_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    if secs == 0 {
+        return format!("{}ms", duration.subsec_millis());
+    }
+    let parts = [
+        (secs / 86_400, "d"),
+        (secs % 86_400 / 3600, "h"),
+        (secs % 3600 / 60, "m"),
+        (secs % 60, "s"),
+    ];
+    let mut out = String::new();
+    for (count, unit) in parts.into_iter().filter(|(count, _)| *count > 0) {
+        out.push_str(&format!("{count}{unit}"));
+    }
+    out
+}
+
+/// A number without a pointless fraction: `4`, `0.5`, `12.25`.
+pub(crate) fn human_number(value: f64) -> String {
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_can_run_in_spawned_tasks() {
+        fn spawnable<T: Send + 'static>(_: &T) {}
+        let probes = Probes::new();
+        let spec = WatchSpec::Load { max_load1: 1.0 };
+        let future = async move { probes.probe(&spec).await };
+        spawnable(&future);
+    }
+
+    #[test]
+    fn bytes_read_naturally() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1 KiB");
+        assert_eq!(human_bytes(10 * 1024 * 1024 * 1024), "10 GiB");
+        assert_eq!(human_bytes(3_328_599_654), "3.1 GiB");
+    }
+
+    #[test]
+    fn durations_use_config_notation() {
+        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(human_duration(Duration::from_secs(45)), "45s");
+        assert_eq!(human_duration(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(human_duration(Duration::from_secs(90_061)), "1d1h1m1s");
+        assert_eq!(human_duration(Duration::from_secs(7200)), "2h");
+    }
+
+    #[test]
+    fn numbers_drop_trailing_zeros() {
+        assert_eq!(human_number(4.0), "4");
+        assert_eq!(human_number(0.5), "0.5");
+        assert_eq!(human_number(12.25), "12.25");
+        assert_eq!(human_number(-1.0), "-1");
+    }
+}
