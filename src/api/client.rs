@@ -100,7 +100,9 @@ impl ApiClient {
         headers.insert(AUTHORIZATION, auth);
         if let Some(account) = &config.account_id {
             let value = HeaderValue::from_str(account).map_err(|_| {
-                ApiError::Setup(format!("account id {account:?} is not a valid header value"))
+                ApiError::Setup(format!(
+                    "account id {account:?} is not a valid header value"
+                ))
             })?;
             headers.insert(ACCOUNT_HEADER, value);
         }
@@ -205,7 +207,13 @@ impl ApiClient {
     ) -> Result<Maintenance, ApiError> {
         let window = window_id.to_string();
         let url = self.url(
-            &["v1", "maintenance-windows", &window, "maintenances", maintenance_id],
+            &[
+                "v1",
+                "maintenance-windows",
+                &window,
+                "maintenances",
+                maintenance_id,
+            ],
             &[],
         );
         self.call(Operation::GetMaintenance, url, None::<&()>).await
@@ -220,7 +228,13 @@ impl ApiClient {
     ) -> Result<Maintenance, ApiError> {
         let window = window_id.to_string();
         let url = self.url(
-            &["v1", "maintenance-windows", &window, "maintenances", maintenance_id],
+            &[
+                "v1",
+                "maintenance-windows",
+                &window,
+                "maintenances",
+                maintenance_id,
+            ],
             &[],
         );
         self.call(Operation::UpdateMaintenanceDates, url, Some(dates))
@@ -269,7 +283,8 @@ impl ApiClient {
     ) -> Result<CheckGroup, ApiError> {
         let query = auto_assign_query(auto_assign_alerts);
         let url = self.url(&["v2", "check-groups", &group_id.to_string()], &query);
-        self.call(Operation::UpdateCheckGroup, url, Some(body)).await
+        self.call(Operation::UpdateCheckGroup, url, Some(body))
+            .await
     }
 
     /// `GET /v1/check-statuses` (items may be null).
@@ -285,7 +300,8 @@ impl ApiClient {
             &["v1", "test-session-error-groups", "projects", project_id],
             &[],
         );
-        self.call(Operation::ListErrorGroups, url, None::<&()>).await
+        self.call(Operation::ListErrorGroups, url, None::<&()>)
+            .await
     }
 
     /// `DELETE /v1/snippets/{id}` (204, no body).
@@ -356,8 +372,8 @@ impl ApiClient {
             {
                 return Err(error);
             }
-            let wait = retry_after
-                .unwrap_or_else(|| self.retry.backoff(attempt, &mut rand::thread_rng()));
+            let wait =
+                retry_after.unwrap_or_else(|| self.retry.backoff(attempt, &mut rand::thread_rng()));
             if started.elapsed() + wait > self.retry.budget {
                 return Err(error);
             }
@@ -445,7 +461,11 @@ impl ApiClient {
                     .message
                     .map(|m| excerpt(&m, &secrets))
                     .unwrap_or_else(|| error.clone());
-                (error, message, body.attributes.map(|a| scrub_value(a, &secrets)))
+                (
+                    error,
+                    message,
+                    body.attributes.map(|a| scrub_value(a, &secrets)),
+                )
             }
             Err(_) => (
                 reason,

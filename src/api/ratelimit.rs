@@ -260,11 +260,17 @@ mod tests {
         // 10,000 sends need 17 windows' worth of slots: the last batch goes at 16 * 60 s.
         let span = instants[instants.len() - 1].duration_since(start);
         assert!(span >= Duration::from_secs(960), "{span:?}");
-        assert!(span <= Duration::from_secs(961), "throughput too low: {span:?}");
+        assert!(
+            span <= Duration::from_secs(961),
+            "throughput too low: {span:?}"
+        );
         let stats = limiter.stats();
         assert_eq!(stats.acquired, 10_000);
         // Every window after the first starts with callers that waited for it.
-        assert!(stats.waited >= 16 && stats.waited <= 10_000 - 600, "{stats:?}");
+        assert!(
+            stats.waited >= 16 && stats.waited <= 10_000 - 600,
+            "{stats:?}"
+        );
         assert!(stats.wait_time >= Duration::from_secs(16 * 60), "{stats:?}");
         // A GCRA-style limiter (burst 600 + 600/min) fails the same check.
         let mut gcra: Vec<Instant> = (0..600).map(|_| start).collect();
@@ -278,15 +284,18 @@ mod tests {
             requests: 5,
             window: Duration::from_secs(10),
         };
-        let limiter =
-            Arc::new(RateLimiter::new(Quota::DEFAULT).with_route(Operation::ListCheckStatuses, custom));
+        let limiter = Arc::new(
+            RateLimiter::new(Quota::DEFAULT).with_route(Operation::ListCheckStatuses, custom),
+        );
         assert_eq!(limiter.quota(Operation::ListCheckStatuses), custom);
         let instants = acquire_many(limiter.clone(), 3, 23).await;
         assert!(holds(&instants, 5, Duration::from_secs(10)));
         assert!(!holds(&instants, 4, Duration::from_secs(10)));
         // The default route is untouched.
         let before = Instant::now();
-        limiter.acquire(Operation::GetCheckGroup, Priority::Normal).await;
+        limiter
+            .acquire(Operation::GetCheckGroup, Priority::Normal)
+            .await;
         assert_eq!(Instant::now(), before);
     }
 
@@ -299,23 +308,33 @@ mod tests {
         let limiter = Arc::new(RateLimiter::new(quota).with_low_priority_reserve(3));
         let start = Instant::now();
         for _ in 0..7 {
-            limiter.acquire(Operation::GetCheckGroup, Priority::Normal).await;
+            limiter
+                .acquire(Operation::GetCheckGroup, Priority::Normal)
+                .await;
         }
         // 7 of 10 used, reserve 3: a low caller must wait for the first sends to age out...
         let low = tokio::spawn({
             let limiter = limiter.clone();
             async move {
-                limiter.acquire(Operation::GetCheckGroup, Priority::Low).await;
+                limiter
+                    .acquire(Operation::GetCheckGroup, Priority::Low)
+                    .await;
                 Instant::now()
             }
         });
         tokio::task::yield_now().await;
         // ...while normal callers still get the last 3 slots at once.
         for _ in 0..3 {
-            limiter.acquire(Operation::GetCheckGroup, Priority::Normal).await;
+            limiter
+                .acquire(Operation::GetCheckGroup, Priority::Normal)
+                .await;
         }
         assert_eq!(Instant::now(), start);
         let low_at = low.await.unwrap();
-        assert!(low_at >= start + Duration::from_secs(60), "{:?}", low_at - start);
+        assert!(
+            low_at >= start + Duration::from_secs(60),
+            "{:?}",
+            low_at - start
+        );
     }
 }

@@ -188,10 +188,7 @@ pub fn run(cmd: ApiCommand, global: &GlobalArgs) -> u8 {
 /// A command with its body read and parsed, ready to send.
 enum Call {
     CheckStatuses,
-    ListServices {
-        limit: Option<u32>,
-        all: bool,
-    },
+    ListServices { limit: Option<u32>, all: bool },
     CreateService(CreateStatusPageService),
     GetMaintenance(i64, String),
     SetDates(i64, String, MaintenanceDates),

@@ -5,8 +5,8 @@ use chrono::{DateTime, FixedOffset, NaiveDate};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{
-    default_true, AlertChannelSubscription, AlertSettings, EnvironmentVariable, KeyValue,
-    Location, RuntimeId,
+    default_true, AlertChannelSubscription, AlertSettings, EnvironmentVariable, KeyValue, Location,
+    RuntimeId,
 };
 
 /// `retryStrategy`: a strategy object, or `"FALLBACK"` (the account's default).
@@ -282,7 +282,10 @@ mod tests {
     fn retry_strategy_is_an_object_or_fallback() {
         let fallback: CheckGroupUpdate =
             serde_json::from_str(r#"{"name":"g","retryStrategy":"FALLBACK"}"#).unwrap();
-        assert_eq!(fallback.retry_strategy, Some(RetryStrategySetting::Fallback));
+        assert_eq!(
+            fallback.retry_strategy,
+            Some(RetryStrategySetting::Fallback)
+        );
         assert_eq!(
             serde_json::to_value(&fallback).unwrap(),
             serde_json::json!({"name": "g", "retryStrategy": "FALLBACK"})
@@ -295,10 +298,9 @@ mod tests {
             panic!("expected an object strategy");
         };
         assert_eq!(strategy.max_retries, Some(2));
-        let err = serde_json::from_str::<CheckGroupUpdate>(
-            r#"{"name":"g","retryStrategy":"SOMETIMES"}"#,
-        )
-        .unwrap_err();
+        let err =
+            serde_json::from_str::<CheckGroupUpdate>(r#"{"name":"g","retryStrategy":"SOMETIMES"}"#)
+                .unwrap_err();
         assert!(err.to_string().contains("FALLBACK"), "{err}");
     }
 

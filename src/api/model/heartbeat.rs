@@ -37,7 +37,10 @@ impl std::fmt::Debug for HeartbeatSpec {
             .field("period_unit", &self.period_unit)
             .field("grace", &self.grace)
             .field("grace_unit", &self.grace_unit)
-            .field("ping_token", &self.ping_token.as_ref().map(|_| "[redacted]"))
+            .field(
+                "ping_token",
+                &self.ping_token.as_ref().map(|_| "[redacted]"),
+            )
             .finish()
     }
 }
@@ -73,8 +76,14 @@ impl std::fmt::Debug for HeartbeatInfo {
             .field("period_unit", &self.period_unit)
             .field("grace", &self.grace)
             .field("grace_unit", &self.grace_unit)
-            .field("ping_token", &self.ping_token.as_ref().map(|_| "[redacted]"))
-            .field("ping_url", &self.ping_url.as_deref().map(crate::redact::url))
+            .field(
+                "ping_token",
+                &self.ping_token.as_ref().map(|_| "[redacted]"),
+            )
+            .field(
+                "ping_url",
+                &self.ping_url.as_deref().map(crate::redact::url),
+            )
             .finish()
     }
 }
@@ -343,6 +352,9 @@ mod tests {
         .unwrap();
         assert_eq!(event.event.state, EventState::Other("PAUSED".into()));
         assert_eq!(event.stats.last_7_days.total_entities_current_period, 9);
-        assert_eq!(event.stats.last_24_hours.success_ratio.current_period, Some(0.5));
+        assert_eq!(
+            event.stats.last_24_hours.success_ratio.current_period,
+            Some(0.5)
+        );
     }
 }

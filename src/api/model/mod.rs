@@ -27,11 +27,13 @@ pub mod date {
 
     /// Parses `YYYY-MM-DD`, or the date part of an ISO 8601 date-time.
     pub fn parse(text: &str) -> Option<NaiveDate> {
-        NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().or_else(|| {
-            chrono::DateTime::parse_from_rfc3339(text)
-                .ok()
-                .map(|t| t.date_naive())
-        })
+        NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .or_else(|| {
+                chrono::DateTime::parse_from_rfc3339(text)
+                    .ok()
+                    .map(|t| t.date_naive())
+            })
     }
 
     /// Writes `YYYY-MM-DD`.

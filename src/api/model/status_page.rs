@@ -128,10 +128,18 @@ pub struct MaintenanceUpdate {
 #[serde(rename_all = "camelCase")]
 pub struct DateAdjustments {
     /// New first day.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "super::opt_date")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::opt_date"
+    )]
     pub starts_at: Option<NaiveDate>,
     /// New last day.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "super::opt_date")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::opt_date"
+    )]
     pub ends_at: Option<NaiveDate>,
 }
 
@@ -173,7 +181,10 @@ mod tests {
                  "dateAdjustments":{"startsAt":"2026-05-01","endsAt":"2026-05-02"}}]}"#,
         )
         .unwrap();
-        assert_eq!(m.updates[0].previous_starts_at, NaiveDate::from_ymd_opt(2026, 4, 30));
+        assert_eq!(
+            m.updates[0].previous_starts_at,
+            NaiveDate::from_ymd_opt(2026, 4, 30)
+        );
         let bad = serde_json::from_str::<Maintenance>(
             r#"{"id":"m1","maintenanceWindowId":3,"startsAt":"May 1st","endsAt":"2026-05-02",
                "status":"s","created_at":"2026-04-01","updated_at":"2026-04-02"}"#,
