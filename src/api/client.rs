@@ -464,7 +464,7 @@ impl ApiClient {
                 (
                     error,
                     message,
-                    body.attributes.map(|a| scrub_value(a, &secrets)),
+                    body.attributes.map(|a| Box::new(scrub_value(a, &secrets))),
                 )
             }
             Err(_) => (

@@ -36,8 +36,8 @@ pub enum ApiError {
         error: String,
         /// The body's `message` (else an excerpt of the body).
         message: String,
-        /// The body's `attributes` (present on 401 and 429).
-        attributes: Option<serde_json::Value>,
+        /// The body's `attributes` (present on 401 and 429); boxed to keep the error small.
+        attributes: Option<Box<serde_json::Value>>,
     },
     /// 429 Too Many Requests, after the retries allowed were spent.
     #[error("api error 429 {error}: {message} ({request}){}", retry_hint(.retry_after))]
@@ -48,8 +48,8 @@ pub enum ApiError {
         error: String,
         /// The body's `message`.
         message: String,
-        /// The body's `attributes`.
-        attributes: Option<serde_json::Value>,
+        /// The body's `attributes`; boxed to keep the error small.
+        attributes: Option<Box<serde_json::Value>>,
         /// The last `Retry-After` the service sent.
         retry_after: Option<Duration>,
     },

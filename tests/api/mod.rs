@@ -233,7 +233,7 @@ async fn listed_error_statuses_become_typed_errors() {
                 (error.as_str(), message.as_str()),
                 ("Unauthorized", "Bad Token")
             );
-            assert_eq!(attributes, Some(json!({"reason": "expired"})));
+            assert_eq!(attributes.as_deref(), Some(&json!({"reason": "expired"})));
             assert_eq!(request.target, "GET /v1/check-groups/401");
         }
         other => panic!("expected a 401 api error, got {other:?}"),
@@ -258,7 +258,7 @@ async fn listed_error_statuses_become_typed_errors() {
             error, attributes, ..
         } => {
             assert_eq!(error, "Too Many Requests");
-            assert_eq!(attributes, Some(json!({"limit": 600})));
+            assert_eq!(attributes.as_deref(), Some(&json!({"limit": 600})));
         }
         other => panic!("expected rate limited, got {other:?}"),
     }

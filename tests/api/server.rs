@@ -55,6 +55,9 @@ pub fn error_reply(status: u16, error: &str, message: &str, attributes: Option<V
 
 type Script = dyn Fn(&Seen, usize) -> Reply + Send + Sync;
 
+/// The server's state: what it saw, and how to answer.
+type ServerState = (Arc<Mutex<Vec<Seen>>>, Arc<Script>);
+
 /// A running test server; stops when dropped.
 pub struct Server {
     pub base_url: String,
@@ -105,10 +108,7 @@ impl Server {
 }
 
 async fn answer(
-    axum::extract::State((seen, script)): axum::extract::State<(
-        Arc<Mutex<Vec<Seen>>>,
-        Arc<Script>,
-    )>,
+    axum::extract::State((seen, script)): axum::extract::State<ServerState>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
