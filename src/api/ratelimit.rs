@@ -60,7 +60,6 @@ pub struct RateLimitStats {
     pub wait_time: Duration,
 }
 
-#[derive(Debug)]
 struct Window {
     quota: Quota,
     /// How many slots low-priority callers leave free.
@@ -127,11 +126,9 @@ impl Window {
 
 /// The process's rate limiter. Share one `Arc<RateLimiter>` among all clients
 /// ([`RateLimiter::shared`] is the process-wide one).
-#[derive(Debug)]
 pub struct RateLimiter {
     default: Window,
     routes: HashMap<Operation, Window>,
-    low_reserve: u32,
     acquired: AtomicU64,
     waited: AtomicU64,
     wait_nanos: AtomicU64,
@@ -144,7 +141,6 @@ impl RateLimiter {
         RateLimiter {
             default: Window::new(quota, low_reserve),
             routes: HashMap::new(),
-            low_reserve,
             acquired: AtomicU64::new(0),
             waited: AtomicU64::new(0),
             wait_nanos: AtomicU64::new(0),
@@ -161,7 +157,6 @@ impl RateLimiter {
 
     /// Sets how many slots of the default window low-priority callers leave free.
     pub fn with_low_priority_reserve(mut self, reserve: u32) -> Self {
-        self.low_reserve = reserve;
         self.default = Window::new(self.default.quota, reserve);
         self
     }
@@ -206,12 +201,26 @@ impl RateLimiter {
     }
 
     /// Counters since the limiter was made.
+    #[doc(alias = "metrics")]
     pub fn stats(&self) -> RateLimitStats {
         RateLimitStats {
             acquired: self.acquired.load(Ordering::Relaxed),
             waited: self.waited.load(Ordering::Relaxed),
             wait_time: Duration::from_nanos(self.wait_nanos.load(Ordering::Relaxed)),
         }
+    }
+}
+
+impl std::fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let routes: Vec<(Operation, Quota)> =
+            self.routes.iter().map(|(op, w)| (*op, w.quota)).collect();
+        f.debug_struct("RateLimiter")
+            .field("default", &self.default.quota)
+            .field("low_reserve", &self.default.low_reserve)
+            .field("routes", &routes)
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 
