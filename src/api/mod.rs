@@ -1,2 +1,21 @@
 //! The typed client of the monitoring API (`../shared/spec/monitoring-api.md`): every operation,
 //! typed errors, retries and the shared rate limiter.
+//!
+//! - [`model`]: requests, responses and the error body, shared with the emulator.
+//! - [`ApiClient`]: one async method per operation.
+//! - [`ApiError`]: what went wrong, never with the key or a ping token in it.
+//! - [`retry`]: backoff with full jitter, `Retry-After`, and which failures may be repeated.
+//! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
+
+pub mod client;
+pub mod error;
+pub mod model;
+pub mod operation;
+pub mod ratelimit;
+pub mod retry;
+
+pub use client::{ApiClient, ApiClientConfig, ACCOUNT_HEADER};
+pub use error::{ApiError, RequestLabel};
+pub use operation::Operation;
+pub use ratelimit::{Priority, Quota, RateLimitStats, RateLimiter};
+pub use retry::RetryPolicy;

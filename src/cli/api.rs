@@ -1,17 +1,410 @@
 //! `heartbeat-agent api ...`: every operation of the monitoring API from the shell.
+//!
+//! JSON answers go to stdout (pretty on a terminal, one line otherwise); errors go to stderr as
+//! `heartbeat-agent: api error 404 Not Found: Not Found (GET /v1/...)`. Exit 0 on success, 1 on
+//! an API or transport error or missing credentials, 2 on usage errors (a bad `--body` too),
+//! 78 when the config file is invalid.
 
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
 use clap::Subcommand;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-use super::GlobalArgs;
+use super::{exit, print_error, GlobalArgs};
+use crate::api::model::{
+    CheckGroupUpdate, CreateStatusPageService, HeartbeatCheckUpdate, ListStatusPageServices,
+    MaintenanceDates, StatusPageServicePage,
+};
+use crate::api::{ApiClient, ApiClientConfig, ApiError};
+use crate::redact::Secret;
+
+/// The API key when there is no config file.
+pub const API_KEY_ENV: &str = "HEARTBEAT_AGENT_API_KEY";
+/// The account id when there is no config file (or the config has none).
+pub const ACCOUNT_ENV: &str = "HEARTBEAT_AGENT_ACCOUNT";
 
 /// API operations.
 #[derive(Debug, Subcommand)]
 pub enum ApiCommand {
     /// List all check statuses
     CheckStatuses,
+    /// Create or list status page services
+    #[command(subcommand)]
+    StatusPageServices(ServicesCommand),
+    /// Read a maintenance or change its dates
+    #[command(subcommand)]
+    Maintenance(MaintenanceCommand),
+    /// Update a heartbeat check or read one of its events
+    #[command(subcommand)]
+    Heartbeat(HeartbeatCommand),
+    /// Read or update a check group
+    #[command(subcommand)]
+    CheckGroup(CheckGroupCommand),
+    /// List the test session error groups of a project
+    ErrorGroups {
+        /// Project id (uuid)
+        project: String,
+    },
+    /// Delete a snippet
+    #[command(subcommand)]
+    Snippet(SnippetCommand),
+}
+
+/// `api status-page-services ...`.
+#[derive(Debug, Subcommand)]
+pub enum ServicesCommand {
+    /// List services (one page, or every page with --all)
+    List {
+        /// Services per page, 1 to 100 [service default: 20]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+        limit: Option<u32>,
+        /// Follow `nextId` through every page and print them as one page
+        #[arg(long)]
+        all: bool,
+    },
+    /// Create a service
+    Create {
+        /// Name of the service
+        #[arg(long, value_name = "N")]
+        name: String,
+    },
+}
+
+/// `api maintenance ...`.
+#[derive(Debug, Subcommand)]
+pub enum MaintenanceCommand {
+    /// Show a maintenance
+    Get {
+        /// Maintenance window id (integer)
+        window: i64,
+        /// Maintenance id
+        maintenance: String,
+    },
+    /// Change a maintenance's dates
+    SetDates {
+        /// Maintenance window id (integer)
+        window: i64,
+        /// Maintenance id
+        maintenance: String,
+        /// New first day (YYYY-MM-DD)
+        #[arg(long, value_name = "DATE")]
+        starts_at: NaiveDate,
+        /// New last day (YYYY-MM-DD)
+        #[arg(long, value_name = "DATE")]
+        ends_at: NaiveDate,
+    },
+}
+
+/// `api heartbeat ...`.
+#[derive(Debug, Subcommand)]
+pub enum HeartbeatCommand {
+    /// Replace a heartbeat check's definition (PUT) with a JSON body
+    Update {
+        /// Check id
+        id: String,
+        /// JSON request body: a file, or `-` for stdin
+        #[arg(long, value_name = "FILE|-")]
+        body: PathBuf,
+        /// Subscribe a new check to all alert channels [service default: true]
+        #[arg(long, value_name = "BOOL")]
+        auto_assign_alerts: Option<bool>,
+    },
+    /// Show a heartbeat event with the check's statistics
+    Event {
+        /// Check id
+        check: String,
+        /// Event id
+        event: String,
+    },
+}
+
+/// `api check-group ...`.
+#[derive(Debug, Subcommand)]
+pub enum CheckGroupCommand {
+    /// Show a check group (v1)
+    Get {
+        /// Group id (integer)
+        id: i64,
+    },
+    /// Update a check group (v2 PUT) with a JSON body
+    Update {
+        /// Group id (integer)
+        id: i64,
+        /// JSON request body: a file, or `-` for stdin
+        #[arg(long, value_name = "FILE|-")]
+        body: PathBuf,
+        /// Subscribe new checks to all alert channels [service default: true]
+        #[arg(long, value_name = "BOOL")]
+        auto_assign_alerts: Option<bool>,
+    },
+}
+
+/// `api snippet ...`.
+#[derive(Debug, Subcommand)]
+pub enum SnippetCommand {
+    /// Delete a snippet (prints nothing on success)
+    Delete {
+        /// Snippet id (integer)
+        id: i64,
+    },
 }
 
 /// Runs an `api` subcommand.
-pub fn run(_cmd: ApiCommand, _global: &GlobalArgs) -> u8 {
-    super::exit::OK
+pub fn run(cmd: ApiCommand, global: &GlobalArgs) -> u8 {
+    let call = match Call::from_command(cmd) {
+        Ok(call) => call,
+        Err(message) => {
+            print_error(message);
+            return exit::USAGE;
+        }
+    };
+    let client = match credentials(global).and_then(|c| c.client()) {
+        Ok(client) => client,
+        Err((code, message)) => {
+            print_error(message);
+            return code;
+        }
+    };
+    let runtime = match super::current_thread_runtime() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            print_error(format_args!("cannot start the async runtime: {e}"));
+            return exit::FAILURE;
+        }
+    };
+    match runtime.block_on(call.send(&client)) {
+        Ok(Some(answer)) => print_json(&answer),
+        Ok(None) => exit::OK,
+        Err(e) => {
+            print_error(e);
+            exit::FAILURE
+        }
+    }
+}
+
+/// A command with its body read and parsed, ready to send.
+enum Call {
+    CheckStatuses,
+    ListServices { limit: Option<u32>, all: bool },
+    CreateService(CreateStatusPageService),
+    GetMaintenance(i64, String),
+    SetDates(i64, String, MaintenanceDates),
+    UpdateHeartbeat(String, Box<HeartbeatCheckUpdate>, Option<bool>),
+    Event(String, String),
+    GetGroup(i64),
+    UpdateGroup(i64, Box<CheckGroupUpdate>, Option<bool>),
+    ErrorGroups(String),
+    DeleteSnippet(i64),
+}
+
+impl Call {
+    /// Reads request bodies; a bad body is a usage error (message returned).
+    fn from_command(cmd: ApiCommand) -> Result<Call, String> {
+        Ok(match cmd {
+            ApiCommand::CheckStatuses => Call::CheckStatuses,
+            ApiCommand::StatusPageServices(ServicesCommand::List { limit, all }) => {
+                Call::ListServices { limit, all }
+            }
+            ApiCommand::StatusPageServices(ServicesCommand::Create { name }) => {
+                Call::CreateService(CreateStatusPageService { name })
+            }
+            ApiCommand::Maintenance(MaintenanceCommand::Get {
+                window,
+                maintenance,
+            }) => Call::GetMaintenance(window, maintenance),
+            ApiCommand::Maintenance(MaintenanceCommand::SetDates {
+                window,
+                maintenance,
+                starts_at,
+                ends_at,
+            }) => Call::SetDates(
+                window,
+                maintenance,
+                MaintenanceDates {
+                    starts_at: Some(starts_at),
+                    ends_at: Some(ends_at),
+                },
+            ),
+            ApiCommand::Heartbeat(HeartbeatCommand::Update {
+                id,
+                body,
+                auto_assign_alerts,
+            }) => Call::UpdateHeartbeat(
+                id,
+                Box::new(read_body(&body, "heartbeat check")?),
+                auto_assign_alerts,
+            ),
+            ApiCommand::Heartbeat(HeartbeatCommand::Event { check, event }) => {
+                Call::Event(check, event)
+            }
+            ApiCommand::CheckGroup(CheckGroupCommand::Get { id }) => Call::GetGroup(id),
+            ApiCommand::CheckGroup(CheckGroupCommand::Update {
+                id,
+                body,
+                auto_assign_alerts,
+            }) => Call::UpdateGroup(
+                id,
+                Box::new(read_body(&body, "check group")?),
+                auto_assign_alerts,
+            ),
+            ApiCommand::ErrorGroups { project } => Call::ErrorGroups(project),
+            ApiCommand::Snippet(SnippetCommand::Delete { id }) => Call::DeleteSnippet(id),
+        })
+    }
+
+    /// Sends the call; the answer as JSON, `None` when the operation answers no body.
+    async fn send(self, client: &ApiClient) -> Result<Option<serde_json::Value>, ApiError> {
+        fn json(value: impl Serialize) -> Option<serde_json::Value> {
+            serde_json::to_value(value).ok()
+        }
+        Ok(match self {
+            Call::CheckStatuses => json(client.list_check_statuses().await?),
+            Call::ListServices { limit, all: false } => {
+                let query = ListStatusPageServices {
+                    limit,
+                    ..Default::default()
+                };
+                json(client.list_status_page_services(&query).await?)
+            }
+            Call::ListServices { limit, all: true } => {
+                let entries = client.list_all_status_page_services(limit).await?;
+                json(StatusPageServicePage {
+                    length: entries.len() as u64,
+                    entries,
+                    next_id: None,
+                })
+            }
+            Call::CreateService(body) => json(client.create_status_page_service(&body).await?),
+            Call::GetMaintenance(window, id) => json(client.get_maintenance(window, &id).await?),
+            Call::SetDates(window, id, dates) => {
+                json(client.update_maintenance_dates(window, &id, &dates).await?)
+            }
+            Call::UpdateHeartbeat(id, body, auto) => {
+                json(client.update_heartbeat_check(&id, &body, auto).await?)
+            }
+            Call::Event(check, event) => json(client.get_heartbeat_event(&check, &event).await?),
+            Call::GetGroup(id) => json(client.get_check_group(id).await?),
+            Call::UpdateGroup(id, body, auto) => {
+                json(client.update_check_group(id, &body, auto).await?)
+            }
+            Call::ErrorGroups(project) => json(client.list_error_groups(&project).await?),
+            Call::DeleteSnippet(id) => {
+                client.delete_snippet(id).await?;
+                None
+            }
+        })
+    }
+}
+
+/// Reads a JSON request body from `path` (`-` is stdin) into the typed request.
+fn read_body<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T, String> {
+    let shown = if path == Path::new("-") {
+        "<stdin>".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    let mut text = String::new();
+    let read = if path == Path::new("-") {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::read_to_string(path).map(|t| text = t)
+    };
+    read.map_err(|e| format!("cannot read the --body {shown}: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{shown}:{}:{}: not a valid {what} body: {e}",
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+/// Where to call and with what key.
+struct Credentials {
+    base_url: String,
+    api_key: Secret,
+    account_id: Option<String>,
+}
+
+impl Credentials {
+    fn client(self) -> Result<ApiClient, (u8, String)> {
+        let mut config = ApiClientConfig::new(self.base_url, self.api_key);
+        config.account_id = self.account_id;
+        ApiClient::new(config).map_err(|e| (exit::FAILURE, e.to_string()))
+    }
+}
+
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The config's `[api]` table when a config file exists (or was named), else `--base-url` and
+/// the environment. `--base-url` always wins.
+fn credentials(global: &GlobalArgs) -> Result<Credentials, (u8, String)> {
+    let path = crate::paths::config_file(global.config.as_ref());
+    let named = global.config.is_some() || env_value(crate::paths::CONFIG_ENV).is_some();
+    if !named && !path.exists() {
+        let shown = path.display();
+        let base_url = global.base_url.clone().ok_or_else(|| {
+            let msg = format!(
+                "no API base URL: pass --base-url URL, or create {shown} with [api] base_url"
+            );
+            (exit::FAILURE, msg)
+        })?;
+        let api_key = env_value(API_KEY_ENV).map(Secret::new).ok_or_else(|| {
+            let msg = format!(
+                "no API key: set {API_KEY_ENV}, or create {shown} with [api] api_key_file or api_key_env"
+            );
+            (exit::FAILURE, msg)
+        })?;
+        return Ok(Credentials {
+            base_url,
+            api_key,
+            account_id: env_value(ACCOUNT_ENV),
+        });
+    }
+    let loaded = crate::config::Config::load(&path).map_err(|e| (exit::CONFIG, e.to_string()))?;
+    for warning in &loaded.warnings {
+        tracing::warn!(config = %path.display(), "{warning}");
+    }
+    let api = loaded.config.api;
+    let shown = path.display();
+    let base_url = global.base_url.clone().or(api.base_url).ok_or_else(|| {
+        let msg = format!("no API base URL: set [api] base_url in {shown}, or pass --base-url URL");
+        (exit::FAILURE, msg)
+    })?;
+    let api_key = crate::config::read_api_key(&api.api_key).ok_or_else(|| {
+        let msg = format!(
+            "no API key: set [api] api_key_file or api_key_env in {shown}, or {API_KEY_ENV}"
+        );
+        (exit::FAILURE, msg)
+    })?;
+    Ok(Credentials {
+        base_url,
+        api_key,
+        account_id: api.account_id.or_else(|| env_value(ACCOUNT_ENV)),
+    })
+}
+
+/// Prints `answer` on stdout: pretty on a terminal, one line otherwise.
+fn print_json(answer: &serde_json::Value) -> u8 {
+    let mut stdout = std::io::stdout().lock();
+    let text = if stdout.is_terminal() {
+        serde_json::to_string_pretty(answer)
+    } else {
+        serde_json::to_string(answer)
+    };
+    let written = text
+        .map_err(std::io::Error::from)
+        .and_then(|text| writeln!(stdout, "{text}"));
+    match written {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            print_error(format_args!("cannot write the answer: {e}"));
+            exit::FAILURE
+        }
+    }
 }

@@ -1,0 +1,529 @@
+//! [`ApiClient`]: one async method per operation of the spec. Every request carries the bearer
+//! key, the account header and the agent's `User-Agent`, goes through the shared rate limiter,
+//! and is retried as [`super::retry`] allows.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::Url;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::error::excerpt;
+use super::model::*;
+use super::retry::{is_retryable, parse_retry_after, Failure, RetryPolicy};
+use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
+use crate::redact::Secret;
+
+/// The header that names the account.
+pub const ACCOUNT_HEADER: &str = "x-service-account";
+
+/// Everything a client needs. [`ApiClientConfig::new`] fills in the defaults.
+#[derive(Debug, Clone)]
+pub struct ApiClientConfig {
+    /// `{base_url}` of the spec, e.g. `https://api.example.com` (a path prefix is kept).
+    pub base_url: String,
+    /// The API key, sent as `Authorization: Bearer <key>`.
+    pub api_key: Secret,
+    /// Sent as `x-service-account` when set.
+    pub account_id: Option<String>,
+    /// Limit on establishing the connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// Limit on one whole attempt, connect to last body byte (default 30 s).
+    pub request_timeout: Duration,
+    /// How failures are retried.
+    pub retry: RetryPolicy,
+    /// The limiter shared by every client of the process (default [`RateLimiter::shared`]).
+    pub rate_limiter: Arc<RateLimiter>,
+    /// The priority of this client's requests in the limiter.
+    pub priority: Priority,
+}
+
+impl ApiClientConfig {
+    /// A configuration with default timeouts, retries and the process-wide rate limiter.
+    pub fn new(base_url: impl Into<String>, api_key: Secret) -> Self {
+        ApiClientConfig {
+            base_url: base_url.into(),
+            api_key,
+            account_id: None,
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+            rate_limiter: RateLimiter::shared(),
+            priority: Priority::Normal,
+        }
+    }
+}
+
+/// A client of the monitoring API. Cheap to clone; clones share connections and the limiter.
+#[derive(Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    base: Url,
+    key: Secret,
+    retry: RetryPolicy,
+    limiter: Arc<RateLimiter>,
+    priority: Priority,
+}
+
+impl std::fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiClient")
+            .field("base", &self.base.as_str())
+            .field("key", &self.key)
+            .field("retry", &self.retry)
+            .field("priority", &self.priority)
+            .finish()
+    }
+}
+
+impl ApiClient {
+    /// Builds a client. Fails on a base URL that is not http(s) or an unusable header value.
+    pub fn new(config: ApiClientConfig) -> Result<Self, ApiError> {
+        let base = Url::parse(config.base_url.trim())
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && !u.cannot_be_a_base())
+            .ok_or_else(|| {
+                ApiError::Setup(format!(
+                    "base URL {:?} is not an http(s) URL",
+                    config.base_url
+                ))
+            })?;
+        let mut headers = HeaderMap::new();
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", config.api_key.expose()))
+            .map_err(|_| {
+                ApiError::Setup("the API key holds characters not allowed in a header".into())
+            })?;
+        auth.set_sensitive(true);
+        headers.insert(AUTHORIZATION, auth);
+        if let Some(account) = &config.account_id {
+            let value = HeaderValue::from_str(account).map_err(|_| {
+                ApiError::Setup(format!(
+                    "account id {account:?} is not a valid header value"
+                ))
+            })?;
+            headers.insert(ACCOUNT_HEADER, value);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .user_agent(crate::user_agent())
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .build()
+            .map_err(|e| ApiError::Setup(crate::redact::reqwest_error(&e)))?;
+        Ok(ApiClient {
+            http,
+            base,
+            key: config.api_key,
+            retry: config.retry,
+            limiter: config.rate_limiter,
+            priority: config.priority,
+        })
+    }
+
+    /// The same client with another rate-limiter priority (e.g. low for status refreshes).
+    pub fn with_priority(&self, priority: Priority) -> Self {
+        ApiClient {
+            priority,
+            ..self.clone()
+        }
+    }
+
+    /// The base URL requests go to.
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    /// The rate limiter this client uses.
+    pub fn rate_limiter(&self) -> &Arc<RateLimiter> {
+        &self.limiter
+    }
+
+    /// `POST /v1/status-pages/services`. Not retried once it may have reached the service.
+    pub async fn create_status_page_service(
+        &self,
+        body: &CreateStatusPageService,
+    ) -> Result<StatusPageService, ApiError> {
+        let url = self.url(&["v1", "status-pages", "services"], &[]);
+        self.call(Operation::CreateStatusPageService, url, Some(body))
+            .await
+    }
+
+    /// `GET /v1/status-pages/services`: one page.
+    pub async fn list_status_page_services(
+        &self,
+        query: &ListStatusPageServices,
+    ) -> Result<StatusPageServicePage, ApiError> {
+        let mut pairs = Vec::new();
+        if let Some(limit) = query.limit {
+            pairs.push(("limit", limit.to_string()));
+        }
+        if let Some(next) = &query.next_id {
+            pairs.push(("nextId", next.clone()));
+        }
+        if let Some(paginated) = query.paginated {
+            pairs.push(("paginated", paginated.to_string()));
+        }
+        let url = self.url(&["v1", "status-pages", "services"], &pairs);
+        self.call(Operation::ListStatusPageServices, url, None::<&()>)
+            .await
+    }
+
+    /// Every status page service, following `nextId` page by page (`limit` per page).
+    pub async fn list_all_status_page_services(
+        &self,
+        limit: Option<u32>,
+    ) -> Result<Vec<StatusPageService>, ApiError> {
+        let mut all = Vec::new();
+        let mut seen = HashSet::new();
+        let mut query = ListStatusPageServices {
+            limit,
+            ..ListStatusPageServices::default()
+        };
+        loop {
+            let page = self.list_status_page_services(&query).await?;
+            all.extend(page.entries);
+            match page.next_id {
+                Some(next) if !seen.insert(next.clone()) => {
+                    return Err(ApiError::Decode {
+                        operation: Operation::ListStatusPageServices,
+                        status: 200,
+                        detail: "the nextId cursor repeated; stopped to avoid a loop".into(),
+                    });
+                }
+                Some(next) => query.next_id = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// `GET /v1/maintenance-windows/{id}/maintenances/{maintenanceId}`.
+    pub async fn get_maintenance(
+        &self,
+        window_id: i64,
+        maintenance_id: &str,
+    ) -> Result<Maintenance, ApiError> {
+        let window = window_id.to_string();
+        let url = self.url(
+            &[
+                "v1",
+                "maintenance-windows",
+                &window,
+                "maintenances",
+                maintenance_id,
+            ],
+            &[],
+        );
+        self.call(Operation::GetMaintenance, url, None::<&()>).await
+    }
+
+    /// `PATCH /v1/maintenance-windows/{id}/maintenances/{maintenanceId}`: new dates.
+    pub async fn update_maintenance_dates(
+        &self,
+        window_id: i64,
+        maintenance_id: &str,
+        dates: &MaintenanceDates,
+    ) -> Result<Maintenance, ApiError> {
+        let window = window_id.to_string();
+        let url = self.url(
+            &[
+                "v1",
+                "maintenance-windows",
+                &window,
+                "maintenances",
+                maintenance_id,
+            ],
+            &[],
+        );
+        self.call(Operation::UpdateMaintenanceDates, url, Some(dates))
+            .await
+    }
+
+    /// `PUT /v1/checks/heartbeat/{id}`; `auto_assign_alerts` is sent only when given.
+    pub async fn update_heartbeat_check(
+        &self,
+        check_id: &str,
+        body: &HeartbeatCheckUpdate,
+        auto_assign_alerts: Option<bool>,
+    ) -> Result<HeartbeatCheck, ApiError> {
+        let query = auto_assign_query(auto_assign_alerts);
+        let url = self.url(&["v1", "checks", "heartbeat", check_id], &query);
+        self.call(Operation::UpdateHeartbeatCheck, url, Some(body))
+            .await
+    }
+
+    /// `GET /v1/checks/heartbeats/{checkId}/events/{id}`.
+    pub async fn get_heartbeat_event(
+        &self,
+        check_id: &str,
+        event_id: &str,
+    ) -> Result<HeartbeatEventWithStats, ApiError> {
+        let url = self.url(
+            &["v1", "checks", "heartbeats", check_id, "events", event_id],
+            &[],
+        );
+        self.call(Operation::GetHeartbeatEvent, url, None::<&()>)
+            .await
+    }
+
+    /// `GET /v1/check-groups/{id}`.
+    pub async fn get_check_group(&self, group_id: i64) -> Result<CheckGroup, ApiError> {
+        let url = self.url(&["v1", "check-groups", &group_id.to_string()], &[]);
+        self.call(Operation::GetCheckGroup, url, None::<&()>).await
+    }
+
+    /// `PUT /v2/check-groups/{id}`; `auto_assign_alerts` is sent only when given.
+    pub async fn update_check_group(
+        &self,
+        group_id: i64,
+        body: &CheckGroupUpdate,
+        auto_assign_alerts: Option<bool>,
+    ) -> Result<CheckGroup, ApiError> {
+        let query = auto_assign_query(auto_assign_alerts);
+        let url = self.url(&["v2", "check-groups", &group_id.to_string()], &query);
+        self.call(Operation::UpdateCheckGroup, url, Some(body))
+            .await
+    }
+
+    /// `GET /v1/check-statuses` (items may be null).
+    pub async fn list_check_statuses(&self) -> Result<Vec<Option<CheckStatus>>, ApiError> {
+        let url = self.url(&["v1", "check-statuses"], &[]);
+        self.call(Operation::ListCheckStatuses, url, None::<&()>)
+            .await
+    }
+
+    /// `GET /v1/test-session-error-groups/projects/{projectId}`.
+    pub async fn list_error_groups(&self, project_id: &str) -> Result<Vec<ErrorGroup>, ApiError> {
+        let url = self.url(
+            &["v1", "test-session-error-groups", "projects", project_id],
+            &[],
+        );
+        self.call(Operation::ListErrorGroups, url, None::<&()>)
+            .await
+    }
+
+    /// `DELETE /v1/snippets/{id}` (204, no body).
+    pub async fn delete_snippet(&self, snippet_id: i64) -> Result<(), ApiError> {
+        let url = self.url(&["v1", "snippets", &snippet_id.to_string()], &[]);
+        self.execute(Operation::DeleteSnippet, url, None).await?;
+        Ok(())
+    }
+
+    /// The URL of `segments` under the base URL; each segment is percent-encoded, so an id
+    /// cannot change the path.
+    fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .expect("the constructor accepts only base URLs that can hold a path")
+            .pop_if_empty()
+            .extend(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        url
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        operation: Operation,
+        url: Url,
+        body: Option<&B>,
+    ) -> Result<T, ApiError> {
+        let body = body
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| ApiError::Setup(format!("cannot encode the {operation} body: {e}")))?;
+        let (status, bytes) = self.execute(operation, url, body).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode {
+            operation,
+            status,
+            detail: excerpt(&e.to_string(), &[self.key.expose()]),
+        })
+    }
+
+    /// Sends with rate limiting and retries; returns the status and body of a 2xx answer.
+    async fn execute(
+        &self,
+        operation: Operation,
+        url: Url,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), ApiError> {
+        let label = RequestLabel {
+            operation,
+            target: format!("{} {}", operation.method(), url.path()),
+        };
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.limiter.acquire(operation, self.priority).await;
+            let Failed {
+                failure,
+                error,
+                retry_after,
+            } = match self.attempt(&label, &url, body.as_ref()).await {
+                Ok(answer) => return Ok(answer),
+                Err(failed) => failed,
+            };
+            if !is_retryable(failure, operation.is_idempotent())
+                || attempt >= self.retry.max_attempts
+            {
+                return Err(error);
+            }
+            let wait =
+                retry_after.unwrap_or_else(|| self.retry.backoff(attempt, &mut rand::thread_rng()));
+            if started.elapsed() + wait > self.retry.budget {
+                return Err(error);
+            }
+            tracing::warn!(
+                operation = %operation,
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                error = %error,
+                "api request failed, retrying"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// One attempt: the status and body of a 2xx answer, or what failed.
+    async fn attempt(
+        &self,
+        label: &RequestLabel,
+        url: &Url,
+        body: Option<&Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), Failed> {
+        let mut request = self.http.request(label.operation.method(), url.clone());
+        if let Some(body) = body {
+            request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone());
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                let failure = if e.is_connect() {
+                    Failure::NotSent
+                } else {
+                    Failure::NoAnswer
+                };
+                return Err(Failed::new(failure, self.transport_error(label, &e), None));
+            }
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let error = self.transport_error(label, &e);
+                return Err(Failed::new(Failure::NoAnswer, error, None));
+            }
+        };
+        if status.is_success() {
+            return Ok((status.as_u16(), bytes.to_vec()));
+        }
+        let error = self.status_error(label, status, &bytes, retry_after);
+        Err(Failed::new(
+            Failure::Status(status.as_u16()),
+            error,
+            retry_after,
+        ))
+    }
+
+    fn transport_error(&self, label: &RequestLabel, err: &reqwest::Error) -> ApiError {
+        ApiError::Transport {
+            request: label.clone(),
+            detail: crate::redact::scrub(&crate::redact::reqwest_error(err), &[self.key.expose()]),
+            not_sent: err.is_connect(),
+            timed_out: err.is_timeout(),
+        }
+    }
+
+    fn status_error(
+        &self,
+        label: &RequestLabel,
+        status: reqwest::StatusCode,
+        bytes: &[u8],
+        retry_after: Option<Duration>,
+    ) -> ApiError {
+        let secrets = [self.key.expose()];
+        let reason = status.canonical_reason().unwrap_or("error").to_owned();
+        let (error, message, attributes) = match serde_json::from_slice::<ErrorBody>(bytes) {
+            Ok(body) => {
+                let error = excerpt(&body.error, &secrets);
+                let message = body
+                    .message
+                    .map(|m| excerpt(&m, &secrets))
+                    .unwrap_or_else(|| error.clone());
+                (
+                    error,
+                    message,
+                    body.attributes.map(|a| Box::new(scrub_value(a, &secrets))),
+                )
+            }
+            Err(_) => (
+                reason,
+                excerpt(&String::from_utf8_lossy(bytes), &secrets),
+                None,
+            ),
+        };
+        if status.as_u16() == 429 {
+            ApiError::RateLimited {
+                request: label.clone(),
+                error,
+                message,
+                attributes,
+                retry_after,
+            }
+        } else {
+            ApiError::Api {
+                request: label.clone(),
+                status: status.as_u16(),
+                error,
+                message,
+                attributes,
+            }
+        }
+    }
+}
+
+/// A failed attempt: what kind of failure (for the retry rule), the error to report if no
+/// retry follows, and the service's `Retry-After`.
+struct Failed {
+    failure: Failure,
+    error: ApiError,
+    retry_after: Option<Duration>,
+}
+
+impl Failed {
+    fn new(failure: Failure, error: ApiError, retry_after: Option<Duration>) -> Self {
+        Failed {
+            failure,
+            error,
+            retry_after,
+        }
+    }
+}
+
+fn auto_assign_query(auto_assign_alerts: Option<bool>) -> Vec<(&'static str, String)> {
+    auto_assign_alerts
+        .map(|value| vec![("autoAssignAlerts", value.to_string())])
+        .unwrap_or_default()
+}
+
+/// Removes secrets from a JSON value (error `attributes` are echoed into messages and logs).
+fn scrub_value(value: serde_json::Value, secrets: &[&str]) -> serde_json::Value {
+    let text = value.to_string();
+    let scrubbed = crate::redact::scrub(&text, secrets);
+    if scrubbed == text {
+        value
+    } else {
+        serde_json::from_str(&scrubbed).unwrap_or(serde_json::Value::Null)
+    }
+}

@@ -1,0 +1,80 @@
+//! The resources of the monitoring API as Rust types, shared by the client, the emulator and
+//! the tests: request bodies, responses and the error body.
+//!
+//! Rules, so that a response the spec did not foresee still decodes: unknown fields are ignored,
+//! nullable fields are `Option`, enums are open (see [`enums`]), `date` fields also accept a
+//! full date-time (its date is kept). Request bodies leave out absent optional fields, so the
+//! service applies its defaults.
+
+pub mod check_group;
+pub mod common;
+pub mod enums;
+pub mod heartbeat;
+pub mod reports;
+pub mod status_page;
+
+pub use check_group::*;
+pub use common::*;
+pub use enums::*;
+pub use heartbeat::*;
+pub use reports::*;
+pub use status_page::*;
+
+/// `date` fields (`YYYY-MM-DD`), tolerant of a full date-time on input.
+pub mod date {
+    use chrono::NaiveDate;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Parses `YYYY-MM-DD`, or the date part of an ISO 8601 date-time.
+    pub fn parse(text: &str) -> Option<NaiveDate> {
+        NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .or_else(|| {
+                chrono::DateTime::parse_from_rfc3339(text)
+                    .ok()
+                    .map(|t| t.date_naive())
+            })
+    }
+
+    /// Writes `YYYY-MM-DD`.
+    pub fn serialize<S: Serializer>(value: &NaiveDate, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&value.format("%Y-%m-%d"))
+    }
+
+    /// Reads a date (or the date of a date-time).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<NaiveDate, D::Error> {
+        let text = String::deserialize(d)?;
+        parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("expected a date (YYYY-MM-DD), got {text:?}"))
+        })
+    }
+}
+
+/// Nullable `date` fields; use with `#[serde(default)]`.
+pub mod opt_date {
+    use chrono::NaiveDate;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `YYYY-MM-DD` or null.
+    pub fn serialize<S: Serializer>(value: &Option<NaiveDate>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(date) => super::date::serialize(date, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads a date, a date-time (its date) or null.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(text) => super::date::parse(&text).map(Some).ok_or_else(|| {
+                serde::de::Error::custom(format!("expected a date (YYYY-MM-DD), got {text:?}"))
+            }),
+        }
+    }
+}
+
+/// `serde(default = ...)` helper for booleans whose documented default is true.
+pub(crate) fn default_true() -> bool {
+    true
+}

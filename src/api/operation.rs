@@ -1,0 +1,89 @@
+//! The 11 operations of the spec as values: their names (for messages, logs and per-route rate
+//! limits), HTTP methods, and whether repeating one is safe.
+
+use std::fmt;
+
+/// One operation of the monitoring API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Operation {
+    /// `POST /v1/status-pages/services`.
+    CreateStatusPageService,
+    /// `GET /v1/status-pages/services`.
+    ListStatusPageServices,
+    /// `GET /v1/maintenance-windows/{id}/maintenances/{maintenanceId}`.
+    GetMaintenance,
+    /// `PATCH /v1/maintenance-windows/{id}/maintenances/{maintenanceId}`.
+    UpdateMaintenanceDates,
+    /// `PUT /v1/checks/heartbeat/{id}`.
+    UpdateHeartbeatCheck,
+    /// `GET /v1/checks/heartbeats/{checkId}/events/{id}`.
+    GetHeartbeatEvent,
+    /// `GET /v1/check-groups/{id}`.
+    GetCheckGroup,
+    /// `PUT /v2/check-groups/{id}`.
+    UpdateCheckGroup,
+    /// `GET /v1/check-statuses`.
+    ListCheckStatuses,
+    /// `GET /v1/test-session-error-groups/projects/{projectId}`.
+    ListErrorGroups,
+    /// `DELETE /v1/snippets/{id}`.
+    DeleteSnippet,
+}
+
+impl Operation {
+    /// Every operation, in the spec's order.
+    pub const ALL: [Operation; 11] = [
+        Operation::CreateStatusPageService,
+        Operation::ListStatusPageServices,
+        Operation::GetMaintenance,
+        Operation::UpdateMaintenanceDates,
+        Operation::UpdateHeartbeatCheck,
+        Operation::GetHeartbeatEvent,
+        Operation::GetCheckGroup,
+        Operation::UpdateCheckGroup,
+        Operation::ListCheckStatuses,
+        Operation::ListErrorGroups,
+        Operation::DeleteSnippet,
+    ];
+
+    /// A stable snake_case name, used in messages, logs and rate-limit settings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::CreateStatusPageService => "create_status_page_service",
+            Operation::ListStatusPageServices => "list_status_page_services",
+            Operation::GetMaintenance => "get_maintenance",
+            Operation::UpdateMaintenanceDates => "update_maintenance_dates",
+            Operation::UpdateHeartbeatCheck => "update_heartbeat_check",
+            Operation::GetHeartbeatEvent => "get_heartbeat_event",
+            Operation::GetCheckGroup => "get_check_group",
+            Operation::UpdateCheckGroup => "update_check_group",
+            Operation::ListCheckStatuses => "list_check_statuses",
+            Operation::ListErrorGroups => "list_error_groups",
+            Operation::DeleteSnippet => "delete_snippet",
+        }
+    }
+
+    /// The HTTP method.
+    pub fn method(self) -> reqwest::Method {
+        match self {
+            Operation::CreateStatusPageService => reqwest::Method::POST,
+            Operation::UpdateMaintenanceDates => reqwest::Method::PATCH,
+            Operation::UpdateHeartbeatCheck | Operation::UpdateCheckGroup => reqwest::Method::PUT,
+            Operation::DeleteSnippet => reqwest::Method::DELETE,
+            _ => reqwest::Method::GET,
+        }
+    }
+
+    /// Whether sending it twice has the effect of sending it once. Only creating a status page
+    /// service is not: a repeated POST makes a second service. (The dates PATCH sets absolute
+    /// dates, so it counts as idempotent even though the service logs each update.)
+    pub fn is_idempotent(self) -> bool {
+        self != Operation::CreateStatusPageService
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

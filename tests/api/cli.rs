@@ -1,0 +1,364 @@
+//! `heartbeat-agent api ...` run as a real process against the test server.
+
+use std::io::Write;
+use std::process::{Output, Stdio};
+
+use serde_json::{json, Value};
+
+use super::server::{error_reply, Server};
+use super::{canned, json_page, ACCOUNT, KEY};
+use crate::util;
+
+/// Runs `heartbeat-agent --base-url <server> api ARGS` with the key and account in the
+/// environment and no config file; `stdin` is written to the child's stdin.
+fn api(server: &Server, args: &[&str], stdin: &str) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = util::agent(home.path());
+    cmd.args(["--base-url", &server.base_url, "api"])
+        .args(args)
+        .env("HEARTBEAT_AGENT_API_KEY", KEY)
+        .env("HEARTBEAT_AGENT_ACCOUNT", ACCOUNT)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout_json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn check_statuses_prints_compact_json_and_exits_0() {
+    let server = Server::start(|request, _| canned(request));
+    let output = api(&server, &["check-statuses"], "");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "not a terminal: compact JSON: {text}"
+    );
+    let answer = stdout_json(&output);
+    assert_eq!(answer[0], Value::Null);
+    assert_eq!(answer[1]["hasFailures"], true);
+    let seen = server.seen();
+    assert_eq!(seen[0].header("authorization"), format!("Bearer {KEY}"));
+    assert_eq!(seen[0].header("x-service-account"), ACCOUNT);
+}
+
+#[test]
+fn list_all_walks_every_page() {
+    let server = Server::start(|request, _| match request.query.as_str() {
+        "limit=2" => json_page(&[1, 2], Some("c2")),
+        "limit=2&nextId=c2" => json_page(&[3, 4], Some("c4")),
+        "limit=2&nextId=c4" => json_page(&[5], None),
+        other => error_reply(
+            400,
+            "Bad Request",
+            &format!("unexpected query {other}"),
+            None,
+        ),
+    });
+    let output = api(
+        &server,
+        &["status-page-services", "list", "--limit", "2", "--all"],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let answer = stdout_json(&output);
+    assert_eq!(answer["length"], 5);
+    assert_eq!(answer["nextId"], Value::Null);
+    let ids: Vec<&str> = answer["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["svc-1", "svc-2", "svc-3", "svc-4", "svc-5"]);
+    assert_eq!(server.count(), 3);
+    // Without --all: one page, cursor shown.
+    let output = api(
+        &server,
+        &["status-page-services", "list", "--limit", "2"],
+        "",
+    );
+    assert_eq!(stdout_json(&output)["nextId"], "c2");
+}
+
+#[test]
+fn an_api_error_goes_to_stderr_with_status_and_exits_1() {
+    let server = Server::start(|request, _| {
+        let echo = request.header("authorization").to_owned();
+        match request.path.as_str() {
+            "/v1/check-groups/9" => error_reply(404, "Not Found", "Not Found", None),
+            _ => error_reply(401, "Unauthorized", &format!("Bad Token {echo}"), None),
+        }
+    });
+    let output = api(&server, &["check-group", "get", "9"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        stderr(&output).trim(),
+        "heartbeat-agent: api error 404 Not Found: Not Found (GET /v1/check-groups/9)"
+    );
+    let output = api(&server, &["snippet", "delete", "4"], "");
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(
+        text.contains("api error 401 Unauthorized: Bad Token"),
+        "{text}"
+    );
+    assert!(!text.contains(KEY), "key leaked: {text}");
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_message() {
+    let server = Server::start(|request, _| canned(request));
+    for args in [
+        &["check-group", "get", "seven"][..],
+        &["status-page-services", "list", "--limit", "0"],
+        &[
+            "maintenance",
+            "set-dates",
+            "5",
+            "m1",
+            "--starts-at",
+            "tomorrow",
+            "--ends-at",
+            "2026-01-01",
+        ],
+        &["heartbeat", "update", "hb-1"],
+        &["no-such-operation"],
+    ] {
+        let output = api(&server, args, "");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    let output = api(
+        &server,
+        &["heartbeat", "update", "hb-1", "--body", "-"],
+        "{\"name\": }",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains("<stdin>:1:10: not a valid heartbeat check body"),
+        "{text}"
+    );
+    let output = api(
+        &server,
+        &[
+            "check-group",
+            "update",
+            "7",
+            "--body",
+            "/nonexistent/b.json",
+        ],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read the --body /nonexistent/b.json"));
+    assert_eq!(server.count(), 0, "nothing is sent on a usage error");
+}
+
+#[test]
+fn heartbeat_update_sends_the_body_from_stdin_and_the_query() {
+    let server = Server::start(|request, _| canned(request));
+    let body = json!({"script": "", "name": "backup",
+                      "heartbeat": {"period": 1, "periodUnit": "days",
+                                    "grace": 2, "graceUnit": "hours"}});
+    let output = api(
+        &server,
+        &[
+            "heartbeat",
+            "update",
+            "hb-1",
+            "--body",
+            "-",
+            "--auto-assign-alerts",
+            "false",
+        ],
+        &body.to_string(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout_json(&output)["heartbeat"]["pingUrl"],
+        "http://ping.invalid/tok"
+    );
+    let seen = server.seen();
+    assert_eq!(seen[0].method, "PUT");
+    assert_eq!(seen[0].query, "autoAssignAlerts=false");
+    assert_eq!(serde_json::from_str::<Value>(&seen[0].body).unwrap(), body);
+}
+
+#[test]
+fn the_other_subcommands_reach_their_operations() {
+    let server = Server::start(|request, _| canned(request));
+    let dir = tempfile::tempdir().unwrap();
+    let group_body = dir.path().join("group.json");
+    std::fs::write(
+        &group_body,
+        r#"{"name": "group", "retryStrategy": "FALLBACK"}"#,
+    )
+    .unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["status-page-services", "create", "--name", "API"],
+            "POST /v1/status-pages/services",
+        ),
+        (
+            &["maintenance", "get", "5", "m1"],
+            "GET /v1/maintenance-windows/5/maintenances/m1",
+        ),
+        (
+            &[
+                "maintenance",
+                "set-dates",
+                "5",
+                "m1",
+                "--starts-at",
+                "2026-07-01",
+                "--ends-at",
+                "2026-07-02",
+            ],
+            "PATCH /v1/maintenance-windows/5/maintenances/m1",
+        ),
+        (
+            &["heartbeat", "event", "hb-1", "ev-1"],
+            "GET /v1/checks/heartbeats/hb-1/events/ev-1",
+        ),
+        (&["check-group", "get", "7"], "GET /v1/check-groups/7"),
+        (
+            &[
+                "check-group",
+                "update",
+                "7",
+                "--body",
+                group_body.to_str().unwrap(),
+            ],
+            "PUT /v2/check-groups/7",
+        ),
+        (
+            &["error-groups", "p-1"],
+            "GET /v1/test-session-error-groups/projects/p-1",
+        ),
+        (&["snippet", "delete", "3"], "DELETE /v1/snippets/3"),
+    ];
+    for (i, (args, target)) in cases.iter().enumerate() {
+        let output = api(&server, args, "");
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let seen = &server.seen()[i];
+        assert_eq!(&format!("{} {}", seen.method, seen.path), target);
+        if *target == "DELETE /v1/snippets/3" {
+            assert!(output.stdout.is_empty());
+        } else {
+            stdout_json(&output);
+        }
+    }
+    let seen = server.seen();
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen[2].body).unwrap(),
+        json!({"startsAt": "2026-07-01", "endsAt": "2026-07-02"})
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen[5].body).unwrap(),
+        json!({"name": "group", "retryStrategy": "FALLBACK"})
+    );
+}
+
+#[test]
+fn missing_credentials_say_what_to_set() {
+    let home = tempfile::tempdir().unwrap();
+    let output = util::agent(home.path())
+        .args(["--base-url", "http://127.0.0.1:9", "api", "check-statuses"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(
+        text.contains("no API key: set HEARTBEAT_AGENT_API_KEY"),
+        "{text}"
+    );
+    let output = util::agent(home.path())
+        .args(["api", "check-statuses"])
+        .env("HEARTBEAT_AGENT_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("no API base URL: pass --base-url URL"));
+}
+
+#[test]
+fn an_invalid_config_file_exits_78() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(&config, "[api\nbase_url = ").unwrap();
+    let output = util::agent(home.path())
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "api",
+            "check-statuses",
+        ])
+        .env("HEARTBEAT_AGENT_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78), "{}", stderr(&output));
+    assert!(stderr(&output).contains("config.toml"));
+}
+
+#[test]
+fn a_connection_failure_exits_1_without_the_key() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let home = tempfile::tempdir().unwrap();
+    let output = util::agent(home.path())
+        .args([
+            "--base-url",
+            &format!("http://127.0.0.1:{port}"),
+            "api",
+            "check-group",
+            "get",
+            "1",
+        ])
+        .env("HEARTBEAT_AGENT_API_KEY", KEY)
+        .env("HEARTBEAT_AGENT_LOG", "error")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(
+        text.contains("connection failed") && text.contains("(GET /v1/check-groups/1)"),
+        "{text}"
+    );
+    assert!(!text.contains(KEY));
+}

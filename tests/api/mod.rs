@@ -1,0 +1,572 @@
+//! Integration tests for `api`: the typed client and `heartbeat-agent api ...` against a real
+//! HTTP server (axum on 127.0.0.1:0) that records every request and answers from a script.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use heartbeat_agent::api::model::*;
+use heartbeat_agent::api::{
+    ApiClient, ApiClientConfig, ApiError, Operation, Quota, RateLimiter, RetryPolicy,
+};
+use heartbeat_agent::redact::Secret;
+use serde_json::{json, Value};
+
+mod cli;
+mod server;
+
+use server::{error_reply, reply, Reply, Seen, Server};
+
+pub(crate) const KEY: &str = "sk_test_9f8e7d6c5b4a";
+pub(crate) const ACCOUNT: &str = "acc-1234";
+
+/// A client of `server` with fast retries and its own rate limiter.
+fn client(server: &Server, retry: RetryPolicy) -> ApiClient {
+    let mut config = ApiClientConfig::new(&server.base_url, Secret::new(KEY));
+    config.account_id = Some(ACCOUNT.into());
+    config.retry = retry;
+    config.request_timeout = Duration::from_secs(5);
+    config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
+    ApiClient::new(config).unwrap()
+}
+
+fn fast_retries(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        base: Duration::from_millis(10),
+        cap: Duration::from_millis(50),
+        budget: Duration::from_secs(10),
+    }
+}
+
+fn service(n: usize) -> Value {
+    json!({"id": format!("svc-{n}"), "name": format!("Service {n}"), "accountId": ACCOUNT,
+           "created_at": "2026-01-02", "updated_at": null})
+}
+
+fn maintenance() -> Value {
+    json!({"id": "m1", "maintenanceWindowId": 5, "startsAt": "2026-06-01",
+           "endsAt": "2026-06-02", "status": "scheduled", "created_at": "2026-05-01",
+           "updated_at": "2026-05-02", "updates": []})
+}
+
+fn check_group() -> Value {
+    json!({"id": 7, "name": "group", "activated": true, "concurrency": 3,
+           "apiCheckDefaults": {}, "retryStrategy": "FALLBACK", "created_at": "2026-01-01"})
+}
+
+/// A canned successful answer for each operation's path.
+pub(crate) fn canned(request: &Seen) -> Reply {
+    let path = request.path.as_str();
+    let body = match (request.method.as_str(), path) {
+        ("POST", "/v1/status-pages/services") => service(1),
+        ("GET", "/v1/status-pages/services") => json!({"length": 1, "entries": [service(1)],
+                                                       "nextId": null}),
+        (_, p) if p.starts_with("/v1/maintenance-windows/") => maintenance(),
+        ("PUT", p) if p.starts_with("/v1/checks/heartbeat/") => json!({
+            "id": "hb-1", "name": "backup", "checkType": "HEARTBEAT",
+            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
+                          "pingToken": "tok", "pingUrl": "http://ping.invalid/tok"}}),
+        ("GET", p) if p.starts_with("/v1/checks/heartbeats/") => json!({
+            "event": {"id": "ev-1", "state": "SNOOZED", "timestamp": "2026-01-01T00:00:00Z",
+                      "source": "host-a", "userAgent": "heartbeat-agent/0"},
+            "stats": {"last24Hours": {"successRatio": {"previousPeriod": 1, "currentPeriod": 1},
+                                      "totalEntitiesCurrentPeriod": 1},
+                      "last7Days": {"successRatio": {"previousPeriod": 1, "currentPeriod": 1},
+                                    "totalEntitiesCurrentPeriod": 3}}}),
+        (_, p) if p.starts_with("/v1/check-groups/") || p.starts_with("/v2/check-groups/") => {
+            check_group()
+        }
+        ("GET", "/v1/check-statuses") => json!([null, {"name": "a", "checkId": "c1",
+                                                        "hasFailures": true}]),
+        ("GET", p) if p.starts_with("/v1/test-session-error-groups/projects/") => json!([{
+            "id": "g1", "environments": null, "errorHash": "h", "rawErrorMessage": null,
+            "cleanedErrorMessage": "boom", "firstSeen": "2026-01-01T00:00:00Z",
+            "lastSeen": "2026-01-02T00:00:00Z", "archivedUntilNextEvent": false,
+            "pwtMetadata": null}]),
+        ("DELETE", p) if p.starts_with("/v1/snippets/") => {
+            return Reply {
+                status: 204,
+                headers: vec![],
+                body: String::new(),
+                delay: Duration::ZERO,
+            }
+        }
+        _ => return error_reply(404, "Not Found", "Not Found", None),
+    };
+    reply(200, body)
+}
+
+#[tokio::test]
+async fn every_operation_sends_its_method_path_and_auth_headers() {
+    let server = Server::start(|request, _| canned(request));
+    let api = client(&server, RetryPolicy::none());
+    let date = |d: &str| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap();
+
+    let created = api
+        .create_status_page_service(&CreateStatusPageService { name: "API".into() })
+        .await
+        .unwrap();
+    assert_eq!(created.id, "svc-1");
+    let page = api
+        .list_status_page_services(&ListStatusPageServices {
+            limit: Some(5),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.entries.len(), 1);
+    assert_eq!(api.get_maintenance(5, "m 1/x").await.unwrap().id, "m1");
+    let dates = MaintenanceDates {
+        starts_at: Some(date("2026-07-01")),
+        ends_at: Some(date("2026-07-03")),
+    };
+    api.update_maintenance_dates(5, "m1", &dates).await.unwrap();
+    let update = HeartbeatCheckUpdate {
+        name: Some("backup".into()),
+        heartbeat: Some(HeartbeatSpec {
+            period: 1,
+            period_unit: TimeUnit::Days,
+            grace: 1,
+            grace_unit: TimeUnit::Hours,
+            ping_token: None,
+        }),
+        ..Default::default()
+    };
+    let check = api
+        .update_heartbeat_check("hb-1", &update, Some(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        check.heartbeat.ping_url.as_deref(),
+        Some("http://ping.invalid/tok")
+    );
+    let event = api.get_heartbeat_event("hb-1", "ev-1").await.unwrap();
+    assert_eq!(event.event.state, EventState::Other("SNOOZED".into()));
+    assert_eq!(api.get_check_group(7).await.unwrap().id, 7);
+    let group_update = CheckGroupUpdate {
+        name: "group".into(),
+        retry_strategy: Some(RetryStrategySetting::Fallback),
+        ..Default::default()
+    };
+    let group = api
+        .update_check_group(7, &group_update, None)
+        .await
+        .unwrap();
+    assert_eq!(group.retry_strategy, Some(RetryStrategySetting::Fallback));
+    let statuses = api.list_check_statuses().await.unwrap();
+    assert!(statuses[0].is_none() && statuses[1].as_ref().unwrap().has_failures);
+    assert_eq!(api.list_error_groups("p-1").await.unwrap()[0].id, "g1");
+    api.delete_snippet(3).await.unwrap();
+
+    let seen = server.seen();
+    let targets: Vec<String> = seen
+        .iter()
+        .map(|s| format!("{} {}?{}", s.method, s.path, s.query))
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "POST /v1/status-pages/services?",
+            "GET /v1/status-pages/services?limit=5",
+            "GET /v1/maintenance-windows/5/maintenances/m%201%2Fx?",
+            "PATCH /v1/maintenance-windows/5/maintenances/m1?",
+            "PUT /v1/checks/heartbeat/hb-1?autoAssignAlerts=false",
+            "GET /v1/checks/heartbeats/hb-1/events/ev-1?",
+            "GET /v1/check-groups/7?",
+            "PUT /v2/check-groups/7?",
+            "GET /v1/check-statuses?",
+            "GET /v1/test-session-error-groups/projects/p-1?",
+            "DELETE /v1/snippets/3?",
+        ]
+    );
+    for request in &seen {
+        assert_eq!(request.header("authorization"), format!("Bearer {KEY}"));
+        assert_eq!(request.header("x-service-account"), ACCOUNT);
+        assert!(request.header("user-agent").starts_with("heartbeat-agent/"));
+    }
+    let bodies: Vec<Value> = seen
+        .iter()
+        .filter(|s| !s.body.is_empty())
+        .map(|s| serde_json::from_str(&s.body).unwrap())
+        .collect();
+    assert_eq!(bodies[0], json!({"name": "API"}));
+    assert_eq!(
+        bodies[1],
+        json!({"startsAt": "2026-07-01", "endsAt": "2026-07-03"})
+    );
+    assert_eq!(bodies[2]["heartbeat"]["periodUnit"], "days");
+    assert_eq!(
+        bodies[3],
+        json!({"name": "group", "retryStrategy": "FALLBACK"})
+    );
+    assert_eq!(seen[0].header("content-type"), "application/json");
+}
+
+#[tokio::test]
+async fn listed_error_statuses_become_typed_errors() {
+    let server = Server::start(|request, _| match request.path.as_str() {
+        "/v1/check-groups/401" => error_reply(
+            401,
+            "Unauthorized",
+            "Bad Token",
+            Some(json!({"reason": "expired"})),
+        ),
+        "/v1/check-groups/403" => error_reply(403, "Forbidden", "Forbidden", None),
+        "/v1/check-groups/404" => error_reply(404, "Not Found", "Not Found", None),
+        _ => error_reply(
+            429,
+            "Too Many Requests",
+            "Too Many Requests",
+            Some(json!({"limit": 600})),
+        ),
+    });
+    let api = client(&server, RetryPolicy::none());
+    match api.get_check_group(401).await.unwrap_err() {
+        ApiError::Api {
+            status: 401,
+            error,
+            message,
+            attributes,
+            request,
+        } => {
+            assert_eq!(
+                (error.as_str(), message.as_str()),
+                ("Unauthorized", "Bad Token")
+            );
+            assert_eq!(attributes.as_deref(), Some(&json!({"reason": "expired"})));
+            assert_eq!(request.target, "GET /v1/check-groups/401");
+        }
+        other => panic!("expected a 401 api error, got {other:?}"),
+    }
+    let forbidden = api.get_check_group(403).await.unwrap_err();
+    assert!(forbidden.is_auth());
+    assert_eq!(
+        forbidden.to_string(),
+        "api error 403 Forbidden: Forbidden (GET /v1/check-groups/403)"
+    );
+    let missing = api.get_check_group(404).await.unwrap_err();
+    assert!(missing.is_not_found());
+    assert!(matches!(
+        missing,
+        ApiError::Api {
+            attributes: None,
+            ..
+        }
+    ));
+    match api.get_check_group(429).await.unwrap_err() {
+        ApiError::RateLimited {
+            error, attributes, ..
+        } => {
+            assert_eq!(error, "Too Many Requests");
+            assert_eq!(attributes.as_deref(), Some(&json!({"limit": 600})));
+        }
+        other => panic!("expected rate limited, got {other:?}"),
+    }
+    assert_eq!(server.count(), 4, "no retries with RetryPolicy::none");
+}
+
+#[tokio::test]
+async fn server_errors_and_429_are_retried_until_success() {
+    let server = Server::start(|request, before| match before {
+        0 => error_reply(500, "Internal Server Error", "boom", None),
+        1 => error_reply(503, "Service Unavailable", "later", None),
+        2 => error_reply(
+            429,
+            "Too Many Requests",
+            "Too Many Requests",
+            Some(json!({})),
+        ),
+        _ => canned(request),
+    });
+    let api = client(&server, fast_retries(4));
+    let statuses = api.list_check_statuses().await.unwrap();
+    assert_eq!(statuses.len(), 2);
+    assert_eq!(server.count(), 4);
+    assert_eq!(api.rate_limiter().stats().acquired, 4);
+}
+
+#[tokio::test]
+async fn retries_stop_at_max_attempts_with_the_last_error() {
+    let server = Server::start(|_, _| error_reply(502, "Bad Gateway", "down", None));
+    let api = client(&server, fast_retries(3));
+    let err = api.get_check_group(1).await.unwrap_err();
+    assert_eq!(err.status(), Some(502));
+    assert_eq!(server.count(), 3);
+}
+
+#[tokio::test]
+async fn client_errors_are_never_retried() {
+    for status in [400, 401, 403, 404] {
+        let server = Server::start(move |_, _| error_reply(status, "Nope", "no", None));
+        let api = client(&server, fast_retries(4));
+        let err = api.get_maintenance(1, "m").await.unwrap_err();
+        assert_eq!(err.status(), Some(status));
+        assert_eq!(server.count(), 1, "status {status} was retried");
+    }
+}
+
+/// The server answers 429 with `retry_after` once, then succeeds.
+async fn elapsed_with_retry_after(
+    retry_after: impl Fn() -> String + Send + Sync + 'static,
+) -> Duration {
+    let server = Server::start(move |request, before| {
+        if before == 0 {
+            let mut answer = error_reply(429, "Too Many Requests", "slow down", Some(json!({})));
+            answer.headers.push(("retry-after", retry_after()));
+            answer
+        } else {
+            canned(request)
+        }
+    });
+    let api = client(&server, fast_retries(3));
+    let started = Instant::now();
+    api.get_check_group(7).await.unwrap();
+    assert_eq!(server.count(), 2);
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn retry_after_in_seconds_is_honoured() {
+    let elapsed = elapsed_with_retry_after(|| "1".into()).await;
+    // The backoff alone would be at most 10 ms.
+    assert!(elapsed >= Duration::from_millis(1000), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn retry_after_as_http_date_is_honoured() {
+    let elapsed = elapsed_with_retry_after(|| {
+        httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2))
+    })
+    .await;
+    // HTTP dates have whole seconds: the wait is between 1 and 2 s.
+    assert!(elapsed >= Duration::from_millis(900), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_budget_ends_the_call() {
+    let server = Server::start(|_, _| {
+        let mut answer = error_reply(429, "Too Many Requests", "slow down", None);
+        answer.headers.push(("retry-after", "3600".into()));
+        answer
+    });
+    let api = client(&server, fast_retries(5));
+    let started = Instant::now();
+    match api.list_check_statuses().await.unwrap_err() {
+        ApiError::RateLimited { retry_after, .. } => {
+            assert_eq!(retry_after, Some(Duration::from_secs(3600)));
+        }
+        other => panic!("expected rate limited, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(server.count(), 1);
+}
+
+/// A server that answers only after `delay`, and a client that gives up after 200 ms.
+fn slow_server_and_client(delay: Duration) -> (Server, ApiClient) {
+    let server = Server::start(move |request, _| Reply {
+        delay,
+        ..canned(request)
+    });
+    let mut config = ApiClientConfig::new(&server.base_url, Secret::new(KEY));
+    config.retry = fast_retries(3);
+    config.request_timeout = Duration::from_millis(200);
+    config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
+    let api = ApiClient::new(config).unwrap();
+    (server, api)
+}
+
+#[tokio::test]
+async fn a_create_that_timed_out_is_not_repeated() {
+    let (server, api) = slow_server_and_client(Duration::from_millis(600));
+    let body = CreateStatusPageService { name: "API".into() };
+    match api.create_status_page_service(&body).await.unwrap_err() {
+        ApiError::Transport {
+            timed_out: true,
+            not_sent: false,
+            ..
+        } => {}
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(server.count(), 1, "the POST was sent twice");
+    // The same timeout on an idempotent GET is retried.
+    api.get_check_group(7).await.unwrap_err();
+    assert_eq!(server.count(), 4);
+}
+
+#[tokio::test]
+async fn a_create_is_repeated_after_429() {
+    let server = Server::start(|request, before| {
+        if before == 0 {
+            error_reply(429, "Too Many Requests", "Too Many Requests", None)
+        } else {
+            canned(request)
+        }
+    });
+    let api = client(&server, fast_retries(3));
+    let body = CreateStatusPageService { name: "API".into() };
+    assert_eq!(
+        api.create_status_page_service(&body).await.unwrap().id,
+        "svc-1"
+    );
+    assert_eq!(server.count(), 2);
+    let server_error = Server::start(|_, _| error_reply(500, "Internal Server Error", "", None));
+    let api = client(&server_error, fast_retries(3));
+    api.create_status_page_service(&body).await.unwrap_err();
+    assert_eq!(
+        server_error.count(),
+        1,
+        "a 500 may have created it: no retry"
+    );
+}
+
+#[tokio::test]
+async fn a_create_is_repeated_after_a_connect_failure() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut config = ApiClientConfig::new(format!("http://127.0.0.1:{port}"), Secret::new(KEY));
+    config.retry = fast_retries(3);
+    config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
+    let api = ApiClient::new(config).unwrap();
+    let body = CreateStatusPageService { name: "API".into() };
+    let err = api.create_status_page_service(&body).await.unwrap_err();
+    assert!(
+        matches!(err, ApiError::Transport { not_sent: true, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        api.rate_limiter().stats().acquired,
+        3,
+        "every attempt was made"
+    );
+    let text = format!("{err} {err:?}");
+    assert!(text.contains("POST /v1/status-pages/services"), "{text}");
+    assert!(!text.contains(KEY));
+}
+
+#[tokio::test]
+async fn the_key_never_appears_in_errors() {
+    // A hostile server echoes the credentials into every part of its error answers.
+    let server = Server::start(|request, _| {
+        let echo = request.header("authorization").to_owned();
+        match request.path.as_str() {
+            "/v1/check-groups/1" => error_reply(401, &echo, &echo, Some(json!({"got": echo}))),
+            "/v1/check-groups/2" => Reply {
+                status: 502,
+                headers: vec![],
+                body: format!("<html>proxy saw {echo}</html>"),
+                delay: Duration::ZERO,
+            },
+            _ => reply(200, json!({"id": echo})),
+        }
+    });
+    let api = client(&server, RetryPolicy::none());
+    let mut texts = vec![format!("{api:?}")];
+    for id in [1, 2, 3] {
+        let err = api.get_check_group(id).await.unwrap_err();
+        texts.push(format!("{err} / {err:?}"));
+    }
+    for text in &texts {
+        assert!(!text.contains(KEY), "key leaked: {text}");
+    }
+    assert!(texts[2].contains("502") && texts[2].contains("proxy saw Bearer [redacted]"));
+}
+
+#[tokio::test]
+async fn malformed_answers_are_decode_errors_naming_the_operation() {
+    let server = Server::start(|request, _| match request.path.as_str() {
+        "/v1/check-groups/1" => Reply {
+            status: 200,
+            headers: vec![],
+            body: "{not json".into(),
+            delay: Duration::ZERO,
+        },
+        _ => reply(200, json!({"id": "seven", "name": "g"})),
+    });
+    let api = client(&server, fast_retries(3));
+    for id in [1, 2] {
+        match api.get_check_group(id).await.unwrap_err() {
+            ApiError::Decode {
+                operation, status, ..
+            } => {
+                assert_eq!(operation, Operation::GetCheckGroup);
+                assert_eq!(status, 200);
+            }
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
+    let err = api.get_check_group(2).await.unwrap_err().to_string();
+    assert!(
+        err.starts_with("unexpected answer to get_check_group (200): invalid type"),
+        "{err}"
+    );
+    assert_eq!(server.count(), 3, "decode errors are not retried");
+}
+
+#[tokio::test]
+async fn an_error_body_that_is_not_json_keeps_a_short_excerpt() {
+    let server = Server::start(|_, _| Reply {
+        status: 404,
+        headers: vec![],
+        body: format!("<html>\n<h1>no such page</h1>{}</html>", "x".repeat(5000)),
+        delay: Duration::ZERO,
+    });
+    let api = client(&server, RetryPolicy::none());
+    match api.delete_snippet(9).await.unwrap_err() {
+        ApiError::Api {
+            status: 404,
+            error,
+            message,
+            ..
+        } => {
+            assert_eq!(error, "Not Found");
+            assert!(
+                message.starts_with("<html> <h1>no such page</h1>"),
+                "{message}"
+            );
+            assert!(message.chars().count() < 300);
+        }
+        other => panic!("expected a 404, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn list_all_follows_next_id_and_a_base_path_prefix_is_kept() {
+    let server = Server::start(|request, _| {
+        assert_eq!(request.path, "/prefix/v1/status-pages/services");
+        match request.query.as_str() {
+            "limit=2" => json_page(&[1, 2], Some("c2")),
+            "limit=2&nextId=c2" => json_page(&[3, 4], Some("c4")),
+            _ => json_page(&[5], None),
+        }
+    });
+    let mut config = ApiClientConfig::new(format!("{}/prefix/", server.base_url), Secret::new(KEY));
+    config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
+    let api = ApiClient::new(config).unwrap();
+    let all = api.list_all_status_page_services(Some(2)).await.unwrap();
+    let ids: Vec<&str> = all.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["svc-1", "svc-2", "svc-3", "svc-4", "svc-5"]);
+    assert_eq!(server.count(), 3);
+}
+
+/// A page of services `ns` with cursor `next`.
+pub(crate) fn json_page(ns: &[usize], next: Option<&str>) -> Reply {
+    let entries: Vec<Value> = ns.iter().map(|n| service(*n)).collect();
+    reply(
+        200,
+        json!({"length": entries.len(), "entries": entries, "nextId": next}),
+    )
+}
+
+#[test]
+fn a_bad_base_url_is_a_setup_error() {
+    for url in ["ftp://example.com", "not a url", "mailto:a@b"] {
+        let err = ApiClient::new(ApiClientConfig::new(url, Secret::new(KEY))).unwrap_err();
+        assert!(matches!(err, ApiError::Setup(_)), "{url}: {err:?}");
+        assert!(err.to_string().contains("not an http(s) URL"), "{err}");
+    }
+}
