@@ -306,3 +306,6 @@ fn read_file(path: &Path) -> Result<String, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests;

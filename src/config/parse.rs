@@ -69,7 +69,17 @@ pub fn parse(text: &str) -> (Option<RawFile>, Vec<Problem>) {
     let doc = match ImDocument::parse(text) {
         Ok(doc) => doc,
         Err(err) => {
-            let message = err.message().trim().to_owned();
+            let lines: Vec<&str> = err
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let message = if lines.is_empty() {
+                "a value is missing here".to_owned()
+            } else {
+                lines.join(", ")
+            };
             let problem = Problem::new(err.span(), "", format!("invalid TOML: {message}"))
                 .hint("fix the TOML syntax at this place (strings need quotes, tables [brackets])");
             return (None, vec![problem]);
@@ -418,9 +428,13 @@ impl<'de> de::Deserializer<'de> for TableDeserializer<'_> {
         self.deserialize_any(visitor)
     }
 
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, SectionError> {
+        visitor.visit_some(self)
+    }
+
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
         ignored_any
     }
 }

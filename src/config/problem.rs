@@ -125,8 +125,8 @@ mod tests {
         let text = "a = 1\nbé = \"x\"\n";
         assert_eq!(line_col(text, 0), (1, 1));
         assert_eq!(line_col(text, 6), (2, 1));
-        // "bé = " is 6 bytes but 5 characters.
-        assert_eq!(line_col(text, 7 + 4), (2, 6));
+        // "bé = " is 6 bytes but 5 characters: the value starts at column 6.
+        assert_eq!(line_col(text, 6 + 6), (2, 6));
         assert_eq!(line_col(text, 999), (3, 1));
     }
 

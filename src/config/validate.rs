@@ -539,7 +539,7 @@ fn watch_spec(check: &mut Checker, context: &str, watch: &Section<RawWatch>) -> 
     spec.filter(|_| ok)
 }
 
-/// The values of a watch whose kind and keys are known to fit.
+/// The values of a watch of `kind`; each present value is checked, so all problems show.
 fn watch_values(
     check: &mut Checker,
     context: &str,
@@ -547,85 +547,95 @@ fn watch_values(
     raw: &RawWatch,
 ) -> Option<WatchSpec> {
     let at = |key| At { context, key };
+    let pattern = check.non_empty(at("watch.pattern"), &raw.pattern);
+    let path = check.path(at("watch.path"), &raw.path);
+    let max_age = check.duration(at("watch.max_age"), &raw.max_age);
+    let min_free = check.amount(at("watch.min_free"), &raw.min_free);
+    let max_used_percent = check.percent(at("watch.max_used_percent"), &raw.max_used_percent);
+    let max_load1 = load(check, at("watch.max_load1"), &raw.max_load1);
+    let address = address(check, at("watch.address"), &raw.address);
+    let timeout = check.duration(at("watch.timeout"), &raw.timeout);
+    let url = check.http_url(at("watch.url"), &raw.url, true);
+    let expect_status = status(check, at("watch.expect_status"), &raw.expect_status);
     Some(match kind {
-        "process" => WatchSpec::Process {
-            pattern: check.non_empty(at("watch.pattern"), &raw.pattern)?,
-        },
+        "process" => WatchSpec::Process { pattern: pattern? },
         "file" => WatchSpec::File {
-            path: check.path(at("watch.path"), &raw.path)?,
-            max_age: check.duration(at("watch.max_age"), &raw.max_age)?,
+            path: path?,
+            max_age: max_age?,
         },
         "disk" => WatchSpec::Disk {
-            path: check.path(at("watch.path"), &raw.path)?,
-            min_free: check.amount(at("watch.min_free"), &raw.min_free)?,
+            path: path?,
+            min_free: min_free?,
         },
         "memory" => WatchSpec::Memory {
-            max_used_percent: check.percent(at("watch.max_used_percent"), &raw.max_used_percent)?,
+            max_used_percent: max_used_percent?,
         },
-        "load" => {
-            let load = raw.max_load1.as_ref()?;
-            if !(*load.get_ref() >= 0.0) {
-                check.error(
-                    Some(load.span()),
-                    at("watch.max_load1"),
-                    "a load average cannot be negative",
-                    Some("for example: max_load1 = 8.0".to_owned()),
-                );
-                return None;
-            }
-            WatchSpec::Load {
-                max_load1: *load.get_ref(),
-            }
-        }
-        "tcp" => {
-            let address = check.non_empty(at("watch.address"), &raw.address)?;
-            let port_ok = address
-                .rsplit_once(':')
-                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-            if let (false, Some(value)) = (port_ok, &raw.address) {
-                check.error(
-                    Some(value.span()),
-                    at("watch.address"),
-                    format!("\"{address}\" is not host:port"),
-                    Some("for example: address = \"127.0.0.1:5432\"".to_owned()),
-                );
-                return None;
-            }
-            let timeout = check
-                .duration(at("watch.timeout"), &raw.timeout)
-                .unwrap_or(Duration::from_secs(5));
-            WatchSpec::Tcp { address, timeout }
-        }
-        _ => {
-            let url = check.http_url(at("watch.url"), &raw.url, true)?;
-            let expect_status = match &raw.expect_status {
-                None => 200,
-                Some(code) => match u16::try_from(*code.get_ref()) {
-                    Ok(c) if (100..=599).contains(&c) => c,
-                    _ => {
-                        check.error(
-                            Some(code.span()),
-                            at("watch.expect_status"),
-                            format!(
-                                "HTTP status {} is out of range: expected 100 to 599",
-                                code.get_ref()
-                            ),
-                            Some("for example: expect_status = 200".to_owned()),
-                        );
-                        return None;
-                    }
-                },
-            };
-            let timeout = check
-                .duration(at("watch.timeout"), &raw.timeout)
-                .unwrap_or(Duration::from_secs(10));
-            WatchSpec::Http {
-                url,
-                expect_status,
-                timeout,
-            }
-        }
+        "load" => WatchSpec::Load {
+            max_load1: max_load1?,
+        },
+        "tcp" => WatchSpec::Tcp {
+            address: address?,
+            timeout: timeout.unwrap_or(Duration::from_secs(5)),
+        },
+        _ => WatchSpec::Http {
+            url: url?,
+            expect_status: expect_status.unwrap_or(Some(200))?,
+            timeout: timeout.unwrap_or(Duration::from_secs(10)),
+        },
     })
+}
+
+fn load(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<f64>>) -> Option<f64> {
+    let value = raw.as_ref()?;
+    let load = *value.get_ref();
+    if load.is_finite() && load >= 0.0 {
+        return Some(load);
+    }
+    check.error(
+        Some(value.span()),
+        at,
+        format!("{load} is not a load average: expected a number of 0 or more"),
+        Some("for example: max_load1 = 8.0".to_owned()),
+    );
+    None
+}
+
+fn address(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<String>>) -> Option<String> {
+    let address = check.non_empty(at, raw)?;
+    let valid = address
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if valid {
+        return Some(address);
+    }
+    let span = raw.as_ref().map(Spanned::span);
+    check.error(
+        span,
+        at,
+        format!("\"{address}\" is not host:port"),
+        Some("for example: address = \"127.0.0.1:5432\"".to_owned()),
+    );
+    None
+}
+
+/// `None` when not set; `Some(None)` when set but invalid.
+fn status(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<i64>>) -> Option<Option<u16>> {
+    let code = raw.as_ref()?;
+    match u16::try_from(*code.get_ref()) {
+        Ok(c) if (100..=599).contains(&c) => Some(Some(c)),
+        _ => {
+            check.error(
+                Some(code.span()),
+                at,
+                format!(
+                    "HTTP status {} is out of range: expected 100 to 599",
+                    code.get_ref()
+                ),
+                Some("for example: expect_status = 200".to_owned()),
+            );
+            Some(None)
+        }
+    }
 }
 
 /// `ping_url`, `check_id`, or neither (a warning).
