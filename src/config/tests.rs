@@ -23,13 +23,17 @@ const JOB: &str = "[[jobs]]\nname = \"backup\"\nschedule = \"0 3 * * *\"\ncheck_
 fn syntax_error_has_line_and_column() {
     assert_eq!(
         problems("[agent]\ntimezone = UTC\n"),
-        ["c.toml:2:12: invalid TOML: invalid string, expected `\"`, `'`; hint: fix the TOML \
-          syntax at this place (strings need quotes, tables [brackets])"]
+        [
+            "c.toml:2:12: invalid TOML: invalid string, expected `\"`, `'`; hint: fix the TOML \
+          syntax at this place (strings need quotes, tables [brackets])"
+        ]
     );
     assert_eq!(
         problems("a = 1\na = 2\n"),
-        ["c.toml:2:1: invalid TOML: duplicate key `a` in document root; hint: fix the TOML \
-          syntax at this place (strings need quotes, tables [brackets])"]
+        [
+            "c.toml:2:1: invalid TOML: duplicate key `a` in document root; hint: fix the TOML \
+          syntax at this place (strings need quotes, tables [brackets])"
+        ]
     );
 }
 
@@ -55,8 +59,10 @@ fn unknown_keys_suggest_the_closest() {
 fn watch_keys_on_a_job_point_at_the_watch_table() {
     assert_eq!(
         problems(&format!("{JOB}max_age = \"1h\"\n")),
-        ["c.toml:5:1: job \"backup\": key `max_age`: unknown key; hint: `max_age` belongs in \
-          the job's [jobs.watch] table, next to `kind`"]
+        [
+            "c.toml:5:1: job \"backup\": key `max_age`: unknown key; hint: `max_age` belongs in \
+          the job's [jobs.watch] table, next to `kind`"
+        ]
     );
 }
 
@@ -80,16 +86,23 @@ fn wrong_types_say_what_was_expected_and_every_one_is_reported() {
 fn bare_number_duration_suggests_the_unit() {
     assert_eq!(
         problems("[agent]\nshutdown_timeout = 30\n"),
-        ["c.toml:2:20: [agent]: key `shutdown_timeout`: duration \"30\" has no unit: write \
+        [
+            "c.toml:2:20: [agent]: key `shutdown_timeout`: duration \"30\" has no unit: write \
           \"30s\", \"30m\", \"30h\" or \"30d\"; hint: durations are quoted strings with a unit, \
-          for example: shutdown_timeout = \"30s\""]
+          for example: shutdown_timeout = \"30s\""
+        ]
     );
     assert_eq!(
         problems(&format!("{JOB}jitter = \"5 parsecs\"\n")),
-        ["c.toml:5:10: job \"backup\": key `jitter`: invalid duration \"5 parsecs\": unknown \
+        [
+            "c.toml:5:10: job \"backup\": key `jitter`: invalid duration \"5 parsecs\": unknown \
           unit \"\" (use ms, s, m, h or d); hint: use a number with a unit (ms, s, m, h or d), \
-          for example: jitter = \"30s\""]
-        .map(|s| s.replace("unknown unit \"\" (use ms, s, m, h or d)", &unit_message("5 parsecs")))
+          for example: jitter = \"30s\""
+        ]
+        .map(|s| s.replace(
+            "unknown unit \"\" (use ms, s, m, h or d)",
+            &unit_message("5 parsecs")
+        ))
     );
 }
 
@@ -104,8 +117,10 @@ fn unit_message(text: &str) -> String {
 fn unknown_timezone_suggests_a_name() {
     assert_eq!(
         problems(&format!("{JOB}timezone = \"Europe/Berln\"\n")),
-        ["c.toml:5:12: job \"backup\": key `timezone`: unknown time zone \"Europe/Berln\"; \
-          hint: did you mean \"Europe/Berlin\"?"]
+        [
+            "c.toml:5:12: job \"backup\": key `timezone`: unknown time zone \"Europe/Berln\"; \
+          hint: did you mean \"Europe/Berlin\"?"
+        ]
     );
 }
 
@@ -114,9 +129,11 @@ fn duplicate_names_name_both_lines() {
     let text = format!("{JOB}{JOB}");
     assert_eq!(
         problems(&text),
-        ["c.toml:6:8: job \"backup\": key `name`: duplicate job name \"backup\": the first job \
+        [
+            "c.toml:6:8: job \"backup\": key `name`: duplicate job name \"backup\": the first job \
           with this name is at line 2, this one at line 6; hint: job names must be unique; \
-          rename one of them"]
+          rename one of them"
+        ]
     );
 }
 
@@ -125,14 +142,18 @@ fn names_must_be_safe_for_file_names() {
     let text = "[[jobs]]\nname = \"../etc passwd\"\nschedule = \"@daily\"\n";
     assert_eq!(
         problems(text),
-        ["c.toml:2:8: job \"../etc passwd\": key `name`: job name \"../etc passwd\" is not \
+        [
+            "c.toml:2:8: job \"../etc passwd\": key `name`: job name \"../etc passwd\" is not \
           allowed: names are 1 to 100 letters, digits, '.', '_' or '-', starting with a letter \
-          or digit (they name state files); hint: for example: name = \"etc-passwd\""]
+          or digit (they name state files); hint: for example: name = \"etc-passwd\""
+        ]
     );
     assert_eq!(
         problems("[[jobs]]\nschedule = \"@daily\"\n"),
-        ["c.toml:1:1: job #1: key `name`: missing required key; hint: add it, for example: \
-          name = \"backup\""]
+        [
+            "c.toml:1:1: job #1: key `name`: missing required key; hint: add it, for example: \
+          name = \"backup\""
+        ]
     );
 }
 
@@ -141,16 +162,20 @@ fn command_and_shell_together_are_an_error() {
     let text = format!("{JOB}command = [\"a\"]\nshell = \"b\"\n");
     assert_eq!(
         problems(&text),
-        ["c.toml:6:1: job \"backup\": key `shell`: a job does exactly one of `command`, \
+        [
+            "c.toml:6:1: job \"backup\": key `shell`: a job does exactly one of `command`, \
           `shell` or `watch`, but this one has both `command` and `shell`; hint: keep one; a \
           job with none is external (run elsewhere, for example by cron through \
-          `heartbeat-agent run --job NAME`)"]
+          `heartbeat-agent run --job NAME`)"
+        ]
     );
     assert_eq!(
         problems(&format!("{JOB}command = []\n")),
-        ["c.toml:5:11: job \"backup\": key `command`: the command is empty: expected the \
+        [
+            "c.toml:5:11: job \"backup\": key `command`: the command is empty: expected the \
           program and its arguments; hint: for example: command = [\"/usr/local/bin/backup\", \
-          \"--full\"]"]
+          \"--full\"]"
+        ]
     );
 }
 
@@ -160,18 +185,29 @@ fn ping_url_and_check_id_together_are_an_error() {
                 ping_url = \"https://p.example.com/tok-SECRET\"\ncheck_id = \"c1\"\n";
     assert_eq!(
         problems(text),
-        ["c.toml:5:12: job \"a\": key `check_id`: set either `ping_url` or `check_id`, not \
+        [
+            "c.toml:5:12: job \"a\": key `check_id`: set either `ping_url` or `check_id`, not \
           both; hint: keep `ping_url` for any heartbeat service, or `check_id` to ping the check \
-          whose URL sync learns"]
+          whose URL sync learns"
+        ]
     );
 }
 
 #[test]
 fn bad_ping_url_never_shows_the_url() {
     for (url, message) in [
-        ("ftp://p.example.com/tok-SECRET", "URL has scheme \"ftp\"; expected http or https"),
-        ("p.example.com/tok-SECRET", "not a valid URL: relative URL without a base"),
-        ("http://p.example.com:99999/tok-SECRET", "not a valid URL: invalid port number"),
+        (
+            "ftp://p.example.com/tok-SECRET",
+            "URL has scheme \"ftp\"; expected http or https",
+        ),
+        (
+            "p.example.com/tok-SECRET",
+            "not a valid URL: relative URL without a base",
+        ),
+        (
+            "http://p.example.com:99999/tok-SECRET",
+            "not a valid URL: invalid port number",
+        ),
     ] {
         let text = format!("[[jobs]]\nname = \"a\"\nschedule = \"@daily\"\nping_url = \"{url}\"\n");
         let got = problems(&text);
@@ -221,11 +257,15 @@ fn watch_kinds_check_their_keys() {
     );
     assert_eq!(
         problems(&format!("{JOB}[jobs.watch]\nkind = \"cpu\"\n")),
-        ["c.toml:6:8: job \"backup\": key `watch.kind`: unknown watch kind \"cpu\"; hint: use \
-          one of \"process\", \"file\", \"disk\", \"memory\", \"load\", \"tcp\", \"http\""]
+        [
+            "c.toml:6:8: job \"backup\": key `watch.kind`: unknown watch kind \"cpu\"; hint: use \
+          one of \"process\", \"file\", \"disk\", \"memory\", \"load\", \"tcp\", \"http\""
+        ]
     );
     assert_eq!(
-        problems(&format!("{JOB}[jobs.watch]\nkind = \"tcp\"\naddress = \"db\"\nport = 1\n")),
+        problems(&format!(
+            "{JOB}[jobs.watch]\nkind = \"tcp\"\naddress = \"db\"\nport = 1\n"
+        )),
         [
             "c.toml:7:11: job \"backup\": key `watch.address`: \"db\" is not host:port; hint: \
              for example: address = \"127.0.0.1:5432\"",
@@ -241,9 +281,11 @@ fn api_key_sources_are_exclusive() {
     let text = "[api]\napi_key_file = \"/k\"\napi_key_env = \"KEY\"\n";
     assert_eq!(
         problems(text),
-        ["c.toml:3:15: [api]: key `api_key_env`: set either `api_key_file` or `api_key_env`, \
+        [
+            "c.toml:3:15: [api]: key `api_key_env`: set either `api_key_file` or `api_key_env`, \
           not both; hint: keep one of them; without either the systemd credential `api-key` or \
-          $HEARTBEAT_AGENT_API_KEY is used"]
+          $HEARTBEAT_AGENT_API_KEY is used"
+        ]
     );
 }
 
@@ -263,8 +305,10 @@ fn every_problem_of_every_job_is_collected() {
 fn a_jobs_table_instead_of_an_array_is_explained() {
     assert_eq!(
         problems("[jobs]\nname = \"a\"\n"),
-        ["c.toml:1:1: key `jobs`: expected an array of job tables; hint: start each job with \
-          [[jobs]] (two brackets)"]
+        [
+            "c.toml:1:1: key `jobs`: expected an array of job tables; hint: start each job with \
+          [[jobs]] (two brackets)"
+        ]
     );
 }
 
@@ -291,7 +335,10 @@ fn defaults_apply_and_jobs_override() {
     assert_eq!(a.output_tail, 2048);
     assert_eq!(
         a.action,
-        JobAction::Shell { program: PathBuf::from("/bin/bash"), script: "echo hi".to_owned() }
+        JobAction::Shell {
+            program: PathBuf::from("/bin/bash"),
+            script: "echo hi".to_owned()
+        }
     );
     assert_eq!(a.target, PingTarget::Check("c1".to_owned()));
     let b = config.job("b").unwrap();
@@ -303,9 +350,15 @@ fn defaults_apply_and_jobs_override() {
     assert!(b.enabled && !b.catch_up);
     assert_eq!(
         b.action,
-        JobAction::Watch(WatchSpec::Disk { path: PathBuf::from("/"), min_free: Amount::Percent(15.0) })
+        JobAction::Watch(WatchSpec::Disk {
+            path: PathBuf::from("/"),
+            min_free: Amount::Percent(15.0)
+        })
     );
-    assert_eq!(b.target, PingTarget::Url("https://p.example.com/tok".to_owned()));
+    assert_eq!(
+        b.target,
+        PingTarget::Url("https://p.example.com/tok".to_owned())
+    );
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
 }
 
@@ -345,11 +398,17 @@ fn user_and_group_warn_unless_root() {
     let path = Path::new("c.toml");
     let (config, check) = validate::build(raw.unwrap(), path, &text, false);
     assert!(config.is_some());
-    let warnings: Vec<String> = check.warnings.iter().map(|w| w.render(path, &text)).collect();
+    let warnings: Vec<String> = check
+        .warnings
+        .iter()
+        .map(|w| w.render(path, &text))
+        .collect();
     assert_eq!(
         warnings,
-        ["c.toml:5:8: job \"backup\": key `user`: `user` only takes effect when the agent runs \
-          as root; jobs run as the current user; hint: run the daemon as root, or remove it"]
+        [
+            "c.toml:5:8: job \"backup\": key `user`: `user` only takes effect when the agent runs \
+          as root; jobs run as the current user; hint: run the daemon as root, or remove it"
+        ]
     );
     let (raw, _) = parse::parse(&text);
     let (_, check) = validate::build(raw.unwrap(), path, &text, true);

@@ -392,32 +392,26 @@ fn job_name(
 fn action(check: &mut Checker, entry: &RawJobEntry, settings: &Settings) -> Option<JobAction> {
     let context = entry.context.as_str();
     let raw = &entry.job.raw;
-    let present =
-        |key: &'static str, set: bool| (set || entry.job.broken.contains(key)).then_some(key);
-    let keys: Vec<&str> = [
-        present("command", raw.command.is_some()),
-        present("shell", raw.shell.is_some()),
-        entry.watch.as_ref().map(|_| "watch"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if keys.len() > 1 {
-        let span = entry
-            .job
-            .keys
-            .iter()
-            .chain(&entry.settings.keys)
-            .find(|(k, _)| k == keys[1])
-            .and_then(|(_, s)| s.clone())
-            .or(entry.job.span.clone());
-        let message = format!("a job does exactly one of `command`, `shell` or `watch`, but this one has both `{}` and `{}`", keys[0], keys[1]);
+    // The keys that say what the job does, in file order.
+    let mut keys: Vec<(&str, Option<std::ops::Range<usize>>)> = entry
+        .job
+        .keys
+        .iter()
+        .filter(|(k, _)| k == "command" || k == "shell")
+        .map(|(k, span)| (k.as_str(), span.clone()))
+        .chain(entry.watch.as_ref().map(|w| ("watch", w.span.clone())))
+        .collect();
+    keys.sort_by_key(|(_, span)| span.as_ref().map_or(usize::MAX, |s| s.start));
+    if let [(first, _), (second, span), ..] = keys.as_slice() {
+        let span = span.clone().or(entry.job.span.clone());
+        let (first, second) = (*first, *second);
+        let message = format!("a job does exactly one of `command`, `shell` or `watch`, but this one has both `{first}` and `{second}`");
         let hint = "keep one; a job with none is external (run elsewhere, for example by cron through `heartbeat-agent run --job NAME`)";
         check.error(
             span,
             At {
                 context,
-                key: keys[1],
+                key: second,
             },
             message,
             Some(hint.to_owned()),
