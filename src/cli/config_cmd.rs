@@ -128,3 +128,51 @@ pub fn target(target: &PingTarget) -> String {
         PingTarget::None => "none (warning: nothing will be pinged)".to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono_tz::Tz;
+    use std::path::Path;
+
+    #[test]
+    fn targets_are_redacted() {
+        let url = PingTarget::Url("https://ping.example.com/tok-SECRET".to_owned());
+        let shown = target(&url);
+        assert!(shown.starts_with("https://ping.example.com/…#"), "{shown}");
+        assert!(!shown.contains("tok-SECRET"));
+        assert_eq!(target(&PingTarget::Check("c1".to_owned())), "check c1");
+        assert_eq!(
+            target(&PingTarget::None),
+            "none (warning: nothing will be pinged)"
+        );
+    }
+
+    #[test]
+    fn report_lists_each_job() {
+        let text =
+            "[[jobs]]\nname = \"a\"\nschedule = \"@reboot\"\ncommand = [\"/bin/true\", \"x\"]\n\
+                    check_id = \"c1\"\nenabled = false\n";
+        let loaded = Config::from_text(Path::new("c.toml"), text).expect("valid config");
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .expect("valid time")
+            .with_timezone(&Utc);
+        let report = report(&loaded.config, now);
+        let first = loaded.config.jobs[0].schedule.next_after(now, Tz::UTC);
+        let next = first.map_or("no upcoming fire time".to_owned(), |t| t.to_rfc3339());
+        assert!(
+            report.starts_with("c.toml: valid, 1 job\n\njob \"a\" (disabled)\n"),
+            "{report}"
+        );
+        assert!(
+            report.contains("  does:     command /bin/true\n"),
+            "{report}"
+        );
+        assert!(report.contains("  schedule: @reboot (UTC)\n"), "{report}");
+        assert!(
+            report.contains(&format!("  next:     {next}\n")),
+            "{report}"
+        );
+        assert!(report.ends_with("  ping:     check c1\n"), "{report}");
+    }
+}

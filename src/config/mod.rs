@@ -21,6 +21,7 @@ pub mod secrets;
 pub mod size;
 mod validate;
 mod values;
+mod watch;
 
 pub use secrets::{read_api_key, ApiKeyError};
 

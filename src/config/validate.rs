@@ -10,12 +10,11 @@ use toml::Spanned;
 
 use super::parse::{RawFile, RawJobEntry, Section};
 use super::problem::line_col;
-use super::raw::{example, RawApi, RawSettings, RawWatch};
+use super::raw::{example, RawApi, RawSettings};
 use super::secrets::key_file_warning;
 use super::values::{At, Checker};
 use super::{
     AgentSettings, ApiKeySource, ApiSettings, Config, Job, JobAction, Overlap, PingTarget,
-    WatchSpec,
 };
 use crate::schedule::Schedule;
 
@@ -104,7 +103,8 @@ fn api(check: &mut Checker, section: &Section<RawApi>) -> ApiSettings {
     };
     let api_key = match (&raw.api_key_file, &raw.api_key_env) {
         (Some(_), Some(env)) => {
-            let hint = "keep one of them; without either the systemd credential `api-key` or $HEARTBEAT_AGENT_API_KEY is used";
+            let hint = "keep one of them; without either the systemd credential `api-key` \
+                        or $HEARTBEAT_AGENT_API_KEY is used";
             check.error(
                 Some(env.span()),
                 at("api_key_env"),
@@ -161,7 +161,15 @@ fn settings(check: &mut Checker, context: &str, raw: &RawSettings) -> Settings {
         let value = if key == "user" { &raw.user } else { &raw.group };
         if let (Some(value), false) = (value, check.is_root) {
             let hint = "run the daemon as root, or remove it".to_owned();
-            check.warn(Some(value.span()), at(key), format!("`{key}` only takes effect when the agent runs as root; jobs run as the current user"), Some(hint));
+            check.warn(
+                Some(value.span()),
+                at(key),
+                format!(
+                    "`{key}` only takes effect when the agent runs as root; \
+                 jobs run as the current user"
+                ),
+                Some(hint),
+            );
         }
     }
     Settings {
@@ -225,7 +233,8 @@ fn overlap(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<String>>) -> Op
         "queue" => Some(Overlap::Queue),
         "allow" => Some(Overlap::Allow),
         other => {
-            let hint = "\"skip\" (default) skips a run while the last one runs, \"queue\" runs it after, \"allow\" runs both";
+            let hint = "\"skip\" (default) skips a run while the last one runs, \
+                        \"queue\" runs it after, \"allow\" runs both";
             check.error(
                 Some(raw.span()),
                 at,
@@ -329,7 +338,12 @@ fn job(
     })
 }
 
-fn missing(check: &mut Checker, span: Option<std::ops::Range<usize>>, context: &str, key: &str) {
+pub(super) fn missing(
+    check: &mut Checker,
+    span: Option<std::ops::Range<usize>>,
+    context: &str,
+    key: &str,
+) {
     let hint = example(super::values::leaf(key)).map(|e| format!("add it, for example: {e}"));
     check.error(span, At { context, key }, "missing required key", hint);
 }
@@ -369,13 +383,19 @@ fn job_name(
         } else {
             format!("for example: name = \"{suggestion}\"")
         };
-        let message = format!("job name {name:?} is not allowed: names are 1 to {MAX_NAME} letters, digits, '.', '_' or '-', starting with a letter or digit (they name state files)");
+        let message = format!(
+            "job name {name:?} is not allowed: names are 1 to {MAX_NAME} letters, digits, \
+             '.', '_' or '-', starting with a letter or digit (they name state files)"
+        );
         check.error(Some(value.span()), at, message, Some(hint));
         return None;
     }
     let line = line_col(text, value.span().start).0;
     if let Some(first) = names.get(name) {
-        let message = format!("duplicate job name {name:?}: the first job with this name is at line {first}, this one at line {line}");
+        let message = format!(
+            "duplicate job name {name:?}: the first job with this name is at line {first}, \
+             this one at line {line}"
+        );
         check.error(
             Some(value.span()),
             at,
@@ -405,8 +425,12 @@ fn action(check: &mut Checker, entry: &RawJobEntry, settings: &Settings) -> Opti
     if let [(first, _), (second, span), ..] = keys.as_slice() {
         let span = span.clone().or(entry.job.span.clone());
         let (first, second) = (*first, *second);
-        let message = format!("a job does exactly one of `command`, `shell` or `watch`, but this one has both `{first}` and `{second}`");
-        let hint = "keep one; a job with none is external (run elsewhere, for example by cron through `heartbeat-agent run --job NAME`)";
+        let message = format!(
+            "a job does exactly one of `command`, `shell` or `watch`, \
+             but this one has both `{first}` and `{second}`"
+        );
+        let hint = "keep one; a job with none is external (run elsewhere, \
+                    for example by cron through `heartbeat-agent run --job NAME`)";
         check.error(
             span,
             At {
@@ -453,182 +477,9 @@ fn action(check: &mut Checker, entry: &RawJobEntry, settings: &Settings) -> Opti
         return Some(JobAction::Shell { program, script });
     }
     match &entry.watch {
-        Some(watch) => watch_spec(check, context, watch).map(JobAction::Watch),
+        Some(watch) => super::watch::watch_spec(check, context, watch).map(JobAction::Watch),
         None if keys.is_empty() => Some(JobAction::External),
         None => None,
-    }
-}
-
-/// The keys each watch kind takes (besides `kind`), required ones first.
-const WATCH_KINDS: [(&str, &[&str], usize); 7] = [
-    ("process", &["pattern"], 1),
-    ("file", &["path", "max_age"], 2),
-    ("disk", &["path", "min_free"], 2),
-    ("memory", &["max_used_percent"], 1),
-    ("load", &["max_load1"], 1),
-    ("tcp", &["address", "timeout"], 1),
-    ("http", &["url", "expect_status", "timeout"], 1),
-];
-
-fn watch_spec(check: &mut Checker, context: &str, watch: &Section<RawWatch>) -> Option<WatchSpec> {
-    let raw = &watch.raw;
-    let Some(kind) = &raw.kind else {
-        if !watch.broken.contains("kind") {
-            let hint = format!(
-                "add kind = one of {}",
-                WATCH_KINDS.map(|k| format!("\"{}\"", k.0)).join(", ")
-            );
-            check.error(
-                watch.span.clone(),
-                At {
-                    context,
-                    key: "watch.kind",
-                },
-                "missing required key",
-                Some(hint),
-            );
-        }
-        return None;
-    };
-    let Some((name, takes, required)) = WATCH_KINDS.iter().find(|k| k.0 == kind.get_ref()) else {
-        let hint = format!(
-            "use one of {}",
-            WATCH_KINDS.map(|k| format!("\"{}\"", k.0)).join(", ")
-        );
-        check.error(
-            Some(kind.span()),
-            At {
-                context,
-                key: "watch.kind",
-            },
-            format!("unknown watch kind \"{}\"", kind.get_ref()),
-            Some(hint),
-        );
-        return None;
-    };
-    let mut ok = true;
-    for (key, span) in &watch.keys {
-        if key != "kind" && !takes.contains(&key.as_str()) {
-            let full = format!("watch.{key}");
-            let hint = format!("a {name} watch takes: {}", takes.join(", "));
-            check.error(
-                span.clone(),
-                At {
-                    context,
-                    key: &full,
-                },
-                format!("does not apply to a {name} watch"),
-                Some(hint),
-            );
-            ok = false;
-        }
-    }
-    for key in &takes[..*required] {
-        if !watch.keys.iter().any(|(k, _)| k == key) {
-            missing(check, watch.span.clone(), context, &format!("watch.{key}"));
-            ok = false;
-        }
-    }
-    let spec = watch_values(check, context, name, raw);
-    spec.filter(|_| ok)
-}
-
-/// The values of a watch of `kind`; each present value is checked, so all problems show.
-fn watch_values(
-    check: &mut Checker,
-    context: &str,
-    kind: &str,
-    raw: &RawWatch,
-) -> Option<WatchSpec> {
-    let at = |key| At { context, key };
-    let pattern = check.non_empty(at("watch.pattern"), &raw.pattern);
-    let path = check.path(at("watch.path"), &raw.path);
-    let max_age = check.duration(at("watch.max_age"), &raw.max_age);
-    let min_free = check.amount(at("watch.min_free"), &raw.min_free);
-    let max_used_percent = check.percent(at("watch.max_used_percent"), &raw.max_used_percent);
-    let max_load1 = load(check, at("watch.max_load1"), &raw.max_load1);
-    let address = address(check, at("watch.address"), &raw.address);
-    let timeout = check.duration(at("watch.timeout"), &raw.timeout);
-    let url = check.http_url(at("watch.url"), &raw.url, true);
-    let expect_status = status(check, at("watch.expect_status"), &raw.expect_status);
-    Some(match kind {
-        "process" => WatchSpec::Process { pattern: pattern? },
-        "file" => WatchSpec::File {
-            path: path?,
-            max_age: max_age?,
-        },
-        "disk" => WatchSpec::Disk {
-            path: path?,
-            min_free: min_free?,
-        },
-        "memory" => WatchSpec::Memory {
-            max_used_percent: max_used_percent?,
-        },
-        "load" => WatchSpec::Load {
-            max_load1: max_load1?,
-        },
-        "tcp" => WatchSpec::Tcp {
-            address: address?,
-            timeout: timeout.unwrap_or(Duration::from_secs(5)),
-        },
-        _ => WatchSpec::Http {
-            url: url?,
-            expect_status: expect_status.unwrap_or(Some(200))?,
-            timeout: timeout.unwrap_or(Duration::from_secs(10)),
-        },
-    })
-}
-
-fn load(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<f64>>) -> Option<f64> {
-    let value = raw.as_ref()?;
-    let load = *value.get_ref();
-    if load.is_finite() && load >= 0.0 {
-        return Some(load);
-    }
-    check.error(
-        Some(value.span()),
-        at,
-        format!("{load} is not a load average: expected a number of 0 or more"),
-        Some("for example: max_load1 = 8.0".to_owned()),
-    );
-    None
-}
-
-fn address(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<String>>) -> Option<String> {
-    let address = check.non_empty(at, raw)?;
-    let valid = address
-        .rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-    if valid {
-        return Some(address);
-    }
-    let span = raw.as_ref().map(Spanned::span);
-    check.error(
-        span,
-        at,
-        format!("\"{address}\" is not host:port"),
-        Some("for example: address = \"127.0.0.1:5432\"".to_owned()),
-    );
-    None
-}
-
-/// `None` when not set; `Some(None)` when set but invalid.
-fn status(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<i64>>) -> Option<Option<u16>> {
-    let code = raw.as_ref()?;
-    match u16::try_from(*code.get_ref()) {
-        Ok(c) if (100..=599).contains(&c) => Some(Some(c)),
-        _ => {
-            check.error(
-                Some(code.span()),
-                at,
-                format!(
-                    "HTTP status {} is out of range: expected 100 to 599",
-                    code.get_ref()
-                ),
-                Some("for example: expect_status = 200".to_owned()),
-            );
-            Some(None)
-        }
     }
 }
 
@@ -638,7 +489,8 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
     let raw = &entry.job.raw;
     match (&raw.ping_url, &raw.check_id) {
         (Some(_), Some(id)) => {
-            let hint = "keep `ping_url` for any heartbeat service, or `check_id` to ping the check whose URL sync learns";
+            let hint = "keep `ping_url` for any heartbeat service, \
+                        or `check_id` to ping the check whose URL sync learns";
             check.error(
                 Some(id.span()),
                 At {
