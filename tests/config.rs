@@ -159,8 +159,8 @@ fn unknown_key_suggests_the_closest() {
 fn wrong_type_says_what_was_expected() {
     assert_problem(
         &format!("{JOB}success_exit_codes = 0\n"),
-        "4:22: job \"backup\": key `success_exit_codes`: invalid type: integer `0`, expected a \
-         sequence; hint: for example: success_exit_codes = [0, 3]",
+        "4:22: job \"backup\": key `success_exit_codes`: invalid type: integer `0`, expected an \
+         array; hint: for example: success_exit_codes = [0, 3]",
     );
 }
 

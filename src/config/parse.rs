@@ -90,9 +90,9 @@ pub fn parse(text: &str) -> (Option<RawFile>, Vec<Problem>) {
     const SECTIONS: [&str; 4] = ["agent", "api", "defaults", "jobs"];
     for entry in table_entries(doc.as_item()).unwrap_or_default() {
         match entry.name.as_str() {
-            "agent" => file.agent = section(&entry, "[agent]", "", &mut problems),
-            "api" => file.api = section(&entry, "[api]", "", &mut problems),
-            "defaults" => file.defaults = section(&entry, "[defaults]", "", &mut problems),
+            "agent" => file.agent = top_section(&entry, &mut problems),
+            "api" => file.api = top_section(&entry, &mut problems),
+            "defaults" => file.defaults = top_section(&entry, &mut problems),
             "jobs" => file.jobs = jobs(&entry, &mut problems),
             other => problems.push(unknown_key(entry.key_span.clone(), "", other, &SECTIONS)),
         }
@@ -177,7 +177,7 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
     let span = table.span();
     let job = deserialize_entries(own, span.clone(), &context, "", problems);
     let settings = deserialize_entries(settings, span, &context, "", problems);
-    let watch = watch.map(|entry| section(&entry, &context, "watch.", problems));
+    let watch = watch.and_then(|entry| section(&entry, &context, "watch.", problems));
     RawJobEntry {
         context,
         job,
@@ -186,26 +186,38 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
     }
 }
 
+/// A top-level section (`[agent]`, `[api]`, `[defaults]`); empty when it is not a table.
+fn top_section<T: DeserializeOwned + Default>(
+    entry: &Entry<'_>,
+    problems: &mut Vec<Problem>,
+) -> Section<T> {
+    let context = format!("[{}]", entry.name);
+    section(entry, &context, "", problems).unwrap_or_default()
+}
+
 /// A table-valued key (`[agent]`, `watch`), deserialized as `T` after its unknown keys are
-/// reported and removed.
+/// reported and removed; `None` (reported) when it is not a table.
 fn section<T: DeserializeOwned + Default>(
     entry: &Entry<'_>,
     context: &str,
     prefix: &str,
     problems: &mut Vec<Problem>,
-) -> Section<T> {
+) -> Option<Section<T>> {
     let span = entry.item.span().or(entry.key_span.clone());
     let Some(entries) = table_entries(entry.item) else {
-        let key = format!("{prefix}{}", entry.name);
+        let header = if prefix.is_empty() {
+            entry.name.clone()
+        } else {
+            format!("jobs.{}", entry.name)
+        };
         problems.push(
             Problem::new(span, context, "expected a table")
-                .key(key)
+                .key(&entry.name)
                 .hint(format!(
-                    "write it as a [{}] section with keys under it",
-                    entry.name
+                    "write it as a [{header}] table with its keys under it"
                 )),
         );
-        return Section::default();
+        return None;
     };
     let known = keys_of::<T>();
     let (known_entries, unknown): (Vec<_>, Vec<_>) = entries
@@ -215,7 +227,13 @@ fn section<T: DeserializeOwned + Default>(
         let key = format!("{prefix}{}", entry.name);
         problems.push(unknown_key(entry.key_span, context, &key, known));
     }
-    deserialize_entries(known_entries, span, context, prefix, problems)
+    Some(deserialize_entries(
+        known_entries,
+        span,
+        context,
+        prefix,
+        problems,
+    ))
 }
 
 /// Deserializes known `entries` as `T`; a key whose value does not fit is reported, dropped,
@@ -250,8 +268,9 @@ fn deserialize_entries<T: DeserializeOwned + Default>(
             Err(err) => {
                 let top = err.path.first().cloned().unwrap_or_default();
                 let key = format!("{prefix}{}", err.path.join("."));
+                let message = plain_types(&err.message);
                 let mut problem =
-                    Problem::new(err.span.or(span.clone()), context, err.message).key(key);
+                    Problem::new(err.span.or(span.clone()), context, message).key(key);
                 if let Some(example) = raw::example(&top) {
                     problem = problem.hint(format!("for example: {example}"));
                 }
@@ -270,6 +289,22 @@ fn deserialize_entries<T: DeserializeOwned + Default>(
             }
         }
     }
+}
+
+/// serde's names for expected types, in TOML's words.
+fn plain_types(message: &str) -> String {
+    [
+        ("expected f64", "expected a number"),
+        ("expected i64", "expected an integer"),
+        ("expected a sequence", "expected an array"),
+        ("expected a map", "expected a table"),
+        ("invalid type: map", "invalid type: table"),
+        ("invalid type: sequence", "invalid type: array"),
+    ]
+    .iter()
+    .fold(message.to_owned(), |text, (serde, toml)| {
+        text.replace(serde, toml)
+    })
 }
 
 /// An unknown key, with the closest known one as a suggestion.

@@ -76,8 +76,8 @@ fn wrong_types_say_what_was_expected_and_every_one_is_reported() {
              a duration string with a unit, such as \"30s\"; hint: for example: timeout = \"5m\"",
             "c.toml:6:11: job \"backup\": key `enabled`: invalid type: string \"yes\", expected a \
              boolean; hint: for example: enabled = false",
-            "c.toml:7:11: job \"backup\": key `command`: invalid type: string \"ls\", expected a \
-             sequence; hint: for example: command = [\"/usr/local/bin/backup\", \"--full\"]",
+            "c.toml:7:11: job \"backup\": key `command`: invalid type: string \"ls\", expected an \
+             array; hint: for example: command = [\"/usr/local/bin/backup\", \"--full\"]",
         ]
     );
 }
@@ -456,5 +456,25 @@ fn missing_and_unreadable_files_name_the_path() {
             dir.path().display()
         )),
         "{err}"
+    );
+}
+
+#[test]
+fn a_watch_that_is_not_a_table_is_one_problem() {
+    assert_eq!(
+        problems(&format!("{JOB}watch = 5\n")),
+        [
+            "c.toml:5:9: job \"backup\": key `watch`: expected a table; hint: write it as a \
+          [jobs.watch] table with its keys under it"
+        ]
+    );
+    assert_eq!(
+        problems(&format!(
+            "{JOB}[jobs.watch]\nkind = \"load\"\nmax_load1 = \"high\"\n"
+        )),
+        [
+            "c.toml:7:13: job \"backup\": key `watch.max_load1`: invalid type: string \"high\", \
+          expected a number; hint: for example: max_load1 = 8.0"
+        ]
     );
 }
