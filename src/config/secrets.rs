@@ -52,15 +52,24 @@ pub fn read_api_key(source: &ApiKeySource) -> Result<Option<Secret>, ApiKeyError
             .map(Some)
             .ok_or_else(|| ApiKeyError::EnvUnset { var: var.clone() }),
         ApiKeySource::Default => {
-            if let Some(dir) = std::env::var_os("CREDENTIALS_DIRECTORY").filter(|d| !d.is_empty()) {
-                let path = Path::new(&dir).join(CREDENTIAL_NAME);
-                if path.exists() {
-                    return read_key_file(&path).map(Some);
-                }
-            }
-            Ok(env_key(API_KEY_ENV))
+            let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+            default_key(credentials.as_deref(), || env_key(API_KEY_ENV))
         }
     }
+}
+
+/// The systemd credential under `credentials` when it exists, else `fallback()`.
+fn default_key(
+    credentials: Option<&Path>,
+    fallback: impl FnOnce() -> Option<Secret>,
+) -> Result<Option<Secret>, ApiKeyError> {
+    if let Some(dir) = credentials.filter(|d| !d.as_os_str().is_empty()) {
+        let path = dir.join(CREDENTIAL_NAME);
+        if path.exists() {
+            return read_key_file(&path).map(Some);
+        }
+    }
+    Ok(fallback())
 }
 
 fn env_key(var: &str) -> Option<Secret> {
@@ -152,6 +161,19 @@ mod tests {
             err.to_string().starts_with("cannot read the api key file"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn systemd_credential_comes_before_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let fallback = || Some(Secret::new("from-env"));
+        let none = default_key(Some(dir.path()), fallback).unwrap().unwrap();
+        assert_eq!(none.expose(), "from-env");
+        key_file(dir.path(), "from-credential\n", 0o400);
+        fs::rename(dir.path().join("key"), dir.path().join(CREDENTIAL_NAME)).unwrap();
+        let key = default_key(Some(dir.path()), fallback).unwrap().unwrap();
+        assert_eq!(key.expose(), "from-credential");
+        assert_eq!(default_key(None, || None).unwrap(), None);
     }
 
     #[test]
