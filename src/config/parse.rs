@@ -146,6 +146,8 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
     let job_keys = keys_of::<RawJob>();
     let setting_keys = keys_of::<RawSettings>();
     let (mut own, mut settings, mut watch) = (Vec::new(), Vec::new(), None);
+    // Keys an unknown key was probably meant to be: not also reported as missing.
+    let mut suggested = BTreeSet::new();
     for entry in entries {
         let name = entry.name.as_str();
         if job_keys.contains(&name) {
@@ -160,12 +162,9 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
                 .chain(setting_keys)
                 .copied()
                 .chain(["watch"]);
-            let mut problem = unknown_key(
-                entry.key_span.clone(),
-                &context,
-                name,
-                &known.collect::<Vec<_>>(),
-            );
+            let known: Vec<&str> = known.collect();
+            suggested.extend(closest(name, known.iter().copied()).map(str::to_owned));
+            let mut problem = unknown_key(entry.key_span.clone(), &context, name, &known);
             if keys_of::<RawWatch>().contains(&name) {
                 problem = problem.hint(format!(
                     "`{name}` belongs in the job's [jobs.watch] table, next to `kind`"
@@ -175,7 +174,8 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
         }
     }
     let span = table.span();
-    let job = deserialize_entries(own, span.clone(), &context, "", problems);
+    let mut job: Section<RawJob> = deserialize_entries(own, span.clone(), &context, "", problems);
+    job.broken.extend(suggested);
     let settings = deserialize_entries(settings, span, &context, "", problems);
     let watch = watch.and_then(|entry| section(&entry, &context, "watch.", problems));
     RawJobEntry {
@@ -223,17 +223,16 @@ fn section<T: DeserializeOwned + Default>(
     let (known_entries, unknown): (Vec<_>, Vec<_>) = entries
         .into_iter()
         .partition(|e| known.contains(&e.name.as_str()));
+    let mut suggested = BTreeSet::new();
     for entry in unknown {
         let key = format!("{prefix}{}", entry.name);
+        suggested.extend(closest(&entry.name, known.iter().copied()).map(str::to_owned));
         problems.push(unknown_key(entry.key_span, context, &key, known));
     }
-    Some(deserialize_entries(
-        known_entries,
-        span,
-        context,
-        prefix,
-        problems,
-    ))
+    let mut section = deserialize_entries(known_entries, span, context, prefix, problems);
+    // A key an unknown key was probably meant to be is not also reported as missing.
+    section.broken.extend(suggested);
+    Some(section)
 }
 
 /// Deserializes known `entries` as `T`; a key whose value does not fit is reported, dropped,

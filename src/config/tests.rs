@@ -478,3 +478,20 @@ fn a_watch_that_is_not_a_table_is_one_problem() {
         ]
     );
 }
+
+#[test]
+fn a_misspelt_required_key_is_reported_once() {
+    assert_eq!(
+        problems("[[jobs]]\nnmae = \"a\"\nschedule = \"@daily\"\n"),
+        ["c.toml:2:1: job #1: key `nmae`: unknown key; hint: did you mean `name`?"]
+    );
+    assert_eq!(
+        problems(&format!(
+            "{JOB}[jobs.watch]\nkind = \"file\"\npath = \"/x\"\nmax_aeg = \"1h\"\n"
+        )),
+        [
+            "c.toml:8:1: job \"backup\": key `watch.max_aeg`: unknown key; hint: did you mean \
+          `max_age`?"
+        ]
+    );
+}

@@ -80,7 +80,7 @@ pub(super) fn watch_spec(
         }
     }
     for key in &takes[..*required] {
-        if !watch.keys.iter().any(|(k, _)| k == key) {
+        if !watch.keys.iter().any(|(k, _)| k == key) && !watch.broken.contains(*key) {
             missing(check, watch.span.clone(), context, &format!("watch.{key}"));
             ok = false;
         }
