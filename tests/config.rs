@@ -1,1 +1,380 @@
-//! Integration tests for `config`.
+//! Integration tests for `config`: `heartbeat-agent config check` on good and broken files,
+//! exit codes, messages with file:line:col, and secrets that never reach the output.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::util;
+
+/// The result of one `config check`.
+struct Checked {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn config_check(home: &Path, args: &[&str]) -> Checked {
+    let output = util::agent(home)
+        .args(args)
+        .output()
+        .expect("the agent binary runs");
+    Checked {
+        code: output
+            .status
+            .code()
+            .expect("config check exits normally, not by a signal"),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Writes `text` as config.toml in a fresh directory and runs `config check --config` on it.
+fn check_text(text: &str) -> (tempfile::TempDir, PathBuf, Checked) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("write config");
+    let path_arg = path.to_str().expect("utf-8 temp path");
+    let checked = config_check(dir.path(), &["config", "check", "--config", path_arg]);
+    (dir, path, checked)
+}
+
+/// Asserts exit 78 and that stderr holds exactly `expected` (after `path:`) as one line.
+fn assert_problem(text: &str, expected: &str) {
+    let (_dir, path, checked) = check_text(text);
+    assert_eq!(checked.code, 78, "stderr: {}", checked.stderr);
+    let line = format!("{}:{expected}", path.display());
+    assert!(
+        checked.stderr.lines().any(|l| l == line),
+        "expected line\n{line}\nin stderr:\n{}",
+        checked.stderr
+    );
+    assert!(checked.stdout.is_empty(), "stdout: {}", checked.stdout);
+}
+
+const JOB: &str = "[[jobs]]\nname = \"backup\"\nschedule = \"0 3 * * *\"\n";
+
+#[test]
+fn example_config_is_valid() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.toml");
+    let checked = config_check(
+        home.path(),
+        &[
+            "config",
+            "check",
+            "--config",
+            example.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert_eq!(checked.code, 0, "stderr: {}", checked.stderr);
+    assert!(
+        checked.stdout.contains("valid, 10 jobs"),
+        "{}",
+        checked.stdout
+    );
+    assert!(
+        !checked.stdout.contains("your-ping-token"),
+        "{}",
+        checked.stdout
+    );
+}
+
+#[test]
+fn valid_config_shows_jobs_with_redacted_targets() {
+    let text =
+        "[[jobs]]\nname = \"backup\"\nschedule = \"0 3 * * *\"\ntimezone = \"Europe/Berlin\"\n\
+                command = [\"true\"]\nping_url = \"https://ping.example.com/tok-SECRET-123\"\n\
+                [[jobs]]\nname = \"report\"\nschedule = \"@daily\"\n";
+    let (_dir, path, checked) = check_text(text);
+    assert_eq!(checked.code, 0, "stderr: {}", checked.stderr);
+    assert!(checked
+        .stdout
+        .starts_with(&format!("{}: valid, 2 jobs\n", path.display())));
+    assert!(
+        checked.stdout.contains("job \"backup\"\n"),
+        "{}",
+        checked.stdout
+    );
+    assert!(checked
+        .stdout
+        .contains("  schedule: 0 3 * * * (Europe/Berlin)\n"));
+    let redacted = heartbeat_agent::redact::url("https://ping.example.com/tok-SECRET-123");
+    assert!(
+        checked
+            .stdout
+            .contains(&format!("  ping:     {redacted}\n")),
+        "{}",
+        checked.stdout
+    );
+    assert!(checked
+        .stdout
+        .contains("  ping:     none (warning: nothing will be pinged)\n"));
+    assert!(
+        checked.stderr.contains(&format!(
+            "heartbeat-agent: warning: {}:7:1: job \"report\": no `ping_url` or `check_id`: \
+             nothing will be pinged",
+            path.display()
+        )),
+        "{}",
+        checked.stderr
+    );
+    for output in [&checked.stdout, &checked.stderr] {
+        assert!(!output.contains("tok-SECRET-123"), "{output}");
+    }
+}
+
+#[test]
+fn config_option_is_global_and_env_is_the_fallback() {
+    let (dir, path, _) = check_text(JOB);
+    let path_arg = path.to_str().expect("utf-8 path");
+    let before = config_check(dir.path(), &["--config", path_arg, "config", "check"]);
+    assert_eq!(before.code, 0, "{}", before.stderr);
+    let from_env = util::agent(dir.path())
+        .args(["config", "check"])
+        .env("HEARTBEAT_AGENT_CONFIG", &path)
+        .output()
+        .expect("the agent binary runs");
+    assert_eq!(from_env.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&from_env.stdout).contains("valid, 1 job"));
+}
+
+#[test]
+fn syntax_error_exits_78_with_line_and_column() {
+    assert_problem(
+        "[agent]\ntimezone = UTC\n",
+        "2:12: invalid TOML: invalid string, expected `\"`, `'`; hint: fix the TOML syntax at \
+         this place (strings need quotes, tables [brackets])",
+    );
+}
+
+#[test]
+fn unknown_key_suggests_the_closest() {
+    assert_problem(
+        &format!("{JOB}comand = [\"true\"]\n"),
+        "4:1: job \"backup\": key `comand`: unknown key; hint: did you mean `command`?",
+    );
+}
+
+#[test]
+fn wrong_type_says_what_was_expected() {
+    assert_problem(
+        &format!("{JOB}success_exit_codes = 0\n"),
+        "4:22: job \"backup\": key `success_exit_codes`: invalid type: integer `0`, expected an \
+         array; hint: for example: success_exit_codes = [0, 3]",
+    );
+}
+
+#[test]
+fn bare_number_duration_suggests_a_unit() {
+    assert_problem(
+        &format!("{JOB}timeout = 90\n"),
+        "4:11: job \"backup\": key `timeout`: duration \"90\" has no unit: write \"90s\", \"90m\", \
+         \"90h\" or \"90d\"; hint: durations are quoted strings with a unit, for example: \
+         timeout = \"5m\"",
+    );
+}
+
+#[test]
+fn bad_timezone_is_named() {
+    assert_problem(
+        "[agent]\ntimezone = \"America/New_Yrok\"\n",
+        "2:12: [agent]: key `timezone`: unknown time zone \"America/New_Yrok\"; hint: did you \
+         mean \"America/New_York\"?",
+    );
+}
+
+#[test]
+fn duplicate_names_name_both_lines() {
+    assert_problem(
+        &format!("{JOB}\n{JOB}"),
+        "6:8: job \"backup\": key `name`: duplicate job name \"backup\": the first job with this \
+         name is at line 2, this one at line 6; hint: job names must be unique; rename one of them",
+    );
+}
+
+#[test]
+fn command_and_shell_together_are_rejected() {
+    assert_problem(
+        &format!("{JOB}shell = \"true\"\ncommand = [\"true\"]\n"),
+        "5:1: job \"backup\": key `command`: a job does exactly one of `command`, `shell` or \
+         `watch`, but this one has both `shell` and `command`; hint: keep one; a job with none \
+         is external (run elsewhere, for example by cron through `heartbeat-agent run --job NAME`)",
+    );
+}
+
+#[test]
+fn ping_url_and_check_id_together_are_rejected() {
+    let text =
+        format!("{JOB}ping_url = \"https://ping.example.com/tok-SECRET-9\"\ncheck_id = \"c\"\n");
+    assert_problem(
+        &text,
+        "5:12: job \"backup\": key `check_id`: set either `ping_url` or `check_id`, not both; \
+         hint: keep `ping_url` for any heartbeat service, or `check_id` to ping the check whose \
+         URL sync learns",
+    );
+    let (_dir, _path, checked) = check_text(&text);
+    assert!(
+        !checked.stderr.contains("tok-SECRET-9"),
+        "{}",
+        checked.stderr
+    );
+}
+
+#[test]
+fn bad_ping_url_is_rejected_without_showing_it() {
+    let text = format!("{JOB}ping_url = \"ping.example.com/tok-SECRET-7\"\n");
+    assert_problem(
+        &text,
+        "4:12: job \"backup\": key `ping_url`: not a valid URL: relative URL without a base; \
+         hint: write a full URL, for example: ping_url = \"https://ping.example.com/TOKEN\"",
+    );
+    let (_dir, _path, checked) = check_text(&text);
+    assert!(
+        !checked.stderr.contains("tok-SECRET-7"),
+        "{}",
+        checked.stderr
+    );
+}
+
+#[test]
+fn every_problem_is_listed_one_per_line() {
+    let text = format!("[agent]\nshutdown_timeout = 5\n{JOB}colour = 1\ntimezone = \"Nowhere\"\n");
+    let (_dir, path, checked) = check_text(&text);
+    assert_eq!(checked.code, 78);
+    let shown = path.display().to_string();
+    let lines: Vec<&str> = checked.stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", checked.stderr);
+    for (line, place) in lines.iter().zip(["2:20", "6:1", "7:12"]) {
+        assert!(line.starts_with(&format!("{shown}:{place}: ")), "{line}");
+    }
+    assert_eq!(
+        lines[3],
+        format!("heartbeat-agent: configuration {shown} is invalid: 3 problems")
+    );
+}
+
+#[test]
+fn missing_file_names_the_path_and_how_to_create_it() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let missing = home.path().join("nope.toml");
+    let checked = config_check(
+        home.path(),
+        &[
+            "config",
+            "check",
+            "--config",
+            missing.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert_eq!(checked.code, 78);
+    assert!(
+        checked.stderr.starts_with(&format!(
+            "{}: configuration file not found; create it (see config/example.toml and \
+             docs/config.md), or name another with --config FILE or $HEARTBEAT_AGENT_CONFIG\n",
+            missing.display()
+        )),
+        "{}",
+        checked.stderr
+    );
+}
+
+#[test]
+fn unreadable_file_names_the_path_and_the_os_error() {
+    let home = tempfile::tempdir().expect("temp dir");
+    // A directory cannot be read as a file, even by root (who ignores chmod 000).
+    let dir = home.path().join("config.toml");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let checked = config_check(
+        home.path(),
+        &[
+            "config",
+            "check",
+            "--config",
+            dir.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert_eq!(checked.code, 78);
+    assert!(
+        checked.stderr.starts_with(&format!(
+            "{}: cannot read the configuration file: Is a directory",
+            dir.display()
+        )),
+        "{}",
+        checked.stderr
+    );
+}
+
+#[test]
+fn key_file_readable_by_others_warns_and_the_key_never_shows() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let key = home.path().join("api-key");
+    std::fs::write(&key, "sk_live_NEVER_SHOWN\n").expect("write key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let text = format!(
+        "[api]\napi_key_file = \"{}\"\n{JOB}check_id = \"c\"\n",
+        key.display()
+    );
+    let (_dir, path, checked) = check_text(&text);
+    assert_eq!(checked.code, 0, "{}", checked.stderr);
+    assert!(
+        checked.stderr.contains(&format!(
+            "heartbeat-agent: warning: {}:2:16: [api]: key `api_key_file`: api key file {} is \
+             readable by group/others; chmod 600 it",
+            path.display(),
+            key.display()
+        )),
+        "{}",
+        checked.stderr
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let (_dir, _path, private) = check_text(&text);
+    assert_eq!(private.code, 0);
+    assert!(!private.stderr.contains("chmod 600"), "{}", private.stderr);
+    for output in [
+        &checked.stdout,
+        &checked.stderr,
+        &private.stdout,
+        &private.stderr,
+    ] {
+        assert!(!output.contains("NEVER_SHOWN"), "{output}");
+    }
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    let inputs: [&[u8]; 6] = [
+        b"\xff\xfe\x00garbage",
+        b"[[jobs]]\n[[jobs]]\nname = [1, {a = 2}]\n",
+        b"jobs = [1, \"x\", {name = 3}]\n",
+        b"[jobs.watch]\n[agent.timezone]\nx = 1\n",
+        b"[[jobs]]\nname=\"a\"\nschedule=\"x\"\n[jobs.watch]\n[jobs.watch.kind]\n",
+        b"[defaults]\nenv = { \"\" = \"x\", \"A=B\" = \"y\" }\noutput_tail = -1\n",
+    ];
+    for input in inputs {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, input).expect("write");
+        let checked = config_check(
+            dir.path(),
+            &[
+                "config",
+                "check",
+                "--config",
+                path.to_str().expect("utf-8 path"),
+            ],
+        );
+        assert_eq!(
+            checked.code,
+            78,
+            "{:?}: {}",
+            String::from_utf8_lossy(input),
+            checked.stderr
+        );
+        assert!(!checked.stderr.contains("panicked"), "{}", checked.stderr);
+        assert!(
+            checked.stderr.starts_with(&path.display().to_string()),
+            "{}",
+            checked.stderr
+        );
+    }
+}

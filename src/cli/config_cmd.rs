@@ -1,8 +1,14 @@
-//! `heartbeat-agent config check`: validate the configuration file.
+//! `heartbeat-agent config check`: validate the configuration file and show, per job, its
+//! schedule, next fire times and (redacted) ping target. Exit 0 when valid (warnings allowed),
+//! 78 (`EX_CONFIG`) with every problem on stderr when not.
 
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
-use super::GlobalArgs;
+use super::{exit, print_error, GlobalArgs};
+use crate::config::{Config, Job, JobAction, PingTarget, WatchSpec};
 
 /// Configuration commands.
 #[derive(Debug, Subcommand)]
@@ -11,7 +17,162 @@ pub enum ConfigCommand {
     Check,
 }
 
+/// How many upcoming fire times `config check` shows per job.
+const FIRE_TIMES: usize = 3;
+
 /// Runs a `config` subcommand.
-pub fn run(_cmd: ConfigCommand, _global: &GlobalArgs) -> u8 {
-    super::exit::OK
+pub fn run(cmd: ConfigCommand, global: &GlobalArgs) -> u8 {
+    match cmd {
+        ConfigCommand::Check => check(global),
+    }
+}
+
+fn check(global: &GlobalArgs) -> u8 {
+    let path = crate::paths::config_file(global.config.as_ref());
+    match Config::load(&path) {
+        Ok(loaded) => {
+            print!("{}", report(&loaded.config, Utc::now()));
+            for warning in &loaded.warnings {
+                eprintln!("heartbeat-agent: warning: {warning}");
+            }
+            exit::OK
+        }
+        Err(err) => {
+            for problem in &err.problems {
+                eprintln!("{problem}");
+            }
+            let count = err.problems.len();
+            let noun = if count == 1 { "problem" } else { "problems" };
+            print_error(format!(
+                "configuration {} is invalid: {count} {noun}",
+                path.display()
+            ));
+            exit::CONFIG
+        }
+    }
+}
+
+/// The text `config check` prints for a valid config, as of `now`.
+pub fn report(config: &Config, now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    let count = config.jobs.len();
+    let noun = if count == 1 { "job" } else { "jobs" };
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "{}: valid, {count} {noun}", config.path.display());
+    for job in &config.jobs {
+        out.push('\n');
+        out.push_str(&job_report(job, now));
+    }
+    out
+}
+
+fn job_report(job: &Job, now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    let disabled = if job.enabled { "" } else { " (disabled)" };
+    let _ = writeln!(out, "job \"{}\"{disabled}", job.name);
+    let _ = writeln!(out, "  does:     {}", action(&job.action));
+    let _ = writeln!(
+        out,
+        "  schedule: {} ({})",
+        job.schedule.as_str(),
+        job.timezone.name()
+    );
+    let mut after = now;
+    let mut label = "  next:    ";
+    for _ in 0..FIRE_TIMES {
+        match job.schedule.next_after(after, job.timezone) {
+            Some(next) => {
+                let local = next.with_timezone(&job.timezone);
+                let _ = writeln!(out, "{label} {}", local.to_rfc3339());
+                after = next;
+            }
+            None => {
+                if after == now {
+                    let _ = writeln!(out, "{label} no upcoming fire time");
+                }
+                break;
+            }
+        }
+        label = "           ";
+    }
+    let _ = writeln!(out, "  ping:     {}", target(&job.target));
+    out
+}
+
+fn action(action: &JobAction) -> String {
+    match action {
+        JobAction::Command(argv) => format!("command {}", argv.first().map_or("", String::as_str)),
+        JobAction::Shell { program, .. } => format!("shell script ({})", program.display()),
+        JobAction::Watch(spec) => format!("watch {}", watch_kind(spec)),
+        JobAction::External => "external (run elsewhere, pinged by `run --job`)".to_owned(),
+    }
+}
+
+fn watch_kind(spec: &WatchSpec) -> &'static str {
+    match spec {
+        WatchSpec::Process { .. } => "process",
+        WatchSpec::File { .. } => "file",
+        WatchSpec::Disk { .. } => "disk",
+        WatchSpec::Memory { .. } => "memory",
+        WatchSpec::Load { .. } => "load",
+        WatchSpec::Tcp { .. } => "tcp",
+        WatchSpec::Http { .. } => "http",
+    }
+}
+
+/// The ping target as shown: never the URL's path, which holds the token.
+pub fn target(target: &PingTarget) -> String {
+    match target {
+        PingTarget::Url(url) => crate::redact::url(url),
+        PingTarget::Check(id) => format!("check {id}"),
+        PingTarget::None => "none (warning: nothing will be pinged)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono_tz::Tz;
+    use std::path::Path;
+
+    #[test]
+    fn targets_are_redacted() {
+        let url = PingTarget::Url("https://ping.example.com/tok-SECRET".to_owned());
+        let shown = target(&url);
+        assert!(shown.starts_with("https://ping.example.com/…#"), "{shown}");
+        assert!(!shown.contains("tok-SECRET"));
+        assert_eq!(target(&PingTarget::Check("c1".to_owned())), "check c1");
+        assert_eq!(
+            target(&PingTarget::None),
+            "none (warning: nothing will be pinged)"
+        );
+    }
+
+    #[test]
+    fn report_lists_each_job() {
+        let text =
+            "[[jobs]]\nname = \"a\"\nschedule = \"@reboot\"\ncommand = [\"/bin/true\", \"x\"]\n\
+                    check_id = \"c1\"\nenabled = false\n";
+        let loaded = Config::from_text(Path::new("c.toml"), text).expect("valid config");
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .expect("valid time")
+            .with_timezone(&Utc);
+        let report = report(&loaded.config, now);
+        let first = loaded.config.jobs[0].schedule.next_after(now, Tz::UTC);
+        let next = first.map_or("no upcoming fire time".to_owned(), |t| t.to_rfc3339());
+        assert!(
+            report.starts_with("c.toml: valid, 1 job\n\njob \"a\" (disabled)\n"),
+            "{report}"
+        );
+        assert!(
+            report.contains("  does:     command /bin/true\n"),
+            "{report}"
+        );
+        assert!(report.contains("  schedule: @reboot (UTC)\n"), "{report}");
+        assert!(
+            report.contains(&format!("  next:     {next}\n")),
+            "{report}"
+        );
+        assert!(report.ends_with("  ping:     check c1\n"), "{report}");
+    }
 }

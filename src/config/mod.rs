@@ -11,10 +11,19 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 
-use crate::redact::Secret;
 use crate::schedule::Schedule;
 
 pub mod duration;
+mod parse;
+pub mod problem;
+mod raw;
+pub mod secrets;
+pub mod size;
+mod validate;
+mod values;
+mod watch;
+
+pub use secrets::{read_api_key, ApiKeyError};
 
 /// A validated configuration file.
 #[derive(Debug, Clone)]
@@ -239,18 +248,65 @@ pub struct LoadError {
 }
 
 impl Config {
-    /// Reads and validates the file at `path`.
+    /// Reads and validates the file at `path`: every problem is collected into the error, each
+    /// one line `path:line:col: ...` with a hint; warnings come back with the config.
     pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-        Err(LoadError {
-            problems: vec![format!(
-                "{}: configuration loading is not implemented yet",
-                path.display()
-            )],
-        })
+        let text = read_file(path).map_err(|problem| LoadError {
+            problems: vec![problem],
+        })?;
+        Self::from_text(path, &text)
+    }
+
+    /// Validates `text` as if read from `path` (which names it in messages and anchors relative
+    /// paths).
+    pub fn from_text(path: &Path, text: &str) -> Result<Loaded, LoadError> {
+        let is_root = nix::unistd::geteuid().is_root();
+        let render = |problems: Vec<problem::Problem>| -> Vec<String> {
+            problems.iter().map(|p| p.render(path, text)).collect()
+        };
+        let (raw, mut problems) = parse::parse(text);
+        let Some(raw) = raw else {
+            return Err(LoadError {
+                problems: render(problems),
+            });
+        };
+        let (config, check) = validate::build(raw, path, text, is_root);
+        problems.extend(check.errors);
+        match config {
+            Some(config) if problems.is_empty() => Ok(Loaded {
+                config,
+                warnings: render(check.warnings),
+            }),
+            _ => {
+                problems.sort_by_key(|p| p.span.as_ref().map_or(0, |s| s.start));
+                Err(LoadError {
+                    problems: render(problems),
+                })
+            }
+        }
     }
 }
 
-/// Reads the API key from `source` (never logged). Placeholder until the config issue lands.
-pub fn read_api_key(_source: &ApiKeySource) -> Option<Secret> {
-    None
+/// Reads the config file; the error names the path, the OS error and what to do.
+fn read_file(path: &Path) -> Result<String, String> {
+    let shown = path.display();
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|err| {
+            format!(
+                "{shown}: the configuration file is not valid UTF-8 (at byte {}); save it as UTF-8",
+                err.utf8_error().valid_up_to()
+            )
+        }),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "{shown}: configuration file not found; create it (see config/example.toml and \
+             docs/config.md), or name another with --config FILE or ${}",
+            crate::paths::CONFIG_ENV
+        )),
+        Err(err) => Err(format!(
+            "{shown}: cannot read the configuration file: {err}; check that it is a readable file"
+        )),
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,298 @@
+//! The first stage of loading: serde structs close to the TOML input, one per section, every
+//! value wrapped in [`Spanned`] so the second stage can point at it. Unknown keys are errors
+//! (`deny_unknown_fields`); every field is optional here, so "required" is checked (with a
+//! better message) in the second stage.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, Visitor};
+use toml::Spanned;
+
+/// `[agent]`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    /// Where state lives.
+    pub state_dir: Option<Spanned<String>>,
+    /// Default zone of schedules.
+    pub timezone: Option<Spanned<String>>,
+    /// Grace for running jobs at shutdown.
+    pub shutdown_timeout: Option<Spanned<RawDuration>>,
+}
+
+/// `[api]`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApi {
+    /// The monitoring API.
+    pub base_url: Option<Spanned<String>>,
+    /// The ping host.
+    pub ping_base_url: Option<Spanned<String>>,
+    /// The `x-service-account` header.
+    pub account_id: Option<Spanned<String>>,
+    /// A file holding the API key.
+    pub api_key_file: Option<Spanned<String>>,
+    /// An environment variable holding the API key.
+    pub api_key_env: Option<Spanned<String>>,
+}
+
+/// The settings a `[defaults]` table gives and each job may override.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSettings {
+    /// SIGTERM after this long.
+    pub timeout: Option<Spanned<RawDuration>>,
+    /// SIGKILL this long after SIGTERM.
+    pub kill_after: Option<Spanned<RawDuration>>,
+    /// Exit codes that count as success.
+    pub success_exit_codes: Option<Spanned<Vec<Spanned<i64>>>>,
+    /// `skip`, `queue` or `allow`.
+    pub overlap: Option<Spanned<String>>,
+    /// Upper bound of the start delay.
+    pub jitter: Option<Spanned<RawDuration>>,
+    /// Directory the command runs in.
+    pub working_dir: Option<Spanned<String>>,
+    /// Extra environment.
+    pub env: Option<BTreeMap<String, Spanned<String>>>,
+    /// User to run as.
+    pub user: Option<Spanned<String>>,
+    /// Group to run as.
+    pub group: Option<Spanned<String>>,
+    /// Whether the job runs.
+    pub enabled: Option<bool>,
+    /// Run once at start after a missed fire.
+    pub catch_up: Option<bool>,
+    /// Bytes of output kept for status.
+    pub output_tail: Option<Spanned<RawSize>>,
+    /// The shell of `shell` jobs.
+    pub shell_program: Option<Spanned<String>>,
+}
+
+/// The keys of one `[[jobs]]` table that are neither settings nor `watch`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJob {
+    /// Unique name.
+    pub name: Option<Spanned<String>>,
+    /// Cron expression.
+    pub schedule: Option<Spanned<String>>,
+    /// IANA zone of the schedule.
+    pub timezone: Option<Spanned<String>>,
+    /// argv run directly.
+    pub command: Option<Spanned<Vec<String>>>,
+    /// Script run by the shell.
+    pub shell: Option<Spanned<String>>,
+    /// Full ping URL (secret).
+    pub ping_url: Option<Spanned<String>>,
+    /// Heartbeat check id.
+    pub check_id: Option<Spanned<String>>,
+}
+
+/// `[jobs.watch]`: every key of every kind; which apply is checked against `kind` later.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWatch {
+    /// `process`, `file`, `disk`, `memory`, `load`, `tcp` or `http`.
+    pub kind: Option<Spanned<String>>,
+    /// process: the name or command-line substring.
+    pub pattern: Option<Spanned<String>>,
+    /// file, disk: the path.
+    pub path: Option<Spanned<String>>,
+    /// file: the oldest healthy modification time.
+    pub max_age: Option<Spanned<RawDuration>>,
+    /// disk: least free space, bytes or percent.
+    pub min_free: Option<Spanned<RawSize>>,
+    /// memory: the most healthy usage in percent.
+    pub max_used_percent: Option<Spanned<f64>>,
+    /// load: the highest healthy 1-minute load.
+    pub max_load1: Option<Spanned<f64>>,
+    /// tcp: `host:port`.
+    pub address: Option<Spanned<String>>,
+    /// tcp, http: probe timeout.
+    pub timeout: Option<Spanned<RawDuration>>,
+    /// http: the URL.
+    pub url: Option<Spanned<String>>,
+    /// http: the healthy status.
+    pub expect_status: Option<Spanned<i64>>,
+}
+
+/// A duration as written: a string with a unit, or a bare number (which is an error with a
+/// suggestion, so it is accepted here to give that message).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawDuration {
+    /// `"30s"`.
+    Text(String),
+    /// `30`: missing its unit.
+    Number(String),
+}
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DurationVisitor;
+        impl Visitor<'_> for DurationVisitor {
+            type Value = RawDuration;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration string with a unit, such as \"30s\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawDuration, E> {
+                Ok(RawDuration::Text(v.to_owned()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Number(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Number(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Number(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(DurationVisitor)
+    }
+}
+
+/// A size as written: a string (`"10KiB"`, `"15%"`) or a number of bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawSize {
+    /// `"10KiB"`, `"15%"`.
+    Text(String),
+    /// A bare number of bytes (possibly negative, which validation rejects).
+    Bytes(i64),
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SizeVisitor;
+        impl Visitor<'_> for SizeVisitor {
+            type Value = RawSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size such as \"10KiB\" or a number of bytes")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawSize, E> {
+                Ok(RawSize::Text(v.to_owned()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawSize, E> {
+                Ok(RawSize::Bytes(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawSize, E> {
+                i64::try_from(v)
+                    .map(RawSize::Bytes)
+                    .map_err(|_| E::custom("size is too large"))
+            }
+        }
+        deserializer.deserialize_any(SizeVisitor)
+    }
+}
+
+/// A correct line for `key`, shown as the hint of a type error.
+pub fn example(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "state_dir" => "state_dir = \"/var/lib/heartbeat-agent\"",
+        "timezone" => "timezone = \"Europe/Berlin\"",
+        "shutdown_timeout" => "shutdown_timeout = \"30s\"",
+        "base_url" => "base_url = \"https://api.example.com\"",
+        "ping_base_url" => "ping_base_url = \"https://ping.example.com\"",
+        "account_id" => "account_id = \"acc_123\"",
+        "api_key_file" => "api_key_file = \"/etc/heartbeat-agent/api-key\"",
+        "api_key_env" => "api_key_env = \"MONITORING_API_KEY\"",
+        "timeout" => "timeout = \"5m\"",
+        "kill_after" => "kill_after = \"10s\"",
+        "success_exit_codes" => "success_exit_codes = [0, 3]",
+        "overlap" => "overlap = \"skip\" (or \"queue\", \"allow\")",
+        "jitter" => "jitter = \"30s\"",
+        "working_dir" => "working_dir = \"/srv/app\"",
+        "env" => "env = { PATH = \"/usr/bin:/bin\" }",
+        "user" => "user = \"backup\"",
+        "group" => "group = \"backup\"",
+        "enabled" => "enabled = false",
+        "catch_up" => "catch_up = true",
+        "output_tail" => "output_tail = \"10KiB\"",
+        "shell_program" => "shell_program = \"/bin/bash\"",
+        "name" => "name = \"backup\"",
+        "schedule" => "schedule = \"0 3 * * *\"",
+        "command" => "command = [\"/usr/local/bin/backup\", \"--full\"]",
+        "shell" => "shell = \"pg_dump app | gzip > /backup/app.sql.gz\"",
+        "ping_url" => "ping_url = \"https://ping.example.com/TOKEN\"",
+        "check_id" => "check_id = \"chk_123\"",
+        "kind" => "kind = \"process\"",
+        "pattern" => "pattern = \"nginx\"",
+        "path" => "path = \"/var/backups/latest.tar\"",
+        "max_age" => "max_age = \"26h\"",
+        "min_free" => "min_free = \"10GiB\" (or \"15%\")",
+        "max_used_percent" => "max_used_percent = 90",
+        "max_load1" => "max_load1 = 8.0",
+        "address" => "address = \"127.0.0.1:5432\"",
+        "url" => "url = \"http://127.0.0.1:8080/health\"",
+        "expect_status" => "expect_status = 200",
+        _ => return None,
+    })
+}
+
+/// The keys a `Raw*` struct accepts, as serde's derive declares them: the single source of
+/// truth for unknown-key checks and suggestions.
+pub fn keys_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    match T::deserialize(KeyProbe) {
+        Err(ProbeResult(fields)) => fields,
+        Ok(_) => &[],
+    }
+}
+
+/// A deserializer that only records the field names a struct asks for.
+struct KeyProbe;
+
+/// The field names a struct declared (empty when the type is not a struct).
+#[derive(Debug)]
+struct ProbeResult(&'static [&'static str]);
+
+impl fmt::Display for ProbeResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("key probe")
+    }
+}
+
+impl std::error::Error for ProbeResult {}
+
+impl de::Error for ProbeResult {
+    fn custom<M: fmt::Display>(_msg: M) -> Self {
+        ProbeResult(&[])
+    }
+}
+
+impl<'de> Deserializer<'de> for KeyProbe {
+    type Error = ProbeResult;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, ProbeResult> {
+        Err(ProbeResult(&[]))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, ProbeResult> {
+        Err(ProbeResult(fields))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_come_from_the_struct() {
+        assert_eq!(
+            keys_of::<RawAgent>(),
+            ["state_dir", "timezone", "shutdown_timeout"]
+        );
+        assert!(keys_of::<RawWatch>().contains(&"expect_status"));
+        assert!(keys_of::<RawDuration>().is_empty());
+    }
+}
