@@ -376,12 +376,14 @@ fn credentials(global: &GlobalArgs) -> Result<Credentials, (u8, String)> {
         let msg = format!("no API base URL: set [api] base_url in {shown}, or pass --base-url URL");
         (exit::FAILURE, msg)
     })?;
-    let api_key = crate::config::read_api_key(&api.api_key).ok_or_else(|| {
-        let msg = format!(
-            "no API key: set [api] api_key_file or api_key_env in {shown}, or {API_KEY_ENV}"
-        );
-        (exit::FAILURE, msg)
-    })?;
+    let api_key = crate::config::read_api_key(&api.api_key)
+        .map_err(|e| (exit::FAILURE, e.to_string()))?
+        .ok_or_else(|| {
+            let msg = format!(
+                "no API key: set [api] api_key_file or api_key_env in {shown}, or {API_KEY_ENV}"
+            );
+            (exit::FAILURE, msg)
+        })?;
     Ok(Credentials {
         base_url,
         api_key,
