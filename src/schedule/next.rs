@@ -10,8 +10,8 @@
 //! because they already ran at their first occurrence (fixed-time jobs).
 
 use chrono::{
-    DateTime, Datelike, Days, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset,
-    TimeDelta, TimeZone, Timelike, Utc,
+    DateTime, Datelike, Days, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta,
+    TimeZone, Timelike, Utc,
 };
 use chrono_tz::Tz;
 
@@ -99,7 +99,9 @@ pub fn next_fire(
     tz: Tz,
 ) -> Option<DateTime<Utc>> {
     let mut start = DateTime::from_timestamp(after.timestamp(), 0)? + TimeDelta::seconds(1);
-    let until = start.date_naive().checked_add_days(Days::new(SEARCH_DAYS))?;
+    let until = start
+        .date_naive()
+        .checked_add_days(Days::new(SEARCH_DAYS))?;
     loop {
         let offset = offset_at(tz, start);
         let local = start.naive_utc() + offset;
@@ -122,7 +124,10 @@ pub fn next_fire(
 
 /// The zone's offset from UTC at an instant.
 fn offset_at(tz: Tz, at: DateTime<Utc>) -> TimeDelta {
-    let seconds = tz.offset_from_utc_datetime(&at.naive_utc()).fix().local_minus_utc();
+    let seconds = tz
+        .offset_from_utc_datetime(&at.naive_utc())
+        .fix()
+        .local_minus_utc();
     TimeDelta::seconds(i64::from(seconds))
 }
 

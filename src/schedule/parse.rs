@@ -51,7 +51,10 @@ pub enum Parsed {
 pub fn parse(expr: &str) -> Result<Parsed, ScheduleError> {
     let text = expr.trim();
     if text.starts_with('@') {
-        return match MACROS.iter().find(|(name, _)| name.eq_ignore_ascii_case(text)) {
+        return match MACROS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(text))
+        {
             Some((_, None)) => Ok(Parsed::Reboot),
             Some((_, Some(fields))) => parse_fields(expr, fields),
             None => {
@@ -125,7 +128,10 @@ fn parse_fields(expr: &str, text: &str) -> Result<Parsed, ScheduleError> {
 fn check_some_date_exists(expr: &str, words: &[&str], f: &Fields) -> Result<(), ScheduleError> {
     const DAYS_IN_MONTH: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
     let possible = (1..=12u32).any(|m| {
-        f.month.contains(m) && f.dom.next_from(1).is_some_and(|d| d <= DAYS_IN_MONTH[m as usize - 1])
+        f.month.contains(m)
+            && f.dom
+                .next_from(1)
+                .is_some_and(|d| d <= DAYS_IN_MONTH[m as usize - 1])
     });
     if possible || !f.dow.star {
         return Ok(());
