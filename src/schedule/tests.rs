@@ -308,7 +308,7 @@ fn random_schedules_agree_with_brute_force() {
             0 => night[rng.below(night.len() as u32) as usize].to_owned(),
             _ => rng.field(0, 23),
         };
-        let mut day = |r: &mut Rng, min, max| match r.below(2) {
+        let day = |r: &mut Rng, min, max| match r.below(2) {
             0 => "*".to_owned(),
             _ => r.field(min, max),
         };
