@@ -2,8 +2,10 @@
 
 use std::process::Output;
 
-// Cargo also builds every `tests/*.rs` as a test target of its own (no `autotests = false`
-// yet), where `crate::util` does not exist: reach the shared helpers by path so both builds work.
+// Cargo also builds every `tests/*.rs` as a test target of its own (Cargo.toml has no
+// `autotests = false` yet), where `crate::util` does not exist: reach the shared helpers by path
+// so both builds work. Once only `tests/tests.rs` is a target, this becomes `use crate::util;`.
+#[allow(clippy::duplicate_mod)]
 #[path = "util/mod.rs"]
 mod util;
 
