@@ -39,6 +39,9 @@ pub struct ScheduleError {
     /// The field at fault, when one is (a wrong field count or macro names none), so the config
     /// layer can point at it.
     pub field: Option<FieldKind>,
+    /// The byte offset of the bad field's text in the expression, so a config error can give
+    /// the column of the field rather than of the whole string.
+    pub offset: Option<usize>,
 }
 
 impl Schedule {
@@ -119,6 +122,20 @@ impl Schedule {
             window = window * 4;
         }
         None
+    }
+}
+
+impl std::str::FromStr for Schedule {
+    type Err = ScheduleError;
+
+    fn from_str(expr: &str) -> Result<Schedule, ScheduleError> {
+        Schedule::parse(expr)
+    }
+}
+
+impl std::fmt::Display for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.expr)
     }
 }
 

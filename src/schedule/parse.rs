@@ -95,7 +95,7 @@ fn parse_fields(expr: &str, text: &str) -> Result<Parsed, ScheduleError> {
         let field = parse_field(kind, word).map_err(|reason| {
             error(
                 expr,
-                Some(kind),
+                Some((kind, word)),
                 format!("{} field \"{word}\": {reason}", kind.name()),
             )
         })?;
@@ -138,7 +138,7 @@ fn check_some_date_exists(expr: &str, words: &[&str], f: &Fields) -> Result<(), 
     }
     Err(error(
         expr,
-        Some(FieldKind::DayOfMonth),
+        Some((FieldKind::DayOfMonth, words[0])),
         format!(
             "day-of-month field \"{}\" names no day that exists in month field \"{}\", so the \
              schedule would never fire",
@@ -147,9 +147,17 @@ fn check_some_date_exists(expr: &str, words: &[&str], f: &Fields) -> Result<(), 
     ))
 }
 
-fn error(expr: &str, field: Option<FieldKind>, reason: String) -> ScheduleError {
+fn error(expr: &str, field: Option<(FieldKind, &str)>, reason: String) -> ScheduleError {
     ScheduleError {
         message: format!("invalid schedule \"{expr}\": {reason}"),
-        field,
+        field: field.map(|(kind, _)| kind),
+        offset: field.and_then(|(_, word)| offset_in(expr, word)),
     }
+}
+
+/// The byte offset of `part` in `whole` when `part` is a slice of it (a macro's expansion is
+/// not), so a config error can point at the column of the bad field.
+fn offset_in(whole: &str, part: &str) -> Option<usize> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    (start + part.len() <= whole.len()).then_some(start)
 }

@@ -130,7 +130,16 @@ fn invalid_expressions_name_the_bad_field() {
         assert_eq!(&err.message, want, "{expr}");
     }
     let err = Schedule::parse("0 25 * * *").unwrap_err();
-    assert_eq!(err.field, Some(FieldKind::Hour));
+    assert_eq!((err.field, err.offset), (Some(FieldKind::Hour), Some(2)));
+    let err = Schedule::parse("  0 0 31\t2 *").unwrap_err();
+    assert_eq!(
+        (err.field, err.offset),
+        (Some(FieldKind::DayOfMonth), Some(6))
+    );
+    let err = Schedule::parse("0 * * *").unwrap_err();
+    assert_eq!((err.field, err.offset), (None, None));
+    let err = "@hourlyy".parse::<Schedule>().unwrap_err();
+    assert_eq!((err.field, err.offset), (None, None));
     // With the weekday OR rule these can fire, so they are valid.
     assert!(Schedule::parse("0 0 31 2 1").is_ok());
 }
