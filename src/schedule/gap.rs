@@ -43,7 +43,7 @@ impl Schedule {
     /// Gaps after every fire in `(from, from + window]`, each to the fire that follows it
     /// (which may lie beyond the window). None when no fire in the window has a successor.
     pub fn gap_stats(&self, from: DateTime<Utc>, tz: Tz, window: Duration) -> Option<GapStats> {
-        let end = from + chrono::TimeDelta::from_std(window).ok()?;
+        let end = from.checked_add_signed(chrono::TimeDelta::from_std(window).ok()?)?;
         let mut fires = self.fire_times(from, tz);
         let mut previous = fires.next().filter(|first| *first <= end)?;
         let mut stats: Option<GapStats> = None;

@@ -113,7 +113,7 @@ impl Schedule {
         let mut window = TimeDelta::minutes(2);
         while window <= TimeDelta::days(28 * 366) {
             let found = self
-                .fire_times(before - window, tz)
+                .fire_times(before.checked_sub_signed(window)?, tz)
                 .take_while(|fire| *fire < before)
                 .last();
             if found.is_some() {

@@ -104,9 +104,9 @@ pub fn next_fire(
         .checked_add_days(Days::new(SEARCH_DAYS))?;
     loop {
         let offset = offset_at(tz, start);
-        let local = start.naive_utc() + offset;
+        let local = start.naive_utc().checked_add_signed(offset)?;
         let candidate = fields.next_local(local, until)?;
-        let fire = (candidate - offset).and_utc();
+        let fire = candidate.checked_sub_signed(offset)?.and_utc();
         match first_transition(tz, start, fire, offset) {
             None if fixed && is_repeat(tz, candidate, fire) => start = fire + TimeDelta::seconds(1),
             None => return Some(fire),
