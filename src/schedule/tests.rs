@@ -218,6 +218,13 @@ fn gaps_follow_real_time() {
             .gap_after(spring, berlin),
         None
     );
+
+    let yearly = Schedule::parse("@yearly").unwrap();
+    let new_year = instant("2028-01-01T00:00:00Z");
+    assert_eq!(yearly.gap_after(new_year, Tz::UTC), Some(hours(366 * 24)));
+    let every_second = Schedule::parse("* * * * * *").unwrap();
+    let stats = every_second.gap_stats(spring, Tz::UTC, hours(48)).unwrap();
+    assert_eq!((stats.count, stats.complete), (100_000, false));
 }
 
 #[test]
