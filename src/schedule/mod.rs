@@ -2,8 +2,8 @@
 //! time zone, following cron(8) across daylight-saving changes. Everything here is a pure
 //! function of an injected time; `docs/schedule.md` is the user's description.
 //!
-//! - [`fields`]: one field's syntax and values; [`parse`]: whole expressions and macros;
-//! - [`next`]: the next fire time and the DST rules; [`gap`]: gaps between fires, from which
+//! - `fields`: one field's syntax and values; `parse`: whole expressions and macros;
+//! - `next`: the next fire time and the DST rules; `gap`: gaps between fires, from which
 //!   the sync derives a check's heartbeat period.
 
 mod fields;
