@@ -1,1 +1,122 @@
-//! Integration tests for `schedule`.
+//! Integration tests for `schedule`: the output format and exit codes of the real binary.
+
+use std::process::Output;
+
+// Cargo also builds every `tests/*.rs` as a test target of its own (Cargo.toml has no
+// `autotests = false` yet), where `crate::util` does not exist: reach the shared helpers by path
+// so both builds work. Once only `tests/tests.rs` is a target, this becomes `use crate::util;`.
+#[allow(clippy::duplicate_mod)]
+#[path = "util/mod.rs"]
+mod util;
+
+fn schedule(args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    util::agent(home.path())
+        .arg("schedule")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+#[test]
+fn prints_fire_times_with_the_zone_offset() {
+    let out = schedule(&[
+        "30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--from",
+        "2026-03-28T12:00:00Z",
+        "--count",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "2026-03-29T03:00:00+02:00\n2026-03-30T02:30:00+02:00\n2026-03-31T02:30:00+02:00\n"
+    );
+}
+
+#[test]
+fn defaults_to_five_times_in_utc_after_now() {
+    let before = chrono::Utc::now();
+    let out = schedule(&["* * * * * *"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let times: Vec<_> = stdout(&out)
+        .lines()
+        .map(|line| {
+            assert!(line.ends_with("+00:00"), "{line}");
+            chrono::DateTime::parse_from_rfc3339(line).unwrap()
+        })
+        .collect();
+    assert_eq!(times.len(), 5);
+    assert!(times[0] > before);
+    assert!(times.windows(2).all(|w| (w[1] - w[0]).num_seconds() == 1));
+}
+
+#[test]
+fn weekdays_skip_the_weekend() {
+    let out = schedule(&[
+        "0 9 * * Mon-Fri",
+        "--from",
+        "2026-03-27T10:00:00+00:00",
+        "--count",
+        "1",
+    ]);
+    assert_eq!(stdout(&out), "2026-03-30T09:00:00+00:00\n");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["0 25 * * *"],
+            "heartbeat-agent: invalid schedule \"0 25 * * *\": hour field \"25\": value 25 out of range 0-23\n",
+        ),
+        (
+            &["0 * * *"],
+            "heartbeat-agent: invalid schedule \"0 * * *\": expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds, found 4\n",
+        ),
+        (
+            &["@daily", "--tz", "Mars/Olympus"],
+            "heartbeat-agent: unknown time zone \"Mars/Olympus\" in --tz: expected an IANA name such as UTC, Europe/Berlin or America/New_York\n",
+        ),
+        (
+            &["@daily", "--from", "yesterday"],
+            "heartbeat-agent: invalid --from \"yesterday\": expected an RFC 3339 time with an offset, such as 2026-03-29T00:00:00+01:00 or 2026-03-28T23:00:00Z\n",
+        ),
+        (
+            &["@daily", "--from", "2026-03-29T00:00:00"],
+            "heartbeat-agent: invalid --from \"2026-03-29T00:00:00\": expected an RFC 3339 time with an offset, such as 2026-03-29T00:00:00+01:00 or 2026-03-28T23:00:00Z\n",
+        ),
+        (
+            &["@fortnightly"],
+            "heartbeat-agent: invalid schedule \"@fortnightly\": unknown macro \"@fortnightly\"; expected one of @reboot, @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly\n",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = schedule(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&out), *want, "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn reboot_explains_itself_and_prints_no_times() {
+    let out = schedule(&["@reboot"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("runs once per boot"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,29 +1,56 @@
 //! Cron schedules with the semantics of crontab(5) (Vixie cron / cronie) and fire times in a
 //! time zone, following cron(8) across daylight-saving changes. Everything here is a pure
-//! function of an injected `now`.
+//! function of an injected time; `docs/schedule.md` is the user's description.
+//!
+//! - `fields`: one field's syntax and values; `parse`: whole expressions and macros;
+//! - `next`: the next fire time and the DST rules; `gap`: gaps between fires, from which
+//!   the sync derives a check's heartbeat period.
 
-use chrono::{DateTime, Utc};
+mod fields;
+mod gap;
+mod next;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
+
+pub use fields::FieldKind;
+pub use gap::GapStats;
+use parse::Parsed;
 
 /// A parsed schedule expression (5 or 6 fields, or an `@` macro).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
+    /// The expression as written, for messages and `config check`.
     expr: String,
+    /// What the expression means.
+    parsed: Parsed,
 }
 
 /// Why a schedule expression is invalid; the message points at the bad field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ScheduleError {
-    /// What is wrong, naming the field.
+    /// What is wrong, quoting the expression and naming the field, e.g.
+    /// `invalid schedule "0 25 * * *": hour field "25": value 25 out of range 0-23`.
     pub message: String,
+    /// The field at fault, when one is (a wrong field count or macro names none), so the config
+    /// layer can point at it.
+    pub field: Option<FieldKind>,
+    /// The byte offset of the bad field's text in the expression, so a config error can give
+    /// the column of the field rather than of the whole string.
+    pub offset: Option<usize>,
 }
 
 impl Schedule {
-    /// Parses a crontab(5) expression.
+    /// Parses a crontab(5) expression: 5 fields, an optional leading seconds field, or a macro.
+    /// Rejects schedules that can never fire (`0 0 30 2 *`).
     pub fn parse(expr: &str) -> Result<Schedule, ScheduleError> {
         Ok(Schedule {
             expr: expr.to_owned(),
+            parsed: parse::parse(expr)?,
         })
     }
 
@@ -32,8 +59,103 @@ impl Schedule {
         &self.expr
     }
 
-    /// The first fire time strictly after `after`, in time zone `tz`.
-    pub fn next_after(&self, _after: DateTime<Utc>, _tz: Tz) -> Option<DateTime<Utc>> {
+    /// `@reboot`: runs once per boot of the machine and has no fire times.
+    pub fn is_reboot(&self) -> bool {
+        self.parsed == Parsed::Reboot
+    }
+
+    /// A leading seconds field was written (a sub-minute schedule is possible).
+    pub fn has_seconds(&self) -> bool {
+        matches!(self.parsed, Parsed::Times { seconds: true, .. })
+    }
+
+    /// A job at a particular time of day in the sense of cron(8): neither the minute nor the
+    /// hour field starts with `*` (so not `@hourly`). Such jobs fire once at a DST jump that
+    /// skips their time, and only at the first occurrence of a repeated time.
+    pub fn is_fixed_time(&self) -> bool {
+        match &self.parsed {
+            Parsed::Times { fields, .. } => !fields.minute.star && !fields.hour.star,
+            Parsed::Reboot => false,
+        }
+    }
+
+    /// Whether a local (wall-clock) time matches every field; false for `@reboot`.
+    pub fn matches_local(&self, local: NaiveDateTime) -> bool {
+        match &self.parsed {
+            Parsed::Times { fields, .. } => fields.matches(local),
+            Parsed::Reboot => false,
+        }
+    }
+
+    /// The first fire time strictly after `after`, in time zone `tz`. None for `@reboot`, or
+    /// when nothing fires within 28 years.
+    pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+        match &self.parsed {
+            Parsed::Times { fields, .. } => {
+                next::next_fire(fields, self.is_fixed_time(), after, tz)
+            }
+            Parsed::Reboot => None,
+        }
+    }
+
+    /// The fire times strictly after `after`, in order.
+    pub fn fire_times(&self, after: DateTime<Utc>, tz: Tz) -> FireTimes<'_> {
+        FireTimes {
+            schedule: self,
+            tz,
+            last: Some(after),
+        }
+    }
+
+    /// The last fire time strictly before `before` (within 28 years), e.g. to know which run
+    /// a check is waiting for at start-up. Consistent with [`Schedule::fire_times`].
+    pub fn prev_before(&self, before: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+        let mut window = TimeDelta::minutes(2);
+        while window <= TimeDelta::days(28 * 366) {
+            let found = self
+                .fire_times(before.checked_sub_signed(window)?, tz)
+                .take_while(|fire| *fire < before)
+                .last();
+            if found.is_some() {
+                return found;
+            }
+            window = window * 4;
+        }
         None
+    }
+}
+
+impl std::str::FromStr for Schedule {
+    type Err = ScheduleError;
+
+    fn from_str(expr: &str) -> Result<Schedule, ScheduleError> {
+        Schedule::parse(expr)
+    }
+}
+
+impl std::fmt::Display for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.expr)
+    }
+}
+
+/// Iterator over fire times, from [`Schedule::fire_times`].
+#[derive(Debug, Clone)]
+pub struct FireTimes<'a> {
+    /// The schedule being followed.
+    schedule: &'a Schedule,
+    /// The zone its fields are read in.
+    tz: Tz,
+    /// The previous fire (or the start); None once the schedule has no more fires.
+    last: Option<DateTime<Utc>>,
+}
+
+impl Iterator for FireTimes<'_> {
+    type Item = DateTime<Utc>;
+
+    fn next(&mut self) -> Option<DateTime<Utc>> {
+        let next = self.schedule.next_after(self.last?, self.tz);
+        self.last = next;
+        next
     }
 }
