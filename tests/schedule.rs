@@ -2,12 +2,7 @@
 
 use std::process::Output;
 
-// Cargo also builds every `tests/*.rs` as a test target of its own (Cargo.toml has no
-// `autotests = false` yet), where `crate::util` does not exist: reach the shared helpers by path
-// so both builds work. Once only `tests/tests.rs` is a target, this becomes `use crate::util;`.
-#[allow(clippy::duplicate_mod)]
-#[path = "util/mod.rs"]
-mod util;
+use crate::util;
 
 fn schedule(args: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
