@@ -386,7 +386,11 @@ mod tests {
         let mins = chrono::Duration::minutes;
         let mut ping = |at| {
             store.tick(at);
-            store.ping("tok", at, String::new(), String::new()).expect("known token").1.state
+            store
+                .ping("tok", at, String::new(), String::new())
+                .expect("known token")
+                .1
+                .state
         };
         assert_eq!(ping(t0), "RECEIVED");
         assert_eq!(ping(t0 + mins(10)), "EARLY");
@@ -406,7 +410,11 @@ mod tests {
         store.tick(t0 + chrono::Duration::minutes(500));
         let check = &store.checks["c1"];
         assert!(check.failing);
-        let failing: Vec<&Event> = check.events.iter().filter(|e| e.state == "FAILING").collect();
+        let failing: Vec<&Event> = check
+            .events
+            .iter()
+            .filter(|e| e.state == "FAILING")
+            .collect();
         assert_eq!(failing.len(), 1);
         assert_eq!(failing[0].at, t0 + chrono::Duration::minutes(70));
     }
@@ -429,7 +437,9 @@ mod tests {
         ];
         let day = stats(&events, now, chrono::Duration::hours(24));
         assert_eq!(day["totalEntitiesCurrentPeriod"], 3);
-        let current = day["successRatio"]["currentPeriod"].as_f64().expect("number");
+        let current = day["successRatio"]["currentPeriod"]
+            .as_f64()
+            .expect("number");
         assert!((current - 200.0 / 3.0).abs() < 1e-9);
         assert_eq!(day["successRatio"]["previousPeriod"], 100.0);
     }

@@ -180,7 +180,12 @@ mod tests {
     #[test]
     fn faults_match_by_route_and_expire() {
         let mut faults = Faults::default();
-        faults.add(Fault::new(FaultKind::Drop).path("/v1/*").method("get").times(2));
+        faults.add(
+            Fault::new(FaultKind::Drop)
+                .path("/v1/*")
+                .method("get")
+                .times(2),
+        );
         assert!(faults.take(Listener::Api, "POST", "/v1/x").is_none());
         assert!(faults.take(Listener::Api, "GET", "/v2/x").is_none());
         assert!(faults.take(Listener::Api, "GET", "/v1/x").is_some());

@@ -111,7 +111,9 @@ impl Fixtures {
                     message: err.message,
                 })?;
         }
-        store.extra_statuses.extend(self.check_statuses.iter().cloned());
+        store
+            .extra_statuses
+            .extend(self.check_statuses.iter().cloned());
         Ok(())
     }
 }

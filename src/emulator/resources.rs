@@ -295,7 +295,10 @@ impl Store {
             .or_insert_with(|| json!(date(now)));
         let id = group["id"].as_u64().unwrap_or_default();
         if self.groups.contains_key(&id) {
-            return Err(ApiError::new(409, format!("check group {id} already exists")));
+            return Err(ApiError::new(
+                409,
+                format!("check group {id} already exists"),
+            ));
         }
         let group = Value::Object(group);
         self.groups.insert(id, group.clone());
@@ -305,7 +308,10 @@ impl Store {
     /// `GET /v1/check-groups/{id}`.
     pub fn group(&self, id: &str) -> Result<Value, ApiError> {
         let id = int_id("id", id)?;
-        self.groups.get(&id).cloned().ok_or_else(ApiError::not_found)
+        self.groups
+            .get(&id)
+            .cloned()
+            .ok_or_else(ApiError::not_found)
     }
 
     /// `PUT /v2/check-groups/{id}`: replaces the group; fields not sent return to defaults.

@@ -214,8 +214,8 @@ async fn serve_connection(
         let cancel = conn_cancel.clone();
         async move { front_door(&shared, kind, request, &cancel).await }
     });
-    let connection = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(stream), service);
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
     tokio::select! {
         result = connection => {
             if let Err(err) = result {
@@ -273,7 +273,9 @@ async fn front_door(
                     ..ApiError::new(429, "Too Many Requests")
                 });
                 if let Some(after) = &fault.retry_after {
-                    let value = after.as_str().map_or_else(|| after.to_string(), str::to_owned);
+                    let value = after
+                        .as_str()
+                        .map_or_else(|| after.to_string(), str::to_owned);
                     reply.headers.push((header::RETRY_AFTER, value));
                 }
                 Some(reply)
@@ -388,7 +390,11 @@ pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
 }
 
 fn bool_param(pairs: &[(String, String)], name: &str) -> Result<(), ApiError> {
-    match pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()) {
+    match pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+    {
         None | Some("true") | Some("false") => Ok(()),
         Some(_) => Err(bad(name, "must be a boolean")),
     }
@@ -403,7 +409,12 @@ fn route(
 ) -> Result<Reply, ApiError> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let pairs = query_pairs(query);
-    let param = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let param = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
     let account = &shared.config.account;
     let ping_base = &shared.config.ping_base;
     let (mut store, now) = shared.store();
@@ -428,7 +439,9 @@ fn route(
         (Method::PUT, ["v1", "checks", "heartbeat", id]) => {
             bool_param(&pairs, "autoAssignAlerts")?;
             store.put_check(id, &parse_object(body)?, now)?;
-            store.check_json(id, ping_base).ok_or_else(ApiError::not_found)?
+            store
+                .check_json(id, ping_base)
+                .ok_or_else(ApiError::not_found)?
         }
         (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => {
             store.events_json(check).ok_or_else(ApiError::not_found)?

@@ -251,7 +251,9 @@ pub fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiError> {
     match kind {
         Kind::Bool if !value.is_boolean() => Err(bad(name, "must be a boolean")),
         Kind::Str { max_len, non_empty } => {
-            let text = value.as_str().ok_or_else(|| bad(name, "must be a string"))?;
+            let text = value
+                .as_str()
+                .ok_or_else(|| bad(name, "must be a string"))?;
             if non_empty && text.is_empty() {
                 return Err(bad(name, "is not allowed to be empty"));
             }
@@ -308,7 +310,9 @@ fn check_number(
     min: Option<f64>,
     max: Option<f64>,
 ) -> Result<Value, ApiError> {
-    let number = value.as_f64().ok_or_else(|| bad(name, "must be a number"))?;
+    let number = value
+        .as_f64()
+        .ok_or_else(|| bad(name, "must be a number"))?;
     if integer && number.fract() != 0.0 {
         return Err(bad(name, "must be an integer"));
     }
@@ -322,13 +326,18 @@ fn check_number(
 }
 
 fn array<'a>(name: &str, value: &'a Value) -> Result<&'a Vec<Value>, ApiError> {
-    value.as_array().ok_or_else(|| bad(name, "must be an array"))
+    value
+        .as_array()
+        .ok_or_else(|| bad(name, "must be an array"))
 }
 
 fn one_of(name: &str, value: &Value, allowed: &[&str]) -> Result<(), ApiError> {
     match value.as_str() {
         Some(text) if allowed.contains(&text) => Ok(()),
-        _ => Err(bad(name, format!("must be one of [{}]", allowed.join(", ")))),
+        _ => Err(bad(
+            name,
+            format!("must be one of [{}]", allowed.join(", ")),
+        )),
     }
 }
 

@@ -25,7 +25,13 @@ fn prints_urls_serves_and_exits_zero_on_sigterm() {
     let home = tempfile::tempdir().expect("temp dir");
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/config/emulator-fixtures.json");
     let mut child = util::agent(home.path())
-        .args(["emulator", "--listen", "127.0.0.1:0", "--ping-listen", "127.0.0.1:0"])
+        .args([
+            "emulator",
+            "--listen",
+            "127.0.0.1:0",
+            "--ping-listen",
+            "127.0.0.1:0",
+        ])
         .args(["--api-key", "k-test", "--fixtures", fixtures])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -33,25 +39,56 @@ fn prints_urls_serves_and_exits_zero_on_sigterm() {
         .expect("the binary starts");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
     let mut next = || lines.next().expect("a line").expect("readable");
-    let base = next().strip_prefix("base_url=").expect("base_url= line").to_owned();
-    let ping = next().strip_prefix("ping_url=").expect("ping_url= line").to_owned();
+    let base = next()
+        .strip_prefix("base_url=")
+        .expect("base_url= line")
+        .to_owned();
+    let ping = next()
+        .strip_prefix("ping_url=")
+        .expect("ping_url= line")
+        .to_owned();
     assert!(base.starts_with("http://127.0.0.1:") && ping.starts_with("http://127.0.0.1:"));
 
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     runtime.block_on(async {
-        let http = reqwest::Client::builder().no_proxy().build().expect("client");
-        let pinged = http.get(format!("{ping}/nightly-backup-token")).send().await.expect("ping answered");
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client");
+        let pinged = http
+            .get(format!("{ping}/nightly-backup-token"))
+            .send()
+            .await
+            .expect("ping answered");
         assert_eq!(pinged.status().as_u16(), 200);
-        let statuses = http.get(format!("{base}/v1/check-statuses")).bearer_auth("k-test")
-            .send().await.expect("answered");
+        let statuses = http
+            .get(format!("{base}/v1/check-statuses"))
+            .bearer_auth("k-test")
+            .send()
+            .await
+            .expect("answered");
         assert_eq!(statuses.status().as_u16(), 200);
-        let statuses = http.get(format!("{base}/v1/check-statuses")).bearer_auth("emulator-api-key")
-            .send().await.expect("answered");
-        assert_eq!(statuses.status().as_u16(), 401, "--api-key replaces the default key");
+        let statuses = http
+            .get(format!("{base}/v1/check-statuses"))
+            .bearer_auth("emulator-api-key")
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(
+            statuses.status().as_u16(),
+            401,
+            "--api-key replaces the default key"
+        );
     });
 
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM)
-        .expect("signal sent");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal sent");
     let status = wait_with_deadline(&mut child, Duration::from_secs(10));
     assert_eq!(status.code(), Some(0));
 }
@@ -60,15 +97,29 @@ fn prints_urls_serves_and_exits_zero_on_sigterm() {
 fn bad_fixtures_and_flags_are_reported() {
     let home = tempfile::tempdir().expect("temp dir");
     let file = home.path().join("fixtures.json");
-    std::fs::write(&file, r#"{"heartbeatChecks": [{"id": "c1", "name": "x", "description": 5}]}"#).expect("written");
+    std::fs::write(
+        &file,
+        r#"{"heartbeatChecks": [{"id": "c1", "name": "x", "description": 5}]}"#,
+    )
+    .expect("written");
     let output = util::agent(home.path())
-        .args(["emulator", "--listen", "127.0.0.1:0", "--ping-listen", "127.0.0.1:0", "--fixtures"])
+        .args([
+            "emulator",
+            "--listen",
+            "127.0.0.1:0",
+            "--ping-listen",
+            "127.0.0.1:0",
+            "--fixtures",
+        ])
         .arg(&file)
         .output()
         .expect("runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("fixtures: heartbeatChecks[0] \"c1\": \"description\" must be a string"), "{stderr}");
+    assert!(
+        stderr.contains("fixtures: heartbeatChecks[0] \"c1\": \"description\" must be a string"),
+        "{stderr}"
+    );
     assert!(output.stdout.is_empty());
 
     let output = util::agent(home.path())
@@ -77,5 +128,8 @@ fn bad_fixtures_and_flags_are_reported() {
         .expect("runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("expected N/SECS such as 600/60"), "{stderr}");
+    assert!(
+        stderr.contains("expected N/SECS such as 600/60"),
+        "{stderr}"
+    );
 }

@@ -1,5 +1,6 @@
 //! A small structural checker for the subset of OpenAPI 3 / JSON Schema the emulator's document
-//! uses: `$ref`, `type`, `required`, `properties`, `items`, `enum`, `nullable`, `oneOf`.
+//! uses: `$ref`, `type`, `required`, `properties`, `items`, `enum`, `nullable`, `oneOf`,
+//! `allOf`.
 
 use serde_json::Value;
 
@@ -10,7 +11,10 @@ pub struct Checker {
 
 impl Checker {
     pub fn new(doc: Value) -> Self {
-        assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "an OpenAPI 3 document");
+        assert!(
+            doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
+            "an OpenAPI 3 document"
+        );
         Checker { doc }
     }
 
@@ -18,14 +22,18 @@ impl Checker {
     /// the body must fit the documented schema.
     pub fn check(&self, method: &str, path: &str, status: u16, body: &Value) -> Result<(), String> {
         let path = path.split('?').next().unwrap_or(path);
-        let template = self.template(path).ok_or_else(|| format!("no path template matches {path}"))?;
+        let template = self
+            .template(path)
+            .ok_or_else(|| format!("no path template matches {path}"))?;
         let operation = &self.doc["paths"][template.as_str()][method.to_ascii_lowercase()];
         if operation.is_null() {
             return Err(format!("{method} is not documented on {template}"));
         }
         let response = self.resolve(&operation["responses"][status.to_string()]);
         if response.is_null() {
-            return Err(format!("status {status} is not documented for {method} {template}"));
+            return Err(format!(
+                "status {status} is not documented for {method} {template}"
+            ));
         }
         let schema = &response["content"]["application/json"]["schema"];
         match (schema.is_null(), body.is_null()) {
@@ -37,11 +45,18 @@ impl Checker {
 
     fn template(&self, path: &str) -> Option<String> {
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        self.doc["paths"].as_object()?.keys().find(|template| {
-            let parts: Vec<&str> = template.trim_start_matches('/').split('/').collect();
-            parts.len() == segments.len()
-                && parts.iter().zip(&segments).all(|(p, s)| p.starts_with('{') || p == s)
-        }).cloned()
+        self.doc["paths"]
+            .as_object()?
+            .keys()
+            .find(|template| {
+                let parts: Vec<&str> = template.trim_start_matches('/').split('/').collect();
+                parts.len() == segments.len()
+                    && parts
+                        .iter()
+                        .zip(&segments)
+                        .all(|(p, s)| p.starts_with('{') || p == s)
+            })
+            .cloned()
     }
 
     fn resolve<'a>(&'a self, value: &'a Value) -> &'a Value {
@@ -63,11 +78,17 @@ impl Checker {
             return Ok(());
         }
         if let Some(options) = schema["oneOf"].as_array() {
-            return if options.iter().any(|option| self.validate(value, option, at).is_ok()) {
+            return if options
+                .iter()
+                .any(|option| self.validate(value, option, at).is_ok())
+            {
                 Ok(())
             } else {
                 Err(format!("{at}: {value} matches none of oneOf"))
             };
+        }
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            self.validate(value, part, at)?;
         }
         if let Some(allowed) = schema["enum"].as_array() {
             if !allowed.contains(value) {
@@ -105,7 +126,13 @@ impl Checker {
         if let Some(items) = value.as_array() {
             for (i, item) in items.iter().enumerate() {
                 self.validate(item, &schema["items"], &format!("{at}[{i}]"))
-                    .or_else(|err| if schema["items"].is_null() { Ok(()) } else { Err(err) })?;
+                    .or_else(|err| {
+                        if schema["items"].is_null() {
+                            Ok(())
+                        } else {
+                            Err(err)
+                        }
+                    })?;
             }
         }
         Ok(())
