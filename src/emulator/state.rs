@@ -318,6 +318,15 @@ mod tests {
     }
 
     #[test]
+    fn scaled_clock_runs_faster() {
+        let clock = Clock::new(1000.0);
+        let before = clock.now();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(clock.now() - before >= chrono::Duration::seconds(20));
+        assert_eq!(Clock::new(-1.0).scale(), 1.0, "a nonsensical scale falls back to 1");
+    }
+
+    #[test]
     fn limiter_counts_refused_requests() {
         let mut limiter = RateLimiter::new(2, Duration::from_secs(60));
         let t0 = Utc::now();

@@ -132,4 +132,46 @@ fn bad_fixtures_and_flags_are_reported() {
         stderr.contains("expected N/SECS such as 600/60"),
         "{stderr}"
     );
+
+    let missing = home.path().join("missing.json");
+    let output = util::agent(home.path())
+        .args(["emulator", "--listen", "127.0.0.1:0", "--fixtures"])
+        .arg(&missing)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot read fixtures file"), "{stderr}");
+    assert!(stderr.contains("missing.json"), "{stderr}");
+
+    let output = util::agent(home.path())
+        .args(["emulator", "--clock-scale", "0"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid --clock-scale 0"), "{stderr}");
+}
+
+#[test]
+fn a_port_in_use_is_reported() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let output = util::agent(home.path())
+        .args([
+            "emulator",
+            "--listen",
+            &addr,
+            "--ping-listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr} for the emulator's API")),
+        "{stderr}"
+    );
 }
