@@ -323,7 +323,11 @@ mod tests {
         let before = clock.now();
         std::thread::sleep(Duration::from_millis(20));
         assert!(clock.now() - before >= chrono::Duration::seconds(20));
-        assert_eq!(Clock::new(-1.0).scale(), 1.0, "a nonsensical scale falls back to 1");
+        assert_eq!(
+            Clock::new(-1.0).scale(),
+            1.0,
+            "a nonsensical scale falls back to 1"
+        );
     }
 
     #[test]
