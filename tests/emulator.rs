@@ -12,16 +12,13 @@ use std::time::{Duration, Instant};
 use heartbeat_agent::emulator::{
     Emulator, EmulatorHandle, EmulatorOptions, Fault, FaultKind, Fixtures, RateLimit,
 };
+
+use crate::util::emulator::{example_fixtures, start_with as start_emulator};
 use serde_json::{json, Value};
 
 const CHECK: &str = "7b3c1a52-0d5e-4f7a-9c1e-2f6d8b4a1001";
 const TOKEN: &str = "nightly-backup-token";
 const PROJECT: &str = "5f0c2f4e-8a51-4c7b-9f0a-3c2d1e0b9a77";
-
-fn example_fixtures() -> Fixtures {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/emulator-fixtures.json");
-    Fixtures::from_file(std::path::Path::new(path)).expect("the example fixtures are valid")
-}
 
 async fn start_with(rate_limit: RateLimit) -> Api {
     let options = EmulatorOptions {
@@ -29,7 +26,7 @@ async fn start_with(rate_limit: RateLimit) -> Api {
         rate_limit,
         ..EmulatorOptions::default()
     };
-    let emulator = Emulator::start(options).await.expect("emulator starts");
+    let emulator = start_emulator(options).await;
     Api {
         http: reqwest::Client::builder()
             .no_proxy()

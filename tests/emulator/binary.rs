@@ -1,6 +1,6 @@
 //! The `heartbeat-agent emulator` binary: prints its URLs, serves, exits 0 on SIGTERM.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -174,4 +174,20 @@ fn a_port_in_use_is_reported() {
         stderr.contains(&format!("cannot listen on {addr} for the emulator's API")),
         "{stderr}"
     );
+}
+
+#[test]
+fn background_emulator_serves_synchronous_tests() {
+    let emulator = util::emulator::Background::start();
+    let mut stream = std::net::TcpStream::connect(emulator.ping_addr()).expect("connects");
+    stream
+        .write_all(b"POST /nightly-backup-token HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+        .expect("written");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer read");
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(answer.contains("\"state\":\"RECEIVED\""), "{answer}");
+    let pings = emulator.pings();
+    assert_eq!(pings.len(), 1);
+    assert_eq!(pings[0].method, "POST");
 }
