@@ -310,11 +310,11 @@ fn record(
         })
         .collect();
     let mut log = lock(&shared.log);
-    let seq = log.last().map_or(1, |r| r.seq + 1);
+    let seq = log.back().map_or(1, |r| r.seq + 1);
     if log.len() >= MAX_RECORDED {
-        log.remove(0);
+        log.pop_front();
     }
-    log.push(RecordedRequest {
+    log.push_back(RecordedRequest {
         seq,
         listener,
         method: parts.method.to_string(),

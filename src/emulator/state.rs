@@ -289,7 +289,7 @@ pub struct Shared {
     /// Rate-limit windows.
     pub limiter: Mutex<RateLimiter>,
     /// Recorded requests of both listeners, oldest first.
-    pub log: Mutex<Vec<RecordedRequest>>,
+    pub log: Mutex<VecDeque<RecordedRequest>>,
 }
 
 impl Shared {
