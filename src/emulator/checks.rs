@@ -1,0 +1,446 @@
+//! Heartbeat checks: the definition (`PUT /v1/checks/heartbeat/{id}`), the timer that turns
+//! pings and silence into events, event statistics and the check statuses list.
+//!
+//! Event states, with `elapsed` the time since the previous ping:
+//! - first ping ever (nothing armed the timer yet): `RECEIVED`;
+//! - `elapsed < period / 2`: `EARLY`;
+//! - `elapsed <= period`: `RECEIVED`;
+//! - `elapsed <= period + grace`: `GRACE`;
+//! - later (the check is failing): `LATE`, and the check recovers.
+//!
+//! When `period + grace` pass after the last ping of an activated check, one `FAILING` event is
+//! recorded at that deadline and the status shows `hasFailures` until the next ping.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+use super::server::ApiError;
+use super::state::{date, timestamp, uuid, Event, HeartbeatCheck, Store};
+use super::validate::{self, default_heartbeat, Field, Kind, INT, NON_EMPTY, NUM, STR};
+
+/// The fields of a heartbeat check as `PUT` takes them, with the spec's defaults.
+fn request_table() -> Vec<Field> {
+    let response_time = |name, default| {
+        Field::nullable(
+            name,
+            Kind::Num {
+                integer: false,
+                min: Some(0.0),
+                max: Some(300_000.0),
+            },
+            json!(default),
+        )
+    };
+    vec![
+        Field::required("script", STR),
+        Field::optional("name", NON_EMPTY),
+        Field::new("activated", Kind::Bool, json!(true)),
+        Field::new("muted", Kind::Bool, json!(false)),
+        Field::new("doubleCheck", Kind::Bool, json!(true)),
+        Field::new("shouldFail", Kind::Bool, json!(false)),
+        Field::nullable("locations", Kind::Locations, json!([])),
+        Field::new("tags", Kind::Strings, json!([])),
+        Field::nullable("alertSettings", Kind::Object, Value::Null),
+        Field::new("useGlobalAlertSettings", Kind::Bool, json!(true)),
+        Field::nullable("groupId", INT, Value::Null),
+        Field::nullable(
+            "groupOrder",
+            Kind::Num {
+                integer: false,
+                min: Some(0.0),
+                max: None,
+            },
+            Value::Null,
+        ),
+        Field::nullable("runtimeId", Kind::Runtime, Value::Null),
+        Field::new("alertChannelSubscriptions", Kind::Subscriptions, json!([])),
+        Field::nullable("triggerIncident", Kind::Object, Value::Null),
+        Field::new("runParallel", Kind::Bool, json!(false)),
+        Field::nullable(
+            "description",
+            Kind::Str {
+                max_len: Some(500),
+                non_empty: false,
+            },
+            Value::Null,
+        ),
+        Field::new("frequency", INT, json!(10)),
+        Field::new(
+            "frequencyOffset",
+            Kind::Num {
+                integer: true,
+                min: Some(1.0),
+                max: None,
+            },
+            json!(1),
+        ),
+        Field::new("request", Kind::Object, json!({})),
+        Field::new("heartbeat", Kind::Heartbeat, default_heartbeat()),
+        Field::nullable("scriptPath", STR, Value::Null),
+        Field::new("sslCheckDomain", STR, json!("")),
+        Field::nullable("environmentVariables", Kind::EnvVars, Value::Null),
+        Field::nullable("setupSnippetId", NUM, Value::Null),
+        Field::nullable("tearDownSnippetId", NUM, Value::Null),
+        Field::nullable("localSetupScript", STR, Value::Null),
+        Field::nullable("localTearDownScript", STR, Value::Null),
+        response_time("degradedResponseTime", 10_000),
+        response_time("maxResponseTime", 20_000),
+    ]
+}
+
+/// The fields a fixture (or the admin API) may give a check: the request fields without a
+/// required `script`, plus the response-only ones.
+fn fixture_table() -> Vec<Field> {
+    let mut table = request_table();
+    for field in &mut table {
+        match field.name {
+            "script" => *field = Field::new("script", STR, json!("")),
+            "name" => field.required = true,
+            _ => {}
+        }
+    }
+    table.extend([
+        Field::optional("id", NON_EMPTY),
+        Field::optional("checkType", STR),
+        Field::nullable("alertChannels", Kind::Object, Value::Null),
+        Field::optional("created_at", Kind::Date),
+        Field::nullable("updated_at", Kind::DateTime, Value::Null),
+    ]);
+    table
+}
+
+impl Store {
+    /// Adds a check from a fixture object; returns its id.
+    pub fn add_check(
+        &mut self,
+        body: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Result<String, ApiError> {
+        let mut object = validate::normalize(body, &fixture_table(), "", false)?;
+        if object.get("checkType").is_some_and(|t| t != "HEARTBEAT") {
+            return Err(validate::bad("checkType", "must be [HEARTBEAT]"));
+        }
+        let id = match object.get("id").and_then(Value::as_str) {
+            Some(id) => id.to_owned(),
+            None => uuid(),
+        };
+        if self.checks.contains_key(&id) {
+            return Err(ApiError::new(409, format!("check \"{id}\" already exists")));
+        }
+        object.insert("id".into(), json!(id));
+        object.insert("checkType".into(), json!("HEARTBEAT"));
+        object
+            .entry("created_at")
+            .or_insert_with(|| json!(date(now)));
+        let token = self.claim_token(&id, &mut object)?;
+        self.tokens.insert(token, id.clone());
+        let check = HeartbeatCheck {
+            object,
+            last_ping: None,
+            failing: false,
+            events: Vec::new(),
+        };
+        self.checks.insert(id.clone(), check);
+        Ok(id)
+    }
+
+    /// `PUT /v1/checks/heartbeat/{id}`: replaces the definition; fields not sent return to
+    /// their defaults (the name, which has none, is kept), the token is kept unless one is sent.
+    pub fn put_check(
+        &mut self,
+        id: &str,
+        body: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Result<(), ApiError> {
+        let mut object = validate::normalize(body, &request_table(), "", false)?;
+        let old = self.checks.get(id).ok_or_else(ApiError::not_found)?;
+        // Response-only fields, and the name when not sent (it has no default).
+        for kept in ["id", "name", "created_at", "alertChannels"] {
+            if let Some(value) = old.object.get(kept) {
+                object.entry(kept).or_insert_with(|| value.clone());
+            }
+        }
+        object.insert("checkType".into(), json!("HEARTBEAT"));
+        object.insert("updated_at".into(), json!(timestamp(now)));
+        let old_token = old.token().to_owned();
+        if let Some(heartbeat) = object.get_mut("heartbeat").and_then(Value::as_object_mut) {
+            heartbeat
+                .entry("pingToken")
+                .or_insert_with(|| json!(old_token));
+        }
+        let token = self.claim_token(id, &mut object)?;
+        self.tokens.remove(&old_token);
+        self.tokens.insert(token, id.to_owned());
+        if let Some(check) = self.checks.get_mut(id) {
+            check.object = object;
+        }
+        Ok(())
+    }
+
+    /// Makes sure the object's heartbeat has a token no other check uses; returns it.
+    fn claim_token(&self, id: &str, object: &mut Map<String, Value>) -> Result<String, ApiError> {
+        let heartbeat = object
+            .entry("heartbeat")
+            .or_insert_with(default_heartbeat)
+            .as_object_mut()
+            .ok_or_else(|| validate::bad("heartbeat", "must be of type object"))?;
+        let token = match heartbeat.get("pingToken").and_then(Value::as_str) {
+            Some(token) => token.to_owned(),
+            None => uuid(),
+        };
+        if self.tokens.get(&token).is_some_and(|owner| owner != id) {
+            return Err(validate::bad(
+                "heartbeat.pingToken",
+                "is already used by another check",
+            ));
+        }
+        heartbeat.insert("pingToken".into(), json!(token));
+        Ok(token)
+    }
+
+    /// The check as the API answers it, with `heartbeat.pingUrl` on the ping host.
+    pub fn check_json(&self, id: &str, ping_base: &str) -> Option<Value> {
+        let check = self.checks.get(id)?;
+        let mut object = check.object.clone();
+        let url = format!("{ping_base}/{}", check.token());
+        if let Some(heartbeat) = object.get_mut("heartbeat").and_then(Value::as_object_mut) {
+            heartbeat.insert("pingUrl".into(), json!(url));
+        }
+        Some(Value::Object(object))
+    }
+
+    /// Records a `FAILING` event for every activated check whose period + grace ran out.
+    pub fn tick(&mut self, now: DateTime<Utc>) {
+        for check in self.checks.values_mut() {
+            let Some(last) = check.last_ping else {
+                continue;
+            };
+            let (period, grace) = timer(check);
+            let deadline = last + period + grace;
+            if check.failing || !activated(check) || now <= deadline {
+                continue;
+            }
+            check.failing = true;
+            check.events.push(Event {
+                id: uuid(),
+                state: "FAILING",
+                at: deadline,
+                source: String::new(),
+                user_agent: String::new(),
+            });
+        }
+    }
+
+    /// Records a ping of the check owning `token`; `None` when no check does.
+    pub fn ping(
+        &mut self,
+        token: &str,
+        now: DateTime<Utc>,
+        source: String,
+        user_agent: String,
+    ) -> Option<(String, Event)> {
+        let id = self.tokens.get(token)?.clone();
+        let check = self.checks.get_mut(&id)?;
+        let state = ping_state(check, now);
+        let event = Event {
+            id: uuid(),
+            state,
+            at: now,
+            source,
+            user_agent,
+        };
+        check.events.push(event.clone());
+        check.last_ping = Some(now);
+        check.failing = false;
+        Some((id, event))
+    }
+
+    /// `GET /v1/checks/heartbeats/{checkId}/events/{id}`: the event and its statistics.
+    pub fn event_json(&self, check_id: &str, event_id: &str, now: DateTime<Utc>) -> Option<Value> {
+        let check = self.checks.get(check_id)?;
+        let event = check.events.iter().find(|e| e.id == event_id)?;
+        Some(json!({
+            "event": event.to_json(),
+            "stats": {
+                "last24Hours": stats(&check.events, now, chrono::Duration::hours(24)),
+                "last7Days": stats(&check.events, now, chrono::Duration::days(7)),
+            },
+        }))
+    }
+
+    /// The events list (an emulator extension): newest first.
+    pub fn events_json(&self, check_id: &str) -> Option<Value> {
+        let check = self.checks.get(check_id)?;
+        let entries: Vec<Value> = check.events.iter().rev().map(Event::to_json).collect();
+        Some(json!({"length": entries.len(), "entries": entries}))
+    }
+
+    /// `GET /v1/check-statuses`: one entry per heartbeat check (by id), then the fixtures' extras.
+    pub fn statuses_json(&self) -> Value {
+        let mut items: Vec<Value> = self
+            .checks
+            .values()
+            .map(|check| {
+                let field = |key: &str| check.object.get(key).cloned().unwrap_or(Value::Null);
+                json!({
+                    "name": field("name"),
+                    "checkId": check.id(),
+                    "hasFailures": check.failing,
+                    "hasErrors": false,
+                    "isDegraded": false,
+                    "longestRun": null,
+                    "shortestRun": null,
+                    "lastRunLocation": null,
+                    "lastCheckRunId": check.events.last().map(|e| e.id.clone()),
+                    "sslDaysRemaining": null,
+                    "created_at": field("created_at"),
+                    "updated_at": field("updated_at"),
+                })
+            })
+            .collect();
+        items.extend(self.extra_statuses.iter().cloned());
+        Value::Array(items)
+    }
+}
+
+fn activated(check: &HeartbeatCheck) -> bool {
+    check.object.get("activated") != Some(&Value::Bool(false))
+}
+
+/// The check's period and grace.
+fn timer(check: &HeartbeatCheck) -> (chrono::Duration, chrono::Duration) {
+    let empty = Map::new();
+    let heartbeat = check
+        .object
+        .get("heartbeat")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let span = |amount, unit| {
+        let secs = validate::seconds(heartbeat, amount, unit);
+        chrono::Duration::milliseconds((secs * 1000.0) as i64)
+    };
+    (span("period", "periodUnit"), span("grace", "graceUnit"))
+}
+
+/// The state of a ping arriving at `now` (see the module header).
+fn ping_state(check: &HeartbeatCheck, now: DateTime<Utc>) -> &'static str {
+    let Some(last) = check.last_ping else {
+        return "RECEIVED";
+    };
+    let (period, grace) = timer(check);
+    let elapsed = now - last;
+    if check.failing || elapsed > period + grace {
+        "LATE"
+    } else if elapsed > period {
+        "GRACE"
+    } else if elapsed < period / 2 {
+        "EARLY"
+    } else {
+        "RECEIVED"
+    }
+}
+
+/// Statistics over `window`: success ratio (percent of events that are not `FAILING`; 100 with
+/// no events) for the current and the previous window, and the count in the current one.
+fn stats(events: &[Event], now: DateTime<Utc>, window: chrono::Duration) -> Value {
+    let ratio = |from: DateTime<Utc>, to: DateTime<Utc>| {
+        let in_window: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.at > from && e.at <= to)
+            .collect();
+        let ok = in_window.iter().filter(|e| e.state != "FAILING").count();
+        let ratio = if in_window.is_empty() {
+            100.0
+        } else {
+            100.0 * ok as f64 / in_window.len() as f64
+        };
+        (ratio, in_window.len())
+    };
+    let (current, count) = ratio(now - window, now);
+    let (previous, _) = ratio(now - window - window, now - window);
+    json!({
+        "successRatio": {"currentPeriod": current, "previousPeriod": previous},
+        "totalEntitiesCurrentPeriod": count,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_with_check(now: DateTime<Utc>) -> Store {
+        let mut store = Store::default();
+        let body = json!({"id": "c1", "name": "backup", "heartbeat": {
+            "period": 1, "periodUnit": "hours", "grace": 10, "graceUnit": "minutes",
+            "pingToken": "tok"}});
+        store
+            .add_check(body.as_object().expect("object"), now)
+            .expect("valid fixture");
+        store
+    }
+
+    #[test]
+    fn states_follow_the_timer() {
+        let t0 = Utc::now();
+        let mut store = store_with_check(t0);
+        let mins = chrono::Duration::minutes;
+        let mut ping = |at| {
+            store.tick(at);
+            store
+                .ping("tok", at, String::new(), String::new())
+                .expect("known token")
+                .1
+                .state
+        };
+        assert_eq!(ping(t0), "RECEIVED");
+        assert_eq!(ping(t0 + mins(10)), "EARLY");
+        assert_eq!(ping(t0 + mins(70)), "RECEIVED");
+        assert_eq!(ping(t0 + mins(135)), "GRACE");
+        assert_eq!(ping(t0 + mins(300)), "LATE");
+    }
+
+    #[test]
+    fn silence_records_one_failing_event_at_the_deadline() {
+        let t0 = Utc::now();
+        let mut store = store_with_check(t0);
+        store.ping("tok", t0, String::new(), String::new());
+        store.tick(t0 + chrono::Duration::minutes(70));
+        assert!(!store.checks["c1"].failing);
+        store.tick(t0 + chrono::Duration::minutes(71));
+        store.tick(t0 + chrono::Duration::minutes(500));
+        let check = &store.checks["c1"];
+        assert!(check.failing);
+        let failing: Vec<&Event> = check
+            .events
+            .iter()
+            .filter(|e| e.state == "FAILING")
+            .collect();
+        assert_eq!(failing.len(), 1);
+        assert_eq!(failing[0].at, t0 + chrono::Duration::minutes(70));
+    }
+
+    #[test]
+    fn stats_count_failures_per_window() {
+        let now = Utc::now();
+        let event = |state, hours_ago| Event {
+            id: uuid(),
+            state,
+            at: now - chrono::Duration::hours(hours_ago),
+            source: String::new(),
+            user_agent: String::new(),
+        };
+        let events = [
+            event("RECEIVED", 1),
+            event("FAILING", 2),
+            event("RECEIVED", 3),
+            event("RECEIVED", 30),
+        ];
+        let day = stats(&events, now, chrono::Duration::hours(24));
+        assert_eq!(day["totalEntitiesCurrentPeriod"], 3);
+        let current = day["successRatio"]["currentPeriod"]
+            .as_f64()
+            .expect("number");
+        assert!((current - 200.0 / 3.0).abs() < 1e-9);
+        assert_eq!(day["successRatio"]["previousPeriod"], 100.0);
+    }
+}

@@ -1,0 +1,189 @@
+//! Heartbeat checks end to end: PUT replace semantics, pings turning into events and
+//! statistics, and the emulator's clock making a silent check fail.
+
+use super::*;
+
+#[tokio::test]
+async fn put_replaces_the_definition_and_keeps_the_token() {
+    let api = start().await;
+    let mut body = heartbeat_body(2, "hours");
+    body["muted"] = json!(true);
+    body["description"] = json!("nightly");
+    let (status, check) = api
+        .call("PUT", &format!("/v1/checks/heartbeat/{CHECK}"), Some(body))
+        .await;
+    assert_eq!(status, 200, "{check}");
+    assert_eq!(check["heartbeat"]["pingToken"], TOKEN);
+    assert_eq!(
+        check["heartbeat"]["pingUrl"],
+        format!("{}/{TOKEN}", api.emulator.ping_url())
+    );
+    assert_eq!(check["heartbeat"]["period"], 2);
+    assert_eq!(check["muted"], true);
+    assert_eq!(check["checkType"], "HEARTBEAT");
+    // A second PUT without muted, tags or description: they return to their defaults.
+    let (_, check) = api
+        .call(
+            "PUT",
+            &format!("/v1/checks/heartbeat/{CHECK}"),
+            Some(json!({"script": ""})),
+        )
+        .await;
+    assert_eq!(check["muted"], false);
+    assert_eq!(check["tags"], json!([]));
+    assert_eq!(check["description"], Value::Null);
+    assert_eq!(
+        check["name"], "nightly backup",
+        "the name has no default and is kept"
+    );
+    assert_eq!(check["heartbeat"]["periodUnit"], "days");
+    assert_eq!(check["heartbeat"]["pingToken"], TOKEN);
+    // A sent token replaces the old one: the old URL stops working.
+    let mut body = heartbeat_body(1, "hours");
+    body["heartbeat"]["pingToken"] = json!("fresh-token");
+    let (_, check) = api
+        .call("PUT", &format!("/v1/checks/heartbeat/{CHECK}"), Some(body))
+        .await;
+    assert_eq!(check["heartbeat"]["pingToken"], "fresh-token");
+    assert_eq!(api.ping(TOKEN).await.0, 404);
+    assert_eq!(api.ping("fresh-token").await.0, 200);
+}
+
+#[tokio::test]
+async fn pings_become_events_with_statistics() {
+    let api = start().await;
+    let (status, first) = api.ping(TOKEN).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["state"], "RECEIVED");
+    let event_id = first["eventId"].as_str().expect("event id").to_owned();
+    let referer = api
+        .http
+        .post(format!("{}/{TOKEN}", api.emulator.ping_url()))
+        .header("referer", "https://ci.example.com/job/1")
+        .header("user-agent", "curl/8")
+        .send()
+        .await
+        .expect("answered");
+    let (_, second) = read(referer).await;
+    assert_eq!(
+        second["state"], "EARLY",
+        "a ping right after the previous one is early"
+    );
+
+    let path = format!("/v1/checks/heartbeats/{CHECK}/events/{event_id}");
+    let (status, event) = api.call("GET", &path, None).await;
+    assert_eq!(status, 200, "{event}");
+    assert_eq!(event["event"]["source"], "backup-host");
+    assert_eq!(event["event"]["userAgent"], "heartbeat-agent/test");
+    assert_eq!(
+        event["stats"]["last24Hours"]["totalEntitiesCurrentPeriod"],
+        2
+    );
+    assert_eq!(
+        event["stats"]["last7Days"]["successRatio"]["currentPeriod"],
+        100.0
+    );
+
+    let (_, events) = api
+        .call(
+            "GET",
+            &format!("/v1/checks/heartbeats/{CHECK}/events"),
+            None,
+        )
+        .await;
+    assert_eq!(events["length"], 2);
+    assert_eq!(
+        events["entries"][0]["source"], "https://ci.example.com/job/1",
+        "newest first"
+    );
+    assert_eq!(events["entries"][1]["id"], event_id.as_str());
+
+    let bot = api
+        .http
+        .get(format!("{}/{TOKEN}", api.emulator.ping_url()))
+        .header("user-agent", "Slackbot-LinkExpanding 1.0")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(read(bot).await.1["ignored"], true);
+    let (_, events) = api
+        .call(
+            "GET",
+            &format!("/v1/checks/heartbeats/{CHECK}/events"),
+            None,
+        )
+        .await;
+    assert_eq!(events["length"], 2, "bot pings are not recorded as events");
+
+    for method in ["PUT", "PATCH", "DELETE"] {
+        let url = format!("{}/{TOKEN}", api.emulator.ping_url());
+        let (status, body) = api.raw(method, &url, None).await;
+        assert_eq!(
+            (status, &body["statusCode"]),
+            (405, &json!(405)),
+            "{method}"
+        );
+    }
+    let (status, body) = api.ping("no-such-token").await;
+    assert_eq!((status, &body["error"]), (404, &json!("Not Found")));
+}
+
+#[tokio::test]
+async fn silence_past_period_and_grace_fails_the_check() {
+    let api = start().await;
+    assert_eq!(api.ping(TOKEN).await.0, 200);
+    let statuses = api.call("GET", "/v1/check-statuses", None).await.1;
+    assert_eq!(statuses[0]["hasFailures"], false);
+    // Period 1 day + grace 30 minutes, moved through the admin API.
+    let (status, clock) = api
+        .raw(
+            "POST",
+            &api.admin("/clock/advance"),
+            Some(json!({"seconds": 86400 + 1800 + 1})),
+        )
+        .await;
+    assert_eq!(status, 200, "{clock}");
+    let statuses = api.call("GET", "/v1/check-statuses", None).await.1;
+    assert_eq!(statuses[0]["checkId"], CHECK);
+    assert_eq!(statuses[0]["hasFailures"], true);
+    assert_eq!(
+        statuses[1]["hasFailures"], false,
+        "a check never pinged is not armed"
+    );
+    let (_, events) = api
+        .call(
+            "GET",
+            &format!("/v1/checks/heartbeats/{CHECK}/events"),
+            None,
+        )
+        .await;
+    assert_eq!(events["entries"][0]["state"], "FAILING");
+    let failing_id = events["entries"][0]["id"].as_str().expect("id").to_owned();
+    let (_, event) = api
+        .call(
+            "GET",
+            &format!("/v1/checks/heartbeats/{CHECK}/events/{failing_id}"),
+            None,
+        )
+        .await;
+    // Only the FAILING event is in the last 24 hours; the first ping is in the day before.
+    assert_eq!(
+        event["stats"]["last24Hours"]["successRatio"]["currentPeriod"],
+        0.0
+    );
+    assert_eq!(
+        event["stats"]["last24Hours"]["successRatio"]["previousPeriod"],
+        100.0
+    );
+    assert_eq!(
+        event["stats"]["last7Days"]["successRatio"]["currentPeriod"],
+        50.0
+    );
+    let (_, late) = api.ping(TOKEN).await;
+    assert_eq!(late["state"], "LATE");
+    let statuses = api.call("GET", "/v1/check-statuses", None).await.1;
+    assert_eq!(
+        statuses[0]["hasFailures"], false,
+        "a ping recovers the check"
+    );
+}
