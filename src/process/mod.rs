@@ -243,7 +243,10 @@ pub fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
     };
     let program = spec.program_display();
     let mut child = cmd.spawn().map_err(|source| classify(program, source))?;
-    let raw = child.id().and_then(|id| i32::try_from(id).ok()).unwrap_or(0);
+    let raw = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
     let pid = Pid::from_raw(raw);
     let terminal = foreground.map(|f| f.hand_to(pid));
     let tail = match spec.io {

@@ -25,7 +25,11 @@ async fn exit_code_and_signal_are_kept_apart() {
     assert_eq!(out.end, ProcessEnd::Exited(3));
     assert_eq!(out.exit_status(), 3);
     let out = run(sh("kill -9 $$"), no_limits()).await;
-    assert!(matches!(out.end, ProcessEnd::Signaled { signal: 9, .. }), "{:?}", out.end);
+    assert!(
+        matches!(out.end, ProcessEnd::Signaled { signal: 9, .. }),
+        "{:?}",
+        out.end
+    );
     assert_eq!(out.exit_status(), 137);
     assert_eq!(out.termination, Termination::Natural);
 }
@@ -35,7 +39,10 @@ async fn spawn_errors_are_classified() {
     let spec = CommandSpec::from_argv(&["/nonexistent/prog-xyz"]).expect("argv");
     assert!(matches!(spawn(&spec), Err(SpawnError::NotFound { .. })));
     let spec = CommandSpec::from_argv(&["/"]).expect("argv");
-    assert!(matches!(spawn(&spec), Err(SpawnError::CannotExecute { .. })));
+    assert!(matches!(
+        spawn(&spec),
+        Err(SpawnError::CannotExecute { .. })
+    ));
     assert!(CommandSpec::from_argv::<&str>(&[]).is_none());
     assert!(CommandSpec::from_argv(&[""]).is_none());
 }
@@ -57,9 +64,12 @@ async fn timeout_terms_then_kills() {
 #[tokio::test]
 async fn capture_keeps_the_tail_and_env_is_clean() {
     std::env::set_var("WATCHDOG_USEC", "1");
-    let mut spec = sh("printf 'x%.0s' $(seq 1 100); echo \"[${WATCHDOG_USEC:-none}][$HEARTBEAT_AGENT_JOB]\" >&2");
+    let mut spec = sh(
+        "printf 'x%.0s' $(seq 1 100); echo \"[${WATCHDOG_USEC:-none}][$HEARTBEAT_AGENT_JOB]\" >&2",
+    );
     spec.io = Io::Capture { tail_bytes: 20 };
-    spec.env_set.push(("HEARTBEAT_AGENT_JOB".into(), "j1".into()));
+    spec.env_set
+        .push(("HEARTBEAT_AGENT_JOB".into(), "j1".into()));
     let out = run(spec, no_limits()).await;
     let tail = out.tail.expect("captured");
     let text = String::from_utf8(tail.contents()).expect("utf8");
