@@ -19,6 +19,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+pub mod lock;
 mod supervise;
 mod tail;
 mod tty;
