@@ -174,16 +174,70 @@ impl Running {
 /// group is left or `deadline` passes, then kills what remains.
 async fn sweep_group(group: Pid, deadline: Instant) {
     const POLL: Duration = Duration::from_millis(20);
+    const KILL_SETTLE: Duration = Duration::from_millis(500);
     loop {
-        // Signal 0 only checks for existence; ESRCH means the group is empty.
-        if let Err(Errno::ESRCH) = killpg(group, None) {
+        if !group_alive(group) {
             return;
         }
         if Instant::now() >= deadline {
             debug!(pgid = group.as_raw(), "killing what is left of the group");
             send(group, Signal::SIGKILL);
+            // SIGKILL is not instant: wait (briefly) until the kernel and their new parent
+            // have done away with them, so "ended" really means gone.
+            let gone_by = Instant::now() + KILL_SETTLE;
+            while group_alive(group) && Instant::now() < gone_by {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             return;
         }
         tokio::time::sleep(POLL.min(deadline - Instant::now())).await;
+    }
+}
+
+/// Whether a process of `group` is still alive. Zombies do not count: they are dead, and an init
+/// that is slow to reap them (a container's PID 1) would otherwise hold every sweep to its
+/// deadline.
+pub(super) fn group_alive(group: Pid) -> bool {
+    // Signal 0 only checks for existence; ESRCH means the group is empty.
+    if let Err(Errno::ESRCH) = killpg(group, None) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| live_member(&stat, group.as_raw()))
+}
+
+/// Parses `/proc/PID/stat` ("pid (comm) state ppid pgrp ..."; comm may hold spaces and
+/// parentheses): is it a live member of `group`?
+fn live_member(stat: &str, group: i32) -> bool {
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("Z");
+    let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+    pgrp == Some(group) && !matches!(state, "Z" | "X")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_is_parsed_past_odd_names() {
+        assert!(live_member("12 (a b) c) S 1 40 40 0", 40));
+        assert!(!live_member("12 (sleep) Z 1 40 40 0", 40));
+        assert!(!live_member("12 (sleep) S 1 41 41 0", 40));
+        assert!(!live_member("garbage", 40));
     }
 }

@@ -31,3 +31,4 @@ pub fn agent(home: &std::path::Path) -> Command {
     cmd.env("HOME", home);
     cmd
 }
+pub mod http;
