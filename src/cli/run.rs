@@ -34,34 +34,14 @@ pub const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
 /// --timeout, 126 when it cannot be executed, 127 when not found, 2 on bad arguments.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Ping this URL when the command succeeds (a secret: only shown redacted)
-    #[arg(long, value_name = "URL")]
-    pub ping_url: Option<String>,
-
     /// Use job NAME from the config: its ping URL or check, timeout, success codes, and its
     /// command when none is given
     #[arg(long, value_name = "NAME")]
     pub job: Option<String>,
 
-    /// Ping this URL when the command fails (healthchecks-style services; off by default)
-    #[arg(long, value_name = "URL")]
-    pub fail_url: Option<String>,
-
-    /// Ping this URL when the command starts (healthchecks-style services; off by default)
-    #[arg(long, value_name = "URL")]
-    pub start_url: Option<String>,
-
-    /// HTTP method of the pings
-    #[arg(long, value_enum, default_value_t = MethodArg::Get, value_name = "METHOD")]
-    pub ping_method: MethodArg,
-
-    /// Sent as the ping's Origin header, shown as the event's source [default: the host name]
-    #[arg(long, value_name = "NAME")]
-    pub source: Option<String>,
-
-    /// Total time for one ping, all attempts and pauses included
-    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
-    pub ping_timeout: Duration,
+    /// Where and how to ping (boxed: it is most of the size of the arguments).
+    #[command(flatten)]
+    pub ping: Box<PingArgs>,
 
     /// Stop the command after DUR: SIGTERM to its process group, SIGKILL after --kill-after
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
@@ -87,6 +67,34 @@ pub struct RunArgs {
     /// The command and its arguments (after `--`)
     #[arg(last = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
     pub command: Vec<OsString>,
+}
+
+/// The ping options of `run`.
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    /// Ping this URL when the command succeeds (a secret: only shown redacted)
+    #[arg(long, value_name = "URL")]
+    pub ping_url: Option<String>,
+
+    /// Ping this URL when the command fails (healthchecks-style services; off by default)
+    #[arg(long, value_name = "URL")]
+    pub fail_url: Option<String>,
+
+    /// Ping this URL when the command starts (healthchecks-style services; off by default)
+    #[arg(long, value_name = "URL")]
+    pub start_url: Option<String>,
+
+    /// HTTP method of the pings
+    #[arg(long, value_enum, default_value_t = MethodArg::Get, value_name = "METHOD")]
+    pub ping_method: MethodArg,
+
+    /// Sent as the ping's Origin header, shown as the event's source [default: the host name]
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
+
+    /// Total time for one ping, all attempts and pauses included
+    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
+    pub ping_timeout: Duration,
 }
 
 /// `--ping-method`.
@@ -172,20 +180,20 @@ fn usage(message: impl std::fmt::Display) -> u8 {
 
 /// Resolves flags, config and environment; `Err` carries the exit code of an argument error.
 fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
-    let method = match args.ping_method {
+    let method = match args.ping.ping_method {
         MethodArg::Get => PingMethod::Get,
         MethodArg::Post => PingMethod::Post,
     };
-    let source = args.source.clone().unwrap_or_else(hostname);
+    let source = args.ping.source.clone().unwrap_or_else(hostname);
     let explicit = |flag: &str, url: &Option<String>| -> Result<Option<Ping>, u8> {
         url.as_deref()
             .map(|u| Ping::new(u, method, &source))
             .transpose()
             .map_err(|err| usage(format!("invalid {flag}: {err}")))
     };
-    let ping_url = explicit("--ping-url", &args.ping_url)?;
-    let fail = explicit("--fail-url", &args.fail_url)?;
-    let start = explicit("--start-url", &args.start_url)?;
+    let ping_url = explicit("--ping-url", &args.ping.ping_url)?;
+    let fail = explicit("--fail-url", &args.ping.fail_url)?;
+    let start = explicit("--start-url", &args.ping.start_url)?;
     if !args.stray.is_empty() {
         return Err(usage(
             "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
@@ -240,7 +248,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         fail,
         start,
         budget: Budget {
-            total: args.ping_timeout,
+            total: args.ping.ping_timeout,
             ..Budget::default()
         },
         state_dir,
