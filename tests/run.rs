@@ -600,3 +600,23 @@ fn unusable_state_dir_runs_without_the_lock() {
         stderr(&out)
     );
 }
+
+#[test]
+fn ignored_signals_stay_ignored_for_the_command() {
+    let env = Env::new();
+    let agent = crate::util::bin();
+    // `trap '' INT` makes the outer shell start the agent with SIGINT ignored; the command
+    // must inherit that and survive a SIGINT to its group.
+    let script = format!(
+        "trap '' INT; HOME={home} {agent} run -- sh -c 'kill -INT $$; echo survived'",
+        home = env.home.path().display(),
+        agent = agent.display()
+    );
+    let out = output({
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script]);
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"survived\n");
+}

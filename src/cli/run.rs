@@ -452,6 +452,16 @@ fn report(outcome: &Outcome, plan: &Plan) {
     }
 }
 
+/// Whether `signal` is currently ignored (SIG_IGN) by this process.
+fn ignored(signal: Signal) -> bool {
+    // SAFETY: a query only (null new action); `old` is plain data filled by the kernel.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal as libc::c_int, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 /// The signals `run` forwards to the command: SIGTERM, SIGINT, SIGHUP, SIGQUIT. Installed before
 /// the command starts, so none is lost (or kills the wrapper) in between.
 struct Signals {
@@ -468,6 +478,11 @@ impl Signals {
         ];
         let mut streams = Vec::with_capacity(wanted.len());
         for (signal, kind) in wanted {
+            if ignored(signal) {
+                // Started with it ignored (nohup, `cmd &` in a script): leave it so, and the
+                // command inherits the ignoring, as under a shell.
+                continue;
+            }
             match tokio::signal::unix::signal(kind) {
                 Ok(stream) => streams.push((signal, stream)),
                 Err(err) => warn!(signal = %signal, error = %err, "cannot forward this signal"),
