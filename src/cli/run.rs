@@ -146,20 +146,9 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
         Err(code) => return code,
     };
     let _lock = if want_lock {
-        match RunLock::try_acquire(&plan.state_dir, &plan.lock_key) {
-            Ok(lock) => Some(lock),
-            Err(LockError::Busy { path }) => {
-                print_error(format!(
-                    "{} is still running (lock {}); not starting it again",
-                    plan.lock_what,
-                    path.display()
-                ));
-                return exit::FAILURE;
-            }
-            Err(err) => {
-                warn!(error = %err, "running without --lock: the state directory is unusable");
-                None
-            }
+        match take_lock(&plan) {
+            Ok(lock) => lock,
+            Err(code) => return code,
         }
     } else {
         None
@@ -169,6 +158,26 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
         Err(err) => {
             print_error(format!("cannot start the async runtime: {err}"));
             exit::FAILURE
+        }
+    }
+}
+
+/// The run lock: `Err` with the exit code when another run holds it; `Ok(None)` (a warning)
+/// when the state directory is unusable, since monitoring never stops the job.
+fn take_lock(plan: &Plan) -> Result<Option<RunLock>, u8> {
+    match RunLock::try_acquire(&plan.state_dir, &plan.lock_key) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(LockError::Busy { path }) => {
+            print_error(format!(
+                "{} is still running (lock {}); not starting it again",
+                plan.lock_what,
+                path.display()
+            ));
+            Err(exit::FAILURE)
+        }
+        Err(err) => {
+            warn!(error = %err, "running without --lock: the state directory is unusable");
+            Ok(None)
         }
     }
 }
@@ -185,25 +194,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         MethodArg::Post => PingMethod::Post,
     };
     let source = args.ping.source.clone().unwrap_or_else(hostname);
-    let explicit = |flag: &str, url: &Option<String>| -> Result<Option<Ping>, u8> {
-        url.as_deref()
-            .map(|u| Ping::new(u, method, &source))
-            .transpose()
-            .map_err(|err| usage(format!("invalid {flag}: {err}")))
-    };
-    let ping_url = explicit("--ping-url", &args.ping.ping_url)?;
-    let fail = explicit("--fail-url", &args.ping.fail_url)?;
-    let start = explicit("--start-url", &args.ping.start_url)?;
-    if !args.stray.is_empty() {
-        return Err(usage(
-            "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
-        ));
-    }
-    if args.command.is_empty() && args.job.is_none() {
-        return Err(usage(
-            "no command given: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
-        ));
-    }
+    let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
     let config = load_config(global, args.job.as_deref());
     let job = args
         .job
@@ -220,16 +211,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         job.and_then(|j| job_ping(j, method, &source, &state_dir))
             .or_else(|| env_ping(method, &source))
     });
-    let lock_what = match (&args.job, &success) {
-        (Some(name), _) => format!("job \"{name}\""),
-        (None, Some(ping)) => format!("the job pinging {}", ping.redacted()),
-        (None, None) => "this command".to_owned(),
-    };
-    let lock_key = match (&args.job, &success) {
-        (Some(name), _) => lock_key("job", name),
-        (None, Some(ping)) => format!("url-{}", crate::redact::fingerprint(ping.url())),
-        (None, None) => format!("cmd-{}", crate::redact::fingerprint(&format!("{spec:?}"))),
-    };
+    let (lock_key, lock_what) = lock_identity(args.job.as_deref(), success.as_ref(), &spec);
     Ok(Plan {
         limits: Limits {
             timeout: args.timeout.or(job.and_then(|j| j.timeout)),
@@ -255,6 +237,56 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         lock_key,
         lock_what,
     })
+}
+
+/// The checks that make `run` refuse to start (exit 2); returns the explicit `--ping-url`,
+/// `--fail-url` and `--start-url`, validated.
+fn check_arguments(
+    args: &RunArgs,
+    method: PingMethod,
+    source: &str,
+) -> Result<[Option<Ping>; 3], u8> {
+    let explicit = |flag: &str, url: &Option<String>| -> Result<Option<Ping>, u8> {
+        url.as_deref()
+            .map(|u| Ping::new(u, method, source))
+            .transpose()
+            .map_err(|err| usage(format!("invalid {flag}: {err}")))
+    };
+    let pings = [
+        explicit("--ping-url", &args.ping.ping_url)?,
+        explicit("--fail-url", &args.ping.fail_url)?,
+        explicit("--start-url", &args.ping.start_url)?,
+    ];
+    if !args.stray.is_empty() {
+        return Err(usage(
+            "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
+        ));
+    }
+    if args.command.is_empty() && args.job.is_none() {
+        return Err(usage(
+            "no command given: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
+        ));
+    }
+    Ok(pings)
+}
+
+/// What `--lock` locks, as a file-name-safe key and as words for the message: the job, else
+/// the ping URL (by fingerprint: the URL is a secret), else the command line.
+fn lock_identity(job: Option<&str>, ping: Option<&Ping>, spec: &CommandSpec) -> (String, String) {
+    match (job, ping) {
+        (Some(name), _) => (lock_key("job", name), format!("job \"{name}\"")),
+        (None, Some(ping)) => (
+            format!("url-{}", crate::redact::fingerprint(ping.url())),
+            format!("the job pinging {}", ping.redacted()),
+        ),
+        (None, None) => {
+            let argv = format!("{:?} {:?}", spec.program, spec.args);
+            (
+                format!("cmd-{}", crate::redact::fingerprint(&argv)),
+                "this command".to_owned(),
+            )
+        }
+    }
 }
 
 fn hostname() -> String {
