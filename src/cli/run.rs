@@ -473,12 +473,12 @@ fn report(outcome: &Outcome, plan: &Plan) {
     let timeout = plan.limits.timeout.unwrap_or_default();
     match (outcome.termination, outcome.killed) {
         (Termination::TimedOut, false) => {
-            warn!(timeout = ?timeout, "command timed out and ended after SIGTERM (exit 124, no ping)")
+            warn!(timeout = ?timeout, "command timed out and ended after SIGTERM; counted as a failure (exit 124)")
         }
         (Termination::TimedOut, true) => warn!(
             timeout = ?timeout,
             kill_after = ?plan.limits.kill_after,
-            "command timed out and was killed with SIGKILL (exit 137, no ping)"
+            "command timed out and was killed with SIGKILL; counted as a failure (exit 137)"
         ),
         _ => debug!(end = %outcome.end, elapsed = ?outcome.elapsed, "command finished"),
     }
