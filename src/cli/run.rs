@@ -4,8 +4,8 @@
 //! state directory, an invalid `HEARTBEAT_AGENT_PING_URL` or a failed ping are warnings, and the
 //! command's status passes through. Only argument errors exit 2 without running anything.
 //!
-//! Stages: [`plan`] resolves flags, config and environment into a [`Plan`] (the only place that
-//! can refuse to run), [`run`] takes the lock and a current-thread runtime, and [`execute`]
+//! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
+//! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
 //! supervises the command, forwarding signals, then pings.
 
 use std::ffi::OsString;

@@ -6,7 +6,7 @@
 //! from a failure worth retrying later and a permanent one. [`deliver_or_queue`] is the one call
 //! sites use: it is where the durable outbox (issue 6) plugs in.
 //!
-//! `http://` URLs go through a minimal HTTP/1.1 client ([`http1`]): `run` must start and ping
+//! `http://` URLs go through a minimal HTTP/1.1 client (`http1.rs`): `run` must start and ping
 //! faster than curl, and building a TLS client costs more than the whole request. `https://`
 //! (and anything unusual, such as a redirect) goes through reqwest with rustls, built lazily.
 //!

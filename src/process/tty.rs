@@ -14,7 +14,7 @@ pub(super) struct Foreground {
     previous: libc::pid_t,
 }
 
-/// Set while preparing; consumed by [`Foreground::hand_to`].
+/// The terminal hand-over prepared in the child, waiting for the parent's half ([`Pending::hand_to`]).
 #[derive(Debug)]
 pub(super) struct Pending {
     previous: libc::pid_t,
