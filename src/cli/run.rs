@@ -211,6 +211,9 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         job.and_then(|j| job_ping(j, method, &source, &state_dir))
             .or_else(|| env_ping(method, &source))
     });
+    if success.is_none() {
+        debug!("no ping URL (--ping-url, --job or {PING_URL_ENV}): nothing will be pinged");
+    }
     let (lock_key, lock_what) = lock_identity(args.job.as_deref(), success.as_ref(), &spec);
     Ok(Plan {
         limits: Limits {
@@ -534,5 +537,34 @@ impl Signals {
             Poll::Pending
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_identity_never_shows_the_token() {
+        let ping = Ping::new("http://h:1/tok-abcdef", PingMethod::Get, "s").expect("valid");
+        let spec = CommandSpec::from_argv(&["true"]).expect("argv");
+        let (key, what) = lock_identity(None, Some(&ping), &spec);
+        assert!(!key.contains("tok-abcdef") && !what.contains("tok-abcdef"));
+        assert!(key.starts_with("url-"), "{key}");
+        let (key, what) = lock_identity(Some("a/b"), Some(&ping), &spec);
+        assert!(key.starts_with("job-a_b-") && !key.contains('/'), "{key}");
+        assert_eq!(what, "job \"a/b\"");
+        let other = CommandSpec::from_argv(&["false"]).expect("argv");
+        assert_ne!(
+            lock_identity(None, None, &spec).0,
+            lock_identity(None, None, &other).0
+        );
+    }
+
+    #[test]
+    fn exit_codes_are_bytes() {
+        assert_eq!(parse_code(" 3"), Ok(3));
+        assert!(parse_code("256").unwrap_err().contains("0 to 255"));
+        assert!(parse_code("-1").is_err());
     }
 }
