@@ -424,6 +424,12 @@ async fn execute(plan: Plan) -> u8 {
         }
         Ok(running) => {
             let outcome = supervise(running, plan.limits, &mut signals).await;
+            if std::process::id() == 1 {
+                // A container's entrypoint inherits every orphan; the command is reaped, so
+                // waitpid(-1) cannot steal its status any more.
+                let reaped = process::reap_orphans();
+                debug!(reaped, "reaped orphaned processes (running as PID 1)");
+            }
             report(&outcome, &plan);
             let success = outcome.termination == Termination::Natural
                 && outcome

@@ -283,6 +283,22 @@ fn classify(program: String, source: io::Error) -> SpawnError {
     }
 }
 
+/// Reaps every exited process that was reparented to this one, without blocking; returns how
+/// many. Orphans are reparented to PID 1, so this matters when the agent is a container's
+/// entrypoint. Call it only when no supervised child is still running: `waitpid(-1)` would
+/// otherwise steal that child's exit status from its supervisor.
+pub fn reap_orphans() -> usize {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let mut reaped = 0;
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
+        reaped += 1;
+    }
+    reaped
+}
+
 /// How long to wait for a capture pipe to close after the child ended (a background grandchild
 /// may hold it open forever).
 const PIPE_GRACE: Duration = Duration::from_millis(200);

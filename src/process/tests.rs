@@ -63,13 +63,12 @@ async fn timeout_terms_then_kills() {
 
 #[tokio::test]
 async fn capture_keeps_the_tail_and_env_is_clean() {
-    std::env::set_var("WATCHDOG_USEC", "1");
-    let mut spec = sh(
-        "printf 'x%.0s' $(seq 1 100); echo \"[${WATCHDOG_USEC:-none}][$HEARTBEAT_AGENT_JOB]\" >&2",
-    );
+    let mut spec =
+        sh("printf 'x%.0s' $(seq 1 100); echo \"[${HOME:-none}][$HEARTBEAT_AGENT_JOB]\" >&2");
     spec.io = Io::Capture { tail_bytes: 20 };
     spec.env_set
         .push(("HEARTBEAT_AGENT_JOB".into(), "j1".into()));
+    spec.env_remove.push("HOME".into());
     let out = run(spec, no_limits()).await;
     let tail = out.tail.expect("captured");
     let text = String::from_utf8(tail.contents()).expect("utf8");
