@@ -302,7 +302,9 @@ async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingErro
         if err.is_timeout() {
             PingError::Timeout
         } else if err.is_connect() {
-            PingError::Connect(crate::redact::reqwest_error(&err))
+            let text = crate::redact::reqwest_error(&err);
+            let detail = text.strip_prefix("connection failed: ").unwrap_or(&text);
+            PingError::Connect(detail.to_owned())
         } else {
             PingError::Http(crate::redact::reqwest_error(&err))
         }
