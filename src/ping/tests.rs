@@ -104,3 +104,26 @@ fn bad_urls_are_refused_without_showing_the_token() {
     }
     assert!(Ping::new("http://h/t", PingMethod::Get, "a\nb").is_err());
 }
+
+#[tokio::test]
+async fn redirects_are_followed_by_the_full_client() {
+    let redirect =
+        "HTTP/1.1 302 Found\r\nLocation: /moved\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let (url, count) = server(vec![
+        redirect,
+        redirect,
+        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    ])
+    .await;
+    let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert_eq!(
+        outcome,
+        PingOutcome::Delivered {
+            status: 200,
+            attempts: 1
+        }
+    );
+    // The built-in client's request, then the full client's and the redirected one.
+    assert_eq!(count.load(Ordering::SeqCst), 3);
+}
