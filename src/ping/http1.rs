@@ -140,7 +140,7 @@ fn parse_head(head: &str) -> Result<(Answer, Option<usize>), PingError> {
         };
         let value = value.trim();
         if name.eq_ignore_ascii_case("retry-after") {
-            retry_after = value.parse::<u64>().ok().map(Duration::from_secs);
+            retry_after = super::parse_retry_after(value);
         } else if name.eq_ignore_ascii_case("content-length") {
             length = value.parse::<usize>().ok();
         }

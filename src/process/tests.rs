@@ -96,3 +96,17 @@ async fn stop_and_forward_reach_the_group() {
     assert_eq!(out.termination, Termination::Stopped);
     assert_eq!(out.exit_status(), 128 + 15);
 }
+
+#[tokio::test]
+async fn capture_does_not_wait_for_a_background_process_holding_the_pipe() {
+    let mut spec = sh("sleep 3 & echo done");
+    spec.io = Io::Capture { tail_bytes: 100 };
+    let started = std::time::Instant::now();
+    let out = run(spec, no_limits()).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.tail.expect("captured").contents(), b"done\n");
+}
