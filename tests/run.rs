@@ -1,1 +1,624 @@
-//! Integration tests for `run`.
+//! Integration tests for `run`: the real binary, real `sh`, a real HTTP server on 127.0.0.1.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::agent;
+
+mod terminal;
+use crate::util::http::{refused_url, Mode, Server};
+
+const TOKEN: &str = "tok-9f8e7d6c5b4a";
+
+struct Env {
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            home: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.home.path().join(name)
+    }
+
+    /// `heartbeat-agent run ARGS...` with a clean environment.
+    fn run(&self, args: &[&str]) -> Command {
+        let mut cmd = agent(self.home.path());
+        cmd.arg("run").args(args).current_dir(self.home.path());
+        cmd
+    }
+}
+
+fn output(mut cmd: Command) -> Output {
+    cmd.stdin(Stdio::null()).output().expect("run the agent")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn ping_url(server: &Server) -> String {
+    server.url(&format!("/{TOKEN}"))
+}
+
+#[test]
+fn success_pings_exactly_once_with_agent_headers() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(200));
+    let url = ping_url(&server);
+    let out = output(env.run(&["--ping-url", &url, "--source", "web-7", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let ping = &requests[0];
+    assert_eq!(
+        (ping.method.as_str(), ping.path.as_str()),
+        ("GET", &*format!("/{TOKEN}"))
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        ping.header("user-agent"),
+        Some(&*format!("heartbeat-agent/{version}"))
+    );
+    assert_eq!(ping.header("origin"), Some("web-7"));
+    assert!(
+        out.stderr.is_empty(),
+        "a good run is silent: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn origin_defaults_to_the_host_name_and_post_is_available() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(204));
+    let url = ping_url(&server);
+    let out = output(env.run(&["--ping-url", &url, "--ping-method", "post", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].method, "POST");
+    assert_eq!(requests[0].header("content-length"), Some("0"));
+    let host = nix::unistd::gethostname().expect("hostname");
+    assert_eq!(requests[0].header("origin"), host.to_str());
+}
+
+#[test]
+fn failing_command_is_not_pinged_and_its_status_passes_through() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(200));
+    let url = ping_url(&server);
+    let out = output(env.run(&["--ping-url", &url, "--", "sh", "-c", "exit 3"]));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn success_codes_count_as_success() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(200));
+    let url = ping_url(&server);
+    let args = [
+        "--ping-url",
+        &url,
+        "--success-codes",
+        "0,3",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ];
+    let out = output(env.run(&args));
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn fail_and_start_urls_are_pinged_when_given() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(200));
+    let (ok, fail, start) = (server.url("/ok"), server.url("/fail"), server.url("/start"));
+    let common = [
+        "--ping-url",
+        &ok,
+        "--fail-url",
+        &fail,
+        "--start-url",
+        &start,
+    ];
+    let out = output(env.run(&[&common[..], &["--", "sh", "-c", "exit 1"]].concat()));
+    assert_eq!(out.status.code(), Some(1));
+    let out = output(env.run(&[&common[..], &["--", "true"]].concat()));
+    assert_eq!(out.status.code(), Some(0));
+    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/start", "/fail", "/start", "/ok"]);
+}
+
+#[test]
+fn killed_by_signal_is_128_plus_n() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(200));
+    let url = ping_url(&server);
+    let out = output(env.run(&["--ping-url", &url, "--", "sh", "-c", "kill -9 $$"]));
+    assert_eq!(out.status.code(), Some(137));
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn not_found_is_127_and_not_executable_is_126() {
+    let env = Env::new();
+    let out = output(env.run(&["--", "no-such-command-hb"]));
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(
+        stderr(&out),
+        "heartbeat-agent: no-such-command-hb: command not found\n"
+    );
+
+    let script = env.path("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").expect("write");
+    let out = output(env.run(&["--", script.to_str().expect("utf8")]));
+    assert_eq!(out.status.code(), Some(126));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("heartbeat-agent: ") && err.contains("cannot execute"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Whether a live (non-zombie) process of group `pgid` exists: this machine's PID 1 may be slow
+/// to reap the zombies of killed orphans, and a zombie is not a survivor.
+fn group_alive(pgid: i32) -> bool {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| {
+            let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z"
+        })
+}
+
+fn read_pid(path: &Path, timeout: Duration) -> i32 {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn timeout_ends_the_whole_group_without_a_ping() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(200));
+    let url = ping_url(&server);
+    let script = "echo $$ > pgid; sleep 300 & sleep 300";
+    let started = Instant::now();
+    let args = [
+        "--ping-url",
+        &url,
+        "--timeout",
+        "1s",
+        "--kill-after",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let out = output(env.run(&args));
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(out.status.code(), Some(124 | 137)),
+        "{:?}",
+        out.status
+    );
+    assert!(elapsed < Duration::from_millis(3800), "took {elapsed:?}");
+    assert!(elapsed >= Duration::from_secs(1), "took {elapsed:?}");
+    let pgid = read_pid(&env.path("pgid"), Duration::from_secs(1));
+    assert!(!group_alive(pgid), "a process of group {pgid} survived");
+    assert!(server.requests().is_empty());
+    assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
+}
+
+#[test]
+fn timeout_kills_stragglers_that_ignore_sigterm() {
+    let env = Env::new();
+    // The background subshell ignores TERM and outlives sh: it must be killed at kill-after.
+    let script = "echo $$ > pgid; (trap '' TERM; sleep 300) & sleep 300";
+    let started = Instant::now();
+    let args = [
+        "--timeout",
+        "500ms",
+        "--kill-after",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let out = output(env.run(&args));
+    let elapsed = started.elapsed();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(elapsed < Duration::from_millis(2500), "took {elapsed:?}");
+    let pgid = read_pid(&env.path("pgid"), Duration::from_secs(1));
+    assert!(!group_alive(pgid), "a process of group {pgid} survived");
+}
+
+#[test]
+fn command_ignoring_sigterm_is_killed_with_137() {
+    let env = Env::new();
+    let args = [
+        "--timeout",
+        "300ms",
+        "--kill-after",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; sleep 30",
+    ];
+    let started = Instant::now();
+    let out = output(env.run(&args));
+    assert_eq!(out.status.code(), Some(137));
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn sigterm_to_the_wrapper_reaches_the_command() {
+    let env = Env::new();
+    let script = "trap 'echo got-term > marker; exit 5' TERM; echo ready > ready; \
+                  while :; do sleep 0.05; done";
+    let mut child = env
+        .run(&["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn agent");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !env.path("ready").exists() {
+        assert!(Instant::now() < deadline, "command never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(5));
+    let marker = std::fs::read_to_string(env.path("marker")).expect("marker written");
+    assert_eq!(marker, "got-term\n");
+}
+
+/// Runs `exit CODE` with a ping to `url`; returns the output and the wall time.
+fn run_with_ping(env: &Env, url: &str, budget: &str) -> (Output, Duration) {
+    let started = Instant::now();
+    let args = [
+        "--ping-url",
+        url,
+        "--ping-timeout",
+        budget,
+        "--success-codes",
+        "4",
+    ];
+    let out = output(env.run(&[&args[..], &["--", "sh", "-c", "echo ran; exit 4"]].concat()));
+    (out, started.elapsed())
+}
+
+fn assert_ran_and_warned(out: &Output, elapsed: Duration, budget: Duration) {
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(out));
+    assert_eq!(out.stdout, b"ran\n");
+    assert!(
+        elapsed < budget + Duration::from_millis(700),
+        "took {elapsed:?}"
+    );
+    let err = stderr(out);
+    assert!(err.contains("ping not delivered"), "{err}");
+    assert!(!err.contains(TOKEN), "token leaked: {err}");
+}
+
+#[test]
+fn ping_server_answering_500_is_retried_and_does_not_change_the_status() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(500));
+    let (out, elapsed) = run_with_ping(&env, &ping_url(&server), "2s");
+    assert_ran_and_warned(&out, elapsed, Duration::from_secs(2));
+    assert_eq!(server.requests().len(), 3, "three attempts");
+}
+
+#[test]
+fn hanging_ping_server_is_given_up_within_the_budget() {
+    let env = Env::new();
+    let server = Server::start(Mode::Hang);
+    let (out, elapsed) = run_with_ping(&env, &ping_url(&server), "1500ms");
+    assert_ran_and_warned(&out, elapsed, Duration::from_millis(1500));
+    assert!(
+        server.requests().len() >= 2,
+        "retries seen: {:?}",
+        server.requests()
+    );
+}
+
+#[test]
+fn refused_ping_is_a_warning_only() {
+    let env = Env::new();
+    let (out, elapsed) = run_with_ping(&env, &refused_url(&format!("/{TOKEN}")), "1s");
+    assert_ran_and_warned(&out, elapsed, Duration::from_secs(1));
+}
+
+#[test]
+fn rejected_ping_is_not_retried() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(404));
+    let out = output(env.run(&["--ping-url", &ping_url(&server), "--", "true"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(server.requests().len(), 1);
+    let err = stderr(&out);
+    assert!(err.contains("HTTP 404") && !err.contains(TOKEN), "{err}");
+}
+
+#[test]
+fn broken_config_with_job_still_runs_the_command() {
+    let env = Env::new();
+    let config = env.path("config.toml");
+    std::fs::write(&config, "[[jobs]\nname = \n").expect("write config");
+    let out = output(env.run(&[
+        "--config",
+        config.to_str().expect("utf8"),
+        "--job",
+        "backup",
+        "--",
+        "sh",
+        "-c",
+        "echo ran; exit 6",
+    ]));
+    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(out.stdout, b"ran\n");
+    let err = stderr(&out);
+    assert!(err.contains(config.to_str().expect("utf8")), "{err}");
+    assert!(err.contains("running the command anyway"), "{err}");
+}
+
+#[test]
+fn job_without_config_and_command_is_a_config_error() {
+    let env = Env::new();
+    let out = output(env.run(&["--config", "/nonexistent/hb.toml", "--job", "backup"]));
+    assert_eq!(out.status.code(), Some(78));
+    assert!(
+        stderr(&out).contains("job \"backup\" has none to run"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn output_is_passed_through_byte_exact() {
+    let env = Env::new();
+    let script = r"printf '\000\001\377bin\r\nno-newline'; printf '\377err\000' >&2";
+    let out = output(env.run(&["--", "sh", "-c", script]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"\x00\x01\xffbin\r\nno-newline");
+    assert_eq!(out.stderr, b"\xfferr\x00");
+}
+
+#[test]
+fn stdin_reaches_the_command() {
+    let env = Env::new();
+    let mut child = env
+        .run(&["--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let input = b"line one\n\x00\xfe binary tail";
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, input);
+}
+
+#[test]
+fn child_environment_loses_the_agent_secrets() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(200));
+    let mut cmd = env.run(&["--job", "nightly", "--", "env"]);
+    cmd.env("HEARTBEAT_AGENT_API_KEY", "sk-secret-1")
+        .env("HEARTBEAT_AGENT_PING_URL", ping_url(&server))
+        .env("NOTIFY_SOCKET", "/run/systemd/notify")
+        .env("WATCHDOG_USEC", "1000000")
+        .env("WATCHDOG_PID", "1")
+        .env("HB_TEST_KEPT", "yes");
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let seen = String::from_utf8_lossy(&out.stdout);
+    for gone in [
+        "HEARTBEAT_AGENT_API_KEY",
+        "HEARTBEAT_AGENT_PING_URL",
+        "NOTIFY_SOCKET",
+        "WATCHDOG_",
+    ] {
+        assert!(!seen.contains(gone), "{gone} leaked into the child: {seen}");
+    }
+    assert!(seen.contains("HEARTBEAT_AGENT_JOB=nightly\n"), "{seen}");
+    assert!(seen.contains("HB_TEST_KEPT=yes\n"));
+    // The ping came from the environment variable.
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn invalid_env_ping_url_is_a_warning_only() {
+    let env = Env::new();
+    let mut cmd = env.run(&["--", "sh", "-c", "exit 0"]);
+    cmd.env("HEARTBEAT_AGENT_PING_URL", format!("ftp://h/{TOKEN}"));
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(err.contains("HEARTBEAT_AGENT_PING_URL not used"), "{err}");
+    assert!(!err.contains(TOKEN), "{err}");
+}
+
+#[test]
+fn debug_logs_never_show_the_token() {
+    let env = Env::new();
+    let server = Server::start(Mode::Status(503));
+    let url = ping_url(&server);
+    let out = output(env.run(&[
+        "--log-level",
+        "trace",
+        "--ping-url",
+        &url,
+        "--ping-timeout",
+        "1s",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(err.contains("127.0.0.1"), "{err}");
+    assert!(!err.contains(TOKEN), "token leaked: {err}");
+}
+
+/// Bad arguments: exit 2, a message naming the problem, and the command never runs.
+#[test]
+fn bad_arguments_exit_2_without_running_anything() {
+    let env = Env::new();
+    let cases: [(&[&str], &str); 5] = [
+        (&["touch", "ran"], "missing `--` before the command"),
+        (&["--"], "no command given"),
+        (&["--", "", "ran"], "empty command"),
+        (
+            &[
+                "--ping-url",
+                &format!("http//no-scheme/{TOKEN}"),
+                "--",
+                "touch",
+                "ran",
+            ],
+            "invalid --ping-url",
+        ),
+        (
+            &["--bogus", "--", "touch", "ran"],
+            "unexpected argument '--bogus'",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = output(env.run(args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!err.contains(TOKEN), "{args:?}: {err}");
+        assert!(!env.path("ran").exists(), "{args:?} ran the command");
+    }
+    let out = output(env.run(&["--timeout", "30", "--", "true"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("\"30s\""), "{}", stderr(&out));
+}
+
+#[test]
+fn lock_refuses_a_second_concurrent_run() {
+    let env = Env::new();
+    let state = env.path("state");
+    let state = state.to_str().expect("utf8");
+    let hold = "touch started; while [ ! -e release ]; do sleep 0.02; done";
+    let mut first = env
+        .run(&[
+            "--lock",
+            "--state-dir",
+            state,
+            "--job",
+            "j",
+            "--",
+            "sh",
+            "-c",
+            hold,
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !env.path("started").exists() {
+        assert!(Instant::now() < deadline, "first run never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let started = Instant::now();
+    let second = output(env.run(&[
+        "--lock",
+        "--state-dir",
+        state,
+        "--job",
+        "j",
+        "--",
+        "touch",
+        "second",
+    ]));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        stderr(&second).contains("job \"j\" is still running"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(!env.path("second").exists());
+    std::fs::write(env.path("release"), "").expect("release");
+    assert_eq!(first.wait().expect("wait").code(), Some(0));
+    // Once the first is done, the lock is free again.
+    let third = output(env.run(&["--lock", "--state-dir", state, "--job", "j", "--", "true"]));
+    assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
+}
+
+#[test]
+fn unusable_state_dir_runs_without_the_lock() {
+    let env = Env::new();
+    let not_a_dir = env.path("file");
+    std::fs::write(&not_a_dir, "").expect("write");
+    let args = [
+        "--lock",
+        "--state-dir",
+        not_a_dir.to_str().expect("utf8"),
+        "--",
+        "sh",
+        "-c",
+        "exit 9",
+    ];
+    let out = output(env.run(&args));
+    assert_eq!(out.status.code(), Some(9));
+    assert!(
+        stderr(&out).contains("running without --lock"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn ignored_signals_stay_ignored_for_the_command() {
+    let env = Env::new();
+    let agent = crate::util::bin();
+    // `trap '' INT` makes the outer shell start the agent with SIGINT ignored; the command
+    // must inherit that and survive a SIGINT to its group.
+    let script = format!(
+        "trap '' INT; HOME={home} {agent} run -- sh -c 'kill -INT $$; echo survived'",
+        home = env.home.path().display(),
+        agent = agent.display()
+    );
+    let out = output({
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script]);
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"survived\n");
+}

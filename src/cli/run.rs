@@ -1,18 +1,550 @@
 //! `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`: wrap one command, ping on success.
+//!
+//! Monitoring never stops the job: a broken or missing config, an unknown `--job`, an unusable
+//! state directory, an invalid `HEARTBEAT_AGENT_PING_URL` or a failed ping are warnings, and the
+//! command's status passes through. Only argument errors exit 2 without running anything.
+//!
+//! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
+//! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
+//! supervises the command, forwarding signals, then pings.
 
-use clap::Args;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::task::Poll;
+use std::time::Duration;
 
-use super::GlobalArgs;
+use clap::{Args, ValueEnum};
+use nix::sys::signal::Signal;
+use tokio::signal::unix::SignalKind;
+use tracing::{debug, warn};
+
+use super::{exit, print_error, GlobalArgs};
+use crate::config::{ApiKeySource, Config, Job, JobAction, PingTarget};
+use crate::ping::{self, Budget, Ping, PingMethod};
+use crate::process::lock::{lock_key, LockError, RunLock};
+use crate::process::{self, CommandSpec, Control, Limits, Outcome, SpawnError, Termination};
+
+/// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
+pub const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
 
 /// Run one command, pass its output and exit code through, ping on success.
+///
+/// The command runs directly (no shell) in its own process group, with stdin, stdout and stderr
+/// inherited. Exit status: the command's, 128+N when signal N killed it, 124/137 after
+/// --timeout, 126 when it cannot be executed, 127 when not found, 2 on bad arguments.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Use job NAME from the config: its ping URL or check, timeout, success codes, and its
+    /// command when none is given
+    #[arg(long, value_name = "NAME")]
+    pub job: Option<String>,
+
+    /// Where and how to ping (boxed: it is most of the size of the arguments).
+    #[command(flatten)]
+    pub ping: Box<PingArgs>,
+
+    /// Stop the command after DUR: SIGTERM to its process group, SIGKILL after --kill-after
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub timeout: Option<Duration>,
+
+    /// Time between the timeout's SIGTERM and SIGKILL [default: the job's, else 10s]
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub kill_after: Option<Duration>,
+
+    /// Exit codes that count as success, comma-separated [default: the job's, else 0]
+    #[arg(long, value_delimiter = ',', value_parser = parse_code, value_name = "CODES")]
+    pub success_codes: Option<Vec<i32>>,
+
+    /// Exit at once (status 1) if another run of the same job or ping URL is still running
+    #[arg(long)]
+    pub lock: bool,
+
+    /// Words before `--` that are not options: always an error (the command goes after `--`),
+    /// caught here to say so instead of clap's generic message.
+    #[arg(hide = true, value_name = "STRAY", value_parser = clap::value_parser!(OsString))]
+    pub stray: Vec<OsString>,
+
     /// The command and its arguments (after `--`)
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    #[arg(last = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
+    pub command: Vec<OsString>,
+}
+
+/// The ping options of `run`.
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    /// Ping this URL when the command succeeds (a secret: only shown redacted)
+    #[arg(long, value_name = "URL")]
+    pub ping_url: Option<String>,
+
+    /// Ping this URL when the command fails (healthchecks-style services; off by default)
+    #[arg(long, value_name = "URL")]
+    pub fail_url: Option<String>,
+
+    /// Ping this URL when the command starts (healthchecks-style services; off by default)
+    #[arg(long, value_name = "URL")]
+    pub start_url: Option<String>,
+
+    /// HTTP method of the pings
+    #[arg(long, value_enum, default_value_t = MethodArg::Get, value_name = "METHOD")]
+    pub ping_method: MethodArg,
+
+    /// Sent as the ping's Origin header, shown as the event's source [default: the host name]
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
+
+    /// Total time for one ping, all attempts and pauses included
+    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
+    pub ping_timeout: Duration,
+}
+
+/// `--ping-method`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    /// GET
+    Get,
+    /// POST with an empty body
+    Post,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    crate::config::duration::parse(text)
+}
+
+fn parse_code(text: &str) -> Result<i32, String> {
+    text.trim()
+        .parse::<u8>()
+        .map(i32::from)
+        .map_err(|_| format!("\"{text}\" is not an exit code (a number from 0 to 255)"))
+}
+
+/// Everything resolved before the command starts.
+#[derive(Debug)]
+struct Plan {
+    /// The command, its environment and stdio.
+    spec: CommandSpec,
+    limits: Limits,
+    success_codes: Vec<i32>,
+    /// Pinged when the command succeeds.
+    success: Option<Ping>,
+    /// Pinged when it fails (`--fail-url`).
+    fail: Option<Ping>,
+    /// Pinged when it starts (`--start-url`).
+    start: Option<Ping>,
+    budget: Budget,
+    state_dir: PathBuf,
+    /// Names the lock: the job, else the ping URL's fingerprint, else the command's.
+    lock_key: String,
+    /// What is locked, for the message.
+    lock_what: String,
 }
 
 /// Runs the command; returns the exit code to pass through.
-pub fn run(_args: RunArgs, _global: &GlobalArgs) -> u8 {
-    super::exit::OK
+pub fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
+    let want_lock = args.lock;
+    let plan = match plan(args, global) {
+        Ok(plan) => plan,
+        Err(code) => return code,
+    };
+    let _lock = if want_lock {
+        match take_lock(&plan) {
+            Ok(lock) => lock,
+            Err(code) => return code,
+        }
+    } else {
+        None
+    };
+    match super::current_thread_runtime() {
+        Ok(runtime) => runtime.block_on(execute(plan)),
+        Err(err) => {
+            print_error(format!("cannot start the async runtime: {err}"));
+            exit::FAILURE
+        }
+    }
 }
+
+/// The run lock: `Err` with the exit code when another run holds it; `Ok(None)` (a warning)
+/// when the state directory is unusable, since monitoring never stops the job.
+fn take_lock(plan: &Plan) -> Result<Option<RunLock>, u8> {
+    match RunLock::try_acquire(&plan.state_dir, &plan.lock_key) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(LockError::Busy { path }) => {
+            print_error(format!(
+                "{} is still running (lock {}); not starting it again",
+                plan.lock_what,
+                path.display()
+            ));
+            Err(exit::FAILURE)
+        }
+        Err(err) => {
+            warn!(error = %err, "running without --lock: the state directory is unusable");
+            Ok(None)
+        }
+    }
+}
+
+fn usage(message: impl std::fmt::Display) -> u8 {
+    print_error(message);
+    exit::USAGE
+}
+
+/// Resolves flags, config and environment; `Err` carries the exit code of an argument error.
+fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
+    let method = match args.ping.ping_method {
+        MethodArg::Get => PingMethod::Get,
+        MethodArg::Post => PingMethod::Post,
+    };
+    let source = args.ping.source.clone().unwrap_or_else(hostname);
+    let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
+    let config = load_config(global, args.job.as_deref());
+    let job = args
+        .job
+        .as_deref()
+        .and_then(|name| find_job(config.as_ref(), name));
+    let state_dir = global
+        .state_dir
+        .clone()
+        .or_else(|| config.as_ref().and_then(|c| c.agent.state_dir.clone()))
+        .unwrap_or_else(crate::paths::default_state_dir);
+    let mut spec = command_spec(&args, job)?;
+    hygiene(&mut spec, &args, config.as_ref(), job);
+    let success = ping_url.or_else(|| {
+        job.and_then(|j| job_ping(j, method, &source, &state_dir))
+            .or_else(|| env_ping(method, &source))
+    });
+    if success.is_none() {
+        debug!("no ping URL (--ping-url, --job or {PING_URL_ENV}): nothing will be pinged");
+    }
+    let (lock_key, lock_what) = lock_identity(args.job.as_deref(), success.as_ref(), &spec);
+    Ok(Plan {
+        limits: Limits {
+            timeout: args.timeout.or(job.and_then(|j| j.timeout)),
+            kill_after: args
+                .kill_after
+                .or(job.map(|j| j.kill_after))
+                .unwrap_or(Duration::from_secs(10)),
+        },
+        success_codes: args
+            .success_codes
+            .clone()
+            .or(job.map(|j| j.success_exit_codes.clone()))
+            .unwrap_or_else(|| vec![0]),
+        spec,
+        success,
+        fail,
+        start,
+        budget: Budget {
+            total: args.ping.ping_timeout,
+            ..Budget::default()
+        },
+        state_dir,
+        lock_key,
+        lock_what,
+    })
+}
+
+/// The checks that make `run` refuse to start (exit 2); returns the explicit `--ping-url`,
+/// `--fail-url` and `--start-url`, validated.
+fn check_arguments(
+    args: &RunArgs,
+    method: PingMethod,
+    source: &str,
+) -> Result<[Option<Ping>; 3], u8> {
+    let explicit = |flag: &str, url: &Option<String>| -> Result<Option<Ping>, u8> {
+        url.as_deref()
+            .map(|u| Ping::new(u, method, source))
+            .transpose()
+            .map_err(|err| usage(format!("invalid {flag}: {err}")))
+    };
+    let pings = [
+        explicit("--ping-url", &args.ping.ping_url)?,
+        explicit("--fail-url", &args.ping.fail_url)?,
+        explicit("--start-url", &args.ping.start_url)?,
+    ];
+    if !args.stray.is_empty() {
+        return Err(usage(
+            "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
+        ));
+    }
+    if args.command.is_empty() && args.job.is_none() {
+        return Err(usage(
+            "no command given: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
+        ));
+    }
+    Ok(pings)
+}
+
+/// What `--lock` locks, as a file-name-safe key and as words for the message: the job, else
+/// the ping URL (by fingerprint: the URL is a secret), else the command line.
+fn lock_identity(job: Option<&str>, ping: Option<&Ping>, spec: &CommandSpec) -> (String, String) {
+    match (job, ping) {
+        (Some(name), _) => (lock_key("job", name), format!("job \"{name}\"")),
+        (None, Some(ping)) => (
+            format!("url-{}", crate::redact::fingerprint(ping.url())),
+            format!("the job pinging {}", ping.redacted()),
+        ),
+        (None, None) => {
+            let argv = format!("{:?} {:?}", spec.program, spec.args);
+            (
+                format!("cmd-{}", crate::redact::fingerprint(&argv)),
+                "this command".to_owned(),
+            )
+        }
+    }
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty() && !h.chars().any(char::is_control))
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// Loads the config when `run` may need it: always with `--job`, else only when a file exists
+/// (its `state_dir` and `api_key_env` still matter). Problems are warnings.
+fn load_config(global: &GlobalArgs, job: Option<&str>) -> Option<Config> {
+    let explicit = global.config.is_some()
+        || std::env::var_os(crate::paths::CONFIG_ENV).is_some_and(|v| !v.is_empty());
+    let path = crate::paths::config_file(global.config.as_ref());
+    if job.is_none() && !explicit && !path.exists() {
+        return None;
+    }
+    match Config::load(&path) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                warn!("{warning}");
+            }
+            Some(loaded.config)
+        }
+        Err(err) => {
+            let what = job.map_or(String::new(), |j| format!(" (for job \"{j}\")"));
+            warn!(
+                "configuration {} not used{what}; running the command anyway:\n{err}",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+fn find_job<'c>(config: Option<&'c Config>, name: &str) -> Option<&'c Job> {
+    let config = config?;
+    let job = config.job(name);
+    if job.is_none() {
+        warn!(
+            "job \"{name}\" is not in {}; running the command without its settings (see `heartbeat-agent config check`)",
+            config.path.display()
+        );
+    }
+    job
+}
+
+/// The command line given after `--`, else the job's configured command.
+fn command_spec(args: &RunArgs, job: Option<&Job>) -> Result<CommandSpec, u8> {
+    if !args.command.is_empty() {
+        return CommandSpec::from_argv(&args.command)
+            .ok_or_else(|| usage("empty command: the program name after `--` is empty"));
+    }
+    let name = args.job.as_deref().unwrap_or_default();
+    let argv: Vec<OsString> = match job.map(|j| &j.action) {
+        Some(JobAction::Command(argv)) => argv.iter().map(OsString::from).collect(),
+        Some(JobAction::Shell { program, script }) => {
+            vec![program.clone().into(), "-c".into(), script.into()]
+        }
+        _ => Vec::new(),
+    };
+    let mut spec = CommandSpec::from_argv(&argv).ok_or_else(|| {
+        print_error(format!(
+            "no command given and job \"{name}\" has none to run (it needs `command` or `shell` in the config); give one after `--`"
+        ));
+        exit::CONFIG
+    })?;
+    if let Some(job) = job {
+        spec.working_dir.clone_from(&job.working_dir);
+        spec.env_set
+            .extend(job.env.iter().map(|(k, v)| (k.into(), v.into())));
+    }
+    Ok(spec)
+}
+
+/// What the child's environment gains and loses (see [`process::SECRET_ENV`]).
+fn hygiene(spec: &mut CommandSpec, args: &RunArgs, config: Option<&Config>, job: Option<&Job>) {
+    if let Some(name) = &args.job {
+        spec.env_set.push((process::JOB_ENV.into(), name.into()));
+    }
+    if let Some(PingTarget::Check(id)) = job.map(|j| &j.target) {
+        spec.env_set.push((process::CHECK_ENV.into(), id.into()));
+    }
+    if let Some(ApiKeySource::Env(var)) = config.map(|c| &c.api.api_key) {
+        spec.env_remove.push(var.into());
+    }
+}
+
+fn job_ping(
+    job: &Job,
+    method: PingMethod,
+    source: &str,
+    state_dir: &std::path::Path,
+) -> Option<Ping> {
+    let url = match &job.target {
+        PingTarget::Url(url) => url.clone(),
+        PingTarget::Check(id) => match ping::learned_ping_url(state_dir, id) {
+            Some(url) => url,
+            None => {
+                warn!(job = %job.name, check = %id, "no ping URL learned for the job's check yet; run `heartbeat-agent sync` (no ping this time)");
+                return None;
+            }
+        },
+        PingTarget::None => return None,
+    };
+    Ping::new(&url, method, source)
+        .inspect_err(|err| warn!(job = %job.name, "job's ping_url not used: {err}"))
+        .ok()
+}
+
+fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {
+    let url = std::env::var(PING_URL_ENV).ok().filter(|u| !u.is_empty())?;
+    Ping::new(&url, method, source)
+        .inspect_err(|err| warn!("{PING_URL_ENV} not used: {err}"))
+        .ok()
+}
+
+/// Runs the planned command to its end, then pings; returns the exit status.
+async fn execute(plan: Plan) -> u8 {
+    let mut signals = Signals::install();
+    let state_dir = Some(plan.state_dir.clone());
+    let start = plan.start.clone().map(|ping| {
+        let (budget, dir) = (plan.budget, state_dir.clone());
+        tokio::spawn(async move { ping::deliver_or_queue(&ping, &budget, dir.as_deref()).await })
+    });
+    let (status, success) = match process::spawn(&plan.spec) {
+        Err(err) => {
+            print_error(&err);
+            (spawn_status(&err), false)
+        }
+        Ok(running) => {
+            let outcome = supervise(running, plan.limits, &mut signals).await;
+            if std::process::id() == 1 {
+                // A container's entrypoint inherits every orphan; the command is reaped, so
+                // waitpid(-1) cannot steal its status any more.
+                let reaped = process::reap_orphans();
+                debug!(reaped, "reaped orphaned processes (running as PID 1)");
+            }
+            report(&outcome, &plan);
+            let success = outcome.termination == Termination::Natural
+                && outcome
+                    .end
+                    .code()
+                    .is_some_and(|code| plan.success_codes.contains(&code));
+            (outcome.exit_status(), success)
+        }
+    };
+    let finish = if success { &plan.success } else { &plan.fail };
+    let pings = async {
+        if let Some(task) = start {
+            let _ = task.await;
+        }
+        if let Some(ping) = finish {
+            ping::deliver_or_queue(ping, &plan.budget, state_dir.as_deref()).await;
+        }
+    };
+    tokio::select! {
+        () = pings => {}
+        signal = signals.recv() => warn!(signal = %signal, "ping abandoned: the agent was asked to stop"),
+    }
+    status
+}
+
+fn spawn_status(err: &SpawnError) -> u8 {
+    match err {
+        SpawnError::NotFound { .. } => exit::NOT_FOUND,
+        SpawnError::CannotExecute { .. } | SpawnError::Other { .. } => exit::CANNOT_EXECUTE,
+    }
+}
+
+/// Supervises `running`, forwarding the signals the wrapper receives to the command's group.
+async fn supervise(running: process::Running, limits: Limits, signals: &mut Signals) -> Outcome {
+    let (control, requests) = tokio::sync::mpsc::unbounded_channel();
+    let supervised = running.supervise(limits, requests);
+    tokio::pin!(supervised);
+    loop {
+        tokio::select! {
+            outcome = &mut supervised => return outcome,
+            signal = signals.recv() => {
+                debug!(signal = %signal, "forwarding to the command's process group");
+                let _ = control.send(Control::Forward(signal));
+            }
+        }
+    }
+}
+
+fn report(outcome: &Outcome, plan: &Plan) {
+    let timeout = plan.limits.timeout.unwrap_or_default();
+    match (outcome.termination, outcome.killed) {
+        (Termination::TimedOut, false) => {
+            warn!(timeout = ?timeout, "command timed out and ended after SIGTERM; counted as a failure (exit 124)")
+        }
+        (Termination::TimedOut, true) => warn!(
+            timeout = ?timeout,
+            kill_after = ?plan.limits.kill_after,
+            "command timed out and was killed with SIGKILL; counted as a failure (exit 137)"
+        ),
+        _ => debug!(end = %outcome.end, elapsed = ?outcome.elapsed, "command finished"),
+    }
+}
+
+/// Whether `signal` is currently ignored (SIG_IGN) by this process.
+fn ignored(signal: Signal) -> bool {
+    // SAFETY: a query only (null new action); `old` is plain data filled by the kernel.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal as libc::c_int, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// The signals `run` forwards to the command: SIGTERM, SIGINT, SIGHUP, SIGQUIT. Installed before
+/// the command starts, so none is lost (or kills the wrapper) in between.
+struct Signals {
+    streams: Vec<(Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        let wanted = [
+            (Signal::SIGTERM, SignalKind::terminate()),
+            (Signal::SIGINT, SignalKind::interrupt()),
+            (Signal::SIGHUP, SignalKind::hangup()),
+            (Signal::SIGQUIT, SignalKind::quit()),
+        ];
+        let mut streams = Vec::with_capacity(wanted.len());
+        for (signal, kind) in wanted {
+            if ignored(signal) {
+                // Started with it ignored (nohup, `cmd &` in a script): leave it so, and the
+                // command inherits the ignoring, as under a shell.
+                continue;
+            }
+            match tokio::signal::unix::signal(kind) {
+                Ok(stream) => streams.push((signal, stream)),
+                Err(err) => warn!(signal = %signal, error = %err, "cannot forward this signal"),
+            }
+        }
+        Signals { streams }
+    }
+
+    /// The next signal received (pending forever when none could be installed).
+    async fn recv(&mut self) -> Signal {
+        std::future::poll_fn(|cx| {
+            for (signal, stream) in &mut self.streams {
+                if let Poll::Ready(Some(())) = stream.poll_recv(cx) {
+                    return Poll::Ready(*signal);
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,374 @@
 //! Building and sending pings to a heartbeat check's ping URL.
+//!
+//! A [`Ping`] is a validated URL, a method and a source (sent as `Origin`). [`send`] delivers it
+//! with up to [`Budget::attempts`] attempts, capped exponential backoff with full jitter between
+//! them, all inside [`Budget::total`], and returns a [`PingOutcome`] that tells a delivered ping
+//! from a failure worth retrying later and a permanent one. [`deliver_or_queue`] is the one call
+//! sites use: it is where the durable outbox (issue 6) plugs in.
+//!
+//! `http://` URLs go through a minimal HTTP/1.1 client (`http1.rs`): `run` must start and ping
+//! faster than curl, and building a TLS client costs more than the whole request. `https://`
+//! (and anything unusual, such as a redirect) goes through reqwest with rustls, built lazily.
+//!
+//! A ping URL is a secret (its path carries the token): everything printed about it goes
+//! through [`crate::redact::url`], and no error below carries the URL.
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+pub mod backoff;
+mod http1;
+
+/// The HTTP method of a ping; the service records `GET` and `POST` alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PingMethod {
+    /// `GET` (default).
+    #[default]
+    Get,
+    /// `POST` with an empty body.
+    Post,
+}
+
+impl PingMethod {
+    fn as_str(self) -> &'static str {
+        match self {
+            PingMethod::Get => "GET",
+            PingMethod::Post => "POST",
+        }
+    }
+}
+
+/// One ping to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ping {
+    url: reqwest::Url,
+    /// The method.
+    pub method: PingMethod,
+    /// Sent as `Origin`: the service shows it as the event's source (a host or job name).
+    pub source: String,
+}
+
+/// Why a ping URL was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidPing {
+    /// It does not parse as an absolute URL (the text is shown only redacted).
+    #[error(
+        "{shown} is not a valid URL ({reason}); expected http://HOST/TOKEN or https://HOST/TOKEN"
+    )]
+    Malformed {
+        /// The redacted text.
+        shown: String,
+        /// What the parser said (never contains the text).
+        reason: String,
+    },
+    /// A scheme other than http or https.
+    #[error(
+        "{shown}: unsupported scheme \"{scheme}\"; a ping URL starts with http:// or https://"
+    )]
+    Scheme {
+        /// The redacted URL.
+        shown: String,
+        /// The scheme found.
+        scheme: String,
+    },
+    /// The source contains characters that cannot go into an HTTP header.
+    #[error("source \"{0}\" contains control characters; use a plain host or job name")]
+    Source(String),
+}
+
+impl Ping {
+    /// Validates `url` (absolute, http or https) and `source` (no control characters).
+    pub fn new(url: &str, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
+        let parsed = reqwest::Url::parse(url).map_err(|err| InvalidPing::Malformed {
+            shown: crate::redact::url(url),
+            reason: err.to_string(),
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(InvalidPing::Scheme {
+                shown: crate::redact::url(url),
+                scheme: parsed.scheme().to_owned(),
+            });
+        }
+        if source.chars().any(char::is_control) {
+            return Err(InvalidPing::Source(source.escape_debug().to_string()));
+        }
+        Ok(Ping {
+            url: parsed,
+            method,
+            source: source.to_owned(),
+        })
+    }
+
+    /// The URL itself: a secret, only for sending and for keying state (outbox, locks).
+    pub fn url(&self) -> &str {
+        self.url.as_str()
+    }
+
+    /// The URL as it may be shown: scheme, host and a fingerprint.
+    pub fn redacted(&self) -> String {
+        crate::redact::url(self.url.as_str())
+    }
+}
+
+/// How much effort one delivery gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Everything (attempts and the pauses between them) ends within this.
+    pub total: Duration,
+    /// At most this many attempts.
+    pub attempts: u32,
+    /// Upper bound of establishing one connection.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Budget {
+    /// 30 s in total, 3 attempts, 10 s to connect.
+    fn default() -> Budget {
+        Budget {
+            total: Duration::from_secs(30),
+            attempts: 3,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why one attempt failed (never contains the URL).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PingError {
+    /// No connection (refused, unreachable, name not resolved).
+    #[error("connection failed: {0}")]
+    Connect(String),
+    /// The attempt ran out of time.
+    #[error("timed out")]
+    Timeout,
+    /// The server answered with a status that is not 2xx.
+    #[error("server answered HTTP {0}")]
+    Status(u16),
+    /// The answer was not HTTP as expected.
+    #[error("invalid response: {0}")]
+    Protocol(String),
+    /// Any other failure of the HTTP client (already redacted).
+    #[error("{0}")]
+    Http(String),
+}
+
+impl PingError {
+    /// Whether trying again later can help: everything but a 4xx other than 408 and 429.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PingError::Status(code) => !(400..500).contains(code) || matches!(code, 408 | 429),
+            _ => true,
+        }
+    }
+}
+
+/// What one attempt got back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// `Retry-After` in seconds, when given (429, 503).
+    pub retry_after: Option<Duration>,
+}
+
+/// The result of a delivery: what the outbox needs to decide whether to keep the ping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PingOutcome {
+    /// A 2xx answer.
+    Delivered {
+        /// The status.
+        status: u16,
+        /// Attempts used.
+        attempts: u32,
+    },
+    /// Not delivered within the budget, but a later try may succeed (keep it).
+    Retryable {
+        /// The last attempt's error.
+        error: PingError,
+        /// Attempts used.
+        attempts: u32,
+        /// The server's `Retry-After`, when it gave one.
+        retry_after: Option<Duration>,
+    },
+    /// The server refused it for good (4xx other than 408/429): do not retry.
+    Permanent {
+        /// The error.
+        error: PingError,
+        /// Attempts used.
+        attempts: u32,
+    },
+}
+
+/// Base and cap of the pause between attempts (`random(0, min(cap, base * 2^n))`).
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
+const BACKOFF_CAP: Duration = Duration::from_secs(5);
+
+/// Sends `ping` within `budget`; see the module documentation.
+pub async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
+    let end = Instant::now() + budget.total;
+    let attempts = budget.attempts.max(1);
+    let mut last = (PingError::Timeout, None);
+    let mut used = 0;
+    for attempt in 0..attempts {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        used += 1;
+        // Share what is left evenly, so a hanging server still leaves room for retries.
+        let deadline = now + (end - now) / (attempts - attempt);
+        match send_once(ping, budget.connect_timeout, deadline).await {
+            Ok(answer) if (200..300).contains(&answer.status) => {
+                return PingOutcome::Delivered {
+                    status: answer.status,
+                    attempts: used,
+                };
+            }
+            Ok(answer) => last = (PingError::Status(answer.status), answer.retry_after),
+            Err(err) => last = (err, None),
+        }
+        if !last.0.is_retryable() {
+            return PingOutcome::Permanent {
+                error: last.0,
+                attempts: used,
+            };
+        }
+        debug!(target_url = %ping.redacted(), attempt = used, error = %last.0, "ping attempt failed");
+        if attempt + 1 < attempts {
+            let left = end.saturating_duration_since(Instant::now());
+            let pause = backoff::full_jitter(attempt, BACKOFF_BASE, BACKOFF_CAP);
+            let pause = last.1.map_or(pause, |after| after.max(pause));
+            tokio::time::sleep(pause.min(left / 2)).await;
+        }
+    }
+    PingOutcome::Retryable {
+        error: last.0,
+        attempts: used,
+        retry_after: last.1,
+    }
+}
+
+/// One attempt, ending by `deadline`: the building block of [`send`] and of outbox draining.
+pub async fn send_once(
+    ping: &Ping,
+    connect_timeout: Duration,
+    deadline: Instant,
+) -> Result<Answer, PingError> {
+    if ping.url.scheme() == "http" && ping.url.username().is_empty() {
+        let answer = http1::request(ping, connect_timeout, deadline).await?;
+        if !(300..400).contains(&answer.status) {
+            return Ok(answer);
+        }
+        // A redirect (say, to https): let the full client follow it.
+    }
+    send_reqwest(ping, deadline).await
+}
+
+fn client() -> Result<&'static reqwest::Client, PingError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(crate::user_agent())
+                .connect_timeout(Budget::default().connect_timeout)
+                .build()
+                .map_err(|err| crate::redact::reqwest_error(&err))
+        })
+        .as_ref()
+        .map_err(|err| PingError::Http(format!("cannot set up the HTTP client: {err}")))
+}
+
+async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingError> {
+    let client = client()?;
+    let method = match ping.method {
+        PingMethod::Get => reqwest::Method::GET,
+        PingMethod::Post => reqwest::Method::POST,
+    };
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    let request = client
+        .request(method, ping.url.clone())
+        .header(reqwest::header::ORIGIN, &ping.source)
+        .timeout(timeout);
+    let request = if ping.method == PingMethod::Post {
+        request.body("")
+    } else {
+        request
+    };
+    let response = request.send().await.map_err(|err| {
+        if err.is_timeout() {
+            PingError::Timeout
+        } else if err.is_connect() {
+            let text = crate::redact::reqwest_error(&err);
+            let detail = text.strip_prefix("connection failed: ").unwrap_or(&text);
+            PingError::Connect(detail.to_owned())
+        } else {
+            PingError::Http(crate::redact::reqwest_error(&err))
+        }
+    })?;
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+    Ok(Answer {
+        status: response.status().as_u16(),
+        retry_after,
+    })
+}
+
+/// Parses a `Retry-After` value: delay-seconds, or an HTTP date (a date in the past is zero).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// Delivers `ping` now, or (once the outbox exists) keeps it for later: the single place where
+/// a finished run hands over its ping. Failures are logged as warnings here, redacted; the
+/// outcome is returned for counting. `state_dir` is where the outbox will live.
+pub async fn deliver_or_queue(
+    ping: &Ping,
+    budget: &Budget,
+    state_dir: Option<&Path>,
+) -> PingOutcome {
+    let outcome = send(ping, budget).await;
+    match &outcome {
+        PingOutcome::Delivered { status, attempts } => {
+            debug!(target_url = %ping.redacted(), status, attempts, "ping delivered");
+        }
+        PingOutcome::Retryable {
+            error, attempts, ..
+        } => {
+            // The durable outbox (issue 6) stores the ping under `state_dir` here.
+            let _ = state_dir;
+            warn!(target_url = %ping.redacted(), attempts, error = %error, "ping not delivered; it is not kept for a later retry yet");
+        }
+        PingOutcome::Permanent { error, attempts } => {
+            warn!(target_url = %ping.redacted(), attempts, error = %error, "ping refused by the server; check the ping URL");
+        }
+    }
+    outcome
+}
+
+/// The ping URL learned for heartbeat check `check_id` through sync, read from the sync state
+/// under `state_dir`.
+///
+/// Sync does not exist yet, so nothing has been learned: this always returns `None` and callers
+/// warn that the check's ping URL is unknown. The sync issue fills this in.
+pub fn learned_ping_url(state_dir: &Path, check_id: &str) -> Option<String> {
+    let _ = (state_dir, check_id);
+    None
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,2 +1,307 @@
 //! Spawning and supervising child processes: own process group, signal forwarding, timeouts
 //! (SIGTERM to the group, then SIGKILL), exit status as code or signal, environment hygiene.
+//!
+//! Used by `run` (one command, stdio inherited) and meant for the daemon (many jobs, output
+//! captured into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
+//! [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
+//! an [`Outcome`] whose [`ProcessEnd`] keeps an exit code and a terminating signal apart.
+//!
+//! Nothing here knows about the wrapper's own signals or exit codes: the caller turns received
+//! signals into [`Control::Forward`] and an [`Outcome`] into a status (see
+//! [`Outcome::exit_status`]).
+
+use std::ffi::OsString;
+use std::io;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
+pub mod lock;
+mod supervise;
+mod tail;
+mod tty;
+
+pub use supervise::{Control, Limits, Outcome, Termination};
+pub use tail::Tail;
+
+/// Environment variables that carry the agent's own secrets or its service-manager channel,
+/// removed from every child's environment (variables starting with `WATCHDOG_` go too).
+pub const SECRET_ENV: &[&str] = &[
+    "HEARTBEAT_AGENT_API_KEY",
+    "HEARTBEAT_AGENT_PING_URL",
+    "NOTIFY_SOCKET",
+    "CREDENTIALS_DIRECTORY",
+];
+
+/// The variable naming the job a child runs for (set when the job is known).
+pub const JOB_ENV: &str = "HEARTBEAT_AGENT_JOB";
+
+/// The variable naming the heartbeat check a child reports to (set when known).
+pub const CHECK_ENV: &str = "HEARTBEAT_AGENT_CHECK_ID";
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    /// The program: a path, or a name looked up in `PATH` (no shell is involved).
+    pub program: OsString,
+    /// Its arguments, without the program.
+    pub args: Vec<OsString>,
+    /// Variables to set on top of the inherited environment (`HEARTBEAT_AGENT_JOB`, a job's
+    /// `env` table).
+    pub env_set: Vec<(OsString, OsString)>,
+    /// Variables to remove from the inherited environment, in addition to [`SECRET_ENV`] and
+    /// `WATCHDOG_*` (for example the config's `api_key_env`).
+    pub env_remove: Vec<OsString>,
+    /// The working directory; `None` keeps the caller's.
+    pub working_dir: Option<PathBuf>,
+    /// Where stdin, stdout and stderr go.
+    pub io: Io,
+}
+
+/// Where a child's standard streams go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    /// Inherited untouched (byte-exact), as `run` needs. When stdin is the controlling terminal
+    /// and the caller is in its foreground, the child's group becomes the foreground group for
+    /// the run, so interactive commands work.
+    Inherit,
+    /// stdin from `/dev/null`; stdout and stderr read by the supervisor, keeping only the last
+    /// `tail_bytes` bytes of both (interleaved as they arrive), as the daemon needs.
+    Capture {
+        /// How many bytes of the most recent output to keep.
+        tail_bytes: usize,
+    },
+}
+
+impl CommandSpec {
+    /// A spec for `argv` (program first) with inherited stdio and no extra environment.
+    ///
+    /// Returns `None` when `argv` is empty or the program is the empty string.
+    pub fn from_argv<S: Into<OsString> + Clone>(argv: &[S]) -> Option<CommandSpec> {
+        let (program, args) = argv.split_first()?;
+        let program: OsString = program.clone().into();
+        if program.is_empty() {
+            return None;
+        }
+        Some(CommandSpec {
+            program,
+            args: args.iter().cloned().map(Into::into).collect(),
+            env_set: Vec::new(),
+            env_remove: Vec::new(),
+            working_dir: None,
+            io: Io::Inherit,
+        })
+    }
+
+    /// The program as text, for messages.
+    pub fn program_display(&self) -> String {
+        self.program.to_string_lossy().into_owned()
+    }
+}
+
+/// How a process ended: a code it chose, or a signal that ended it. Kept apart because
+/// "exited 137" and "killed by SIGKILL" mean different things to a reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// It called `exit(code)`.
+    Exited(i32),
+    /// A signal ended it.
+    Signaled {
+        /// The signal number.
+        signal: i32,
+        /// Whether it dumped core.
+        core_dumped: bool,
+    },
+}
+
+impl ProcessEnd {
+    /// The status a shell would report: the code, or 128 + the signal number, within 0..=255.
+    pub fn shell_status(self) -> u8 {
+        let status = match self {
+            ProcessEnd::Exited(code) => code,
+            ProcessEnd::Signaled { signal, .. } => 128 + signal,
+        };
+        u8::try_from(status & 0xff).unwrap_or(u8::MAX)
+    }
+
+    /// The exit code when it exited, `None` when a signal ended it.
+    pub fn code(self) -> Option<i32> {
+        match self {
+            ProcessEnd::Exited(code) => Some(code),
+            ProcessEnd::Signaled { .. } => None,
+        }
+    }
+
+    fn from_status(status: std::process::ExitStatus) -> ProcessEnd {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => ProcessEnd::Exited(code),
+            (None, Some(signal)) => ProcessEnd::Signaled {
+                signal,
+                core_dumped: status.core_dumped(),
+            },
+            // Stopped/continued are not reported by wait(); treat as a generic failure.
+            (None, None) => ProcessEnd::Exited(1),
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ProcessEnd::Exited(code) => write!(f, "exited with code {code}"),
+            ProcessEnd::Signaled { signal, .. } => match Signal::try_from(signal) {
+                Ok(sig) => write!(f, "killed by {}", sig.as_str()),
+                Err(_) => write!(f, "killed by signal {signal}"),
+            },
+        }
+    }
+}
+
+/// Why a command could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// No such program (in `PATH`, or at the given path). Shells report 127.
+    #[error("{program}: command not found")]
+    NotFound {
+        /// The program as given.
+        program: String,
+    },
+    /// It exists but cannot be executed (permissions, not a valid executable, a directory).
+    /// Shells report 126.
+    #[error("{program}: cannot execute: {source}")]
+    CannotExecute {
+        /// The program as given.
+        program: String,
+        /// What exec said.
+        source: io::Error,
+    },
+    /// Anything else (too many processes, a bad working directory, ...).
+    #[error("{program}: cannot start: {source}")]
+    Other {
+        /// The program as given.
+        program: String,
+        /// What the system said.
+        source: io::Error,
+    },
+}
+
+/// A started child in its own process group (its pid is the group id).
+#[derive(Debug)]
+pub struct Running {
+    child: tokio::process::Child,
+    pid: Pid,
+    tail: Option<tail::Capture>,
+    terminal: Option<tty::Foreground>,
+}
+
+impl Running {
+    /// The child's pid, which is also its process group id.
+    pub fn pid(&self) -> u32 {
+        u32::try_from(self.pid.as_raw()).unwrap_or_default()
+    }
+
+    /// Sends `signal` to the child's whole process group.
+    pub fn signal_group(&self, signal: Signal) -> nix::Result<()> {
+        supervise::signal_group(self.pid, signal)
+    }
+}
+
+/// Starts `spec` in a new process group with a cleaned environment.
+///
+/// Must be called inside a tokio runtime. The child is not killed when the [`Running`] is
+/// dropped: supervise it to the end.
+pub fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args).process_group(0);
+    for (key, _) in std::env::vars_os() {
+        if is_removed(&key, &spec.env_remove) {
+            cmd.env_remove(&key);
+        }
+    }
+    for (key, value) in &spec.env_set {
+        cmd.env(key, value);
+    }
+    if let Some(dir) = &spec.working_dir {
+        cmd.current_dir(dir);
+    }
+    let foreground = match spec.io {
+        Io::Inherit => {
+            cmd.stdin(Stdio::inherit())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit());
+            tty::Foreground::prepare(&mut cmd)
+        }
+        Io::Capture { .. } => {
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            None
+        }
+    };
+    let program = spec.program_display();
+    let mut child = cmd.spawn().map_err(|source| classify(program, source))?;
+    let raw = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
+    let pid = Pid::from_raw(raw);
+    let terminal = foreground.map(|f| f.hand_to(pid));
+    let tail = match spec.io {
+        Io::Capture { tail_bytes } => Some(tail::Capture::start(&mut child, tail_bytes)),
+        Io::Inherit => None,
+    };
+    Ok(Running {
+        child,
+        pid,
+        tail,
+        terminal,
+    })
+}
+
+fn is_removed(key: &std::ffi::OsStr, extra: &[OsString]) -> bool {
+    let text = key.to_string_lossy();
+    SECRET_ENV.contains(&text.as_ref())
+        || text.starts_with("WATCHDOG_")
+        || extra.iter().any(|e| e == key)
+}
+
+fn classify(program: String, source: io::Error) -> SpawnError {
+    match source.raw_os_error() {
+        Some(libc::ENOENT) => SpawnError::NotFound { program },
+        Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::ENOTDIR | libc::ETXTBSY) => {
+            SpawnError::CannotExecute { program, source }
+        }
+        _ if source.kind() == io::ErrorKind::NotFound => SpawnError::NotFound { program },
+        _ if source.kind() == io::ErrorKind::PermissionDenied => {
+            SpawnError::CannotExecute { program, source }
+        }
+        _ => SpawnError::Other { program, source },
+    }
+}
+
+/// Reaps every exited process that was reparented to this one, without blocking; returns how
+/// many. Orphans are reparented to PID 1, so this matters when the agent is a container's
+/// entrypoint. Call it only when no supervised child is still running: `waitpid(-1)` would
+/// otherwise steal that child's exit status from its supervisor.
+pub fn reap_orphans() -> usize {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let mut reaped = 0;
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
+        reaped += 1;
+    }
+    reaped
+}
+
+/// How long to wait for a capture pipe to close after the child ended (a background grandchild
+/// may hold it open forever).
+const PIPE_GRACE: Duration = Duration::from_millis(200);
+
+#[cfg(test)]
+mod tests;

@@ -32,3 +32,4 @@ pub fn agent(home: &std::path::Path) -> Command {
     cmd
 }
 pub mod emulator;
+pub mod http;

@@ -1,0 +1,206 @@
+//! A minimal HTTP/1.1 client for `http://` pings: one request with `Connection: close`, the
+//! status line and a few headers read back, the body drained up to a cap and then ignored.
+//!
+//! It exists for start-up cost: `run` pings once per process, and a general client with its
+//! connection pool and TLS set-up costs more than the request. Host names are resolved with the
+//! system resolver; IP literals are used as they are (no lookup).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::Url;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::{Answer, Ping, PingError, PingMethod};
+
+/// The most of a response head (status line and headers) that is read.
+const MAX_HEAD: usize = 16 * 1024;
+/// The most of a body that is drained before closing.
+const MAX_BODY: usize = 64 * 1024;
+/// How long draining the body may take once the status is known.
+const DRAIN_TIME: Duration = Duration::from_millis(500);
+
+/// Sends `ping` and reads the answer's status, all by `deadline`.
+pub(super) async fn request(
+    ping: &Ping,
+    connect_timeout: Duration,
+    deadline: Instant,
+) -> Result<Answer, PingError> {
+    let mut stream = tokio::time::timeout_at(deadline, connect(&ping.url, connect_timeout))
+        .await
+        .map_err(|_| PingError::Timeout)??;
+    let head = request_head(ping);
+    let exchange = async {
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .map_err(|e| PingError::Connect(format!("sending the request: {e}")))?;
+        read_answer(&mut stream).await
+    };
+    tokio::time::timeout_at(deadline, exchange)
+        .await
+        .map_err(|_| PingError::Timeout)?
+}
+
+async fn connect(url: &Url, connect_timeout: Duration) -> Result<TcpStream, PingError> {
+    let port = url.port_or_known_default().unwrap_or(80);
+    let host = url.host_str().unwrap_or_default();
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = match literal.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| PingError::Connect(format!("cannot resolve host {host}: {e}")))?
+            .collect(),
+    };
+    let mut last = PingError::Connect("the host has no address".to_owned());
+    for addr in addrs {
+        match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                // One small write: no point in waiting for more.
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Ok(Err(err)) => last = PingError::Connect(err.to_string()),
+            Err(_) => last = PingError::Timeout,
+        }
+    }
+    Err(last)
+}
+
+fn request_head(ping: &Ping) -> String {
+    let url = &ping.url;
+    let mut target = url.path().to_owned();
+    if let Some(query) = url.query() {
+        target.push('?');
+        target.push_str(query);
+    }
+    let host = url.host_str().unwrap_or_default();
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let length = match ping.method {
+        PingMethod::Post => "Content-Length: 0\r\n",
+        PingMethod::Get => "",
+    };
+    format!(
+        "{method} {target} HTTP/1.1\r\nHost: {host}{port}\r\nUser-Agent: {agent}\r\n\
+         Origin: {origin}\r\nAccept: */*\r\n{length}Connection: close\r\n\r\n",
+        method = ping.method.as_str(),
+        agent = crate::user_agent(),
+        origin = ping.source,
+    )
+}
+
+async fn read_answer(stream: &mut TcpStream) -> Result<Answer, PingError> {
+    let mut buf = Vec::with_capacity(1024);
+    let head_end = loop {
+        if let Some(pos) = find(&buf, b"\r\n\r\n") {
+            break pos + 4;
+        }
+        if buf.len() >= MAX_HEAD {
+            return Err(PingError::Protocol("response head too large".to_owned()));
+        }
+        let mut chunk = [0u8; 2048];
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| PingError::Connect(format!("reading the response: {e}")))?;
+        if n == 0 {
+            return Err(PingError::Protocol(
+                "connection closed before a complete response head".to_owned(),
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = std::str::from_utf8(&buf[..head_end])
+        .map_err(|_| PingError::Protocol("response head is not text".to_owned()))?;
+    let (answer, length) = parse_head(head)?;
+    let already = buf.len() - head_end;
+    drain(stream, length.map(|l| l.saturating_sub(already))).await;
+    Ok(answer)
+}
+
+/// Parses the status line and the headers that matter; returns the answer and Content-Length.
+fn parse_head(head: &str) -> Result<(Answer, Option<usize>), PingError> {
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or_default();
+    let status = parts
+        .next()
+        .and_then(|s| s.parse::<u16>().ok())
+        .filter(|_| version.starts_with("HTTP/1."))
+        .ok_or_else(|| PingError::Protocol(format!("bad status line {status_line:?}")))?;
+    let mut retry_after = None;
+    let mut length = None;
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("retry-after") {
+            retry_after = super::parse_retry_after(value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            length = value.parse::<usize>().ok();
+        }
+    }
+    Ok((
+        Answer {
+            status,
+            retry_after,
+        },
+        length,
+    ))
+}
+
+/// Reads and drops the body (up to [`MAX_BODY`] and [`DRAIN_TIME`]) so the server sees a clean
+/// close; errors do not matter any more, the status is known.
+async fn drain(stream: &mut TcpStream, remaining: Option<usize>) {
+    let mut left = remaining.unwrap_or(MAX_BODY).min(MAX_BODY);
+    let work = async {
+        let mut chunk = [0u8; 4096];
+        while left > 0 {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, work).await;
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_has_the_required_headers() {
+        let ping =
+            Ping::new("http://127.0.0.1:8080/tok?x=1", PingMethod::Post, "web1").expect("valid");
+        let head = request_head(&ping);
+        assert!(
+            head.starts_with("POST /tok?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"),
+            "{head}"
+        );
+        assert!(head.contains(&format!("User-Agent: {}\r\n", crate::user_agent())));
+        assert!(head.contains("Origin: web1\r\n"));
+        assert!(head.contains("Content-Length: 0\r\n"));
+        assert!(head.ends_with("Connection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn parses_status_and_headers() {
+        let (answer, length) =
+            parse_head("HTTP/1.1 429 Too Many\r\nRetry-After: 7\r\ncontent-length: 12\r\n\r\n")
+                .expect("parses");
+        assert_eq!(answer.status, 429);
+        assert_eq!(answer.retry_after, Some(Duration::from_secs(7)));
+        assert_eq!(length, Some(12));
+        assert!(parse_head("SSH-2.0-OpenSSH\r\n\r\n").is_err());
+    }
+}

@@ -1,0 +1,145 @@
+//! Unit tests of sending: a loopback server answering canned responses.
+
+use super::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Serves `answers` in turn (the last one repeats); counts requests.
+async fn server(answers: Vec<&'static str>) -> (String, Arc<AtomicU32>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let count = Arc::new(AtomicU32::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let n = seen.fetch_add(1, Ordering::SeqCst) as usize;
+            let answer = answers[n.min(answers.len() - 1)];
+            let mut buf = [0u8; 2048];
+            let _ = sock.read(&mut buf).await;
+            let _ = sock.write_all(answer.as_bytes()).await;
+        }
+    });
+    (format!("http://{addr}/secret-token"), count)
+}
+
+fn budget(total_ms: u64) -> Budget {
+    Budget {
+        total: Duration::from_millis(total_ms),
+        attempts: 3,
+        connect_timeout: Duration::from_millis(500),
+    }
+}
+
+#[tokio::test]
+async fn retries_server_errors_until_success() {
+    let (url, count) = server(vec![
+        "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
+    ])
+    .await;
+    let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert_eq!(
+        outcome,
+        PingOutcome::Delivered {
+            status: 200,
+            attempts: 2
+        }
+    );
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn client_errors_are_permanent_and_not_retried() {
+    let (url, count) = server(vec!["HTTP/1.1 404 Not Found\r\n\r\n"]).await;
+    let ping = Ping::new(&url, PingMethod::Post, "host").expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert!(
+        matches!(
+            outcome,
+            PingOutcome::Permanent {
+                error: PingError::Status(404),
+                attempts: 1
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn refused_connection_is_retryable_within_budget() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/t", listener.local_addr().expect("addr"));
+    drop(listener);
+    let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
+    let started = std::time::Instant::now();
+    let outcome = send(&ping, &budget(1000)).await;
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    assert!(
+        matches!(
+            outcome,
+            PingOutcome::Retryable {
+                error: PingError::Connect(_),
+                attempts: 3,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn bad_urls_are_refused_without_showing_the_token() {
+    for bad in ["not a url tok-123", "ftp://h/tok-123", "/relative/tok-123"] {
+        let err = Ping::new(bad, PingMethod::Get, "h")
+            .expect_err(bad)
+            .to_string();
+        assert!(!err.contains("tok-123"), "{err}");
+    }
+    assert!(Ping::new("http://h/t", PingMethod::Get, "a\nb").is_err());
+}
+
+#[tokio::test]
+async fn redirects_are_followed_by_the_full_client() {
+    let redirect =
+        "HTTP/1.1 302 Found\r\nLocation: /moved\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let (url, count) = server(vec![
+        redirect,
+        redirect,
+        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    ])
+    .await;
+    let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert_eq!(
+        outcome,
+        PingOutcome::Delivered {
+            status: 200,
+            attempts: 1
+        }
+    );
+    // The built-in client's request, then the full client's and the redirected one.
+    assert_eq!(count.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn retry_after_takes_seconds_or_a_date() {
+    assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
+    let later = std::time::SystemTime::now() + Duration::from_secs(90);
+    let parsed = parse_retry_after(&httpdate::fmt_http_date(later)).expect("a date");
+    assert!(
+        parsed > Duration::from_secs(85) && parsed <= Duration::from_secs(90),
+        "{parsed:?}"
+    );
+    assert_eq!(
+        parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+        Some(Duration::ZERO)
+    );
+    assert_eq!(parse_retry_after("soon"), None);
+}

@@ -1,0 +1,243 @@
+//! Supervising a started child to its end: forwarding signals to its group, enforcing a timeout
+//! with SIGTERM then SIGKILL, and cleaning up the group after a timeout or a stop.
+//!
+//! Leftover processes: when the supervisor itself ended the command (timeout or
+//! [`Control::Stop`]), nothing of the group may outlive the run, so after the child is reaped
+//! the group gets until the kill deadline to empty and is then killed with SIGKILL. coreutils
+//! `timeout` signals the group but exits as soon as its child does, leaving stragglers (such as
+//! `sleep 300 &`) running; a monitor must not do that. When the command ends on its own, a
+//! background process it started on purpose is left alone, as cron does.
+
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::{ProcessEnd, Running, Tail, PIPE_GRACE};
+
+/// Limits on one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// After this long the group gets SIGTERM; `None` lets it run as long as it wants.
+    pub timeout: Option<Duration>,
+    /// How long after that SIGTERM until SIGKILL.
+    pub kill_after: Duration,
+}
+
+/// Requests to the supervisor while the child runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Send this signal to the child's group (the wrapper received it).
+    Forward(Signal),
+    /// Stop the run: SIGTERM to the group, SIGKILL after `grace` (daemon shutdown).
+    Stop {
+        /// Time between SIGTERM and SIGKILL.
+        grace: Duration,
+    },
+}
+
+/// Who ended the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    /// The command ended by itself (possibly after a forwarded signal).
+    Natural,
+    /// It ran past [`Limits::timeout`].
+    TimedOut,
+    /// A [`Control::Stop`] ended it.
+    Stopped,
+}
+
+/// How a supervised run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// How the child process itself ended.
+    pub end: ProcessEnd,
+    /// Whether the supervisor ended it, and why.
+    pub termination: Termination,
+    /// Whether the child had to be killed with SIGKILL (it ignored SIGTERM past the grace).
+    pub killed: bool,
+    /// Wall time from the start of supervision to the child's end.
+    pub elapsed: Duration,
+    /// The last output, when captured ([`super::Io::Capture`]).
+    pub tail: Option<Tail>,
+}
+
+impl Outcome {
+    /// The status `run` exits with: 124 when a timed-out command ended after SIGTERM, 137 when it
+    /// had to be killed (as coreutils `timeout`), else the child's own status (code, or 128+N).
+    pub fn exit_status(&self) -> u8 {
+        match (self.termination, self.killed) {
+            (Termination::TimedOut, false) => crate::cli::exit::TIMED_OUT,
+            (Termination::TimedOut, true) => crate::cli::exit::KILLED,
+            _ => self.end.shell_status(),
+        }
+    }
+}
+
+/// `killpg(group, signal)`; a group that is already gone is not an error.
+pub(super) fn signal_group(group: Pid, signal: Signal) -> nix::Result<()> {
+    match killpg(group, signal) {
+        Err(Errno::ESRCH) | Ok(()) => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+fn send(group: Pid, signal: Signal) {
+    if let Err(err) = signal_group(group, signal) {
+        warn!(pgid = group.as_raw(), signal = %signal, error = %err, "cannot signal the command's process group");
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Running {
+    /// Waits for the child to end, obeying `limits` and the `control` channel; see the module
+    /// documentation for what happens to the rest of its process group.
+    pub async fn supervise(
+        mut self,
+        limits: Limits,
+        mut control: UnboundedReceiver<Control>,
+    ) -> Outcome {
+        let group = self.pid;
+        let started = Instant::now();
+        let timeout_at = limits.timeout.map(|t| started + t);
+        // Set once the supervisor starts ending the run: why, and when SIGKILL follows.
+        let mut ending: Option<(Termination, Instant)> = None;
+        let mut killed = false;
+        let mut control_open = true;
+        let status = loop {
+            let kill_at = ending.map(|(_, at)| at).filter(|_| !killed);
+            tokio::select! {
+                status = self.child.wait() => break status,
+                () = sleep_until(timeout_at), if ending.is_none() && timeout_at.is_some() => {
+                    debug!(pgid = group.as_raw(), "timeout: sending SIGTERM to the group");
+                    send(group, Signal::SIGTERM);
+                    ending = Some((Termination::TimedOut, Instant::now() + limits.kill_after));
+                }
+                () = sleep_until(kill_at), if kill_at.is_some() => {
+                    debug!(pgid = group.as_raw(), "grace over: sending SIGKILL to the group");
+                    send(group, Signal::SIGKILL);
+                    killed = true;
+                }
+                msg = control.recv(), if control_open => match msg {
+                    None => control_open = false,
+                    Some(Control::Forward(signal)) => send(group, signal),
+                    Some(Control::Stop { grace }) if ending.is_none() => {
+                        send(group, Signal::SIGTERM);
+                        ending = Some((Termination::Stopped, Instant::now() + grace));
+                    }
+                    Some(Control::Stop { .. }) => {}
+                },
+            }
+        };
+        let elapsed = started.elapsed();
+        // Give the terminal back before anything else can print.
+        drop(self.terminal.take());
+        let end = match status {
+            Ok(status) => ProcessEnd::from_status(status),
+            Err(err) => {
+                warn!(error = %err, "cannot get the command's exit status");
+                ProcessEnd::Exited(1)
+            }
+        };
+        let termination = match ending {
+            Some((why, deadline)) => {
+                sweep_group(group, deadline).await;
+                why
+            }
+            None => Termination::Natural,
+        };
+        let tail = match self.tail.take() {
+            Some(capture) => Some(capture.finish(PIPE_GRACE).await),
+            None => None,
+        };
+        Outcome {
+            end,
+            termination,
+            killed,
+            elapsed,
+            tail,
+        }
+    }
+}
+
+/// After the supervisor ended a run and its leader was reaped: waits until no process of the
+/// group is left or `deadline` passes, then kills what remains.
+async fn sweep_group(group: Pid, deadline: Instant) {
+    const POLL: Duration = Duration::from_millis(20);
+    const KILL_SETTLE: Duration = Duration::from_millis(500);
+    loop {
+        if !group_alive(group) {
+            return;
+        }
+        if Instant::now() >= deadline {
+            debug!(pgid = group.as_raw(), "killing what is left of the group");
+            send(group, Signal::SIGKILL);
+            // SIGKILL is not instant: wait (briefly) until the kernel and their new parent
+            // have done away with them, so "ended" really means gone.
+            let gone_by = Instant::now() + KILL_SETTLE;
+            while group_alive(group) && Instant::now() < gone_by {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            return;
+        }
+        tokio::time::sleep(POLL.min(deadline - Instant::now())).await;
+    }
+}
+
+/// Whether a process of `group` is still alive. Zombies do not count: they are dead, and an init
+/// that is slow to reap them (a container's PID 1) would otherwise hold every sweep to its
+/// deadline.
+pub(super) fn group_alive(group: Pid) -> bool {
+    // Signal 0 only checks for existence; ESRCH means the group is empty.
+    if let Err(Errno::ESRCH) = killpg(group, None) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| live_member(&stat, group.as_raw()))
+}
+
+/// Parses `/proc/PID/stat` ("pid (comm) state ppid pgrp ..."; comm may hold spaces and
+/// parentheses): is it a live member of `group`?
+fn live_member(stat: &str, group: i32) -> bool {
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("Z");
+    let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+    pgrp == Some(group) && !matches!(state, "Z" | "X")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_is_parsed_past_odd_names() {
+        assert!(live_member("12 (a b) c) S 1 40 40 0", 40));
+        assert!(!live_member("12 (sleep) Z 1 40 40 0", 40));
+        assert!(!live_member("12 (sleep) S 1 41 41 0", 40));
+        assert!(!live_member("garbage", 40));
+    }
+}

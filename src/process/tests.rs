@@ -1,0 +1,112 @@
+//! Unit tests of spawning and supervision with real `sh`.
+
+use super::*;
+use tokio::sync::mpsc;
+
+fn sh(script: &str) -> CommandSpec {
+    CommandSpec::from_argv(&["sh", "-c", script]).expect("non-empty argv")
+}
+
+fn no_limits() -> Limits {
+    Limits {
+        timeout: None,
+        kill_after: Duration::from_secs(1),
+    }
+}
+
+async fn run(spec: CommandSpec, limits: Limits) -> Outcome {
+    let (_tx, rx) = mpsc::unbounded_channel();
+    spawn(&spec).expect("spawn").supervise(limits, rx).await
+}
+
+#[tokio::test]
+async fn exit_code_and_signal_are_kept_apart() {
+    let out = run(sh("exit 3"), no_limits()).await;
+    assert_eq!(out.end, ProcessEnd::Exited(3));
+    assert_eq!(out.exit_status(), 3);
+    let out = run(sh("kill -9 $$"), no_limits()).await;
+    assert!(
+        matches!(out.end, ProcessEnd::Signaled { signal: 9, .. }),
+        "{:?}",
+        out.end
+    );
+    assert_eq!(out.exit_status(), 137);
+    assert_eq!(out.termination, Termination::Natural);
+}
+
+#[tokio::test]
+async fn spawn_errors_are_classified() {
+    let spec = CommandSpec::from_argv(&["/nonexistent/prog-xyz"]).expect("argv");
+    assert!(matches!(spawn(&spec), Err(SpawnError::NotFound { .. })));
+    let spec = CommandSpec::from_argv(&["/"]).expect("argv");
+    assert!(matches!(
+        spawn(&spec),
+        Err(SpawnError::CannotExecute { .. })
+    ));
+    assert!(CommandSpec::from_argv::<&str>(&[]).is_none());
+    assert!(CommandSpec::from_argv(&[""]).is_none());
+}
+
+#[tokio::test]
+async fn timeout_terms_then_kills() {
+    let limits = Limits {
+        timeout: Some(Duration::from_millis(100)),
+        kill_after: Duration::from_millis(200),
+    };
+    let out = run(sh("sleep 5"), limits).await;
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert_eq!(out.exit_status(), 124);
+    let out = run(sh("trap '' TERM; sleep 5"), limits).await;
+    assert!(out.killed);
+    assert_eq!(out.exit_status(), 137);
+}
+
+#[tokio::test]
+async fn capture_keeps_the_tail_and_env_is_clean() {
+    let mut spec =
+        sh("printf 'x%.0s' $(seq 1 100); echo \"[${HOME:-none}][$HEARTBEAT_AGENT_JOB]\" >&2");
+    spec.io = Io::Capture { tail_bytes: 20 };
+    spec.env_set
+        .push(("HEARTBEAT_AGENT_JOB".into(), "j1".into()));
+    spec.env_remove.push("HOME".into());
+    let out = run(spec, no_limits()).await;
+    let tail = out.tail.expect("captured");
+    let text = String::from_utf8(tail.contents()).expect("utf8");
+    assert!(text.ends_with("[none][j1]\n"), "{text:?}");
+    assert_eq!(text.len(), 20);
+    assert!(tail.dropped() > 0);
+}
+
+#[tokio::test]
+async fn stop_and_forward_reach_the_group() {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let running = spawn(&sh("trap 'exit 7' USR1; sleep 5 & wait")).expect("spawn");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tx.send(Control::Forward(Signal::SIGUSR1)).expect("send");
+    let out = running.supervise(no_limits(), rx).await;
+    assert_eq!(out.end, ProcessEnd::Exited(7));
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let running = spawn(&sh("sleep 5")).expect("spawn");
+    tx.send(Control::Stop {
+        grace: Duration::from_millis(500),
+    })
+    .expect("send");
+    let out = running.supervise(no_limits(), rx).await;
+    assert_eq!(out.termination, Termination::Stopped);
+    assert_eq!(out.exit_status(), 128 + 15);
+}
+
+#[tokio::test]
+async fn capture_does_not_wait_for_a_background_process_holding_the_pipe() {
+    let mut spec = sh("sleep 3 & echo done");
+    spec.io = Io::Capture { tail_bytes: 100 };
+    let started = std::time::Instant::now();
+    let out = run(spec, no_limits()).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.tail.expect("captured").contents(), b"done\n");
+}

@@ -1,0 +1,178 @@
+//! A small loopback HTTP/1.1 server for the tests: records every request (method, path,
+//! headers) and answers as told: a status, or never (hang). [`refused_url`] gives a URL where
+//! nothing listens.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How the server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Answer with this status and a short body.
+    Status(u16),
+    /// Read the request, record it, then never answer (until the server is dropped).
+    Hang,
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The request target (path and query).
+    pub path: String,
+    /// Header names (lowercased) and values, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Recorded {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    mode: Mutex<Mode>,
+    requests: Mutex<Vec<Recorded>>,
+    stopped: AtomicBool,
+}
+
+/// A running server on 127.0.0.1 (port 0); stops when dropped.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Starts a server answering in `mode`.
+    pub fn start(mode: Mode) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let shared = Arc::new(Shared {
+            mode: Mutex::new(mode),
+            requests: Mutex::new(Vec::new()),
+            stopped: AtomicBool::new(false),
+        });
+        let state = shared.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                if state.stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let state = state.clone();
+                thread::spawn(move || serve(stream, &state));
+            }
+        });
+        Server { addr, shared }
+    }
+
+    /// `http://127.0.0.1:PORT` + `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Changes how later requests are answered.
+    pub fn set_mode(&self, mode: Mode) {
+        *self.shared.mode.lock().expect("mode lock") = mode;
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().expect("requests lock").clone()
+    }
+
+    /// Waits (polling) until at least `n` requests arrived or `timeout` passed; returns them.
+    pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Recorded> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let requests = self.requests();
+            if requests.len() >= n || Instant::now() >= deadline {
+                return requests;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_owned();
+    let path = parts.next().unwrap_or_default().to_owned();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.trim_end().split_once(':') {
+            let name = name.trim().to_ascii_lowercase();
+            if name == "content-length" {
+                length = value.trim().parse().unwrap_or(0);
+            }
+            headers.push((name, value.trim().to_owned()));
+        }
+    }
+    let mut body = vec![0u8; length.min(1 << 20)];
+    let _ = reader.read_exact(&mut body);
+    shared
+        .requests
+        .lock()
+        .expect("requests lock")
+        .push(Recorded {
+            method,
+            path,
+            headers,
+        });
+    let mode = *shared.mode.lock().expect("mode lock");
+    let mut stream = reader.into_inner();
+    match mode {
+        Mode::Status(code) => {
+            let body = format!("status {code}\n");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        Mode::Hang => {
+            while !shared.stopped.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// A URL on 127.0.0.1 where nothing listens (connections are refused).
+pub fn refused_url(path: &str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    format!("http://{addr}{path}")
+}
