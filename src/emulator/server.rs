@@ -23,6 +23,7 @@ use super::resources::ListQuery;
 use super::state::{lock, timestamp, Listener, RecordedRequest, Shared};
 use super::validate::{bad, parse_object};
 use super::{admin, openapi, pings};
+use crate::api::model::ErrorBody;
 
 /// Largest request body read; larger ones get a 400.
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -83,17 +84,19 @@ impl ApiError {
         }
     }
 
-    /// The JSON body.
+    /// The JSON body, built with the client's own [`ErrorBody`] so both sides share one shape.
     pub fn body(&self) -> Value {
         let reason = StatusCode::from_u16(self.status)
             .ok()
             .and_then(|s| s.canonical_reason())
             .unwrap_or("Error");
-        let mut body = json!({"statusCode": self.status, "error": reason, "message": self.message});
-        if let Some(attributes) = &self.attributes {
-            body["attributes"] = attributes.clone();
-        }
-        body
+        let body = ErrorBody {
+            status_code: self.status,
+            error: reason.to_owned(),
+            message: Some(self.message.clone()),
+            attributes: self.attributes.clone(),
+        };
+        serde_json::to_value(body).unwrap_or(Value::Null)
     }
 }
 
@@ -443,9 +446,9 @@ fn route(
                 .check_json(id, ping_base)
                 .ok_or_else(ApiError::not_found)?
         }
-        (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => {
-            store.events_json(check).ok_or_else(ApiError::not_found)?
-        }
+        (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => store
+            .events_json(check, now)
+            .ok_or_else(ApiError::not_found)?,
         (Method::GET, ["v1", "checks", "heartbeats", check, "events", event]) => store
             .event_json(check, event, now)
             .ok_or_else(ApiError::not_found)?,

@@ -98,6 +98,12 @@ pub enum Kind {
     RetryStrategy,
     /// The heartbeat object of a check (period, grace, units, token).
     Heartbeat,
+    /// An `alertSettings` object.
+    AlertSettings,
+    /// A `triggerIncident` object.
+    TriggerIncident,
+    /// A check group's `apiCheckDefaults` object.
+    ApiCheckDefaults,
 }
 
 /// One field of a resource table.
@@ -168,12 +174,6 @@ pub const NON_EMPTY: Kind = Kind::Str {
 /// An integer field without bounds.
 pub const INT: Kind = Kind::Num {
     integer: true,
-    min: None,
-    max: None,
-};
-/// A number field without bounds.
-pub const NUM: Kind = Kind::Num {
-    integer: false,
     min: None,
     max: None,
 };
@@ -299,6 +299,9 @@ pub fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiError> {
         }
         Kind::RetryStrategy => check_retry_strategy(name, value),
         Kind::Heartbeat => check_heartbeat(name, value),
+        Kind::AlertSettings => super::shapes::alert_settings(name, value),
+        Kind::TriggerIncident => super::shapes::trigger_incident(name, value),
+        Kind::ApiCheckDefaults => super::shapes::api_check_defaults(name, value),
         _ => Ok(value.clone()),
     }
 }
@@ -394,7 +397,7 @@ fn check_retry_strategy(name: &str, value: &Value) -> Result<Value, ApiError> {
         Field::optional("type", NON_EMPTY),
         Field::optional("baseBackoffSeconds", non_negative),
         Field::optional("sameRegion", Kind::Bool),
-        Field::optional("maxRetries", non_negative),
+        Field::optional("maxRetries", super::shapes::COUNT),
         Field::optional("maxDurationSeconds", non_negative),
         Field::optional("onlyOn", Kind::Strings),
     ];
@@ -412,9 +415,9 @@ fn check_heartbeat(name: &str, value: &Value) -> Result<Value, ApiError> {
         .ok_or_else(|| bad(name, "must be of type object"))?;
     let units: Vec<&str> = UNITS.iter().map(|(unit, _)| *unit).collect();
     let table = [
-        Field::required("period", NUM),
+        Field::required("period", INT),
         Field::required("periodUnit", STR),
-        Field::required("grace", NUM),
+        Field::required("grace", INT),
         Field::required("graceUnit", STR),
         Field::optional("pingToken", NON_EMPTY),
         Field::optional("pingUrl", STR),

@@ -1,0 +1,168 @@
+//! Nested objects of the spec that requests carry: alert settings, the incident trigger and a
+//! group's API check defaults. They are checked field by field, so the emulator never stores
+//! (and echoes back) a shape the spec, and so the typed client, cannot read: counts are
+//! non-negative integers, texts are strings, flags are booleans.
+
+use serde_json::{json, Value};
+
+use super::server::ApiError;
+use super::validate::{bad, normalize, Field, Kind, STR};
+
+/// A count: an integer from 0 to `u32::MAX` (the client reads counts as `u32`).
+pub const COUNT: Kind = Kind::Num {
+    integer: true,
+    min: Some(0.0),
+    max: Some(u32::MAX as f64),
+};
+
+/// Checks an `alertSettings` object.
+pub fn alert_settings(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let table = [
+        Field::optional("escalationType", STR),
+        Field::optional("runBasedEscalation", Kind::Object),
+        Field::optional("reminders", Kind::Object),
+        Field::optional("parallelRunFailureThreshold", Kind::Object),
+    ];
+    let mut out = object(name, value, &table)?;
+    let nested: [(&str, Vec<Field>); 3] = [
+        (
+            "runBasedEscalation",
+            vec![Field::optional("failedRunThreshold", COUNT)],
+        ),
+        (
+            "reminders",
+            vec![
+                Field::optional("amount", COUNT),
+                Field::optional("interval", COUNT),
+            ],
+        ),
+        (
+            "parallelRunFailureThreshold",
+            vec![
+                Field::optional("enabled", Kind::Bool),
+                Field::optional(
+                    "percentage",
+                    Kind::Num {
+                        integer: false,
+                        min: Some(0.0),
+                        max: Some(100.0),
+                    },
+                ),
+            ],
+        ),
+    ];
+    for (key, table) in nested {
+        if let Some(inner) = out.get(key) {
+            let checked = object(&format!("{name}.{key}"), inner, &table)?;
+            out.insert(key.to_owned(), Value::Object(checked));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks a `triggerIncident` object.
+pub fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let table = [
+        Field::optional("serviceId", STR),
+        Field::optional("name", STR),
+        Field::optional("description", STR),
+        Field::optional("notifySubscribers", Kind::Bool),
+    ];
+    object(name, value, &table).map(Value::Object)
+}
+
+/// Checks a check group's `apiCheckDefaults`; lists not sent become `[]`.
+pub fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let table = [
+        Field::optional("url", STR),
+        Field::new("headers", Kind::Array, json!([])),
+        Field::new("queryParameters", Kind::Array, json!([])),
+        Field::new("assertions", Kind::Array, json!([])),
+        Field::optional("basicAuth", Kind::Object),
+    ];
+    let mut out = object(name, value, &table)?;
+    let pair = [
+        Field::new("key", STR, json!("")),
+        Field::new("value", STR, json!("")),
+    ];
+    let assertion = [
+        Field::new("source", STR, json!("")),
+        Field::new("comparison", STR, json!("")),
+        Field::new("target", STR, json!("")),
+    ];
+    let lists: [(&str, &[Field]); 3] = [
+        ("headers", &pair),
+        ("queryParameters", &pair),
+        ("assertions", &assertion),
+    ];
+    for (key, table) in lists {
+        let items = out[key].as_array().cloned().unwrap_or_default();
+        let mut checked = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            checked.push(Value::Object(object(
+                &format!("{name}.{key}[{i}]"),
+                item,
+                table,
+            )?));
+        }
+        out.insert(key.to_owned(), Value::Array(checked));
+    }
+    if let Some(auth) = out.get("basicAuth") {
+        let table = [
+            Field::new("username", STR, json!("")),
+            Field::new("password", STR, json!("")),
+        ];
+        let checked = object(&format!("{name}.basicAuth"), auth, &table)?;
+        out.insert("basicAuth".into(), Value::Object(checked));
+    }
+    Ok(Value::Object(out))
+}
+
+fn object(
+    name: &str,
+    value: &Value,
+    table: &[Field],
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let map = value
+        .as_object()
+        .ok_or_else(|| bad(name, "must be of type object"))?;
+    normalize(map, table, name, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_must_be_non_negative_integers() {
+        let err = alert_settings("alertSettings", &json!({"reminders": {"amount": 1.5}}))
+            .expect_err("fraction");
+        assert_eq!(
+            err.message,
+            "\"alertSettings.reminders.amount\" must be an integer"
+        );
+        let ok = alert_settings(
+            "alertSettings",
+            &json!({"escalationType": "RUN_BASED", "runBasedEscalation": {"failedRunThreshold": 2}}),
+        )
+        .expect("valid");
+        assert_eq!(ok["runBasedEscalation"]["failedRunThreshold"], 2);
+    }
+
+    #[test]
+    fn defaults_items_are_objects_of_strings() {
+        let err = api_check_defaults("apiCheckDefaults", &json!({"headers": [{"key": 1}]}))
+            .expect_err("number key");
+        assert_eq!(
+            err.message,
+            "\"apiCheckDefaults.headers[0].key\" must be a string"
+        );
+        let ok = api_check_defaults("apiCheckDefaults", &json!({"url": "https://x"})).expect("ok");
+        assert_eq!(ok["assertions"], json!([]));
+        let err = trigger_incident("triggerIncident", &json!({"notifySubscribers": "yes"}))
+            .expect_err("not a boolean");
+        assert!(err
+            .message
+            .starts_with("\"triggerIncident.notifySubscribers\""));
+    }
+}

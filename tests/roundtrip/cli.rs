@@ -1,0 +1,164 @@
+//! `heartbeat-agent api ...` as a real process against the emulator, with `--log-level trace`:
+//! answers on stdout, errors on stderr with status and message, exit codes 0/1/2, and the key
+//! nowhere in either stream.
+
+use std::io::Write;
+use std::process::{Output, Stdio};
+
+use heartbeat_agent::emulator::{Fault, FaultKind, RateLimit};
+use serde_json::{json, Value};
+
+use super::{options, CHECK, KEY};
+use crate::util;
+use crate::util::emulator::Background;
+
+/// Runs `heartbeat-agent --log-level trace --base-url <emulator> api ARGS` with `key`.
+fn api(emulator: &Background, key: &str, args: &[&str], stdin: &str) -> Output {
+    let home = tempfile::tempdir().expect("a temporary home");
+    let mut cmd = util::agent(home.path());
+    cmd.args([
+        "--log-level",
+        "trace",
+        "--base-url",
+        emulator.base_url(),
+        "api",
+    ])
+    .args(args)
+    .env("HEARTBEAT_AGENT_API_KEY", key)
+    .env("HEARTBEAT_AGENT_ACCOUNT", emulator.account())
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("the binary starts");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin written");
+    let output = child.wait_with_output().expect("the binary ends");
+    for (name, stream) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+        let text = String::from_utf8_lossy(stream);
+        assert!(!text.contains(KEY), "the key is in {name}: {text}");
+        assert!(!text.contains(key), "the key sent is in {name}: {text}");
+    }
+    output
+}
+
+fn ok_json(output: &Output) -> Value {
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(output));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn commands_round_trip_through_the_binary() {
+    let emulator = Background::start_with(options(RateLimit::default()));
+    let all = ok_json(&api(
+        &emulator,
+        KEY,
+        &["status-page-services", "list", "--all", "--limit", "1"],
+        "",
+    ));
+    assert_eq!(all["length"], 2);
+    assert_eq!(all["entries"][1]["name"], "Dashboard");
+    assert_eq!(all["nextId"], Value::Null);
+    let pages = emulator
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/v1/status-pages/services")
+        .count();
+    assert_eq!(pages, 2, "--all followed nextId");
+
+    let body = json!({"script": "", "name": "nightly backup",
+        "heartbeat": {"period": 2, "periodUnit": "hours", "grace": 5, "graceUnit": "minutes"}});
+    let check = ok_json(&api(
+        &emulator,
+        KEY,
+        &["heartbeat", "update", CHECK, "--body", "-"],
+        &body.to_string(),
+    ));
+    assert_eq!(check["heartbeat"]["period"], 2);
+    assert_eq!(check["heartbeat"]["periodUnit"], "hours");
+    let url = check["heartbeat"]["pingUrl"].as_str().expect("pingUrl");
+    assert!(url.starts_with(emulator.ping_url()), "{url}");
+
+    let events = ok_json(&api(&emulator, KEY, &["heartbeat", "events", CHECK], ""));
+    assert_eq!(events[0]["events"], json!([]), "never pinged");
+    let statuses = ok_json(&api(&emulator, KEY, &["check-statuses"], ""));
+    assert_eq!(statuses[0]["checkId"], CHECK);
+    let dates = [
+        "maintenance",
+        "set-dates",
+        "7",
+        "m-2026-12-01",
+        "--starts-at",
+        "2026-12-10",
+        "--ends-at",
+        "2026-12-11",
+    ];
+    let moved = ok_json(&api(&emulator, KEY, &dates, ""));
+    assert_eq!(moved["updates"][0]["previousStartsAt"], "2026-12-01");
+    let deleted = api(&emulator, KEY, &["snippet", "delete", "11"], "");
+    assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
+    assert!(deleted.stdout.is_empty());
+}
+
+#[test]
+fn failures_exit_1_with_status_and_message_and_never_the_key() {
+    let emulator = Background::start_with(options(RateLimit::default()));
+    let wrong = api(&emulator, "sk_wrong_key_1234", &["check-statuses"], "");
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        stderr(&wrong).contains("api error 401 Unauthorized: Bad Token"),
+        "{}",
+        stderr(&wrong)
+    );
+    let missing = api(&emulator, KEY, &["check-group", "get", "999"], "");
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("api error 404 Not Found: Not Found (GET /v1/check-groups/999)"),
+        "{}",
+        stderr(&missing)
+    );
+    let invalid = api(
+        &emulator,
+        KEY,
+        &["check-group", "update", "42", "--body", "-"],
+        r#"{"name": "g", "concurrency": 0}"#,
+    );
+    assert_eq!(invalid.status.code(), Some(1));
+    assert!(
+        stderr(&invalid).contains("api error 400 Bad Request: \"concurrency\""),
+        "{}",
+        stderr(&invalid)
+    );
+    let mut storm = Fault::new(FaultKind::RateLimit).path("/v1/check-statuses");
+    storm.retry_after = Some(json!(0));
+    emulator.add_fault(storm);
+    let limited = api(&emulator, KEY, &["check-statuses"], "");
+    assert_eq!(limited.status.code(), Some(1));
+    assert!(
+        stderr(&limited).contains("api error 429 Too Many Requests"),
+        "{}",
+        stderr(&limited)
+    );
+    emulator.clear_faults();
+    emulator.add_fault(
+        Fault::new(FaultKind::Status)
+            .path("/v1/check-statuses")
+            .times(4),
+    );
+    let broken = api(&emulator, KEY, &["check-statuses"], "");
+    assert_eq!(broken.status.code(), Some(1), "{}", stderr(&broken));
+    let usage = api(&emulator, KEY, &["check-group", "get", "not-a-number"], "");
+    assert_eq!(usage.status.code(), Some(2));
+}
