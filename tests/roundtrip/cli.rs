@@ -2,7 +2,7 @@
 //! answers on stdout, errors on stderr with status and message, exit codes 0/1/2, and the key
 //! nowhere in either stream.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Output, Stdio};
 
 use heartbeat_agent::emulator::{Fault, FaultKind, RateLimit};
@@ -14,21 +14,20 @@ use crate::util::emulator::Background;
 
 /// Runs `heartbeat-agent --log-level trace --base-url <emulator> api ARGS` with `key`.
 fn api(emulator: &Background, key: &str, args: &[&str], stdin: &str) -> Output {
+    api_at(emulator.base_url(), emulator.account(), key, args, stdin)
+}
+
+/// Runs `api ARGS` against `base_url`; asserts neither stream holds `KEY` or `key`.
+fn api_at(base_url: &str, account: &str, key: &str, args: &[&str], stdin: &str) -> Output {
     let home = tempfile::tempdir().expect("a temporary home");
     let mut cmd = util::agent(home.path());
-    cmd.args([
-        "--log-level",
-        "trace",
-        "--base-url",
-        emulator.base_url(),
-        "api",
-    ])
-    .args(args)
-    .env("HEARTBEAT_AGENT_API_KEY", key)
-    .env("HEARTBEAT_AGENT_ACCOUNT", emulator.account())
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    cmd.args(["--log-level", "trace", "--base-url", base_url, "api"])
+        .args(args)
+        .env("HEARTBEAT_AGENT_API_KEY", key)
+        .env("HEARTBEAT_AGENT_ACCOUNT", account)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("the binary starts");
     child
         .stdin
@@ -161,4 +160,72 @@ fn failures_exit_1_with_status_and_message_and_never_the_key() {
     assert_eq!(broken.status.code(), Some(1), "{}", stderr(&broken));
     let usage = api(&emulator, KEY, &["check-group", "get", "not-a-number"], "");
     assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
+fn list_all_against_the_emulator_binary_with_trace_logs_on_both_sides() {
+    let home = tempfile::tempdir().expect("a temporary home");
+    let fixtures = crate::util::emulator::example_fixtures_path();
+    let mut emulator = util::agent(home.path())
+        .args([
+            "--log-level",
+            "trace",
+            "emulator",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--ping-listen",
+            "127.0.0.1:0",
+            "--api-key",
+            KEY,
+            "--fixtures",
+        ])
+        .arg(&fixtures)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the emulator starts");
+    let mut lines = BufReader::new(emulator.stdout.take().expect("piped")).lines();
+    let base_url = lines
+        .next()
+        .and_then(Result::ok)
+        .and_then(|line| line.strip_prefix("base_url=").map(str::to_owned))
+        .expect("a base_url= line");
+    let account = heartbeat_agent::emulator::DEFAULT_ACCOUNT;
+    let args = ["status-page-services", "list", "--all", "--limit", "1"];
+    let all = ok_json(&api_at(&base_url, account, KEY, &args, ""));
+    let names: Vec<&str> = all["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(names, ["API", "Dashboard"]);
+    let refused = api_at(
+        &base_url,
+        account,
+        "sk_wrong_key_5678",
+        &["check-statuses"],
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(1));
+
+    let pid = nix::unistd::Pid::from_raw(emulator.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+    let mut log = String::new();
+    emulator
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut log)
+        .expect("stderr read");
+    assert_eq!(emulator.wait().expect("exits").code(), Some(0), "{log}");
+    assert!(
+        log.contains("emulator listening"),
+        "trace logs were written: {log}"
+    );
+    for secret in [KEY, "sk_wrong_key_5678"] {
+        assert!(!log.contains(secret), "the emulator logged a key: {log}");
+    }
 }
