@@ -229,3 +229,45 @@ fn list_all_against_the_emulator_binary_with_trace_logs_on_both_sides() {
         assert!(!log.contains(secret), "the emulator logged a key: {log}");
     }
 }
+
+#[test]
+fn answers_are_pretty_on_a_terminal() {
+    let emulator = Background::start_with(options(RateLimit::default()));
+    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    let home = tempfile::tempdir().expect("a temporary home");
+    let mut cmd = util::agent(home.path());
+    cmd.args([
+        "--base-url",
+        emulator.base_url(),
+        "api",
+        "check-group",
+        "get",
+        "42",
+    ])
+    .env("HEARTBEAT_AGENT_API_KEY", KEY)
+    .env("HEARTBEAT_AGENT_ACCOUNT", emulator.account())
+    .stdin(Stdio::null())
+    .stdout(Stdio::from(pty.slave))
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("the binary starts");
+    // The command holds the only other copy of the terminal's slave side: close it, so reading
+    // the master ends (EIO) when the child exits.
+    drop(cmd);
+    let mut master = std::fs::File::from(pty.master);
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match master.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+        }
+    }
+    assert!(child.wait().expect("exits").success());
+    let text = String::from_utf8_lossy(&bytes).replace("\r\n", "\n");
+    assert!(
+        text.starts_with("{\n  \""),
+        "pretty JSON on a terminal: {text:?}"
+    );
+    let group: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(group["id"], 42);
+}
