@@ -251,6 +251,15 @@ async fn every_operation_round_trips_through_the_typed_client() {
     api.delete_snippet(11).await.expect("delete snippet");
     let gone = api.delete_snippet(11).await.expect_err("deleted twice");
     assert!(gone.is_not_found(), "{gone}");
+    for request in emulator.requests() {
+        let content_type = request.headers.get("content-type").map(String::as_str);
+        let expected = (!request.body.is_empty()).then_some("application/json");
+        assert_eq!(
+            content_type, expected,
+            "{} {}",
+            request.method, request.path
+        );
+    }
     let operations: Vec<String> = emulator
         .requests()
         .iter()

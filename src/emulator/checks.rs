@@ -103,7 +103,7 @@ fn fixture_table() -> Vec<Field> {
     table.extend([
         Field::optional("id", NON_EMPTY),
         Field::optional("checkType", STR),
-        Field::nullable("alertChannels", Kind::Object, Value::Null),
+        Field::nullable("alertChannels", Kind::AlertChannels, Value::Null),
         Field::optional("created_at", Kind::Date),
         Field::nullable("updated_at", Kind::DateTime, Value::Null),
     ]);

@@ -354,8 +354,31 @@ fn api(
         };
     }
     authorize(shared, headers)
+        .and_then(|()| json_body(headers, body))
         .and_then(|()| route(shared, method, path, query, body))
         .unwrap_or_else(Reply::from)
+}
+
+/// 415 for a body sent with a `Content-Type` that is not JSON (the spec: requests with a body
+/// are `application/json`). A body without the header is read as JSON, as the real service
+/// does by default.
+fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let media = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if body.is_empty() || media == "application/json" || media.ends_with("+json") {
+        Ok(())
+    } else {
+        Err(ApiError::new(415, "Unsupported Media Type"))
+    }
 }
 
 /// 401 for a missing or wrong bearer token, 429 over the rate limit (every authenticated request

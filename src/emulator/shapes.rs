@@ -118,6 +118,98 @@ pub fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> 
     Ok(Value::Object(out))
 }
 
+/// Checks an `alertChannels` object (fixtures only; the API answers it, never takes it).
+pub fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let lists = [
+        Field::new("email", Kind::Array, json!([])),
+        Field::new("webhook", Kind::Array, json!([])),
+        Field::new("slack", Kind::Array, json!([])),
+        Field::new("sms", Kind::Array, json!([])),
+    ];
+    let mut out = object(name, value, &lists)?;
+    let pairs = Kind::Array;
+    let tables: [(&str, Vec<Field>); 4] = [
+        ("email", vec![Field::new("address", STR, json!(""))]),
+        (
+            "webhook",
+            vec![
+                Field::new("url", STR, json!("")),
+                Field::optional("name", STR),
+                Field::optional("method", STR),
+                Field::new("headers", pairs, json!([])),
+                Field::new("queryParameters", pairs, json!([])),
+            ],
+        ),
+        ("slack", vec![Field::new("url", STR, json!(""))]),
+        (
+            "sms",
+            vec![
+                Field::new("number", STR, json!("")),
+                Field::optional("name", STR),
+            ],
+        ),
+    ];
+    let locked = [
+        Field::new("key", STR, json!("")),
+        Field::new("value", STR, json!("")),
+        Field::new("locked", Kind::Bool, json!(false)),
+    ];
+    for (key, table) in tables {
+        let mut checked = Vec::new();
+        for (i, item) in out[key]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let at = format!("{name}.{key}[{i}]");
+            let mut channel = object(&at, item, &table)?;
+            for list in ["headers", "queryParameters"] {
+                if let Some(Value::Array(items)) = channel.get(list).cloned() {
+                    let mut pairs = Vec::new();
+                    for (j, pair) in items.iter().enumerate() {
+                        let at = format!("{at}.{list}[{j}]");
+                        pairs.push(Value::Object(object(&at, pair, &locked)?));
+                    }
+                    channel.insert(list.to_owned(), Value::Array(pairs));
+                }
+            }
+            checked.push(Value::Object(channel));
+        }
+        out.insert(key.to_owned(), Value::Array(checked));
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks an extra item of the check statuses list (fixtures): `null`, or a check status
+/// object with `name` and the spec's types.
+pub fn check_status(name: &str, value: &Value) -> Result<Value, ApiError> {
+    if value.is_null() {
+        return Ok(Value::Null);
+    }
+    let number = Kind::Num {
+        integer: false,
+        min: None,
+        max: None,
+    };
+    let table = [
+        Field::required("name", STR),
+        Field::optional("checkId", STR),
+        Field::new("hasFailures", Kind::Bool, json!(false)),
+        Field::new("hasErrors", Kind::Bool, json!(false)),
+        Field::new("isDegraded", Kind::Bool, json!(false)),
+        Field::nullable("longestRun", number, Value::Null),
+        Field::nullable("shortestRun", number, Value::Null),
+        Field::nullable("lastRunLocation", STR, Value::Null),
+        Field::nullable("lastCheckRunId", STR, Value::Null),
+        Field::nullable("sslDaysRemaining", super::validate::INT, Value::Null),
+        Field::optional("created_at", Kind::Date),
+        Field::nullable("updated_at", Kind::DateTime, Value::Null),
+    ];
+    object(name, value, &table).map(Value::Object)
+}
+
 fn object(
     name: &str,
     value: &Value,
@@ -159,6 +251,18 @@ mod tests {
         );
         let ok = api_check_defaults("apiCheckDefaults", &json!({"url": "https://x"})).expect("ok");
         assert_eq!(ok["assertions"], json!([]));
+        let err = alert_channels("alertChannels", &json!({"email": [{"address": 7}]}))
+            .expect_err("number address");
+        assert_eq!(
+            err.message,
+            "\"alertChannels.email[0].address\" must be a string"
+        );
+        let err = check_status("value", &json!({"checkId": "c"})).expect_err("no name");
+        assert_eq!(err.message, "\"value.name\" is required");
+        assert_eq!(
+            check_status("value", &Value::Null).expect("null is allowed"),
+            Value::Null
+        );
         let err = trigger_incident("triggerIncident", &json!({"notifySubscribers": "yes"}))
             .expect_err("not a boolean");
         assert!(err

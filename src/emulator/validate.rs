@@ -104,6 +104,8 @@ pub enum Kind {
     TriggerIncident,
     /// A check group's `apiCheckDefaults` object.
     ApiCheckDefaults,
+    /// An `alertChannels` object (response-only; fixtures set it).
+    AlertChannels,
 }
 
 /// One field of a resource table.
@@ -302,6 +304,7 @@ pub fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiError> {
         Kind::AlertSettings => super::shapes::alert_settings(name, value),
         Kind::TriggerIncident => super::shapes::trigger_incident(name, value),
         Kind::ApiCheckDefaults => super::shapes::api_check_defaults(name, value),
+        Kind::AlertChannels => super::shapes::alert_channels(name, value),
         _ => Ok(value.clone()),
     }
 }
