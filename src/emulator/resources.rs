@@ -71,7 +71,7 @@ fn group_table() -> Vec<Field> {
             Kind::Num {
                 integer: true,
                 min: Some(1.0),
-                max: None,
+                max: Some(f64::from(u32::MAX)),
             },
             json!(3),
         ),

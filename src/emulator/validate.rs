@@ -173,12 +173,16 @@ pub const NON_EMPTY: Kind = Kind::Str {
     max_len: None,
     non_empty: true,
 };
-/// An integer field without bounds.
+/// An integer field.
+/// Bounded to JavaScript's safe integers, as a Node.js service (and a client reading `i64`)
+/// can hold them exactly.
 pub const INT: Kind = Kind::Num {
     integer: true,
-    min: None,
-    max: None,
+    min: Some(-MAX_SAFE_INTEGER),
+    max: Some(MAX_SAFE_INTEGER),
 };
+/// `Number.MAX_SAFE_INTEGER`: 2^53 - 1.
+pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A 400 naming `field`: `"field" <what>`.
 pub fn bad(field: &str, what: impl std::fmt::Display) -> ApiError {
