@@ -26,6 +26,7 @@ mod fixtures;
 mod openapi;
 mod pings;
 mod resources;
+mod selfcheck;
 mod server;
 mod shapes;
 mod state;

@@ -24,6 +24,7 @@ use super::state::{lock, timestamp, Listener, RecordedRequest, Shared};
 use super::validate::{bad, parse_object};
 use super::{admin, openapi, pings};
 use crate::api::model::ErrorBody;
+use crate::api::Operation as Op;
 
 /// Largest request body read; larger ones get a 400.
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -444,45 +445,64 @@ fn route(
     let account = &shared.config.account;
     let ping_base = &shared.config.ping_base;
     let (mut store, now) = shared.store();
-    let reply = match (method.clone(), segments.as_slice()) {
+    let (operation, reply) = match (method.clone(), segments.as_slice()) {
         (Method::GET, ["v1", "status-pages", "services"]) => {
             let query = ListQuery {
                 limit: param("limit"),
                 next_id: param("nextId"),
                 paginated: param("paginated"),
             };
-            store.list_services(&query)?
+            (Op::ListStatusPageServices, store.list_services(&query)?)
         }
         (Method::POST, ["v1", "status-pages", "services"]) => {
-            store.create_service(&parse_object(body)?, account, now)?
+            let body = parse_object(body)?;
+            (
+                Op::CreateStatusPageService,
+                store.create_service(&body, account, now)?,
+            )
         }
         (Method::GET, ["v1", "maintenance-windows", window, "maintenances", id]) => {
-            store.maintenance(window, id)?
+            (Op::GetMaintenance, store.maintenance(window, id)?)
         }
         (Method::PATCH, ["v1", "maintenance-windows", window, "maintenances", id]) => {
-            store.patch_maintenance(window, id, &parse_object(body)?, now)?
+            let body = parse_object(body)?;
+            (
+                Op::UpdateMaintenanceDates,
+                store.patch_maintenance(window, id, &body, now)?,
+            )
         }
         (Method::PUT, ["v1", "checks", "heartbeat", id]) => {
             bool_param(&pairs, "autoAssignAlerts")?;
             store.put_check(id, &parse_object(body)?, now)?;
-            store
-                .check_json(id, ping_base)
-                .ok_or_else(ApiError::not_found)?
+            let check = store.check_json(id, ping_base);
+            (
+                Op::UpdateHeartbeatCheck,
+                check.ok_or_else(ApiError::not_found)?,
+            )
         }
-        (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => store
-            .events_json(check, now)
-            .ok_or_else(ApiError::not_found)?,
-        (Method::GET, ["v1", "checks", "heartbeats", check, "events", event]) => store
-            .event_json(check, event, now)
-            .ok_or_else(ApiError::not_found)?,
-        (Method::GET, ["v1", "check-groups", id]) => store.group(id)?,
+        (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => {
+            let events = store.events_json(check, now);
+            (
+                Op::ListHeartbeatEvents,
+                events.ok_or_else(ApiError::not_found)?,
+            )
+        }
+        (Method::GET, ["v1", "checks", "heartbeats", check, "events", event]) => {
+            let event = store.event_json(check, event, now);
+            (
+                Op::GetHeartbeatEvent,
+                event.ok_or_else(ApiError::not_found)?,
+            )
+        }
+        (Method::GET, ["v1", "check-groups", id]) => (Op::GetCheckGroup, store.group(id)?),
         (Method::PUT, ["v2", "check-groups", id]) => {
             bool_param(&pairs, "autoAssignAlerts")?;
-            store.put_group(id, &parse_object(body)?, now)?
+            let body = parse_object(body)?;
+            (Op::UpdateCheckGroup, store.put_group(id, &body, now)?)
         }
-        (Method::GET, ["v1", "check-statuses"]) => store.statuses_json(),
+        (Method::GET, ["v1", "check-statuses"]) => (Op::ListCheckStatuses, store.statuses_json()),
         (Method::GET, ["v1", "test-session-error-groups", "projects", project]) => {
-            store.error_groups_json(project)?
+            (Op::ListErrorGroups, store.error_groups_json(project)?)
         }
         (Method::DELETE, ["v1", "snippets", id]) => {
             store.delete_snippet(id)?;
@@ -491,6 +511,16 @@ fn route(
         (_, segments) if is_api_path(segments) => return Err(ApiError::method_not_allowed()),
         _ => return Err(ApiError::not_found()),
     };
+    if cfg!(debug_assertions) {
+        // Debug builds (the tests, scripts/schemathesis.sh) prove every answer readable by the
+        // client: one that is not is an emulator bug, answered 500 so fuzzers see it.
+        super::selfcheck::readable(operation, &reply).map_err(|detail| {
+            ApiError::new(
+                500,
+                format!("emulator answer to {operation} is not readable by the client: {detail}"),
+            )
+        })?;
+    }
     Ok(Reply::ok(reply))
 }
 
