@@ -179,6 +179,8 @@ fn list_all_against_the_emulator_binary_with_trace_logs_on_both_sides() {
             "127.0.0.1:0",
             "--api-key",
             KEY,
+            "--rate-limit",
+            "3/60",
             "--fixtures",
         ])
         .arg(&fixtures)
@@ -210,6 +212,15 @@ fn list_all_against_the_emulator_binary_with_trace_logs_on_both_sides() {
         "",
     );
     assert_eq!(refused.status.code(), Some(1));
+    // Two pages used two of the three requests the window allows (a 401 does not count).
+    ok_json(&api_at(&base_url, account, KEY, &["check-statuses"], ""));
+    let limited = api_at(&base_url, account, KEY, &["check-statuses"], "");
+    assert_eq!(limited.status.code(), Some(1));
+    assert!(
+        stderr(&limited).contains("api error 429 Too Many Requests: Too Many Requests"),
+        "{}",
+        stderr(&limited)
+    );
 
     let pid = nix::unistd::Pid::from_raw(emulator.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
