@@ -332,7 +332,17 @@ fn check_number(
     if let Some(max) = max.filter(|m| number > *m) {
         return Err(bad(name, format!("must be less than or equal to {max}")));
     }
-    Ok(value.clone())
+    Ok(js_number(value, number))
+}
+
+/// The number as a JavaScript service would echo it: a whole number is written without a
+/// fraction (`2.0` comes back as `2`), so a client reading an integer type can read it.
+fn js_number(value: &Value, number: f64) -> Value {
+    if value.is_f64() && number.fract() == 0.0 && number.abs() <= MAX_SAFE_INTEGER {
+        json!(number as i64)
+    } else {
+        value.clone()
+    }
 }
 
 fn array<'a>(name: &str, value: &'a Value) -> Result<&'a Vec<Value>, ApiError> {
@@ -531,6 +541,22 @@ mod tests {
             .collect();
         let err = message(check("environmentVariables", Kind::EnvVars, &json!(vars)));
         assert!(err.contains("less than or equal to 100 items"), "{err}");
+    }
+
+    #[test]
+    fn whole_numbers_come_back_without_a_fraction() {
+        let id = check("alertChannelId", INT, &json!(3.0)).expect("a whole number");
+        assert!(id.is_i64(), "{id}");
+        let ratio = check(
+            "percentage",
+            Kind::Num {
+                integer: false,
+                min: None,
+                max: None,
+            },
+            &json!(2.5),
+        );
+        assert_eq!(ratio.expect("valid"), json!(2.5));
     }
 
     #[test]
