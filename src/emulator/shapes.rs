@@ -210,6 +210,77 @@ pub fn check_status(name: &str, value: &Value) -> Result<Value, ApiError> {
     object(name, value, &table).map(Value::Object)
 }
 
+/// Which list of fixture-only objects [`objects`] checks.
+#[derive(Debug, Clone, Copy)]
+pub enum List {
+    /// An error group's `pwtMetadata`.
+    PwtMetadata,
+    /// An error group's `rootCauseAnalyses`.
+    RootCauseAnalyses,
+    /// A maintenance's `updates`.
+    MaintenanceUpdates,
+}
+
+/// Checks a list of objects that only fixtures carry (the API builds them itself).
+pub fn objects(name: &str, value: &Value, list: List) -> Result<Value, ApiError> {
+    let table = match list {
+        List::PwtMetadata => vec![
+            Field::optional("projectName", STR),
+            Field::optional("testFile", STR),
+            Field::optional("testTitle", STR),
+            Field::new("suitePath", Kind::Strings, json!([])),
+            Field::optional("specId", STR),
+        ],
+        List::RootCauseAnalyses => vec![
+            Field::new("id", STR, json!("")),
+            Field::optional("created_at", Kind::DateTime),
+            Field::nullable("analysis", Kind::Any, Value::Null),
+            Field::optional("provider", STR),
+            Field::optional("model", STR),
+            Field::optional(
+                "durationMs",
+                Kind::Num {
+                    integer: false,
+                    min: Some(0.0),
+                    max: None,
+                },
+            ),
+            Field::nullable("userContext", Kind::Any, Value::Null),
+        ],
+        List::MaintenanceUpdates => vec![
+            Field::new("id", STR, json!("")),
+            Field::optional("maintenanceWindowId", super::validate::INT),
+            Field::optional("maintenanceId", STR),
+            Field::optional("status", STR),
+            Field::optional("description", STR),
+            Field::optional("notifySubscribers", Kind::Bool),
+            Field::optional("created_at", Kind::Date),
+            Field::optional("previousStatus", STR),
+            Field::optional("previousStartsAt", Kind::Date),
+            Field::optional("previousEndsAt", Kind::Date),
+            Field::optional("dateAdjustments", Kind::Object),
+        ],
+    };
+    let items = value
+        .as_array()
+        .ok_or_else(|| bad(name, "must be an array"))?;
+    let mut checked = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{name}[{i}]");
+        let mut out = object(&at, item, &table)?;
+        if let Some(dates) = out.get("dateAdjustments") {
+            let table = [
+                Field::optional("startsAt", Kind::Date),
+                Field::optional("endsAt", Kind::Date),
+            ];
+            let dates = object(&format!("{at}.dateAdjustments"), dates, &table)?;
+            out.insert("dateAdjustments".into(), Value::Object(dates));
+        }
+        checked.push(Value::Object(out));
+    }
+    Ok(Value::Array(checked))
+}
+
 fn object(
     name: &str,
     value: &Value,
@@ -262,6 +333,14 @@ mod tests {
         assert_eq!(
             check_status("value", &Value::Null).expect("null is allowed"),
             Value::Null
+        );
+        let updates = json!([{"id": "u", "dateAdjustments": {"startsAt": "May"}}]);
+        let err = objects("updates", &updates, List::MaintenanceUpdates).expect_err("bad date");
+        assert!(
+            err.message
+                .starts_with("\"updates[0].dateAdjustments.startsAt\" must be a date"),
+            "{}",
+            err.message
         );
         let err = trigger_incident("triggerIncident", &json!({"notifySubscribers": "yes"}))
             .expect_err("not a boolean");

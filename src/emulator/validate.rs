@@ -106,6 +106,10 @@ pub enum Kind {
     ApiCheckDefaults,
     /// An `alertChannels` object (response-only; fixtures set it).
     AlertChannels,
+    /// A list of fixture-only objects.
+    List(super::shapes::List),
+    /// Any JSON value (shapes the spec does not show).
+    Any,
 }
 
 /// One field of a resource table.
@@ -309,6 +313,7 @@ pub fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiError> {
         Kind::TriggerIncident => super::shapes::trigger_incident(name, value),
         Kind::ApiCheckDefaults => super::shapes::api_check_defaults(name, value),
         Kind::AlertChannels => super::shapes::alert_channels(name, value),
+        Kind::List(list) => super::shapes::objects(name, value, list),
         _ => Ok(value.clone()),
     }
 }
