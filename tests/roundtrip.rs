@@ -342,6 +342,28 @@ async fn each_listed_error_status_becomes_its_typed_error() {
         .expect_err("400");
     assert!(api_error(&err).2.starts_with("\"limit\""), "{err}");
     assert_no_key(&err);
+
+    // 400, 401, 403 and 404 are never retried, even by a client that retries.
+    let retrying = |key: &str| {
+        let policy = RetryPolicy {
+            max_attempts: 4,
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(2),
+            budget: Duration::from_secs(5),
+        };
+        client_with(&emulator, key, policy)
+    };
+    let before = emulator.requests().len();
+    retrying(KEY).get_check_group(999).await.expect_err("404");
+    retrying("sk_wrong_key_0000")
+        .get_check_group(42)
+        .await
+        .expect_err("401");
+    retrying(KEY)
+        .update_check_group(42, &bad_group, None)
+        .await
+        .expect_err("400");
+    assert_eq!(emulator.requests().len() - before, 3, "one attempt each");
 }
 
 #[tokio::test]
