@@ -518,9 +518,19 @@ async fn ping_flow_events_failing_state_and_unknown_states() {
         Some(50.0)
     );
 
-    let injected = emulator
-        .add_heartbeat_event("hb-flow", &json!({"state": "PAUSED", "source": "admin"}))
-        .expect("injected");
+    // Through the admin API, as a test in another language would.
+    let admin = format!(
+        "{}/_emulator/heartbeat-checks/hb-flow/events",
+        emulator.base_url()
+    );
+    let answer = reqwest::Client::new()
+        .post(&admin)
+        .json(&json!({"state": "PAUSED", "source": "admin"}))
+        .send()
+        .await
+        .expect("admin answered");
+    assert_eq!(answer.status().as_u16(), 201);
+    let injected: Value = answer.json().await.expect("the event");
     let id = injected["id"].as_str().expect("id");
     let unknown = api.get_heartbeat_event("hb-flow", id).await.expect("event");
     assert_eq!(unknown.event.state, EventState::Other("PAUSED".into()));
