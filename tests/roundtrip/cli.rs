@@ -194,6 +194,12 @@ fn list_all_against_the_emulator_binary_with_trace_logs_on_both_sides() {
         .and_then(Result::ok)
         .and_then(|line| line.strip_prefix("base_url=").map(str::to_owned))
         .expect("a base_url= line");
+    let ping_url = lines
+        .next()
+        .and_then(Result::ok)
+        .and_then(|line| line.strip_prefix("ping_url=").map(str::to_owned))
+        .expect("a ping_url= line");
+    ping_raw(&ping_url, super::TOKEN);
     let account = heartbeat_agent::emulator::DEFAULT_ACCOUNT;
     let args = ["status-page-services", "list", "--all", "--limit", "1"];
     let all = ok_json(&api_at(&base_url, account, KEY, &args, ""));
@@ -236,9 +242,23 @@ fn list_all_against_the_emulator_binary_with_trace_logs_on_both_sides() {
         log.contains("emulator listening"),
         "trace logs were written: {log}"
     );
-    for secret in [KEY, "sk_wrong_key_5678"] {
-        assert!(!log.contains(secret), "the emulator logged a key: {log}");
+    for secret in [KEY, "sk_wrong_key_5678", super::TOKEN] {
+        assert!(!log.contains(secret), "the emulator logged a secret: {log}");
     }
+}
+
+/// A `GET /{token}` on the ping host over a plain socket; asserts a 200 answer.
+fn ping_raw(ping_url: &str, token: &str) {
+    let addr = ping_url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("the ping host accepts");
+    write!(
+        stream,
+        "GET /{token} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: roundtrip\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request written");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
 #[test]
