@@ -96,16 +96,8 @@ pub fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> 
         ("assertions", &assertion),
     ];
     for (key, table) in lists {
-        let items = out[key].as_array().cloned().unwrap_or_default();
-        let mut checked = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            checked.push(Value::Object(object(
-                &format!("{name}.{key}[{i}]"),
-                item,
-                table,
-            )?));
-        }
-        out.insert(key.to_owned(), Value::Array(checked));
+        let checked = each(&format!("{name}.{key}"), &out[key], table)?;
+        out.insert(key.to_owned(), checked);
     }
     if let Some(auth) = out.get("basicAuth") {
         let table = [
@@ -127,7 +119,6 @@ pub fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
         Field::new("sms", Kind::Array, json!([])),
     ];
     let mut out = object(name, value, &lists)?;
-    let pairs = Kind::Array;
     let tables: [(&str, Vec<Field>); 4] = [
         ("email", vec![Field::new("address", STR, json!(""))]),
         (
@@ -136,8 +127,8 @@ pub fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
                 Field::new("url", STR, json!("")),
                 Field::optional("name", STR),
                 Field::optional("method", STR),
-                Field::new("headers", pairs, json!([])),
-                Field::new("queryParameters", pairs, json!([])),
+                Field::new("headers", Kind::Array, json!([])),
+                Field::new("queryParameters", Kind::Array, json!([])),
             ],
         ),
         ("slack", vec![Field::new("url", STR, json!(""))]),
@@ -149,35 +140,23 @@ pub fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
             ],
         ),
     ];
+    for (key, table) in tables {
+        let checked = each(&format!("{name}.{key}"), &out[key], &table)?;
+        out.insert(key.to_owned(), checked);
+    }
     let locked = [
         Field::new("key", STR, json!("")),
         Field::new("value", STR, json!("")),
         Field::new("locked", Kind::Bool, json!(false)),
     ];
-    for (key, table) in tables {
-        let mut checked = Vec::new();
-        for (i, item) in out[key]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
-            let at = format!("{name}.{key}[{i}]");
-            let mut channel = object(&at, item, &table)?;
+    if let Some(Value::Array(webhooks)) = out.get_mut("webhook") {
+        for (i, webhook) in webhooks.iter_mut().enumerate() {
             for list in ["headers", "queryParameters"] {
-                if let Some(Value::Array(items)) = channel.get(list).cloned() {
-                    let mut pairs = Vec::new();
-                    for (j, pair) in items.iter().enumerate() {
-                        let at = format!("{at}.{list}[{j}]");
-                        pairs.push(Value::Object(object(&at, pair, &locked)?));
-                    }
-                    channel.insert(list.to_owned(), Value::Array(pairs));
-                }
+                let at = format!("{name}.webhook[{i}].{list}");
+                let checked = each(&at, &webhook[list], &locked)?;
+                webhook[list] = checked;
             }
-            checked.push(Value::Object(channel));
         }
-        out.insert(key.to_owned(), Value::Array(checked));
     }
     Ok(Value::Object(out))
 }
@@ -261,22 +240,28 @@ pub fn objects(name: &str, value: &Value, list: List) -> Result<Value, ApiError>
             Field::optional("dateAdjustments", Kind::Object),
         ],
     };
+    let mut checked = each(name, value, &table)?;
+    let dates = [
+        Field::optional("startsAt", Kind::Date),
+        Field::optional("endsAt", Kind::Date),
+    ];
+    for (i, item) in checked.as_array_mut().into_iter().flatten().enumerate() {
+        if let Some(adjustments) = item.get("dateAdjustments") {
+            let at = format!("{name}[{i}].dateAdjustments");
+            item["dateAdjustments"] = Value::Object(object(&at, adjustments, &dates)?);
+        }
+    }
+    Ok(checked)
+}
+
+/// Checks every item of an array as an object of `table`; `name[i]` names a bad one.
+fn each(name: &str, value: &Value, table: &[Field]) -> Result<Value, ApiError> {
     let items = value
         .as_array()
         .ok_or_else(|| bad(name, "must be an array"))?;
     let mut checked = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let at = format!("{name}[{i}]");
-        let mut out = object(&at, item, &table)?;
-        if let Some(dates) = out.get("dateAdjustments") {
-            let table = [
-                Field::optional("startsAt", Kind::Date),
-                Field::optional("endsAt", Kind::Date),
-            ];
-            let dates = object(&format!("{at}.dateAdjustments"), dates, &table)?;
-            out.insert("dateAdjustments".into(), Value::Object(dates));
-        }
-        checked.push(Value::Object(out));
+        checked.push(Value::Object(object(&format!("{name}[{i}]"), item, table)?));
     }
     Ok(Value::Array(checked))
 }
