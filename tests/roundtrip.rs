@@ -536,3 +536,73 @@ async fn ping_flow_events_failing_state_and_unknown_states() {
     assert_eq!(unknown.event.state, EventState::Other("PAUSED".into()));
     assert_eq!(unknown.event.state.as_str(), "PAUSED");
 }
+
+#[tokio::test]
+async fn the_client_survives_dropped_and_hung_requests_without_duplicating_a_post() {
+    let emulator = emulator().await;
+    let mut config = ApiClientConfig::new(emulator.base_url(), Secret::new(KEY));
+    config.account_id = Some(emulator.account().to_owned());
+    config.request_timeout = Duration::from_millis(300);
+    config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
+    config.retry = RetryPolicy {
+        max_attempts: 3,
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(5),
+        budget: Duration::from_secs(5),
+    };
+    let api = ApiClient::new(config).expect("client");
+
+    emulator.add_fault(
+        Fault::new(FaultKind::Drop)
+            .path("/v1/check-groups/42")
+            .times(1),
+    );
+    assert_eq!(api.get_check_group(42).await.expect("retried").id, 42);
+    emulator.add_fault(
+        Fault::new(FaultKind::Hang)
+            .path("/v1/check-statuses")
+            .times(1),
+    );
+    assert!(
+        api.list_check_statuses().await.is_ok(),
+        "a hang times out, the retry answers"
+    );
+
+    emulator.add_fault(
+        Fault::new(FaultKind::Hang)
+            .path("/v1/status-pages/services")
+            .method("POST")
+            .times(1),
+    );
+    let body = CreateStatusPageService {
+        name: "Once".into(),
+    };
+    let err = api
+        .create_status_page_service(&body)
+        .await
+        .expect_err("a timed-out POST is not repeated");
+    assert!(
+        matches!(
+            err,
+            ApiError::Transport {
+                timed_out: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_no_key(&err);
+    let posts = emulator
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count();
+    assert_eq!(posts, 1, "no duplicate service");
+    let attempts: Vec<Option<u16>> = emulator
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(attempts, [None, Some(200), None, Some(200)]);
+}
