@@ -349,8 +349,13 @@ pub async fn deliver_or_queue(
             .inspect_err(|err| warn!(error = %err, "outbox unusable"))
             .ok()
     });
-    outbox::deliver_or_queue_for(ping, budget, outbox.as_ref(), &outbox::PingContext::default())
-        .await
+    outbox::deliver_or_queue_for(
+        ping,
+        budget,
+        outbox.as_ref(),
+        &outbox::PingContext::default(),
+    )
+    .await
 }
 
 /// The ping URL learned for heartbeat check `check_id` through sync, read from the sync state

@@ -37,7 +37,9 @@ pub async fn deliver_or_queue_for(
             error,
             attempts,
             retry_after,
-        } => match outbox.map(|o| o.store(ping, context, *attempts, *retry_after, &error.to_string())) {
+        } => match outbox
+            .map(|o| o.store(ping, context, *attempts, *retry_after, &error.to_string()))
+        {
             Some(Ok(())) => {
                 warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping not delivered; kept in the outbox for a later retry");
             }
@@ -164,7 +166,9 @@ pub async fn drain(outbox: Outbox, cancel: CancellationToken, options: DrainOpti
     let budget = Budget {
         total: options.attempt_timeout,
         attempts: 1,
-        connect_timeout: options.attempt_timeout.min(Budget::default().connect_timeout),
+        connect_timeout: options
+            .attempt_timeout
+            .min(Budget::default().connect_timeout),
     };
     let mut backoff = Backoff::new();
     let mut in_flight: HashMap<String, Claimed> = HashMap::new();
@@ -226,7 +230,8 @@ fn note(backoff: &mut Backoff, key: &str, outcome: &PingOutcome, options: &Drain
     match outcome {
         PingOutcome::Retryable { retry_after, .. } => {
             let failures = backoff.get(key).map_or(0, |(n, _)| *n).saturating_add(1);
-            let pause = backoff::full_jitter(failures - 1, options.backoff_base, options.backoff_cap);
+            let pause =
+                backoff::full_jitter(failures - 1, options.backoff_base, options.backoff_cap);
             let pause = retry_after.map_or(pause, |after| after.max(pause));
             backoff.insert(key.to_owned(), (failures, Instant::now() + pause));
         }

@@ -245,7 +245,11 @@ impl Outbox {
             if fsio::remove_if_present(&path)? {
                 counters.dropped_overflow += 1;
                 let target = entry.map(|e| crate::redact::url(&e.url));
-                warn!(target_url = target.as_deref().unwrap_or("?"), max_entries = self.max_entries, "outbox full: oldest pending ping dropped (raise outbox_max_entries)");
+                warn!(
+                    target_url = target.as_deref().unwrap_or("?"),
+                    max_entries = self.max_entries,
+                    "outbox full: oldest pending ping dropped (raise outbox_max_entries)"
+                );
             }
         }
         Ok(())
@@ -363,7 +367,10 @@ impl Outbox {
                     } else {
                         fsio::rename_durable(&path, &pending)?;
                     }
-                    info!(pid, "took back an outbox entry claimed by a process that is gone");
+                    info!(
+                        pid,
+                        "took back an outbox entry claimed by a process that is gone"
+                    );
                 }
                 FileKind::Temp if temp_writer(&path).is_some_and(|pid| !alive(pid)) => {
                     fsio::remove_if_present(&path)?;
