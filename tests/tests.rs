@@ -6,6 +6,7 @@ mod util;
 mod api;
 mod config;
 mod emulator;
+mod outbox;
 mod run;
 mod schedule;
 mod watch;
