@@ -240,3 +240,46 @@ fn note(backoff: &mut Backoff, key: &str, outcome: &PingOutcome, options: &Drain
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ping::PingError;
+
+    #[test]
+    fn backoff_grows_per_target_and_honours_retry_after() {
+        let options = DrainOptions {
+            backoff_base: Duration::from_millis(10),
+            backoff_cap: Duration::from_millis(40),
+            ..DrainOptions::default()
+        };
+        let mut backoff = Backoff::new();
+        let failed = |retry_after| PingOutcome::Retryable {
+            error: PingError::Status(503),
+            attempts: 1,
+            retry_after,
+        };
+        let before = Instant::now();
+        note(
+            &mut backoff,
+            "a",
+            &failed(Some(Duration::from_secs(7))),
+            &options,
+        );
+        assert!(backoff["a"].1 >= before + Duration::from_secs(7));
+        note(&mut backoff, "a", &failed(None), &options);
+        assert_eq!(backoff["a"].0, 2);
+        assert!(backoff["a"].1 <= Instant::now() + options.backoff_cap);
+        assert!(!backoff.contains_key("b"), "targets back off on their own");
+        note(
+            &mut backoff,
+            "a",
+            &PingOutcome::Delivered {
+                status: 200,
+                attempts: 1,
+            },
+            &options,
+        );
+        assert!(backoff.is_empty());
+    }
+}
