@@ -46,10 +46,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Runs an `outbox` subcommand; returns the exit code.
 pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
     let config = super::run::load_config(global, None);
-    let outbox = match open(global, config.as_ref()) {
-        Ok(outbox) => outbox,
-        Err(code) => return code,
-    };
+    let outbox = open(global, config.as_ref());
     match args.command.unwrap_or(OutboxCommand::List { json: false }) {
         OutboxCommand::List { json } => list(&outbox, json),
         OutboxCommand::Flush { timeout } => flush(&outbox, timeout),
@@ -77,10 +74,10 @@ pub(super) fn state_dir(global: &GlobalArgs, config: Option<&Config>) -> PathBuf
     }
 }
 
-/// Opens the outbox the command works on; `Err` carries the exit code (the message is out).
-pub(super) fn open(global: &GlobalArgs, config: Option<&Config>) -> Result<Outbox, u8> {
+/// The outbox the command works on.
+pub(super) fn open(global: &GlobalArgs, config: Option<&Config>) -> Outbox {
     let max_entries = config.map_or(outbox::DEFAULT_MAX_ENTRIES, |c| c.agent.outbox_max_entries);
-    Outbox::open(&state_dir(global, config), max_entries).map_err(failure)
+    Outbox::new(&state_dir(global, config), max_entries)
 }
 
 fn failure(err: impl std::fmt::Display) -> u8 {

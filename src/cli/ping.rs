@@ -55,8 +55,7 @@ pub fn run(args: PingArgs, global: &GlobalArgs) -> u8 {
         Ok(found) => found,
         Err(code) => return code,
     };
-    // When the outbox is unusable the message is out, and the ping can still be sent.
-    let outbox = super::outbox::open(global, config.as_ref()).ok();
+    let outbox = Some(super::outbox::open(global, config.as_ref()));
     let budget = Budget {
         total: args.ping_timeout,
         ..Budget::default()

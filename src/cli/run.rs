@@ -20,7 +20,7 @@ use tracing::{debug, warn};
 
 use super::{exit, print_error, GlobalArgs};
 use crate::config::{ApiKeySource, Config, Job, JobAction, PingTarget};
-use crate::ping::outbox::{self, Outbox, PassOptions, PingContext};
+use crate::ping::outbox::{self, Outbox, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, SpawnError, Termination};
@@ -424,11 +424,11 @@ fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {
 /// Runs the planned command to its end, then pings; returns the exit status.
 async fn execute(plan: Plan) -> u8 {
     let mut signals = Signals::install();
-    let outbox = open_outbox(&plan);
+    let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries);
     let start = plan.start.clone().map(|ping| {
         let (budget, outbox, context) = (plan.budget, outbox.clone(), plan.ping_context.clone());
         tokio::spawn(async move {
-            outbox::deliver_or_queue_for(&ping, &budget, outbox.as_ref(), &context).await
+            outbox::deliver_or_queue_for(&ping, &budget, Some(&outbox), &context).await
         })
     });
     let (status, success) = match process::spawn(&plan.spec) {
@@ -453,7 +453,7 @@ async fn execute(plan: Plan) -> u8 {
             (outcome.exit_status(), success)
         }
     };
-    if let (false, Some(outbox)) = (success, &outbox) {
+    if !success {
         let job = plan.ping_context.job.as_deref();
         if let Err(err) = outbox.drop_after_failure(job, plan.success.as_ref()) {
             warn!(error = %err, "cannot drop the pending success of this failed run");
@@ -467,66 +467,21 @@ async fn execute(plan: Plan) -> u8 {
         }
         let mut stored = None;
         if let Some(ping) = finish {
-            let outcome = outbox::deliver_or_queue_for(
-                ping,
-                &plan.budget,
-                outbox.as_ref(),
-                &plan.ping_context,
-            )
-            .await;
+            let outcome =
+                outbox::deliver_or_queue_for(ping, &plan.budget, Some(&outbox), &plan.ping_context)
+                    .await;
             if matches!(outcome, PingOutcome::Retryable { .. }) {
                 stored = Some(ping.clone());
             }
         }
-        if let Some(outbox) = &outbox {
-            let left = plan.budget.total.saturating_sub(began.elapsed());
-            catch_up(outbox, &plan.budget, left, stored).await;
-        }
+        let left = plan.budget.total.saturating_sub(began.elapsed());
+        outbox::catch_up(&outbox, &plan.budget, left, stored).await;
     };
     tokio::select! {
         () = pings => {}
         signal = signals.recv() => warn!(signal = %signal, "ping abandoned: the agent was asked to stop"),
     }
     status
-}
-
-/// The outbox of this run's user: opened when there is something to ping or it already exists
-/// (a run that pings nothing does not create state).
-fn open_outbox(plan: &Plan) -> Option<Outbox> {
-    let pings = plan.success.is_some() || plan.fail.is_some() || plan.start.is_some();
-    if !pings && !plan.state_dir.join("outbox").is_dir() {
-        return None;
-    }
-    Outbox::open(&plan.state_dir, plan.outbox_max_entries)
-        .inspect_err(|err| warn!(error = %err, "undelivered pings cannot be kept"))
-        .ok()
-}
-
-/// Gives what the outbox holds one attempt each, concurrently, within what is `left` of the
-/// ping budget, so hosts without the daemon still catch up. `stored` (the ping this run just
-/// failed to send) is not tried again.
-async fn catch_up(outbox: &Outbox, budget: &Budget, left: Duration, stored: Option<Ping>) {
-    if left.is_zero() {
-        return;
-    }
-    let options = PassOptions {
-        budget: Budget {
-            total: left,
-            attempts: 1,
-            connect_timeout: budget.connect_timeout.min(left),
-        },
-        honour_retry_after: true,
-        skip: stored,
-    };
-    match outbox::deliver_pending(outbox, &options).await {
-        Ok(report) => debug!(
-            delivered = report.delivered,
-            failed = report.failed,
-            remaining = report.remaining,
-            "outbox catch-up"
-        ),
-        Err(err) => warn!(error = %err, "cannot deliver what the outbox holds"),
-    }
 }
 
 fn spawn_status(err: &SpawnError) -> u8 {

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::debug;
 
 pub mod backoff;
 mod http1;
@@ -344,11 +344,7 @@ pub async fn deliver_or_queue(
     budget: &Budget,
     state_dir: Option<&Path>,
 ) -> PingOutcome {
-    let outbox = state_dir.and_then(|dir| {
-        outbox::Outbox::open(dir, outbox::DEFAULT_MAX_ENTRIES)
-            .inspect_err(|err| warn!(error = %err, "outbox unusable"))
-            .ok()
-    });
+    let outbox = state_dir.map(|dir| outbox::Outbox::new(dir, outbox::DEFAULT_MAX_ENTRIES));
     outbox::deliver_or_queue_for(
         ping,
         budget,

@@ -117,6 +117,34 @@ pub async fn deliver_pending(
     Ok(report)
 }
 
+/// What a `run` does after its own ping: gives each pending entry one attempt, concurrently,
+/// within `left` of its ping budget (entries under a `Retry-After` are left alone), so hosts
+/// without the daemon still catch up. `stored` (the ping the run just failed to send and
+/// stored) is not tried again. Problems are logged.
+pub async fn catch_up(outbox: &Outbox, budget: &Budget, left: Duration, stored: Option<Ping>) {
+    if left.is_zero() {
+        return;
+    }
+    let options = PassOptions {
+        budget: Budget {
+            total: left,
+            attempts: 1,
+            connect_timeout: budget.connect_timeout.min(left),
+        },
+        honour_retry_after: true,
+        skip: stored,
+    };
+    match deliver_pending(outbox, &options).await {
+        Ok(report) => debug!(
+            delivered = report.delivered,
+            failed = report.failed,
+            remaining = report.remaining,
+            "outbox catch-up"
+        ),
+        Err(err) => warn!(error = %err, "cannot deliver what the outbox holds"),
+    }
+}
+
 async fn attempt(claim: &Claimed, budget: &Budget) -> PingOutcome {
     match claim.entry.ping() {
         Ok(ping) => send(&ping, budget).await,

@@ -31,7 +31,7 @@ mod fsio;
 mod stats;
 
 pub use deliver::{
-    deliver_or_queue_for, deliver_pending, drain, DrainOptions, PassOptions, PassReport,
+    catch_up, deliver_or_queue_for, deliver_pending, drain, DrainOptions, PassOptions, PassReport,
 };
 pub use entry::Entry;
 pub use stats::Stats;
@@ -134,20 +134,21 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// Opens (creating, mode 0700) the outbox under `state_dir`, holding at most `max_entries`.
-    pub fn open(state_dir: &Path, max_entries: usize) -> Result<Outbox, OutboxError> {
-        let dir = state_dir.join("outbox");
-        let outbox = Outbox {
-            dir,
+    /// The outbox under `state_dir`, holding at most `max_entries`. Nothing is created until
+    /// the first ping is stored (then the directory, mode 0700); a missing outbox is empty.
+    pub fn new(state_dir: &Path, max_entries: usize) -> Outbox {
+        Outbox {
+            dir: state_dir.join("outbox"),
             max_entries: max_entries.max(1),
             notify: Arc::new(Notify::new()),
-        };
-        let result = fsio::private_dir(&outbox.failed_dir()).and_then(|()| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&outbox.dir, std::fs::Permissions::from_mode(0o700))
-        });
-        result.map_err(|source| outbox.error(source))?;
-        Ok(outbox)
+        }
+    }
+
+    /// Creates the directory (and `failed/`) with mode 0700, tightening an existing one.
+    fn create(&self) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        fsio::private_dir(&self.failed_dir())?;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
     }
 
     /// The outbox directory.
@@ -182,8 +183,12 @@ impl Outbox {
     }
 
     /// Runs `step` with the directory lock held and the counters loaded, saving them after.
+    /// Without the directory, `step` runs on an empty outbox (nothing to lock, nothing to count).
     fn locked<T>(&self, step: impl FnOnce(&mut Stats) -> io::Result<T>) -> Result<T, OutboxError> {
         let run = || {
+            if !self.dir.is_dir() {
+                return step(&mut Stats::default());
+            }
             let _lock = fsio::DirLock::acquire(&self.dir)?;
             let before = stats::load(&self.dir);
             let mut counters = before;
@@ -212,6 +217,7 @@ impl Outbox {
         entry.last_error = Some(error.to_owned());
         entry.not_before_ms = retry_after.map_or(0, |after| now.saturating_add(millis(after)));
         let path = self.pending_path(&entry.key());
+        self.create().map_err(|err| self.error(err))?;
         self.locked(|counters| {
             if path.exists() {
                 counters.coalesced += 1;
@@ -344,6 +350,7 @@ impl Outbox {
             Ok(entry) => Ok(Some(entry)),
             Err(reason) => {
                 let name = path.file_name().unwrap_or_default().to_string_lossy();
+                fsio::private_dir(&self.failed_dir())?;
                 let aside = self.failed_dir().join(format!("{name}.corrupt"));
                 warn!(file = %path.display(), reason = %reason, moved_to = %aside.display(), "unreadable outbox entry skipped");
                 fsio::rename_durable(path, &aside)?;
@@ -414,6 +421,7 @@ impl Outbox {
                     .failed_dir()
                     .join(format!("{}.{}{PENDING}", claimed.key, entry.created_ms));
                 if claimed.path.exists() {
+                    fsio::private_dir(&self.failed_dir())?;
                     write_entry(&aside, &entry)?;
                     fsio::remove_if_present(&claimed.path)?;
                 }
@@ -496,7 +504,11 @@ impl Outbox {
     /// The entry files in the directory with what each is.
     fn scan(&self) -> io::Result<Vec<(PathBuf, FileKind)>> {
         let mut files = Vec::new();
-        for item in std::fs::read_dir(&self.dir)? {
+        let items = match std::fs::read_dir(&self.dir) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(files),
+            items => items?,
+        };
+        for item in items {
             let item = item?;
             let kind = classify(&item.file_name().to_string_lossy());
             if kind != FileKind::Other {

@@ -8,7 +8,7 @@ fn ping(path: &str) -> Ping {
 }
 
 fn open(dir: &Path, max: usize) -> Outbox {
-    Outbox::open(dir, max).unwrap()
+    Outbox::new(dir, max)
 }
 
 fn store(outbox: &Outbox, path: &str, job: Option<&str>) {
@@ -54,6 +54,7 @@ fn a_claim_is_exclusive_and_a_failed_attempt_puts_it_back_with_retry_after() {
 fn claims_of_dead_processes_and_expired_leases_are_taken_back() {
     let home = tempfile::tempdir().unwrap();
     let outbox = open(home.path(), 10);
+    outbox.create().unwrap();
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = child.id();
     child.wait().unwrap();
