@@ -643,3 +643,56 @@ fn emulator_faults_then_every_pending_ping_is_delivered_once() {
     assert!(outbox.list().expect("list").is_empty());
     assert_eq!(outbox.stats().delivered, 3);
 }
+
+#[test]
+fn retry_after_is_honoured_by_later_runs_but_not_by_flush() {
+    use heartbeat_agent::emulator::{Fault, FaultKind, Listener};
+    let emulator = crate::util::emulator::Background::start();
+    let env = Env::new();
+    let mut urls = Vec::new();
+    for name in ["ra", "other"] {
+        let check = emulator
+            .add_heartbeat_check(&serde_json::json!({
+                "name": name,
+                "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
+                              "pingToken": token(name)}
+            }))
+            .expect("add check");
+        urls.push(
+            check["heartbeat"]["pingUrl"]
+                .as_str()
+                .expect("url")
+                .to_owned(),
+        );
+    }
+    let mut limited = Fault::new(FaultKind::RateLimit).listener(Listener::Ping);
+    limited.retry_after = Some(serde_json::json!(60));
+    let fault = emulator.add_fault(limited);
+    let out = env.output(&["ping", "--ping-url", &urls[0], "--ping-timeout", "300ms"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let listed = env.list();
+    let next = listed["entries"][0]["next_attempt_secs"]
+        .as_u64()
+        .expect("next");
+    assert!((55..=60).contains(&next), "Retry-After kept: {listed:#}");
+
+    emulator.remove_fault(fault);
+    let tried = emulator.pings().len();
+    let out = env.output(&["run", "--ping-url", &urls[1], "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let path = format!("/{}", token("ra"));
+    let after: Vec<_> = emulator.pings().into_iter().skip(tried).collect();
+    assert!(
+        after.iter().all(|r| r.path != path),
+        "a run ignored Retry-After: {after:?}"
+    );
+    assert_eq!(env.list()["entries"].as_array().map(Vec::len), Some(1));
+
+    let out = env.output(&["outbox", "flush"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "flush delivers now: {}",
+        text(&out)
+    );
+}
