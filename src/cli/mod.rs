@@ -11,6 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub mod api;
 pub mod config_cmd;
 pub mod emulator;
+pub mod outbox;
+pub mod ping;
 pub mod run;
 pub mod schedule;
 
@@ -107,6 +109,10 @@ pub enum Command {
     Api(api::ApiCommand),
     /// Serve a local emulator of the monitoring API and its ping host
     Emulator(emulator::EmulatorArgs),
+    /// Send one ping now (kept in the outbox when it cannot be delivered)
+    Ping(ping::PingArgs),
+    /// Show and manage pending pings: list, flush, purge
+    Outbox(outbox::OutboxArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -118,6 +124,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config_cmd::run(cmd, &global),
         Command::Api(cmd) => api::run(cmd, &global),
         Command::Emulator(args) => emulator::run(args, &global),
+        Command::Ping(args) => ping::run(args, &global),
+        Command::Outbox(args) => outbox::run(args, &global),
     };
     ExitCode::from(code)
 }

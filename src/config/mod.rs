@@ -48,6 +48,12 @@ pub struct AgentSettings {
     pub timezone: Tz,
     /// `shutdown_timeout`: how long running jobs get after SIGTERM before SIGKILL (default 30s).
     pub shutdown_timeout: Duration,
+    /// `outbox_max_entries`: the outbox keeps at most this many pending pings, dropping the
+    /// oldest (counted) beyond it (default [`crate::ping::outbox::DEFAULT_MAX_ENTRIES`]).
+    pub outbox_max_entries: usize,
+    /// `outbox_max_age`: a pending success older than this is dropped; `None` means the job's
+    /// period where its schedule is known, else 1 h (see [`crate::ping::outbox::max_age`]).
+    pub outbox_max_age: Option<Duration>,
 }
 
 /// `[api]`.

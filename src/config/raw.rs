@@ -19,6 +19,10 @@ pub struct RawAgent {
     pub timezone: Option<Spanned<String>>,
     /// Grace for running jobs at shutdown.
     pub shutdown_timeout: Option<Spanned<RawDuration>>,
+    /// Bound of the outbox.
+    pub outbox_max_entries: Option<Spanned<i64>>,
+    /// Age limit of pending successes.
+    pub outbox_max_age: Option<Spanned<RawDuration>>,
 }
 
 /// `[api]`.
@@ -191,6 +195,8 @@ pub fn example(key: &str) -> Option<&'static str> {
         "state_dir" => "state_dir = \"/var/lib/heartbeat-agent\"",
         "timezone" => "timezone = \"Europe/Berlin\"",
         "shutdown_timeout" => "shutdown_timeout = \"30s\"",
+        "outbox_max_entries" => "outbox_max_entries = 1000",
+        "outbox_max_age" => "outbox_max_age = \"1h\"",
         "base_url" => "base_url = \"https://api.example.com\"",
         "ping_base_url" => "ping_base_url = \"https://ping.example.com\"",
         "account_id" => "account_id = \"acc_123\"",
@@ -290,7 +296,13 @@ mod tests {
     fn keys_come_from_the_struct() {
         assert_eq!(
             keys_of::<RawAgent>(),
-            ["state_dir", "timezone", "shutdown_timeout"]
+            [
+                "state_dir",
+                "timezone",
+                "shutdown_timeout",
+                "outbox_max_entries",
+                "outbox_max_age"
+            ]
         );
         assert!(keys_of::<RawWatch>().contains(&"expect_status"));
         assert!(keys_of::<RawDuration>().is_empty());

@@ -92,6 +92,37 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
         shutdown_timeout: check
             .duration(at("shutdown_timeout"), &raw.shutdown_timeout)
             .unwrap_or(SHUTDOWN_TIMEOUT),
+        outbox_max_entries: positive_count(check, at("outbox_max_entries"), &raw.outbox_max_entries)
+            .unwrap_or(crate::ping::outbox::DEFAULT_MAX_ENTRIES),
+        outbox_max_age: check
+            .duration(at("outbox_max_age"), &raw.outbox_max_age)
+            .filter(|age| {
+                let zero = age.is_zero();
+                if zero {
+                    let span = raw.outbox_max_age.as_ref().map(Spanned::span);
+                    let hint = "leave it out to use the job's period, for example: outbox_max_age = \"1h\"";
+                    check.error(span, at("outbox_max_age"), "must be longer than 0s: every pending success would be dropped", Some(hint.to_owned()));
+                }
+                !zero
+            }),
+    }
+}
+
+/// A count of at least 1 (`outbox_max_entries`).
+fn positive_count(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<i64>>) -> Option<usize> {
+    let raw = raw.as_ref()?;
+    match usize::try_from(*raw.get_ref()) {
+        Ok(n) if n >= 1 => Some(n),
+        _ => {
+            let hint = example(at.key).map(|e| format!("for example: {e}"));
+            check.error(
+                Some(raw.span()),
+                at,
+                format!("{} is not a positive number of entries", raw.get_ref()),
+                hint,
+            );
+            None
+        }
     }
 }
 

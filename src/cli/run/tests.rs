@@ -93,6 +93,8 @@ fn job_targets_and_environment() {
             state_dir: None,
             timezone: chrono_tz::UTC,
             shutdown_timeout: Duration::from_secs(30),
+            outbox_max_entries: 1000,
+            outbox_max_age: None,
         },
         api: crate::config::ApiSettings {
             base_url: None,
