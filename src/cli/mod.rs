@@ -13,6 +13,7 @@ pub mod config_cmd;
 pub mod emulator;
 pub mod run;
 pub mod schedule;
+pub mod sync;
 
 /// Exit codes that are part of the command-line contract.
 pub mod exit {
@@ -107,6 +108,8 @@ pub enum Command {
     Api(api::ApiCommand),
     /// Serve a local emulator of the monitoring API and its ping host
     Emulator(emulator::EmulatorArgs),
+    /// Bring every bound heartbeat check's definition in line with the config now
+    Sync(sync::SyncArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -118,6 +121,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config_cmd::run(cmd, &global),
         Command::Api(cmd) => api::run(cmd, &global),
         Command::Emulator(args) => emulator::run(args, &global),
+        Command::Sync(args) => sync::run(args, &global),
     };
     ExitCode::from(code)
 }

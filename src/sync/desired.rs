@@ -68,7 +68,7 @@ pub fn deactivated(accepted: &Definition) -> Definition {
 pub struct Change {
     /// Dotted path of the field in the PUT body (`autoAssignAlerts` for the query flag).
     pub field: String,
-    /// The value last accepted (JSON), `None` when it was not sent (or nothing was accepted).
+    /// The value last accepted (JSON), `None` when it was not sent or nothing was accepted yet (shown `(none)`).
     pub old: Option<String>,
     /// The value desired now (JSON), `None` when it is no longer sent.
     pub new: Option<String>,
@@ -76,7 +76,7 @@ pub struct Change {
 
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(not sent)".to_owned());
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".to_owned());
         write!(f, "{}: {} -> {}", self.field, show(&self.old), show(&self.new))
     }
 }
