@@ -373,7 +373,7 @@ fn daily_in_berlin_sends_nothing_new_across_both_dst_changes() {
 #[test]
 fn the_background_task_retries_until_a_long_429_storm_passes() {
     let setup = Setup::new(&["c1"]);
-    setup.write_config(&job("j", "@hourly", "c1", "[jobs.check]\nperiod = \"1h\""));
+    setup.write_config(&job("j", "@hourly", "c1", ""));
     let mut storm = Fault::new(FaultKind::RateLimit).times(6);
     storm.retry_after = Some(json!(0));
     setup.emulator.add_fault(storm);
