@@ -226,3 +226,103 @@ pub(super) fn check_limits(check: &mut Checker, entry: &RawJobEntry, job: &Job) 
                 change the schedule or set [jobs.check] period, or use `ping_url` instead";
     check.error(span, At { context, key }, problem, Some(hint.to_owned()));
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::Config;
+
+    const JOB: &str = "[[jobs]]\nname = \"b\"\nschedule = \"0 3 * * *\"\ncheck_id = \"c1\"\n";
+
+    fn problems(text: &str) -> Vec<String> {
+        match Config::from_text(Path::new("c.toml"), text) {
+            Ok(loaded) => panic!("expected problems, got {:?}", loaded.config),
+            Err(err) => err.problems,
+        }
+    }
+
+    #[test]
+    fn check_table_is_read_with_defaults() {
+        let text = format!(
+            "[agent]\nresync_interval = \"1h\"\nsync_jitter = \"5s\"\n{JOB}[jobs.check]\n\
+             name = \"Backup\"\ntags = [\"a\"]\nperiod = \"auto\"\ngrace = \"10m\"\n\
+             alert_settings = {{ escalation_type = \"RUN_BASED\", reminders = {{ amount = 2 }} }}\n\
+             trigger_incident = {{ service_id = \"s1\" }}\n"
+        );
+        let config = Config::from_text(Path::new("c.toml"), &text).unwrap().config;
+        assert_eq!(config.agent.resync_interval, Duration::from_secs(3600));
+        assert_eq!(config.agent.sync_jitter, Duration::from_secs(5));
+        let check = &config.jobs[0].check;
+        assert_eq!(check.name.as_deref(), Some("Backup"));
+        assert_eq!(check.period, CheckDuration::Auto);
+        assert_eq!(check.grace, CheckDuration::Fixed(Duration::from_secs(600)));
+        assert!(check.activated && check.auto_assign_alerts && check.use_global_alert_settings);
+        let alerts = check.alert_settings.as_ref().unwrap();
+        assert_eq!(alerts.reminders.as_ref().unwrap().amount, Some(2));
+        assert_eq!(check.trigger_incident.as_ref().unwrap().service_id.as_deref(), Some("s1"));
+        let plain = Config::from_text(Path::new("c.toml"), JOB).unwrap().config;
+        assert_eq!(plain.jobs[0].check, CheckSettings::default());
+        assert_eq!(plain.agent.resync_interval, Duration::from_secs(6 * 3600));
+        assert_eq!(plain.agent.sync_jitter, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn bad_check_values_are_reported_with_their_place() {
+        let long = "x".repeat(501);
+        let text = format!(
+            "[agent]\nresync_interval = \"0s\"\n{JOB}[jobs.check]\ndescription = \"{long}\"\n\
+             period = \"soon\"\ngrace = \"400d\"\ncolour = 1\ntags = [\"\"]\n"
+        );
+        assert_eq!(
+            problems(&text),
+            [
+                "c.toml:2:19: [agent]: key `resync_interval`: must be more than zero; hint: \
+                 for example: resync_interval = \"6h\"",
+                "c.toml:8:15: job \"b\": key `check.description`: the description is 501 \
+                 characters long; the service accepts at most 500; hint: shorten it",
+                "c.toml:9:10: job \"b\": key `check.period`: invalid duration \"soon\": expected \
+                 a number before \"soon\"; hint: use a number with a unit (ms, s, m, h or d), \
+                 for example: period = \"auto\" (or a duration such as \"1d\")",
+                "c.toml:10:9: job \"b\": key `check.grace`: grace is longer than the service's \
+                 limit of 365 days; hint: for example: grace = \"auto\" (or a duration such as \
+                 \"30m\")",
+                "c.toml:11:1: job \"b\": key `check.colour`: unknown key; hint: known keys here: \
+                 name, activated, muted, tags, description, alert_settings, \
+                 use_global_alert_settings, alert_channel_subscriptions, trigger_incident, \
+                 auto_assign_alerts, period, grace",
+                "c.toml:12:9: job \"b\": key `check.tags`: a tag must not be empty; hint: for \
+                 example: tags = [\"backup\", \"prod\"]",
+            ]
+        );
+    }
+
+    #[test]
+    fn explicit_period_outside_the_limits_points_at_it() {
+        let text = format!("{JOB}[jobs.check]\nperiod = \"10s\"\n");
+        assert_eq!(
+            problems(&text),
+            ["c.toml:6:10: job \"b\": key `check.period`: period 10 seconds is outside the \
+              service's limits of 30 seconds to 365 days; hint: heartbeat periods are 30 \
+              seconds to 365 days (grace up to 365 days more); change the schedule or set \
+              [jobs.check] period, or use `ping_url` instead"]
+        );
+        let reboot = "[[jobs]]\nname = \"r\"\nschedule = \"@reboot\"\ncheck_id = \"c\"\n";
+        assert!(problems(reboot)[0].contains(
+            "schedule \"@reboot\" has no fire times, so period = \"auto\" cannot be derived"
+        ));
+    }
+
+    #[test]
+    fn check_table_without_check_id_is_a_warning() {
+        let text = "[[jobs]]\nname = \"b\"\nschedule = \"@daily\"\nping_url = \"http://p/t\"\n\
+                    [jobs.check]\nmuted = true\n";
+        let loaded = Config::from_text(Path::new("c.toml"), text).unwrap();
+        assert_eq!(
+            loaded.warnings,
+            ["c.toml:5:1: job \"b\": key `check`: [jobs.check] applies only to a job with \
+              `check_id`; it is ignored; hint: add check_id, or remove the [jobs.check] table"]
+        );
+    }
+}
