@@ -88,7 +88,9 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn job(name: &str, schedule: &str, check: &str, extra: &str) -> String {
-    format!("[[jobs]]\nname = \"{name}\"\nschedule = \"{schedule}\"\ncheck_id = \"{check}\"\n{extra}\n")
+    format!(
+        "[[jobs]]\nname = \"{name}\"\nschedule = \"{schedule}\"\ncheck_id = \"{check}\"\n{extra}\n"
+    )
 }
 
 #[test]
@@ -100,7 +102,10 @@ fn every_five_minutes_sends_the_complete_definition_once() {
     let out = text(&first.stdout);
     assert!(out.starts_with("five (check c5): updated\n"), "{out}");
     assert!(out.contains("  heartbeat.period: (none) -> 5\n"), "{out}");
-    assert!(out.contains("  heartbeat.periodUnit: (none) -> \"minutes\"\n"), "{out}");
+    assert!(
+        out.contains("  heartbeat.periodUnit: (none) -> \"minutes\"\n"),
+        "{out}"
+    );
     assert!(!out.contains("c5-token"), "the token is a secret: {out}");
     let puts = setup.puts();
     assert_eq!(puts.len(), 1);
@@ -118,7 +123,10 @@ fn every_five_minutes_sends_the_complete_definition_once() {
     let check = setup.emulator.heartbeat_check("c5").unwrap();
     let url = check["heartbeat"]["pingUrl"].as_str().unwrap().to_owned();
     assert!(url.ends_with("/c5-token"), "{url}");
-    assert_eq!(sync::learned_ping_url(&setup.state_dir(), "five"), Some(url));
+    assert_eq!(
+        sync::learned_ping_url(&setup.state_dir(), "five"),
+        Some(url)
+    );
 
     // A restart with the same config sends nothing.
     let second = setup.agent(&["sync"]);
@@ -139,7 +147,10 @@ fn a_config_change_is_sent_with_the_learned_token_and_the_url_keeps_working() {
     let dry = setup.agent(&["sync", "--dry-run"]);
     assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
     let out = text(&dry.stdout);
-    assert!(out.contains("backup (check c1): would update (dry run: nothing sent)"), "{out}");
+    assert!(
+        out.contains("backup (check c1): would update (dry run: nothing sent)"),
+        "{out}"
+    );
     assert!(out.contains("  tags: [] -> [\"prod\"]\n"), "{out}");
     assert!(out.contains("  heartbeat.grace: 1 -> 2\n"), "{out}");
     assert!(out.contains("  autoAssignAlerts: true -> false\n"), "{out}");
@@ -204,7 +215,10 @@ fn removed_and_disabled_jobs_get_their_checks_deactivated() {
     let done = setup.agent(&["sync"]);
     assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
     for id in ["a", "b"] {
-        assert_eq!(setup.emulator.heartbeat_check(id).unwrap()["activated"], false);
+        assert_eq!(
+            setup.emulator.heartbeat_check(id).unwrap()["activated"],
+            false
+        );
     }
     let puts = setup.puts();
     assert_eq!(puts.len(), 4);
@@ -285,7 +299,9 @@ fn a_schedule_too_frequent_for_the_period_limit_is_a_config_error() {
 // ---- the engine, in process, with an injected `now` ----
 
 fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 fn client(setup: &Setup, retry: RetryPolicy) -> ApiClient {
@@ -303,7 +319,11 @@ fn load(setup: &Setup) -> Config {
 }
 
 fn heartbeat_puts(setup: &Setup) -> Vec<Value> {
-    setup.puts().into_iter().map(|(_, _, body)| body["heartbeat"].clone()).collect()
+    setup
+        .puts()
+        .into_iter()
+        .map(|(_, _, body)| body["heartbeat"].clone())
+        .collect()
 }
 
 fn pass(setup: &Setup, client: &ApiClient, now: &str) -> Vec<Outcome> {
@@ -332,17 +352,32 @@ fn weekdays_across_a_weekend_three_days_on_friday_one_day_after_mondays_ping() {
                "pingToken": "w-token"})
     };
     // Thursday: one day (the first PUT learns the token, so it carries none).
-    assert_eq!(pass(&setup, &client, "2026-11-19T10:00:00Z"), [Outcome::Updated]);
+    assert_eq!(
+        pass(&setup, &client, "2026-11-19T10:00:00Z"),
+        [Outcome::Updated]
+    );
     // Friday's fire: three days at once.
-    assert_eq!(pass(&setup, &client, "2026-11-20T09:00:01Z"), [Outcome::Updated]);
-    assert_eq!(pass(&setup, &client, "2026-11-22T12:00:00Z"), [Outcome::InSync]);
+    assert_eq!(
+        pass(&setup, &client, "2026-11-20T09:00:01Z"),
+        [Outcome::Updated]
+    );
+    assert_eq!(
+        pass(&setup, &client, "2026-11-22T12:00:00Z"),
+        [Outcome::InSync]
+    );
     // Monday's fire: the shorter period waits for Monday's accepted ping.
-    assert_eq!(pass(&setup, &client, "2026-11-23T09:00:01Z"), [Outcome::InSync]);
+    assert_eq!(
+        pass(&setup, &client, "2026-11-23T09:00:01Z"),
+        [Outcome::InSync]
+    );
     sync::state::update(&setup.state_dir(), "weekday", "w", |s| {
         s.acked_fire = Some(at("2026-11-23T09:00:00Z"));
     })
     .unwrap();
-    assert_eq!(pass(&setup, &client, "2026-11-23T09:00:05Z"), [Outcome::Updated]);
+    assert_eq!(
+        pass(&setup, &client, "2026-11-23T09:00:05Z"),
+        [Outcome::Updated]
+    );
     let puts = heartbeat_puts(&setup);
     assert_eq!(puts.len(), 3);
     assert_eq!(puts[0]["period"], 1);
@@ -355,7 +390,10 @@ fn daily_in_berlin_sends_nothing_new_across_both_dst_changes() {
     let setup = Setup::new(&["d"]);
     setup.write_config(&job("daily", "@daily", "d", "timezone = \"Europe/Berlin\""));
     let client = client(&setup, RetryPolicy::none());
-    assert_eq!(pass(&setup, &client, "2026-03-27T12:00:00Z"), [Outcome::Updated]);
+    assert_eq!(
+        pass(&setup, &client, "2026-03-27T12:00:00Z"),
+        [Outcome::Updated]
+    );
     for now in [
         "2026-03-28T23:00:01Z",
         "2026-03-29T22:00:01Z",
@@ -396,7 +434,11 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     runtime.block_on(async {
         while status.get("j").unwrap().state != sync::SyncState::InSync {
-            assert!(std::time::Instant::now() < deadline, "{:?}", status.get("j"));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                status.get("j")
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
@@ -408,7 +450,10 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     reconciler.after_run("j", at("2026-11-22T01:00:00Z"), true);
     runtime.block_on(async {
         while status.get("j").unwrap().last_attempt == before {
-            assert!(std::time::Instant::now() < deadline, "no pass after the run");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no pass after the run"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
@@ -418,4 +463,3 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     cancel.cancel();
     runtime.block_on(task).unwrap();
 }
-

@@ -8,5 +8,5 @@ mod config;
 mod emulator;
 mod run;
 mod schedule;
-mod watch;
 mod sync;
+mod watch;

@@ -51,7 +51,8 @@ pub fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
     };
     let state_dir = config.state_dir(global.state_dir.as_deref());
     if let Some(job) = &args.job {
-        let known = config.job(job).is_some() || crate::sync::state::load(&state_dir, job).is_some();
+        let known =
+            config.job(job).is_some() || crate::sync::state::load(&state_dir, job).is_some();
         if !known {
             print_error(format!(
                 "no job named \"{job}\" in {} (and no sync state for one)",

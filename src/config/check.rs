@@ -112,7 +112,12 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
         if tag.get_ref().trim().is_empty() {
             ok = false;
             let hint = example("tags").map(|e| format!("for example: {e}"));
-            check.error(Some(tag.span()), at("check.tags"), "a tag must not be empty", hint);
+            check.error(
+                Some(tag.span()),
+                at("check.tags"),
+                "a tag must not be empty",
+                hint,
+            );
         } else {
             tags.push(tag.get_ref().trim().to_owned());
         }
@@ -175,9 +180,12 @@ fn check_duration(
 fn alert_settings(raw: &RawAlertSettings) -> AlertSettings {
     AlertSettings {
         escalation_type: raw.escalation_type.clone(),
-        run_based_escalation: raw.run_based_escalation.as_ref().map(|r| RunBasedEscalation {
-            failed_run_threshold: r.failed_run_threshold,
-        }),
+        run_based_escalation: raw
+            .run_based_escalation
+            .as_ref()
+            .map(|r| RunBasedEscalation {
+                failed_run_threshold: r.failed_run_threshold,
+            }),
         reminders: raw.reminders.as_ref().map(|r| Reminders {
             amount: r.amount,
             interval: r.interval,
@@ -215,7 +223,10 @@ pub(super) fn check_limits(check: &mut Checker, entry: &RawJobEntry, job: &Job) 
     let Some(problem) = crate::sync::period::limit_problem(job, chrono::Utc::now()) else {
         return;
     };
-    let (key, span) = match (job.check.period, raw_check.and_then(|c| c.raw.period.as_ref())) {
+    let (key, span) = match (
+        job.check.period,
+        raw_check.and_then(|c| c.raw.period.as_ref()),
+    ) {
         (CheckDuration::Fixed(_), Some(value)) => ("check.period", Some(value.span())),
         _ => (
             "schedule",
@@ -251,7 +262,9 @@ mod tests {
              alert_settings = {{ escalation_type = \"RUN_BASED\", reminders = {{ amount = 2 }} }}\n\
              trigger_incident = {{ service_id = \"s1\" }}\n"
         );
-        let config = Config::from_text(Path::new("c.toml"), &text).unwrap().config;
+        let config = Config::from_text(Path::new("c.toml"), &text)
+            .unwrap()
+            .config;
         assert_eq!(config.agent.resync_interval, Duration::from_secs(3600));
         assert_eq!(config.agent.sync_jitter, Duration::from_secs(5));
         let check = &config.jobs[0].check;
@@ -261,7 +274,15 @@ mod tests {
         assert!(check.activated && check.auto_assign_alerts && check.use_global_alert_settings);
         let alerts = check.alert_settings.as_ref().unwrap();
         assert_eq!(alerts.reminders.as_ref().unwrap().amount, Some(2));
-        assert_eq!(check.trigger_incident.as_ref().unwrap().service_id.as_deref(), Some("s1"));
+        assert_eq!(
+            check
+                .trigger_incident
+                .as_ref()
+                .unwrap()
+                .service_id
+                .as_deref(),
+            Some("s1")
+        );
         let plain = Config::from_text(Path::new("c.toml"), JOB).unwrap().config;
         assert_eq!(plain.jobs[0].check, CheckSettings::default());
         assert_eq!(plain.agent.resync_interval, Duration::from_secs(6 * 3600));
@@ -303,10 +324,12 @@ mod tests {
         let text = format!("{JOB}[jobs.check]\nperiod = \"10s\"\n");
         assert_eq!(
             problems(&text),
-            ["c.toml:6:10: job \"b\": key `check.period`: period 10 seconds is outside the \
+            [
+                "c.toml:6:10: job \"b\": key `check.period`: period 10 seconds is outside the \
               service's limits of 30 seconds to 365 days; hint: heartbeat periods are 30 \
               seconds to 365 days (grace up to 365 days more); change the schedule or set \
-              [jobs.check] period, or use `ping_url` instead"]
+              [jobs.check] period, or use `ping_url` instead"
+            ]
         );
         let reboot = "[[jobs]]\nname = \"r\"\nschedule = \"@reboot\"\ncheck_id = \"c\"\n";
         assert!(problems(reboot)[0].contains(
@@ -321,8 +344,10 @@ mod tests {
         let loaded = Config::from_text(Path::new("c.toml"), text).unwrap();
         assert_eq!(
             loaded.warnings,
-            ["c.toml:5:1: job \"b\": key `check`: [jobs.check] applies only to a job with \
-              `check_id`; it is ignored; hint: add check_id, or remove the [jobs.check] table"]
+            [
+                "c.toml:5:1: job \"b\": key `check`: [jobs.check] applies only to a job with \
+              `check_id`; it is ignored; hint: add check_id, or remove the [jobs.check] table"
+            ]
         );
     }
 }

@@ -302,7 +302,9 @@ pub fn example(key: &str) -> Option<&'static str> {
         "alert_channel_subscriptions" => {
             "alert_channel_subscriptions = [{ alert_channel_id = 1, activated = true }]"
         }
-        "trigger_incident" => "trigger_incident = { service_id = \"svc_1\", name = \"backup down\" }",
+        "trigger_incident" => {
+            "trigger_incident = { service_id = \"svc_1\", name = \"backup down\" }"
+        }
         "period" => "period = \"auto\" (or a duration such as \"1d\")",
         "grace" => "grace = \"auto\" (or a duration such as \"30m\")",
         "base_url" => "base_url = \"https://api.example.com\"",

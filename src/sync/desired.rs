@@ -77,7 +77,13 @@ pub struct Change {
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".to_owned());
-        write!(f, "{}: {} -> {}", self.field, show(&self.old), show(&self.new))
+        write!(
+            f,
+            "{}: {} -> {}",
+            self.field,
+            show(&self.old),
+            show(&self.new)
+        )
     }
 }
 
@@ -93,7 +99,9 @@ pub fn diff(accepted: Option<&Definition>, desired: &Definition) -> Vec<Change> 
         .into_iter()
         .filter_map(|field| {
             let get = |list: &[(String, String)]| {
-                list.iter().find(|(k, _)| k == field).map(|(_, v)| v.clone())
+                list.iter()
+                    .find(|(k, _)| k == field)
+                    .map(|(_, v)| v.clone())
             };
             let (old, new) = (get(&old), get(&new));
             (old != new).then(|| Change {

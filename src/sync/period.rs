@@ -128,9 +128,17 @@ fn record_gaps(
 
 /// The days on which `tz` changes its UTC offset in `[from, end]` (to within a day), and the
 /// largest change.
-fn offset_changes(tz: Tz, from: DateTime<Utc>, end: DateTime<Utc>) -> (Vec<DateTime<Utc>>, Duration) {
+fn offset_changes(
+    tz: Tz,
+    from: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> (Vec<DateTime<Utc>>, Duration) {
     let offset = |t: DateTime<Utc>| {
-        i64::from(tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc())
+        i64::from(
+            tz.offset_from_utc_datetime(&t.naive_utc())
+                .fix()
+                .local_minus_utc(),
+        )
     };
     let (mut changes, mut shift) = (Vec::new(), 0u64);
     let mut day = from;
@@ -206,7 +214,10 @@ pub fn timing(
         CheckDuration::Fixed(period) => (period, Duration::ZERO),
         CheckDuration::Auto => match cadence.and_then(Cadence::steady) {
             Some(steady) => steady,
-            None => (upcoming_gap(&job.schedule, job.timezone, now, acked)?, Duration::ZERO),
+            None => (
+                upcoming_gap(&job.schedule, job.timezone, now, acked)?,
+                Duration::ZERO,
+            ),
         },
     };
     let period = Duration::from_secs(ceil_secs(period));

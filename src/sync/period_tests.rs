@@ -11,7 +11,9 @@ use crate::config::{Config, Job};
 const HOUR: u64 = 3_600;
 
 fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 /// The first job of a config holding `job` (lines of a `[[jobs]]` table with a check id).
@@ -31,9 +33,15 @@ fn timing_at(job: &Job, now: &str, acked: Option<&str>) -> Timing {
 fn units_are_the_largest_that_state_the_value_exactly() {
     assert_eq!(in_units(Duration::from_secs(300)), (5, TimeUnit::Minutes));
     assert_eq!(in_units(Duration::from_secs(86_400)), (1, TimeUnit::Days));
-    assert_eq!(in_units(Duration::from_secs(25 * HOUR)), (25, TimeUnit::Hours));
+    assert_eq!(
+        in_units(Duration::from_secs(25 * HOUR)),
+        (25, TimeUnit::Hours)
+    );
     assert_eq!(in_units(Duration::from_secs(90)), (90, TimeUnit::Seconds));
-    assert_eq!(in_units(Duration::from_millis(1_500)), (2, TimeUnit::Seconds));
+    assert_eq!(
+        in_units(Duration::from_millis(1_500)),
+        (2, TimeUnit::Seconds)
+    );
     assert_eq!(in_units(Duration::ZERO), (0, TimeUnit::Seconds));
     assert_eq!(describe(Duration::from_secs(10)), "10 seconds");
     assert_eq!(describe(Duration::from_secs(86_400)), "1 day");
@@ -71,10 +79,17 @@ fn daily_in_berlin_keeps_one_day_across_both_dst_changes() {
     // No false alarm: every real gap around both changes is within period + grace - margin.
     let t = timing_at(&job, "2026-03-27T12:00:00Z", None);
     for from in ["2026-03-26T00:00:00Z", "2026-10-23T00:00:00Z"] {
-        let fires: Vec<_> = job.schedule.fire_times(at(from), job.timezone).take(5).collect();
+        let fires: Vec<_> = job
+            .schedule
+            .fire_times(at(from), job.timezone)
+            .take(5)
+            .collect();
         for pair in fires.windows(2) {
             let gap = (pair[1] - pair[0]).to_std().unwrap();
-            assert!(gap + Duration::from_secs(HOUR) <= t.period + t.grace, "gap {gap:?}");
+            assert!(
+                gap + Duration::from_secs(HOUR) <= t.period + t.grace,
+                "gap {gap:?}"
+            );
         }
     }
 }
@@ -88,12 +103,21 @@ fn weekdays_get_three_days_on_friday_and_one_day_back_after_mondays_ping() {
     // Friday's fire: three days at once (a longer period can never fail the check).
     let friday = timing_at(&job, "2026-11-20T09:00:00Z", None);
     assert_eq!(friday.period, 3 * day);
-    assert_eq!(timing_at(&job, "2026-11-22T12:00:00Z", None).period, 3 * day);
+    assert_eq!(
+        timing_at(&job, "2026-11-22T12:00:00Z", None).period,
+        3 * day
+    );
     // Monday's fire: still three days until Monday's ping is accepted ...
     let monday = "2026-11-23T09:00:30Z";
-    assert_eq!(timing_at(&job, monday, Some("2026-11-20T09:00:00Z")).period, 3 * day);
+    assert_eq!(
+        timing_at(&job, monday, Some("2026-11-20T09:00:00Z")).period,
+        3 * day
+    );
     // ... then one day.
-    assert_eq!(timing_at(&job, monday, Some("2026-11-23T09:00:00Z")).period, day);
+    assert_eq!(
+        timing_at(&job, monday, Some("2026-11-23T09:00:00Z")).period,
+        day
+    );
     // Without news of Monday's ping, Tuesday's fire brings it back to one day.
     assert_eq!(timing_at(&job, "2026-11-24T09:00:01Z", None).period, day);
 }

@@ -130,7 +130,11 @@ pub fn desired_for(
     let cadence = cache.get(job, now);
     let acked = known.and_then(|s| s.acked_fire);
     let timing = timing(job, cadence.as_ref(), now, acked)?;
-    Some(desired(job, timing, known.and_then(|s| s.ping_token.clone())))
+    Some(desired(
+        job,
+        timing,
+        known.and_then(|s| s.ping_token.clone()),
+    ))
 }
 
 /// One pass over every bound check of `config` (or only `opts.job`), and every check whose job
@@ -154,7 +158,14 @@ pub async fn sync_all(
             continue;
         };
         let entry = reconcile_one(
-            client, state_dir, opts, &job.name, check_id, known, definition, Action::Update,
+            client,
+            state_dir,
+            opts,
+            &job.name,
+            check_id,
+            known,
+            definition,
+            Action::Update,
         );
         report.jobs.push(entry.await);
     }
@@ -224,7 +235,11 @@ async fn put(
     mut definition: Definition,
 ) -> Outcome {
     let answer = client
-        .update_heartbeat_check(check_id, &definition.body, Some(definition.auto_assign_alerts))
+        .update_heartbeat_check(
+            check_id,
+            &definition.body,
+            Some(definition.auto_assign_alerts),
+        )
         .await;
     let answer = match answer {
         Ok(answer) => answer,

@@ -49,7 +49,10 @@ impl std::fmt::Debug for JobState {
             .field("check_id", &self.check_id)
             .field("accepted", &self.accepted.is_some())
             .field("accepted_at", &self.accepted_at)
-            .field("ping_url", &self.ping_url.as_deref().map(crate::redact::url))
+            .field(
+                "ping_url",
+                &self.ping_url.as_deref().map(crate::redact::url),
+            )
             .field("acked_fire", &self.acked_fire)
             .finish()
     }
@@ -176,8 +179,13 @@ mod tests {
             learned_ping_url(dir.path(), "backup").as_deref(),
             Some("http://ping/tok")
         );
-        let mode = fs::metadata(path(dir.path(), "backup")).unwrap().permissions();
-        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
+        let mode = fs::metadata(path(dir.path(), "backup"))
+            .unwrap()
+            .permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
         let state = update(dir.path(), "backup", "c2", |_| {}).unwrap();
         assert_eq!(state.ping_url, None);
         assert_eq!(jobs(dir.path()), ["backup"]);

@@ -256,7 +256,14 @@ impl Reconciler {
         let config = self.config();
         let now = Utc::now();
         let opts = SyncOptions::at(now);
-        let report = sync_all(&config, &self.inner.client, &self.inner.state_dir, &opts, cache).await;
+        let report = sync_all(
+            &config,
+            &self.inner.client,
+            &self.inner.state_dir,
+            &opts,
+            cache,
+        )
+        .await;
         self.inner.status.record(&report, now);
         report
     }
@@ -307,7 +314,13 @@ fn next_irregular_fire(
         .iter()
         .filter(|j| matches!(j.target, PingTarget::Check(_)))
         .filter(|j| j.check.period == CheckDuration::Auto)
-        .filter(|j| cache.get(j, now).as_ref().and_then(Cadence::steady).is_none())
+        .filter(|j| {
+            cache
+                .get(j, now)
+                .as_ref()
+                .and_then(Cadence::steady)
+                .is_none()
+        })
         .filter_map(|j| j.schedule.next_after(now, j.timezone))
         .min()
         .and_then(|fire| (fire - now).to_std().ok())
@@ -330,4 +343,3 @@ async fn sleep_or_cancel(wait: Duration, cancel: &CancellationToken) -> bool {
         () = tokio::time::sleep(wait) => true,
     }
 }
-
