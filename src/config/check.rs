@@ -220,6 +220,20 @@ pub(super) fn check_limits(check: &mut Checker, entry: &RawJobEntry, job: &Job) 
         }
         return;
     }
+    if job.schedule.is_reboot() && job.check.period == CheckDuration::Auto {
+        let span = entry.job.raw.schedule.as_ref().map(Spanned::span);
+        check.warn(
+            span,
+            At {
+                context,
+                key: "schedule",
+            },
+            "\"@reboot\" has no fire times, so sync cannot derive the check's period and \
+             leaves the check as it is",
+            Some("set [jobs.check] period to have sync manage the check".to_owned()),
+        );
+        return;
+    }
     let Some(problem) = crate::sync::period::limit_problem(job, chrono::Utc::now()) else {
         return;
     };
@@ -332,9 +346,15 @@ mod tests {
             ]
         );
         let reboot = "[[jobs]]\nname = \"r\"\nschedule = \"@reboot\"\ncheck_id = \"c\"\n";
-        assert!(problems(reboot)[0].contains(
-            "schedule \"@reboot\" has no fire times, so period = \"auto\" cannot be derived"
-        ));
+        let loaded = Config::from_text(Path::new("c.toml"), reboot).unwrap();
+        assert_eq!(
+            loaded.warnings,
+            [
+                "c.toml:3:12: job \"r\": key `schedule`: \"@reboot\" has no fire times, so sync \
+              cannot derive the check's period and leaves the check as it is; hint: set \
+              [jobs.check] period to have sync manage the check"
+            ]
+        );
     }
 
     #[test]

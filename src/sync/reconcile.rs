@@ -154,7 +154,7 @@ pub async fn sync_all(
         };
         let known = state::load(state_dir, &job.name).filter(|s| &s.check_id == check_id);
         let Some(definition) = desired_for(job, known.as_ref(), opts.now, cache) else {
-            // config check rejects such jobs; a config built another way is skipped.
+            // `@reboot` with an auto period: no fire times, the check is left alone.
             continue;
         };
         let entry = reconcile_one(

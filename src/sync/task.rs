@@ -73,7 +73,9 @@ impl SyncStatus {
         let mut jobs = self.lock();
         let old = std::mem::take(&mut *jobs);
         for job in &config.jobs {
-            if let PingTarget::Check(id) = &job.target {
+            // `@reboot` with an auto period is left alone by sync (config check warns).
+            let managed = !(job.schedule.is_reboot() && job.check.period == CheckDuration::Auto);
+            if let (PingTarget::Check(id), true) = (&job.target, managed) {
                 let mut status = old.get(&job.name).cloned().unwrap_or(JobSyncStatus {
                     check_id: id.clone(),
                     state: SyncState::Pending,
