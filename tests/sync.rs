@@ -460,6 +460,28 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     assert_eq!(setup.puts().len(), 7);
     let state = sync::state::load(&setup.state_dir(), "j").unwrap();
     assert_eq!(state.acked_fire, Some(at("2026-11-22T01:00:00Z")));
+    // A reload with a changed check definition is sent at once, with the same token.
+    setup.write_config(&job(
+        "j",
+        "@hourly",
+        "c1",
+        "[jobs.check]\ntags = [\"reloaded\"]",
+    ));
+    reconciler.set_config(Arc::new(load(&setup)));
+    assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
+    runtime.block_on(async {
+        while status.get("j").unwrap().state != sync::SyncState::InSync {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no pass after the reload"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 8);
+    assert_eq!(puts[7].2["tags"], json!(["reloaded"]));
+    assert_eq!(puts[7].2["heartbeat"]["pingToken"], "c1-token");
     cancel.cancel();
     runtime.block_on(task).unwrap();
 }
