@@ -485,3 +485,36 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     cancel.cancel();
     runtime.block_on(task).unwrap();
 }
+
+#[test]
+fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
+    let setup = Setup::new(&["c1", "c2"]);
+    setup.write_config(&format!(
+        "{}{}",
+        job("first", "@daily", "c1", ""),
+        job("second", "@daily", "c2", "")
+    ));
+    let mut storm = Fault::new(FaultKind::RateLimit).times(100);
+    storm.retry_after = Some(json!(0));
+    let id = setup.emulator.add_fault(storm);
+    let output = setup.agent(&["sync"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().rev().take(2).collect();
+    assert_eq!(
+        lines,
+        [
+            "heartbeat-agent: job \"second\": check c2: not sent: the API kept answering 429 \
+             (too many requests) this pass; it is retried later (run sync again)",
+            "heartbeat-agent: job \"first\": check c1: api error 429 Too Many Requests: Too Many \
+             Requests (PUT /v1/checks/heartbeat/c1); retry after 0s",
+        ]
+    );
+    // Only the first job's attempts were sent (the client's retries), none for the second.
+    let puts = setup.puts();
+    assert!(puts.iter().all(|(path, _, _)| path.ends_with("/c1")), "{puts:?}");
+    assert!(text(&output.stdout).contains("second (check c2): deferred"));
+    setup.emulator.remove_fault(id);
+    let again = setup.agent(&["sync"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+}

@@ -2,8 +2,8 @@
 //!
 //! Per job it prints the difference between the definition the service last accepted and the
 //! desired one (`field: old -> new`), then PUTs unless `--dry-run`. Exit 0 when everything is
-//! in sync (or would be updated, with `--dry-run`), 1 when a PUT failed (one message per job on
-//! stderr), 2 for an unknown `--job`, 78 for a bad config.
+//! in sync (or would be updated, with `--dry-run`), 1 when a PUT failed or was deferred by rate
+//! limiting (one message per job on stderr), 2 for an unknown `--job`, 78 for a bad config.
 
 use std::io::Write;
 
@@ -96,7 +96,7 @@ pub fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
         return exit::FAILURE;
     }
     for entry in &report.jobs {
-        if let Outcome::Failed(message) = &entry.outcome {
+        if let Outcome::Failed(message) | Outcome::Deferred(message) = &entry.outcome {
             print_error(message);
         }
     }
@@ -129,6 +129,7 @@ fn render_job(entry: &JobReport) -> String {
         Outcome::Updated => "updated",
         Outcome::WouldUpdate => "would update (dry run: nothing sent)",
         Outcome::Failed(_) => "failed",
+        Outcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
     let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);
     for change in &entry.changes {

@@ -1,7 +1,8 @@
 //! One reconciliation pass: for every bound check, the desired definition against the one the
 //! service last accepted; a PUT only where they differ (or with `force`), the answer persisted.
 //! Jobs that left the config (a state file, no job) or are disabled get their check
-//! deactivated. A failing API fails that job's entry, never the pass.
+//! deactivated. A failing API fails that job's entry, never the pass; once the API keeps
+//! answering 429 the rest of the pass is deferred (429 answers count against the limit).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,7 +14,7 @@ use serde::Serialize;
 use super::desired::{deactivated, desired, diff, Change, Definition};
 use super::period::{cadence, timing, Cadence};
 use super::state::{self, JobState};
-use crate::api::ApiClient;
+use crate::api::{ApiClient, ApiError};
 use crate::config::{Config, Job, PingTarget};
 
 /// How a pass runs.
@@ -63,6 +64,9 @@ pub enum Outcome {
     WouldUpdate,
     /// The PUT (or saving its answer) failed; the message names the job and check.
     Failed(String),
+    /// Not sent: the API kept answering 429 to an earlier PUT of this pass, and more requests
+    /// would only prolong that (429 answers count against the limit). Retried later.
+    Deferred(String),
 }
 
 /// One job's part of a pass.
@@ -93,7 +97,7 @@ impl SyncReport {
     pub fn failed(&self) -> bool {
         self.jobs
             .iter()
-            .any(|j| matches!(j.outcome, Outcome::Failed(_)))
+            .any(|j| matches!(j.outcome, Outcome::Failed(_) | Outcome::Deferred(_)))
     }
 }
 
@@ -147,6 +151,7 @@ pub async fn sync_all(
     cache: &mut CadenceCache,
 ) -> SyncReport {
     let mut report = SyncReport::default();
+    let mut limited = false;
     let wanted = |name: &str| opts.job.as_deref().map_or(true, |only| only == name);
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
         let PingTarget::Check(check_id) = &job.target else {
@@ -166,6 +171,7 @@ pub async fn sync_all(
             known,
             definition,
             Action::Update,
+            &mut limited,
         );
         report.jobs.push(entry.await);
     }
@@ -190,6 +196,7 @@ pub async fn sync_all(
             Some(known),
             definition,
             Action::Deactivate,
+            &mut limited,
         );
         report.jobs.push(entry.await);
     }
@@ -207,6 +214,7 @@ async fn reconcile_one(
     known: Option<JobState>,
     definition: Definition,
     action: Action,
+    limited: &mut bool,
 ) -> JobReport {
     let accepted = known.as_ref().and_then(|s| s.accepted.as_ref());
     let changes = diff(accepted, &definition);
@@ -214,8 +222,15 @@ async fn reconcile_one(
         Outcome::InSync
     } else if opts.dry_run {
         Outcome::WouldUpdate
+    } else if *limited {
+        Outcome::Deferred(format!(
+            "job \"{job}\": check {check_id}: not sent: the API kept answering 429 (too many \
+             requests) this pass; it is retried later (run sync again)"
+        ))
     } else {
-        put(client, state_dir, job, check_id, definition).await
+        let (outcome, rate_limited) = put(client, state_dir, job, check_id, definition).await;
+        *limited |= rate_limited;
+        outcome
     };
     JobReport {
         job: job.to_owned(),
@@ -233,7 +248,7 @@ async fn put(
     job: &str,
     check_id: &str,
     mut definition: Definition,
-) -> Outcome {
+) -> (Outcome, bool) {
     let answer = client
         .update_heartbeat_check(
             check_id,
@@ -245,7 +260,11 @@ async fn put(
         Ok(answer) => answer,
         Err(err) => {
             tracing::warn!(job, check = check_id, error = %err, "check update failed");
-            return Outcome::Failed(format!("job \"{job}\": check {check_id}: {err}"));
+            let limited = matches!(err, ApiError::RateLimited { .. });
+            return (
+                Outcome::Failed(format!("job \"{job}\": check {check_id}: {err}")),
+                limited,
+            );
         }
     };
     let token = answer.heartbeat.ping_token.clone();
@@ -264,7 +283,7 @@ async fn put(
             s.ping_token = token;
         }
     });
-    match saved {
+    let outcome = match saved {
         Ok(_) => {
             tracing::info!(job, check = check_id, "check definition updated");
             Outcome::Updated
@@ -272,5 +291,6 @@ async fn put(
         Err(err) => Outcome::Failed(format!(
             "job \"{job}\": check {check_id}: accepted, but {err}"
         )),
-    }
+    };
+    (outcome, false)
 }

@@ -110,6 +110,10 @@ impl SyncStatus {
                     status.last_error = Some(message.clone());
                 }
                 Outcome::WouldUpdate => status.state = SyncState::Pending,
+                Outcome::Deferred(message) => {
+                    status.state = SyncState::Pending;
+                    status.last_error = Some(message.clone());
+                }
                 Outcome::InSync | Outcome::Updated => {
                     status.state = SyncState::InSync;
                     status.last_error = None;
