@@ -167,6 +167,11 @@ struct Inner {
 impl Reconciler {
     /// A reconciler for `config`, sending through `client` (shared rate limiter), keeping state
     /// in `state_dir`. Nothing happens until [`Reconciler::run`] is spawned.
+    ///
+    /// Give it a client built with `RetryPolicy { max_attempts: 1, .. }` (sharing the daemon's
+    /// rate limiter): the task retries failed passes itself with backoff, and quick repeats of a
+    /// 429 only keep a fleet sharing one key locked out longer (429 answers count against the
+    /// limit; see BENCHMARKS.md).
     pub fn new(config: Arc<Config>, client: ApiClient, state_dir: PathBuf) -> Self {
         let status = SyncStatus::default();
         status.reset(&config);

@@ -512,9 +512,14 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
     );
     // Only the first job's attempts were sent (the client's retries), none for the second.
     let puts = setup.puts();
-    assert!(puts.iter().all(|(path, _, _)| path.ends_with("/c1")), "{puts:?}");
+    assert!(
+        puts.iter().all(|(path, _, _)| path.ends_with("/c1")),
+        "{puts:?}"
+    );
     assert!(text(&output.stdout).contains("second (check c2): deferred"));
     setup.emulator.remove_fault(id);
     let again = setup.agent(&["sync"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
 }
+
+mod scale;
