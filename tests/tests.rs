@@ -10,4 +10,5 @@ mod outbox;
 mod roundtrip;
 mod run;
 mod schedule;
+mod sync;
 mod watch;

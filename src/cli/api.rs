@@ -378,7 +378,25 @@ fn credentials(global: &GlobalArgs) -> Result<Credentials, (u8, String)> {
     for warning in &loaded.warnings {
         tracing::warn!(config = %path.display(), "{warning}");
     }
-    let api = loaded.config.api;
+    config_credentials(loaded.config.api, &path, global)
+}
+
+/// The client of a loaded config's `[api]` table (`--base-url` wins), for every command that
+/// works from the config file (`api`, `sync`, the daemon). The error is an exit code and a
+/// message naming what to set.
+pub fn config_client(
+    api: crate::config::ApiSettings,
+    path: &Path,
+    global: &GlobalArgs,
+) -> Result<ApiClient, (u8, String)> {
+    config_credentials(api, path, global)?.client()
+}
+
+fn config_credentials(
+    api: crate::config::ApiSettings,
+    path: &Path,
+    global: &GlobalArgs,
+) -> Result<Credentials, (u8, String)> {
     let shown = path.display();
     let base_url = global.base_url.clone().or(api.base_url).ok_or_else(|| {
         let msg = format!("no API base URL: set [api] base_url in {shown}, or pass --base-url URL");

@@ -15,6 +15,7 @@ pub mod outbox;
 pub mod ping;
 pub mod run;
 pub mod schedule;
+pub mod sync;
 
 /// Exit codes that are part of the command-line contract.
 pub mod exit {
@@ -113,6 +114,8 @@ pub enum Command {
     Ping(ping::PingArgs),
     /// Show and manage pending pings: list, flush, purge
     Outbox(outbox::OutboxArgs),
+    /// Bring every bound heartbeat check's definition in line with the config now
+    Sync(sync::SyncArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -126,6 +129,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Emulator(args) => emulator::run(args, &global),
         Command::Ping(args) => ping::run(args, &global),
         Command::Outbox(args) => outbox::run(args, &global),
+        Command::Sync(args) => sync::run(args, &global),
     };
     ExitCode::from(code)
 }
