@@ -253,29 +253,76 @@ pub fn limit_problem(job: &Job, now: DateTime<Utc>) -> Option<String> {
         }
         return None;
     }
-    let Some(cadence) = cadence(&job.schedule, job.timezone, now) else {
-        return Some(format!(
-            "schedule \"{}\" has no fire times, so period = \"auto\" cannot be derived",
-            job.schedule
-        ));
+    // Only a schedule with a seconds field can fire more often than every 30 s; measuring its
+    // whole cadence is worth it there. For the rest only the longest gap matters, and a few
+    // `next_after` probes find it: config loading (every `run` reads the config) stays cheap.
+    let longest = if job.schedule.has_seconds() {
+        let Some(cadence) = cadence(&job.schedule, job.timezone, now) else {
+            return Some(no_fire_times(job));
+        };
+        if cadence.longest < MIN_PERIOD {
+            return Some(format!(
+                "schedule \"{}\" fires every {}, more often than the heartbeat period limit of \
+                 30 seconds allows",
+                job.schedule,
+                describe(cadence.longest)
+            ));
+        }
+        cadence.longest
+    } else {
+        match long_gap(&job.schedule, job.timezone, now) {
+            Ok(gap) => gap,
+            Err(()) => return Some(no_fire_times(job)),
+        }
     };
-    if cadence.longest < MIN_PERIOD {
-        return Some(format!(
-            "schedule \"{}\" fires every {}, more often than the heartbeat period limit of \
-             30 seconds allows",
-            job.schedule,
-            describe(cadence.longest)
-        ));
-    }
-    if cadence.longest > MAX_PERIOD + MAX_GRACE {
+    if longest > MAX_PERIOD + MAX_GRACE {
         return Some(format!(
             "schedule \"{}\" has gaps of {}, longer than the heartbeat limit of 365 days \
              period plus 365 days grace",
             job.schedule,
-            describe(cadence.longest)
+            describe(longest)
         ));
     }
     None
+}
+
+fn no_fire_times(job: &Job) -> String {
+    format!(
+        "schedule \"{}\" has no fire times, so period = \"auto\" cannot be derived",
+        job.schedule
+    )
+}
+
+/// The longest gap between consecutive fires that starts in the 400 days after `now`, as far
+/// as it exceeds a year (shorter gaps come back as `Duration::ZERO`); `Err` without fires.
+///
+/// A gap longer than a year that starts in that window contains one of the probe points `now`,
+/// `now + 365 d`, `now + 730 d`, and `next_after` from that point lands more than a year later;
+/// `prev_before` then gives the gap's start.
+fn long_gap(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Result<Duration, ()> {
+    let year = TimeDelta::days(365);
+    let mut longest = Duration::ZERO;
+    let mut any = false;
+    for step in 0..3 {
+        let Some(probe) = now.checked_add_signed(year * step) else {
+            break;
+        };
+        let Some(next) = schedule.next_after(probe, tz) else {
+            break;
+        };
+        any = true;
+        if next - probe > year {
+            let start = schedule.prev_before(next, tz).unwrap_or(now);
+            if let Ok(gap) = (next - start).to_std() {
+                longest = longest.max(gap);
+            }
+        }
+    }
+    if any {
+        Ok(longest)
+    } else {
+        Err(())
+    }
 }
 
 /// A duration as a value in the largest of days, hours, minutes and seconds that states it

@@ -177,3 +177,24 @@ fn limits_name_the_problem() {
          schedule or set [jobs.check] period, or use `ping_url` instead"
     );
 }
+
+#[test]
+fn leap_day_schedules_exceed_the_longest_gap_and_yearly_ones_do_not() {
+    let now: DateTime<Utc> = "2026-11-20T09:00:00Z".parse().expect("time");
+    // Loading refuses the schedule with an auto period (that is the check under test), so load
+    // it with a fixed period and switch back to auto.
+    let mut leap = job("schedule = \"0 0 29 2 *\"\n[jobs.check]\nperiod = \"1d\"");
+    leap.check.period = crate::config::CheckDuration::Auto;
+    let problem = limit_problem(&leap, now).expect("a four-year gap is over the limit");
+    assert!(
+        problem.contains("has gaps of 1") && problem.contains("days"),
+        "{problem}"
+    );
+    // Inside the gap already: the gap that started at the last leap day still counts.
+    let inside: DateTime<Utc> = "2029-01-01T00:00:00Z".parse().expect("time");
+    assert!(limit_problem(&leap, inside).is_some());
+    for fine in ["@yearly", "0 9 * * 1-5", "*/5 * * * *", "0 0 1 1,7 *"] {
+        let fine_job = job(&format!("schedule = \"{fine}\""));
+        assert_eq!(limit_problem(&fine_job, now), None, "{fine}");
+    }
+}
