@@ -11,6 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub mod api;
 pub mod config_cmd;
 pub mod emulator;
+pub mod generate;
+pub mod import;
 pub mod run;
 pub mod schedule;
 
@@ -107,6 +109,13 @@ pub enum Command {
     Api(api::ApiCommand),
     /// Serve a local emulator of the monitoring API and its ping host
     Emulator(emulator::EmulatorArgs),
+    /// Translate a crontab into [[jobs]] tables, or wrap its jobs in `run --job`
+    #[command(subcommand)]
+    Import(import::ImportCommand),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    Completions(generate::CompletionsArgs),
+    /// Print the man page (roff), or write all pages with --out-dir
+    Manpage(generate::ManpageArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -118,6 +127,9 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config_cmd::run(cmd, &global),
         Command::Api(cmd) => api::run(cmd, &global),
         Command::Emulator(args) => emulator::run(args, &global),
+        Command::Import(cmd) => import::run(cmd, &global),
+        Command::Completions(args) => generate::completions(args, &global),
+        Command::Manpage(args) => generate::manpage(args, &global),
     };
     ExitCode::from(code)
 }

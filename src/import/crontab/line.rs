@@ -146,9 +146,11 @@ fn entry(text: &str, system: bool) -> Result<Entry, String> {
     }
     let user = if system {
         let Some((user, tail)) = next_word(rest) else {
-            return Err("a system crontab line needs a user column and a command after the \
+            return Err(
+                "a system crontab line needs a user column and a command after the \
                         schedule; this line has neither"
-                .to_owned());
+                    .to_owned(),
+            );
         };
         check_user(user)?;
         rest = tail;
@@ -272,7 +274,9 @@ mod tests {
         assert_eq!(assign("A='a\"b'"), ("A".into(), "a\"b".into()));
         assert_eq!(assign("MAILTO=\"\""), ("MAILTO".into(), "".into()));
         assert_eq!(assign("A="), ("A".into(), "".into()));
-        assert!(classify("A=\"open", false).unwrap_err().contains("not closed"));
+        assert!(classify("A=\"open", false)
+            .unwrap_err()
+            .contains("not closed"));
         assert!(classify("A=\"x\" y", false)
             .unwrap_err()
             .contains("after its closing"));
@@ -291,16 +295,27 @@ mod tests {
             panic!("not an entry")
         };
         assert!(e.quiet);
-        assert_eq!((e.schedule.as_str(), e.user.as_deref()), ("@daily", Some("root")));
+        assert_eq!(
+            (e.schedule.as_str(), e.user.as_deref()),
+            ("@daily", Some("root"))
+        );
         // A value with = in a job line is not an assignment.
         assert!(matches!(
             classify("0 * * * * A=1 cmd", false).unwrap(),
             Line::Entry(_)
         ));
-        assert!(classify("@sometimes x", false).unwrap_err().contains("unknown schedule macro"));
-        assert!(classify("* * * *", false).unwrap_err().contains("only 4 field"));
-        assert!(classify("* * * * * ", false).unwrap_err().contains("no command"));
-        assert!(classify("* * * * * r:o:o:t x", true).unwrap_err().contains("user column"));
+        assert!(classify("@sometimes x", false)
+            .unwrap_err()
+            .contains("unknown schedule macro"));
+        assert!(classify("* * * *", false)
+            .unwrap_err()
+            .contains("only 4 field"));
+        assert!(classify("* * * * * ", false)
+            .unwrap_err()
+            .contains("no command"));
+        assert!(classify("* * * * * r:o:o:t x", true)
+            .unwrap_err()
+            .contains("user column"));
         assert_eq!(classify("   # note", false).unwrap(), Line::Skip);
     }
 

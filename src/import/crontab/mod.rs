@@ -209,7 +209,12 @@ fn job_table(
         .filter(|m| *m > 0)
         .map(|m| format!("{m}m"));
     if options.rewrite.is_some() {
-        return Ok(JobTable::external(name, entry.schedule.clone(), timezone, jitter));
+        return Ok(JobTable::external(
+            name,
+            entry.schedule.clone(),
+            timezone,
+            jitter,
+        ));
     }
     Ok(JobTable {
         name,

@@ -17,7 +17,17 @@ const PRELUDES: [&str; 6] = ["cd", "test", "[", "true", ":", "sleep"];
 
 /// Programs that run a script named by their first non-option argument.
 const INTERPRETERS: [&str; 12] = [
-    "sh", "bash", "dash", "zsh", "ksh", "python", "python3", "perl", "ruby", "php", "node",
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "ksh",
+    "python",
+    "python3",
+    "perl",
+    "ruby",
+    "php",
+    "node",
     "run-parts",
 ];
 
@@ -58,11 +68,14 @@ fn program_word(script: &str) -> Option<String> {
     let spaced = ["&&", "||", ";", "|", "(", ")", "{", "}"]
         .iter()
         .fold(script.to_owned(), |text, op| text.replace(op, "\n"));
-    spaced.lines().find_map(segment_program)
+    // A command made only of preludes (`/bin/true`) is named after its first one.
+    (spaced.lines().find_map(|s| segment_program(s, false)))
+        .or_else(|| spaced.lines().find_map(|s| segment_program(s, true)))
 }
 
-/// The program of one simple command, `None` for a prelude such as `cd DIR`.
-fn segment_program(segment: &str) -> Option<String> {
+/// The program of one simple command, `None` for a prelude such as `cd DIR` unless
+/// `allow_prelude`.
+fn segment_program(segment: &str, allow_prelude: bool) -> Option<String> {
     let mut words = segment
         .split_whitespace()
         .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
@@ -70,7 +83,7 @@ fn segment_program(segment: &str) -> Option<String> {
         .skip_while(|w| is_assignment(w) || WRAPPERS.contains(w) || w.starts_with('-'));
     let program = words.next()?;
     let base = program.rsplit('/').next().unwrap_or(program);
-    if PRELUDES.contains(&base) {
+    if PRELUDES.contains(&base) && !allow_prelude {
         return None;
     }
     if INTERPRETERS.contains(&base) {
@@ -118,7 +131,10 @@ mod tests {
 
     #[test]
     fn names_come_from_the_working_program() {
-        assert_eq!(derive("/usr/local/bin/backup.sh --full >/dev/null 2>&1"), "backup.sh");
+        assert_eq!(
+            derive("/usr/local/bin/backup.sh --full >/dev/null 2>&1"),
+            "backup.sh"
+        );
         assert_eq!(derive("cd /srv/app && ./bin/sync-all"), "sync-all");
         assert_eq!(
             derive("test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.daily )"),
@@ -129,6 +145,8 @@ mod tests {
         assert_eq!(derive("$HOME/bin/clean"), "clean");
         assert_eq!(derive("ärger"), "rger");
         assert_eq!(derive("%%%"), "job");
+        assert_eq!(derive("/bin/true"), "true");
+        assert_eq!(derive("sleep 30"), "sleep");
         assert_eq!(derive(&"a".repeat(300)).len(), 100);
     }
 

@@ -135,6 +135,9 @@ mod tests {
     #[test]
     fn stdin_becomes_a_printf_pipe_into_a_group() {
         let command = super::super::line::split_percent("sort; wc -l %b%a");
-        assert_eq!(shell_script(&command), "printf '%s' 'b\na' | {\nsort; wc -l\n}");
+        assert_eq!(
+            shell_script(&command),
+            "printf '%s' 'b\na' | {\nsort; wc -l\n}"
+        );
     }
 }

@@ -43,14 +43,19 @@ fn settings_apply_to_the_lines_after_them() {
 
 #[test]
 fn problems_name_the_line_and_the_jobs_under_a_bad_zone_are_kept_out() {
-    let text = "MAILTO=ops@example.com\nCRON_TZ=Mars/Base\n0 1 * * * a\nCRON_TZ=UTC\n0 61 * * * b\n\
+    let text =
+        "MAILTO=ops@example.com\nCRON_TZ=Mars/Base\n0 1 * * * a\nCRON_TZ=UTC\n0 61 * * * b\n\
                 0 1 * * * c\n";
     let out = run(text, &Options::default());
     let lines: Vec<usize> = out.problems.iter().map(|p| p.line).collect();
     assert_eq!(lines, [1, 2, 3, 5]);
     assert!(out.problems[0].message.contains("MAILTO is not translated"));
-    assert!(out.problems[2].message.contains("CRON_TZ in effect (line 2)"));
-    assert!(out.problems[3].render("f").starts_with("f:5: invalid schedule"));
+    assert!(out.problems[2]
+        .message
+        .contains("CRON_TZ in effect (line 2)"));
+    assert!(out.problems[3]
+        .render("f")
+        .starts_with("f:5: invalid schedule"));
     assert_eq!(out.job_count, 1);
     assert_eq!(load(&out.jobs)[0].name, "c");
 }
