@@ -227,6 +227,7 @@ fn invalid_lines_are_reported_with_file_and_line() {
         "7: the value of QUOTE opens a \" quote that is not closed on this line",
         "8: CRON_TZ=\"Nowhere/Special\" is not an IANA time zone",
         "9: the CRON_TZ in effect (line 8) is not a valid time zone",
+        "12: the command already runs through `heartbeat-agent run` (a rewritten crontab?)",
     ];
     let lines = problems(&out);
     assert_eq!(lines.len(), expected.len(), "{lines:?}");
@@ -239,7 +240,7 @@ fn invalid_lines_are_reported_with_file_and_line() {
     let jobs = load(&text(&out.stdout));
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].name, "fine");
-    assert!(text(&out.stderr).contains("imported 1 job, 8 problems reported above"));
+    assert!(text(&out.stderr).contains("imported 1 job, 9 problems reported above"));
 }
 
 #[test]

@@ -203,6 +203,13 @@ fn job_table(
     if command.script.trim().is_empty() {
         return Err("the command before the first % is empty".to_owned());
     }
+    if is_wrapped(&command.script) {
+        return Err(
+            "the command already runs through `heartbeat-agent run` (a rewritten \
+                    crontab?); its job belongs in the config as it is"
+                .to_owned(),
+        );
+    }
     let name = names.unique_for(&command.script);
     let jitter = settings
         .random_delay
@@ -226,6 +233,13 @@ fn job_table(
         jitter,
         env: settings.env.clone(),
     })
+}
+
+/// Whether `script` is a line `--rewrite` already wrapped: wrapping it again would nest runs.
+fn is_wrapped(script: &str) -> bool {
+    let mut words = script.split_whitespace();
+    let program = words.next().unwrap_or_default();
+    program.rsplit('/').next() == Some("heartbeat-agent") && words.next() == Some("run")
 }
 
 #[cfg(test)]

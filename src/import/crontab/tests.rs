@@ -88,6 +88,10 @@ fn rewrite_keeps_every_line_and_wraps_the_jobs() {
         panic!("rewritten line is not an entry")
     };
     let command = line::split_percent(&entry.raw_command);
+    // Rewriting the rewritten crontab changes nothing and says why.
+    let again = run(&crontab, &options);
+    assert_eq!(again.crontab.as_deref(), Some(crontab.as_str()));
+    assert!(again.problems[0].message.contains("already runs through"));
     assert!(command.script.ends_with("-c 'date +%F >> /tmp/x '"));
     assert_eq!(command.stdin.as_deref(), Some("in%put\n2"));
 }
