@@ -14,6 +14,7 @@
 //! - [`daemon`]: the long-running supervisor.
 //! - [`status`]: the local status endpoint.
 //! - [`emulator`]: a local emulator of the monitoring API and its ping host.
+//! - [`import`]: translating crontabs into `[[jobs]]` tables.
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
@@ -22,6 +23,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod emulator;
+pub mod import;
 pub mod logging;
 pub mod paths;
 pub mod ping;

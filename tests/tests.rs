@@ -6,6 +6,7 @@ mod util;
 mod api;
 mod config;
 mod emulator;
+mod import;
 mod outbox;
 mod roundtrip;
 mod run;

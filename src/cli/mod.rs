@@ -11,6 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub mod api;
 pub mod config_cmd;
 pub mod emulator;
+pub mod generate;
+pub mod import;
 pub mod outbox;
 pub mod ping;
 pub mod run;
@@ -116,6 +118,13 @@ pub enum Command {
     Outbox(outbox::OutboxArgs),
     /// Bring every bound heartbeat check's definition in line with the config now
     Sync(sync::SyncArgs),
+    /// Translate a crontab into [[jobs]] tables, or wrap its jobs in `run --job`
+    #[command(subcommand)]
+    Import(import::ImportCommand),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    Completions(generate::CompletionsArgs),
+    /// Print the man page (roff), or write all pages with --out-dir
+    Manpage(generate::ManpageArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -130,6 +139,9 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Ping(args) => ping::run(args, &global),
         Command::Outbox(args) => outbox::run(args, &global),
         Command::Sync(args) => sync::run(args, &global),
+        Command::Import(cmd) => import::run(cmd, &global),
+        Command::Completions(args) => generate::completions(args, &global),
+        Command::Manpage(args) => generate::manpage(args, &global),
     };
     ExitCode::from(code)
 }

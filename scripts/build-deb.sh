@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the Debian package: installs cargo-deb if missing, builds the release binary, generates
+# the man pages and shell completions from it into target/assets/ (the package metadata in
+# Cargo.toml refers to them), runs `cargo deb` and lists the package's contents.
+#
+# Usage: scripts/build-deb.sh [extra cargo-deb arguments, e.g. --target x86_64-unknown-linux-musl]
+# Prints the path of the .deb on the last line. A release build takes about 10 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "build-deb: installing cargo-deb" >&2
+  cargo install cargo-deb --locked
+fi
+
+cargo build --release --locked
+bin=target/release/heartbeat-agent
+
+assets=target/assets
+rm -rf "$assets"
+mkdir -p "$assets/man" "$assets/completions"
+"$bin" manpage --out-dir "$assets/man"
+gzip -9n "$assets"/man/*.1
+"$bin" completions bash >"$assets/completions/heartbeat-agent.bash"
+"$bin" completions zsh >"$assets/completions/_heartbeat-agent"
+"$bin" completions fish >"$assets/completions/heartbeat-agent.fish"
+
+# The binary is already built; --no-build keeps cargo-deb from building it a second time.
+deb=$(cargo deb --no-build "$@" | tail -n 1)
+echo "build-deb: contents of $deb" >&2
+dpkg-deb --info "$deb" >&2
+dpkg-deb -c "$deb" >&2
+echo "build-deb: $(du -h "$deb" | cut -f1) $deb" >&2
+echo "$deb"
