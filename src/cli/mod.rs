@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub mod api;
 pub mod config_cmd;
+pub mod daemon;
 pub mod emulator;
 pub mod run;
 pub mod schedule;
@@ -107,6 +108,8 @@ pub enum Command {
     Api(api::ApiCommand),
     /// Serve a local emulator of the monitoring API and its ping host
     Emulator(emulator::EmulatorArgs),
+    /// Run and watch the config's jobs on their schedules, ping on success
+    Daemon(daemon::DaemonArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -118,6 +121,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config_cmd::run(cmd, &global),
         Command::Api(cmd) => api::run(cmd, &global),
         Command::Emulator(args) => emulator::run(args, &global),
+        Command::Daemon(args) => daemon::run(args, &global),
     };
     ExitCode::from(code)
 }
