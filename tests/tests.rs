@@ -9,3 +9,4 @@ mod emulator;
 mod run;
 mod schedule;
 mod watch;
+mod daemon;
