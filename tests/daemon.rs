@@ -185,7 +185,11 @@ fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
         assert!(
             Instant::now() < deadline,
             "waited {timeout:?} for {n} pings to {path}; got {:?}",
-            server.requests().iter().map(|r| &r.path).collect::<Vec<_>>()
+            server
+                .requests()
+                .iter()
+                .map(|r| &r.path)
+                .collect::<Vec<_>>()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -5,8 +5,8 @@ mod util;
 
 mod api;
 mod config;
+mod daemon;
 mod emulator;
 mod run;
 mod schedule;
 mod watch;
-mod daemon;

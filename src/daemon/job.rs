@@ -157,7 +157,11 @@ impl JobTask {
     /// Starts a run now (on the daemon's run tracker, so it outlives this task).
     fn start(&self, scheduled: DateTime<Utc>) {
         if self.job.catch_up {
-            if let Err(err) = self.shared.persisted.set_last_fire(&self.job.name, scheduled) {
+            if let Err(err) = self
+                .shared
+                .persisted
+                .set_last_fire(&self.job.name, scheduled)
+            {
                 warn!(job = %self.job.name, error = %err, "cannot record the fire time for catch_up");
             }
         }

@@ -72,7 +72,9 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
         stop_runs: CancellationToken::new(),
         host: super::host_name(),
         boot_id: boot_id()
-            .inspect_err(|err| warn!(error = %err, "cannot read the boot id; @reboot jobs will not run"))
+            .inspect_err(
+                |err| warn!(error = %err, "cannot read the boot id; @reboot jobs will not run"),
+            )
             .ok(),
     });
     let config = Arc::new(config);
@@ -92,9 +94,7 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
     // The status listener (a later issue) is bound before this point, as a background task.
     let count = supervisor.jobs.len();
     let _ = supervisor.notifier.ready();
-    let _ = supervisor
-        .notifier
-        .status(&format!("running {count} jobs"));
+    let _ = supervisor.notifier.status(&format!("running {count} jobs"));
     info!(jobs = count, pid = std::process::id(), "daemon started");
     let stop = supervisor.main_loop(&mut signals).await;
     supervisor.shutdown(stop, &mut signals, background).await;
@@ -188,7 +188,11 @@ impl Supervisor {
         Scheduled { job, cancel }
     }
 
-    fn start_background(&self, tasks: Vec<(&'static str, super::Task)>, cancel: &CancellationToken) {
+    fn start_background(
+        &self,
+        tasks: Vec<(&'static str, super::Task)>,
+        cancel: &CancellationToken,
+    ) {
         if std::process::id() == 1 {
             let children = Arc::clone(&self.shared.children);
             self.tasks.spawn(children::reap(children, cancel.clone()));

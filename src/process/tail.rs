@@ -112,7 +112,10 @@ impl Stream {
 /// can log output line by line with the job's name. A line longer than [`MAX_LINE`] is passed
 /// on in pieces; a last line without a newline is passed on when the pipe closes.
 #[derive(Clone)]
-pub struct LineSink(Arc<dyn Fn(Stream, &[u8]) + Send + Sync>);
+pub struct LineSink(Arc<LineFn>);
+
+/// The callback behind a [`LineSink`].
+type LineFn = dyn Fn(Stream, &[u8]) + Send + Sync;
 
 impl LineSink {
     /// A sink calling `f` for every line.

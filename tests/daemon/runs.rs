@@ -36,11 +36,18 @@ ping_url = "{bad}"
     // Each success ping carries the agent's headers.
     let ping = server.requests().into_iter().find(|r| r.path == "/good");
     let ping = ping.expect("a ping");
-    assert!(ping.header("user-agent").is_some_and(|ua| ua.starts_with("heartbeat-agent/")));
+    assert!(ping
+        .header("user-agent")
+        .is_some_and(|ua| ua.starts_with("heartbeat-agent/")));
     assert!(ping.header("origin").is_some_and(|o| !o.is_empty()));
     let started = logs.iter().find(|l| is(l, "job started", "good"));
     let started = started.expect("a start line");
-    assert!(started["scheduled"].as_str().is_some_and(|s| s.ends_with(".000Z")), "{started}");
+    assert!(
+        started["scheduled"]
+            .as_str()
+            .is_some_and(|s| s.ends_with(".000Z")),
+        "{started}"
+    );
     assert!(started["delay_ms"].as_f64().is_some(), "{started}");
 }
 
@@ -86,7 +93,10 @@ ping_url = "http://127.0.0.1:9/never"
     assert_eq!(failed[0]["timed_out"], true, "{}", failed[0]);
     let deadline = Instant::now() + 3 * SECOND;
     while !process_gone(background) {
-        assert!(Instant::now() < deadline, "background sleep {background} survived the timeout");
+        assert!(
+            Instant::now() < deadline,
+            "background sleep {background} survived the timeout"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(daemon);
@@ -118,7 +128,9 @@ ping_url = "{ctl}"
     wait_hits(&server, "/ctl", 2, 5 * SECOND);
     let logs = daemon.stop();
     assert_eq!(hits(&server, "/ext"), 0);
-    assert!(!logs.iter().any(|l| job_of(l) == Some("external") && message(l).starts_with("job ")));
+    assert!(!logs
+        .iter()
+        .any(|l| job_of(l) == Some("external") && message(l).starts_with("job ")));
     assert!(marker.exists());
 }
 
@@ -147,9 +159,15 @@ shell = "env"
         .filter(|l| is(l, "output", "env"))
         .filter_map(|l| l["line"].as_str().map(str::to_owned))
         .collect();
-    assert!(lines.iter().any(|l| l == "HEARTBEAT_AGENT_JOB=env"), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l == "HEARTBEAT_AGENT_JOB=env"),
+        "{lines:?}"
+    );
     for banned in ["NOTIFY_SOCKET=", "WATCHDOG_", "HEARTBEAT_AGENT_API_KEY="] {
-        assert!(!lines.iter().any(|l| l.starts_with(banned)), "{banned} leaked: {lines:?}");
+        assert!(
+            !lines.iter().any(|l| l.starts_with(banned)),
+            "{banned} leaked: {lines:?}"
+        );
     }
     daemon.stop();
 }

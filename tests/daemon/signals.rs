@@ -15,7 +15,8 @@ fn job(name: &str, url: &str) -> String {
 fn sighup_with_a_valid_config_adds_changes_and_keeps_jobs() {
     let home = Home::new();
     let server = ping_server();
-    let long = "[[jobs]]\nname = \"long\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"sleep\", \"2\"]\n\n";
+    let long =
+        "[[jobs]]\nname = \"long\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"sleep\", \"2\"]\n\n";
     home.write_config(&format!("{}{long}", job("first", &server.url("/first"))));
     let daemon = home.start();
     wait_hits(&server, "/first", 1, 5 * SECOND);
@@ -59,8 +60,16 @@ fn sighup_with_an_invalid_config_keeps_the_old_one() {
         .filter_map(|l| l["problem"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains(":3:") && p.contains("schedule")), "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains("`comand`")), "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains(":3:") && p.contains("schedule")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("`comand`")),
+        "{problems:?}"
+    );
     let before = hits(&server, "/steady");
     wait_hits(&server, "/steady", before + 2, 5 * SECOND);
     daemon.stop();
@@ -95,7 +104,10 @@ shell = "trap '' TERM; echo $$ > {stubborn}; sleep 30 & wait; sleep 30"
     let took = asked.elapsed();
     assert_eq!(status.code(), Some(0), "{}", daemon.dump());
     // shutdown_timeout is 2s: the stubborn job needed SIGKILL after it.
-    assert!(took >= Duration::from_millis(1900) && took < 4 * SECOND, "{took:?}");
+    assert!(
+        took >= Duration::from_millis(1900) && took < 4 * SECOND,
+        "{took:?}"
+    );
     for group in groups {
         let gone = nix::sys::signal::killpg(Pid::from_raw(group), None).is_err();
         assert!(gone || process_gone(group), "group {group} survived");
@@ -132,7 +144,11 @@ fn notify_socket_gets_ready_reloading_watchdog_and_stopping() {
         seen.push(next);
         next = receive(&socket);
     }
-    assert!(seen.iter().any(|m| m.starts_with("RELOADING=1\nMONOTONIC_USEC=")), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|m| m.starts_with("RELOADING=1\nMONOTONIC_USEC=")),
+        "{seen:?}"
+    );
     daemon.signal(Signal::SIGTERM);
     let mut next = receive(&socket);
     while next == "WATCHDOG=1" {
@@ -159,7 +175,13 @@ fn invalid_config_at_start_exits_78_with_every_problem() {
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let shown = home.config().display().to_string();
-    assert!(stderr.contains(&format!("{shown}:3:")) && stderr.contains("hour field"), "{stderr}");
-    assert!(stderr.contains(&format!("{shown}:5:")) && stderr.contains("no unit"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{shown}:3:")) && stderr.contains("hour field"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{shown}:5:")) && stderr.contains("no unit"),
+        "{stderr}"
+    );
     assert!(stderr.contains("the daemon did not start"), "{stderr}");
 }

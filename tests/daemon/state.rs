@@ -86,7 +86,12 @@ ping_url = "{url}"
     again.stop();
     assert_eq!(hits(&server, "/warmup"), 1);
     // As if the machine had rebooted since: runs again.
-    seed(&home, "reboot", "warmup", "00000000-0000-0000-0000-000000000000");
+    seed(
+        &home,
+        "reboot",
+        "warmup",
+        "00000000-0000-0000-0000-000000000000",
+    );
     let rebooted = home.start();
     wait_hits(&server, "/warmup", 2, 5 * SECOND);
     rebooted.stop();

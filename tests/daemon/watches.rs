@@ -37,12 +37,39 @@ fn watches_ping_when_healthy_only() {
         l.local_addr().expect("addr")
     };
     let jobs = [
-        ("proc-up", format!(r#"{{ kind = "process", pattern = "{marker}" }}"#)),
-        ("proc-down", format!(r#"{{ kind = "process", pattern = "{marker}-absent" }}"#)),
-        ("file-fresh", format!(r#"{{ kind = "file", path = "{}", max_age = "1h" }}"#, fresh.display())),
-        ("file-stale", format!(r#"{{ kind = "file", path = "{}", max_age = "1h" }}"#, stale.display())),
-        ("tcp-open", format!(r#"{{ kind = "tcp", address = "{}", timeout = "1s" }}"#, open.local_addr().expect("addr"))),
-        ("tcp-closed", format!(r#"{{ kind = "tcp", address = "{closed}", timeout = "1s" }}"#)),
+        (
+            "proc-up",
+            format!(r#"{{ kind = "process", pattern = "{marker}" }}"#),
+        ),
+        (
+            "proc-down",
+            format!(r#"{{ kind = "process", pattern = "{marker}-absent" }}"#),
+        ),
+        (
+            "file-fresh",
+            format!(
+                r#"{{ kind = "file", path = "{}", max_age = "1h" }}"#,
+                fresh.display()
+            ),
+        ),
+        (
+            "file-stale",
+            format!(
+                r#"{{ kind = "file", path = "{}", max_age = "1h" }}"#,
+                stale.display()
+            ),
+        ),
+        (
+            "tcp-open",
+            format!(
+                r#"{{ kind = "tcp", address = "{}", timeout = "1s" }}"#,
+                open.local_addr().expect("addr")
+            ),
+        ),
+        (
+            "tcp-closed",
+            format!(r#"{{ kind = "tcp", address = "{closed}", timeout = "1s" }}"#),
+        ),
     ];
     let config: String = jobs
         .iter()
@@ -59,13 +86,23 @@ fn watches_ping_when_healthy_only() {
         assert!(!reason.is_empty(), "{}", lines[0]);
     }
     let healthy = daemon.wait_for(1, SECOND, |l| is(l, "watch healthy", "proc-up"));
-    assert!(healthy[0]["reason"].as_str().is_some_and(|r| r.contains(&sleeper.id().to_string())), "{}", healthy[0]);
+    assert!(
+        healthy[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(&sleeper.id().to_string())),
+        "{}",
+        healthy[0]
+    );
     // The process ends: the same daemon (cached process table) must see it gone.
     sleeper.kill().expect("kill");
     sleeper.wait().expect("reap");
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "watch unhealthy", "proc-up"));
     daemon.stop();
     for unhealthy in ["proc-down", "file-stale", "tcp-closed"] {
-        assert_eq!(hits(&server, &format!("/{unhealthy}")), 0, "{unhealthy} pinged");
+        assert_eq!(
+            hits(&server, &format!("/{unhealthy}")),
+            0,
+            "{unhealthy} pinged"
+        );
     }
 }
