@@ -36,13 +36,25 @@ use crate::process::{self, CommandSpec, Running, SpawnError};
 #[derive(Debug, Default)]
 pub struct Children {
     live: Mutex<HashSet<i32>>,
+    /// Whether the orphan reaper runs (PID 1): only then must a spawn and its record be one
+    /// critical section; otherwise spawns on different threads need not wait for each other.
+    reaping: bool,
 }
 
 impl Children {
-    /// Spawns `spec` and records its pid in the same critical section.
+    /// The job processes of a daemon that reaps orphans (`reaping`, as PID 1) or not.
+    pub fn new(reaping: bool) -> Children {
+        Children {
+            live: Mutex::default(),
+            reaping,
+        }
+    }
+
+    /// Spawns `spec` and records its pid (in the same critical section when reaping).
     pub fn spawn(&self, spec: &CommandSpec) -> Result<Running, SpawnError> {
-        let mut live = self.lock();
+        let held = self.reaping.then(|| self.lock());
         let running = process::spawn(spec)?;
+        let mut live = held.unwrap_or_else(|| self.lock());
         if let Ok(pid) = i32::try_from(running.pid()) {
             live.insert(pid);
         }
@@ -158,7 +170,7 @@ mod tests {
     #[tokio::test]
     async fn reaping_orphans_leaves_job_statuses_alone() {
         // A job that exits at once, and a plain child of ours (standing in for an orphan).
-        let children = Children::default();
+        let children = Children::new(true);
         let spec = CommandSpec::from_argv(&["sh", "-c", "exit 7"]).expect("argv");
         let running = children.spawn(&spec).expect("spawn");
         let pid = running.pid();

@@ -66,7 +66,7 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
         persisted: Persisted::new(&options.state_dir),
         state: Arc::new(DaemonState::default()),
         probes: crate::watch::Probes::new(),
-        children: Arc::new(Children::default()),
+        children: Arc::new(Children::new(std::process::id() == 1)),
         after_run: plugins.after_run,
         runs: TaskTracker::new(),
         stop_runs: CancellationToken::new(),
