@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::util::agent;
 use crate::util::http::{Mode, Server};
 
+mod pid1;
 mod runs;
 mod signals;
 mod state;
@@ -54,7 +55,11 @@ impl Home {
     }
 
     fn start_with(&self, env: &[(&str, &str)]) -> Daemon {
-        let mut cmd = agent(self.dir.path());
+        self.spawn(agent(self.dir.path()), env)
+    }
+
+    /// Starts the daemon through `cmd` (the agent binary, or a wrapper followed by it).
+    fn spawn(&self, mut cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon {
         cmd.args(["daemon", "--log-format", "json", "--config"])
             .arg(self.config())
             .envs(env.iter().copied())

@@ -199,3 +199,42 @@ user = "nobody"
     assert_eq!(ids, ["65534", "65534"]);
     daemon.stop();
 }
+
+#[test]
+fn queued_fire_starts_when_the_running_one_ends() {
+    let home = Home::new();
+    home.write_config(
+        r#"
+[[jobs]]
+name = "queued"
+schedule = "*/1 * * * * *"
+shell = "sleep 1.5"
+overlap = "queue"
+"#,
+    );
+    let daemon = home.start();
+    let started = daemon.wait_for(2, 6 * SECOND, |l| is(l, "job started", "queued"));
+    let finished = daemon.wait_for(1, SECOND, |l| is(l, "job finished", "queued"));
+    assert!(
+        daemon.count(|l| is(l, "run queued", "queued")) >= 1,
+        "{}",
+        daemon.dump()
+    );
+    assert_eq!(daemon.count(|l| is(l, "run skipped", "queued")), 0);
+    // The waiting run started as soon as the first ended, not at a later fire time.
+    let time = |l: &Value, key: &str| {
+        chrono::DateTime::parse_from_rfc3339(l[key].as_str().expect("time")).expect("rfc 3339")
+    };
+    let gap = time(&started[1], "spawned") - time(&finished[0], "timestamp");
+    assert!(
+        gap.num_milliseconds().abs() < 300,
+        "{gap}: {}",
+        daemon.dump()
+    );
+    assert!(
+        started[1]["delay_ms"].as_f64().is_some_and(|d| d > 200.0),
+        "{}",
+        started[1]
+    );
+    daemon.stop();
+}
