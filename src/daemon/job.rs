@@ -7,11 +7,12 @@
 //! jump forward over several fire times runs the job once, not once per missed fire. If the
 //! wall clock steps back by more than a second, fire times are recomputed from the new time.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sha2::{Digest, Sha256};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -24,6 +25,16 @@ use crate::watch::Probes;
 
 /// The longest single sleep of a job task.
 pub const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// The instant after `now` on the grid of [`MAX_SLEEP`] steps from `epoch`. Job tasks whose
+/// next fire is farther away all wake at these same instants: one wake-up of the runtime per
+/// minute for any number of idle jobs, instead of one per job at scattered times.
+pub fn next_grid_tick(epoch: Instant, now: Instant) -> Instant {
+    let step = MAX_SLEEP.as_nanos();
+    let since = now.saturating_duration_since(epoch).as_nanos();
+    let steps = u32::try_from(since / step + 1).unwrap_or(u32::MAX);
+    epoch + MAX_SLEEP * steps
+}
 
 /// Settings of the agent that a reload may change; runs read the current ones when they start.
 #[derive(Debug, Clone)]
@@ -44,8 +55,11 @@ pub(super) struct Shared {
     pub persisted: Persisted,
     /// Live job state, read by status.
     pub state: Arc<DaemonState>,
-    /// Probe context shared by all watch jobs.
-    pub probes: Probes,
+    /// Probe context shared by all watch jobs, made at the first probe (its HTTP client costs
+    /// memory a daemon without watch jobs need not spend).
+    pub probes: OnceLock<Probes>,
+    /// The start of the daemon: the origin of the grid the idle job tasks wake on.
+    pub epoch: Instant,
     /// Running job processes (and the PID 1 reaper's exclusion list).
     pub children: Arc<Children>,
     /// Plug-ins told about every run.
@@ -61,6 +75,16 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// The next instant on the idle wake-up grid (see [`next_grid_tick`]).
+    pub fn next_tick(&self) -> Instant {
+        next_grid_tick(self.epoch, Instant::now())
+    }
+
+    /// The probe context.
+    pub fn probes(&self) -> &Probes {
+        self.probes.get_or_init(Probes::new)
+    }
+
     /// The settings in force.
     pub fn settings(&self) -> Arc<Settings> {
         Arc::clone(&self.settings.read().unwrap_or_else(|e| e.into_inner()))
@@ -114,10 +138,11 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
             task.state.set_next_fire(next);
             continue;
         }
-        let wait = (due - now).to_std().unwrap_or_default().min(MAX_SLEEP);
+        let wait = (due - now).to_std().unwrap_or_default();
+        let until = (Instant::now() + wait).min(task.shared.next_tick());
         tokio::select! {
             () = cancel.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
+            () = tokio::time::sleep_until(until) => {}
             () = task.state.run_ended.notified(), if queued.is_some() => {
                 if task.state.running() == 0 {
                     if let Some(fire) = queued.take() {
@@ -237,6 +262,16 @@ pub fn millis(t: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grid_ticks_are_shared_and_at_most_a_minute_away() {
+        let epoch = Instant::now();
+        let a = next_grid_tick(epoch, epoch + Duration::from_secs(5));
+        let b = next_grid_tick(epoch, epoch + Duration::from_millis(59_999));
+        assert_eq!((a, b), (epoch + MAX_SLEEP, epoch + MAX_SLEEP));
+        let c = next_grid_tick(epoch, epoch + MAX_SLEEP);
+        assert_eq!(c, epoch + MAX_SLEEP * 2);
+    }
 
     #[test]
     fn jitter_is_stable_bounded_and_spread() {

@@ -174,7 +174,7 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
 async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
     let started = Utc::now();
     let probe = tokio::select! {
-        probe = shared.probes.probe(spec) => probe,
+        probe = shared.probes().probe(spec) => probe,
         () = shared.stop_runs.cancelled() => {
             return Ended { stopped: true, ..not_started("stopped by shutdown") };
         }

@@ -65,7 +65,8 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
         state_dir: options.state_dir.clone(),
         persisted: Persisted::new(&options.state_dir),
         state: Arc::new(DaemonState::default()),
-        probes: crate::watch::Probes::new(),
+        probes: std::sync::OnceLock::new(),
+        epoch: tokio::time::Instant::now(),
         children: Arc::new(Children::new(std::process::id() == 1)),
         after_run: plugins.after_run,
         runs: TaskTracker::new(),
@@ -89,6 +90,7 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
         notifier,
     };
     supervisor.apply(&config);
+    super::release_free_memory();
     let background = CancellationToken::new();
     supervisor.start_background(plugins.tasks, &background);
     // The status listener (a later issue) is bound before this point, as a background task.
@@ -244,6 +246,7 @@ impl Supervisor {
                 self.apply(&config);
                 self.config.send_replace(Arc::new(config));
                 info!(jobs = self.jobs.len(), "configuration reloaded");
+                super::release_free_memory();
             }
         }
         let _ = self.notifier.ready();
