@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::agent;
 
+mod job;
 mod terminal;
 use crate::util::http::{refused_url, Mode, Server};
 

@@ -268,6 +268,17 @@ impl ApiClient {
             .await
     }
 
+    /// `GET /v1/checks/heartbeats/{checkId}/events`, outside the spec: every event of a check
+    /// (newest first) with its statistics, so callers can learn event ids.
+    pub async fn list_heartbeat_events(
+        &self,
+        check_id: &str,
+    ) -> Result<Vec<HeartbeatEventList>, ApiError> {
+        let url = self.url(&["v1", "checks", "heartbeats", check_id, "events"], &[]);
+        self.call(Operation::ListHeartbeatEvents, url, None::<&()>)
+            .await
+    }
+
     /// `GET /v1/check-groups/{id}`.
     pub async fn get_check_group(&self, group_id: i64) -> Result<CheckGroup, ApiError> {
         let url = self.url(&["v1", "check-groups", &group_id.to_string()], &[]);

@@ -1,5 +1,6 @@
-//! The 11 operations of the spec as values: their names (for messages, logs and per-route rate
-//! limits), HTTP methods, and whether repeating one is safe.
+//! The 11 operations of the spec as values, plus the heartbeat events list the real service
+//! serves outside the spec: their names (for messages, logs and per-route rate limits), HTTP
+//! methods, and whether repeating one is safe.
 
 use std::fmt;
 
@@ -28,10 +29,13 @@ pub enum Operation {
     ListErrorGroups,
     /// `DELETE /v1/snippets/{id}`.
     DeleteSnippet,
+    /// `GET /v1/checks/heartbeats/{checkId}/events`: not in the spec, but served by the real
+    /// service and the emulator; the way to discover event ids.
+    ListHeartbeatEvents,
 }
 
 impl Operation {
-    /// Every operation, in the spec's order.
+    /// Every operation of the spec, in its order (the events list is outside the spec).
     pub const ALL: [Operation; 11] = [
         Operation::CreateStatusPageService,
         Operation::ListStatusPageServices,
@@ -60,6 +64,7 @@ impl Operation {
             Operation::ListCheckStatuses => "list_check_statuses",
             Operation::ListErrorGroups => "list_error_groups",
             Operation::DeleteSnippet => "delete_snippet",
+            Operation::ListHeartbeatEvents => "list_heartbeat_events",
         }
     }
 

@@ -12,8 +12,11 @@ pub mod api;
 pub mod config_cmd;
 pub mod daemon;
 pub mod emulator;
+pub mod outbox;
+pub mod ping;
 pub mod run;
 pub mod schedule;
+pub mod sync;
 
 /// Exit codes that are part of the command-line contract.
 pub mod exit {
@@ -108,6 +111,12 @@ pub enum Command {
     Api(api::ApiCommand),
     /// Serve a local emulator of the monitoring API and its ping host
     Emulator(emulator::EmulatorArgs),
+    /// Send one ping now (kept in the outbox when it cannot be delivered)
+    Ping(ping::PingArgs),
+    /// Show and manage pending pings: list, flush, purge
+    Outbox(outbox::OutboxArgs),
+    /// Bring every bound heartbeat check's definition in line with the config now
+    Sync(sync::SyncArgs),
     /// Run and watch the config's jobs on their schedules, ping on success
     Daemon(daemon::DaemonArgs),
 }
@@ -121,6 +130,9 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config_cmd::run(cmd, &global),
         Command::Api(cmd) => api::run(cmd, &global),
         Command::Emulator(args) => emulator::run(args, &global),
+        Command::Ping(args) => ping::run(args, &global),
+        Command::Outbox(args) => outbox::run(args, &global),
+        Command::Sync(args) => sync::run(args, &global),
         Command::Daemon(args) => daemon::run(args, &global),
     };
     ExitCode::from(code)

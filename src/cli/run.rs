@@ -20,7 +20,8 @@ use tracing::{debug, warn};
 
 use super::{exit, print_error, GlobalArgs};
 use crate::config::{ApiKeySource, Config, Job, JobAction, PingTarget};
-use crate::ping::{self, Budget, Ping, PingMethod};
+use crate::ping::outbox::{self, Outbox, PingContext};
+use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, SpawnError, Termination};
 
@@ -132,6 +133,10 @@ struct Plan {
     start: Option<Ping>,
     budget: Budget,
     state_dir: PathBuf,
+    /// The job and age limit stored with a ping that goes to the outbox.
+    ping_context: PingContext,
+    /// `[agent] outbox_max_entries`.
+    outbox_max_entries: usize,
     /// Names the lock: the job, else the ping URL's fingerprint, else the command's.
     lock_key: String,
     /// What is locked, for the message.
@@ -237,6 +242,13 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
             ..Budget::default()
         },
         state_dir,
+        ping_context: PingContext {
+            job: args.job.clone(),
+            max_age: outbox::max_age(config.as_ref().and_then(|c| c.agent.outbox_max_age), job),
+        },
+        outbox_max_entries: config
+            .as_ref()
+            .map_or(outbox::DEFAULT_MAX_ENTRIES, |c| c.agent.outbox_max_entries),
         lock_key,
         lock_what,
     })
@@ -292,7 +304,7 @@ fn lock_identity(job: Option<&str>, ping: Option<&Ping>, spec: &CommandSpec) -> 
     }
 }
 
-fn hostname() -> String {
+pub(super) fn hostname() -> String {
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
@@ -302,7 +314,7 @@ fn hostname() -> String {
 
 /// Loads the config when `run` may need it: always with `--job`, else only when a file exists
 /// (its `state_dir` and `api_key_env` still matter). Problems are warnings.
-fn load_config(global: &GlobalArgs, job: Option<&str>) -> Option<Config> {
+pub(super) fn load_config(global: &GlobalArgs, job: Option<&str>) -> Option<Config> {
     let explicit = global.config.is_some()
         || std::env::var_os(crate::paths::CONFIG_ENV).is_some_and(|v| !v.is_empty());
     let path = crate::paths::config_file(global.config.as_ref());
@@ -388,7 +400,7 @@ fn job_ping(
 ) -> Option<Ping> {
     let url = match &job.target {
         PingTarget::Url(url) => url.clone(),
-        PingTarget::Check(id) => match ping::learned_ping_url(state_dir, id) {
+        PingTarget::Check(id) => match crate::ping::learned_ping_url(state_dir, id) {
             Some(url) => url,
             None => {
                 warn!(job = %job.name, check = %id, "no ping URL learned for the job's check yet; run `heartbeat-agent sync` (no ping this time)");
@@ -412,10 +424,12 @@ fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {
 /// Runs the planned command to its end, then pings; returns the exit status.
 async fn execute(plan: Plan) -> u8 {
     let mut signals = Signals::install();
-    let state_dir = Some(plan.state_dir.clone());
+    let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries);
     let start = plan.start.clone().map(|ping| {
-        let (budget, dir) = (plan.budget, state_dir.clone());
-        tokio::spawn(async move { ping::deliver_or_queue(&ping, &budget, dir.as_deref()).await })
+        let (budget, outbox, context) = (plan.budget, outbox.clone(), plan.ping_context.clone());
+        tokio::spawn(async move {
+            outbox::deliver_or_queue_for(&ping, &budget, Some(&outbox), &context).await
+        })
     });
     let (status, success) = match process::spawn(&plan.spec) {
         Err(err) => {
@@ -439,14 +453,29 @@ async fn execute(plan: Plan) -> u8 {
             (outcome.exit_status(), success)
         }
     };
+    if !success {
+        let job = plan.ping_context.job.as_deref();
+        if let Err(err) = outbox.drop_after_failure(job, plan.success.as_ref()) {
+            warn!(error = %err, "cannot drop the pending success of this failed run");
+        }
+    }
     let finish = if success { &plan.success } else { &plan.fail };
     let pings = async {
+        let began = tokio::time::Instant::now();
         if let Some(task) = start {
             let _ = task.await;
         }
+        let mut stored = None;
         if let Some(ping) = finish {
-            ping::deliver_or_queue(ping, &plan.budget, state_dir.as_deref()).await;
+            let outcome =
+                outbox::deliver_or_queue_for(ping, &plan.budget, Some(&outbox), &plan.ping_context)
+                    .await;
+            if matches!(outcome, PingOutcome::Retryable { .. }) {
+                stored = Some(ping.clone());
+            }
         }
+        let left = plan.budget.total.saturating_sub(began.elapsed());
+        outbox::catch_up(&outbox, &plan.budget, left, stored).await;
     };
     tokio::select! {
         () = pings => {}

@@ -13,6 +13,7 @@ use chrono_tz::Tz;
 
 use crate::schedule::Schedule;
 
+mod check;
 pub mod duration;
 mod parse;
 pub mod problem;
@@ -23,6 +24,7 @@ mod validate;
 mod values;
 mod watch;
 
+pub use check::{CheckDuration, CheckSettings, MAX_DESCRIPTION};
 pub use secrets::{read_api_key, ApiKeyError};
 
 /// A validated configuration file.
@@ -48,6 +50,18 @@ pub struct AgentSettings {
     pub timezone: Tz,
     /// `shutdown_timeout`: how long running jobs get after SIGTERM before SIGKILL (default 30s).
     pub shutdown_timeout: Duration,
+    /// `outbox_max_entries`: the outbox keeps at most this many pending pings, dropping the
+    /// oldest (counted) beyond it (default [`crate::ping::outbox::DEFAULT_MAX_ENTRIES`]).
+    pub outbox_max_entries: usize,
+    /// `outbox_max_age`: a pending success older than this is dropped; `None` means the job's
+    /// period where its schedule is known, else 1 h (see [`crate::ping::outbox::max_age`]).
+    pub outbox_max_age: Option<Duration>,
+    /// `resync_interval`: how often the daemon reconciles bound checks even when nothing
+    /// changed, to repair drift made outside the agent (default 6h).
+    pub resync_interval: Duration,
+    /// `sync_jitter`: upper bound of the random delay before the daemon's first sync, so a
+    /// fleet restarted together does not stampede the API (default 30s).
+    pub sync_jitter: Duration,
 }
 
 /// `[api]`.
@@ -112,6 +126,8 @@ pub struct Job {
     pub output_tail: usize,
     /// Where success is reported.
     pub target: PingTarget,
+    /// `[jobs.check]`: the definition sync keeps on the bound check (used with `check_id`).
+    pub check: CheckSettings,
 }
 
 /// What a job does: exactly one of `command`, `shell`, `watch`, or nothing (external).

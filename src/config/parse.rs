@@ -14,7 +14,7 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAc
 use toml_edit::{ImDocument, Item, Value};
 
 use super::problem::{closest, Problem};
-use super::raw::{self, keys_of, RawAgent, RawApi, RawJob, RawSettings, RawWatch};
+use super::raw::{self, keys_of, RawAgent, RawApi, RawCheck, RawJob, RawSettings, RawWatch};
 
 /// The file after stage one: every section that could be read, with what was dropped.
 #[derive(Debug, Default)]
@@ -53,6 +53,8 @@ pub struct RawJobEntry {
     pub settings: Section<RawSettings>,
     /// `[jobs.watch]`, when present.
     pub watch: Option<Section<RawWatch>>,
+    /// `[jobs.check]`, when present.
+    pub check: Option<Section<RawCheck>>,
 }
 
 /// One key of a table as written.
@@ -145,7 +147,7 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
     let entries = table.entries();
     let job_keys = keys_of::<RawJob>();
     let setting_keys = keys_of::<RawSettings>();
-    let (mut own, mut settings, mut watch) = (Vec::new(), Vec::new(), None);
+    let (mut own, mut settings, mut watch, mut check) = (Vec::new(), Vec::new(), None, None);
     // Keys an unknown key was probably meant to be: not also reported as missing.
     let mut suggested = BTreeSet::new();
     for entry in entries {
@@ -156,12 +158,14 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
             settings.push(entry);
         } else if name == "watch" {
             watch = Some(entry);
+        } else if name == "check" {
+            check = Some(entry);
         } else {
             let known = job_keys
                 .iter()
                 .chain(setting_keys)
                 .copied()
-                .chain(["watch"]);
+                .chain(["watch", "check"]);
             let known: Vec<&str> = known.collect();
             suggested.extend(closest(name, known.iter().copied()).map(str::to_owned));
             let mut problem = unknown_key(entry.key_span.clone(), &context, name, &known);
@@ -178,11 +182,13 @@ fn job(number: usize, table: TableRef<'_>, problems: &mut Vec<Problem>) -> RawJo
     job.broken.extend(suggested);
     let settings = deserialize_entries(settings, span, &context, "", problems);
     let watch = watch.and_then(|entry| section(&entry, &context, "watch.", problems));
+    let check = check.and_then(|entry| section(&entry, &context, "check.", problems));
     RawJobEntry {
         context,
         job,
         settings,
         watch,
+        check,
     }
 }
 

@@ -19,6 +19,14 @@ pub struct RawAgent {
     pub timezone: Option<Spanned<String>>,
     /// Grace for running jobs at shutdown.
     pub shutdown_timeout: Option<Spanned<RawDuration>>,
+    /// Bound of the outbox.
+    pub outbox_max_entries: Option<Spanned<i64>>,
+    /// Age limit of pending successes.
+    pub outbox_max_age: Option<Spanned<RawDuration>>,
+    /// How often bound checks are reconciled even when nothing changed.
+    pub resync_interval: Option<Spanned<RawDuration>>,
+    /// Upper bound of the random delay before the daemon's first sync.
+    pub sync_jitter: Option<Spanned<RawDuration>>,
 }
 
 /// `[api]`.
@@ -117,6 +125,102 @@ pub struct RawWatch {
     pub expect_status: Option<Spanned<i64>>,
 }
 
+/// `[jobs.check]`: the definition of the heartbeat check a job is bound to (all optional).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheck {
+    /// Check name; default the job's name.
+    pub name: Option<Spanned<String>>,
+    /// Whether the check is active.
+    pub activated: Option<bool>,
+    /// Whether its notifications are suppressed.
+    pub muted: Option<bool>,
+    /// Tags.
+    pub tags: Option<Spanned<Vec<Spanned<String>>>>,
+    /// At most 500 characters.
+    pub description: Option<Spanned<String>>,
+    /// The check's own alert settings.
+    pub alert_settings: Option<RawAlertSettings>,
+    /// Whether the account's alert settings apply instead.
+    pub use_global_alert_settings: Option<bool>,
+    /// Alert channels the check notifies.
+    pub alert_channel_subscriptions: Option<Vec<RawSubscription>>,
+    /// Status page automation.
+    pub trigger_incident: Option<RawTriggerIncident>,
+    /// The `autoAssignAlerts` query flag.
+    pub auto_assign_alerts: Option<bool>,
+    /// `"auto"` or a duration.
+    pub period: Option<Spanned<RawDuration>>,
+    /// `"auto"` or a duration.
+    pub grace: Option<Spanned<RawDuration>>,
+}
+
+/// `[jobs.check.alert_settings]`, the API's `alertSettings` in snake case.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAlertSettings {
+    /// `RUN_BASED`, ...
+    pub escalation_type: Option<String>,
+    /// `{ failed_run_threshold = N }`.
+    pub run_based_escalation: Option<RawRunBased>,
+    /// `{ amount = N, interval = MINUTES }`.
+    pub reminders: Option<RawReminders>,
+    /// `{ enabled = true, percentage = 10.0 }`.
+    pub parallel_run_failure_threshold: Option<RawParallelThreshold>,
+}
+
+/// `run_based_escalation`.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRunBased {
+    /// Failed runs in a row before an alert.
+    pub failed_run_threshold: Option<u32>,
+}
+
+/// `reminders`.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReminders {
+    /// How many reminders.
+    pub amount: Option<u32>,
+    /// Minutes between reminders.
+    pub interval: Option<u32>,
+}
+
+/// `parallel_run_failure_threshold`.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawParallelThreshold {
+    /// Whether it applies.
+    pub enabled: Option<bool>,
+    /// Percentage of failing locations.
+    pub percentage: Option<f64>,
+}
+
+/// One entry of `alert_channel_subscriptions`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSubscription {
+    /// The alert channel's id.
+    pub alert_channel_id: i64,
+    /// Whether alerts go to it (default true).
+    pub activated: Option<bool>,
+}
+
+/// `trigger_incident`.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTriggerIncident {
+    /// The status page service.
+    pub service_id: Option<String>,
+    /// Incident name.
+    pub name: Option<String>,
+    /// Incident description.
+    pub description: Option<String>,
+    /// Whether subscribers are told.
+    pub notify_subscribers: Option<bool>,
+}
+
 /// A duration as written: a string with a unit, or a bare number (which is an error with a
 /// suggestion, so it is accepted here to give that message).
 #[derive(Debug, Clone, PartialEq)]
@@ -191,6 +295,24 @@ pub fn example(key: &str) -> Option<&'static str> {
         "state_dir" => "state_dir = \"/var/lib/heartbeat-agent\"",
         "timezone" => "timezone = \"Europe/Berlin\"",
         "shutdown_timeout" => "shutdown_timeout = \"30s\"",
+        "outbox_max_entries" => "outbox_max_entries = 1000",
+        "outbox_max_age" => "outbox_max_age = \"1h\"",
+        "resync_interval" => "resync_interval = \"6h\"",
+        "sync_jitter" => "sync_jitter = \"30s\"",
+        "activated" | "muted" | "use_global_alert_settings" | "auto_assign_alerts" => {
+            "activated = true"
+        }
+        "tags" => "tags = [\"backup\", \"prod\"]",
+        "description" => "description = \"nightly database backup\"",
+        "alert_settings" => "alert_settings = { escalation_type = \"RUN_BASED\" }",
+        "alert_channel_subscriptions" => {
+            "alert_channel_subscriptions = [{ alert_channel_id = 1, activated = true }]"
+        }
+        "trigger_incident" => {
+            "trigger_incident = { service_id = \"svc_1\", name = \"backup down\" }"
+        }
+        "period" => "period = \"auto\" (or a duration such as \"1d\")",
+        "grace" => "grace = \"auto\" (or a duration such as \"30m\")",
         "base_url" => "base_url = \"https://api.example.com\"",
         "ping_base_url" => "ping_base_url = \"https://ping.example.com\"",
         "account_id" => "account_id = \"acc_123\"",
@@ -290,7 +412,15 @@ mod tests {
     fn keys_come_from_the_struct() {
         assert_eq!(
             keys_of::<RawAgent>(),
-            ["state_dir", "timezone", "shutdown_timeout"]
+            [
+                "state_dir",
+                "timezone",
+                "shutdown_timeout",
+                "outbox_max_entries",
+                "outbox_max_age",
+                "resync_interval",
+                "sync_jitter"
+            ]
         );
         assert!(keys_of::<RawWatch>().contains(&"expect_status"));
         assert!(keys_of::<RawDuration>().is_empty());

@@ -45,7 +45,8 @@ fn unknown_keys_suggest_the_closest() {
         [
             "c.toml:2:1: [agent]: key `timezon`: unknown key; hint: did you mean `timezone`?",
             "c.toml:3:1: [agent]: key `colour`: unknown key; hint: known keys here: state_dir, \
-             timezone, shutdown_timeout",
+             timezone, shutdown_timeout, outbox_max_entries, outbox_max_age, resync_interval, \
+             sync_jitter",
             "c.toml:8:1: job \"backup\": key `schedul`: unknown key; hint: did you mean `schedule`?",
         ]
     );
@@ -482,5 +483,33 @@ fn a_misspelt_required_key_is_reported_once() {
             "c.toml:8:1: job \"backup\": key `watch.max_aeg`: unknown key; hint: did you mean \
           `max_age`?"
         ]
+    );
+}
+
+#[test]
+fn outbox_limits_have_defaults_and_are_checked() {
+    let config = load(JOB).config;
+    assert_eq!(config.agent.outbox_max_entries, 1000);
+    assert_eq!(config.agent.outbox_max_age, None);
+    let config = load(&format!(
+        "[agent]\noutbox_max_entries = 5\noutbox_max_age = \"10m\"\n{JOB}"
+    ))
+    .config;
+    assert_eq!(config.agent.outbox_max_entries, 5);
+    assert_eq!(config.agent.outbox_max_age, Some(Duration::from_secs(600)));
+    assert_eq!(
+        problems("[agent]\noutbox_max_entries = 0\noutbox_max_age = \"0s\"\n"),
+        [
+            "c.toml:2:22: [agent]: key `outbox_max_entries`: 0 is not a positive number of \
+             entries; hint: for example: outbox_max_entries = 1000",
+            "c.toml:3:18: [agent]: key `outbox_max_age`: must be longer than 0s: every pending \
+             success would be dropped; hint: leave it out to use the job's period, for example: \
+             outbox_max_age = \"1h\"",
+        ]
+    );
+    assert_eq!(
+        problems("[agent]\noutbox_max_entries = \"many\"\n").len(),
+        1,
+        "a string is a type error"
     );
 }

@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::parse::{RawFile, RawJobEntry, Section};
 use super::problem::line_col;
-use super::raw::{example, RawApi, RawSettings};
+use super::raw::{example, RawApi, RawDuration, RawSettings};
 use super::secrets::key_file_warning;
 use super::values::{At, Checker};
 use super::{
@@ -42,6 +42,10 @@ const KILL_AFTER: Duration = Duration::from_secs(10);
 const OUTPUT_TAIL: usize = 10 * 1024;
 /// The default `shutdown_timeout`.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `resync_interval`.
+const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+/// The default `sync_jitter`.
+const SYNC_JITTER: Duration = Duration::from_secs(30);
 /// The default `shell_program`.
 const SHELL: &str = "/bin/sh";
 /// The longest job name (it names state files).
@@ -92,6 +96,57 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
         shutdown_timeout: check
             .duration(at("shutdown_timeout"), &raw.shutdown_timeout)
             .unwrap_or(SHUTDOWN_TIMEOUT),
+        outbox_max_entries: positive_count(check, at("outbox_max_entries"), &raw.outbox_max_entries)
+            .unwrap_or(crate::ping::outbox::DEFAULT_MAX_ENTRIES),
+        outbox_max_age: check
+            .duration(at("outbox_max_age"), &raw.outbox_max_age)
+            .filter(|age| {
+                let zero = age.is_zero();
+                if zero {
+                    let span = raw.outbox_max_age.as_ref().map(Spanned::span);
+                    let hint = "leave it out to use the job's period, for example: outbox_max_age = \"1h\"";
+                    check.error(span, at("outbox_max_age"), "must be longer than 0s: every pending success would be dropped", Some(hint.to_owned()));
+                }
+                !zero
+            }),
+        resync_interval: resync_interval(check, &raw.resync_interval),
+        sync_jitter: check
+            .duration(at("sync_jitter"), &raw.sync_jitter)
+            .unwrap_or(SYNC_JITTER),
+    }
+}
+
+/// A count of at least 1 (`outbox_max_entries`).
+fn positive_count(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<i64>>) -> Option<usize> {
+    let raw = raw.as_ref()?;
+    match usize::try_from(*raw.get_ref()) {
+        Ok(n) if n >= 1 => Some(n),
+        _ => {
+            let hint = example(at.key).map(|e| format!("for example: {e}"));
+            check.error(
+                Some(raw.span()),
+                at,
+                format!("{} is not a positive number of entries", raw.get_ref()),
+                hint,
+            );
+            None
+        }
+    }
+}
+
+/// `resync_interval`: a positive duration.
+fn resync_interval(check: &mut Checker, raw: &Option<Spanned<RawDuration>>) -> Duration {
+    let at = At {
+        context: "[agent]",
+        key: "resync_interval",
+    };
+    match (check.duration(at, raw), raw) {
+        (Some(Duration::ZERO), Some(value)) => {
+            let hint = "for example: resync_interval = \"6h\"".to_owned();
+            check.error(Some(value.span()), at, "must be more than zero", Some(hint));
+            RESYNC_INTERVAL
+        }
+        (interval, _) => interval.unwrap_or(RESYNC_INTERVAL),
     }
 }
 
@@ -317,7 +372,8 @@ fn job(
     let merged = merge(own, defaults);
     let action = action(check, entry, &merged);
     let target = ping_target(check, entry);
-    Some(Job {
+    let check_settings = super::check::check_settings(check, entry);
+    let job = Job {
         name: name?,
         schedule: schedule?,
         timezone,
@@ -335,7 +391,10 @@ fn job(
         catch_up: merged.catch_up.unwrap_or(false),
         output_tail: merged.output_tail.unwrap_or(OUTPUT_TAIL),
         target: target?,
-    })
+        check: check_settings?,
+    };
+    super::check::check_limits(check, entry, &job);
+    Some(job)
 }
 
 pub(super) fn missing(

@@ -1,6 +1,6 @@
 //! The admin API under `/_emulator/` on the API listener (no authentication, never recorded,
-//! never faulted): add fixtures, read recorded requests and pings, move the clock forward,
-//! inject and clear faults, reset. The in-process handle calls the same `Shared` methods.
+//! never faulted): add fixtures, record events of any state, read recorded requests and pings,
+//! move the clock forward, inject and clear faults, reset. The in-process handle calls the same `Shared` methods.
 
 use std::time::Duration;
 
@@ -40,6 +40,15 @@ impl Shared {
         store
             .check_json(&id, &self.config.ping_base)
             .ok_or_else(ApiError::not_found)
+    }
+
+    /// Records an event of any state on a check (see `Store::inject_event`); returns it.
+    pub fn add_heartbeat_event(&self, check_id: &str, event: &Value) -> Result<Value, ApiError> {
+        let body = event
+            .as_object()
+            .ok_or_else(|| bad("value", "must be of type object"))?;
+        let (mut store, now) = self.store();
+        store.inject_event(check_id, body, now)
     }
 
     /// A heartbeat check as the API would answer it, with `pingUrl`.
@@ -119,6 +128,10 @@ fn route(
         (Method::POST, ["heartbeat-checks"]) => {
             let check = Value::Object(parse_object(body)?);
             return Ok(Reply::json(201, shared.add_heartbeat_check(&check)?));
+        }
+        (Method::POST, ["heartbeat-checks", id, "events"]) => {
+            let event = Value::Object(parse_object(body)?);
+            return Ok(Reply::json(201, shared.add_heartbeat_event(id, &event)?));
         }
         (Method::GET, ["heartbeat-checks", id]) => {
             shared.heartbeat_check(id).ok_or_else(ApiError::not_found)?

@@ -16,7 +16,8 @@ use serde_json::{json, Map, Value};
 
 use super::server::ApiError;
 use super::state::{date, timestamp, uuid, Event, HeartbeatCheck, Store};
-use super::validate::{self, default_heartbeat, Field, Kind, INT, NON_EMPTY, NUM, STR};
+use super::validate::{self, default_heartbeat, Field, Kind, INT, NON_EMPTY, STR};
+use crate::api::model::{HeartbeatStats, PeriodStats, SuccessRatio};
 
 /// The fields of a heartbeat check as `PUT` takes them, with the spec's defaults.
 fn request_table() -> Vec<Field> {
@@ -40,7 +41,7 @@ fn request_table() -> Vec<Field> {
         Field::new("shouldFail", Kind::Bool, json!(false)),
         Field::nullable("locations", Kind::Locations, json!([])),
         Field::new("tags", Kind::Strings, json!([])),
-        Field::nullable("alertSettings", Kind::Object, Value::Null),
+        Field::nullable("alertSettings", Kind::AlertSettings, Value::Null),
         Field::new("useGlobalAlertSettings", Kind::Bool, json!(true)),
         Field::nullable("groupId", INT, Value::Null),
         Field::nullable(
@@ -54,7 +55,7 @@ fn request_table() -> Vec<Field> {
         ),
         Field::nullable("runtimeId", Kind::Runtime, Value::Null),
         Field::new("alertChannelSubscriptions", Kind::Subscriptions, json!([])),
-        Field::nullable("triggerIncident", Kind::Object, Value::Null),
+        Field::nullable("triggerIncident", Kind::TriggerIncident, Value::Null),
         Field::new("runParallel", Kind::Bool, json!(false)),
         Field::nullable(
             "description",
@@ -79,8 +80,8 @@ fn request_table() -> Vec<Field> {
         Field::nullable("scriptPath", STR, Value::Null),
         Field::new("sslCheckDomain", STR, json!("")),
         Field::nullable("environmentVariables", Kind::EnvVars, Value::Null),
-        Field::nullable("setupSnippetId", NUM, Value::Null),
-        Field::nullable("tearDownSnippetId", NUM, Value::Null),
+        Field::nullable("setupSnippetId", INT, Value::Null),
+        Field::nullable("tearDownSnippetId", INT, Value::Null),
         Field::nullable("localSetupScript", STR, Value::Null),
         Field::nullable("localTearDownScript", STR, Value::Null),
         response_time("degradedResponseTime", 10_000),
@@ -102,7 +103,7 @@ fn fixture_table() -> Vec<Field> {
     table.extend([
         Field::optional("id", NON_EMPTY),
         Field::optional("checkType", STR),
-        Field::nullable("alertChannels", Kind::Object, Value::Null),
+        Field::nullable("alertChannels", Kind::AlertChannels, Value::Null),
         Field::optional("created_at", Kind::Date),
         Field::nullable("updated_at", Kind::DateTime, Value::Null),
     ]);
@@ -223,7 +224,7 @@ impl Store {
             check.failing = true;
             check.events.push(Event {
                 id: uuid(),
-                state: "FAILING",
+                state: "FAILING".into(),
                 at: deadline,
                 source: String::new(),
                 user_agent: String::new(),
@@ -244,7 +245,7 @@ impl Store {
         let state = ping_state(check, now);
         let event = Event {
             id: uuid(),
-            state,
+            state: state.into(),
             at: now,
             source,
             user_agent,
@@ -259,20 +260,54 @@ impl Store {
     pub fn event_json(&self, check_id: &str, event_id: &str, now: DateTime<Utc>) -> Option<Value> {
         let check = self.checks.get(check_id)?;
         let event = check.events.iter().find(|e| e.id == event_id)?;
-        Some(json!({
-            "event": event.to_json(),
-            "stats": {
-                "last24Hours": stats(&check.events, now, chrono::Duration::hours(24)),
-                "last7Days": stats(&check.events, now, chrono::Duration::days(7)),
-            },
-        }))
+        Some(json!({"event": event.to_json(), "stats": check_stats(check, now)}))
     }
 
-    /// The events list (an emulator extension): newest first.
-    pub fn events_json(&self, check_id: &str) -> Option<Value> {
+    /// `GET /v1/checks/heartbeats/{checkId}/events`, outside the spec: the real service answers
+    /// `[{"events": [...], "stats": {...}}]`, one object holding every event (newest first)
+    /// and the check's statistics. The emulator answers the same shape.
+    pub fn events_json(&self, check_id: &str, now: DateTime<Utc>) -> Option<Value> {
         let check = self.checks.get(check_id)?;
-        let entries: Vec<Value> = check.events.iter().rev().map(Event::to_json).collect();
-        Some(json!({"length": entries.len(), "entries": entries}))
+        let events: Vec<Value> = check.events.iter().rev().map(Event::to_json).collect();
+        Some(json!([{"events": events, "stats": check_stats(check, now)}]))
+    }
+
+    /// Records an event with any state (admin API), without touching the check's timer: lets
+    /// tests prove that clients keep event states they do not know. Fields: `state` (required),
+    /// `timestamp` (default now), `source`, `userAgent`.
+    pub fn inject_event(
+        &mut self,
+        check_id: &str,
+        body: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, ApiError> {
+        let table = [
+            Field::required("state", NON_EMPTY),
+            Field::optional("timestamp", Kind::DateTime),
+            Field::new("source", STR, json!("")),
+            Field::new("userAgent", STR, json!("")),
+        ];
+        let fields = validate::normalize(body, &table, "", false)?;
+        let check = self
+            .checks
+            .get_mut(check_id)
+            .ok_or_else(ApiError::not_found)?;
+        let text = |key: &str| fields[key].as_str().unwrap_or_default().to_owned();
+        let at = fields
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map_or(now, |t| t.with_timezone(&Utc));
+        let event = Event {
+            id: uuid(),
+            state: text("state"),
+            at,
+            source: text("source"),
+            user_agent: text("userAgent"),
+        };
+        check.events.push(event.clone());
+        check.events.sort_by_key(|e| e.at);
+        Ok(event.to_json())
     }
 
     /// `GET /v1/check-statuses`: one entry per heartbeat check (by id), then the fixtures' extras.
@@ -340,9 +375,19 @@ fn ping_state(check: &HeartbeatCheck, now: DateTime<Utc>) -> &'static str {
     }
 }
 
+/// `stats` of an event answer, built with the client's own model types so the two cannot
+/// disagree on field names.
+fn check_stats(check: &HeartbeatCheck, now: DateTime<Utc>) -> Value {
+    let stats = HeartbeatStats {
+        last_24_hours: stats(&check.events, now, chrono::Duration::hours(24)),
+        last_7_days: stats(&check.events, now, chrono::Duration::days(7)),
+    };
+    serde_json::to_value(stats).unwrap_or(Value::Null)
+}
+
 /// Statistics over `window`: success ratio (percent of events that are not `FAILING`; 100 with
 /// no events) for the current and the previous window, and the count in the current one.
-fn stats(events: &[Event], now: DateTime<Utc>, window: chrono::Duration) -> Value {
+fn stats(events: &[Event], now: DateTime<Utc>, window: chrono::Duration) -> PeriodStats {
     let ratio = |from: DateTime<Utc>, to: DateTime<Utc>| {
         let in_window: Vec<&Event> = events
             .iter()
@@ -358,10 +403,13 @@ fn stats(events: &[Event], now: DateTime<Utc>, window: chrono::Duration) -> Valu
     };
     let (current, count) = ratio(now - window, now);
     let (previous, _) = ratio(now - window - window, now - window);
-    json!({
-        "successRatio": {"currentPeriod": current, "previousPeriod": previous},
-        "totalEntitiesCurrentPeriod": count,
-    })
+    PeriodStats {
+        success_ratio: SuccessRatio {
+            previous_period: Some(previous),
+            current_period: Some(current),
+        },
+        total_entities_current_period: count as u64,
+    }
 }
 
 #[cfg(test)]
@@ -422,9 +470,9 @@ mod tests {
     #[test]
     fn stats_count_failures_per_window() {
         let now = Utc::now();
-        let event = |state, hours_ago| Event {
+        let event = |state: &str, hours_ago| Event {
             id: uuid(),
-            state,
+            state: state.into(),
             at: now - chrono::Duration::hours(hours_ago),
             source: String::new(),
             user_agent: String::new(),
@@ -436,11 +484,9 @@ mod tests {
             event("RECEIVED", 30),
         ];
         let day = stats(&events, now, chrono::Duration::hours(24));
-        assert_eq!(day["totalEntitiesCurrentPeriod"], 3);
-        let current = day["successRatio"]["currentPeriod"]
-            .as_f64()
-            .expect("number");
+        assert_eq!(day.total_entities_current_period, 3);
+        let current = day.success_ratio.current_period.expect("number");
         assert!((current - 200.0 / 3.0).abs() < 1e-9);
-        assert_eq!(day["successRatio"]["previousPeriod"], 100.0);
+        assert_eq!(day.success_ratio.previous_period, Some(100.0));
     }
 }

@@ -28,8 +28,8 @@ pub struct Fixtures {
     pub error_groups: BTreeMap<String, Vec<Value>>,
     /// Status page service objects, in list order.
     pub status_page_services: Vec<Value>,
-    /// Extra items appended to `GET /v1/check-statuses` as they are (`null` allowed), for
-    /// clients that must cope with the spec's nullable items.
+    /// Extra items appended to `GET /v1/check-statuses` (`null` allowed), for clients that must
+    /// cope with the spec's nullable items; objects need `name` and the spec's field types.
     pub check_statuses: Vec<Value>,
 }
 
@@ -111,9 +111,14 @@ impl Fixtures {
                     message: err.message,
                 })?;
         }
-        store
-            .extra_statuses
-            .extend(self.check_statuses.iter().cloned());
+        for (i, item) in self.check_statuses.iter().enumerate() {
+            let status =
+                super::shapes::check_status("value", item).map_err(|err| FixtureError::Item {
+                    item: format!("checkStatuses[{i}]"),
+                    message: err.message,
+                })?;
+            store.extra_statuses.push(status);
+        }
         Ok(())
     }
 }
@@ -159,6 +164,19 @@ mod tests {
         assert!(
             text.starts_with("fixtures: heartbeatChecks[1] \"nightly\": \"heartbeat.period\""),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn check_status_extras_are_null_or_named() {
+        let doc = r#"{"checkStatuses": [null, {"checkId": "c"}]}"#;
+        let err = Fixtures::parse(doc, "t")
+            .expect("valid shape")
+            .load(&mut Store::default(), "acc", Utc::now())
+            .expect_err("no name");
+        assert_eq!(
+            err.to_string(),
+            "fixtures: checkStatuses[1]: \"value.name\" is required"
         );
     }
 

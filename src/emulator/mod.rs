@@ -26,7 +26,9 @@ mod fixtures;
 mod openapi;
 mod pings;
 mod resources;
+mod selfcheck;
 mod server;
+mod shapes;
 mod state;
 mod validate;
 
@@ -315,6 +317,13 @@ impl EmulatorHandle {
     /// generated when absent); returns the check object with `heartbeat.pingUrl`.
     pub fn add_heartbeat_check(&self, check: &Value) -> Result<Value, ApiError> {
         self.shared.add_heartbeat_check(check)
+    }
+
+    /// Records an event on a check without touching its timer: `{"state": "PAUSED",
+    /// "timestamp"?, "source"?, "userAgent"?}` (any state text, so tests can prove clients keep
+    /// states they do not know). Returns the event object.
+    pub fn add_heartbeat_event(&self, check_id: &str, event: &Value) -> Result<Value, ApiError> {
+        self.shared.add_heartbeat_event(check_id, event)
     }
 
     /// A heartbeat check as the API answers it, with `heartbeat.pingUrl`.

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::server::ApiError;
+use super::shapes::List;
 use super::state::{date, timestamp, uuid, Store};
 use super::validate::{self, bad, Field, Kind, INT, NON_EMPTY, STR};
 
@@ -52,7 +53,7 @@ fn maintenance_table() -> Vec<Field> {
         Field::new("status", NON_EMPTY, json!("scheduled")),
         Field::optional("created_at", Kind::Date),
         Field::optional("updated_at", Kind::Date),
-        Field::new("updates", Kind::Array, json!([])),
+        Field::new("updates", Kind::List(List::MaintenanceUpdates), json!([])),
     ]
 }
 
@@ -71,11 +72,11 @@ fn group_table() -> Vec<Field> {
             Kind::Num {
                 integer: true,
                 min: Some(1.0),
-                max: None,
+                max: Some(f64::from(u32::MAX)),
             },
             json!(3),
         ),
-        Field::new("apiCheckDefaults", Kind::Object, api_defaults),
+        Field::new("apiCheckDefaults", Kind::ApiCheckDefaults, api_defaults),
         Field::optional("browserCheckDefaults", STR),
         Field::nullable("runtimeId", Kind::Runtime, Value::Null),
         Field::nullable("environmentVariables", Kind::EnvVars, json!([])),
@@ -86,7 +87,7 @@ fn group_table() -> Vec<Field> {
         Field::nullable("localTearDownScript", STR, Value::Null),
         Field::nullable("privateLocations", Kind::Strings, Value::Null),
         Field::nullable("runParallel", Kind::Bool, json!(false)),
-        Field::nullable("alertSettings", Kind::Object, Value::Null),
+        Field::nullable("alertSettings", Kind::AlertSettings, Value::Null),
         Field::new("retryStrategy", Kind::RetryStrategy, json!("FALLBACK")),
         Field::nullable("useGlobalAlertSettings", Kind::Bool, json!(true)),
         Field::new("doubleCheck", Kind::Bool, json!(false)),
@@ -103,9 +104,13 @@ fn error_group_table() -> Vec<Field> {
         Field::required("firstSeen", Kind::DateTime),
         Field::required("lastSeen", Kind::DateTime),
         Field::new("archivedUntilNextEvent", Kind::Bool, json!(false)),
-        Field::nullable("pwtMetadata", Kind::Array, Value::Null),
+        Field::nullable("pwtMetadata", Kind::List(List::PwtMetadata), Value::Null),
         Field::nullable("projectId", STR, Value::Null),
-        Field::new("rootCauseAnalyses", Kind::Array, json!([])),
+        Field::new(
+            "rootCauseAnalyses",
+            Kind::List(List::RootCauseAnalyses),
+            json!([]),
+        ),
     ]
 }
 

@@ -23,6 +23,8 @@ use super::resources::ListQuery;
 use super::state::{lock, timestamp, Listener, RecordedRequest, Shared};
 use super::validate::{bad, parse_object};
 use super::{admin, openapi, pings};
+use crate::api::model::ErrorBody;
+use crate::api::Operation as Op;
 
 /// Largest request body read; larger ones get a 400.
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -83,17 +85,19 @@ impl ApiError {
         }
     }
 
-    /// The JSON body.
+    /// The JSON body, built with the client's own [`ErrorBody`] so both sides share one shape.
     pub fn body(&self) -> Value {
         let reason = StatusCode::from_u16(self.status)
             .ok()
             .and_then(|s| s.canonical_reason())
             .unwrap_or("Error");
-        let mut body = json!({"statusCode": self.status, "error": reason, "message": self.message});
-        if let Some(attributes) = &self.attributes {
-            body["attributes"] = attributes.clone();
-        }
-        body
+        let body = ErrorBody {
+            status_code: self.status,
+            error: reason.to_owned(),
+            message: Some(self.message.clone()),
+            attributes: self.attributes.clone(),
+        };
+        serde_json::to_value(body).unwrap_or(Value::Null)
     }
 }
 
@@ -351,8 +355,31 @@ fn api(
         };
     }
     authorize(shared, headers)
+        .and_then(|()| json_body(headers, body))
         .and_then(|()| route(shared, method, path, query, body))
         .unwrap_or_else(Reply::from)
+}
+
+/// 415 for a body sent with a `Content-Type` that is not JSON (the spec: requests with a body
+/// are `application/json`). A body without the header is read as JSON, as the real service
+/// does by default.
+fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let media = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if body.is_empty() || media == "application/json" || media.ends_with("+json") {
+        Ok(())
+    } else {
+        Err(ApiError::new(415, "Unsupported Media Type"))
+    }
 }
 
 /// 401 for a missing or wrong bearer token, 429 over the rate limit (every authenticated request
@@ -418,45 +445,64 @@ fn route(
     let account = &shared.config.account;
     let ping_base = &shared.config.ping_base;
     let (mut store, now) = shared.store();
-    let reply = match (method.clone(), segments.as_slice()) {
+    let (operation, reply) = match (method.clone(), segments.as_slice()) {
         (Method::GET, ["v1", "status-pages", "services"]) => {
             let query = ListQuery {
                 limit: param("limit"),
                 next_id: param("nextId"),
                 paginated: param("paginated"),
             };
-            store.list_services(&query)?
+            (Op::ListStatusPageServices, store.list_services(&query)?)
         }
         (Method::POST, ["v1", "status-pages", "services"]) => {
-            store.create_service(&parse_object(body)?, account, now)?
+            let body = parse_object(body)?;
+            (
+                Op::CreateStatusPageService,
+                store.create_service(&body, account, now)?,
+            )
         }
         (Method::GET, ["v1", "maintenance-windows", window, "maintenances", id]) => {
-            store.maintenance(window, id)?
+            (Op::GetMaintenance, store.maintenance(window, id)?)
         }
         (Method::PATCH, ["v1", "maintenance-windows", window, "maintenances", id]) => {
-            store.patch_maintenance(window, id, &parse_object(body)?, now)?
+            let body = parse_object(body)?;
+            (
+                Op::UpdateMaintenanceDates,
+                store.patch_maintenance(window, id, &body, now)?,
+            )
         }
         (Method::PUT, ["v1", "checks", "heartbeat", id]) => {
             bool_param(&pairs, "autoAssignAlerts")?;
             store.put_check(id, &parse_object(body)?, now)?;
-            store
-                .check_json(id, ping_base)
-                .ok_or_else(ApiError::not_found)?
+            let check = store.check_json(id, ping_base);
+            (
+                Op::UpdateHeartbeatCheck,
+                check.ok_or_else(ApiError::not_found)?,
+            )
         }
         (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => {
-            store.events_json(check).ok_or_else(ApiError::not_found)?
+            let events = store.events_json(check, now);
+            (
+                Op::ListHeartbeatEvents,
+                events.ok_or_else(ApiError::not_found)?,
+            )
         }
-        (Method::GET, ["v1", "checks", "heartbeats", check, "events", event]) => store
-            .event_json(check, event, now)
-            .ok_or_else(ApiError::not_found)?,
-        (Method::GET, ["v1", "check-groups", id]) => store.group(id)?,
+        (Method::GET, ["v1", "checks", "heartbeats", check, "events", event]) => {
+            let event = store.event_json(check, event, now);
+            (
+                Op::GetHeartbeatEvent,
+                event.ok_or_else(ApiError::not_found)?,
+            )
+        }
+        (Method::GET, ["v1", "check-groups", id]) => (Op::GetCheckGroup, store.group(id)?),
         (Method::PUT, ["v2", "check-groups", id]) => {
             bool_param(&pairs, "autoAssignAlerts")?;
-            store.put_group(id, &parse_object(body)?, now)?
+            let body = parse_object(body)?;
+            (Op::UpdateCheckGroup, store.put_group(id, &body, now)?)
         }
-        (Method::GET, ["v1", "check-statuses"]) => store.statuses_json(),
+        (Method::GET, ["v1", "check-statuses"]) => (Op::ListCheckStatuses, store.statuses_json()),
         (Method::GET, ["v1", "test-session-error-groups", "projects", project]) => {
-            store.error_groups_json(project)?
+            (Op::ListErrorGroups, store.error_groups_json(project)?)
         }
         (Method::DELETE, ["v1", "snippets", id]) => {
             store.delete_snippet(id)?;
@@ -465,6 +511,16 @@ fn route(
         (_, segments) if is_api_path(segments) => return Err(ApiError::method_not_allowed()),
         _ => return Err(ApiError::not_found()),
     };
+    if cfg!(debug_assertions) {
+        // Debug builds (the tests, scripts/schemathesis.sh) prove every answer readable by the
+        // client: one that is not is an emulator bug, answered 500 so fuzzers see it.
+        super::selfcheck::readable(operation, &reply).map_err(|detail| {
+            ApiError::new(
+                500,
+                format!("emulator answer to {operation} is not readable by the client: {detail}"),
+            )
+        })?;
+    }
     Ok(Reply::ok(reply))
 }
 

@@ -118,8 +118,9 @@ pub fn uuid() -> String {
 pub struct Event {
     /// The id clients fetch statistics with.
     pub id: String,
-    /// `EARLY`, `RECEIVED`, `GRACE`, `LATE` or `FAILING`.
-    pub state: &'static str,
+    /// `EARLY`, `RECEIVED`, `GRACE`, `LATE` or `FAILING`; any other text when injected through
+    /// the admin API (clients must keep states they do not know).
+    pub state: String,
     /// When it happened, by the emulator's clock.
     pub at: DateTime<Utc>,
     /// The ping's `Origin` (else `Referer`), empty when neither was sent.

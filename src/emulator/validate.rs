@@ -98,6 +98,18 @@ pub enum Kind {
     RetryStrategy,
     /// The heartbeat object of a check (period, grace, units, token).
     Heartbeat,
+    /// An `alertSettings` object.
+    AlertSettings,
+    /// A `triggerIncident` object.
+    TriggerIncident,
+    /// A check group's `apiCheckDefaults` object.
+    ApiCheckDefaults,
+    /// An `alertChannels` object (response-only; fixtures set it).
+    AlertChannels,
+    /// A list of fixture-only objects.
+    List(super::shapes::List),
+    /// Any JSON value (shapes the spec does not show).
+    Any,
 }
 
 /// One field of a resource table.
@@ -165,18 +177,16 @@ pub const NON_EMPTY: Kind = Kind::Str {
     max_len: None,
     non_empty: true,
 };
-/// An integer field without bounds.
+/// An integer field.
+/// Bounded to JavaScript's safe integers, as a Node.js service (and a client reading `i64`)
+/// can hold them exactly.
 pub const INT: Kind = Kind::Num {
     integer: true,
-    min: None,
-    max: None,
+    min: Some(-MAX_SAFE_INTEGER),
+    max: Some(MAX_SAFE_INTEGER),
 };
-/// A number field without bounds.
-pub const NUM: Kind = Kind::Num {
-    integer: false,
-    min: None,
-    max: None,
-};
+/// `Number.MAX_SAFE_INTEGER`: 2^53 - 1.
+pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A 400 naming `field`: `"field" <what>`.
 pub fn bad(field: &str, what: impl std::fmt::Display) -> ApiError {
@@ -299,6 +309,11 @@ pub fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiError> {
         }
         Kind::RetryStrategy => check_retry_strategy(name, value),
         Kind::Heartbeat => check_heartbeat(name, value),
+        Kind::AlertSettings => super::shapes::alert_settings(name, value),
+        Kind::TriggerIncident => super::shapes::trigger_incident(name, value),
+        Kind::ApiCheckDefaults => super::shapes::api_check_defaults(name, value),
+        Kind::AlertChannels => super::shapes::alert_channels(name, value),
+        Kind::List(list) => super::shapes::objects(name, value, list),
         _ => Ok(value.clone()),
     }
 }
@@ -322,7 +337,17 @@ fn check_number(
     if let Some(max) = max.filter(|m| number > *m) {
         return Err(bad(name, format!("must be less than or equal to {max}")));
     }
-    Ok(value.clone())
+    Ok(js_number(value, number))
+}
+
+/// The number as a JavaScript service would echo it: a whole number is written without a
+/// fraction (`2.0` comes back as `2`), so a client reading an integer type can read it.
+fn js_number(value: &Value, number: f64) -> Value {
+    if value.is_f64() && number.fract() == 0.0 && number.abs() <= MAX_SAFE_INTEGER {
+        json!(number as i64)
+    } else {
+        value.clone()
+    }
 }
 
 fn array<'a>(name: &str, value: &'a Value) -> Result<&'a Vec<Value>, ApiError> {
@@ -394,7 +419,7 @@ fn check_retry_strategy(name: &str, value: &Value) -> Result<Value, ApiError> {
         Field::optional("type", NON_EMPTY),
         Field::optional("baseBackoffSeconds", non_negative),
         Field::optional("sameRegion", Kind::Bool),
-        Field::optional("maxRetries", non_negative),
+        Field::optional("maxRetries", super::shapes::COUNT),
         Field::optional("maxDurationSeconds", non_negative),
         Field::optional("onlyOn", Kind::Strings),
     ];
@@ -412,9 +437,9 @@ fn check_heartbeat(name: &str, value: &Value) -> Result<Value, ApiError> {
         .ok_or_else(|| bad(name, "must be of type object"))?;
     let units: Vec<&str> = UNITS.iter().map(|(unit, _)| *unit).collect();
     let table = [
-        Field::required("period", NUM),
+        Field::required("period", INT),
         Field::required("periodUnit", STR),
-        Field::required("grace", NUM),
+        Field::required("grace", INT),
         Field::required("graceUnit", STR),
         Field::optional("pingToken", NON_EMPTY),
         Field::optional("pingUrl", STR),
@@ -521,6 +546,22 @@ mod tests {
             .collect();
         let err = message(check("environmentVariables", Kind::EnvVars, &json!(vars)));
         assert!(err.contains("less than or equal to 100 items"), "{err}");
+    }
+
+    #[test]
+    fn whole_numbers_come_back_without_a_fraction() {
+        let id = check("alertChannelId", INT, &json!(3.0)).expect("a whole number");
+        assert!(id.is_i64(), "{id}");
+        let ratio = check(
+            "percentage",
+            Kind::Num {
+                integer: false,
+                min: None,
+                max: None,
+            },
+            &json!(2.5),
+        );
+        assert_eq!(ratio.expect("valid"), json!(2.5));
     }
 
     #[test]

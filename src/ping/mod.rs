@@ -18,10 +18,11 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::debug;
 
 pub mod backoff;
 mod http1;
+pub mod outbox;
 
 /// The HTTP method of a ping; the service records `GET` and `POST` alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -333,31 +334,24 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
-/// Delivers `ping` now, or (once the outbox exists) keeps it for later: the single place where
-/// a finished run hands over its ping. Failures are logged as warnings here, redacted; the
-/// outcome is returned for counting. `state_dir` is where the outbox will live.
+/// Delivers `ping` now, or keeps it in the outbox under `state_dir` for later: the single place
+/// where a finished run hands over its ping. Failures are logged as warnings, redacted; the
+/// outcome is returned for counting. Without a job context (see
+/// [`outbox::deliver_or_queue_for`], which callers that know the job should use) a stored
+/// success is kept for [`outbox::DEFAULT_MAX_AGE`].
 pub async fn deliver_or_queue(
     ping: &Ping,
     budget: &Budget,
     state_dir: Option<&Path>,
 ) -> PingOutcome {
-    let outcome = send(ping, budget).await;
-    match &outcome {
-        PingOutcome::Delivered { status, attempts } => {
-            debug!(target_url = %ping.redacted(), status, attempts, "ping delivered");
-        }
-        PingOutcome::Retryable {
-            error, attempts, ..
-        } => {
-            // The durable outbox (issue 6) stores the ping under `state_dir` here.
-            let _ = state_dir;
-            warn!(target_url = %ping.redacted(), attempts, error = %error, "ping not delivered; it is not kept for a later retry yet");
-        }
-        PingOutcome::Permanent { error, attempts } => {
-            warn!(target_url = %ping.redacted(), attempts, error = %error, "ping refused by the server; check the ping URL");
-        }
-    }
-    outcome
+    let outbox = state_dir.map(|dir| outbox::Outbox::new(dir, outbox::DEFAULT_MAX_ENTRIES));
+    outbox::deliver_or_queue_for(
+        ping,
+        budget,
+        outbox.as_ref(),
+        &outbox::PingContext::default(),
+    )
+    .await
 }
 
 /// The ping URL learned for heartbeat check `check_id` through sync, read from the sync state

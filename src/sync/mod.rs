@@ -1,2 +1,19 @@
 //! Keeping each bound heartbeat check's definition (period, grace, alerting) true to the config
-//! and the job's schedule through `PUT /v1/checks/heartbeat/{id}`.
+//! and the job's schedule through `PUT /v1/checks/heartbeat/{id}` (docs/sync.md).
+//!
+//! - `period`: period and grace from the schedule, limits and units (pure functions of `now`);
+//! - `desired`: the complete PUT body and the difference between two definitions;
+//! - `state`: what the service last accepted, persisted per job in the state directory;
+//! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
+//! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
+
+pub mod desired;
+pub mod period;
+pub mod reconcile;
+pub mod state;
+pub mod task;
+
+pub use desired::{Change, Definition};
+pub use reconcile::{sync_all, Action, CadenceCache, JobReport, Outcome, SyncOptions, SyncReport};
+pub use state::learned_ping_url;
+pub use task::{JobSyncStatus, Reconciler, SyncState, SyncStatus};

@@ -275,15 +275,51 @@ async fn answers_match_the_openapi_document() {
     checker
         .check("GET", "/v1/check-statuses", status, &answer)
         .expect("401 documented");
+    let forbidden = api
+        .http
+        .get(&url)
+        .bearer_auth(api.emulator.api_key())
+        .header("x-service-account", "someone-else")
+        .send()
+        .await
+        .expect("answered");
+    let (status, answer) = read(forbidden).await;
+    checker
+        .check("GET", "/v1/check-statuses", status, &answer)
+        .expect("403 documented");
+    let (status, answer) = api
+        .raw(
+            "GET",
+            &format!("{}/openapi.json", api.emulator.base_url()),
+            None,
+        )
+        .await;
+    checker
+        .check("GET", "/openapi.json", status, &answer)
+        .expect("the document documents itself");
     let (status, answer) = api.ping(TOKEN).await;
     checker
         .check("GET", &format!("/{TOKEN}"), status, &answer)
         .expect("ping answer documented");
     let ping_url = format!("{}/{TOKEN}", api.emulator.ping_url());
-    let (status, answer) = api.raw("PUT", &ping_url, None).await;
+    for method in ["POST", "PUT", "PATCH", "DELETE"] {
+        let (status, answer) = api.raw(method, &ping_url, None).await;
+        checker
+            .check(method, &format!("/{TOKEN}"), status, &answer)
+            .unwrap_or_else(|err| panic!("{method} ping -> {status}: {err}"));
+    }
+    let limited = start_with("1/60".parse().expect("valid")).await;
+    limited.call("GET", "/v1/check-statuses", None).await;
+    let (status, answer) = limited.call("GET", "/v1/check-statuses", None).await;
+    assert_eq!(status, 429);
     checker
-        .check("PUT", &format!("/{TOKEN}"), status, &answer)
-        .expect("405 documented");
+        .check("GET", "/v1/check-statuses", status, &answer)
+        .expect("429 documented");
+    assert_eq!(
+        checker.uncovered(),
+        Vec::<String>::new(),
+        "operations never checked"
+    );
     checker
         .check("GET", "/v1/check-groups/1", 200, &json!({"name": "no id"}))
         .expect_err("the checker must notice a missing required field");

@@ -373,3 +373,31 @@ async fn pagination_walks_every_page_in_a_stable_order() {
             .starts_with(&format!("\"{field}\"")));
     }
 }
+
+#[tokio::test]
+async fn a_body_that_is_not_json_by_its_content_type_gets_415() {
+    let api = start().await;
+    let url = format!("{}/v1/status-pages/services", api.emulator.base_url());
+    let send = |content_type: Option<&'static str>| {
+        let mut request = api
+            .http
+            .post(&url)
+            .bearer_auth(api.emulator.api_key())
+            .body(r#"{"name": "x"}"#);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        async move { read(request.send().await.expect("answered")).await }
+    };
+    let (status, body) = send(Some("text/plain")).await;
+    assert_eq!(
+        (status, body),
+        (
+            415,
+            json!({"statusCode": 415, "error": "Unsupported Media Type",
+                   "message": "Unsupported Media Type"})
+        )
+    );
+    assert_eq!(send(Some("application/json; charset=utf-8")).await.0, 200);
+    assert_eq!(send(None).await.0, 200, "no header: read as JSON");
+}

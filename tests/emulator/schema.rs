@@ -2,11 +2,16 @@
 //! uses: `$ref`, `type`, `required`, `properties`, `items`, `enum`, `nullable`, `oneOf`,
 //! `allOf`.
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
-/// Checks answers against an OpenAPI document.
+/// Checks answers against an OpenAPI document, remembering which operations it saw.
 pub struct Checker {
     doc: Value,
+    /// `METHOD /template` of every operation an answer was checked for.
+    covered: RefCell<BTreeSet<String>>,
 }
 
 impl Checker {
@@ -15,7 +20,25 @@ impl Checker {
             doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
             "an OpenAPI 3 document"
         );
-        Checker { doc }
+        Checker {
+            doc,
+            covered: RefCell::default(),
+        }
+    }
+
+    /// Operations of the document no answer was checked for.
+    pub fn uncovered(&self) -> Vec<String> {
+        let covered = self.covered.borrow();
+        let mut missing = Vec::new();
+        for (template, item) in self.doc["paths"].as_object().into_iter().flatten() {
+            for method in ["get", "put", "post", "delete", "patch"] {
+                let name = format!("{} {template}", method.to_ascii_uppercase());
+                if !item[method].is_null() && !covered.contains(&name) {
+                    missing.push(name);
+                }
+            }
+        }
+        missing
     }
 
     /// The operation for `method` on the template matching `path` must document `status`, and
@@ -29,6 +52,9 @@ impl Checker {
         if operation.is_null() {
             return Err(format!("{method} is not documented on {template}"));
         }
+        self.covered
+            .borrow_mut()
+            .insert(format!("{} {template}", method.to_ascii_uppercase()));
         let response = self.resolve(&operation["responses"][status.to_string()]);
         if response.is_null() {
             return Err(format!(

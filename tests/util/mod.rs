@@ -33,3 +33,4 @@ pub fn agent(home: &std::path::Path) -> Command {
 }
 pub mod emulator;
 pub mod http;
+pub mod outbox;

@@ -1,5 +1,6 @@
 //! Heartbeat checks: the update request (`PUT /v1/checks/heartbeat/{id}`), the check it answers,
-//! and a heartbeat event with statistics (`GET /v1/checks/heartbeats/{checkId}/events/{id}`).
+//! a heartbeat event with statistics (`GET /v1/checks/heartbeats/{checkId}/events/{id}`), and
+//! the events list the real service serves outside the spec.
 //!
 //! The ping token and ping URL are secrets (a ping URL's path carries the token): `Debug` never
 //! shows them.
@@ -245,6 +246,18 @@ pub struct HeartbeatEventWithStats {
     pub event: HeartbeatEvent,
     /// Success ratios of the check.
     pub stats: HeartbeatStats,
+}
+
+/// An item of the events list (`GET /v1/checks/heartbeats/{checkId}/events`, outside the
+/// spec): the real service answers an array of these, each holding events and statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatEventList {
+    /// The events, newest first.
+    #[serde(default)]
+    pub events: Vec<HeartbeatEvent>,
+    /// Success ratios of the check (absent in an answer that carries none).
+    #[serde(default)]
+    pub stats: Option<HeartbeatStats>,
 }
 
 /// One recorded heartbeat event.

@@ -47,6 +47,7 @@ fn job(action: JobAction, target: PingTarget) -> Job {
         catch_up: false,
         output_tail: 1024,
         target,
+        check: Default::default(),
     }
 }
 
@@ -93,6 +94,10 @@ fn job_targets_and_environment() {
             state_dir: None,
             timezone: chrono_tz::UTC,
             shutdown_timeout: Duration::from_secs(30),
+            outbox_max_entries: 1000,
+            outbox_max_age: None,
+            resync_interval: Duration::from_secs(6 * 3600),
+            sync_jitter: Duration::from_secs(30),
         },
         api: crate::config::ApiSettings {
             base_url: None,

@@ -1,0 +1,227 @@
+//! `heartbeat-agent outbox [list|flush|purge]`: show and manage the pings waiting in the outbox
+//! (see `docs/outbox.md`). Targets are shown redacted, never with their token.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::{exit, print_error, GlobalArgs};
+use crate::config::Config;
+use crate::ping::outbox::{self, Listed, Outbox, PassOptions, Stats};
+use crate::ping::Budget;
+
+/// Show and manage pending pings (tokens redacted).
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    /// What to do [default: list]
+    #[command(subcommand)]
+    pub command: Option<OutboxCommand>,
+}
+
+/// The `outbox` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum OutboxCommand {
+    /// List pending pings: target (redacted), job, age, attempts, next attempt; then the counters
+    List {
+        /// Print one JSON document instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver pending pings now; exit 0 when nothing is left pending, 1 otherwise
+    Flush {
+        /// Time for the whole flush, all pings in parallel
+        #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
+        timeout: Duration,
+    },
+    /// Delete every pending ping and say how many
+    Purge,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    crate::config::duration::parse(text)
+}
+
+/// Runs an `outbox` subcommand; returns the exit code.
+pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
+    let config = super::run::load_config(global, None);
+    let outbox = open(global, config.as_ref());
+    match args.command.unwrap_or(OutboxCommand::List { json: false }) {
+        OutboxCommand::List { json } => list(&outbox, json),
+        OutboxCommand::Flush { timeout } => flush(&outbox, timeout),
+        OutboxCommand::Purge => match outbox.purge() {
+            Ok(purged) => {
+                println!(
+                    "purged {purged} pending ping(s) from {}",
+                    outbox.dir().display()
+                );
+                exit::OK
+            }
+            Err(err) => failure(err),
+        },
+    }
+}
+
+/// The state directory: `--state-dir`, else the config's, else the user's default.
+pub(super) fn state_dir(global: &GlobalArgs, config: Option<&Config>) -> PathBuf {
+    match config {
+        Some(config) => config.state_dir(global.state_dir.as_deref()),
+        None => global
+            .state_dir
+            .clone()
+            .unwrap_or_else(crate::paths::default_state_dir),
+    }
+}
+
+/// The outbox the command works on.
+pub(super) fn open(global: &GlobalArgs, config: Option<&Config>) -> Outbox {
+    let max_entries = config.map_or(outbox::DEFAULT_MAX_ENTRIES, |c| c.agent.outbox_max_entries);
+    Outbox::new(&state_dir(global, config), max_entries)
+}
+
+fn failure(err: impl std::fmt::Display) -> u8 {
+    print_error(err);
+    exit::FAILURE
+}
+
+fn list(outbox: &Outbox, json: bool) -> u8 {
+    let entries = match outbox.list() {
+        Ok(entries) => entries,
+        Err(err) => return failure(err),
+    };
+    let stats = outbox.stats();
+    let text = if json {
+        let document = serde_json::json!({
+            "dir": outbox.dir(),
+            "entries": entries,
+            "stats": stats,
+        });
+        format!("{document:#}\n")
+    } else {
+        table(outbox, &entries, &stats)
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => exit::OK,
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(err) => failure(format!("cannot write the list: {err}")),
+    }
+}
+
+fn table(outbox: &Outbox, entries: &[Listed], stats: &Stats) -> String {
+    let mut text = if entries.is_empty() {
+        format!("no pending pings in {}\n", outbox.dir().display())
+    } else {
+        let mut rows = vec![[
+            "TARGET".to_owned(),
+            "JOB".to_owned(),
+            "AGE".to_owned(),
+            "ATTEMPTS".to_owned(),
+            "NEXT ATTEMPT".to_owned(),
+            "LAST ERROR".to_owned(),
+        ]];
+        for entry in entries {
+            let next = match entry.in_flight_pid {
+                Some(pid) => format!("in flight (pid {pid})"),
+                None if entry.next_attempt_secs > 0 => {
+                    format!("in {}", human(entry.next_attempt_secs))
+                }
+                None => "now".to_owned(),
+            };
+            rows.push([
+                entry.target.clone(),
+                entry.job.clone().unwrap_or_else(|| "-".to_owned()),
+                human(entry.age_secs),
+                entry.attempts.to_string(),
+                next,
+                entry.last_error.clone().unwrap_or_else(|| "-".to_owned()),
+            ]);
+        }
+        align(&rows)
+    };
+    text.push_str(&format!(
+        "queued {}, coalesced {}, delivered {}, dropped after a failed run {}, dropped as too old {}, \
+         dropped over the limit {}, refused {}, unreadable {}, purged {}\n",
+        stats.queued,
+        stats.coalesced,
+        stats.delivered,
+        stats.dropped_failed_run,
+        stats.dropped_expired,
+        stats.dropped_overflow,
+        stats.permanent,
+        stats.corrupt,
+        stats.purged
+    ));
+    text
+}
+
+fn align(rows: &[[String; 6]]) -> String {
+    let mut widths = [0usize; 6];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// `95` → `1m35s`, `7300` → `2h1m`.
+fn human(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m{}s", secs / 60, secs % 60),
+        _ => format!("{}h{}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+fn flush(outbox: &Outbox, timeout: Duration) -> u8 {
+    let options = PassOptions {
+        budget: Budget {
+            total: timeout,
+            ..Budget::default()
+        },
+        honour_retry_after: false,
+        skip: None,
+    };
+    let runtime = match super::current_thread_runtime() {
+        Ok(runtime) => runtime,
+        Err(err) => return failure(format!("cannot start the async runtime: {err}")),
+    };
+    match runtime.block_on(outbox::deliver_pending(outbox, &options)) {
+        Ok(report) => {
+            println!(
+                "delivered {}, failed {}, refused {}, still pending {}",
+                report.delivered, report.failed, report.permanent, report.remaining
+            );
+            if report.remaining == 0 {
+                exit::OK
+            } else {
+                exit::FAILURE
+            }
+        }
+        Err(err) => failure(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_as_people_write_them() {
+        assert_eq!(human(5), "5s");
+        assert_eq!(human(95), "1m35s");
+        assert_eq!(human(7300), "2h1m");
+    }
+}

@@ -1,0 +1,139 @@
+//! `heartbeat-agent sync`: reconcile every bound heartbeat check with the config once, now.
+//!
+//! Per job it prints the difference between the definition the service last accepted and the
+//! desired one (`field: old -> new`), then PUTs unless `--dry-run`. Exit 0 when everything is
+//! in sync (or would be updated, with `--dry-run`), 1 when a PUT failed or was deferred by rate
+//! limiting (one message per job on stderr), 2 for an unknown `--job`, 78 for a bad config.
+
+use std::io::Write;
+
+use chrono::Utc;
+use clap::Args;
+
+use super::{exit, print_error, GlobalArgs};
+use crate::config::Config;
+use crate::sync::{sync_all, Action, CadenceCache, JobReport, Outcome, SyncOptions, SyncReport};
+
+/// `sync` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct SyncArgs {
+    /// Only this job (a job of the config, or one that left it and still has sync state)
+    #[arg(long, value_name = "NAME")]
+    pub job: Option<String>,
+    /// Show what would change; send nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// PUT every definition even when nothing differs (repairs changes made elsewhere)
+    #[arg(long)]
+    pub force: bool,
+    /// Print the result as one JSON document
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `sync`.
+pub fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
+    let path = crate::paths::config_file(global.config.as_ref());
+    let config = match Config::load(&path) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                eprintln!("heartbeat-agent: warning: {warning}");
+            }
+            loaded.config
+        }
+        Err(err) => {
+            for problem in &err.problems {
+                eprintln!("{problem}");
+            }
+            print_error(format!("configuration {} is invalid", path.display()));
+            return exit::CONFIG;
+        }
+    };
+    let state_dir = config.state_dir(global.state_dir.as_deref());
+    if let Some(job) = &args.job {
+        let known =
+            config.job(job).is_some() || crate::sync::state::load(&state_dir, job).is_some();
+        if !known {
+            print_error(format!(
+                "no job named \"{job}\" in {} (and no sync state for one)",
+                path.display()
+            ));
+            return exit::USAGE;
+        }
+    }
+    let client = match super::api::config_client(config.api.clone(), &path, global) {
+        Ok(client) => client,
+        Err((code, message)) => {
+            print_error(message);
+            return code;
+        }
+    };
+    let runtime = match super::current_thread_runtime() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            print_error(format_args!("cannot start the async runtime: {e}"));
+            return exit::FAILURE;
+        }
+    };
+    let opts = SyncOptions {
+        dry_run: args.dry_run,
+        force: args.force,
+        job: args.job.clone(),
+        now: Utc::now(),
+    };
+    let mut cache = CadenceCache::default();
+    let report = runtime.block_on(sync_all(&config, &client, &state_dir, &opts, &mut cache));
+    let shown = if args.json {
+        serde_json::to_string(&report).map(|text| text + "\n")
+    } else {
+        Ok(render(&report))
+    };
+    let written = shown
+        .map_err(std::io::Error::from)
+        .and_then(|text| std::io::stdout().lock().write_all(text.as_bytes()));
+    if let Err(e) = written {
+        print_error(format_args!("cannot write the result: {e}"));
+        return exit::FAILURE;
+    }
+    for entry in &report.jobs {
+        if let Outcome::Failed(message) | Outcome::Deferred(message) = &entry.outcome {
+            print_error(message);
+        }
+    }
+    if report.failed() {
+        exit::FAILURE
+    } else {
+        exit::OK
+    }
+}
+
+/// The human form: one heading per job, its changes indented, then what happened.
+pub fn render(report: &SyncReport) -> String {
+    let mut out = String::new();
+    if report.jobs.is_empty() {
+        out.push_str("no job is bound to a check (check_id): nothing to sync\n");
+    }
+    for entry in &report.jobs {
+        out.push_str(&render_job(entry));
+    }
+    out
+}
+
+fn render_job(entry: &JobReport) -> String {
+    let what = match entry.action {
+        Action::Update => "",
+        Action::Deactivate => ", deactivate: the job left the config",
+    };
+    let result = match &entry.outcome {
+        Outcome::InSync => "in sync",
+        Outcome::Updated => "updated",
+        Outcome::WouldUpdate => "would update (dry run: nothing sent)",
+        Outcome::Failed(_) => "failed",
+        Outcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
+    };
+    let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);
+    for change in &entry.changes {
+        out.push_str(&format!("  {change}\n"));
+    }
+    out
+}

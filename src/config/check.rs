@@ -1,0 +1,373 @@
+//! `[jobs.check]`: the definition of the heartbeat check a job with `check_id` is bound to,
+//! which sync keeps true to the config and the schedule; and its validation (description
+//! length, period and grace values, and whether the schedule fits the service's limits).
+
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::parse::{RawJobEntry, Section};
+use super::raw::{example, RawAlertSettings, RawCheck, RawDuration};
+use super::values::{At, Checker};
+use super::{Job, PingTarget};
+use crate::api::model::{
+    AlertChannelSubscription, AlertSettings, ParallelRunFailureThreshold, Reminders,
+    RunBasedEscalation, TriggerIncident,
+};
+
+/// The longest check description the service accepts.
+pub const MAX_DESCRIPTION: usize = 500;
+
+/// `period` or `grace`: derived from the schedule, or fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CheckDuration {
+    /// `"auto"` (default): derived by sync (see docs/sync.md).
+    #[default]
+    Auto,
+    /// A duration given in the config.
+    Fixed(Duration),
+}
+
+/// `[jobs.check]`, validated, with defaults. Fields not set are not sent by sync (so the
+/// service keeps its own default) unless the field says otherwise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckSettings {
+    /// `name`: the check's name; `None` means the job's name (always sent).
+    pub name: Option<String>,
+    /// `activated` (default true; always sent, false when the job is disabled).
+    pub activated: bool,
+    /// `muted` (default false; always sent).
+    pub muted: bool,
+    /// `tags` (default none; always sent).
+    pub tags: Vec<String>,
+    /// `description`, at most 500 characters.
+    pub description: Option<String>,
+    /// `alert_settings`: the check's own alerting.
+    pub alert_settings: Option<AlertSettings>,
+    /// `use_global_alert_settings` (default true; always sent).
+    pub use_global_alert_settings: bool,
+    /// `alert_channel_subscriptions`.
+    pub alert_channel_subscriptions: Option<Vec<AlertChannelSubscription>>,
+    /// `trigger_incident`: status page automation.
+    pub trigger_incident: Option<TriggerIncident>,
+    /// `auto_assign_alerts`: the query flag of the PUT (default true).
+    pub auto_assign_alerts: bool,
+    /// `period` (default auto).
+    pub period: CheckDuration,
+    /// `grace` (default auto).
+    pub grace: CheckDuration,
+}
+
+impl Default for CheckSettings {
+    fn default() -> Self {
+        CheckSettings {
+            name: None,
+            activated: true,
+            muted: false,
+            tags: Vec::new(),
+            description: None,
+            alert_settings: None,
+            use_global_alert_settings: true,
+            alert_channel_subscriptions: None,
+            trigger_incident: None,
+            auto_assign_alerts: true,
+            period: CheckDuration::Auto,
+            grace: CheckDuration::Auto,
+        }
+    }
+}
+
+/// Validates a job's `[jobs.check]` (defaults when absent).
+pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option<CheckSettings> {
+    let Some(section) = &entry.check else {
+        return Some(CheckSettings::default());
+    };
+    let context = entry.context.as_str();
+    let at = |key| At { context, key };
+    let raw: &RawCheck = &section.raw;
+    let mut ok = true;
+    let name = match &raw.name {
+        Some(_) => {
+            let name = check.non_empty(at("check.name"), &raw.name);
+            ok &= name.is_some();
+            name
+        }
+        None => None,
+    };
+    let description = raw.description.as_ref().map(|d| d.get_ref().clone());
+    if let (Some(text), Some(value)) = (&description, &raw.description) {
+        let chars = text.chars().count();
+        if chars > MAX_DESCRIPTION {
+            ok = false;
+            check.error(
+                Some(value.span()),
+                at("check.description"),
+                format!("the description is {chars} characters long; the service accepts at most {MAX_DESCRIPTION}"),
+                Some("shorten it".to_owned()),
+            );
+        }
+    }
+    let mut tags = Vec::new();
+    for tag in raw.tags.iter().flat_map(|t| t.get_ref()) {
+        if tag.get_ref().trim().is_empty() {
+            ok = false;
+            let hint = example("tags").map(|e| format!("for example: {e}"));
+            check.error(
+                Some(tag.span()),
+                at("check.tags"),
+                "a tag must not be empty",
+                hint,
+            );
+        } else {
+            tags.push(tag.get_ref().trim().to_owned());
+        }
+    }
+    let period = check_duration(check, at("check.period"), &raw.period);
+    let grace = check_duration(check, at("check.grace"), &raw.grace);
+    if let (Some(CheckDuration::Fixed(value)), Some(raw_grace)) = (grace, &raw.grace) {
+        if value > crate::sync::period::MAX_GRACE {
+            ok = false;
+            check.error(
+                Some(raw_grace.span()),
+                at("check.grace"),
+                "grace is longer than the service's limit of 365 days",
+                example("grace").map(|e| format!("for example: {e}")),
+            );
+        }
+    }
+    let settings = CheckSettings {
+        name,
+        activated: raw.activated.unwrap_or(true),
+        muted: raw.muted.unwrap_or(false),
+        tags,
+        description,
+        alert_settings: raw.alert_settings.as_ref().map(alert_settings),
+        use_global_alert_settings: raw.use_global_alert_settings.unwrap_or(true),
+        alert_channel_subscriptions: raw.alert_channel_subscriptions.as_ref().map(|subs| {
+            subs.iter()
+                .map(|s| AlertChannelSubscription {
+                    alert_channel_id: s.alert_channel_id,
+                    activated: s.activated.unwrap_or(true),
+                })
+                .collect()
+        }),
+        trigger_incident: raw.trigger_incident.as_ref().map(|t| TriggerIncident {
+            service_id: t.service_id.clone(),
+            name: t.name.clone(),
+            description: t.description.clone(),
+            notify_subscribers: t.notify_subscribers,
+        }),
+        auto_assign_alerts: raw.auto_assign_alerts.unwrap_or(true),
+        period: period?,
+        grace: grace?,
+    };
+    ok.then_some(settings)
+}
+
+/// `"auto"` or a duration.
+fn check_duration(
+    check: &mut Checker,
+    at: At<'_>,
+    value: &Option<Spanned<RawDuration>>,
+) -> Option<CheckDuration> {
+    match value.as_ref().map(Spanned::get_ref) {
+        None => Some(CheckDuration::Auto),
+        Some(RawDuration::Text(text)) if text.trim() == "auto" => Some(CheckDuration::Auto),
+        Some(_) => check.duration(at, value).map(CheckDuration::Fixed),
+    }
+}
+
+fn alert_settings(raw: &RawAlertSettings) -> AlertSettings {
+    AlertSettings {
+        escalation_type: raw.escalation_type.clone(),
+        run_based_escalation: raw
+            .run_based_escalation
+            .as_ref()
+            .map(|r| RunBasedEscalation {
+                failed_run_threshold: r.failed_run_threshold,
+            }),
+        reminders: raw.reminders.as_ref().map(|r| Reminders {
+            amount: r.amount,
+            interval: r.interval,
+        }),
+        parallel_run_failure_threshold: raw.parallel_run_failure_threshold.as_ref().map(|p| {
+            ParallelRunFailureThreshold {
+                enabled: p.enabled,
+                percentage: p.percentage,
+            }
+        }),
+    }
+}
+
+/// After the job is built: whether its check can be given a period and grace within the
+/// service's limits (a schedule firing every 10 s cannot). Errors point at `check.period` when
+/// it is explicit, else at `schedule`. A `[jobs.check]` on a job without `check_id` is a
+/// warning: nothing would use it.
+pub(super) fn check_limits(check: &mut Checker, entry: &RawJobEntry, job: &Job) {
+    let context = entry.context.as_str();
+    let raw_check: Option<&Section<RawCheck>> = entry.check.as_ref();
+    if !matches!(job.target, PingTarget::Check(_)) {
+        if let Some(section) = raw_check {
+            check.warn(
+                section.span.clone(),
+                At {
+                    context,
+                    key: "check",
+                },
+                "[jobs.check] applies only to a job with `check_id`; it is ignored",
+                Some("add check_id, or remove the [jobs.check] table".to_owned()),
+            );
+        }
+        return;
+    }
+    if job.schedule.is_reboot() && job.check.period == CheckDuration::Auto {
+        let span = entry.job.raw.schedule.as_ref().map(Spanned::span);
+        check.warn(
+            span,
+            At {
+                context,
+                key: "schedule",
+            },
+            "\"@reboot\" has no fire times, so sync cannot derive the check's period and \
+             leaves the check as it is",
+            Some("set [jobs.check] period to have sync manage the check".to_owned()),
+        );
+        return;
+    }
+    let Some(problem) = crate::sync::period::limit_problem(job, chrono::Utc::now()) else {
+        return;
+    };
+    let (key, span) = match (
+        job.check.period,
+        raw_check.and_then(|c| c.raw.period.as_ref()),
+    ) {
+        (CheckDuration::Fixed(_), Some(value)) => ("check.period", Some(value.span())),
+        _ => (
+            "schedule",
+            entry.job.raw.schedule.as_ref().map(Spanned::span),
+        ),
+    };
+    let hint = "heartbeat periods are 30 seconds to 365 days (grace up to 365 days more); \
+                change the schedule or set [jobs.check] period, or use `ping_url` instead";
+    check.error(span, At { context, key }, problem, Some(hint.to_owned()));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::Config;
+
+    const JOB: &str = "[[jobs]]\nname = \"b\"\nschedule = \"0 3 * * *\"\ncheck_id = \"c1\"\n";
+
+    fn problems(text: &str) -> Vec<String> {
+        match Config::from_text(Path::new("c.toml"), text) {
+            Ok(loaded) => panic!("expected problems, got {:?}", loaded.config),
+            Err(err) => err.problems,
+        }
+    }
+
+    #[test]
+    fn check_table_is_read_with_defaults() {
+        let text = format!(
+            "[agent]\nresync_interval = \"1h\"\nsync_jitter = \"5s\"\n{JOB}[jobs.check]\n\
+             name = \"Backup\"\ntags = [\"a\"]\nperiod = \"auto\"\ngrace = \"10m\"\n\
+             alert_settings = {{ escalation_type = \"RUN_BASED\", reminders = {{ amount = 2 }} }}\n\
+             trigger_incident = {{ service_id = \"s1\" }}\n"
+        );
+        let config = Config::from_text(Path::new("c.toml"), &text)
+            .unwrap()
+            .config;
+        assert_eq!(config.agent.resync_interval, Duration::from_secs(3600));
+        assert_eq!(config.agent.sync_jitter, Duration::from_secs(5));
+        let check = &config.jobs[0].check;
+        assert_eq!(check.name.as_deref(), Some("Backup"));
+        assert_eq!(check.period, CheckDuration::Auto);
+        assert_eq!(check.grace, CheckDuration::Fixed(Duration::from_secs(600)));
+        assert!(check.activated && check.auto_assign_alerts && check.use_global_alert_settings);
+        let alerts = check.alert_settings.as_ref().unwrap();
+        assert_eq!(alerts.reminders.as_ref().unwrap().amount, Some(2));
+        assert_eq!(
+            check
+                .trigger_incident
+                .as_ref()
+                .unwrap()
+                .service_id
+                .as_deref(),
+            Some("s1")
+        );
+        let plain = Config::from_text(Path::new("c.toml"), JOB).unwrap().config;
+        assert_eq!(plain.jobs[0].check, CheckSettings::default());
+        assert_eq!(plain.agent.resync_interval, Duration::from_secs(6 * 3600));
+        assert_eq!(plain.agent.sync_jitter, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn bad_check_values_are_reported_with_their_place() {
+        let long = "x".repeat(501);
+        let text = format!(
+            "[agent]\nresync_interval = \"0s\"\n{JOB}[jobs.check]\ndescription = \"{long}\"\n\
+             period = \"soon\"\ngrace = \"400d\"\ncolour = 1\ntags = [\"\"]\n"
+        );
+        assert_eq!(
+            problems(&text),
+            [
+                "c.toml:2:19: [agent]: key `resync_interval`: must be more than zero; hint: \
+                 for example: resync_interval = \"6h\"",
+                "c.toml:8:15: job \"b\": key `check.description`: the description is 501 \
+                 characters long; the service accepts at most 500; hint: shorten it",
+                "c.toml:9:10: job \"b\": key `check.period`: invalid duration \"soon\": expected \
+                 a number before \"soon\"; hint: use a number with a unit (ms, s, m, h or d), \
+                 for example: period = \"auto\" (or a duration such as \"1d\")",
+                "c.toml:10:9: job \"b\": key `check.grace`: grace is longer than the service's \
+                 limit of 365 days; hint: for example: grace = \"auto\" (or a duration such as \
+                 \"30m\")",
+                "c.toml:11:1: job \"b\": key `check.colour`: unknown key; hint: known keys here: \
+                 name, activated, muted, tags, description, alert_settings, \
+                 use_global_alert_settings, alert_channel_subscriptions, trigger_incident, \
+                 auto_assign_alerts, period, grace",
+                "c.toml:12:9: job \"b\": key `check.tags`: a tag must not be empty; hint: for \
+                 example: tags = [\"backup\", \"prod\"]",
+            ]
+        );
+    }
+
+    #[test]
+    fn explicit_period_outside_the_limits_points_at_it() {
+        let text = format!("{JOB}[jobs.check]\nperiod = \"10s\"\n");
+        assert_eq!(
+            problems(&text),
+            [
+                "c.toml:6:10: job \"b\": key `check.period`: period 10 seconds is outside the \
+              service's limits of 30 seconds to 365 days; hint: heartbeat periods are 30 \
+              seconds to 365 days (grace up to 365 days more); change the schedule or set \
+              [jobs.check] period, or use `ping_url` instead"
+            ]
+        );
+        let reboot = "[[jobs]]\nname = \"r\"\nschedule = \"@reboot\"\ncheck_id = \"c\"\n";
+        let loaded = Config::from_text(Path::new("c.toml"), reboot).unwrap();
+        assert_eq!(
+            loaded.warnings,
+            [
+                "c.toml:3:12: job \"r\": key `schedule`: \"@reboot\" has no fire times, so sync \
+              cannot derive the check's period and leaves the check as it is; hint: set \
+              [jobs.check] period to have sync manage the check"
+            ]
+        );
+    }
+
+    #[test]
+    fn check_table_without_check_id_is_a_warning() {
+        let text = "[[jobs]]\nname = \"b\"\nschedule = \"@daily\"\nping_url = \"http://p/t\"\n\
+                    [jobs.check]\nmuted = true\n";
+        let loaded = Config::from_text(Path::new("c.toml"), text).unwrap();
+        assert_eq!(
+            loaded.warnings,
+            [
+                "c.toml:5:1: job \"b\": key `check`: [jobs.check] applies only to a job with \
+              `check_id`; it is ignored; hint: add check_id, or remove the [jobs.check] table"
+            ]
+        );
+    }
+}

@@ -1,0 +1,336 @@
+//! Nested objects of the spec that requests carry: alert settings, the incident trigger and a
+//! group's API check defaults. They are checked field by field, so the emulator never stores
+//! (and echoes back) a shape the spec, and so the typed client, cannot read: counts are
+//! non-negative integers, texts are strings, flags are booleans.
+
+use serde_json::{json, Value};
+
+use super::server::ApiError;
+use super::validate::{bad, normalize, Field, Kind, STR};
+
+/// A count: an integer from 0 to `u32::MAX` (the client reads counts as `u32`).
+pub const COUNT: Kind = Kind::Num {
+    integer: true,
+    min: Some(0.0),
+    max: Some(u32::MAX as f64),
+};
+
+/// Checks an `alertSettings` object.
+pub fn alert_settings(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let table = [
+        Field::optional("escalationType", STR),
+        Field::optional("runBasedEscalation", Kind::Object),
+        Field::optional("reminders", Kind::Object),
+        Field::optional("parallelRunFailureThreshold", Kind::Object),
+    ];
+    let mut out = object(name, value, &table)?;
+    let nested: [(&str, Vec<Field>); 3] = [
+        (
+            "runBasedEscalation",
+            vec![Field::optional("failedRunThreshold", COUNT)],
+        ),
+        (
+            "reminders",
+            vec![
+                Field::optional("amount", COUNT),
+                Field::optional("interval", COUNT),
+            ],
+        ),
+        (
+            "parallelRunFailureThreshold",
+            vec![
+                Field::optional("enabled", Kind::Bool),
+                Field::optional(
+                    "percentage",
+                    Kind::Num {
+                        integer: false,
+                        min: Some(0.0),
+                        max: Some(100.0),
+                    },
+                ),
+            ],
+        ),
+    ];
+    for (key, table) in nested {
+        if let Some(inner) = out.get(key) {
+            let checked = object(&format!("{name}.{key}"), inner, &table)?;
+            out.insert(key.to_owned(), Value::Object(checked));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks a `triggerIncident` object.
+pub fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let table = [
+        Field::optional("serviceId", STR),
+        Field::optional("name", STR),
+        Field::optional("description", STR),
+        Field::optional("notifySubscribers", Kind::Bool),
+    ];
+    object(name, value, &table).map(Value::Object)
+}
+
+/// Checks a check group's `apiCheckDefaults`; lists not sent become `[]`.
+pub fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let table = [
+        Field::optional("url", STR),
+        Field::new("headers", Kind::Array, json!([])),
+        Field::new("queryParameters", Kind::Array, json!([])),
+        Field::new("assertions", Kind::Array, json!([])),
+        Field::optional("basicAuth", Kind::Object),
+    ];
+    let mut out = object(name, value, &table)?;
+    let pair = [
+        Field::new("key", STR, json!("")),
+        Field::new("value", STR, json!("")),
+    ];
+    let assertion = [
+        Field::new("source", STR, json!("")),
+        Field::new("comparison", STR, json!("")),
+        Field::new("target", STR, json!("")),
+    ];
+    let lists: [(&str, &[Field]); 3] = [
+        ("headers", &pair),
+        ("queryParameters", &pair),
+        ("assertions", &assertion),
+    ];
+    for (key, table) in lists {
+        let checked = each(&format!("{name}.{key}"), &out[key], table)?;
+        out.insert(key.to_owned(), checked);
+    }
+    if let Some(auth) = out.get("basicAuth") {
+        let table = [
+            Field::new("username", STR, json!("")),
+            Field::new("password", STR, json!("")),
+        ];
+        let checked = object(&format!("{name}.basicAuth"), auth, &table)?;
+        out.insert("basicAuth".into(), Value::Object(checked));
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks an `alertChannels` object (fixtures only; the API answers it, never takes it).
+pub fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let lists = [
+        Field::new("email", Kind::Array, json!([])),
+        Field::new("webhook", Kind::Array, json!([])),
+        Field::new("slack", Kind::Array, json!([])),
+        Field::new("sms", Kind::Array, json!([])),
+    ];
+    let mut out = object(name, value, &lists)?;
+    let tables: [(&str, Vec<Field>); 4] = [
+        ("email", vec![Field::new("address", STR, json!(""))]),
+        (
+            "webhook",
+            vec![
+                Field::new("url", STR, json!("")),
+                Field::optional("name", STR),
+                Field::optional("method", STR),
+                Field::new("headers", Kind::Array, json!([])),
+                Field::new("queryParameters", Kind::Array, json!([])),
+            ],
+        ),
+        ("slack", vec![Field::new("url", STR, json!(""))]),
+        (
+            "sms",
+            vec![
+                Field::new("number", STR, json!("")),
+                Field::optional("name", STR),
+            ],
+        ),
+    ];
+    for (key, table) in tables {
+        let checked = each(&format!("{name}.{key}"), &out[key], &table)?;
+        out.insert(key.to_owned(), checked);
+    }
+    let locked = [
+        Field::new("key", STR, json!("")),
+        Field::new("value", STR, json!("")),
+        Field::new("locked", Kind::Bool, json!(false)),
+    ];
+    if let Some(Value::Array(webhooks)) = out.get_mut("webhook") {
+        for (i, webhook) in webhooks.iter_mut().enumerate() {
+            for list in ["headers", "queryParameters"] {
+                let at = format!("{name}.webhook[{i}].{list}");
+                let checked = each(&at, &webhook[list], &locked)?;
+                webhook[list] = checked;
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks an extra item of the check statuses list (fixtures): `null`, or a check status
+/// object with `name` and the spec's types.
+pub fn check_status(name: &str, value: &Value) -> Result<Value, ApiError> {
+    if value.is_null() {
+        return Ok(Value::Null);
+    }
+    let number = Kind::Num {
+        integer: false,
+        min: None,
+        max: None,
+    };
+    let table = [
+        Field::required("name", STR),
+        Field::optional("checkId", STR),
+        Field::new("hasFailures", Kind::Bool, json!(false)),
+        Field::new("hasErrors", Kind::Bool, json!(false)),
+        Field::new("isDegraded", Kind::Bool, json!(false)),
+        Field::nullable("longestRun", number, Value::Null),
+        Field::nullable("shortestRun", number, Value::Null),
+        Field::nullable("lastRunLocation", STR, Value::Null),
+        Field::nullable("lastCheckRunId", STR, Value::Null),
+        Field::nullable("sslDaysRemaining", super::validate::INT, Value::Null),
+        Field::optional("created_at", Kind::Date),
+        Field::nullable("updated_at", Kind::DateTime, Value::Null),
+    ];
+    object(name, value, &table).map(Value::Object)
+}
+
+/// Which list of fixture-only objects [`objects`] checks.
+#[derive(Debug, Clone, Copy)]
+pub enum List {
+    /// An error group's `pwtMetadata`.
+    PwtMetadata,
+    /// An error group's `rootCauseAnalyses`.
+    RootCauseAnalyses,
+    /// A maintenance's `updates`.
+    MaintenanceUpdates,
+}
+
+/// Checks a list of objects that only fixtures carry (the API builds them itself).
+pub fn objects(name: &str, value: &Value, list: List) -> Result<Value, ApiError> {
+    let table = match list {
+        List::PwtMetadata => vec![
+            Field::optional("projectName", STR),
+            Field::optional("testFile", STR),
+            Field::optional("testTitle", STR),
+            Field::new("suitePath", Kind::Strings, json!([])),
+            Field::optional("specId", STR),
+        ],
+        List::RootCauseAnalyses => vec![
+            Field::new("id", STR, json!("")),
+            Field::optional("created_at", Kind::DateTime),
+            Field::nullable("analysis", Kind::Any, Value::Null),
+            Field::optional("provider", STR),
+            Field::optional("model", STR),
+            Field::optional(
+                "durationMs",
+                Kind::Num {
+                    integer: false,
+                    min: Some(0.0),
+                    max: None,
+                },
+            ),
+            Field::nullable("userContext", Kind::Any, Value::Null),
+        ],
+        List::MaintenanceUpdates => vec![
+            Field::new("id", STR, json!("")),
+            Field::optional("maintenanceWindowId", super::validate::INT),
+            Field::optional("maintenanceId", STR),
+            Field::optional("status", STR),
+            Field::optional("description", STR),
+            Field::optional("notifySubscribers", Kind::Bool),
+            Field::optional("created_at", Kind::Date),
+            Field::optional("previousStatus", STR),
+            Field::optional("previousStartsAt", Kind::Date),
+            Field::optional("previousEndsAt", Kind::Date),
+            Field::optional("dateAdjustments", Kind::Object),
+        ],
+    };
+    let mut checked = each(name, value, &table)?;
+    let dates = [
+        Field::optional("startsAt", Kind::Date),
+        Field::optional("endsAt", Kind::Date),
+    ];
+    for (i, item) in checked.as_array_mut().into_iter().flatten().enumerate() {
+        if let Some(adjustments) = item.get("dateAdjustments") {
+            let at = format!("{name}[{i}].dateAdjustments");
+            item["dateAdjustments"] = Value::Object(object(&at, adjustments, &dates)?);
+        }
+    }
+    Ok(checked)
+}
+
+/// Checks every item of an array as an object of `table`; `name[i]` names a bad one.
+fn each(name: &str, value: &Value, table: &[Field]) -> Result<Value, ApiError> {
+    let items = value
+        .as_array()
+        .ok_or_else(|| bad(name, "must be an array"))?;
+    let mut checked = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        checked.push(Value::Object(object(&format!("{name}[{i}]"), item, table)?));
+    }
+    Ok(Value::Array(checked))
+}
+
+fn object(
+    name: &str,
+    value: &Value,
+    table: &[Field],
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let map = value
+        .as_object()
+        .ok_or_else(|| bad(name, "must be of type object"))?;
+    normalize(map, table, name, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_must_be_non_negative_integers() {
+        let err = alert_settings("alertSettings", &json!({"reminders": {"amount": 1.5}}))
+            .expect_err("fraction");
+        assert_eq!(
+            err.message,
+            "\"alertSettings.reminders.amount\" must be an integer"
+        );
+        let ok = alert_settings(
+            "alertSettings",
+            &json!({"escalationType": "RUN_BASED", "runBasedEscalation": {"failedRunThreshold": 2}}),
+        )
+        .expect("valid");
+        assert_eq!(ok["runBasedEscalation"]["failedRunThreshold"], 2);
+    }
+
+    #[test]
+    fn defaults_items_are_objects_of_strings() {
+        let err = api_check_defaults("apiCheckDefaults", &json!({"headers": [{"key": 1}]}))
+            .expect_err("number key");
+        assert_eq!(
+            err.message,
+            "\"apiCheckDefaults.headers[0].key\" must be a string"
+        );
+        let ok = api_check_defaults("apiCheckDefaults", &json!({"url": "https://x"})).expect("ok");
+        assert_eq!(ok["assertions"], json!([]));
+        let err = alert_channels("alertChannels", &json!({"email": [{"address": 7}]}))
+            .expect_err("number address");
+        assert_eq!(
+            err.message,
+            "\"alertChannels.email[0].address\" must be a string"
+        );
+        let err = check_status("value", &json!({"checkId": "c"})).expect_err("no name");
+        assert_eq!(err.message, "\"value.name\" is required");
+        assert_eq!(
+            check_status("value", &Value::Null).expect("null is allowed"),
+            Value::Null
+        );
+        let updates = json!([{"id": "u", "dateAdjustments": {"startsAt": "May"}}]);
+        let err = objects("updates", &updates, List::MaintenanceUpdates).expect_err("bad date");
+        assert!(
+            err.message
+                .starts_with("\"updates[0].dateAdjustments.startsAt\" must be a date"),
+            "{}",
+            err.message
+        );
+        let err = trigger_incident("triggerIncident", &json!({"notifySubscribers": "yes"}))
+            .expect_err("not a boolean");
+        assert!(err
+            .message
+            .starts_with("\"triggerIncident.notifySubscribers\""));
+    }
+}

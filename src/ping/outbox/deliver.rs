@@ -1,0 +1,313 @@
+//! Sending what the outbox holds: [`deliver_or_queue_for`] (a fresh ping: now, else stored),
+//! [`deliver_pending`] (one pass over the pending entries, for `run` and `outbox flush`) and
+//! [`drain`] (the daemon's task: continuous, with capped exponential backoff and full jitter
+//! per target, honouring `Retry-After`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::entry::now_ms;
+use super::{Claimed, Outbox, OutboxError, PingContext};
+use crate::ping::{backoff, send, Budget, Ping, PingOutcome};
+
+/// Delivers `ping` within `budget`; when that fails but may succeed later, stores it in
+/// `outbox` (when there is one). A success delivered now makes an older pending success for
+/// the same target pointless (dropped, counted as coalesced). Logs failures, redacted.
+pub async fn deliver_or_queue_for(
+    ping: &Ping,
+    budget: &Budget,
+    outbox: Option<&Outbox>,
+    context: &PingContext,
+) -> PingOutcome {
+    let outcome = send(ping, budget).await;
+    let job = context.job.as_deref().unwrap_or("");
+    match &outcome {
+        PingOutcome::Delivered { status, attempts } => {
+            debug!(job, target_url = %ping.redacted(), status, attempts, "ping delivered");
+            if let Some(Err(err)) = outbox.map(|o| o.delivered_directly(ping)) {
+                warn!(job, error = %err, "cannot clear the older pending ping of this target");
+            }
+        }
+        PingOutcome::Retryable {
+            error,
+            attempts,
+            retry_after,
+        } => match outbox
+            .map(|o| o.store(ping, context, *attempts, *retry_after, &error.to_string()))
+        {
+            Some(Ok(())) => {
+                warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping not delivered; kept in the outbox for a later retry");
+            }
+            Some(Err(err)) => {
+                warn!(job, target_url = %ping.redacted(), attempts, error = %error, outbox_error = %err, "ping not delivered and not kept: the outbox is unusable");
+            }
+            None => {
+                warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping not delivered (no outbox to keep it)");
+            }
+        },
+        PingOutcome::Permanent { error, attempts } => {
+            warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping refused by the server; check the ping URL");
+        }
+    }
+    outcome
+}
+
+/// How one pass over the pending entries goes.
+#[derive(Debug, Clone, Default)]
+pub struct PassOptions {
+    /// The budget of each entry's delivery (they run concurrently).
+    pub budget: Budget,
+    /// Skip entries whose server asked (`Retry-After`) to wait longer (`run`); `flush` does
+    /// not, a person asked for it.
+    pub honour_retry_after: bool,
+    /// Leave this target alone (the ping `run` just stored after failing to send it).
+    pub skip: Option<Ping>,
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Entries delivered.
+    pub delivered: usize,
+    /// Entries that failed and are pending again.
+    pub failed: usize,
+    /// Entries refused for good (moved to `failed/`).
+    pub permanent: usize,
+    /// Entries left pending or in flight (by any process) after the pass.
+    pub remaining: usize,
+}
+
+/// Claims every pending entry (as `options` allow) and tries each once within
+/// `options.budget`, concurrently.
+pub async fn deliver_pending(
+    outbox: &Outbox,
+    options: &PassOptions,
+) -> Result<PassReport, OutboxError> {
+    let skip = options.skip.as_ref().map(|p| super::entry::key(p.url()));
+    let now = now_ms();
+    let claimed = outbox.claim(usize::MAX, |key, entry| {
+        Some(key) != skip.as_deref() && (!options.honour_retry_after || entry.not_before_ms <= now)
+    })?;
+    let mut tasks = JoinSet::new();
+    for claim in claimed {
+        let budget = options.budget;
+        tasks.spawn(async move {
+            let outcome = attempt(&claim, &budget).await;
+            (claim, outcome)
+        });
+    }
+    let mut report = PassReport::default();
+    while let Some(joined) = tasks.join_next().await {
+        let Ok((claim, outcome)) = joined else {
+            continue;
+        };
+        match outcome {
+            PingOutcome::Delivered { .. } => report.delivered += 1,
+            PingOutcome::Retryable { .. } => report.failed += 1,
+            PingOutcome::Permanent { .. } => report.permanent += 1,
+        }
+        outbox.finish(claim, &outcome)?;
+    }
+    report.remaining = outbox.list()?.len();
+    Ok(report)
+}
+
+/// What a `run` does after its own ping: gives each pending entry one attempt, concurrently,
+/// within `left` of its ping budget (entries under a `Retry-After` are left alone), so hosts
+/// without the daemon still catch up. `stored` (the ping the run just failed to send and
+/// stored) is not tried again. Problems are logged.
+pub async fn catch_up(outbox: &Outbox, budget: &Budget, left: Duration, stored: Option<Ping>) {
+    if left.is_zero() {
+        return;
+    }
+    let options = PassOptions {
+        budget: Budget {
+            total: left,
+            attempts: 1,
+            connect_timeout: budget.connect_timeout.min(left),
+        },
+        honour_retry_after: true,
+        skip: stored,
+    };
+    match deliver_pending(outbox, &options).await {
+        Ok(report) => debug!(
+            delivered = report.delivered,
+            failed = report.failed,
+            remaining = report.remaining,
+            "outbox catch-up"
+        ),
+        Err(err) => warn!(error = %err, "cannot deliver what the outbox holds"),
+    }
+}
+
+async fn attempt(claim: &Claimed, budget: &Budget) -> PingOutcome {
+    match claim.entry.ping() {
+        Ok(ping) => send(&ping, budget).await,
+        Err(err) => PingOutcome::Permanent {
+            error: crate::ping::PingError::Protocol(err.to_string()),
+            attempts: 0,
+        },
+    }
+}
+
+/// How the daemon's drainer works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainOptions {
+    /// How often the directory is looked at for entries written by other processes (`run`).
+    pub poll: Duration,
+    /// Time limit of one attempt.
+    pub attempt_timeout: Duration,
+    /// Backoff of a failing target: `random(0, min(cap, base * 2^n))` after its n-th failure.
+    pub backoff_base: Duration,
+    /// See `backoff_base`.
+    pub backoff_cap: Duration,
+    /// At most this many attempts at once (each to a different target).
+    pub max_in_flight: usize,
+}
+
+impl Default for DrainOptions {
+    /// Poll every 500 ms, 30 s per attempt, backoff 1 s doubling up to 5 min, 16 at once.
+    fn default() -> DrainOptions {
+        DrainOptions {
+            poll: Duration::from_millis(500),
+            attempt_timeout: Duration::from_secs(30),
+            backoff_base: Duration::from_secs(1),
+            backoff_cap: Duration::from_secs(300),
+            max_in_flight: 16,
+        }
+    }
+}
+
+/// A target's failures in a row and when it may be tried again.
+type Backoff = HashMap<String, (u32, Instant)>;
+
+/// Delivers the outbox's entries until `cancel`: the daemon's task. Entries stored through
+/// `outbox` (or a clone) are noticed at once, others within `options.poll`. Each target backs
+/// off on its own; the server's `Retry-After` is honoured. On cancellation, attempts in flight
+/// are abandoned and their entries put back.
+pub async fn drain(outbox: Outbox, cancel: CancellationToken, options: DrainOptions) {
+    let budget = Budget {
+        total: options.attempt_timeout,
+        attempts: 1,
+        connect_timeout: options
+            .attempt_timeout
+            .min(Budget::default().connect_timeout),
+    };
+    let mut backoff = Backoff::new();
+    let mut in_flight: HashMap<String, Claimed> = HashMap::new();
+    let mut tasks: JoinSet<(String, PingOutcome)> = JoinSet::new();
+    let mut last_error = String::new();
+    loop {
+        let free = options.max_in_flight.max(1).saturating_sub(in_flight.len());
+        if free > 0 {
+            let now = Instant::now();
+            let wall = now_ms();
+            let due = |key: &str, entry: &super::Entry| {
+                entry.not_before_ms <= wall && backoff.get(key).map_or(true, |(_, at)| *at <= now)
+            };
+            match outbox.claim(free, due) {
+                Ok(claimed) => {
+                    last_error.clear();
+                    for claim in claimed {
+                        let key = claim.key.clone();
+                        let copy = claim.clone();
+                        tasks.spawn(async move { (key, attempt(&copy, &budget).await) });
+                        in_flight.insert(claim.key.clone(), claim);
+                    }
+                }
+                Err(err) => {
+                    let text = err.to_string();
+                    if text != last_error {
+                        warn!(error = %text, "cannot read the outbox; retrying");
+                        last_error = text;
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            () = outbox.stored() => {}
+            () = tokio::time::sleep(options.poll) => {}
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                let Ok((key, outcome)) = joined else { continue };
+                note(&mut backoff, &key, &outcome, &options);
+                if let Some(claim) = in_flight.remove(&key) {
+                    if let Err(err) = outbox.finish(claim, &outcome) {
+                        warn!(error = %err, "cannot record a delivery attempt in the outbox");
+                    }
+                }
+            }
+        }
+    }
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    for (_, claim) in in_flight {
+        if let Err(err) = outbox.release(claim) {
+            warn!(error = %err, "cannot put an outbox entry back");
+        }
+    }
+}
+
+/// Updates a target's backoff after an attempt.
+fn note(backoff: &mut Backoff, key: &str, outcome: &PingOutcome, options: &DrainOptions) {
+    match outcome {
+        PingOutcome::Retryable { retry_after, .. } => {
+            let failures = backoff.get(key).map_or(0, |(n, _)| *n).saturating_add(1);
+            let pause =
+                backoff::full_jitter(failures - 1, options.backoff_base, options.backoff_cap);
+            let pause = retry_after.map_or(pause, |after| after.max(pause));
+            backoff.insert(key.to_owned(), (failures, Instant::now() + pause));
+        }
+        _ => {
+            backoff.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ping::PingError;
+
+    #[test]
+    fn backoff_grows_per_target_and_honours_retry_after() {
+        let options = DrainOptions {
+            backoff_base: Duration::from_millis(10),
+            backoff_cap: Duration::from_millis(40),
+            ..DrainOptions::default()
+        };
+        let mut backoff = Backoff::new();
+        let failed = |retry_after| PingOutcome::Retryable {
+            error: PingError::Status(503),
+            attempts: 1,
+            retry_after,
+        };
+        let before = Instant::now();
+        note(
+            &mut backoff,
+            "a",
+            &failed(Some(Duration::from_secs(7))),
+            &options,
+        );
+        assert!(backoff["a"].1 >= before + Duration::from_secs(7));
+        note(&mut backoff, "a", &failed(None), &options);
+        assert_eq!(backoff["a"].0, 2);
+        assert!(backoff["a"].1 <= Instant::now() + options.backoff_cap);
+        assert!(!backoff.contains_key("b"), "targets back off on their own");
+        note(
+            &mut backoff,
+            "a",
+            &PingOutcome::Delivered {
+                status: 200,
+                attempts: 1,
+            },
+            &options,
+        );
+        assert!(backoff.is_empty());
+    }
+}

@@ -1,0 +1,191 @@
+//! One pending ping as stored on disk (JSON, one file per target) and the file names that give
+//! an entry its state: `<key>.ping` pending, `<key>.<pid>.<lease>.claim` being delivered by
+//! process `pid` until the lease (Unix milliseconds) runs out.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::ping::{InvalidPing, Ping, PingMethod};
+
+/// Suffix of a pending entry.
+pub const PENDING: &str = ".ping";
+/// Suffix of a claimed entry.
+pub const CLAIM: &str = ".claim";
+
+/// A pending ping: everything needed to send it again and to decide when to stop trying.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// The ping URL (a secret: the file is 0600 in a 0700 directory).
+    pub url: String,
+    /// `GET` or `POST`.
+    pub method: String,
+    /// The `Origin` header.
+    pub source: String,
+    /// The job that produced it, so a later failed run of the job can drop it.
+    pub job: Option<String>,
+    /// When the success happened (Unix ms).
+    pub created_ms: u64,
+    /// After this (Unix ms) the success is too old to report: dropped.
+    pub expires_ms: u64,
+    /// Attempts made so far, by every process.
+    pub attempts: u32,
+    /// The server's `Retry-After`: no attempt before this (Unix ms).
+    pub not_before_ms: u64,
+    /// The last attempt's error (never contains the URL).
+    pub last_error: Option<String>,
+}
+
+impl Entry {
+    /// A fresh entry for `ping`, created now and valid for `max_age`.
+    pub fn new(ping: &Ping, job: Option<&str>, max_age: Duration, now_ms: u64) -> Entry {
+        Entry {
+            url: ping.url().to_owned(),
+            method: ping.method.as_str().to_owned(),
+            source: ping.source.clone(),
+            job: job.map(str::to_owned),
+            created_ms: now_ms,
+            expires_ms: now_ms.saturating_add(millis(max_age)),
+            attempts: 0,
+            not_before_ms: 0,
+            last_error: None,
+        }
+    }
+
+    /// The ping to send.
+    pub fn ping(&self) -> Result<Ping, InvalidPing> {
+        let method = if self.method.eq_ignore_ascii_case("POST") {
+            PingMethod::Post
+        } else {
+            PingMethod::Get
+        };
+        Ping::new(&self.url, method, &self.source)
+    }
+
+    /// The file name key of its target.
+    pub fn key(&self) -> String {
+        key(&self.url)
+    }
+}
+
+/// The key of a target: 16 hex digits of the SHA-256 of the URL (names files without showing
+/// the token; one pending file per target is what coalesces).
+pub fn key(url: &str) -> String {
+    Sha256::digest(url.as_bytes())[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The name of a claim of `key` by `pid`, leased until `lease_ms`.
+pub fn claim_name(key: &str, pid: u32, lease_ms: u64) -> String {
+    format!("{key}.{pid}.{lease_ms}{CLAIM}")
+}
+
+/// What a file name in the outbox directory is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileKind {
+    /// `<key>.ping`.
+    Pending {
+        /// The target's key.
+        key: String,
+    },
+    /// `<key>.<pid>.<lease>.claim`.
+    Claimed {
+        /// The target's key.
+        key: String,
+        /// The claiming process.
+        pid: u32,
+        /// The lease's end (Unix ms).
+        lease_ms: u64,
+    },
+    /// A temp file of a write in progress (or abandoned by a crash).
+    Temp,
+    /// Anything else (`.lock`, `stats.json`, `failed/`, foreign files): left alone.
+    Other,
+}
+
+/// Classifies a file name.
+pub fn classify(name: &str) -> FileKind {
+    if name.starts_with(".tmp.") {
+        return FileKind::Temp;
+    }
+    if let Some(key) = name.strip_suffix(PENDING) {
+        if is_key(key) {
+            return FileKind::Pending {
+                key: key.to_owned(),
+            };
+        }
+    }
+    if let Some(rest) = name.strip_suffix(CLAIM) {
+        let mut parts = rest.split('.');
+        if let (Some(key), Some(pid), Some(lease), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        {
+            if let (true, Ok(pid), Ok(lease_ms)) = (is_key(key), pid.parse(), lease.parse()) {
+                return FileKind::Claimed {
+                    key: key.to_owned(),
+                    pid,
+                    lease_ms,
+                };
+            }
+        }
+    }
+    FileKind::Other
+}
+
+fn is_key(text: &str) -> bool {
+    text.len() == 16 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Milliseconds of a duration, saturating.
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> u64 {
+    millis(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let key = key("https://ping.example.com/token");
+        assert_eq!(key.len(), 16);
+        assert_eq!(
+            classify(&format!("{key}.ping")),
+            FileKind::Pending { key: key.clone() }
+        );
+        assert_eq!(
+            classify(&claim_name(&key, 42, 7)),
+            FileKind::Claimed {
+                key,
+                pid: 42,
+                lease_ms: 7
+            }
+        );
+        assert_eq!(classify(".tmp.1.ab"), FileKind::Temp);
+        for other in ["stats.json", ".lock", "x.ping", "failed", "ab.1.claim"] {
+            assert_eq!(classify(other), FileKind::Other, "{other}");
+        }
+    }
+
+    #[test]
+    fn entry_rebuilds_the_ping() {
+        let ping = Ping::new("http://h.example/t", PingMethod::Post, "host").unwrap();
+        let entry = Entry::new(&ping, Some("backup"), Duration::from_secs(60), 1_000);
+        assert_eq!(entry.expires_ms, 61_000);
+        assert_eq!(entry.ping().unwrap(), ping);
+        assert_eq!(entry.key(), key(ping.url()));
+    }
+}

@@ -1,0 +1,555 @@
+//! The durable outbox: pings that could not be delivered within their budget, kept on disk
+//! under `<state_dir>/outbox/` until they are delivered, replaced by a newer success, or too
+//! old to matter (issue 6; user documentation in `docs/outbox.md`).
+//!
+//! One file per target (`<key>.ping`, the key a hash of the URL): storing a newer success for
+//! the same target replaces the older one, which is what coalescing means here. Every process
+//! sharing the outbox (`run`s, `ping`, `outbox flush`, the daemon) takes the directory lock
+//! (`flock`) only for file steps, never across a network request. To deliver an entry a
+//! process *claims* it by renaming it to `<key>.<pid>.<lease>.claim`; only one rename can win,
+//! so two drainers never send the same entry. A claim whose process died (or whose lease ran
+//! out) is put back by whoever looks next: an entry in flight at a crash may be sent twice,
+//! any other is sent once. Writes are crash-safe (temp, fsync, rename, fsync the directory);
+//! an unreadable entry is moved to `failed/` with a warning. Counters live in `stats.json`.
+//!
+//! The ping URL is a secret: files are 0600 in a 0700 directory, and everything logged shows
+//! targets through [`crate::redact::url`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+use crate::ping::{Ping, PingOutcome};
+
+mod deliver;
+mod entry;
+mod fsio;
+mod stats;
+
+pub use deliver::{
+    catch_up, deliver_or_queue_for, deliver_pending, drain, DrainOptions, PassOptions, PassReport,
+};
+pub use entry::Entry;
+pub use stats::Stats;
+
+use entry::{classify, millis, now_ms, FileKind, PENDING};
+
+/// Default of `[agent] outbox_max_entries`: far more targets than one host pings, small
+/// enough that a scan of the directory stays instant.
+pub const DEFAULT_MAX_ENTRIES: usize = 1000;
+
+/// How long a pending success is kept when neither `outbox_max_age` nor the job's period is
+/// known.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// How long a claim holds an entry before others may take it back even though the claiming
+/// process still runs (a hung or reused pid): longer than any single attempt.
+const CLAIM_LEASE: Duration = Duration::from_secs(300);
+
+/// What went wrong with the outbox directory.
+#[derive(Debug, thiserror::Error)]
+#[error("outbox {}: {source}; check that the state directory is writable (--state-dir)", .dir.display())]
+pub struct OutboxError {
+    /// The outbox directory.
+    pub dir: PathBuf,
+    /// What the system said.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Who a stored ping belongs to and how long it stays worth sending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingContext {
+    /// The job, so a later failed run of it drops the pending success.
+    pub job: Option<String>,
+    /// A success older than this is dropped instead of sent (see [`max_age`]).
+    pub max_age: Duration,
+}
+
+impl Default for PingContext {
+    fn default() -> PingContext {
+        PingContext {
+            job: None,
+            max_age: DEFAULT_MAX_AGE,
+        }
+    }
+}
+
+/// The age limit of a pending success: `outbox_max_age` when set, else the job's period (the
+/// gap after its next fire), else [`DEFAULT_MAX_AGE`].
+pub fn max_age(configured: Option<Duration>, job: Option<&crate::config::Job>) -> Duration {
+    configured
+        .or_else(|| {
+            let job = job?;
+            let next = job.schedule.next_after(chrono::Utc::now(), job.timezone)?;
+            job.schedule.gap_after(next, job.timezone)
+        })
+        .unwrap_or(DEFAULT_MAX_AGE)
+}
+
+/// An entry claimed by this process for one delivery attempt.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The target's key.
+    pub key: String,
+    /// The claim file.
+    path: PathBuf,
+    /// The entry as claimed.
+    pub entry: Entry,
+}
+
+/// One entry as `outbox list` shows it (no secret in it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Listed {
+    /// The redacted target.
+    pub target: String,
+    /// The job, when known.
+    pub job: Option<String>,
+    /// Seconds since the success happened.
+    pub age_secs: u64,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// Seconds until the server's `Retry-After` ends (0: may be tried now).
+    pub next_attempt_secs: u64,
+    /// Seconds until it is dropped as too old.
+    pub expires_in_secs: u64,
+    /// The process delivering it right now, if any.
+    pub in_flight_pid: Option<u32>,
+    /// The last attempt's error.
+    pub last_error: Option<String>,
+}
+
+/// A handle on one outbox directory; cheap to clone, shared by the daemon's tasks.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    dir: PathBuf,
+    max_entries: usize,
+    /// Wakes the drainer when this process stores an entry (entries of other processes are
+    /// found by polling).
+    notify: Arc<Notify>,
+}
+
+impl Outbox {
+    /// The outbox under `state_dir`, holding at most `max_entries`. Nothing is created until
+    /// the first ping is stored (then the directory, mode 0700); a missing outbox is empty.
+    pub fn new(state_dir: &Path, max_entries: usize) -> Outbox {
+        Outbox {
+            dir: state_dir.join("outbox"),
+            max_entries: max_entries.max(1),
+            notify: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Creates the directory (and `failed/`) with mode 0700, tightening an existing one.
+    fn create(&self) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        fsio::private_dir(&self.failed_dir())?;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+    }
+
+    /// The outbox directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where refused and unreadable entries are kept for inspection.
+    pub fn failed_dir(&self) -> PathBuf {
+        self.dir.join("failed")
+    }
+
+    /// The counters, as last written by any process.
+    pub fn stats(&self) -> Stats {
+        stats::load(&self.dir)
+    }
+
+    /// Resolves when this handle (or a clone) stored an entry since the last call.
+    pub async fn stored(&self) {
+        self.notify.notified().await;
+    }
+
+    fn error(&self, source: io::Error) -> OutboxError {
+        OutboxError {
+            dir: self.dir.clone(),
+            source,
+        }
+    }
+
+    fn pending_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}{PENDING}"))
+    }
+
+    /// Runs `step` with the directory lock held and the counters loaded, saving them after.
+    /// Without the directory, `step` runs on an empty outbox (nothing to lock, nothing to count).
+    fn locked<T>(&self, step: impl FnOnce(&mut Stats) -> io::Result<T>) -> Result<T, OutboxError> {
+        let run = || {
+            if !self.dir.is_dir() {
+                return step(&mut Stats::default());
+            }
+            let _lock = fsio::DirLock::acquire(&self.dir)?;
+            let before = stats::load(&self.dir);
+            let mut counters = before;
+            let value = step(&mut counters)?;
+            if counters != before {
+                stats::save(&self.dir, &counters)?;
+            }
+            Ok(value)
+        };
+        run().map_err(|source| self.error(source))
+    }
+
+    /// Keeps `ping` for a later delivery, replacing (coalescing) an older pending one for the
+    /// same target; `attempts` and `error` describe the failed delivery.
+    pub fn store(
+        &self,
+        ping: &Ping,
+        context: &PingContext,
+        attempts: u32,
+        retry_after: Option<Duration>,
+        error: &str,
+    ) -> Result<(), OutboxError> {
+        let now = now_ms();
+        let mut entry = Entry::new(ping, context.job.as_deref(), context.max_age, now);
+        entry.attempts = attempts;
+        entry.last_error = Some(error.to_owned());
+        entry.not_before_ms = retry_after.map_or(0, |after| now.saturating_add(millis(after)));
+        let path = self.pending_path(&entry.key());
+        self.create().map_err(|err| self.error(err))?;
+        self.locked(|counters| {
+            if path.exists() {
+                counters.coalesced += 1;
+            }
+            write_entry(&path, &entry)?;
+            counters.queued += 1;
+            self.enforce_bound(counters)
+        })?;
+        self.notify.notify_one();
+        Ok(())
+    }
+
+    /// Drops pending entries beyond `max_entries`, oldest first (counted and logged).
+    fn enforce_bound(&self, counters: &mut Stats) -> io::Result<()> {
+        let files = self.scan()?;
+        let claimed = files
+            .iter()
+            .filter(|(_, kind)| matches!(kind, FileKind::Claimed { .. }))
+            .count();
+        let mut pending: Vec<(u64, PathBuf, Option<Entry>)> = files
+            .into_iter()
+            .filter(|(_, kind)| matches!(kind, FileKind::Pending { .. }))
+            .map(|(path, _)| {
+                let entry = read_entry(&path).ok();
+                (entry.as_ref().map_or(0, |e| e.created_ms), path, entry)
+            })
+            .collect();
+        let excess = (pending.len() + claimed).saturating_sub(self.max_entries);
+        pending.sort_by_key(|(created, ..)| *created);
+        for (_, path, entry) in pending.into_iter().take(excess) {
+            if fsio::remove_if_present(&path)? {
+                counters.dropped_overflow += 1;
+                let target = entry.map(|e| crate::redact::url(&e.url));
+                warn!(
+                    target_url = target.as_deref().unwrap_or("?"),
+                    max_entries = self.max_entries,
+                    "outbox full: oldest pending ping dropped (raise outbox_max_entries)"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A success for `ping` was just delivered: an older pending one for the same target is
+    /// pointless now (counted as coalesced).
+    pub fn delivered_directly(&self, ping: &Ping) -> Result<(), OutboxError> {
+        let path = self.pending_path(&entry::key(ping.url()));
+        if !path.exists() {
+            return Ok(());
+        }
+        self.locked(|counters| {
+            if fsio::remove_if_present(&path)? {
+                counters.coalesced += 1;
+            }
+            Ok(())
+        })
+    }
+
+    /// A run of `job` (or for `ping`'s target) failed: its pending successes would claim the
+    /// job is fine, so they are dropped (counted, logged). Returns how many.
+    pub fn drop_after_failure(
+        &self,
+        job: Option<&str>,
+        ping: Option<&Ping>,
+    ) -> Result<usize, OutboxError> {
+        let target = ping.map(|p| entry::key(p.url()));
+        self.locked(|counters| {
+            let mut dropped = 0;
+            for (path, kind) in self.scan()? {
+                let key = match &kind {
+                    FileKind::Pending { key } | FileKind::Claimed { key, .. } => key,
+                    _ => continue,
+                };
+                let same_job = job.is_some()
+                    && read_entry(&path).is_ok_and(|e| e.job.as_deref() == job);
+                if (target.as_ref() == Some(key) || same_job) && fsio::remove_if_present(&path)? {
+                    dropped += 1;
+                    counters.dropped_failed_run += 1;
+                    warn!(job = job.unwrap_or(""), target_url = %ping.map(Ping::redacted).unwrap_or_default(), "pending success dropped: a later run failed");
+                }
+            }
+            Ok(dropped)
+        })
+    }
+
+    /// Claims up to `limit` pending entries for which `due` says yes, after putting back
+    /// claims of dead processes and dropping expired and unreadable entries.
+    pub fn claim(
+        &self,
+        limit: usize,
+        due: impl Fn(&str, &Entry) -> bool,
+    ) -> Result<Vec<Claimed>, OutboxError> {
+        let pid = std::process::id();
+        self.locked(|counters| {
+            self.recover(counters)?;
+            let now = now_ms();
+            let mut claimed = Vec::new();
+            for (path, kind) in self.scan()? {
+                let FileKind::Pending { key } = kind else {
+                    continue;
+                };
+                let Some(entry) = self.readable(&path, counters)? else {
+                    continue;
+                };
+                if entry.expires_ms <= now {
+                    fsio::remove_if_present(&path)?;
+                    counters.dropped_expired += 1;
+                    warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), "pending success dropped: older than outbox_max_age");
+                    continue;
+                }
+                if claimed.len() >= limit || !due(&key, &entry) {
+                    continue;
+                }
+                let lease = now.saturating_add(millis(CLAIM_LEASE));
+                let claim = self.dir.join(entry::claim_name(&key, pid, lease));
+                std::fs::rename(&path, &claim)?;
+                claimed.push(Claimed {
+                    key,
+                    path: claim,
+                    entry,
+                });
+            }
+            Ok(claimed)
+        })
+    }
+
+    /// The entry at `path`, or `None` after moving an unreadable one to `failed/`.
+    fn readable(&self, path: &Path, counters: &mut Stats) -> io::Result<Option<Entry>> {
+        match read_entry(path) {
+            Ok(entry) => Ok(Some(entry)),
+            Err(reason) => {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                fsio::private_dir(&self.failed_dir())?;
+                let aside = self.failed_dir().join(format!("{name}.corrupt"));
+                warn!(file = %path.display(), reason = %reason, moved_to = %aside.display(), "unreadable outbox entry skipped");
+                fsio::rename_durable(path, &aside)?;
+                counters.corrupt += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Puts back claims whose process is gone or whose lease ran out, and removes temp files
+    /// of dead writers. Call with the lock held.
+    fn recover(&self, counters: &mut Stats) -> io::Result<()> {
+        let now = now_ms();
+        for (path, kind) in self.scan()? {
+            match kind {
+                FileKind::Claimed { key, pid, lease_ms } if lease_ms <= now || !alive(pid) => {
+                    let pending = self.pending_path(&key);
+                    if pending.exists() {
+                        fsio::remove_if_present(&path)?;
+                        counters.coalesced += 1;
+                    } else {
+                        fsio::rename_durable(&path, &pending)?;
+                    }
+                    info!(
+                        pid,
+                        "took back an outbox entry claimed by a process that is gone"
+                    );
+                }
+                FileKind::Temp if temp_writer(&path).is_some_and(|pid| !alive(pid)) => {
+                    fsio::remove_if_present(&path)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the result of a delivery attempt of `claimed`: delivered (removed), retryable
+    /// (put back with the attempt counted, unless a newer success arrived meanwhile), or
+    /// permanent (moved to `failed/`).
+    pub fn finish(&self, claimed: Claimed, outcome: &PingOutcome) -> Result<(), OutboxError> {
+        let target = crate::redact::url(&claimed.entry.url);
+        let job = claimed.entry.job.clone().unwrap_or_default();
+        self.locked(|counters| match outcome {
+            PingOutcome::Delivered { status, .. } => {
+                fsio::remove_if_present(&claimed.path)?;
+                counters.delivered += 1;
+                info!(job = %job, target_url = %target, status, "pending ping delivered");
+                Ok(())
+            }
+            PingOutcome::Retryable {
+                error,
+                attempts,
+                retry_after,
+            } => {
+                let mut entry = claimed.entry.clone();
+                entry.attempts = entry.attempts.saturating_add(*attempts);
+                entry.last_error = Some(error.to_string());
+                entry.not_before_ms =
+                    retry_after.map_or(0, |after| now_ms().saturating_add(millis(after)));
+                self.put_back(&claimed, &entry, counters)
+            }
+            PingOutcome::Permanent { error, attempts } => {
+                let mut entry = claimed.entry.clone();
+                entry.attempts = entry.attempts.saturating_add(*attempts);
+                entry.last_error = Some(error.to_string());
+                let aside = self
+                    .failed_dir()
+                    .join(format!("{}.{}{PENDING}", claimed.key, entry.created_ms));
+                if claimed.path.exists() {
+                    fsio::private_dir(&self.failed_dir())?;
+                    write_entry(&aside, &entry)?;
+                    fsio::remove_if_present(&claimed.path)?;
+                }
+                counters.permanent += 1;
+                warn!(job = %job, target_url = %target, error = %error, kept_in = %aside.display(), "ping refused by the server for good; not retried (check the ping URL)");
+                Ok(())
+            }
+        })
+    }
+
+    /// Gives a claim back untouched (a drainer stopping mid-attempt).
+    pub fn release(&self, claimed: Claimed) -> Result<(), OutboxError> {
+        let entry = claimed.entry.clone();
+        self.locked(|counters| self.put_back(&claimed, &entry, counters))
+    }
+
+    fn put_back(&self, claimed: &Claimed, entry: &Entry, counters: &mut Stats) -> io::Result<()> {
+        if !claimed.path.exists() {
+            // Dropped meanwhile (a later run failed, or a purge).
+            return Ok(());
+        }
+        let pending = self.pending_path(&claimed.key);
+        if pending.exists() {
+            counters.coalesced += 1;
+        } else {
+            write_entry(&pending, entry)?;
+        }
+        fsio::remove_if_present(&claimed.path)?;
+        Ok(())
+    }
+
+    /// Every pending or in-flight entry, oldest first (unreadable ones are left for the next
+    /// claim to move aside).
+    pub fn list(&self) -> Result<Vec<Listed>, OutboxError> {
+        let now = now_ms();
+        let secs = |ms: u64| ms / 1000;
+        let mut listed: Vec<(u64, Listed)> = Vec::new();
+        for (path, kind) in self.scan().map_err(|err| self.error(err))? {
+            let in_flight_pid = match kind {
+                FileKind::Pending { .. } => None,
+                FileKind::Claimed { pid, .. } => Some(pid),
+                _ => continue,
+            };
+            let Ok(entry) = read_entry(&path) else {
+                continue;
+            };
+            listed.push((
+                entry.created_ms,
+                Listed {
+                    target: crate::redact::url(&entry.url),
+                    job: entry.job.clone(),
+                    age_secs: secs(now.saturating_sub(entry.created_ms)),
+                    attempts: entry.attempts,
+                    next_attempt_secs: secs(entry.not_before_ms.saturating_sub(now)),
+                    expires_in_secs: secs(entry.expires_ms.saturating_sub(now)),
+                    in_flight_pid,
+                    last_error: entry.last_error,
+                },
+            ));
+        }
+        listed.sort_by_key(|(created, _)| *created);
+        Ok(listed.into_iter().map(|(_, l)| l).collect())
+    }
+
+    /// Deletes every pending entry (in-flight ones finish); returns how many.
+    pub fn purge(&self) -> Result<usize, OutboxError> {
+        self.locked(|counters| {
+            self.recover(counters)?;
+            let mut purged = 0;
+            for (path, kind) in self.scan()? {
+                if matches!(kind, FileKind::Pending { .. }) && fsio::remove_if_present(&path)? {
+                    purged += 1;
+                }
+            }
+            counters.purged += purged as u64;
+            Ok(purged)
+        })
+    }
+
+    /// The entry files in the directory with what each is.
+    fn scan(&self) -> io::Result<Vec<(PathBuf, FileKind)>> {
+        let mut files = Vec::new();
+        let items = match std::fs::read_dir(&self.dir) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(files),
+            items => items?,
+        };
+        for item in items {
+            let item = item?;
+            let kind = classify(&item.file_name().to_string_lossy());
+            if kind != FileKind::Other {
+                files.push((item.path(), kind));
+            }
+        }
+        Ok(files)
+    }
+}
+
+fn write_entry(path: &Path, entry: &Entry) -> io::Result<()> {
+    let bytes = serde_json::to_vec(entry).map_err(io::Error::other)?;
+    fsio::write_atomic(path, &bytes)
+}
+
+fn read_entry(path: &Path) -> Result<Entry, String> {
+    let bytes = std::fs::read(path).map_err(|err| err.to_string())?;
+    let entry: Entry = serde_json::from_slice(&bytes).map_err(|err| err.to_string())?;
+    entry.ping().map_err(|err| err.to_string())?;
+    Ok(entry)
+}
+
+/// Whether process `pid` exists (a process of another user counts as alive).
+fn alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        return false;
+    }
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// The pid in a temp file's name (`.tmp.<pid>.<random>`).
+fn temp_writer(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix(".tmp.")?.split('.').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,296 @@
+//! One reconciliation pass: for every bound check, the desired definition against the one the
+//! service last accepted; a PUT only where they differ (or with `force`), the answer persisted.
+//! Jobs that left the config (a state file, no job) or are disabled get their check
+//! deactivated. A failing API fails that job's entry, never the pass; once the API keeps
+//! answering 429 the rest of the pass is deferred (429 answers count against the limit).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+
+use super::desired::{deactivated, desired, diff, Change, Definition};
+use super::period::{cadence, timing, Cadence};
+use super::state::{self, JobState};
+use crate::api::{ApiClient, ApiError};
+use crate::config::{Config, Job, PingTarget};
+
+/// How a pass runs.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// Show the differences, send nothing.
+    pub dry_run: bool,
+    /// PUT even where nothing differs (repairs changes made outside the agent).
+    pub force: bool,
+    /// Only this job (`--job NAME`).
+    pub job: Option<String>,
+    /// The time the desired definitions are computed for.
+    pub now: DateTime<Utc>,
+}
+
+impl SyncOptions {
+    /// A normal pass at `now`: every job, PUT where needed.
+    pub fn at(now: DateTime<Utc>) -> Self {
+        SyncOptions {
+            dry_run: false,
+            force: false,
+            job: None,
+            now,
+        }
+    }
+}
+
+/// Why a job's check is being changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// The job is in the config: its definition is kept true to it.
+    Update,
+    /// The job left the config (or no longer has `check_id`): its check is deactivated.
+    Deactivate,
+}
+
+/// What became of one job in a pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result", content = "error")]
+pub enum Outcome {
+    /// The service already has the desired definition: nothing sent.
+    InSync,
+    /// The PUT was accepted.
+    Updated,
+    /// `--dry-run`: a PUT would be sent.
+    WouldUpdate,
+    /// The PUT (or saving its answer) failed; the message names the job and check.
+    Failed(String),
+    /// Not sent: the API kept answering 429 to an earlier PUT of this pass, and more requests
+    /// would only prolong that (429 answers count against the limit). Retried later.
+    Deferred(String),
+}
+
+/// One job's part of a pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobReport {
+    /// The job's name.
+    pub job: String,
+    /// The check id.
+    pub check_id: String,
+    /// Keep in sync, or deactivate.
+    pub action: Action,
+    /// The fields that differ between last accepted and desired.
+    pub changes: Vec<Change>,
+    /// What happened.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// The result of a pass, one entry per bound check considered.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SyncReport {
+    /// In config order, then the deactivated ones by name.
+    pub jobs: Vec<JobReport>,
+}
+
+impl SyncReport {
+    /// Whether any PUT failed.
+    pub fn failed(&self) -> bool {
+        self.jobs
+            .iter()
+            .any(|j| matches!(j.outcome, Outcome::Failed(_) | Outcome::Deferred(_)))
+    }
+}
+
+/// Cadences by schedule and zone, measured once per UTC day (the measurement walks a year of
+/// fires; the daemon asks after every run).
+#[derive(Debug, Default)]
+pub struct CadenceCache {
+    entries: HashMap<(String, Tz), (chrono::NaiveDate, Option<Cadence>)>,
+}
+
+impl CadenceCache {
+    /// The cadence of `job`'s schedule at `now`.
+    pub fn get(&mut self, job: &Job, now: DateTime<Utc>) -> Option<Cadence> {
+        let key = (job.schedule.as_str().to_owned(), job.timezone);
+        let today = now.date_naive();
+        match self.entries.get(&key) {
+            Some((day, cadence)) if *day == today => *cadence,
+            _ => {
+                let measured = cadence(&job.schedule, job.timezone, now);
+                self.entries.insert(key, (today, measured));
+                measured
+            }
+        }
+    }
+}
+
+/// The definition `job` wants for `check_id` now, given its persisted state.
+pub fn desired_for(
+    job: &Job,
+    known: Option<&JobState>,
+    now: DateTime<Utc>,
+    cache: &mut CadenceCache,
+) -> Option<Definition> {
+    let cadence = cache.get(job, now);
+    let acked = known.and_then(|s| s.acked_fire);
+    let timing = timing(job, cadence.as_ref(), now, acked)?;
+    Some(desired(
+        job,
+        timing,
+        known.and_then(|s| s.ping_token.clone()),
+    ))
+}
+
+/// One pass over every bound check of `config` (or only `opts.job`), and every check whose job
+/// left it. Requests go through `client` (its rate limiter and retries).
+pub async fn sync_all(
+    config: &Config,
+    client: &ApiClient,
+    state_dir: &Path,
+    opts: &SyncOptions,
+    cache: &mut CadenceCache,
+) -> SyncReport {
+    let mut report = SyncReport::default();
+    let mut limited = false;
+    let wanted = |name: &str| opts.job.as_deref().map_or(true, |only| only == name);
+    for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
+        let PingTarget::Check(check_id) = &job.target else {
+            continue;
+        };
+        let known = state::load(state_dir, &job.name).filter(|s| &s.check_id == check_id);
+        let Some(definition) = desired_for(job, known.as_ref(), opts.now, cache) else {
+            // `@reboot` with an auto period: no fire times, the check is left alone.
+            continue;
+        };
+        let entry = reconcile_one(
+            client,
+            state_dir,
+            opts,
+            &job.name,
+            check_id,
+            known,
+            definition,
+            Action::Update,
+            &mut limited,
+        );
+        report.jobs.push(entry.await);
+    }
+    for name in state::jobs(state_dir).into_iter().filter(|n| wanted(n)) {
+        let bound = config
+            .job(&name)
+            .is_some_and(|j| matches!(j.target, PingTarget::Check(_)));
+        let Some(known) = state::load(state_dir, &name).filter(|_| !bound) else {
+            continue;
+        };
+        let Some(accepted) = known.accepted.clone() else {
+            continue;
+        };
+        let check_id = known.check_id.clone();
+        let definition = deactivated(&accepted);
+        let entry = reconcile_one(
+            client,
+            state_dir,
+            opts,
+            &name,
+            &check_id,
+            Some(known),
+            definition,
+            Action::Deactivate,
+            &mut limited,
+        );
+        report.jobs.push(entry.await);
+    }
+    report
+}
+
+/// Compares, PUTs when needed, persists the answer.
+#[allow(clippy::too_many_arguments)]
+async fn reconcile_one(
+    client: &ApiClient,
+    state_dir: &Path,
+    opts: &SyncOptions,
+    job: &str,
+    check_id: &str,
+    known: Option<JobState>,
+    definition: Definition,
+    action: Action,
+    limited: &mut bool,
+) -> JobReport {
+    let accepted = known.as_ref().and_then(|s| s.accepted.as_ref());
+    let changes = diff(accepted, &definition);
+    let outcome = if changes.is_empty() && !opts.force {
+        Outcome::InSync
+    } else if opts.dry_run {
+        Outcome::WouldUpdate
+    } else if *limited {
+        Outcome::Deferred(format!(
+            "job \"{job}\": check {check_id}: not sent: the API kept answering 429 (too many \
+             requests) this pass; it is retried later (run sync again)"
+        ))
+    } else {
+        let (outcome, rate_limited) = put(client, state_dir, job, check_id, definition).await;
+        *limited |= rate_limited;
+        outcome
+    };
+    JobReport {
+        job: job.to_owned(),
+        check_id: check_id.to_owned(),
+        action,
+        changes,
+        outcome,
+    }
+}
+
+/// Sends the definition and records what the service accepted.
+async fn put(
+    client: &ApiClient,
+    state_dir: &Path,
+    job: &str,
+    check_id: &str,
+    mut definition: Definition,
+) -> (Outcome, bool) {
+    let answer = client
+        .update_heartbeat_check(
+            check_id,
+            &definition.body,
+            Some(definition.auto_assign_alerts),
+        )
+        .await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(err) => {
+            tracing::warn!(job, check = check_id, error = %err, "check update failed");
+            let limited = matches!(err, ApiError::RateLimited { .. });
+            return (
+                Outcome::Failed(format!("job \"{job}\": check {check_id}: {err}")),
+                limited,
+            );
+        }
+    };
+    let token = answer.heartbeat.ping_token.clone();
+    if let Some(spec) = definition.body.heartbeat.as_mut() {
+        if token.is_some() {
+            spec.ping_token.clone_from(&token);
+        }
+    }
+    let saved = state::update(state_dir, job, check_id, |s| {
+        s.accepted = Some(definition);
+        s.accepted_at = Some(Utc::now());
+        if answer.heartbeat.ping_url.is_some() {
+            s.ping_url.clone_from(&answer.heartbeat.ping_url);
+        }
+        if token.is_some() {
+            s.ping_token = token;
+        }
+    });
+    let outcome = match saved {
+        Ok(_) => {
+            tracing::info!(job, check = check_id, "check definition updated");
+            Outcome::Updated
+        }
+        Err(err) => Outcome::Failed(format!(
+            "job \"{job}\": check {check_id}: accepted, but {err}"
+        )),
+    };
+    (outcome, false)
+}

@@ -1,0 +1,205 @@
+//! What the service last accepted for each bound check, persisted in
+//! `<state_dir>/sync/<job>.json` (one file per job; job names are a safe file-name charset):
+//! the accepted definition, the answer's ping URL and token, and the latest fire whose ping
+//! was accepted. Written crash-safely (temporary file, fsync, rename, fsync of the directory)
+//! and private (mode 0600: the ping URL is a secret).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::desired::Definition;
+
+/// Serializes read-modify-write of state files within the process (the sync task and the job
+/// tasks recording accepted pings).
+static STATE_LOCK: Mutex<()> = Mutex::new(());
+
+/// The persisted sync state of one job.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobState {
+    /// The check this state is about (a changed `check_id` starts afresh).
+    pub check_id: String,
+    /// The definition the service last accepted, `None` before the first accepted PUT.
+    #[serde(default)]
+    pub accepted: Option<Definition>,
+    /// When it was accepted.
+    #[serde(default)]
+    pub accepted_at: Option<DateTime<Utc>>,
+    /// `heartbeat.pingUrl` of the last answer: what the job pings (a secret).
+    #[serde(default)]
+    pub ping_url: Option<String>,
+    /// `heartbeat.pingToken` of the last answer, sent back so the token never rotates.
+    #[serde(default)]
+    pub ping_token: Option<String>,
+    /// The latest fire time whose ping the service accepted: a shorter period is sent only
+    /// after the ping that starts the shorter gap.
+    #[serde(default)]
+    pub acked_fire: Option<DateTime<Utc>>,
+}
+
+impl std::fmt::Debug for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobState")
+            .field("check_id", &self.check_id)
+            .field("accepted", &self.accepted.is_some())
+            .field("accepted_at", &self.accepted_at)
+            .field(
+                "ping_url",
+                &self.ping_url.as_deref().map(crate::redact::url),
+            )
+            .field("acked_fire", &self.acked_fire)
+            .finish()
+    }
+}
+
+/// Why a state file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("sync state {}: {what}: {source}", path.display())]
+pub struct StateError {
+    /// The file or directory.
+    pub path: PathBuf,
+    /// What was being done.
+    pub what: &'static str,
+    /// The underlying error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// `<state_dir>/sync`.
+pub fn dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("sync")
+}
+
+/// The state file of `job`.
+pub fn path(state_dir: &Path, job: &str) -> PathBuf {
+    dir(state_dir).join(format!("{job}.json"))
+}
+
+/// The state of `job`, `None` when there is none (or it is unreadable: then sync starts
+/// afresh, which costs one PUT).
+pub fn load(state_dir: &Path, job: &str) -> Option<JobState> {
+    let text = fs::read(path(state_dir, job)).ok()?;
+    match serde_json::from_slice(&text) {
+        Ok(state) => Some(state),
+        Err(err) => {
+            tracing::warn!(job, error = %err, "sync state file is not valid; it will be rewritten");
+            None
+        }
+    }
+}
+
+/// The names of the jobs that have a state file.
+pub fn jobs(state_dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir(state_dir)) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|name| name.strip_suffix(".json").map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Changes the state of `job` (for `check_id`; another check's state is replaced) under the
+/// process-wide lock, and writes it crash-safely.
+pub fn update(
+    state_dir: &Path,
+    job: &str,
+    check_id: &str,
+    change: impl FnOnce(&mut JobState),
+) -> Result<JobState, StateError> {
+    let _guard = STATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = load(state_dir, job)
+        .filter(|s| s.check_id == check_id)
+        .unwrap_or_else(|| JobState {
+            check_id: check_id.to_owned(),
+            ..JobState::default()
+        });
+    change(&mut state);
+    write(state_dir, job, &state)?;
+    Ok(state)
+}
+
+/// Writes `state`: temporary file (0600), fsync, rename over the old one, fsync the directory.
+fn write(state_dir: &Path, job: &str, state: &JobState) -> Result<(), StateError> {
+    let dir = dir(state_dir);
+    let err = |path: &Path, what| {
+        let path = path.to_owned();
+        move |source| StateError { path, what, source }
+    };
+    fs::create_dir_all(&dir).map_err(err(&dir, "cannot create the directory"))?;
+    let target = path(state_dir, job);
+    let temp = dir.join(format!(".{job}.json.{}.tmp", std::process::id()));
+    let text = serde_json::to_vec_pretty(state).map_err(std::io::Error::from);
+    let written = text.and_then(|text| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(&text)?;
+        file.sync_all()
+    });
+    if let Err(source) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(err(&temp, "cannot write")(source));
+    }
+    fs::rename(&temp, &target).map_err(err(&target, "cannot replace"))?;
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(err(&dir, "cannot sync the directory"))
+}
+
+/// The ping URL the service handed out for `job`'s check, as learned by sync: what `run --job`
+/// and the daemon ping for a job bound by `check_id`. `None` before the first successful sync.
+pub fn learned_ping_url(state_dir: &Path, job: &str) -> Option<String> {
+    load(state_dir, job)?.ping_url
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_writes_privately_and_replaces_another_checks_state() {
+        let dir = tempfile::tempdir().unwrap();
+        update(dir.path(), "backup", "c1", |s| {
+            s.ping_url = Some("http://ping/tok".into());
+        })
+        .unwrap();
+        assert_eq!(
+            learned_ping_url(dir.path(), "backup").as_deref(),
+            Some("http://ping/tok")
+        );
+        let mode = fs::metadata(path(dir.path(), "backup"))
+            .unwrap()
+            .permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
+        let state = update(dir.path(), "backup", "c2", |_| {}).unwrap();
+        assert_eq!(state.ping_url, None);
+        assert_eq!(jobs(dir.path()), ["backup"]);
+        assert!(!format!("{state:?}").contains("tok"));
+        // Nothing but the state file is left in the directory.
+        assert_eq!(fs::read_dir(super::dir(dir.path())).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn unreadable_state_counts_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(super::dir(dir.path())).unwrap();
+        fs::write(path(dir.path(), "x"), "{not json").unwrap();
+        assert!(load(dir.path(), "x").is_none());
+        assert_eq!(learned_ping_url(dir.path(), "nothing"), None);
+    }
+}

@@ -1,0 +1,356 @@
+//! The daemon's side of sync: [`Reconciler`], a cloneable handle whose [`Reconciler::run`] task
+//! waits a random `0..sync_jitter`, then reconciles every `resync_interval` (plus jitter), at
+//! the next fire of an irregular schedule, on demand (after a run, on reload), and sooner
+//! after a failure (capped backoff). Per-job status is kept for the status endpoint.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use serde::Serialize;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::period::Cadence;
+use super::reconcile::{sync_all, CadenceCache, Outcome, SyncOptions, SyncReport};
+use super::state;
+use crate::api::ApiClient;
+use crate::config::{CheckDuration, Config, PingTarget};
+
+/// Where a job's check stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncState {
+    /// Not yet reconciled since start (or a change is waiting for the next pass).
+    Pending,
+    /// The service has the desired definition.
+    InSync,
+    /// The last PUT failed; it is retried.
+    Failed,
+}
+
+/// One job's sync status, as the status endpoint shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobSyncStatus {
+    /// The check id.
+    pub check_id: String,
+    /// In sync, pending or failed.
+    pub state: SyncState,
+    /// The last failure's message (kept until a pass succeeds).
+    pub last_error: Option<String>,
+    /// When the job was last reconciled (successfully or not).
+    pub last_attempt: Option<DateTime<Utc>>,
+    /// When the service last had the desired definition.
+    pub last_success: Option<DateTime<Utc>>,
+}
+
+/// Per-job sync status shared between the sync task and readers (the status endpoint).
+#[derive(Debug, Clone, Default)]
+pub struct SyncStatus {
+    jobs: Arc<Mutex<BTreeMap<String, JobSyncStatus>>>,
+}
+
+impl SyncStatus {
+    /// A copy of every job's status, by job name.
+    pub fn snapshot(&self) -> BTreeMap<String, JobSyncStatus> {
+        self.lock().clone()
+    }
+
+    /// One job's status.
+    pub fn get(&self, job: &str) -> Option<JobSyncStatus> {
+        self.lock().get(job).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, JobSyncStatus>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks every bound job of `config` pending (jobs no longer bound are forgotten).
+    fn reset(&self, config: &Config) {
+        let mut jobs = self.lock();
+        let old = std::mem::take(&mut *jobs);
+        for job in &config.jobs {
+            // `@reboot` with an auto period is left alone by sync (config check warns).
+            let managed = !(job.schedule.is_reboot() && job.check.period == CheckDuration::Auto);
+            if let (PingTarget::Check(id), true) = (&job.target, managed) {
+                let mut status = old.get(&job.name).cloned().unwrap_or(JobSyncStatus {
+                    check_id: id.clone(),
+                    state: SyncState::Pending,
+                    last_error: None,
+                    last_attempt: None,
+                    last_success: None,
+                });
+                status.check_id.clone_from(id);
+                if status.state == SyncState::InSync {
+                    status.state = SyncState::Pending;
+                }
+                jobs.insert(job.name.clone(), status);
+            }
+        }
+    }
+
+    /// Records a pass.
+    fn record(&self, report: &SyncReport, now: DateTime<Utc>) {
+        let mut jobs = self.lock();
+        for entry in &report.jobs {
+            let status = jobs.entry(entry.job.clone()).or_insert(JobSyncStatus {
+                check_id: entry.check_id.clone(),
+                state: SyncState::Pending,
+                last_error: None,
+                last_attempt: None,
+                last_success: None,
+            });
+            status.last_attempt = Some(now);
+            match &entry.outcome {
+                Outcome::Failed(message) => {
+                    status.state = SyncState::Failed;
+                    status.last_error = Some(message.clone());
+                }
+                Outcome::WouldUpdate => status.state = SyncState::Pending,
+                Outcome::Deferred(message) => {
+                    status.state = SyncState::Pending;
+                    status.last_error = Some(message.clone());
+                }
+                Outcome::InSync | Outcome::Updated => {
+                    status.state = SyncState::InSync;
+                    status.last_error = None;
+                    status.last_success = Some(now);
+                }
+            }
+        }
+    }
+}
+
+/// Timing of the background task (defaults from the config; tests shorten them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskTiming {
+    /// Upper bound of the random delay before the first pass (`sync_jitter`).
+    pub start_jitter: Duration,
+    /// Time between passes when nothing happens (`resync_interval`, plus up to `start_jitter`).
+    pub resync_interval: Duration,
+    /// The first retry delay after a failed pass; doubles per failure, full jitter.
+    pub retry_base: Duration,
+    /// The longest retry delay.
+    pub retry_cap: Duration,
+}
+
+impl TaskTiming {
+    /// The config's `sync_jitter` and `resync_interval`; retries from 30 s up to 15 min.
+    pub fn from_config(config: &Config) -> Self {
+        TaskTiming {
+            start_jitter: config.agent.sync_jitter,
+            resync_interval: config.agent.resync_interval,
+            retry_base: Duration::from_secs(30),
+            retry_cap: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// The daemon's handle on sync. Cheap to clone; every clone drives the same task.
+#[derive(Clone)]
+pub struct Reconciler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Mutex<Arc<Config>>,
+    client: ApiClient,
+    state_dir: PathBuf,
+    wake: Notify,
+    status: SyncStatus,
+    timing: Mutex<Option<TaskTiming>>,
+}
+
+impl Reconciler {
+    /// A reconciler for `config`, sending through `client` (shared rate limiter), keeping state
+    /// in `state_dir`. Nothing happens until [`Reconciler::run`] is spawned.
+    ///
+    /// Give it a client built with `RetryPolicy { max_attempts: 1, .. }` (sharing the daemon's
+    /// rate limiter): the task retries failed passes itself with backoff, and quick repeats of a
+    /// 429 only keep a fleet sharing one key locked out longer (429 answers count against the
+    /// limit; see BENCHMARKS.md).
+    pub fn new(config: Arc<Config>, client: ApiClient, state_dir: PathBuf) -> Self {
+        let status = SyncStatus::default();
+        status.reset(&config);
+        Reconciler {
+            inner: Arc::new(Inner {
+                config: Mutex::new(config),
+                client,
+                state_dir,
+                wake: Notify::new(),
+                status,
+                timing: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Overrides the task's timing (tests; by default it follows the config).
+    pub fn with_timing(self, timing: TaskTiming) -> Self {
+        *self.inner.timing.lock().unwrap_or_else(|e| e.into_inner()) = Some(timing);
+        self
+    }
+
+    /// A new configuration (reload): used from the next pass, which starts at once.
+    pub fn set_config(&self, config: Arc<Config>) {
+        self.inner.status.reset(&config);
+        *self.inner.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
+        self.trigger();
+    }
+
+    /// Asks for a pass now (coalesced with one already pending).
+    pub fn trigger(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Tells sync that `job`'s run for the fire at `fire` ended, and whether the service
+    /// accepted its ping. An accepted ping is recorded (it lets a shorter period go out); a
+    /// pass is triggered when the job's check has an auto period (its upcoming gap may have
+    /// changed). Never fails: a state file that cannot be written is logged.
+    pub fn after_run(&self, job: &str, fire: DateTime<Utc>, ping_accepted: bool) {
+        let config = self.config();
+        let Some(bound) = config.job(job) else {
+            return;
+        };
+        let PingTarget::Check(check_id) = &bound.target else {
+            return;
+        };
+        if ping_accepted {
+            let recorded = state::update(&self.inner.state_dir, job, check_id, |s| {
+                s.acked_fire = Some(s.acked_fire.map_or(fire, |old| old.max(fire)));
+            });
+            if let Err(err) = recorded {
+                tracing::warn!(job, error = %err, "cannot record the accepted ping for sync");
+            }
+        }
+        if bound.check.period == CheckDuration::Auto {
+            self.trigger();
+        }
+    }
+
+    /// The per-job status, shared (read it from the status endpoint).
+    pub fn status(&self) -> SyncStatus {
+        self.inner.status.clone()
+    }
+
+    /// The ping URL learned for `job` (a job bound by `check_id`), `None` before the first
+    /// accepted sync.
+    pub fn ping_url(&self, job: &str) -> Option<String> {
+        state::learned_ping_url(&self.inner.state_dir, job)
+    }
+
+    /// The state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.inner.state_dir
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.inner
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn timing(&self, config: &Config) -> TaskTiming {
+        self.inner
+            .timing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(|| TaskTiming::from_config(config))
+    }
+
+    /// One pass now, recorded in the status.
+    pub async fn sync_once(&self, cache: &mut CadenceCache) -> SyncReport {
+        let config = self.config();
+        let now = Utc::now();
+        let opts = SyncOptions::at(now);
+        let report = sync_all(
+            &config,
+            &self.inner.client,
+            &self.inner.state_dir,
+            &opts,
+            cache,
+        )
+        .await;
+        self.inner.status.record(&report, now);
+        report
+    }
+
+    /// The background task: first pass after a random `0..sync_jitter`, then as described in
+    /// the module header, until `cancel`. A failing API only delays the next pass.
+    pub async fn run(self, cancel: CancellationToken) {
+        let start = self.timing(&self.config()).start_jitter;
+        if !sleep_or_cancel(random_up_to(start), &cancel).await {
+            return;
+        }
+        let mut cache = CadenceCache::default();
+        let mut failures = 0u32;
+        loop {
+            let report = self.sync_once(&mut cache).await;
+            failures = if report.failed() { failures + 1 } else { 0 };
+            let config = self.config();
+            let timing = self.timing(&config);
+            let mut wait = timing.resync_interval + random_up_to(timing.start_jitter);
+            if failures > 0 {
+                let ceiling = timing
+                    .retry_base
+                    .saturating_mul(1 << failures.min(16))
+                    .min(timing.retry_cap);
+                wait = wait.min(timing.retry_base.max(random_up_to(ceiling)));
+            }
+            if let Some(fire) = next_irregular_fire(&config, Utc::now(), &mut cache) {
+                wait = wait.min(fire);
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = self.inner.wake.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}
+
+/// Time until the next fire of a bound job whose period follows an irregular schedule (its
+/// upcoming gap changes then, also for jobs the daemon does not run itself), plus a second.
+fn next_irregular_fire(
+    config: &Config,
+    now: DateTime<Utc>,
+    cache: &mut CadenceCache,
+) -> Option<Duration> {
+    config
+        .jobs
+        .iter()
+        .filter(|j| matches!(j.target, PingTarget::Check(_)))
+        .filter(|j| j.check.period == CheckDuration::Auto)
+        .filter(|j| {
+            cache
+                .get(j, now)
+                .as_ref()
+                .and_then(Cadence::steady)
+                .is_none()
+        })
+        .filter_map(|j| j.schedule.next_after(now, j.timezone))
+        .min()
+        .and_then(|fire| (fire - now).to_std().ok())
+        .map(|wait| wait + Duration::from_secs(1))
+}
+
+/// A random duration in `[0, max]`.
+fn random_up_to(max: Duration) -> Duration {
+    if max.is_zero() {
+        return max;
+    }
+    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rand::thread_rng().gen_range(0..=nanos))
+}
+
+/// Sleeps `wait`; false when cancelled first.
+async fn sleep_or_cancel(wait: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        () = cancel.cancelled() => false,
+        () = tokio::time::sleep(wait) => true,
+    }
+}

@@ -1,0 +1,126 @@
+//! The outbox against the emulator's ping host and its faults: latency, 5xx bursts, 429 with
+//! `Retry-After`, dropped connections.
+
+use std::time::{Duration, Instant};
+
+use heartbeat_agent::emulator::{Fault, FaultKind, Listener};
+use heartbeat_agent::ping::outbox::{self, DrainOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::{runtime, store, text, token, Env};
+
+#[test]
+fn emulator_faults_then_every_pending_ping_is_delivered_once() {
+    let emulator = crate::util::emulator::Background::start();
+    let env = Env::new();
+    let outbox = env.outbox();
+    let mut tokens = Vec::new();
+    for i in 0..3 {
+        let check = emulator
+            .add_heartbeat_check(&serde_json::json!({
+                "name": format!("outbox-{i}"),
+                "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
+                              "pingToken": token(&format!("emu{i}"))}
+            }))
+            .expect("add check");
+        let url = check["heartbeat"]["pingUrl"].as_str().expect("ping url");
+        tokens.push(format!("/{}", token(&format!("emu{i}"))));
+        store(&outbox, url);
+    }
+    let on_ping = |kind| Fault::new(kind).listener(Listener::Ping);
+    let mut latency = on_ping(FaultKind::Latency).times(2);
+    latency.latency_ms = 300;
+    emulator.add_fault(latency);
+    emulator.add_fault(on_ping(FaultKind::Status).times(5));
+    let mut limited = on_ping(FaultKind::RateLimit).times(2);
+    limited.retry_after = Some(serde_json::json!(1));
+    emulator.add_fault(limited);
+    emulator.add_fault(on_ping(FaultKind::Drop).times(3));
+
+    let rt = runtime();
+    let cancel = CancellationToken::new();
+    let options = DrainOptions {
+        poll: Duration::from_millis(100),
+        attempt_timeout: Duration::from_secs(2),
+        backoff_base: Duration::from_millis(100),
+        backoff_cap: Duration::from_millis(800),
+        max_in_flight: 4,
+    };
+    let drainer = rt.spawn(outbox::drain(outbox.clone(), cancel.clone(), options));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let delivered = |t: &String| {
+        emulator
+            .pings()
+            .iter()
+            .filter(|r| &r.path == t && r.status == Some(200))
+            .count()
+    };
+    while Instant::now() < deadline && outbox.stats().delivered < 3 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cancel.cancel();
+    rt.block_on(drainer).expect("drainer ends");
+    for t in &tokens {
+        assert_eq!(delivered(t), 1, "{t}: {:?}", emulator.pings());
+    }
+    let failed = emulator
+        .pings()
+        .iter()
+        .filter(|r| r.status != Some(200))
+        .count();
+    assert!(failed >= 7, "the faults were hit: {failed}");
+    assert!(outbox.list().expect("list").is_empty());
+    assert_eq!(outbox.stats().delivered, 3);
+}
+
+#[test]
+fn retry_after_is_honoured_by_later_runs_but_not_by_flush() {
+    let emulator = crate::util::emulator::Background::start();
+    let env = Env::new();
+    let mut urls = Vec::new();
+    for name in ["ra", "other"] {
+        let check = emulator
+            .add_heartbeat_check(&serde_json::json!({
+                "name": name,
+                "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
+                              "pingToken": token(name)}
+            }))
+            .expect("add check");
+        urls.push(
+            check["heartbeat"]["pingUrl"]
+                .as_str()
+                .expect("url")
+                .to_owned(),
+        );
+    }
+    let mut limited = Fault::new(FaultKind::RateLimit).listener(Listener::Ping);
+    limited.retry_after = Some(serde_json::json!(60));
+    let fault = emulator.add_fault(limited);
+    let out = env.output(&["ping", "--ping-url", &urls[0], "--ping-timeout", "300ms"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let listed = env.list();
+    let next = listed["entries"][0]["next_attempt_secs"]
+        .as_u64()
+        .expect("next");
+    assert!((55..=60).contains(&next), "Retry-After kept: {listed:#}");
+
+    emulator.remove_fault(fault);
+    let tried = emulator.pings().len();
+    let out = env.output(&["run", "--ping-url", &urls[1], "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let path = format!("/{}", token("ra"));
+    let after: Vec<_> = emulator.pings().into_iter().skip(tried).collect();
+    assert!(
+        after.iter().all(|r| r.path != path),
+        "a run ignored Retry-After: {after:?}"
+    );
+    assert_eq!(env.list()["entries"].as_array().map(Vec::len), Some(1));
+
+    let out = env.output(&["outbox", "flush"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "flush delivers now: {}",
+        text(&out)
+    );
+}

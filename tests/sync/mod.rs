@@ -1,0 +1,525 @@
+//! `heartbeat-agent sync` and the sync engine against the emulator: exact PUT bodies, no PUT
+//! when nothing changed, the ping token kept, the learned ping URL, faults, deactivation.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, RetryPolicy};
+use heartbeat_agent::config::Config;
+use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures};
+use heartbeat_agent::redact::Secret;
+use heartbeat_agent::sync::{self, CadenceCache, Outcome, SyncOptions};
+use serde_json::{json, Value};
+
+use crate::util::{self, emulator::Background};
+
+/// A temporary home with a config file and a state directory, next to an emulator holding the
+/// checks `ids` (token `<id>-token`).
+struct Setup {
+    emulator: Background,
+    home: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(ids: &[&str]) -> Self {
+        let emulator = Background::start_with(EmulatorOptions {
+            fixtures: Fixtures::default(),
+            ..EmulatorOptions::default()
+        });
+        for id in ids {
+            emulator
+                .add_heartbeat_check(&json!({"id": id, "name": format!("check {id}"),
+                    "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
+                                  "graceUnit": "hours", "pingToken": format!("{id}-token")}}))
+                .unwrap();
+        }
+        Setup {
+            emulator,
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.home.path().join("state")
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.home.path().join("config.toml")
+    }
+
+    /// Writes the config: `[agent]`/`[api]` pointing at the emulator, then `jobs`.
+    fn write_config(&self, jobs: &str) {
+        let text = format!(
+            "[agent]\nstate_dir = \"{}\"\n\n[api]\nbase_url = \"{}\"\naccount_id = \"{}\"\n\
+             api_key_env = \"EMULATOR_KEY\"\n\n{jobs}",
+            self.state_dir().display(),
+            self.emulator.base_url(),
+            self.emulator.account()
+        );
+        std::fs::write(self.config_path(), text).unwrap();
+    }
+
+    fn agent(&self, args: &[&str]) -> Output {
+        util::agent(self.home.path())
+            .arg("--config")
+            .arg(self.config_path())
+            .args(args)
+            .env("EMULATOR_KEY", self.emulator.api_key())
+            .output()
+            .unwrap()
+    }
+
+    /// Bodies of the PUTs recorded so far, with their query strings.
+    fn puts(&self) -> Vec<(String, Option<String>, Value)> {
+        self.emulator
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PUT")
+            .map(|r| (r.path, r.query, serde_json::from_str(&r.body).unwrap()))
+            .collect()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn job(name: &str, schedule: &str, check: &str, extra: &str) -> String {
+    format!(
+        "[[jobs]]\nname = \"{name}\"\nschedule = \"{schedule}\"\ncheck_id = \"{check}\"\n{extra}\n"
+    )
+}
+
+#[test]
+fn every_five_minutes_sends_the_complete_definition_once() {
+    let setup = Setup::new(&["c5"]);
+    setup.write_config(&job("five", "*/5 * * * *", "c5", ""));
+    let first = setup.agent(&["sync"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let out = text(&first.stdout);
+    assert!(out.starts_with("five (check c5): updated\n"), "{out}");
+    assert!(out.contains("  heartbeat.period: (none) -> 5\n"), "{out}");
+    assert!(
+        out.contains("  heartbeat.periodUnit: (none) -> \"minutes\"\n"),
+        "{out}"
+    );
+    assert!(!out.contains("c5-token"), "the token is a secret: {out}");
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 1);
+    let (path, query, body) = &puts[0];
+    assert_eq!(path, "/v1/checks/heartbeat/c5");
+    assert_eq!(query.as_deref(), Some("autoAssignAlerts=true"));
+    assert_eq!(
+        body,
+        &json!({"script": "", "name": "five", "activated": true, "muted": false, "tags": [],
+                "useGlobalAlertSettings": true,
+                "heartbeat": {"period": 5, "periodUnit": "minutes", "grace": 1,
+                              "graceUnit": "minutes"}})
+    );
+    // The ping URL of the answer is learned, and it is the check's.
+    let check = setup.emulator.heartbeat_check("c5").unwrap();
+    let url = check["heartbeat"]["pingUrl"].as_str().unwrap().to_owned();
+    assert!(url.ends_with("/c5-token"), "{url}");
+    assert_eq!(
+        sync::learned_ping_url(&setup.state_dir(), "five"),
+        Some(url)
+    );
+
+    // A restart with the same config sends nothing.
+    let second = setup.agent(&["sync"]);
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    assert_eq!(text(&second.stdout), "five (check c5): in sync\n");
+    assert_eq!(setup.puts().len(), 1);
+}
+
+#[test]
+fn a_config_change_is_sent_with_the_learned_token_and_the_url_keeps_working() {
+    let setup = Setup::new(&["c1"]);
+    setup.write_config(&job("backup", "0 3 * * *", "c1", ""));
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    let check = "[jobs.check]\nname = \"Nightly backup\"\ntags = [\"prod\"]\nmuted = true\n\
+                 description = \"pg_dump\"\nauto_assign_alerts = false\ngrace = \"2h\"\n\
+                 alert_channel_subscriptions = [{ alert_channel_id = 7 }]\n";
+    setup.write_config(&job("backup", "0 3 * * *", "c1", check));
+    let dry = setup.agent(&["sync", "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
+    let out = text(&dry.stdout);
+    assert!(
+        out.contains("backup (check c1): would update (dry run: nothing sent)"),
+        "{out}"
+    );
+    assert!(out.contains("  tags: [] -> [\"prod\"]\n"), "{out}");
+    assert!(out.contains("  heartbeat.grace: 1 -> 2\n"), "{out}");
+    assert!(out.contains("  autoAssignAlerts: true -> false\n"), "{out}");
+    assert_eq!(setup.puts().len(), 1, "--dry-run sends nothing");
+
+    let changed = setup.agent(&["sync"]);
+    assert_eq!(changed.status.code(), Some(0), "{}", text(&changed.stderr));
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 2);
+    assert_eq!(puts[1].1.as_deref(), Some("autoAssignAlerts=false"));
+    assert_eq!(
+        puts[1].2,
+        json!({"script": "", "name": "Nightly backup", "activated": true, "muted": true,
+               "tags": ["prod"], "useGlobalAlertSettings": true, "description": "pg_dump",
+               "alertChannelSubscriptions": [{"alertChannelId": 7, "activated": true}],
+               "heartbeat": {"period": 1, "periodUnit": "days", "grace": 2,
+                             "graceUnit": "hours", "pingToken": "c1-token"}})
+    );
+    // The token never rotated: the learned URL still pings the check.
+    let url = sync::learned_ping_url(&setup.state_dir(), "backup").unwrap();
+    assert!(url.ends_with("/c1-token"));
+    let status = ping(&url);
+    assert_eq!(status, 200);
+    let pings = setup.emulator.pings();
+    assert_eq!(pings.len(), 1);
+    assert_eq!(pings[0].path, "/c1-token");
+    // --force sends again although nothing differs.
+    let forced = setup.agent(&["sync", "--force", "--json"]);
+    assert_eq!(forced.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&forced.stdout).unwrap();
+    assert_eq!(report["jobs"][0]["result"], "updated");
+    assert_eq!(report["jobs"][0]["changes"], json!([]));
+    assert_eq!(setup.puts().len(), 3);
+}
+
+fn ping(url: &str) -> u16 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async { reqwest::get(url).await.unwrap().status().as_u16() })
+}
+
+#[test]
+fn removed_and_disabled_jobs_get_their_checks_deactivated() {
+    let setup = Setup::new(&["a", "b"]);
+    setup.write_config(&format!(
+        "{}{}",
+        job("keep", "@hourly", "a", ""),
+        job("gone", "@hourly", "b", "")
+    ));
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    setup.write_config(&job("keep", "@hourly", "a", "enabled = false"));
+    let dry = setup.agent(&["sync", "--dry-run"]);
+    assert_eq!(
+        text(&dry.stdout),
+        "keep (check a): would update (dry run: nothing sent)\n  activated: true -> false\n\
+         gone (check b, deactivate: the job left the config): would update (dry run: nothing \
+         sent)\n  activated: true -> false\n"
+    );
+    assert_eq!(setup.puts().len(), 2);
+    let done = setup.agent(&["sync"]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    for id in ["a", "b"] {
+        assert_eq!(
+            setup.emulator.heartbeat_check(id).unwrap()["activated"],
+            false
+        );
+    }
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 4);
+    assert_eq!(puts[3].2["heartbeat"]["pingToken"], "b-token");
+    // Deactivated once: nothing more to send.
+    let again = setup.agent(&["sync"]);
+    assert_eq!(setup.puts().len(), 4, "{}", text(&again.stdout));
+}
+
+#[test]
+fn a_failed_put_exits_1_with_a_message_per_job() {
+    let setup = Setup::new(&["c1"]);
+    setup.write_config(&format!(
+        "{}{}",
+        job("good", "@daily", "c1", ""),
+        job("typo", "@daily", "nope", "")
+    ));
+    let output = setup.agent(&["sync"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr).lines().last().unwrap(),
+        "heartbeat-agent: job \"typo\": check nope: api error 404 Not Found: Not Found \
+         (PUT /v1/checks/heartbeat/nope)"
+    );
+    assert!(text(&output.stdout).contains("good (check c1): updated"));
+    let unknown = setup.agent(&["sync", "--job", "other"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    let only = setup.agent(&["sync", "--job", "good"]);
+    assert_eq!(only.status.code(), Some(0));
+    assert_eq!(text(&only.stdout), "good (check c1): in sync\n");
+}
+
+#[test]
+fn sync_converges_through_a_429_storm_and_a_5xx_burst() {
+    let setup = Setup::new(&["c1"]);
+    setup.write_config(&job("j", "@daily", "c1", ""));
+    let path = "/v1/checks/heartbeat/c1";
+    let mut storm = Fault::new(FaultKind::RateLimit).path(path).times(2);
+    storm.retry_after = Some(json!(0));
+    setup.emulator.add_fault(storm);
+    let mut burst = Fault::new(FaultKind::Status).path(path).times(1);
+    burst.status = Some(503);
+    setup.emulator.add_fault(burst);
+    let output = setup.agent(&["sync"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let statuses: Vec<Option<u16>> = setup
+        .emulator
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PUT")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [Some(429), Some(429), Some(503), Some(200)]);
+}
+
+#[test]
+fn a_schedule_too_frequent_for_the_period_limit_is_a_config_error() {
+    let setup = Setup::new(&[]);
+    setup.write_config(&job("fast", "*/10 * * * * *", "c1", ""));
+    for args in [&["config", "check"][..], &["sync"]] {
+        let output = setup.agent(args);
+        assert_eq!(output.status.code(), Some(78));
+        let first = text(&output.stderr).lines().next().unwrap().to_owned();
+        assert!(
+            first.ends_with(
+                ": job \"fast\": key `schedule`: schedule \"*/10 * * * * *\" fires every 10 \
+                 seconds, more often than the heartbeat period limit of 30 seconds allows; \
+                 hint: heartbeat periods are 30 seconds to 365 days (grace up to 365 days \
+                 more); change the schedule or set [jobs.check] period, or use `ping_url` \
+                 instead"
+            ),
+            "{first}"
+        );
+    }
+    assert!(setup.puts().is_empty());
+}
+
+// ---- the engine, in process, with an injected `now` ----
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn client(setup: &Setup, retry: RetryPolicy) -> ApiClient {
+    let mut config = ApiClientConfig::new(
+        setup.emulator.base_url(),
+        Secret::new(setup.emulator.api_key().to_owned()),
+    );
+    config.retry = retry;
+    config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
+    ApiClient::new(config).unwrap()
+}
+
+fn load(setup: &Setup) -> Config {
+    Config::load(&setup.config_path()).unwrap().config
+}
+
+fn heartbeat_puts(setup: &Setup) -> Vec<Value> {
+    setup
+        .puts()
+        .into_iter()
+        .map(|(_, _, body)| body["heartbeat"].clone())
+        .collect()
+}
+
+fn pass(setup: &Setup, client: &ApiClient, now: &str) -> Vec<Outcome> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = load(setup);
+    let report = runtime.block_on(sync::sync_all(
+        &config,
+        client,
+        &setup.state_dir(),
+        &SyncOptions::at(at(now)),
+        &mut CadenceCache::default(),
+    ));
+    report.jobs.into_iter().map(|j| j.outcome).collect()
+}
+
+#[test]
+fn weekdays_across_a_weekend_three_days_on_friday_one_day_after_mondays_ping() {
+    let setup = Setup::new(&["w"]);
+    setup.write_config(&job("weekday", "0 9 * * 1-5", "w", ""));
+    let client = client(&setup, RetryPolicy::none());
+    let hb = |period: u64, grace: u64, unit: &str| {
+        json!({"period": period, "periodUnit": "days", "grace": grace, "graceUnit": unit,
+               "pingToken": "w-token"})
+    };
+    // Thursday: one day (the first PUT learns the token, so it carries none).
+    assert_eq!(
+        pass(&setup, &client, "2026-11-19T10:00:00Z"),
+        [Outcome::Updated]
+    );
+    // Friday's fire: three days at once.
+    assert_eq!(
+        pass(&setup, &client, "2026-11-20T09:00:01Z"),
+        [Outcome::Updated]
+    );
+    assert_eq!(
+        pass(&setup, &client, "2026-11-22T12:00:00Z"),
+        [Outcome::InSync]
+    );
+    // Monday's fire: the shorter period waits for Monday's accepted ping.
+    assert_eq!(
+        pass(&setup, &client, "2026-11-23T09:00:01Z"),
+        [Outcome::InSync]
+    );
+    sync::state::update(&setup.state_dir(), "weekday", "w", |s| {
+        s.acked_fire = Some(at("2026-11-23T09:00:00Z"));
+    })
+    .unwrap();
+    assert_eq!(
+        pass(&setup, &client, "2026-11-23T09:00:05Z"),
+        [Outcome::Updated]
+    );
+    let puts = heartbeat_puts(&setup);
+    assert_eq!(puts.len(), 3);
+    assert_eq!(puts[0]["period"], 1);
+    assert_eq!(puts[1], hb(3, 1, "hours"));
+    assert_eq!(puts[2], hb(1, 1, "hours"));
+}
+
+#[test]
+fn daily_in_berlin_sends_nothing_new_across_both_dst_changes() {
+    let setup = Setup::new(&["d"]);
+    setup.write_config(&job("daily", "@daily", "d", "timezone = \"Europe/Berlin\""));
+    let client = client(&setup, RetryPolicy::none());
+    assert_eq!(
+        pass(&setup, &client, "2026-03-27T12:00:00Z"),
+        [Outcome::Updated]
+    );
+    for now in [
+        "2026-03-28T23:00:01Z",
+        "2026-03-29T22:00:01Z",
+        "2026-10-24T22:00:01Z",
+        "2026-10-25T23:00:01Z",
+    ] {
+        assert_eq!(pass(&setup, &client, now), [Outcome::InSync], "at {now}");
+    }
+    assert_eq!(
+        heartbeat_puts(&setup),
+        [json!({"period": 1, "periodUnit": "days", "grace": 2, "graceUnit": "hours"})]
+    );
+}
+
+#[test]
+fn the_background_task_retries_until_a_long_429_storm_passes() {
+    let setup = Setup::new(&["c1"]);
+    setup.write_config(&job("j", "@hourly", "c1", ""));
+    let mut storm = Fault::new(FaultKind::RateLimit).times(6);
+    storm.retry_after = Some(json!(0));
+    setup.emulator.add_fault(storm);
+    let client = client(&setup, RetryPolicy::none());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let reconciler = sync::Reconciler::new(Arc::new(load(&setup)), client, setup.state_dir())
+        .with_timing(sync::task::TaskTiming {
+            start_jitter: Duration::from_millis(20),
+            resync_interval: Duration::from_secs(3600),
+            retry_base: Duration::from_millis(10),
+            retry_cap: Duration::from_millis(50),
+        });
+    let status = reconciler.status();
+    assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = runtime.spawn(reconciler.clone().run(cancel.clone()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    runtime.block_on(async {
+        while status.get("j").unwrap().state != sync::SyncState::InSync {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                status.get("j")
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let puts = setup.puts().len();
+    assert_eq!(puts, 7, "six 429s, then accepted");
+    assert!(reconciler.ping_url("j").unwrap().ends_with("/c1-token"));
+    // An accepted ping triggers a pass; nothing changed, so no PUT.
+    let before = status.get("j").unwrap().last_attempt;
+    reconciler.after_run("j", at("2026-11-22T01:00:00Z"), true);
+    runtime.block_on(async {
+        while status.get("j").unwrap().last_attempt == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no pass after the run"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert_eq!(setup.puts().len(), 7);
+    let state = sync::state::load(&setup.state_dir(), "j").unwrap();
+    assert_eq!(state.acked_fire, Some(at("2026-11-22T01:00:00Z")));
+    // A reload with a changed check definition is sent at once, with the same token.
+    setup.write_config(&job(
+        "j",
+        "@hourly",
+        "c1",
+        "[jobs.check]\ntags = [\"reloaded\"]",
+    ));
+    reconciler.set_config(Arc::new(load(&setup)));
+    assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
+    runtime.block_on(async {
+        while status.get("j").unwrap().state != sync::SyncState::InSync {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no pass after the reload"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 8);
+    assert_eq!(puts[7].2["tags"], json!(["reloaded"]));
+    assert_eq!(puts[7].2["heartbeat"]["pingToken"], "c1-token");
+    cancel.cancel();
+    runtime.block_on(task).unwrap();
+}
+
+#[test]
+fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
+    let setup = Setup::new(&["c1", "c2"]);
+    setup.write_config(&format!(
+        "{}{}",
+        job("first", "@daily", "c1", ""),
+        job("second", "@daily", "c2", "")
+    ));
+    let mut storm = Fault::new(FaultKind::RateLimit).times(100);
+    storm.retry_after = Some(json!(0));
+    let id = setup.emulator.add_fault(storm);
+    let output = setup.agent(&["sync"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().rev().take(2).collect();
+    assert_eq!(
+        lines,
+        [
+            "heartbeat-agent: job \"second\": check c2: not sent: the API kept answering 429 \
+             (too many requests) this pass; it is retried later (run sync again)",
+            "heartbeat-agent: job \"first\": check c1: api error 429 Too Many Requests: Too Many \
+             Requests (PUT /v1/checks/heartbeat/c1); retry after 0s",
+        ]
+    );
+    // Only the first job's attempts were sent (the client's retries), none for the second.
+    let puts = setup.puts();
+    assert!(
+        puts.iter().all(|(path, _, _)| path.ends_with("/c1")),
+        "{puts:?}"
+    );
+    assert!(text(&output.stdout).contains("second (check c2): deferred"));
+    setup.emulator.remove_fault(id);
+    let again = setup.agent(&["sync"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+}
+
+mod scale;

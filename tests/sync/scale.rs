@@ -1,0 +1,156 @@
+//! The fleet simulation of issue 5 (ignored by default; run with
+//! `cargo test --release --test tests sync::scale -- --ignored --nocapture`): N agents with J
+//! bound jobs each start at the same moment against one emulator enforcing L requests per 60 s
+//! (429 answers count). Time is scaled by S: the emulator's clock runs S times faster, and every
+//! duration of the agents' sync code (start jitter, retry waits, client backoff, the client's
+//! own limiter window) is divided by S. Figures go to BENCHMARKS.md.
+//!
+//! Environment: `SIM_AGENTS` (1000), `SIM_JOBS` (10), `SIM_LIMIT` (600), `SIM_SCALE` (60),
+//! `SIM_ATTEMPTS` (1: the agents' clients do not repeat a request themselves; the sync task
+//! retries failed passes with backoff, as `Reconciler::new` advises).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, RetryPolicy};
+use heartbeat_agent::config::Config;
+use heartbeat_agent::emulator::{EmulatorOptions, RateLimit};
+use heartbeat_agent::redact::Secret;
+use heartbeat_agent::sync::{task::TaskTiming, Reconciler, SyncState};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn env(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+#[ignore = "a long simulation: run on demand"]
+fn a_fleet_converges_under_the_shared_rate_limit() {
+    let agents = env("SIM_AGENTS", 1000.0) as usize;
+    let jobs = env("SIM_JOBS", 10.0) as usize;
+    let limit = env("SIM_LIMIT", 600.0) as u32;
+    let scale = env("SIM_SCALE", 60.0);
+    let scaled = |d: Duration| d.div_f64(scale);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    runtime.block_on(async {
+        let emulator = crate::util::emulator::start_with(EmulatorOptions {
+            rate_limit: RateLimit {
+                requests: limit,
+                window: Duration::from_secs(60),
+            },
+            clock_scale: scale,
+            ..EmulatorOptions::default()
+        })
+        .await;
+        let mut reconcilers = Vec::new();
+        for a in 0..agents {
+            let mut text = String::new();
+            for j in 0..jobs {
+                let id = format!("a{a}-j{j}");
+                emulator
+                    .add_heartbeat_check(&json!({"id": id, "name": id}))
+                    .unwrap();
+                text.push_str(&format!(
+                    "[[jobs]]\nname = \"j{j}\"\nschedule = \"@daily\"\ncheck_id = \"{id}\"\n"
+                ));
+            }
+            let config = Config::from_text(Path::new("/sim.toml"), &text)
+                .unwrap()
+                .config;
+            let mut client = ApiClientConfig::new(
+                emulator.base_url(),
+                Secret::new(emulator.api_key().to_owned()),
+            );
+            client.rate_limiter = Arc::new(RateLimiter::new(Quota {
+                requests: limit,
+                window: scaled(Duration::from_secs(60)),
+            }));
+            let policy = RetryPolicy::default();
+            client.retry = RetryPolicy {
+                max_attempts: env("SIM_ATTEMPTS", 1.0) as u32,
+                base: scaled(policy.base),
+                cap: scaled(policy.cap),
+                budget: scaled(policy.budget),
+            };
+            let client = ApiClient::new(client).unwrap();
+            let state_dir = home.path().join(format!("agent-{a}"));
+            let reconciler =
+                Reconciler::new(Arc::new(config), client, state_dir).with_timing(TaskTiming {
+                    start_jitter: scaled(Duration::from_secs(30)),
+                    resync_interval: scaled(Duration::from_secs(6 * 3600)),
+                    retry_base: scaled(Duration::from_secs(30)),
+                    retry_cap: scaled(Duration::from_secs(15 * 60)),
+                });
+            reconcilers.push(reconciler);
+        }
+        let cancel = CancellationToken::new();
+        let started = Instant::now();
+        let tasks: Vec<_> = reconcilers
+            .iter()
+            .map(|r| tokio::spawn(r.clone().run(cancel.clone())))
+            .collect();
+        let ideal = (agents * jobs) as f64 / f64::from(limit);
+        let give_up = Duration::from_secs_f64(ideal * 60.0 * 6.0 / scale);
+        let mut report = Vec::new();
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let in_sync: usize = reconcilers
+                .iter()
+                .map(|r| {
+                    r.status()
+                        .snapshot()
+                        .values()
+                        .filter(|s| s.state == SyncState::InSync)
+                        .count()
+                })
+                .sum();
+            let minutes = started.elapsed().as_secs_f64() * scale / 60.0;
+            report.push((minutes, in_sync));
+            if in_sync == agents * jobs || started.elapsed() > give_up {
+                break;
+            }
+        }
+        let mut errors: Vec<String> = reconcilers
+            .iter()
+            .flat_map(|r| {
+                r.status()
+                    .snapshot()
+                    .into_values()
+                    .filter_map(|s| s.last_error)
+            })
+            .map(|e| e.split(": ").skip(2).collect::<Vec<_>>().join(": "))
+            .collect();
+        errors.sort();
+        errors.dedup();
+        for error in errors.iter().take(5) {
+            println!("  last error: {error}");
+        }
+        cancel.cancel();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let (minutes, in_sync) = *report.last().unwrap();
+        println!(
+            "agents={agents} jobs={jobs} limit={limit}/60s scale={scale}: {in_sync}/{} in sync \
+             after {minutes:.1} emulated minutes (ideal {ideal:.1}, ratio {:.2})",
+            agents * jobs,
+            minutes / ideal
+        );
+        for (m, n) in report.iter().step_by((report.len() / 20).max(1)) {
+            println!("  {m:6.1} min: {n}");
+        }
+        emulator.shutdown().await;
+        assert_eq!(in_sync, agents * jobs, "every check converges");
+        assert!(minutes <= 2.0 * ideal, "within 2x of the ideal");
+    });
+}
