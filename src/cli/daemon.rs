@@ -1,11 +1,13 @@
 //! `heartbeat-agent daemon`: load and validate the config (exit 78 with every problem on
 //! stderr), then run the daemon until SIGTERM/SIGINT (exit 0).
 
+use std::sync::Arc;
+
 use clap::Args;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{exit, print_error, GlobalArgs};
-use crate::config::Config;
+use crate::config::{Config, PingTarget};
 use crate::daemon::{self, Options, Plugins};
 
 /// Run and watch the config's jobs on their cron schedules and ping each job's check on success.
@@ -53,8 +55,13 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
             return exit::FAILURE;
         }
     };
-    // Sync (check definitions) and the outbox drainer plug in here once they exist.
-    let plugins = Plugins::default();
+    let mut plugins = Plugins::default();
+    if let Some(reconciler) = reconciler(&loaded.config, &options, global) {
+        plugins.after_run.push(Arc::new(reconciler.clone()));
+        plugins
+            .tasks
+            .push(("sync", daemon::hooks::sync_task(reconciler)));
+    }
     let result = runtime.block_on(daemon::run(options, loaded.config, plugins));
     // A probe stuck on a hung file system must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -63,6 +70,34 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         Err(err) => {
             print_error(err);
             exit::FAILURE
+        }
+    }
+}
+
+/// The sync engine, when a job is bound to a check and the API can be reached; otherwise
+/// nothing is synced (logged: pings to already learned URLs go on).
+fn reconciler(
+    config: &Config,
+    options: &Options,
+    global: &GlobalArgs,
+) -> Option<crate::sync::Reconciler> {
+    let bound = config
+        .jobs
+        .iter()
+        .any(|job| matches!(job.target, PingTarget::Check(_)));
+    if !bound {
+        info!("no job is bound to a check (check_id): check sync is off");
+        return None;
+    }
+    match super::api::config_client(config.api.clone(), &options.config_path, global) {
+        Ok(client) => Some(crate::sync::Reconciler::new(
+            Arc::new(config.clone()),
+            client,
+            options.state_dir.clone(),
+        )),
+        Err((_, message)) => {
+            warn!("check sync is off: {message}");
+            None
         }
     }
 }

@@ -60,3 +60,33 @@ impl std::fmt::Debug for Plugins {
             .finish()
     }
 }
+
+impl AfterRun for crate::sync::Reconciler {
+    fn after_run(&self, job: &Job, fire: DateTime<Utc>, ping_accepted: bool) {
+        crate::sync::Reconciler::after_run(self, &job.name, fire, ping_accepted);
+    }
+}
+
+/// The sync engine as a daemon task: [`crate::sync::Reconciler::run`], told about every
+/// successful reload.
+pub fn sync_task(reconciler: crate::sync::Reconciler) -> Task {
+    Box::new(move |mut context: Context, cancel: CancellationToken| {
+        Box::pin(async move {
+            let task = reconciler.clone().run(cancel);
+            tokio::pin!(task);
+            loop {
+                tokio::select! {
+                    () = &mut task => return,
+                    changed = context.config.changed() => {
+                        if changed.is_err() {
+                            task.await;
+                            return;
+                        }
+                        let config = Arc::clone(&context.config.borrow_and_update());
+                        reconciler.set_config(config);
+                    }
+                }
+            }
+        })
+    })
+}

@@ -43,6 +43,8 @@ pub(super) struct Settings {
     pub shutdown_timeout: Duration,
     /// `[api] api_key_env`: a variable children must not see.
     pub api_key_env: Option<String>,
+    /// `[agent] outbox_max_age`: how old a pending success may get.
+    pub outbox_max_age: Option<Duration>,
 }
 
 /// What every job task and run shares.
@@ -53,6 +55,9 @@ pub(super) struct Shared {
     pub state_dir: std::path::PathBuf,
     /// The daemon's files in it.
     pub persisted: Persisted,
+    /// The durable outbox under it: pings that could not be delivered wait there for the
+    /// drainer task.
+    pub outbox: crate::ping::outbox::Outbox,
     /// Live job state, read by status.
     pub state: Arc<DaemonState>,
     /// Probe context shared by all watch jobs, made at the first probe (its HTTP client costs

@@ -13,7 +13,8 @@ use tracing::{info, warn};
 use super::job::{millis, Settings, Shared};
 use super::state::{JobState, PingRecord, RunRecord, RunResult};
 use crate::config::{Job, JobAction, PingTarget, WatchSpec};
-use crate::ping::{self, Budget, Ping, PingMethod, PingOutcome};
+use crate::ping::outbox::{self, PingContext};
+use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::{
     self, CommandSpec, Control, Io, Limits, LineSink, Outcome, RunAs, Termination,
 };
@@ -47,9 +48,12 @@ pub(super) async fn execute(
             return;
         }
     };
+    if !ended.success {
+        drop_pending_success(&job, &shared, &state);
+    }
     let ping_accepted = if ended.success && !shared.stop_runs.is_cancelled() {
         tokio::select! {
-            accepted = send_ping(&job, &shared, &state) => accepted,
+            accepted = send_ping(&job, &shared, &state, &settings) => accepted,
             () = shared.stop_runs.cancelled() => {
                 warn!(job = %job.name, "ping abandoned: the daemon is stopping");
                 false
@@ -275,30 +279,54 @@ fn run_as(user: Option<&str>, group: Option<&str>) -> Result<Option<RunAs>, Stri
     }))
 }
 
-/// Pings the job's target after a success; returns whether the server accepted it.
-async fn send_ping(job: &Job, shared: &Shared, state: &JobState) -> bool {
+/// The job's ping, if it has a usable target now (for `check_id`: once sync learned the URL;
+/// the first miss is logged, once per job).
+fn job_ping(job: &Job, shared: &Shared, state: &JobState) -> Option<Ping> {
     let url = match &job.target {
         PingTarget::Url(url) => url.clone(),
-        PingTarget::Check(id) => match ping::learned_ping_url(&shared.state_dir, id) {
-            Some(url) => url,
-            None => {
-                if !state.warned_no_url.swap(true, Ordering::Relaxed) {
-                    warn!(job = %job.name, check_id = %id, "no ping URL learned for the job's check yet (sync learns it); not pinging until then");
+        PingTarget::Check(id) => {
+            match crate::sync::learned_ping_url(&shared.state_dir, &job.name) {
+                Some(url) => url,
+                None => {
+                    if !state.warned_no_url.swap(true, Ordering::Relaxed) {
+                        warn!(job = %job.name, check_id = %id, "no ping URL learned for the job's check yet (sync learns it); not pinging until then");
+                    }
+                    return None;
                 }
-                return false;
             }
-        },
-        PingTarget::None => return false,
-    };
-    let ping = match Ping::new(&url, PingMethod::Get, &shared.host) {
-        Ok(ping) => ping,
-        Err(err) => {
-            warn!(job = %job.name, "job's ping target not used: {err}");
-            return false;
         }
+        PingTarget::None => return None,
+    };
+    Ping::new(&url, PingMethod::Get, &shared.host)
+        .inspect_err(|err| warn!(job = %job.name, "job's ping target not used: {err}"))
+        .ok()
+}
+
+/// A failed run: a pending success of the job in the outbox would claim it is fine; drop it.
+fn drop_pending_success(job: &Job, shared: &Shared, state: &JobState) {
+    let ping = job_ping(job, shared, state);
+    if let Err(err) = shared
+        .outbox
+        .drop_after_failure(Some(&job.name), ping.as_ref())
+    {
+        warn!(job = %job.name, error = %err, "cannot drop the pending success of this failed run");
+    }
+}
+
+/// Pings the job's target after a success, through the outbox (kept there when it cannot be
+/// delivered now); returns whether the server accepted it.
+async fn send_ping(job: &Job, shared: &Shared, state: &JobState, settings: &Settings) -> bool {
+    let Some(ping) = job_ping(job, shared, state) else {
+        return false;
+    };
+    let context = PingContext {
+        job: Some(job.name.clone()),
+        max_age: outbox::max_age(settings.outbox_max_age, Some(job)),
     };
     let at = Utc::now();
-    let outcome = ping::deliver_or_queue(&ping, &Budget::default(), Some(&shared.state_dir)).await;
+    let outcome =
+        outbox::deliver_or_queue_for(&ping, &Budget::default(), Some(&shared.outbox), &context)
+            .await;
     let (accepted, detail) = match &outcome {
         PingOutcome::Delivered { status, .. } => (true, format!("HTTP {status}")),
         PingOutcome::Retryable { error, .. } | PingOutcome::Permanent { error, .. } => {

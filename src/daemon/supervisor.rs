@@ -29,6 +29,7 @@ use super::signals::{Request, Signals};
 use super::state::{boot_id, DaemonState, Persisted};
 use super::{DaemonError, Options};
 use crate::config::{ApiKeySource, Config, Job, JobAction};
+use crate::ping::outbox::{self, DrainOptions, Outbox};
 
 /// Extra time over `shutdown_timeout` for runs to report and tasks to end.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -64,6 +65,7 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
         settings: RwLock::new(Arc::new(settings(&config))),
         state_dir: options.state_dir.clone(),
         persisted: Persisted::new(&options.state_dir),
+        outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),
         epoch: tokio::time::Instant::now(),
@@ -110,6 +112,7 @@ fn settings(config: &Config) -> Settings {
             ApiKeySource::Env(var) => Some(var.clone()),
             _ => None,
         },
+        outbox_max_age: config.agent.outbox_max_age,
     }
 }
 
@@ -199,6 +202,13 @@ impl Supervisor {
             let children = Arc::clone(&self.shared.children);
             self.tasks.spawn(children::reap(children, cancel.clone()));
         }
+        // Pings that could not be delivered (by a run of ours, or by `run` from cron).
+        let drainer = outbox::drain(
+            self.shared.outbox.clone(),
+            cancel.clone(),
+            DrainOptions::default(),
+        );
+        self.tasks.spawn(drainer);
         for (name, task) in tasks {
             let context = Context {
                 config: self.config.subscribe(),
