@@ -15,6 +15,7 @@ use crate::util::agent;
 use crate::util::http::{Mode, Server};
 
 mod pid1;
+mod plugins;
 mod runs;
 mod signals;
 mod state;
