@@ -21,6 +21,7 @@ pub struct DaemonArgs {}
 
 /// Runs the daemon; returns the exit code.
 pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
+    daemon::limit_malloc_arenas();
     daemon::raise_open_files_limit();
     let path = crate::paths::config_file(global.config.as_ref());
     let loaded = match Config::load(&path) {
@@ -55,14 +56,15 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
             return exit::FAILURE;
         }
     };
+    let config = Arc::new(loaded.config);
     let mut plugins = Plugins::default();
-    if let Some(reconciler) = reconciler(&loaded.config, &options, global) {
+    if let Some(reconciler) = reconciler(&config, &options, global) {
         plugins.after_run.push(Arc::new(reconciler.clone()));
         plugins
             .tasks
             .push(("sync", daemon::hooks::sync_task(reconciler)));
     }
-    let result = runtime.block_on(daemon::run(options, loaded.config, plugins));
+    let result = runtime.block_on(daemon::run(options, config, plugins));
     // A probe stuck on a hung file system must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
@@ -77,7 +79,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
 /// The sync engine, when a job is bound to a check and the API can be reached; otherwise
 /// nothing is synced (logged: pings to already learned URLs go on).
 fn reconciler(
-    config: &Config,
+    config: &Arc<Config>,
     options: &Options,
     global: &GlobalArgs,
 ) -> Option<crate::sync::Reconciler> {
@@ -91,7 +93,7 @@ fn reconciler(
     }
     match super::api::config_client(config.api.clone(), &options.config_path, global) {
         Ok(client) => Some(crate::sync::Reconciler::new(
-            Arc::new(config.clone()),
+            Arc::clone(config),
             client,
             options.state_dir.clone(),
         )),

@@ -1,11 +1,16 @@
-//! One task per scheduled job: wait for the next fire time (never more than 60 s at a time, so a
-//! step of the wall clock or a suspend is noticed), apply the job's stable jitter and overlap
-//! policy, and start runs. `catch_up` and `@reboot` are decided here at the task's start.
+//! One task per scheduled job: wait for the next fire time, apply the job's stable jitter and
+//! overlap policy, and start runs. `catch_up` and `@reboot` are decided here at the task's
+//! start; [`watch_clock`] notices steps of the wall clock.
 //!
 //! Fire times come from the wall clock (`Utc::now()`) while tokio's timers follow the monotonic
-//! clock, hence the cap. After a fire at `t`, the next fire is computed from `max(t, now)`: a
-//! jump forward over several fire times runs the job once, not once per missed fire. If the
-//! wall clock steps back by more than a second, fire times are recomputed from the new time.
+//! clock, which does not see a step of the wall clock nor (on Linux) a suspend. So one task,
+//! [`watch_clock`], wakes every [`MAX_SLEEP`] (60 s) and compares how far both clocks moved;
+//! when they disagree by more than a second it wakes every job task, which then recomputes. That
+//! is the "sleep at most 60 s" of cron, paid once per daemon instead of once per job: 10,000
+//! idle jobs cost no wake-ups at all. After a fire at `t`, the next fire is computed from
+//! `max(t, now)`: a jump forward over several fire times runs the job once, not once per missed
+//! fire. If the wall clock steps back by more than a second, fire times are recomputed from the
+//! new time.
 
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
@@ -25,16 +30,6 @@ use crate::watch::Probes;
 
 /// The longest single sleep of a job task.
 pub const MAX_SLEEP: Duration = Duration::from_secs(60);
-
-/// The instant after `now` on the grid of [`MAX_SLEEP`] steps from `epoch`. Job tasks whose
-/// next fire is farther away all wake at these same instants: one wake-up of the runtime per
-/// minute for any number of idle jobs, instead of one per job at scattered times.
-pub fn next_grid_tick(epoch: Instant, now: Instant) -> Instant {
-    let step = MAX_SLEEP.as_nanos();
-    let since = now.saturating_duration_since(epoch).as_nanos();
-    let steps = u32::try_from(since / step + 1).unwrap_or(u32::MAX);
-    epoch + MAX_SLEEP * steps
-}
 
 /// Settings of the agent that a reload may change; runs read the current ones when they start.
 #[derive(Debug, Clone)]
@@ -63,8 +58,9 @@ pub(super) struct Shared {
     /// Probe context shared by all watch jobs, made at the first probe (its HTTP client costs
     /// memory a daemon without watch jobs need not spend).
     pub probes: OnceLock<Probes>,
-    /// The start of the daemon: the origin of the grid the idle job tasks wake on.
-    pub epoch: Instant,
+    /// Bumped by the clock watcher when the wall clock stepped or the machine was suspended:
+    /// every job task then recomputes its next fire.
+    pub clock: tokio::sync::watch::Sender<u64>,
     /// Running job processes (and the PID 1 reaper's exclusion list).
     pub children: Arc<Children>,
     /// Plug-ins told about every run.
@@ -80,11 +76,6 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    /// The next instant on the idle wake-up grid (see [`next_grid_tick`]).
-    pub fn next_tick(&self) -> Instant {
-        next_grid_tick(self.epoch, Instant::now())
-    }
-
     /// The probe context.
     pub fn probes(&self) -> &Probes {
         self.probes.get_or_init(Probes::new)
@@ -119,6 +110,7 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         task.fire(missed, &mut None);
     }
     let mut queued: Option<DateTime<Utc>> = None;
+    let mut clock = task.shared.clock.subscribe();
     let mut next = job.schedule.next_after(base, job.timezone);
     task.state.set_next_fire(next);
     loop {
@@ -144,10 +136,11 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
             continue;
         }
         let wait = (due - now).to_std().unwrap_or_default();
-        let until = (Instant::now() + wait).min(task.shared.next_tick());
         tokio::select! {
             () = cancel.cancelled() => return,
-            () = tokio::time::sleep_until(until) => {}
+            () = tokio::time::sleep(wait) => {}
+            // The wall clock stepped: loop to compare the fire time with the new time.
+            _ = clock.changed() => {}
             () = task.state.run_ended.notified(), if queued.is_some() => {
                 if task.state.running() == 0 {
                     if let Some(fire) = queued.take() {
@@ -241,6 +234,29 @@ impl JobTask {
     }
 }
 
+/// Wakes every [`MAX_SLEEP`] and bumps `clock` when the wall clock moved more than a second
+/// differently from the monotonic clock (a step, or a suspend), until `cancel`.
+pub(super) async fn watch_clock(clock: tokio::sync::watch::Sender<u64>, cancel: CancellationToken) {
+    let (mut mono, mut wall) = (Instant::now(), Utc::now());
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(MAX_SLEEP) => {}
+        }
+        let (mono_now, wall_now) = (Instant::now(), Utc::now());
+        let expected = TimeDelta::from_std(mono_now - mono).unwrap_or(TimeDelta::MAX);
+        let drift = (wall_now - wall) - expected;
+        if drift.abs() > TimeDelta::seconds(1) {
+            info!(
+                drift_ms = drift.num_milliseconds(),
+                "the wall clock stepped (or the machine slept); recomputing fire times"
+            );
+            clock.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        (mono, wall) = (mono_now, wall_now);
+    }
+}
+
 /// A delay in `[0, jitter)` that depends only on the host and the job, so restarts keep each
 /// job's slot while a fleet of hosts spreads out.
 pub fn jitter_delay(host: &str, job: &str, jitter: Duration) -> TimeDelta {
@@ -267,16 +283,6 @@ pub fn millis(t: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn grid_ticks_are_shared_and_at_most_a_minute_away() {
-        let epoch = Instant::now();
-        let a = next_grid_tick(epoch, epoch + Duration::from_secs(5));
-        let b = next_grid_tick(epoch, epoch + Duration::from_millis(59_999));
-        assert_eq!((a, b), (epoch + MAX_SLEEP, epoch + MAX_SLEEP));
-        let c = next_grid_tick(epoch, epoch + MAX_SLEEP);
-        assert_eq!(c, epoch + MAX_SLEEP * 2);
-    }
 
     #[test]
     fn jitter_is_stable_bounded_and_spread() {

@@ -34,6 +34,9 @@ use crate::ping::outbox::{self, DrainOptions, Outbox};
 /// Extra time over `shutdown_timeout` for runs to report and tasks to end.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
 
+/// How often the outbox drainer looks for pings left by `run` (other processes).
+const DRAIN_POLL: Duration = Duration::from_secs(5);
+
 /// How often the main loop ticks without a watchdog (it only proves liveness).
 const IDLE_TICK: Duration = Duration::from_secs(60);
 
@@ -58,7 +61,11 @@ struct Supervisor {
 
 /// Runs the daemon with an already validated `config` until SIGTERM/SIGINT; `Ok` means an
 /// orderly shutdown (exit 0).
-pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(), DaemonError> {
+pub async fn run(
+    options: Options,
+    config: Arc<Config>,
+    plugins: Plugins,
+) -> Result<(), DaemonError> {
     let mut signals = Signals::install().map_err(DaemonError::Signals)?;
     let notifier = Notifier::from_env();
     let shared = Arc::new(Shared {
@@ -68,7 +75,7 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),
-        epoch: tokio::time::Instant::now(),
+        clock: watch::channel(0).0,
         children: Arc::new(Children::new(std::process::id() == 1)),
         after_run: plugins.after_run,
         runs: TaskTracker::new(),
@@ -80,7 +87,6 @@ pub async fn run(options: Options, config: Config, plugins: Plugins) -> Result<(
             )
             .ok(),
     });
-    let config = Arc::new(config);
     let (config_tx, _) = watch::channel(Arc::clone(&config));
     let mut supervisor = Supervisor {
         options,
@@ -198,16 +204,21 @@ impl Supervisor {
         tasks: Vec<(&'static str, super::Task)>,
         cancel: &CancellationToken,
     ) {
+        let clock = self.shared.clock.clone();
+        self.tasks
+            .spawn(job::watch_clock(clock, self.scheduling.child_token()));
         if std::process::id() == 1 {
             let children = Arc::clone(&self.shared.children);
             self.tasks.spawn(children::reap(children, cancel.clone()));
         }
         // Pings that could not be delivered (by a run of ours, or by `run` from cron).
-        let drainer = outbox::drain(
-            self.shared.outbox.clone(),
-            cancel.clone(),
-            DrainOptions::default(),
-        );
+        // Entries the daemon stores are noticed at once; the poll is only for entries left by
+        // `run`, and a slower one keeps an idle daemon idle.
+        let options = DrainOptions {
+            poll: DRAIN_POLL,
+            ..DrainOptions::default()
+        };
+        let drainer = outbox::drain(self.shared.outbox.clone(), cancel.clone(), options);
         self.tasks.spawn(drainer);
         for (name, task) in tasks {
             let context = Context {
