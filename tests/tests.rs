@@ -5,6 +5,7 @@ mod util;
 
 mod api;
 mod config;
+mod daemon;
 mod emulator;
 mod import;
 mod outbox;

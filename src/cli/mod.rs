@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub mod api;
 pub mod config_cmd;
+pub mod daemon;
 pub mod emulator;
 pub mod generate;
 pub mod import;
@@ -118,6 +119,8 @@ pub enum Command {
     Outbox(outbox::OutboxArgs),
     /// Bring every bound heartbeat check's definition in line with the config now
     Sync(sync::SyncArgs),
+    /// Run and watch the config's jobs on their schedules, ping on success
+    Daemon(daemon::DaemonArgs),
     /// Translate a crontab into [[jobs]] tables, or wrap its jobs in `run --job`
     #[command(subcommand)]
     Import(import::ImportCommand),
@@ -139,6 +142,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Ping(args) => ping::run(args, &global),
         Command::Outbox(args) => outbox::run(args, &global),
         Command::Sync(args) => sync::run(args, &global),
+        Command::Daemon(args) => daemon::run(args, &global),
         Command::Import(cmd) => import::run(cmd, &global),
         Command::Completions(args) => generate::completions(args, &global),
         Command::Manpage(args) => generate::manpage(args, &global),

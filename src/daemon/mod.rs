@@ -1,4 +1,103 @@
 //! The long-running supervisor: one task per job, reload on SIGHUP, orderly shutdown, systemd
 //! notification.
+//!
+//! - `supervisor`: start-up, the main loop (signals, watchdog), reload and shutdown;
+//! - `job`: one task per job that waits for its fire times and applies the overlap policy;
+//! - `run`: one run of a job (a command or a watch probe), its record and its ping;
+//! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;
+//! - [`hooks`]: where sync, the outbox drainer and the status listener plug in;
+//! - `children`: the job processes, and reaping orphans when the daemon is PID 1;
+//! - `signals`: SIGTERM/SIGINT/SIGHUP; [`notify`]: `sd_notify(3)`.
+//!
+//! `docs/daemon.md` is the user's description.
 
+use std::path::PathBuf;
+
+mod children;
+pub mod hooks;
+mod job;
 pub mod notify;
+mod run;
+mod signals;
+pub mod state;
+mod supervisor;
+
+pub use hooks::{AfterRun, Context, Plugins, Task};
+pub use supervisor::run;
+
+/// What the daemon is started with besides the validated config.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The config file, re-read on SIGHUP.
+    pub config_path: PathBuf,
+    /// The state directory (`--state-dir`, else the config's, else the default). A reload does
+    /// not move it.
+    pub state_dir: PathBuf,
+}
+
+/// Why the daemon could not run (everything else is logged and survived).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Raises the soft limit of open files to the hard limit, so many jobs at once (three pipes
+/// each, plus sockets for pings) do not run out of descriptors; returns the new soft limit.
+pub fn raise_open_files_limit() -> Option<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft >= hard {
+        return Some(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => Some(hard),
+        Err(err) => {
+            tracing::warn!(soft, hard, error = %err, "cannot raise the open-files limit");
+            Some(soft)
+        }
+    }
+}
+
+/// Limits glibc's malloc to two arenas. By default each thread that allocates gets its own
+/// arena (up to 8 per core), and memory freed in one cannot serve another: with a
+/// multi-threaded runtime and thousands of small job records that fragmentation is most of the
+/// resident size. Call before any thread is started.
+pub fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; called before other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Hands freed heap memory back to the system. Parsing a large config allocates far more than
+/// the validated model keeps; without this the daemon's resident size would stay at that peak.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns unused pages of glibc's heap to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// A host name for ping `Origin` headers and jitter (`localhost` when unknown).
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty() && !h.chars().any(char::is_control))
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn open_files_soft_limit_reaches_the_hard_limit() {
+        use nix::sys::resource::{getrlimit, Resource};
+        let raised = super::raise_open_files_limit().expect("limit readable");
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("limit");
+        assert_eq!((raised, soft), (hard, hard));
+    }
+}

@@ -25,7 +25,7 @@ mod tail;
 mod tty;
 
 pub use supervise::{Control, Limits, Outcome, Termination};
-pub use tail::Tail;
+pub use tail::{LineSink, Stream, Tail, MAX_LINE};
 
 /// Environment variables that carry the agent's own secrets or its service-manager channel,
 /// removed from every child's environment (variables starting with `WATCHDOG_` go too).
@@ -59,6 +59,23 @@ pub struct CommandSpec {
     pub working_dir: Option<PathBuf>,
     /// Where stdin, stdout and stderr go.
     pub io: Io,
+    /// With [`Io::Capture`]: also hand each line of output to this sink as it arrives (the
+    /// daemon logs it with the job's name).
+    pub output_lines: Option<LineSink>,
+    /// Run as this user and group (the daemon's `user`/`group`, when it runs as root).
+    pub run_as: Option<RunAs>,
+}
+
+/// Credentials a child switches to before it executes the program, resolved by the caller
+/// (looking up names is not allowed between fork and exec).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user id.
+    pub uid: u32,
+    /// The primary group id.
+    pub gid: u32,
+    /// Supplementary groups (the user's groups, as `initgroups(3)` would set them).
+    pub groups: Vec<u32>,
 }
 
 /// Where a child's standard streams go.
@@ -93,6 +110,8 @@ impl CommandSpec {
             env_remove: Vec::new(),
             working_dir: None,
             io: Io::Inherit,
+            output_lines: None,
+            run_as: None,
         })
     }
 
@@ -228,6 +247,9 @@ pub fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
     if let Some(dir) = &spec.working_dir {
         cmd.current_dir(dir);
     }
+    if let Some(run_as) = spec.run_as.clone() {
+        switch_user(&mut cmd, run_as);
+    }
     let foreground = match spec.io {
         Io::Inherit => {
             cmd.stdin(Stdio::inherit())
@@ -251,7 +273,11 @@ pub fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
     let pid = Pid::from_raw(raw);
     let terminal = foreground.map(|f| f.hand_to(pid));
     let tail = match spec.io {
-        Io::Capture { tail_bytes } => Some(tail::Capture::start(&mut child, tail_bytes)),
+        Io::Capture { tail_bytes } => Some(tail::Capture::start(
+            &mut child,
+            tail_bytes,
+            spec.output_lines.clone(),
+        )),
         Io::Inherit => None,
     };
     Ok(Running {
@@ -260,6 +286,25 @@ pub fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
         tail,
         terminal,
     })
+}
+
+/// Makes the child drop to `run_as` before exec: supplementary groups, then the group, then the
+/// user (in that order: after `setuid` the others are no longer allowed).
+fn switch_user(cmd: &mut tokio::process::Command, run_as: RunAs) {
+    let groups: Vec<libc::gid_t> = run_as.groups.clone();
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
+    // calls on data prepared before the fork; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(run_as.gid) != 0
+                || libc::setuid(run_as.uid) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 fn is_removed(key: &std::ffi::OsStr, extra: &[OsString]) -> bool {

@@ -20,7 +20,9 @@ impl Tail {
     /// An empty tail keeping at most `capacity` bytes.
     pub fn new(capacity: usize) -> Tail {
         Tail {
-            bytes: VecDeque::with_capacity(capacity.min(64 * 1024)),
+            // No up-front allocation: the buffer grows only with actual output, so thousands of
+            // quiet jobs cost nothing here.
+            bytes: VecDeque::new(),
             capacity,
             dropped: 0,
         }
@@ -55,14 +57,20 @@ pub(super) struct Capture {
 }
 
 impl Capture {
-    pub(super) fn start(child: &mut tokio::process::Child, capacity: usize) -> Capture {
+    pub(super) fn start(
+        child: &mut tokio::process::Child,
+        capacity: usize,
+        lines: Option<LineSink>,
+    ) -> Capture {
         let tail = Arc::new(Mutex::new(Tail::new(capacity)));
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            readers.push(tokio::spawn(pump(out, tail.clone())));
+            let lines = lines.clone().map(|sink| (Stream::Stdout, sink));
+            readers.push(tokio::spawn(pump(out, tail.clone(), lines)));
         }
         if let Some(err) = child.stderr.take() {
-            readers.push(tokio::spawn(pump(err, tail.clone())));
+            let lines = lines.map(|sink| (Stream::Stderr, sink));
+            readers.push(tokio::spawn(pump(err, tail.clone(), lines)));
         }
         Capture { tail, readers }
     }
@@ -81,8 +89,58 @@ impl Capture {
     }
 }
 
-async fn pump(mut pipe: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+/// Which standard stream a line of output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// The child's stdout.
+    Stdout,
+    /// The child's stderr.
+    Stderr,
+}
+
+impl Stream {
+    /// `"stdout"` or `"stderr"`, for log fields.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Receives each line of captured output as it arrives (without the line end), so the daemon
+/// can log output line by line with the job's name. A line longer than [`MAX_LINE`] is passed
+/// on in pieces; a last line without a newline is passed on when the pipe closes.
+#[derive(Clone)]
+pub struct LineSink(Arc<LineFn>);
+
+/// The callback behind a [`LineSink`].
+type LineFn = dyn Fn(Stream, &[u8]) + Send + Sync;
+
+impl LineSink {
+    /// A sink calling `f` for every line.
+    pub fn new(f: impl Fn(Stream, &[u8]) + Send + Sync + 'static) -> LineSink {
+        LineSink(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for LineSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LineSink")
+    }
+}
+
+/// The longest line handed to a [`LineSink`] in one piece: a child that writes megabytes
+/// without a newline must not make the reader buffer all of it.
+pub const MAX_LINE: usize = 4096;
+
+async fn pump(
+    mut pipe: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<Tail>>,
+    mut lines: Option<(Stream, LineSink)>,
+) {
     let mut buf = [0u8; 8192];
+    let mut pending = Vec::new();
     while let Ok(n) = pipe.read(&mut buf).await {
         if n == 0 {
             break;
@@ -90,12 +148,52 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
         if let Ok(mut t) = tail.lock() {
             t.push(&buf[..n]);
         }
+        if let Some((stream, sink)) = &mut lines {
+            pending.extend_from_slice(&buf[..n]);
+            split_lines(&mut pending, |line| (sink.0)(*stream, line));
+        }
     }
+    if let Some((stream, sink)) = &lines {
+        if !pending.is_empty() {
+            (sink.0)(*stream, &pending);
+        }
+    }
+}
+
+/// Hands every complete line of `pending` (and pieces of [`MAX_LINE`] bytes of an overlong
+/// one) to `emit`, without the `\n` or `\r\n`, and keeps the rest.
+fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
+    let mut start = 0;
+    while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
+        let line = &pending[start..start + end];
+        emit(line.strip_suffix(b"\r").unwrap_or(line));
+        start += end + 1;
+    }
+    while pending.len() - start >= MAX_LINE {
+        emit(&pending[start..start + MAX_LINE]);
+        start += MAX_LINE;
+    }
+    pending.drain(..start);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_are_split_and_overlong_ones_cut() {
+        let mut got = Vec::new();
+        let mut pending = b"one\r\ntwo\nthr".to_vec();
+        split_lines(&mut pending, |l| got.push(l.to_vec()));
+        assert_eq!(got, vec![b"one".to_vec(), b"two".to_vec()]);
+        assert_eq!(pending, b"thr");
+        pending.extend(std::iter::repeat(b'x').take(MAX_LINE + 3));
+        got.clear();
+        split_lines(&mut pending, |l| got.push(l.to_vec()));
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].len(), MAX_LINE);
+        assert_eq!(pending.len(), 6);
+    }
 
     #[test]
     fn keeps_only_the_last_bytes() {

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Benchmark of `heartbeat-agent daemon` (issue 4, "Performance").
+#
+#   1. memory: a daemon with 100, 1,000 and 10,000 jobs (`echo ok`, each due once, spread over
+#      the first seconds after start); resident memory (VmRSS) once every job ran once.
+#      Targets: <= 10 MiB at 100 jobs, <= 64 MiB at 10,000.
+#   2. idle CPU: the same daemons, right after, over 60 s in which no job is due (utime + stime
+#      from /proc/PID/stat). Target: <= 0.05 s.
+#   3. spawn delay: 50 and 1,000 jobs all due at the same seconds (`*/3` and `*/10` in the
+#      seconds field, a few bursts each); the delay from the scheduled time to the child's spawn
+#      is the `delay_ms` field of the daemon's "job started" log line (JSON logs).
+#      Targets: p99 <= 20 ms with 50 jobs, <= 1 s with 1,000.
+#
+# Usage: scripts/bench-daemon.sh [IDLE_SECONDS]     (default 60)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v python3 >/dev/null || { echo "bench-daemon: python3 is required" >&2; exit 1; }
+
+IDLE="${1:-60}"
+cargo build --release --quiet
+BIN="$PWD/target/release/heartbeat-agent"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export HOME="$work"
+unset HEARTBEAT_AGENT_CONFIG HEARTBEAT_AGENT_LOG NOTIFY_SOCKET WATCHDOG_USEC XDG_STATE_HOME
+
+python3 - "$BIN" "$work" "$IDLE" <<'PY'
+import json, os, signal, subprocess, sys, threading, time
+from datetime import datetime, timedelta, timezone
+
+BIN, WORK, IDLE = sys.argv[1], sys.argv[2], int(sys.argv[3])
+TICK = os.sysconf("SC_CLK_TCK")
+
+def write_config(name, jobs):
+    d = os.path.join(WORK, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "config.toml")
+    with open(path, "w") as f:
+        f.write(f'[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
+        for job, schedule in jobs:
+            f.write(f'[[jobs]]\nname = "{job}"\nschedule = "{schedule}"\ncommand = ["echo", "ok"]\n\n')
+    return path
+
+class Daemon:
+    def __init__(self, config):
+        self.proc = subprocess.Popen([BIN, "daemon", "--log-format", "json", "--config", config],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.started, self.finished, self.delays, self.other = 0, 0, [], []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        for line in self.proc.stderr:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            msg = event.get("message", "")
+            with self.lock:
+                if msg == "job started":
+                    self.started += 1
+                    self.delays.append(event["delay_ms"])
+                elif msg == "job finished":
+                    self.finished += 1
+                elif event.get("level") in ("WARN", "ERROR"):
+                    self.other.append(line.strip())
+
+    def wait(self, pred, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            with self.lock:
+                if pred(self):
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        for line in self.other[:3]:
+            print("   daemon warning:", line[:200])
+
+def once_schedules(n, start_in, spread):
+    """n fixed-time schedules (sec min hour), each due once, spread over `spread` seconds."""
+    base = datetime.now(timezone.utc) + timedelta(seconds=start_in)
+    out = []
+    for i in range(n):
+        t = base + timedelta(seconds=(i * spread) // n)
+        out.append((f"job-{i:05d}", f"{t.second} {t.minute} {t.hour} * * *"))
+    return out
+
+def pct(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * p / 100))]
+
+verdicts = []
+print(f"machine: {os.cpu_count()} cpus; idle window {IDLE}s")
+for n, limit in ((100, 10 * 1024), (1000, None), (10000, 64 * 1024)):
+    spread = max(2, n // 500)
+    daemon = Daemon(write_config(f"mem-{n}", once_schedules(n, 4 + n // 1000, spread)))
+    ok = daemon.wait(lambda d: d.finished >= n, 60 + spread)
+    time.sleep(1.5)
+    rss = daemon.rss_kib()
+    cpu0 = daemon.cpu_seconds()
+    time.sleep(IDLE)
+    idle = daemon.cpu_seconds() - cpu0
+    daemon.stop()
+    line = f"{n:>6} jobs: all ran once: {ok} ({daemon.finished} finished); RSS {rss} KiB = {rss/1024:.1f} MiB"
+    if limit:
+        verdicts.append(rss <= limit)
+        line += f" (target <= {limit // 1024} MiB)"
+    verdicts.append(idle <= 0.05)
+    print(line + f"; idle CPU over {IDLE}s: {idle:.3f} s (target <= 0.05 s)")
+
+for n, step, bursts, target in ((50, 3, 5, 20.0), (1000, 10, 3, 1000.0)):
+    jobs = [(f"job-{i:05d}", f"*/{step} * * * * *") for i in range(n)]
+    daemon = Daemon(write_config(f"delay-{n}", jobs))
+    daemon.wait(lambda d: d.started >= n * bursts, step * (bursts + 2) + 5)
+    daemon.stop()
+    d = daemon.delays[: n * bursts]
+    p50, p99 = pct(d, 50), pct(d, 99)
+    verdicts.append(p99 <= target)
+    print(f"{n:>6} jobs due in the same second, {len(d)} spawns: delay p50 {p50:.1f} ms, "
+          f"p99 {p99:.1f} ms, max {max(d):.1f} ms (target p99 <= {target:.0f} ms)")
+
+print("verdict:", "all targets met" if all(verdicts) else "some target missed")
+PY

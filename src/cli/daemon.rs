@@ -1,0 +1,105 @@
+//! `heartbeat-agent daemon`: load and validate the config (exit 78 with every problem on
+//! stderr), then run the daemon until SIGTERM/SIGINT (exit 0).
+
+use std::sync::Arc;
+
+use clap::Args;
+use tracing::{info, warn};
+
+use super::{exit, print_error, GlobalArgs};
+use crate::config::{Config, PingTarget};
+use crate::daemon::{self, Options, Plugins};
+
+/// Run and watch the config's jobs on their cron schedules and ping each job's check on success.
+///
+/// Reloads the config on SIGHUP (an invalid one is logged and the running one kept); stops on
+/// SIGTERM or SIGINT, giving running jobs `shutdown_timeout` before SIGKILL. Under systemd use
+/// `Type=notify`. Exit status: 0 after an orderly stop, 78 when the config is invalid, 1 when
+/// the daemon cannot start.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {}
+
+/// Runs the daemon; returns the exit code.
+pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
+    daemon::limit_malloc_arenas();
+    daemon::raise_open_files_limit();
+    let path = crate::paths::config_file(global.config.as_ref());
+    let loaded = match Config::load(&path) {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            for problem in &err.problems {
+                eprintln!("{problem}");
+            }
+            let count = err.problems.len();
+            let noun = if count == 1 { "problem" } else { "problems" };
+            print_error(format!(
+                "configuration {} is invalid: {count} {noun}; the daemon did not start",
+                path.display()
+            ));
+            return exit::CONFIG;
+        }
+    };
+    for warning in &loaded.warnings {
+        warn!("{warning}");
+    }
+    let options = Options {
+        state_dir: loaded.config.state_dir(global.state_dir.as_deref()),
+        config_path: path,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            print_error(format!("cannot start the async runtime: {err}"));
+            return exit::FAILURE;
+        }
+    };
+    let config = Arc::new(loaded.config);
+    let mut plugins = Plugins::default();
+    if let Some(reconciler) = reconciler(&config, &options, global) {
+        plugins.after_run.push(Arc::new(reconciler.clone()));
+        plugins
+            .tasks
+            .push(("sync", daemon::hooks::sync_task(reconciler)));
+    }
+    let result = runtime.block_on(daemon::run(options, config, plugins));
+    // A probe stuck on a hung file system must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(()) => exit::OK,
+        Err(err) => {
+            print_error(err);
+            exit::FAILURE
+        }
+    }
+}
+
+/// The sync engine, when a job is bound to a check and the API can be reached; otherwise
+/// nothing is synced (logged: pings to already learned URLs go on).
+fn reconciler(
+    config: &Arc<Config>,
+    options: &Options,
+    global: &GlobalArgs,
+) -> Option<crate::sync::Reconciler> {
+    let bound = config
+        .jobs
+        .iter()
+        .any(|job| matches!(job.target, PingTarget::Check(_)));
+    if !bound {
+        info!("no job is bound to a check (check_id): check sync is off");
+        return None;
+    }
+    match super::api::config_client(config.api.clone(), &options.config_path, global) {
+        Ok(client) => Some(crate::sync::Reconciler::new(
+            Arc::clone(config),
+            client,
+            options.state_dir.clone(),
+        )),
+        Err((_, message)) => {
+            warn!("check sync is off: {message}");
+            None
+        }
+    }
+}

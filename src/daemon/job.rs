@@ -1,0 +1,299 @@
+//! One task per scheduled job: wait for the next fire time, apply the job's stable jitter and
+//! overlap policy, and start runs. `catch_up` and `@reboot` are decided here at the task's
+//! start; [`watch_clock`] notices steps of the wall clock.
+//!
+//! Fire times come from the wall clock (`Utc::now()`) while tokio's timers follow the monotonic
+//! clock, which does not see a step of the wall clock nor (on Linux) a suspend. So one task,
+//! [`watch_clock`], wakes every [`MAX_SLEEP`] (60 s) and compares how far both clocks moved;
+//! when they disagree by more than a second it wakes every job task, which then recomputes. That
+//! is the "sleep at most 60 s" of cron, paid once per daemon instead of once per job: 10,000
+//! idle jobs cost no wake-ups at all. After a fire at `t`, the next fire is computed from
+//! `max(t, now)`: a jump forward over several fire times runs the job once, not once per missed
+//! fire. If the wall clock steps back by more than a second, fire times are recomputed from the
+//! new time.
+
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use super::children::Children;
+use super::hooks::AfterRun;
+use super::state::{DaemonState, JobState, Persisted};
+use crate::config::{Job, Overlap};
+use crate::watch::Probes;
+
+/// The longest single sleep of a job task.
+pub const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// Settings of the agent that a reload may change; runs read the current ones when they start.
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    /// `[agent] shutdown_timeout`: the grace between SIGTERM and SIGKILL at shutdown.
+    pub shutdown_timeout: Duration,
+    /// `[api] api_key_env`: a variable children must not see.
+    pub api_key_env: Option<String>,
+    /// `[agent] outbox_max_age`: how old a pending success may get.
+    pub outbox_max_age: Option<Duration>,
+}
+
+/// What every job task and run shares.
+pub(super) struct Shared {
+    /// Current agent settings.
+    pub settings: RwLock<Arc<Settings>>,
+    /// The state directory (fixed for the daemon's life).
+    pub state_dir: std::path::PathBuf,
+    /// The daemon's files in it.
+    pub persisted: Persisted,
+    /// The durable outbox under it: pings that could not be delivered wait there for the
+    /// drainer task.
+    pub outbox: crate::ping::outbox::Outbox,
+    /// Live job state, read by status.
+    pub state: Arc<DaemonState>,
+    /// Probe context shared by all watch jobs, made at the first probe (its HTTP client costs
+    /// memory a daemon without watch jobs need not spend).
+    pub probes: OnceLock<Probes>,
+    /// Bumped by the clock watcher when the wall clock stepped or the machine was suspended:
+    /// every job task then recomputes its next fire.
+    pub clock: tokio::sync::watch::Sender<u64>,
+    /// Running job processes (and the PID 1 reaper's exclusion list).
+    pub children: Arc<Children>,
+    /// Plug-ins told about every run.
+    pub after_run: Vec<Arc<dyn AfterRun>>,
+    /// Where runs live: shutdown waits for it to empty.
+    pub runs: TaskTracker,
+    /// Cancelled at shutdown: every run stops its command (SIGTERM, then SIGKILL).
+    pub stop_runs: CancellationToken,
+    /// Host name: the pings' `Origin` and the jitter's seed.
+    pub host: String,
+    /// This boot's id, for `@reboot` (`None` if unreadable).
+    pub boot_id: Option<String>,
+}
+
+impl Shared {
+    /// The probe context.
+    pub fn probes(&self) -> &Probes {
+        self.probes.get_or_init(Probes::new)
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<Settings> {
+        Arc::clone(&self.settings.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// One job's scheduling task.
+pub(super) struct JobTask {
+    pub job: Arc<Job>,
+    pub shared: Arc<Shared>,
+    pub state: Arc<JobState>,
+}
+
+/// The task: runs until `cancel` (the job was removed or changed, or the daemon stops). Runs it
+/// started go on and end by themselves (or through [`Shared::stop_runs`]).
+pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
+    if task.job.schedule.is_reboot() {
+        task.at_boot();
+        cancel.cancelled().await;
+        return;
+    }
+    let job = &task.job;
+    let jitter = jitter_delay(&task.shared.host, &job.name, job.jitter);
+    let mut base = Utc::now();
+    if let Some(missed) = task.missed_fire(base) {
+        info!(job = %job.name, missed = %missed.to_rfc3339(), "catching up a fire missed while the daemon was down");
+        task.fire(missed, &mut None);
+    }
+    let mut queued: Option<DateTime<Utc>> = None;
+    let mut clock = task.shared.clock.subscribe();
+    let mut next = job.schedule.next_after(base, job.timezone);
+    task.state.set_next_fire(next);
+    loop {
+        let Some(fire_at) = next else {
+            warn!(job = %job.name, "the schedule has no upcoming fire time; the job is not scheduled");
+            cancel.cancelled().await;
+            return;
+        };
+        let now = Utc::now();
+        let due = fire_at + jitter;
+        if now >= due {
+            task.fire(fire_at, &mut queued);
+            base = fire_at.max(now);
+            next = job.schedule.next_after(base, job.timezone);
+            task.state.set_next_fire(next);
+            continue;
+        }
+        if base > now + TimeDelta::seconds(1) {
+            debug!(job = %job.name, "the wall clock went back; recomputing the next fire time");
+            base = now;
+            next = job.schedule.next_after(base, job.timezone);
+            task.state.set_next_fire(next);
+            continue;
+        }
+        let wait = (due - now).to_std().unwrap_or_default();
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+            // The wall clock stepped: loop to compare the fire time with the new time.
+            _ = clock.changed() => {}
+            () = task.state.run_ended.notified(), if queued.is_some() => {
+                if task.state.running() == 0 {
+                    if let Some(fire) = queued.take() {
+                        task.start(fire);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl JobTask {
+    /// A fire at `scheduled`: start a run, or skip/queue it when one is still running.
+    fn fire(&self, scheduled: DateTime<Utc>, queued: &mut Option<DateTime<Utc>>) {
+        let job = &self.job;
+        if self.state.running() > 0 {
+            match job.overlap {
+                Overlap::Skip => {
+                    info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, "run skipped: the previous run is still running (overlap = \"skip\")");
+                    self.state.record_skip(Utc::now());
+                    return;
+                }
+                Overlap::Queue => {
+                    if queued.replace(scheduled).is_some() {
+                        info!(job = %job.name, scheduled = %millis(scheduled), "run already queued: this fire replaces it (overlap = \"queue\")");
+                    } else {
+                        info!(job = %job.name, scheduled = %millis(scheduled), "run queued until the previous run ends (overlap = \"queue\")");
+                    }
+                    return;
+                }
+                Overlap::Allow => {}
+            }
+        }
+        self.start(scheduled);
+    }
+
+    /// Starts a run now (on the daemon's run tracker, so it outlives this task).
+    fn start(&self, scheduled: DateTime<Utc>) {
+        if self.job.catch_up {
+            if let Err(err) = self
+                .shared
+                .persisted
+                .set_last_fire(&self.job.name, scheduled)
+            {
+                warn!(job = %self.job.name, error = %err, "cannot record the fire time for catch_up");
+            }
+        }
+        self.state.run_started();
+        let (job, shared, state) = (
+            Arc::clone(&self.job),
+            Arc::clone(&self.shared),
+            Arc::clone(&self.state),
+        );
+        // The span puts the job's name on everything the run logs, the ping code's lines too.
+        let span = tracing::info_span!("run", job = %job.name);
+        self.shared.runs.spawn(tracing::Instrument::instrument(
+            super::run::execute(job, shared, state, scheduled),
+            span,
+        ));
+    }
+
+    /// With `catch_up`: the last fire time missed since the recorded last fire, if any.
+    fn missed_fire(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if !self.job.catch_up {
+            return None;
+        }
+        let last = self.shared.persisted.last_fire(&self.job.name)?;
+        let first_missed = self.job.schedule.next_after(last, self.job.timezone)?;
+        (first_missed < now)
+            .then(|| self.job.schedule.prev_before(now, self.job.timezone))
+            .flatten()
+    }
+
+    /// `@reboot`: run once per boot of the machine.
+    fn at_boot(&self) {
+        let name = &self.job.name;
+        let Some(boot) = self.shared.boot_id.as_deref() else {
+            warn!(job = %name, "the boot id is unknown; @reboot job not run");
+            return;
+        };
+        if self.shared.persisted.reboot_marker(name).as_deref() == Some(boot) {
+            debug!(job = %name, "@reboot job already ran in this boot");
+            return;
+        }
+        // Marked before it runs: a crash during the run must not run it again in this boot.
+        if let Err(err) = self.shared.persisted.set_reboot_marker(name, boot) {
+            warn!(job = %name, error = %err, "cannot record the boot id; the @reboot job may run again after a restart");
+        }
+        info!(job = %name, "running @reboot job (first start in this boot)");
+        self.start(Utc::now());
+    }
+}
+
+/// Wakes every [`MAX_SLEEP`] and bumps `clock` when the wall clock moved more than a second
+/// differently from the monotonic clock (a step, or a suspend), until `cancel`.
+pub(super) async fn watch_clock(clock: tokio::sync::watch::Sender<u64>, cancel: CancellationToken) {
+    let (mut mono, mut wall) = (Instant::now(), Utc::now());
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(MAX_SLEEP) => {}
+        }
+        let (mono_now, wall_now) = (Instant::now(), Utc::now());
+        let expected = TimeDelta::from_std(mono_now - mono).unwrap_or(TimeDelta::MAX);
+        let drift = (wall_now - wall) - expected;
+        if drift.abs() > TimeDelta::seconds(1) {
+            info!(
+                drift_ms = drift.num_milliseconds(),
+                "the wall clock stepped (or the machine slept); recomputing fire times"
+            );
+            clock.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        (mono, wall) = (mono_now, wall_now);
+    }
+}
+
+/// A delay in `[0, jitter)` that depends only on the host and the job, so restarts keep each
+/// job's slot while a fleet of hosts spreads out.
+pub fn jitter_delay(host: &str, job: &str, jitter: Duration) -> TimeDelta {
+    let span = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
+    if span == 0 {
+        return TimeDelta::zero();
+    }
+    let digest = Sha256::new()
+        .chain_update(host.as_bytes())
+        .chain_update([0])
+        .chain_update(job.as_bytes())
+        .finalize();
+    let mut seed = [0u8; 8];
+    seed.copy_from_slice(&digest[..8]);
+    let millis = u64::from_le_bytes(seed) % span;
+    TimeDelta::milliseconds(i64::try_from(millis).unwrap_or(0))
+}
+
+/// RFC 3339 with milliseconds, for log fields.
+pub fn millis(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_stable_bounded_and_spread() {
+        let max = Duration::from_secs(60);
+        let a = jitter_delay("web-1", "backup", max);
+        assert_eq!(a, jitter_delay("web-1", "backup", max));
+        assert!(a >= TimeDelta::zero() && a < TimeDelta::seconds(60), "{a}");
+        let distinct: std::collections::HashSet<_> = (0..20)
+            .map(|i| jitter_delay(&format!("web-{i}"), "backup", max))
+            .collect();
+        assert!(distinct.len() > 15, "{distinct:?}");
+        assert_eq!(jitter_delay("h", "j", Duration::ZERO), TimeDelta::zero());
+    }
+}

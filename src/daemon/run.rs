@@ -1,0 +1,350 @@
+//! One run of a job: a command (captured output logged line by line, the last `output_tail`
+//! bytes kept) or a watch probe; its [`RunRecord`]; the success ping through
+//! [`crate::ping::deliver_or_queue`] (the same code as `run`); then the after-run hooks.
+
+use std::ffi::{CString, OsString};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::job::{millis, Settings, Shared};
+use super::state::{JobState, PingRecord, RunRecord, RunResult};
+use crate::config::{Job, JobAction, PingTarget, WatchSpec};
+use crate::ping::outbox::{self, PingContext};
+use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
+use crate::process::{
+    self, CommandSpec, Control, Io, Limits, LineSink, Outcome, RunAs, Termination,
+};
+
+/// What a command or probe came to, before the ping.
+struct Ended {
+    started: DateTime<Utc>,
+    result: RunResult,
+    timed_out: bool,
+    stopped: bool,
+    success: bool,
+    output_tail: String,
+}
+
+/// Runs `job` once for the fire at `scheduled`, records it in `state`, pings on success and
+/// tells the hooks. `state.run_started()` was called by the caller.
+pub(super) async fn execute(
+    job: Arc<Job>,
+    shared: Arc<Shared>,
+    state: Arc<JobState>,
+    scheduled: DateTime<Utc>,
+) {
+    let settings = shared.settings();
+    let ended = match &job.action {
+        JobAction::Command(_) | JobAction::Shell { .. } => {
+            run_command(&job, &shared, &settings, scheduled).await
+        }
+        JobAction::Watch(spec) => probe(&job, &shared, spec).await,
+        JobAction::External => {
+            state.run_finished(record(scheduled, not_started("an external job is not run")));
+            return;
+        }
+    };
+    if !ended.success {
+        drop_pending_success(&job, &shared, &state);
+    }
+    let ping_accepted = if ended.success && !shared.stop_runs.is_cancelled() {
+        tokio::select! {
+            accepted = send_ping(&job, &shared, &state, &settings) => accepted,
+            () = shared.stop_runs.cancelled() => {
+                warn!(job = %job.name, "ping abandoned: the daemon is stopping");
+                false
+            }
+        }
+    } else {
+        false
+    };
+    state.run_finished(record(scheduled, ended));
+    for hook in &shared.after_run {
+        hook.after_run(&job, scheduled, ping_accepted);
+    }
+}
+
+fn record(scheduled: DateTime<Utc>, ended: Ended) -> RunRecord {
+    let now = Utc::now();
+    RunRecord {
+        scheduled,
+        started: ended.started,
+        ended: now,
+        duration: (now - ended.started).to_std().unwrap_or_default(),
+        result: ended.result,
+        timed_out: ended.timed_out,
+        stopped: ended.stopped,
+        success: ended.success,
+        output_tail: ended.output_tail,
+    }
+}
+
+fn not_started(reason: impl Into<String>) -> Ended {
+    Ended {
+        started: Utc::now(),
+        result: RunResult::NotStarted(reason.into()),
+        timed_out: false,
+        stopped: false,
+        success: false,
+        output_tail: String::new(),
+    }
+}
+
+async fn run_command(
+    job: &Job,
+    shared: &Shared,
+    settings: &Settings,
+    scheduled: DateTime<Utc>,
+) -> Ended {
+    let spec = match command_spec(job, settings) {
+        Ok(spec) => spec,
+        Err(reason) => {
+            warn!(job = %job.name, error = %reason, "job not started");
+            return not_started(reason);
+        }
+    };
+    // On the blocking pool: the spawning thread waits until the child has executed its
+    // program, and many jobs due at once must not queue behind the runtime's few workers.
+    let children = Arc::clone(&shared.children);
+    let spawned = tokio::task::spawn_blocking(move || children.spawn(&spec)).await;
+    let running = match spawned {
+        Ok(Ok(running)) => running,
+        Ok(Err(err)) => {
+            warn!(job = %job.name, error = %err, "job not started");
+            return not_started(err.to_string());
+        }
+        Err(err) => {
+            warn!(job = %job.name, error = %err, "job not started");
+            return not_started(format!("the spawning task failed: {err}"));
+        }
+    };
+    let started = Utc::now();
+    let pid = running.pid();
+    let delay_ms = (started - scheduled).num_microseconds().unwrap_or(0) as f64 / 1000.0;
+    info!(job = %job.name, pid, scheduled = %millis(scheduled), spawned = %millis(started), delay_ms, "job started");
+    let limits = Limits {
+        timeout: job.timeout,
+        kill_after: job.kill_after,
+    };
+    let (control, requests) = mpsc::unbounded_channel();
+    let supervised = running.supervise(limits, requests);
+    tokio::pin!(supervised);
+    let mut stopping = false;
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut supervised => break outcome,
+            () = shared.stop_runs.cancelled(), if !stopping => {
+                stopping = true;
+                let _ = control.send(Control::Stop { grace: settings.shutdown_timeout });
+            }
+        }
+    };
+    shared.children.ended(pid);
+    finished(job, started, &outcome)
+}
+
+/// Logs the end of a command and turns its outcome into an [`Ended`].
+fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
+    let timed_out = outcome.termination == Termination::TimedOut;
+    let stopped = outcome.termination == Termination::Stopped;
+    let code = outcome.end.code();
+    let success = outcome.termination == Termination::Natural
+        && code.is_some_and(|c| job.success_exit_codes.contains(&c));
+    let signal = match outcome.end {
+        process::ProcessEnd::Signaled { signal, .. } => Some(signal),
+        process::ProcessEnd::Exited(_) => None,
+    };
+    let duration_ms = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
+    let check_id = check_id(job);
+    if success {
+        info!(job = %job.name, check_id, exit_code = code, duration_ms, success, "job finished");
+    } else {
+        warn!(job = %job.name, check_id, exit_code = code, signal, timed_out, stopped, killed = outcome.killed, duration_ms, success, "job failed: {}", outcome.end);
+    }
+    let output_tail = outcome
+        .tail
+        .as_ref()
+        .map(|t| String::from_utf8_lossy(&t.contents()).into_owned())
+        .unwrap_or_default();
+    Ended {
+        started,
+        result: match signal {
+            Some(signal) => RunResult::Signaled(signal),
+            None => RunResult::Exited(code.unwrap_or(1)),
+        },
+        timed_out,
+        stopped,
+        success,
+        output_tail,
+    }
+}
+
+async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
+    let started = Utc::now();
+    let probe = tokio::select! {
+        probe = shared.probes().probe(spec) => probe,
+        () = shared.stop_runs.cancelled() => {
+            return Ended { stopped: true, ..not_started("stopped by shutdown") };
+        }
+    };
+    let check_id = check_id(job);
+    if probe.healthy {
+        info!(job = %job.name, check_id, healthy = true, reason = %probe.reason, "watch healthy");
+    } else {
+        warn!(job = %job.name, check_id, healthy = false, reason = %probe.reason, "watch unhealthy: not pinging");
+    }
+    Ended {
+        started,
+        success: probe.healthy,
+        result: RunResult::Probed {
+            healthy: probe.healthy,
+            reason: probe.reason,
+        },
+        timed_out: false,
+        stopped: false,
+        output_tail: String::new(),
+    }
+}
+
+fn check_id(job: &Job) -> Option<&str> {
+    match &job.target {
+        PingTarget::Check(id) => Some(id),
+        _ => None,
+    }
+}
+
+/// The child of a command or shell job: environment, working directory, captured output, user.
+fn command_spec(job: &Job, settings: &Settings) -> Result<CommandSpec, String> {
+    let argv: Vec<OsString> = match &job.action {
+        JobAction::Command(argv) => argv.iter().map(OsString::from).collect(),
+        JobAction::Shell { program, script } => {
+            vec![program.into(), "-c".into(), script.into()]
+        }
+        _ => Vec::new(),
+    };
+    let mut spec = CommandSpec::from_argv(&argv).ok_or("the command is empty")?;
+    spec.working_dir.clone_from(&job.working_dir);
+    spec.env_set
+        .extend(job.env.iter().map(|(k, v)| (k.into(), v.into())));
+    spec.env_set
+        .push((process::JOB_ENV.into(), job.name.clone().into()));
+    if let Some(id) = check_id(job) {
+        spec.env_set.push((process::CHECK_ENV.into(), id.into()));
+    }
+    if let Some(var) = &settings.api_key_env {
+        spec.env_remove.push(var.into());
+    }
+    spec.io = Io::Capture {
+        tail_bytes: job.output_tail,
+    };
+    let name = job.name.clone();
+    spec.output_lines = Some(LineSink::new(move |stream, line| {
+        info!(job = %name, stream = stream.as_str(), line = %String::from_utf8_lossy(line), "output");
+    }));
+    spec.run_as = run_as(job.user.as_deref(), job.group.as_deref())?;
+    Ok(spec)
+}
+
+/// Resolves `user` and `group` to ids when the daemon runs as root (otherwise the config
+/// already warned that they are ignored).
+fn run_as(user: Option<&str>, group: Option<&str>) -> Result<Option<RunAs>, String> {
+    use nix::unistd::{getgrouplist, Gid, Group, User};
+    if (user.is_none() && group.is_none()) || !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let found = match user {
+        Some(name) => Some(
+            User::from_name(name)
+                .map_err(|err| format!("cannot look up user \"{name}\": {err}"))?
+                .ok_or_else(|| format!("unknown user \"{name}\"; create it or fix `user`"))?,
+        ),
+        None => None,
+    };
+    let mut gid = found.as_ref().map_or_else(nix::unistd::getgid, |u| u.gid);
+    if let Some(name) = group {
+        gid = Group::from_name(name)
+            .map_err(|err| format!("cannot look up group \"{name}\": {err}"))?
+            .ok_or_else(|| format!("unknown group \"{name}\"; create it or fix `group`"))?
+            .gid;
+    }
+    let groups: Vec<Gid> = match &found {
+        Some(user) => {
+            let name = CString::new(user.name.as_str())
+                .map_err(|_| format!("user name \"{}\" contains a NUL byte", user.name))?;
+            getgrouplist(&name, gid)
+                .map_err(|err| format!("cannot list the groups of \"{}\": {err}", user.name))?
+        }
+        None => vec![gid],
+    };
+    Ok(Some(RunAs {
+        uid: found.map_or_else(nix::unistd::getuid, |u| u.uid).as_raw(),
+        gid: gid.as_raw(),
+        groups: groups.into_iter().map(Gid::as_raw).collect(),
+    }))
+}
+
+/// The job's ping, if it has a usable target now (for `check_id`: once sync learned the URL;
+/// the first miss is logged, once per job).
+fn job_ping(job: &Job, shared: &Shared, state: &JobState) -> Option<Ping> {
+    let url = match &job.target {
+        PingTarget::Url(url) => url.clone(),
+        PingTarget::Check(id) => {
+            match crate::sync::learned_ping_url(&shared.state_dir, &job.name) {
+                Some(url) => url,
+                None => {
+                    if !state.warned_no_url.swap(true, Ordering::Relaxed) {
+                        warn!(job = %job.name, check_id = %id, "no ping URL learned for the job's check yet (sync learns it); not pinging until then");
+                    }
+                    return None;
+                }
+            }
+        }
+        PingTarget::None => return None,
+    };
+    Ping::new(&url, PingMethod::Get, &shared.host)
+        .inspect_err(|err| warn!(job = %job.name, "job's ping target not used: {err}"))
+        .ok()
+}
+
+/// A failed run: a pending success of the job in the outbox would claim it is fine; drop it.
+fn drop_pending_success(job: &Job, shared: &Shared, state: &JobState) {
+    let ping = job_ping(job, shared, state);
+    if let Err(err) = shared
+        .outbox
+        .drop_after_failure(Some(&job.name), ping.as_ref())
+    {
+        warn!(job = %job.name, error = %err, "cannot drop the pending success of this failed run");
+    }
+}
+
+/// Pings the job's target after a success, through the outbox (kept there when it cannot be
+/// delivered now); returns whether the server accepted it.
+async fn send_ping(job: &Job, shared: &Shared, state: &JobState, settings: &Settings) -> bool {
+    let Some(ping) = job_ping(job, shared, state) else {
+        return false;
+    };
+    let context = PingContext {
+        job: Some(job.name.clone()),
+        max_age: outbox::max_age(settings.outbox_max_age, Some(job)),
+    };
+    let at = Utc::now();
+    let outcome =
+        outbox::deliver_or_queue_for(&ping, &Budget::default(), Some(&shared.outbox), &context)
+            .await;
+    let (accepted, detail) = match &outcome {
+        PingOutcome::Delivered { status, .. } => (true, format!("HTTP {status}")),
+        PingOutcome::Retryable { error, .. } | PingOutcome::Permanent { error, .. } => {
+            (false, error.to_string())
+        }
+    };
+    state.record_ping(PingRecord {
+        at,
+        accepted,
+        detail,
+    });
+    accepted
+}

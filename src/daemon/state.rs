@@ -1,0 +1,277 @@
+//! What the daemon knows about each job while it runs (read by the status endpoint): the last
+//! run, the next fire, the last ping; and what it keeps across restarts under `state_dir`:
+//! the last fire time of `catch_up` jobs and the boot id an `@reboot` job last ran in.
+//!
+//! Files (all small, written as temp file + rename, so a crash leaves the old or the new one):
+//! - `<state_dir>/daemon/fires/<job>`: RFC 3339 time of the last fire (only `catch_up` jobs, so
+//!   thousands of frequent jobs do not write a file per run);
+//! - `<state_dir>/daemon/reboot/<job>`: the boot id (`/proc/sys/kernel/random/boot_id`) of the
+//!   boot in which the `@reboot` job last ran.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
+
+/// Where the kernel publishes the id of the current boot.
+pub const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+
+/// How one run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunResult {
+    /// The command exited with this code.
+    Exited(i32),
+    /// A signal ended the command.
+    Signaled(i32),
+    /// The command could not be started (not found, not executable, bad user, ...).
+    NotStarted(String),
+    /// A watch was probed: healthy or not, and what was measured.
+    Probed {
+        /// Whether the condition held.
+        healthy: bool,
+        /// What was measured against which threshold.
+        reason: String,
+    },
+}
+
+/// One run of a job, as status shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The fire time the run belongs to (before jitter).
+    pub scheduled: DateTime<Utc>,
+    /// When it started (the child was spawned, the probe began, or the skip was decided).
+    pub started: DateTime<Utc>,
+    /// When it ended.
+    pub ended: DateTime<Utc>,
+    /// How long it ran.
+    pub duration: Duration,
+    /// How it ended.
+    pub result: RunResult,
+    /// Whether it ran past `timeout` (and was stopped).
+    pub timed_out: bool,
+    /// Whether it was stopped by the daemon's shutdown.
+    pub stopped: bool,
+    /// Whether it counts as a success (and so was pinged).
+    pub success: bool,
+    /// The last `output_tail` bytes of its output (lossy UTF-8), only as long as the output was.
+    pub output_tail: String,
+}
+
+/// The last ping of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingRecord {
+    /// When it was sent.
+    pub at: DateTime<Utc>,
+    /// Whether the server accepted it (2xx).
+    pub accepted: bool,
+    /// What happened, e.g. `HTTP 200` or the error (never the URL).
+    pub detail: String,
+}
+
+/// The part of a job's state behind the lock.
+#[derive(Debug, Clone, Default)]
+pub struct JobSnapshot {
+    /// The next fire time the scheduler waits for (`None` for `@reboot`, external or disabled).
+    pub next_fire: Option<DateTime<Utc>>,
+    /// The most recent run.
+    pub last_run: Option<RunRecord>,
+    /// The most recent ping.
+    pub last_ping: Option<PingRecord>,
+    /// When a fire was last skipped because the previous run still ran (`overlap = "skip"`).
+    pub last_skipped: Option<DateTime<Utc>>,
+}
+
+/// One job's live state, shared by its scheduling task, its runs and readers.
+#[derive(Debug, Default)]
+pub struct JobState {
+    snapshot: Mutex<JobSnapshot>,
+    /// Runs in progress (more than one only with `overlap = "allow"`).
+    running: AtomicUsize,
+    /// Runs finished (not counting skips).
+    runs: AtomicU64,
+    /// Fires skipped because a run was still going.
+    skipped: AtomicU64,
+    /// Signalled when a run ends, so a queued fire can start.
+    pub(super) run_ended: Notify,
+    /// Set once "no ping URL learned for the check" was logged, so it is not repeated per run.
+    pub(super) warned_no_url: AtomicBool,
+}
+
+impl JobState {
+    /// A copy of the state behind the lock.
+    pub fn snapshot(&self) -> JobSnapshot {
+        lock(&self.snapshot).clone()
+    }
+
+    /// How many runs are in progress.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// How many runs finished since the daemon started.
+    pub fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    /// How many fires were skipped because the previous run was still going.
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_next_fire(&self, next: Option<DateTime<Utc>>) {
+        lock(&self.snapshot).next_fire = next;
+    }
+
+    pub(super) fn run_started(&self) {
+        self.running.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(super) fn run_finished(&self, record: RunRecord) {
+        lock(&self.snapshot).last_run = Some(record);
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.run_ended.notify_one();
+    }
+
+    pub(super) fn record_skip(&self, at: DateTime<Utc>) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+        lock(&self.snapshot).last_skipped = Some(at);
+    }
+
+    pub(super) fn record_ping(&self, ping: PingRecord) {
+        lock(&self.snapshot).last_ping = Some(ping);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Every job's state by name: what the status endpoint reads. Jobs removed by a reload are
+/// dropped from it; unchanged and changed jobs keep their entry.
+#[derive(Debug, Default)]
+pub struct DaemonState {
+    jobs: RwLock<BTreeMap<String, Arc<JobState>>>,
+}
+
+impl DaemonState {
+    /// The state of job `name`, if it is configured.
+    pub fn job(&self, name: &str) -> Option<Arc<JobState>> {
+        self.read().get(name).cloned()
+    }
+
+    /// Every job's name and state, by name.
+    pub fn jobs(&self) -> Vec<(String, Arc<JobState>)> {
+        self.read()
+            .iter()
+            .map(|(name, state)| (name.clone(), Arc::clone(state)))
+            .collect()
+    }
+
+    /// The state of `name`, created when new.
+    pub(super) fn entry(&self, name: &str) -> Arc<JobState> {
+        let mut jobs = self.jobs.write().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(jobs.entry(name.to_owned()).or_default())
+    }
+
+    /// Keeps only the jobs named in `names`.
+    pub(super) fn retain(&self, names: &std::collections::HashSet<&str>) {
+        let mut jobs = self.jobs.write().unwrap_or_else(|e| e.into_inner());
+        jobs.retain(|name, _| names.contains(name.as_str()));
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<JobState>>> {
+        self.jobs.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The persistent part under `<state_dir>/daemon/`.
+#[derive(Debug, Clone)]
+pub struct Persisted {
+    dir: PathBuf,
+}
+
+impl Persisted {
+    /// The daemon's files under `state_dir`.
+    pub fn new(state_dir: &Path) -> Persisted {
+        Persisted {
+            dir: state_dir.join("daemon"),
+        }
+    }
+
+    /// The last fire time recorded for `job`, if any (and readable).
+    pub fn last_fire(&self, job: &str) -> Option<DateTime<Utc>> {
+        let text = std::fs::read_to_string(self.dir.join("fires").join(job)).ok()?;
+        DateTime::parse_from_rfc3339(text.trim())
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+
+    /// Records `fire` as `job`'s last fire time.
+    pub fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
+        write_atomic(&self.dir.join("fires"), job, &fire.to_rfc3339())
+    }
+
+    /// The boot id `job` (an `@reboot` job) last ran in.
+    pub fn reboot_marker(&self, job: &str) -> Option<String> {
+        std::fs::read_to_string(self.dir.join("reboot").join(job))
+            .ok()
+            .map(|s| s.trim().to_owned())
+    }
+
+    /// Records that `job` ran in boot `boot_id`.
+    pub fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
+        write_atomic(&self.dir.join("reboot"), job, boot_id)
+    }
+}
+
+/// The current boot's id, from [`BOOT_ID_FILE`].
+pub fn boot_id() -> io::Result<String> {
+    Ok(std::fs::read_to_string(BOOT_ID_FILE)?.trim().to_owned())
+}
+
+/// Writes `dir/name` as a temp file renamed over the old one (directories made with mode 0700).
+fn write_atomic(dir: &Path, name: &str, text: &str) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, format!("{text}\n"))?;
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fire_times_and_reboot_markers_survive_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fire = DateTime::parse_from_rfc3339("2026-03-29T01:00:00Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        let first = Persisted::new(dir.path());
+        assert_eq!(first.last_fire("backup"), None);
+        first.set_last_fire("backup", fire).expect("write");
+        first.set_reboot_marker("warm", "abc").expect("write");
+        let again = Persisted::new(dir.path());
+        assert_eq!(again.last_fire("backup"), Some(fire));
+        assert_eq!(again.reboot_marker("warm").as_deref(), Some("abc"));
+        assert_eq!(again.reboot_marker("other"), None);
+    }
+
+    #[test]
+    fn boot_id_is_readable() {
+        let id = boot_id().expect("linux has a boot id");
+        assert_eq!(id.len(), 36, "{id}");
+    }
+}

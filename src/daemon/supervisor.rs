@@ -1,0 +1,312 @@
+//! The daemon's main task: start the jobs, tell systemd, obey signals (reload, stop), feed the
+//! watchdog, and shut down in order.
+//!
+//! Shutdown (SIGTERM or SIGINT): `STOPPING=1`, job tasks stop scheduling, every running command
+//! gets SIGTERM to its process group and SIGKILL after `shutdown_timeout`, background tasks are
+//! cancelled; the daemon waits for all of it (bounded) and returns. A second SIGINT kills every
+//! job's group at once and exits 130.
+//!
+//! Reload (SIGHUP): `RELOADING=1`, the file is read again; if it is invalid, every problem is
+//! logged and the running config stays. Otherwise unchanged jobs keep their task, state and
+//! running processes; removed jobs stop being scheduled (a run in progress finishes); changed
+//! jobs are rescheduled with their state kept. Then `READY=1`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, error, info, warn};
+
+use super::children::{self, Children};
+use super::hooks::{Context, Plugins};
+use super::job::{self, JobTask, Settings, Shared};
+use super::notify::Notifier;
+use super::signals::{Request, Signals};
+use super::state::{boot_id, DaemonState, Persisted};
+use super::{DaemonError, Options};
+use crate::config::{ApiKeySource, Config, Job, JobAction};
+use crate::ping::outbox::{self, DrainOptions, Outbox};
+
+/// Extra time over `shutdown_timeout` for runs to report and tasks to end.
+const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
+
+/// How often the outbox drainer looks for pings left by `run` (other processes).
+const DRAIN_POLL: Duration = Duration::from_secs(5);
+
+/// How often the main loop ticks without a watchdog (it only proves liveness).
+const IDLE_TICK: Duration = Duration::from_secs(60);
+
+/// A job as scheduled: its definition and the token that stops its task.
+struct Scheduled {
+    job: Arc<Job>,
+    cancel: CancellationToken,
+}
+
+/// The supervisor's own state.
+struct Supervisor {
+    options: Options,
+    shared: Arc<Shared>,
+    jobs: HashMap<String, Scheduled>,
+    /// Parent of every job task's token.
+    scheduling: CancellationToken,
+    /// Job tasks and background tasks.
+    tasks: TaskTracker,
+    config: watch::Sender<Arc<Config>>,
+    notifier: Notifier,
+}
+
+/// Runs the daemon with an already validated `config` until SIGTERM/SIGINT; `Ok` means an
+/// orderly shutdown (exit 0).
+pub async fn run(
+    options: Options,
+    config: Arc<Config>,
+    plugins: Plugins,
+) -> Result<(), DaemonError> {
+    let mut signals = Signals::install().map_err(DaemonError::Signals)?;
+    let notifier = Notifier::from_env();
+    let shared = Arc::new(Shared {
+        settings: RwLock::new(Arc::new(settings(&config))),
+        state_dir: options.state_dir.clone(),
+        persisted: Persisted::new(&options.state_dir),
+        outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
+        state: Arc::new(DaemonState::default()),
+        probes: std::sync::OnceLock::new(),
+        clock: watch::channel(0).0,
+        children: Arc::new(Children::new(std::process::id() == 1)),
+        after_run: plugins.after_run,
+        runs: TaskTracker::new(),
+        stop_runs: CancellationToken::new(),
+        host: super::host_name(),
+        boot_id: boot_id()
+            .inspect_err(
+                |err| warn!(error = %err, "cannot read the boot id; @reboot jobs will not run"),
+            )
+            .ok(),
+    });
+    let (config_tx, _) = watch::channel(Arc::clone(&config));
+    let mut supervisor = Supervisor {
+        options,
+        shared,
+        jobs: HashMap::new(),
+        scheduling: CancellationToken::new(),
+        tasks: TaskTracker::new(),
+        config: config_tx,
+        notifier,
+    };
+    supervisor.apply(&config);
+    super::release_free_memory();
+    let background = CancellationToken::new();
+    supervisor.start_background(plugins.tasks, &background);
+    // The status listener (a later issue) is bound before this point, as a background task.
+    let count = supervisor.jobs.len();
+    let _ = supervisor.notifier.ready();
+    let _ = supervisor.notifier.status(&format!("running {count} jobs"));
+    info!(jobs = count, pid = std::process::id(), "daemon started");
+    let stop = supervisor.main_loop(&mut signals).await;
+    supervisor.shutdown(stop, &mut signals, background).await;
+    Ok(())
+}
+
+fn settings(config: &Config) -> Settings {
+    Settings {
+        shutdown_timeout: config.agent.shutdown_timeout,
+        api_key_env: match &config.api.api_key {
+            ApiKeySource::Env(var) => Some(var.clone()),
+            _ => None,
+        },
+        outbox_max_age: config.agent.outbox_max_age,
+    }
+}
+
+/// Whether two definitions of a job are the same. `Job` has no `PartialEq` (the config module
+/// is not the daemon's); its `Debug` output shows every field, so it serves as the comparison.
+fn same_job(a: &Job, b: &Job) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+impl Supervisor {
+    /// Waits for a stop request, reloading on SIGHUP and feeding the watchdog; returns the stop
+    /// signal.
+    async fn main_loop(&mut self, signals: &mut Signals) -> Signal {
+        let watchdog = self.notifier.watchdog_interval();
+        let mut tick = tokio::time::interval(watchdog.unwrap_or(IDLE_TICK));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                request = signals.recv() => match request {
+                    Request::Reload => self.reload(),
+                    Request::Stop(signal) => return signal,
+                },
+                _ = tick.tick() => {
+                    // This loop is where scheduling is controlled: if it (or the runtime) is
+                    // stuck, the ticks stop and systemd's watchdog restarts the daemon.
+                    if watchdog.is_some() {
+                        if let Err(err) = self.notifier.watchdog() {
+                            debug!(error = %err, "watchdog notification failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts, keeps, reschedules or drops job tasks to match `config`.
+    fn apply(&mut self, config: &Config) {
+        let names: HashSet<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
+        self.jobs.retain(|name, scheduled| {
+            let keep = names.contains(name.as_str());
+            if !keep {
+                info!(job = %name, "job removed: no longer scheduled (a run in progress finishes)");
+                scheduled.cancel.cancel();
+            }
+            keep
+        });
+        self.shared.state.retain(&names);
+        for job in &config.jobs {
+            match self.jobs.get(&job.name) {
+                Some(current) if same_job(&current.job, job) => continue,
+                Some(current) => {
+                    info!(job = %job.name, "job changed: rescheduled");
+                    current.cancel.cancel();
+                }
+                None => debug!(job = %job.name, schedule = %job.schedule, "job added"),
+            }
+            let scheduled = self.start_job(Arc::new(job.clone()));
+            self.jobs.insert(job.name.clone(), scheduled);
+        }
+    }
+
+    /// Starts the task of one job (none for external and disabled jobs, which are only shown).
+    fn start_job(&self, job: Arc<Job>) -> Scheduled {
+        let state = self.shared.state.entry(&job.name);
+        let cancel = self.scheduling.child_token();
+        if !job.enabled {
+            info!(job = %job.name, "job disabled: not scheduled");
+        } else if job.action == JobAction::External {
+            debug!(job = %job.name, "external job: run elsewhere, not by the daemon");
+        } else {
+            let task = JobTask {
+                job: Arc::clone(&job),
+                shared: Arc::clone(&self.shared),
+                state,
+            };
+            self.tasks.spawn(job::run(task, cancel.clone()));
+        }
+        Scheduled { job, cancel }
+    }
+
+    fn start_background(
+        &self,
+        tasks: Vec<(&'static str, super::Task)>,
+        cancel: &CancellationToken,
+    ) {
+        let clock = self.shared.clock.clone();
+        self.tasks
+            .spawn(job::watch_clock(clock, self.scheduling.child_token()));
+        if std::process::id() == 1 {
+            let children = Arc::clone(&self.shared.children);
+            self.tasks.spawn(children::reap(children, cancel.clone()));
+        }
+        // Pings that could not be delivered (by a run of ours, or by `run` from cron).
+        // Entries the daemon stores are noticed at once; the poll is only for entries left by
+        // `run`, and a slower one keeps an idle daemon idle.
+        let options = DrainOptions {
+            poll: DRAIN_POLL,
+            ..DrainOptions::default()
+        };
+        let drainer = outbox::drain(self.shared.outbox.clone(), cancel.clone(), options);
+        self.tasks.spawn(drainer);
+        for (name, task) in tasks {
+            let context = Context {
+                config: self.config.subscribe(),
+                state: Arc::clone(&self.shared.state),
+                state_dir: self.options.state_dir.clone(),
+            };
+            let future = task(context, cancel.clone());
+            self.tasks.spawn(async move {
+                future.await;
+                debug!(task = name, "background task ended");
+            });
+        }
+    }
+
+    fn reload(&mut self) {
+        let _ = self.notifier.reloading();
+        let path = &self.options.config_path;
+        info!(config = %path.display(), "reloading the configuration");
+        match Config::load(path) {
+            Err(err) => {
+                for problem in &err.problems {
+                    error!(problem = %problem, "invalid configuration");
+                }
+                error!(
+                    config = %path.display(),
+                    problems = err.problems.len(),
+                    "reload failed: the configuration is invalid; keeping the running one"
+                );
+            }
+            Ok(loaded) => {
+                for warning in &loaded.warnings {
+                    warn!("{warning}");
+                }
+                let config = loaded.config;
+                if config.state_dir(None) != self.options.state_dir
+                    && config.agent.state_dir.is_some()
+                {
+                    warn!("state_dir changed: it takes effect at the next start");
+                }
+                *self
+                    .shared
+                    .settings
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner()) = Arc::new(settings(&config));
+                self.apply(&config);
+                self.config.send_replace(Arc::new(config));
+                info!(jobs = self.jobs.len(), "configuration reloaded");
+                super::release_free_memory();
+            }
+        }
+        let _ = self.notifier.ready();
+    }
+
+    async fn shutdown(self, stop: Signal, signals: &mut Signals, background: CancellationToken) {
+        let _ = self.notifier.stopping();
+        let timeout = self.shared.settings().shutdown_timeout;
+        let running = self.shared.children.running();
+        info!(signal = %stop, running, timeout = ?timeout, "stopping: running jobs get SIGTERM, then SIGKILL after the shutdown timeout");
+        let _ = self.notifier.extend_timeout(timeout + SHUTDOWN_SLACK);
+        self.scheduling.cancel();
+        self.shared.stop_runs.cancel();
+        background.cancel();
+        self.tasks.close();
+        self.shared.runs.close();
+        let all_done = async {
+            self.shared.runs.wait().await;
+            self.tasks.wait().await;
+        };
+        let deadline = tokio::time::sleep(timeout + SHUTDOWN_SLACK);
+        tokio::pin!(all_done, deadline);
+        loop {
+            tokio::select! {
+                () = &mut all_done => break,
+                () = &mut deadline => {
+                    warn!("shutdown took too long; exiting with tasks still running");
+                    self.shared.children.signal_all(Signal::SIGKILL);
+                    break;
+                }
+                request = signals.recv() => {
+                    if request == Request::Stop(Signal::SIGINT) {
+                        warn!("second SIGINT: killing every job and exiting now");
+                        self.shared.children.signal_all(Signal::SIGKILL);
+                        std::process::exit(130);
+                    }
+                }
+            }
+        }
+        info!("daemon stopped");
+    }
+}

@@ -1,0 +1,234 @@
+//! Integration tests of `heartbeat-agent daemon`: the real binary with seconds-field schedules,
+//! a loopback ping server, and its `--log-format json` stderr parsed to observe runs.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::util::agent;
+use crate::util::http::{Mode, Server};
+
+mod pid1;
+mod plugins;
+mod runs;
+mod signals;
+mod state;
+mod watches;
+
+/// A temporary home with a config file and a state directory.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn config(&self) -> PathBuf {
+        self.path("config.toml")
+    }
+
+    /// Writes the config: `[agent]` with the state dir and a short shutdown timeout, then `jobs`.
+    fn write_config(&self, jobs: &str) {
+        let text = format!(
+            "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n{jobs}",
+            self.path("state").display()
+        );
+        std::fs::write(self.config(), text).expect("write config");
+    }
+
+    /// Starts `heartbeat-agent daemon` on the config, logging JSON on stderr.
+    fn start(&self) -> Daemon {
+        self.start_with(&[])
+    }
+
+    fn start_with(&self, env: &[(&str, &str)]) -> Daemon {
+        self.spawn(agent(self.dir.path()), env)
+    }
+
+    /// Starts the daemon through `cmd` (the agent binary, or a wrapper followed by it).
+    fn spawn(&self, mut cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon {
+        cmd.args(["daemon", "--log-format", "json", "--config"])
+            .arg(self.config())
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start the daemon");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let sink = Arc::clone(&logs);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                sink.lock().expect("logs").push(value);
+            }
+        });
+        Daemon { child, logs }
+    }
+}
+
+/// A running daemon; killed when dropped.
+struct Daemon {
+    child: Child,
+    logs: Arc<Mutex<Vec<Value>>>,
+}
+
+/// A log line's `message` and `job` (from the event or its `run` span).
+fn message(line: &Value) -> &str {
+    line.get("message").and_then(Value::as_str).unwrap_or("")
+}
+
+fn job_of(line: &Value) -> Option<&str> {
+    line.get("job").and_then(Value::as_str).or_else(|| {
+        line.get("spans")?
+            .as_array()?
+            .iter()
+            .find_map(|s| s.get("job")?.as_str())
+    })
+}
+
+/// Whether `line` is the message `msg` about job `job`.
+fn is(line: &Value, msg: &str, job: &str) -> bool {
+    message(line).starts_with(msg) && job_of(line) == Some(job)
+}
+
+impl Daemon {
+    fn logs(&self) -> Vec<Value> {
+        self.logs.lock().expect("logs").clone()
+    }
+
+    fn count(&self, pred: impl Fn(&Value) -> bool) -> usize {
+        self.logs().iter().filter(|l| pred(l)).count()
+    }
+
+    /// Waits until `n` log lines match `pred`; panics with the log after `timeout`.
+    fn wait_for(&self, n: usize, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found: Vec<Value> = self.logs().into_iter().filter(|l| pred(l)).collect();
+            if found.len() >= n {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited {timeout:?} for {n} matching log lines; log:\n{}",
+                self.dump()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn dump(&self) -> String {
+        self.logs()
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        kill(pid, signal).expect("signal the daemon");
+    }
+
+    /// Waits for the daemon to exit within `timeout`.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// SIGTERM and wait (up to 5 s) for exit 0.
+    fn stop(mut self) -> Vec<Value> {
+        self.signal(Signal::SIGTERM);
+        let status = self.wait_exit(Duration::from_secs(5));
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "daemon did not stop cleanly; log:\n{}",
+            self.dump()
+        );
+        self.logs()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Requests that reached `path` on `server`.
+fn hits(server: &Server, path: &str) -> usize {
+    server.requests().iter().filter(|r| r.path == path).count()
+}
+
+/// Waits until `server` saw `n` requests to `path`; panics after `timeout`.
+fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while hits(server, path) < n {
+        assert!(
+            Instant::now() < deadline,
+            "waited {timeout:?} for {n} pings to {path}; got {:?}",
+            server
+                .requests()
+                .iter()
+                .map(|r| &r.path)
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A ping server answering 200.
+fn ping_server() -> Server {
+    Server::start(Mode::Status(200))
+}
+
+/// Whether process `pid` is gone (or only a zombie).
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state == "Z"),
+    }
+}
+
+/// Reads a pid written by a job into `path`, waiting for it to appear.
+fn read_pid(path: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+const SECOND: Duration = Duration::from_secs(1);

@@ -1,0 +1,100 @@
+//! The daemon as PID 1 (in a new PID namespace, as in a container): orphans are reaped and no
+//! job's exit status is stolen by the reaper.
+
+use super::*;
+
+/// The pids of the zombie children of `parent` (host pids).
+fn zombie_children(parent: u32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().take(2).collect();
+        if fields == ["Z", &*parent.to_string()] {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The host pid of the only child of `parent`.
+fn child_of(parent: u32) -> u32 {
+    let path = format!("/proc/{parent}/task/{parent}/children");
+    let deadline = Instant::now() + 5 * SECOND;
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no child of {parent}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn as_pid_1_orphans_are_reaped_and_statuses_kept() {
+    let unshare = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status();
+    if !unshare.is_ok_and(|s| s.success()) {
+        return; // no PID namespaces here (needs root and util-linux's unshare)
+    }
+    let home = Home::new();
+    home.write_config(
+        r#"
+[[jobs]]
+name = "orphans"
+schedule = "@reboot"
+shell = "sleep 0.2 & sleep 0.3 & exit 0"
+
+[[jobs]]
+name = "status"
+schedule = "*/1 * * * * *"
+shell = "sleep 0.1 & exit 3"
+"#,
+    );
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc"])
+        .arg(crate::util::bin())
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("HEARTBEAT_AGENT_CONFIG")
+        .env("HOME", home.dir.path());
+    let mut daemon = home.spawn(cmd, &[]);
+    let started = daemon.wait_for(1, 5 * SECOND, |l| message(l) == "daemon started");
+    assert_eq!(started[0]["pid"], 1, "{}", started[0]);
+    let host_pid = child_of(daemon.child.id());
+    daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "orphans"));
+    let failed = daemon.wait_for(3, 6 * SECOND, |l| is(l, "job failed", "status"));
+    for line in &failed {
+        assert_eq!(line["exit_code"], 3, "status stolen: {line}");
+    }
+    // Every orphan so far has exited: none may be left as a zombie. Only the latest `status`
+    // run's background sleep (100 ms) may be between exit and reaping.
+    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + 2 * SECOND;
+    let mut zombies = zombie_children(host_pid);
+    while zombies.len() > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        zombies = zombie_children(host_pid);
+    }
+    assert!(zombies.len() <= 1, "zombies left: {zombies:?}");
+    assert_eq!(
+        daemon.count(|l| message(l).contains("cannot get the command's exit status")),
+        0
+    );
+    // unshare does not forward signals: stop the daemon itself; unshare exits with its status.
+    kill(
+        Pid::from_raw(i32::try_from(host_pid).expect("pid")),
+        Signal::SIGTERM,
+    )
+    .expect("kill");
+    let status = daemon.wait_exit(5 * SECOND).and_then(|s| s.code());
+    assert_eq!(status, Some(0), "{}", daemon.dump());
+}

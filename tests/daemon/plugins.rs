@@ -1,0 +1,77 @@
+//! What the daemon wires in: the outbox drainer (a ping that failed is delivered later) and
+//! the sync engine (a job bound by `check_id` gets its check's ping URL and pings it).
+
+use super::*;
+
+#[test]
+fn undelivered_ping_is_kept_and_drained_later() {
+    let home = Home::new();
+    let server = Server::start(Mode::Status(503));
+    home.write_config(&format!(
+        r#"
+[[jobs]]
+name = "once"
+schedule = "@reboot"
+command = ["true"]
+ping_url = "{url}"
+"#,
+        url = server.url("/once")
+    ));
+    let daemon = home.start();
+    daemon.wait_for(1, 10 * SECOND, |l| {
+        message(l).starts_with("ping not delivered; kept in the outbox")
+            && job_of(l) == Some("once")
+    });
+    let failed = hits(&server, "/once");
+    assert!(failed >= 1);
+    server.set_mode(Mode::Status(200));
+    // The job ran once (@reboot): any later request is the drainer's.
+    wait_hits(&server, "/once", failed + 1, 8 * SECOND);
+    daemon.wait_for(1, 3 * SECOND, |l| message(l) == "pending ping delivered");
+    daemon.stop();
+}
+
+#[test]
+fn sync_learns_the_check_ping_url_and_runs_ping_it() {
+    use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
+    let emulator = crate::util::emulator::Background::start_with(EmulatorOptions {
+        fixtures: Fixtures::default(),
+        ..EmulatorOptions::default()
+    });
+    emulator
+        .add_heartbeat_check(&serde_json::json!({"id": "c1", "name": "check c1",
+            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
+                          "graceUnit": "hours", "pingToken": "c1-token"}}))
+        .expect("add check");
+    let home = Home::new();
+    let text = format!(
+        "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\nsync_jitter = \"0s\"\n\n\
+         [api]\nbase_url = \"{base}\"\nping_base_url = \"{base}\"\naccount_id = \"{account}\"\n\
+         api_key_env = \"EMULATOR_KEY\"\n\n\
+         [[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
+         check_id = \"c1\"\n[jobs.check]\nperiod = \"1m\"\n",
+        state = home.path("state").display(),
+        base = emulator.base_url(),
+        account = emulator.account(),
+    );
+    std::fs::write(home.config(), text).expect("write config");
+    let daemon = home.start_with(&[("EMULATOR_KEY", emulator.api_key())]);
+    // Sync PUTs the definition, learns the ping URL; the next runs ping the check.
+    let deadline = Instant::now() + 8 * SECOND;
+    while emulator.pings().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no ping reached the check; log:\n{}",
+            daemon.dump()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let puts = emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT" && r.path.ends_with("/c1"))
+        .count();
+    assert!(puts >= 1, "no PUT of the check");
+    assert_eq!(emulator.pings()[0].path, "/c1-token");
+    daemon.stop();
+}
