@@ -285,7 +285,7 @@ fn job_ping(job: &Job, shared: &Shared, state: &JobState) -> Option<Ping> {
     let url = match &job.target {
         PingTarget::Url(url) => url.clone(),
         PingTarget::Check(id) => {
-            match crate::sync::learned_ping_url(&shared.state_dir, &job.name) {
+            match crate::sync::learned_ping_url(&shared.state_dir, &job.name, id) {
                 Some(url) => url,
                 None => {
                     if !state.warned_no_url.swap(true, Ordering::Relaxed) {
