@@ -19,6 +19,7 @@ mod parse;
 pub mod problem;
 mod raw;
 pub mod secrets;
+pub mod status;
 pub mod size;
 mod validate;
 mod values;
@@ -26,6 +27,7 @@ mod watch;
 
 pub use check::{CheckDuration, CheckSettings, MAX_DESCRIPTION};
 pub use secrets::{read_api_key, ApiKeyError};
+pub use status::{Listen, StatusSettings};
 
 /// A validated configuration file.
 #[derive(Debug, Clone)]
@@ -38,6 +40,8 @@ pub struct Config {
     pub api: ApiSettings,
     /// `[[jobs]]`, in file order; names are unique.
     pub jobs: Vec<Job>,
+    /// `[status]`: the local status endpoint.
+    pub status: StatusSettings,
 }
 
 /// `[agent]`.
