@@ -54,6 +54,9 @@ impl std::fmt::Display for Listen {
 pub struct StatusSettings {
     /// `listen`: the endpoint's address or socket path (default 127.0.0.1:9465).
     pub listen: Listen,
+    /// Whether `listen` was written in the config: a failed bind of the implicit default is
+    /// only a warning (the daemon runs without the endpoint), of an explicit address fatal.
+    pub listen_configured: bool,
     /// `token` or `token_file`: the bearer token `POST /jobs/{name}/run` always needs, and
     /// every request needs when the bind is not loopback. Read at load time.
     pub token: Option<Secret>,
@@ -66,6 +69,7 @@ impl Default for StatusSettings {
     fn default() -> Self {
         StatusSettings {
             listen: Listen::Tcp(DEFAULT_LISTEN),
+            listen_configured: false,
             token: None,
             remote_refresh: None,
         }
@@ -118,6 +122,7 @@ pub fn validate(check: &mut Checker, section: &Section<RawStatus>) -> StatusSett
     };
     let settings = StatusSettings {
         listen,
+        listen_configured: raw.listen.is_some(),
         token,
         remote_refresh,
     };
