@@ -85,7 +85,9 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         metrics: Arc::default(),
         api_key,
     };
-    plugins.after_run.push(Arc::clone(&sources.metrics) as Arc<dyn daemon::AfterRun>);
+    plugins
+        .after_run
+        .push(Arc::clone(&sources.metrics) as Arc<dyn daemon::AfterRun>);
     if let Some(bound) = bound {
         plugins
             .tasks

@@ -29,7 +29,11 @@ pub fn run(args: HealthArgs, global: &GlobalArgs) -> u8 {
     match endpoint.request("GET", "/healthz", None, std::time::Duration::from_secs(5)) {
         Ok(answer) if answer.status == 200 => exit::OK,
         Ok(answer) => {
-            print_error(format!("unhealthy: HTTP {}: {}", answer.status, answer.body.trim()));
+            print_error(format!(
+                "unhealthy: HTTP {}: {}",
+                answer.status,
+                answer.body.trim()
+            ));
             exit::FAILURE
         }
         Err(err) => {

@@ -69,10 +69,19 @@ pub fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
             return code;
         }
     };
-    let answer = match endpoint.request("GET", "/status", token.as_ref().map(Secret::expose), TIMEOUT) {
+    let answer = match endpoint.request(
+        "GET",
+        "/status",
+        token.as_ref().map(Secret::expose),
+        TIMEOUT,
+    ) {
         Ok(answer) if answer.status == 200 => answer,
         Ok(answer) => {
-            print_error(format!("the status endpoint answered HTTP {}: {}", answer.status, answer.body.trim()));
+            print_error(format!(
+                "the status endpoint answered HTTP {}: {}",
+                answer.status,
+                answer.body.trim()
+            ));
             return exit::FAILURE;
         }
         Err(err) => {
@@ -83,7 +92,9 @@ pub fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
     let mut doc: StatusDoc = match serde_json::from_str(&answer.body) {
         Ok(doc) => doc,
         Err(err) => {
-            print_error(format!("the status endpoint sent a document this version cannot read: {err}"));
+            print_error(format!(
+                "the status endpoint sent a document this version cannot read: {err}"
+            ));
             return exit::FAILURE;
         }
     };
@@ -103,7 +114,8 @@ pub fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
         };
         format!("{}\n", json.unwrap_or_default())
     } else {
-        let color = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let color =
+            stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         crate::status::table::render(&doc, color)
     };
     let _ = stdout.write_all(text.as_bytes());
@@ -118,8 +130,13 @@ pub fn remote_client(
     global: &GlobalArgs,
 ) -> (Option<crate::api::ApiClient>, Option<Secret>) {
     use crate::api::{ApiClient, ApiClientConfig, Priority, RetryPolicy};
-    let key = crate::config::read_api_key(&config.api.api_key).ok().flatten();
-    let base = global.base_url.clone().or_else(|| config.api.base_url.clone());
+    let key = crate::config::read_api_key(&config.api.api_key)
+        .ok()
+        .flatten();
+    let base = global
+        .base_url
+        .clone()
+        .or_else(|| config.api.base_url.clone());
     let (Some(base), Some(key)) = (base, key) else {
         return (None, None);
     };

@@ -32,7 +32,12 @@ pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
         }
     };
     let path = format!("/jobs/{}/run", encode(&args.name));
-    let answer = match endpoint.request("POST", &path, token.as_ref().map(Secret::expose), super::status::TIMEOUT) {
+    let answer = match endpoint.request(
+        "POST",
+        &path,
+        token.as_ref().map(Secret::expose),
+        super::status::TIMEOUT,
+    ) {
         Ok(answer) => answer,
         Err(err) => {
             print_error(err);
@@ -46,12 +51,18 @@ pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
     match answer.status {
         202 => {
             let queued = answer.body.contains("\"queued\":true");
-            let what = if queued { "queued (a run is going)" } else { "started" };
+            let what = if queued {
+                "queued (a run is going)"
+            } else {
+                "started"
+            };
             eprintln!("heartbeat-agent: run of job \"{}\" {what}", args.name);
             exit::OK
         }
         401 if token.is_none() => {
-            print_error(format!("{message}\nno token: set [status] token_file in the config"));
+            print_error(format!(
+                "{message}\nno token: set [status] token_file in the config"
+            ));
             exit::FAILURE
         }
         status => {
@@ -65,7 +76,9 @@ pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
 fn encode(name: &str) -> String {
     name.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

@@ -108,7 +108,10 @@ pub fn validate(check: &mut Checker, section: &Section<RawStatus>) -> StatusSett
         },
     };
     let token = token(check, raw);
-    let remote_refresh = match (check.duration(at("remote_refresh"), &raw.remote_refresh), &raw.remote_refresh) {
+    let remote_refresh = match (
+        check.duration(at("remote_refresh"), &raw.remote_refresh),
+        &raw.remote_refresh,
+    ) {
         (Some(d), Some(value)) if d < Duration::from_secs(60) => {
             check.error(
                 Some(value.span()),
@@ -168,7 +171,9 @@ fn token(check: &mut Checker, raw: &RawStatus) -> Option<Secret> {
                         Some(file.span()),
                         at("token_file"),
                         format!("cannot read the token file {}: {err}", path.display()),
-                        Some("write the token into it (one line), readable by the agent".to_owned()),
+                        Some(
+                            "write the token into it (one line), readable by the agent".to_owned(),
+                        ),
                     );
                     return None;
                 }
@@ -202,7 +207,10 @@ pub fn parse_listen(text: &str) -> Option<Listen> {
         return Some(Listen::Tcp(addr));
     }
     let port = text.strip_prefix("localhost:")?.parse::<u16>().ok()?;
-    Some(Listen::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)))
+    Some(Listen::Tcp(SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        port,
+    )))
 }
 
 #[cfg(test)]
@@ -211,8 +219,14 @@ mod tests {
 
     #[test]
     fn listen_values() {
-        assert_eq!(parse_listen("127.0.0.1:9465"), Some(Listen::Tcp(DEFAULT_LISTEN)));
-        assert_eq!(parse_listen("localhost:9465"), Some(Listen::Tcp(DEFAULT_LISTEN)));
+        assert_eq!(
+            parse_listen("127.0.0.1:9465"),
+            Some(Listen::Tcp(DEFAULT_LISTEN))
+        );
+        assert_eq!(
+            parse_listen("localhost:9465"),
+            Some(Listen::Tcp(DEFAULT_LISTEN))
+        );
         assert_eq!(
             parse_listen("/run/hb.sock"),
             Some(Listen::Unix(PathBuf::from("/run/hb.sock")))

@@ -178,7 +178,10 @@ impl DaemonState {
     pub fn last_beat(&self) -> Option<(DateTime<Utc>, Duration)> {
         let at = self.beat.load(Ordering::Relaxed);
         let at = DateTime::from_timestamp_millis(i64::try_from(at).ok()?).filter(|_| at > 0)?;
-        Some((at, Duration::from_millis(self.beat_interval.load(Ordering::Relaxed))))
+        Some((
+            at,
+            Duration::from_millis(self.beat_interval.load(Ordering::Relaxed)),
+        ))
     }
 
     pub(super) fn beat(&self, interval: Duration) {

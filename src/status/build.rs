@@ -41,7 +41,9 @@ fn secrets(app: &App, config: &Config) -> Vec<String> {
     for job in &config.jobs {
         let url = match &job.target {
             PingTarget::Url(url) => Some(url.clone()),
-            PingTarget::Check(_) => crate::sync::learned_ping_url(&app.context.state_dir, &job.name),
+            PingTarget::Check(_) => {
+                crate::sync::learned_ping_url(&app.context.state_dir, &job.name)
+            }
             PingTarget::None => None,
         };
         if let Some(url) = url {
@@ -70,7 +72,12 @@ pub async fn document(app: &App, refresh: bool) -> StatusDoc {
             *pending.entry(job).or_default() += 1;
         }
     }
-    let sync = app.sources.sync.as_ref().map(|s| s.snapshot()).unwrap_or_default();
+    let sync = app
+        .sources
+        .sync
+        .as_ref()
+        .map(|s| s.snapshot())
+        .unwrap_or_default();
     let jobs = config
         .jobs
         .iter()

@@ -68,6 +68,9 @@ impl Endpoint {
                 prefix: prefix.to_owned(),
             });
         }
+        if url.contains("://") {
+            return Err(ClientError::BadUrl(url.to_owned()));
+        }
         match crate::config::status::parse_listen(url) {
             Some(Listen::Unix(path)) => Ok(Endpoint::Unix(path)),
             _ => Err(ClientError::BadUrl(url.to_owned())),
@@ -183,7 +186,11 @@ fn parse_answer(raw: &[u8]) -> Option<Answer> {
         l.starts_with("transfer-encoding:") && l.contains("chunked")
     });
     let body = &raw[split + 4..];
-    let body = if chunked { dechunk(body)? } else { body.to_vec() };
+    let body = if chunked {
+        dechunk(body)?
+    } else {
+        body.to_vec()
+    };
     Some(Answer {
         status,
         body: String::from_utf8_lossy(&body).into_owned(),
@@ -223,7 +230,8 @@ mod tests {
             Endpoint::Unix("/run/hb.sock".into())
         );
         assert!(Endpoint::parse("https://x:1").is_err());
-        let plain = parse_answer(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").expect("answer");
+        let plain =
+            parse_answer(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").expect("answer");
         assert_eq!((plain.status, plain.body.as_str()), (200, "ok"));
         let chunked = parse_answer(
             b"HTTP/1.1 503 X\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n",

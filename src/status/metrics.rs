@@ -120,15 +120,31 @@ pub struct Scrape<'a> {
 /// Prometheus text of one scrape.
 pub fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     let mut out = Text::default();
-    out.family("heartbeat_agent_build_info", "gauge", "The agent's version (always 1).");
-    out.sample("heartbeat_agent_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
-    out.family("heartbeat_agent_start_time_seconds", "gauge", "When the daemon started, in seconds since the Unix epoch.");
+    out.family(
+        "heartbeat_agent_build_info",
+        "gauge",
+        "The agent's version (always 1).",
+    );
+    out.sample(
+        "heartbeat_agent_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    out.family(
+        "heartbeat_agent_start_time_seconds",
+        "gauge",
+        "When the daemon started, in seconds since the Unix epoch.",
+    );
     out.sample("heartbeat_agent_start_time_seconds", &[], scrape.start_time);
     let counters = runs.counters();
     run_families(&mut out, &counters, scrape.state);
     outbox_families(&mut out, scrape);
     if let Some(sync) = &scrape.sync {
-        out.family("heartbeat_agent_sync_jobs", "gauge", "Bound jobs by the state of their check's sync.");
+        out.family(
+            "heartbeat_agent_sync_jobs",
+            "gauge",
+            "Bound jobs by the state of their check's sync.",
+        );
         for state in ["in_sync", "pending", "failed"] {
             let n = sync.get(state).copied().unwrap_or(0);
             out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
@@ -144,46 +160,110 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, state:
     for (name, job) in &jobs {
         if let Some(c) = counters.get(name) {
             for (outcome, n) in &c.outcomes {
-                out.sample("heartbeat_agent_runs_total", &[("job", name), ("outcome", outcome)], *n as f64);
+                out.sample(
+                    "heartbeat_agent_runs_total",
+                    &[("job", name), ("outcome", outcome)],
+                    *n as f64,
+                );
             }
         }
-        out.sample("heartbeat_agent_runs_total", &[("job", name), ("outcome", "skipped")], job.skipped() as f64);
+        out.sample(
+            "heartbeat_agent_runs_total",
+            &[("job", name), ("outcome", "skipped")],
+            job.skipped() as f64,
+        );
     }
-    out.family("heartbeat_agent_running", "gauge", "Runs in progress by job.");
+    out.family(
+        "heartbeat_agent_running",
+        "gauge",
+        "Runs in progress by job.",
+    );
     for (name, job) in &jobs {
-        out.sample("heartbeat_agent_running", &[("job", name)], job.running() as f64);
+        out.sample(
+            "heartbeat_agent_running",
+            &[("job", name)],
+            job.running() as f64,
+        );
     }
-    out.family("heartbeat_agent_last_success_timestamp_seconds", "gauge", "When each job's last successful run ended (jobs that succeeded since start).");
+    out.family(
+        "heartbeat_agent_last_success_timestamp_seconds",
+        "gauge",
+        "When each job's last successful run ended (jobs that succeeded since start).",
+    );
     for (name, c) in counters {
         if let Some(at) = c.last_success {
-            out.sample("heartbeat_agent_last_success_timestamp_seconds", &[("job", name)], at.timestamp_millis() as f64 / 1000.0);
+            out.sample(
+                "heartbeat_agent_last_success_timestamp_seconds",
+                &[("job", name)],
+                at.timestamp_millis() as f64 / 1000.0,
+            );
         }
     }
     let hist = "heartbeat_agent_run_duration_seconds";
     out.family(hist, "histogram", "Run durations by job.");
     for (name, c) in counters {
         for (bound, n) in DURATION_BUCKETS.iter().zip(c.buckets) {
-            out.sample(&format!("{hist}_bucket"), &[("job", name), ("le", &bound.to_string())], n as f64);
+            out.sample(
+                &format!("{hist}_bucket"),
+                &[("job", name), ("le", &bound.to_string())],
+                n as f64,
+            );
         }
-        out.sample(&format!("{hist}_bucket"), &[("job", name), ("le", "+Inf")], c.duration_count as f64);
+        out.sample(
+            &format!("{hist}_bucket"),
+            &[("job", name), ("le", "+Inf")],
+            c.duration_count as f64,
+        );
         out.sample(&format!("{hist}_sum"), &[("job", name)], c.duration_sum);
-        out.sample(&format!("{hist}_count"), &[("job", name)], c.duration_count as f64);
+        out.sample(
+            &format!("{hist}_count"),
+            &[("job", name)],
+            c.duration_count as f64,
+        );
     }
-    out.family("heartbeat_agent_pings_total", "counter", "Success pings sent after runs, by job and result (failed ones wait in the outbox).");
+    out.family(
+        "heartbeat_agent_pings_total",
+        "counter",
+        "Success pings sent after runs, by job and result (failed ones wait in the outbox).",
+    );
     for (name, c) in counters {
         for (result, n) in &c.pings {
-            out.sample("heartbeat_agent_pings_total", &[("job", name), ("result", result)], *n as f64);
+            out.sample(
+                "heartbeat_agent_pings_total",
+                &[("job", name), ("result", result)],
+                *n as f64,
+            );
         }
     }
 }
 
 fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
-    out.family("heartbeat_agent_outbox_depth", "gauge", "Pings waiting in the outbox.");
-    out.sample("heartbeat_agent_outbox_depth", &[], scrape.outbox_depth as f64);
+    out.family(
+        "heartbeat_agent_outbox_depth",
+        "gauge",
+        "Pings waiting in the outbox.",
+    );
+    out.sample(
+        "heartbeat_agent_outbox_depth",
+        &[],
+        scrape.outbox_depth as f64,
+    );
     let s = &scrape.outbox;
-    out.family("heartbeat_agent_outbox_delivered_total", "counter", "Pending pings delivered later (all processes sharing the state directory).");
-    out.sample("heartbeat_agent_outbox_delivered_total", &[], s.delivered as f64);
-    out.family("heartbeat_agent_outbox_dropped_total", "counter", "Pending pings dropped, by reason.");
+    out.family(
+        "heartbeat_agent_outbox_delivered_total",
+        "counter",
+        "Pending pings delivered later (all processes sharing the state directory).",
+    );
+    out.sample(
+        "heartbeat_agent_outbox_delivered_total",
+        &[],
+        s.delivered as f64,
+    );
+    out.family(
+        "heartbeat_agent_outbox_dropped_total",
+        "counter",
+        "Pending pings dropped, by reason.",
+    );
     for (reason, n) in [
         ("failed_run", s.dropped_failed_run),
         ("expired", s.dropped_expired),
@@ -192,20 +272,48 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
         ("corrupt", s.corrupt),
         ("purged", s.purged),
     ] {
-        out.sample("heartbeat_agent_outbox_dropped_total", &[("reason", reason)], n as f64);
+        out.sample(
+            "heartbeat_agent_outbox_dropped_total",
+            &[("reason", reason)],
+            n as f64,
+        );
     }
 }
 
 fn api_families(out: &mut Text) {
-    out.family("heartbeat_agent_api_requests_total", "counter", "API request attempts by operation and HTTP status (error: no answer).");
+    out.family(
+        "heartbeat_agent_api_requests_total",
+        "counter",
+        "API request attempts by operation and HTTP status (error: no answer).",
+    );
     for (op, status, n) in crate::api::counters::snapshot() {
-        out.sample("heartbeat_agent_api_requests_total", &[("operation", op), ("status", &status)], n as f64);
+        out.sample(
+            "heartbeat_agent_api_requests_total",
+            &[("operation", op), ("status", &status)],
+            n as f64,
+        );
     }
     let limiter = crate::api::RateLimiter::shared().stats();
-    out.family("heartbeat_agent_rate_limit_waits_total", "counter", "API requests that waited for the shared rate limiter.");
-    out.sample("heartbeat_agent_rate_limit_waits_total", &[], limiter.waited as f64);
-    out.family("heartbeat_agent_rate_limit_wait_seconds_total", "counter", "Time spent waiting for the shared rate limiter.");
-    out.sample("heartbeat_agent_rate_limit_wait_seconds_total", &[], limiter.wait_time.as_secs_f64());
+    out.family(
+        "heartbeat_agent_rate_limit_waits_total",
+        "counter",
+        "API requests that waited for the shared rate limiter.",
+    );
+    out.sample(
+        "heartbeat_agent_rate_limit_waits_total",
+        &[],
+        limiter.waited as f64,
+    );
+    out.family(
+        "heartbeat_agent_rate_limit_wait_seconds_total",
+        "counter",
+        "Time spent waiting for the shared rate limiter.",
+    );
+    out.sample(
+        "heartbeat_agent_rate_limit_wait_seconds_total",
+        &[],
+        limiter.wait_time.as_secs_f64(),
+    );
 }
 
 /// The exposition text being written.

@@ -166,7 +166,10 @@ async fn heartbeat(client: &ApiClient, id: &str) -> Heartbeat {
         None => match client.get_heartbeat_event(id, &event.id).await {
             Ok(with_stats) => with_stats.stats,
             Err(err) => {
-                return unavailable(format!("cannot read event {} of check {id}: {err}", event.id))
+                return unavailable(format!(
+                    "cannot read event {} of check {id}: {err}",
+                    event.id
+                ))
             }
         },
     };

@@ -245,9 +245,10 @@ fn unauthorized() -> Response {
         StatusCode::UNAUTHORIZED,
         "missing or wrong bearer token: send Authorization: Bearer <[status] token>",
     );
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
     response
 }
 
@@ -283,7 +284,10 @@ async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     }
     let text = build::metrics(&app);
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         text,
     )
         .into_response()
@@ -301,7 +305,11 @@ async fn healthz(State(app): State<Arc<App>>) -> Response {
     if alive {
         (StatusCode::OK, "ok\n").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "the scheduler loop is not making progress\n").into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the scheduler loop is not making progress\n",
+        )
+            .into_response()
     }
 }
 
@@ -309,7 +317,11 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     if app.ready() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "waiting for the first check sync\n").into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "waiting for the first check sync\n",
+        )
+            .into_response()
     }
 }
 
@@ -331,11 +343,21 @@ async fn trigger(
         return unauthorized();
     }
     let (Some(job), Some(state)) = (config.job(&name), app.context.state.job(&name)) else {
-        return error(StatusCode::NOT_FOUND, format!("no job named \"{name}\" in the config"));
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no job named \"{name}\" in the config"),
+        );
     };
     if !job.enabled || job.action == JobAction::External {
-        let why = if job.enabled { "is external (run elsewhere)" } else { "is disabled" };
-        return error(StatusCode::CONFLICT, format!("job \"{name}\" {why}: the daemon does not run it"));
+        let why = if job.enabled {
+            "is external (run elsewhere)"
+        } else {
+            "is disabled"
+        };
+        return error(
+            StatusCode::CONFLICT,
+            format!("job \"{name}\" {why}: the daemon does not run it"),
+        );
     }
     let running = state.running();
     if running > 0 && job.overlap == Overlap::Skip {

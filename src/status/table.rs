@@ -19,7 +19,8 @@ enum Tone {
 
 /// The table for `doc` (ages relative to its `generated_at`), with a header line.
 pub fn render(doc: &StatusDoc, color: bool) -> String {
-    let rows: Vec<[(String, Tone); 6]> = doc.jobs.iter().map(|j| row(j, doc.generated_at)).collect();
+    let rows: Vec<[(String, Tone); 6]> =
+        doc.jobs.iter().map(|j| row(j, doc.generated_at)).collect();
     let mut widths = HEADERS.map(str::len);
     for row in &rows {
         for (width, (text, _)) in widths.iter_mut().zip(row) {
@@ -27,7 +28,10 @@ pub fn render(doc: &StatusDoc, color: bool) -> String {
         }
     }
     let mut out = String::new();
-    let header: Vec<(String, Tone)> = HEADERS.iter().map(|h| ((*h).to_owned(), Tone::Plain)).collect();
+    let header: Vec<(String, Tone)> = HEADERS
+        .iter()
+        .map(|h| ((*h).to_owned(), Tone::Plain))
+        .collect();
     line(&mut out, &header, &widths, false);
     for row in &rows {
         line(&mut out, row, &widths, color);
@@ -38,7 +42,11 @@ pub fn render(doc: &StatusDoc, color: bool) -> String {
 fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 6], color: bool) {
     let last = cells.len() - 1;
     for (i, ((text, tone), width)) in cells.iter().zip(widths).enumerate() {
-        let pad = if i == last { 0 } else { width - text.chars().count() + 2 };
+        let pad = if i == last {
+            0
+        } else {
+            width - text.chars().count() + 2
+        };
         let code = match tone {
             _ if !color => None,
             Tone::Plain => None,
@@ -67,18 +75,26 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
         None => ("never".to_owned(), Tone::Plain),
         Some(run) => {
             let what = match (run.exit_code, run.signal) {
-                (Some(code), _) if run.outcome != "success" => format!("{} (exit {code})", run.outcome),
+                (Some(code), _) if run.outcome != "success" => {
+                    format!("{} (exit {code})", run.outcome)
+                }
                 (_, Some(signal)) => format!("{} (signal {signal})", run.outcome),
                 _ => run.outcome.clone(),
             };
-            let tone = if run.outcome == "success" { Tone::Good } else { Tone::Bad };
+            let tone = if run.outcome == "success" {
+                Tone::Good
+            } else {
+                Tone::Bad
+            };
             (format!("{} ago {what}", span(now - run.ended)), tone)
         }
     };
     let ping = match &job.last_ping {
         None => ("-".to_owned(), Tone::Plain),
         Some(p) if p.result == "accepted" => (format!("ok {} ago", span(now - p.at)), Tone::Good),
-        Some(_) if job.outbox_pending > 0 => (format!("queued ({})", job.outbox_pending), Tone::Warn),
+        Some(_) if job.outbox_pending > 0 => {
+            (format!("queued ({})", job.outbox_pending), Tone::Warn)
+        }
         Some(_) => ("failed".to_owned(), Tone::Bad),
     };
     let sync = match &job.sync {
@@ -103,10 +119,19 @@ fn remote(remote: &Remote, bound: bool) -> (String, Tone) {
     match remote {
         Remote::Unavailable { .. } if !bound => ("-".to_owned(), Tone::Plain),
         Remote::Unavailable { .. } => ("unavailable".to_owned(), Tone::Warn),
-        Remote::Available { check_status, heartbeat, .. } => {
-            let failing = check_status.as_ref().is_some_and(|s| s.has_failures || s.has_errors);
+        Remote::Available {
+            check_status,
+            heartbeat,
+            ..
+        } => {
+            let failing = check_status
+                .as_ref()
+                .is_some_and(|s| s.has_failures || s.has_errors);
             let ratio = match heartbeat {
-                Heartbeat::Available { success_ratio_24h: Some(r), .. } => format!("{:.1}%", r * 100.0),
+                Heartbeat::Available {
+                    success_ratio_24h: Some(r),
+                    ..
+                } => format!("{:.1}%", r * 100.0),
                 _ => "n/a".to_owned(),
             };
             if failing {
