@@ -625,9 +625,9 @@ fn a_non_loopback_bind_without_a_token_is_a_config_error() {
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("config.toml:")
-            && stderr.contains("[status] listen")
-            && stderr.contains("not a loopback address"),
+        stderr.contains(
+            "config.toml:7:10: [status]: key `listen`: 0.0.0.0:9465 is not a loopback address"
+        ),
         "{stderr}"
     );
     let check = home.agent(&["config", "check"], "");

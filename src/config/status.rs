@@ -216,6 +216,47 @@ pub fn parse_listen(text: &str) -> Option<Listen> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+
+    fn load(status: &str) -> Result<StatusSettings, String> {
+        let text = format!("[status]\n{status}\n");
+        Config::from_text(std::path::Path::new("/etc/hb/config.toml"), &text)
+            .map(|l| l.config.status)
+            .map_err(|e| e.problems.join("\n"))
+    }
+
+    #[test]
+    fn defaults_and_valid_sections() {
+        let default = load("").expect("valid");
+        assert_eq!(default, StatusSettings::default());
+        let unix = load("listen = \"run/status.sock\"\nremote_refresh = \"5m\"").expect("valid");
+        assert_eq!(
+            unix.listen,
+            Listen::Unix(PathBuf::from("/etc/hb/run/status.sock"))
+        );
+        assert!(unix.listen_configured && !unix.token_required_for_all());
+        assert_eq!(unix.remote_refresh, Some(Duration::from_secs(300)));
+        let open = load("listen = \"0.0.0.0:9465\"\ntoken = \"abc123\"").expect("valid");
+        assert!(open.token_required_for_all());
+        assert_eq!(open.token.as_ref().map(Secret::expose), Some("abc123"));
+    }
+
+    #[test]
+    fn bad_values_point_at_the_line() {
+        let cases = [
+            ("listen = \"9465\"", "config.toml:2:10: [status]: key `listen`: \"9465\" is neither an address with a port nor a socket path"),
+            ("listen = \"[::]:9465\"", "config.toml:2:10: [status]: key `listen`: [::]:9465 is not a loopback address, and no token is set"),
+            ("token = \"a\"\ntoken_file = \"t\"", "config.toml:3:14: [status]: key `token_file`: set either `token` or `token_file`, not both"),
+            ("token_file = \"/nonexistent/token\"", "config.toml:2:14: [status]: key `token_file`: cannot read the token file /nonexistent/token"),
+            ("token = \"two words\"", "config.toml:2:9: [status]: key `token`: the token must be one word"),
+            ("remote_refresh = \"10s\"", "config.toml:2:18: [status]: key `remote_refresh`: must be at least 60s"),
+            ("port = 1", "config.toml:2:1: [status]: key `port`: unknown key"),
+        ];
+        for (text, expected) in cases {
+            let err = load(text).expect_err(text);
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
 
     #[test]
     fn listen_values() {
