@@ -171,9 +171,12 @@ fn emulator_with_check() -> Background {
     emulator
 }
 
+/// One sample: metric name, labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
 /// Parses Prometheus text: every sample belongs to a family declared with HELP and TYPE,
 /// names and labels are well-formed, values are numbers. Returns (name, labels, value).
-fn parse_metrics(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+fn parse_metrics(text: &str) -> Vec<Sample> {
     let mut typed: std::collections::HashMap<String, String> = Default::default();
     let mut samples = Vec::new();
     let name_ok = |n: &str| {
@@ -253,7 +256,7 @@ fn parse_labels(mut text: &str) -> Vec<(String, String)> {
 }
 
 fn sample(
-    samples: &[(String, Vec<(String, String)>, f64)],
+    samples: &[Sample],
     name: &str,
     labels: &[(&str, &str)],
 ) -> Option<f64> {

@@ -115,7 +115,7 @@ pub fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
         format!("{}\n", json.unwrap_or_default())
     } else {
         let color =
-            stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            stdout.is_terminal() && !std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         crate::status::table::render(&doc, color)
     };
     let _ = stdout.write_all(text.as_bytes());

@@ -122,7 +122,7 @@ pub enum Remote {
         fetched_at: DateTime<Utc>,
         /// The check's entry of `GET /v1/check-statuses` as the service sent it (`hasFailures`,
         /// `hasErrors`, ...); `null` when the list does not hold the check.
-        check_status: Option<CheckStatus>,
+        check_status: Option<Box<CheckStatus>>,
         /// The heartbeat statistics.
         heartbeat: Heartbeat,
     },

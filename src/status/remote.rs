@@ -100,7 +100,7 @@ impl RemoteView {
                     });
                     let remote = Remote::Available {
                         fetched_at: view.fetched_at,
-                        check_status: view.statuses.get(id).cloned(),
+                        check_status: view.statuses.get(id).cloned().map(Box::new),
                         heartbeat,
                     };
                     (id.clone(), remote)
