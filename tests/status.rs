@@ -255,11 +255,7 @@ fn parse_labels(mut text: &str) -> Vec<(String, String)> {
     labels
 }
 
-fn sample(
-    samples: &[Sample],
-    name: &str,
-    labels: &[(&str, &str)],
-) -> Option<f64> {
+fn sample(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     samples
         .iter()
         .find(|(n, l, _)| {
