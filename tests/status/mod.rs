@@ -268,7 +268,10 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
                 "heartbeat_agent_run_duration_seconds_count{{job=\"{job}\"}}"
             ))
         };
-        (counted("good") && counted("bad")).then_some(metrics)
+        let pinged = metrics
+            .body
+            .contains("heartbeat_agent_pings_total{job=\"good\",result=\"accepted\"}");
+        (counted("good") && counted("bad") && pinged).then_some(metrics)
     });
     let samples = parse_metrics(&metrics.body);
     assert!(
