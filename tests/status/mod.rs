@@ -395,9 +395,19 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         "{remote}"
     );
     assert_eq!(get(&endpoint, "/healthz").status, 200);
-    drop(emulator);
+    // Connections closed without an answer. (The emulator is not shut down: its freed port
+    // could go to another test's server, which the daemon's pings would then reach.)
+    emulator.add_fault(Fault::new(FaultKind::Drop).listener(Listener::Api));
     let doc = status_doc(&endpoint, true);
-    assert_eq!(job(&doc, "good")["remote"]["state"], "unavailable");
+    let remote = &job(&doc, "good")["remote"];
+    assert_eq!(remote["state"], "unavailable", "{remote}");
+    assert!(
+        remote["reason"]
+            .as_str()
+            .expect("reason")
+            .starts_with("the API is unavailable"),
+        "{remote}"
+    );
     assert_eq!(get(&endpoint, "/healthz").status, 200);
     assert_eq!(get(&endpoint, "/readyz").status, 200);
     let health = home.agent(&["health"], &key);
@@ -407,7 +417,7 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         "{}",
         String::from_utf8_lossy(&health.stderr)
     );
-    drop(daemon);
+    drop(daemon); // before the emulator (declared earlier, dropped later)
     let health = home.agent(&["health"], &key);
     assert_eq!(health.status.code(), Some(1));
 }
