@@ -12,5 +12,6 @@ mod outbox;
 mod roundtrip;
 mod run;
 mod schedule;
+mod status;
 mod sync;
 mod watch;
