@@ -41,8 +41,8 @@ fn secrets(app: &App, config: &Config) -> Vec<String> {
     for job in &config.jobs {
         let url = match &job.target {
             PingTarget::Url(url) => Some(url.clone()),
-            PingTarget::Check(_) => {
-                crate::sync::learned_ping_url(&app.context.state_dir, &job.name)
+            PingTarget::Check(id) => {
+                crate::sync::learned_ping_url(&app.context.state_dir, &job.name, id)
             }
             PingTarget::None => None,
         };
