@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub mod api;
 pub mod config_cmd;
 pub mod daemon;
+pub mod demo;
 pub mod emulator;
 pub mod generate;
 pub mod import;
@@ -128,6 +129,8 @@ pub enum Command {
     Completions(generate::CompletionsArgs),
     /// Print the man page (roff), or write all pages with --out-dir
     Manpage(generate::ManpageArgs),
+    /// Try the agent: a demo daemon against an in-process emulator, with a live status table
+    Demo(demo::DemoArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -146,6 +149,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Import(cmd) => import::run(cmd, &global),
         Command::Completions(args) => generate::completions(args, &global),
         Command::Manpage(args) => generate::manpage(args, &global),
+        Command::Demo(args) => demo::run(args, &global),
     };
     ExitCode::from(code)
 }
