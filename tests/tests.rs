@@ -6,6 +6,7 @@ mod util;
 mod api;
 mod config;
 mod daemon;
+mod demo;
 mod emulator;
 mod import;
 mod outbox;

@@ -173,12 +173,32 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
 type CheckIds = BTreeMap<String, String>;
 
 /// Fills in the template: emulator URLs and account, and a new check per `{{check:NAME}}`.
+/// Comment lines are left as they are (the header explains the placeholders).
 fn fill_template(template: &str, emulator: &EmulatorHandle) -> Result<(String, CheckIds), String> {
-    let mut text = template
+    let mut checks = CheckIds::new();
+    let mut text = String::with_capacity(template.len());
+    for line in template.lines() {
+        if !line.trim_start().starts_with('#') {
+            let filled = fill_line(line, emulator, &mut checks)?;
+            text.push_str(&filled);
+        } else {
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    Ok((text, checks))
+}
+
+/// One line of the template, filled in (creating checks as needed).
+fn fill_line(
+    line: &str,
+    emulator: &EmulatorHandle,
+    checks: &mut CheckIds,
+) -> Result<String, String> {
+    let mut text = line
         .replace("{{base_url}}", emulator.base_url())
         .replace("{{ping_url}}", emulator.ping_url())
         .replace("{{account}}", emulator.account());
-    let mut checks = CheckIds::new();
     while let Some(start) = text.find("{{check:") {
         let end = text[start..]
             .find("}}")
@@ -198,11 +218,13 @@ fn fill_template(template: &str, emulator: &EmulatorHandle) -> Result<(String, C
         };
         text.replace_range(start..end + 2, &id);
     }
-    if let Some(start) = text.find("{{") {
-        let rest: String = text[start..].chars().take(30).collect();
-        return Err(format!("config/demo.toml: unknown placeholder {rest}"));
+    match text.find("{{") {
+        Some(start) => {
+            let rest: String = text[start..].chars().take(30).collect();
+            Err(format!("config/demo.toml: unknown placeholder {rest}"))
+        }
+        None => Ok(text),
     }
-    Ok((text, checks))
 }
 
 /// The background task that shows the table while the daemon runs, and ends the demo after
@@ -554,7 +576,8 @@ mod tests {
                 .await
                 .expect("emulator");
             let (text, checks) = fill_template(TEMPLATE, &emulator).expect("filled");
-            assert!(!text.contains("{{"), "{text}");
+            let settings = text.lines().filter(|l| !l.trim_start().starts_with('#'));
+            assert!(settings.clone().all(|l| !l.contains("{{")), "{text}");
             assert_eq!(
                 checks.keys().collect::<Vec<_>>(),
                 ["demo-api-up", "demo-backup", "demo-report", "demo-slow-export"]
