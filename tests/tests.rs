@@ -10,6 +10,7 @@ mod demo;
 mod emulator;
 mod import;
 mod outbox;
+mod packaging;
 mod roundtrip;
 mod run;
 mod schedule;
