@@ -148,7 +148,7 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
         .and_then(|l| l.strip_prefix("kept the demo's directory: "))
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("no kept path:\n{stdout}"));
-    assert_eq!(sandbox.entries("TMPDIR"), [kept.clone()]);
+    assert_eq!(sandbox.entries("TMPDIR"), std::slice::from_ref(&kept));
     for var in [
         "HOME",
         "XDG_CONFIG_HOME",
@@ -157,7 +157,11 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
         "XDG_DATA_HOME",
         "XDG_RUNTIME_DIR",
     ] {
-        assert!(sandbox.entries(var).is_empty(), "{var}: {:?}", sandbox.entries(var));
+        assert!(
+            sandbox.entries(var).is_empty(),
+            "{var}: {:?}",
+            sandbox.entries(var)
+        );
     }
     assert!(kept.join("config.toml").is_file());
     assert!(kept.join("state/sync").is_dir());
@@ -178,7 +182,11 @@ fn demo_removes_its_temp_dir_unless_kept() {
     assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("final status:\nJOB "), "{stdout}");
     assert!(!stdout.contains("kept"), "{stdout}");
-    assert!(sandbox.entries("TMPDIR").is_empty(), "{:?}", sandbox.entries("TMPDIR"));
+    assert!(
+        sandbox.entries("TMPDIR").is_empty(),
+        "{:?}",
+        sandbox.entries("TMPDIR")
+    );
     assert!(sandbox.entries("HOME").is_empty());
 }
 

@@ -60,7 +60,9 @@ pub fn run(args: DemoArgs, _global: &GlobalArgs) -> u8 {
     let dir = match DemoDir::create() {
         Ok(dir) => dir,
         Err(err) => {
-            print_error(format!("cannot create the demo's temporary directory: {err}"));
+            print_error(format!(
+                "cannot create the demo's temporary directory: {err}"
+            ));
             return exit::FAILURE;
         }
     };
@@ -300,7 +302,11 @@ struct Row {
 impl View {
     /// The rows of every job of `config`.
     async fn rows(&self, config: &Config) -> Vec<Row> {
-        let state = self.daemon.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let state = self
+            .daemon
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let failing = self.failing_checks().await;
         let mut rows = Vec::new();
         for job in &config.jobs {
@@ -363,7 +369,11 @@ impl View {
             None => "status unknown",
         };
         match events.first() {
-            Some(last) => format!("{name}: {} events, last {}, {failing}", events.len(), last.state),
+            Some(last) => format!(
+                "{name}: {} events, last {}, {failing}",
+                events.len(),
+                last.state
+            ),
             None => format!("{name}: no events, {failing}"),
         }
     }
@@ -407,11 +417,15 @@ impl Row {
         let run = self
             .last_run
             .as_ref()
-            .map_or("no run yet".to_owned(), |(t, what)| format!("{what} at {}", at(t)));
+            .map_or("no run yet".to_owned(), |(t, what)| {
+                format!("{what} at {}", at(t))
+            });
         let ping = self
             .ping
             .as_ref()
-            .map_or("not pinged".to_owned(), |(t, what)| format!("{what} at {}", at(t)));
+            .map_or("not pinged".to_owned(), |(t, what)| {
+                format!("{what} at {}", at(t))
+            });
         format!(
             "{}: {run}; ping {ping}; sync {}; emulator {}",
             self.job, self.sync, self.emulator
@@ -442,7 +456,9 @@ fn render(rows: &[Row], now: DateTime<Utc>) -> String {
                 .map_or("-".to_owned(), |(t, what)| format!("{what}, {}", age(t))),
             row.ping
                 .as_ref()
-                .map_or("not pinged".to_owned(), |(t, what)| format!("{what}, {}", age(t))),
+                .map_or("not pinged".to_owned(), |(t, what)| {
+                    format!("{what}, {}", age(t))
+                }),
             row.sync.clone(),
             row.emulator.clone(),
         ]);
@@ -580,7 +596,12 @@ mod tests {
             assert!(settings.clone().all(|l| !l.contains("{{")), "{text}");
             assert_eq!(
                 checks.keys().collect::<Vec<_>>(),
-                ["demo-api-up", "demo-backup", "demo-report", "demo-slow-export"]
+                [
+                    "demo-api-up",
+                    "demo-backup",
+                    "demo-report",
+                    "demo-slow-export"
+                ]
             );
             for id in checks.values() {
                 assert!(emulator.heartbeat_check(id).is_some(), "{id}");
@@ -598,7 +619,10 @@ mod tests {
         let rows = vec![Row {
             job: "backup".into(),
             schedule: "* * * * * *".into(),
-            last_run: Some((now - chrono::TimeDelta::seconds(3), "run 2: ok (exit 0)".into())),
+            last_run: Some((
+                now - chrono::TimeDelta::seconds(3),
+                "run 2: ok (exit 0)".into(),
+            )),
             ping: None,
             sync: "in sync".into(),
             emulator: "demo-backup: 2 events, last RECEIVED, no failures".into(),
