@@ -117,8 +117,22 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
         stdout.contains("backup: run 1: ok (exit 0) at "),
         "{stdout}"
     );
+    // While it ran: each kind of outcome was shown (a run in progress at the stop ends as
+    // "stopped by shutdown", so the final table may show that instead).
+    for (job, outcome) in [
+        ("backup", "ok (exit 0)"),
+        ("report", "failed (exit 3)"),
+        ("slow-export", "timed out"),
+        ("api-up", "healthy"),
+    ] {
+        let shown = stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("{job}: ")) && l.contains(&format!(": {outcome} at ")));
+        assert!(shown, "{job} never shown as {outcome}:\n{stdout}");
+    }
+    // The final table: pings of the succeeding job and the watch only, all checks in sync.
     let backup = final_row(&stdout, "backup");
-    for expected in ["ok (exit 0)", "ok HTTP 200", "in sync", "demo-backup: "] {
+    for expected in ["ok HTTP 200", "in sync", "demo-backup: "] {
         assert!(backup.contains(expected), "{expected}: {backup}");
     }
     let events: u32 = backup
@@ -128,18 +142,20 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no event count: {backup}"));
     assert!(events >= 3, "the emulator saw {events} pings: {backup}");
-    let report = final_row(&stdout, "report");
-    for expected in ["failed (exit 3)", "not pinged", "in sync", "no events"] {
-        assert!(report.contains(expected), "{expected}: {report}");
-    }
-    let slow = final_row(&stdout, "slow-export");
-    for expected in ["timed out", "not pinged", "in sync", "no events"] {
-        assert!(slow.contains(expected), "{expected}: {slow}");
+    for job in ["report", "slow-export"] {
+        let row = final_row(&stdout, job);
+        for expected in ["not pinged", "in sync", "no events"] {
+            assert!(row.contains(expected), "{expected}: {row}");
+        }
     }
     let watch = final_row(&stdout, "api-up");
-    for expected in ["healthy", "ok HTTP 200", "in sync"] {
+    for expected in ["ok HTTP 200", "in sync"] {
         assert!(watch.contains(expected), "{expected}: {watch}");
     }
+    assert!(
+        !stdout.contains("sync failed") && !stdout.contains("refused"),
+        "{stdout}"
+    );
 
     // Only the demo's own directory was written, under TMPDIR; HOME and XDG stay empty.
     let kept = stdout
@@ -203,4 +219,75 @@ fn demo_duration_needs_a_unit() {
         "{stderr}"
     );
     assert!(sandbox.entries("TMPDIR").is_empty());
+}
+
+#[test]
+fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
+    use std::io::BufRead;
+    let sandbox = Sandbox::new();
+    let mut child = sandbox
+        .command()
+        .arg("demo")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("piped");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stderr = child.stderr.take().expect("piped");
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|l: &String| l.starts_with("backup: run 1: ok"))
+    {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(wait) {
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no successful run: {seen:?}");
+            }
+        }
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "still running");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = stderr.join().expect("reader");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("stopping: running jobs get SIGTERM"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("daemon stopped"), "{stderr}");
+    let rest: Vec<String> = lines.try_iter().collect();
+    assert!(rest.iter().any(|l| l == "final status:"), "{rest:?}");
+    assert!(
+        sandbox.entries("TMPDIR").is_empty(),
+        "{:?}",
+        sandbox.entries("TMPDIR")
+    );
 }
