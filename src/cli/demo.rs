@@ -43,7 +43,8 @@ const REFRESH: Duration = Duration::from_secs(1);
 /// watch, every few seconds, each bound to a check that sync keeps in line). Shows a live status
 /// table until Ctrl-C (on a terminal it is redrawn every second and the logs go to a file in the
 /// demo's directory; otherwise one line per change, logs on stderr). Everything is written to a
-/// temporary directory that is removed at the end.
+/// temporary directory under $TMPDIR that is removed at the end. --config, --state-dir and
+/// --base-url do not apply: the demo brings its own.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Stop after this long (e.g. "30s") instead of waiting for Ctrl-C
