@@ -141,3 +141,30 @@ fn unit_stop_timeout_covers_the_daemon_shutdown() {
     assert_eq!(value("RestartPreventExitStatus"), "78");
     assert!(value("ExecStart").starts_with("/usr/bin/heartbeat-agent daemon --config "));
 }
+
+#[test]
+fn cronjob_command_runs_and_pings() {
+    let yaml = read("packaging/kubernetes/cronjob.yaml");
+    let mut lines = yaml.lines().skip_while(|l| l.trim() != "command:");
+    lines.next().expect("a command list");
+    let mut argv: Vec<String> = lines
+        .map_while(|l| l.trim().strip_prefix("- ").map(str::to_owned))
+        .collect();
+    assert_eq!(argv.first().map(String::as_str), Some("heartbeat-agent"));
+    assert!(yaml.contains("name: HEARTBEAT_AGENT_PING_URL"), "{yaml}");
+    // The backup script is the last word: a command that succeeds stands in for it.
+    *argv.last_mut().expect("a script") = "true".to_owned();
+    let emulator = util::emulator::Background::start();
+    let check = emulator
+        .add_heartbeat_check(&serde_json::json!({"name": "nightly-backup"}))
+        .expect("check");
+    let url = check["heartbeat"]["pingUrl"].as_str().expect("ping URL");
+    let home = tempfile::tempdir().expect("tempdir");
+    let status = util::agent(home.path())
+        .args(&argv[1..])
+        .env("HEARTBEAT_AGENT_PING_URL", url)
+        .status()
+        .expect("run");
+    assert_eq!(status.code(), Some(0), "{argv:?}");
+    assert_eq!(emulator.pings().len(), 1, "{argv:?}");
+}
