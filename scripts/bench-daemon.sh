@@ -109,7 +109,7 @@ verdicts = []
 print(f"machine: {os.cpu_count()} cpus; idle window {IDLE}s")
 for n, limit in ((100, 10 * 1024), (1000, None), (10000, 64 * 1024)):
     spread = max(2, n // 500)
-    daemon = Daemon(write_config(f"mem-{n}", once_schedules(n, 4 + n // 1000, spread)))
+    daemon = Daemon(write_config(f"mem-{n}", once_schedules(n, 4 + n // 400, spread)))
     ok = daemon.wait(lambda d: d.finished >= n, 60 + spread)
     time.sleep(1.5)
     rss = daemon.rss_kib()

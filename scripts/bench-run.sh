@@ -23,7 +23,7 @@ for tool in python3 curl; do
 done
 
 cargo build --release --quiet
-BIN="$PWD/target/release/heartbeat-agent"
+BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent"
 
 work="$(mktemp -d)"
 server_pid=""

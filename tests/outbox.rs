@@ -231,6 +231,55 @@ fn drainer_delivers_what_runs_left_within_five_seconds() {
     assert_eq!(listed["stats"]["delivered"], 3);
 }
 
+/// The scenario end to end: runs leave their pings while the host is down, then the
+/// real daemon (started after the host is back) delivers every target within 5 s, each once.
+#[test]
+fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {
+    let env = Env::new();
+    let host = PingHost::start(Behaviour::Drop);
+    let tokens: Vec<String> = (0..3).map(|i| token(&format!("m{i}"))).collect();
+    let urls: Vec<String> = (0..20).map(|i| host.url(&tokens[i % 3])).collect();
+    runs_while_down(&env, &urls);
+    let listed = env.list();
+    assert_eq!(listed["entries"].as_array().map(Vec::len), Some(3));
+    assert_eq!(listed["stats"]["coalesced"], 17);
+
+    host.set(Behaviour::Status(200));
+    // An external job only: the daemon runs nothing itself, so every ping is the drainer's.
+    let config = env.write_config("[[jobs]]\nname = \"elsewhere\"\nschedule = \"@daily\"\n");
+    let started = Instant::now();
+    let mut daemon = env
+        .cmd(&["--config", config.to_str().expect("utf8"), "daemon"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the daemon");
+    while tokens.iter().any(|t| host.count(t) == 0) && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = started.elapsed();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM the daemon");
+    let out = daemon.wait_with_output().expect("daemon exits");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_no_secret(&out);
+    for token in &tokens {
+        assert_eq!(
+            host.count(token),
+            1,
+            "each target once, within 5 s ({elapsed:?}): {:?}",
+            host.paths()
+        );
+    }
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    let listed = env.list();
+    assert_eq!(listed["entries"].as_array().map(Vec::len), Some(0));
+    assert_eq!(listed["stats"]["delivered"], 3);
+}
+
 #[test]
 fn drainer_notices_entries_stored_through_its_handle_at_once() {
     let env = Env::new();
@@ -257,6 +306,23 @@ fn drainer_notices_entries_stored_through_its_handle_at_once() {
 #[test]
 fn kill_9_while_flushing_loses_nothing_and_repeats_only_what_was_in_flight() {
     let env = Env::new();
+    kill_9_cycles(&env, &["outbox", "flush"], 25);
+}
+
+/// The same with the daemon's drainer as the process killed: the daemon runs nothing itself (an
+/// external job only), so every delivery is its drainer's.
+#[test]
+fn kill_9_of_the_daemon_while_delivering_loses_nothing() {
+    let env = Env::new();
+    let config = env.write_config("[[jobs]]\nname = \"elsewhere\"\nschedule = \"@daily\"\n");
+    let config = config.to_str().expect("utf8").to_owned();
+    kill_9_cycles(&env, &["--config", &config, "daemon"], 60);
+}
+
+/// 200 cycles: store 3 pings, start `args` (a process that delivers them), kill -9 it after a
+/// random 0..`window_ms`, then deliver the rest in-process. Nothing is lost; a target is sent
+/// twice only when its entry was claimed (in flight) at the kill.
+fn kill_9_cycles(env: &Env, args: &[&str], window_ms: u64) {
     let host = PingHost::start(Behaviour::Slow(5));
     let outbox = env.outbox();
     let mut rng = rand::thread_rng();
@@ -268,12 +334,12 @@ fn kill_9_while_flushing_loses_nothing_and_repeats_only_what_was_in_flight() {
         }
         host.set(Behaviour::Slow(rng.gen_range(0..15)));
         let mut child = env
-            .cmd(&["outbox", "flush"])
+            .cmd(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawn flush");
-        std::thread::sleep(Duration::from_millis(rng.gen_range(0..25)));
+            .expect("spawn the delivering process");
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..window_ms)));
         child.kill().expect("kill -9");
         child.wait().expect("reap");
         let in_flight = claimed_urls(outbox.dir());
@@ -293,7 +359,7 @@ fn kill_9_while_flushing_loses_nothing_and_repeats_only_what_was_in_flight() {
             }
         }
     }
-    eprintln!("200 kill cycles, {duplicates} in-flight duplicates");
+    eprintln!("200 kill cycles of {args:?}, {duplicates} in-flight duplicates");
     assert!(outbox.list().expect("list").is_empty());
 }
 

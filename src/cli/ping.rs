@@ -119,7 +119,7 @@ fn target(
     let url = match &job.target {
         PingTarget::Url(url) => url.clone(),
         PingTarget::Check(id) => {
-            crate::ping::learned_ping_url(&state_dir, id).ok_or_else(|| {
+            crate::sync::learned_ping_url(&state_dir, name, id).ok_or_else(|| {
                 refuse(format!(
                 "job \"{name}\": no ping URL learned for check {id} yet; run `heartbeat-agent sync`"
             ))

@@ -400,7 +400,7 @@ fn job_ping(
 ) -> Option<Ping> {
     let url = match &job.target {
         PingTarget::Url(url) => url.clone(),
-        PingTarget::Check(id) => match crate::ping::learned_ping_url(state_dir, id) {
+        PingTarget::Check(id) => match crate::sync::learned_ping_url(state_dir, &job.name, id) {
             Some(url) => url,
             None => {
                 warn!(job = %job.name, check = %id, "no ping URL learned for the job's check yet; run `heartbeat-agent sync` (no ping this time)");

@@ -107,19 +107,11 @@ async fn run_command(
             return not_started(reason);
         }
     };
-    // On the blocking pool: the spawning thread waits until the child has executed its
-    // program, and many jobs due at once must not queue behind the runtime's few workers.
-    let children = Arc::clone(&shared.children);
-    let spawned = tokio::task::spawn_blocking(move || children.spawn(&spec)).await;
-    let running = match spawned {
-        Ok(Ok(running)) => running,
-        Ok(Err(err)) => {
-            warn!(job = %job.name, error = %err, "job not started");
-            return not_started(err.to_string());
-        }
+    let running = match shared.children.spawn(&spec) {
+        Ok(running) => running,
         Err(err) => {
             warn!(job = %job.name, error = %err, "job not started");
-            return not_started(format!("the spawning task failed: {err}"));
+            return not_started(err.to_string());
         }
     };
     let started = Utc::now();
@@ -293,7 +285,7 @@ fn job_ping(job: &Job, shared: &Shared, state: &JobState) -> Option<Ping> {
     let url = match &job.target {
         PingTarget::Url(url) => url.clone(),
         PingTarget::Check(id) => {
-            match crate::sync::learned_ping_url(&shared.state_dir, &job.name) {
+            match crate::sync::learned_ping_url(&shared.state_dir, &job.name, id) {
                 Some(url) => url,
                 None => {
                     if !state.warned_no_url.swap(true, Ordering::Relaxed) {

@@ -354,15 +354,5 @@ pub async fn deliver_or_queue(
     .await
 }
 
-/// The ping URL learned for heartbeat check `check_id` through sync, read from the sync state
-/// under `state_dir`.
-///
-/// Sync does not exist yet, so nothing has been learned: this always returns `None` and callers
-/// warn that the check's ping URL is unknown. The sync issue fills this in.
-pub fn learned_ping_url(state_dir: &Path, check_id: &str) -> Option<String> {
-    let _ = (state_dir, check_id);
-    None
-}
-
 #[cfg(test)]
 mod tests;

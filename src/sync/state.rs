@@ -158,10 +158,16 @@ fn write(state_dir: &Path, job: &str, state: &JobState) -> Result<(), StateError
         .map_err(err(&dir, "cannot sync the directory"))
 }
 
-/// The ping URL the service handed out for `job`'s check, as learned by sync: what `run --job`
-/// and the daemon ping for a job bound by `check_id`. `None` before the first successful sync.
-pub fn learned_ping_url(state_dir: &Path, job: &str) -> Option<String> {
-    load(state_dir, job)?.ping_url
+/// The ping URL the service handed out for `job`'s check `check_id`, as learned by sync: what
+/// `run --job`, `ping --job` and the daemon ping for a job bound by `check_id`. `None` before the
+/// first successful sync, and when the state is about another check (the job's `check_id`
+/// changed and sync has not run since: the old check's URL must not be pinged).
+pub fn learned_ping_url(state_dir: &Path, job: &str, check_id: &str) -> Option<String> {
+    let state = load(state_dir, job)?;
+    if state.check_id != check_id {
+        return None;
+    }
+    state.ping_url
 }
 
 #[cfg(test)]
@@ -176,9 +182,11 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            learned_ping_url(dir.path(), "backup").as_deref(),
+            learned_ping_url(dir.path(), "backup", "c1").as_deref(),
             Some("http://ping/tok")
         );
+        // The job now bound to another check: the old check's URL is not handed out.
+        assert_eq!(learned_ping_url(dir.path(), "backup", "c9"), None);
         let mode = fs::metadata(path(dir.path(), "backup"))
             .unwrap()
             .permissions();
@@ -200,6 +208,6 @@ mod tests {
         fs::create_dir_all(super::dir(dir.path())).unwrap();
         fs::write(path(dir.path(), "x"), "{not json").unwrap();
         assert!(load(dir.path(), "x").is_none());
-        assert_eq!(learned_ping_url(dir.path(), "nothing"), None);
+        assert_eq!(learned_ping_url(dir.path(), "nothing", "c1"), None);
     }
 }

@@ -237,8 +237,8 @@ impl Reconciler {
 
     /// The ping URL learned for `job` (a job bound by `check_id`), `None` before the first
     /// accepted sync.
-    pub fn ping_url(&self, job: &str) -> Option<String> {
-        state::learned_ping_url(&self.inner.state_dir, job)
+    pub fn ping_url(&self, job: &str, check_id: &str) -> Option<String> {
+        state::learned_ping_url(&self.inner.state_dir, job, check_id)
     }
 
     /// The state directory.

@@ -124,7 +124,7 @@ fn every_five_minutes_sends_the_complete_definition_once() {
     let url = check["heartbeat"]["pingUrl"].as_str().unwrap().to_owned();
     assert!(url.ends_with("/c5-token"), "{url}");
     assert_eq!(
-        sync::learned_ping_url(&setup.state_dir(), "five"),
+        sync::learned_ping_url(&setup.state_dir(), "five", "c5"),
         Some(url)
     );
 
@@ -170,7 +170,7 @@ fn a_config_change_is_sent_with_the_learned_token_and_the_url_keeps_working() {
                              "graceUnit": "hours", "pingToken": "c1-token"}})
     );
     // The token never rotated: the learned URL still pings the check.
-    let url = sync::learned_ping_url(&setup.state_dir(), "backup").unwrap();
+    let url = sync::learned_ping_url(&setup.state_dir(), "backup", "c1").unwrap();
     assert!(url.ends_with("/c1-token"));
     let status = ping(&url);
     assert_eq!(status, 200);
@@ -444,7 +444,10 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     });
     let puts = setup.puts().len();
     assert_eq!(puts, 7, "six 429s, then accepted");
-    assert!(reconciler.ping_url("j").unwrap().ends_with("/c1-token"));
+    assert!(reconciler
+        .ping_url("j", "c1")
+        .unwrap()
+        .ends_with("/c1-token"));
     // An accepted ping triggers a pass; nothing changed, so no PUT.
     let before = status.get("j").unwrap().last_attempt;
     reconciler.after_run("j", at("2026-11-22T01:00:00Z"), true);
@@ -523,3 +526,27 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
 }
 
 mod scale;
+
+#[test]
+fn run_and_ping_with_a_bound_job_use_the_learned_ping_url() {
+    let setup = Setup::new(&["c1"]);
+    setup.write_config(&job("backup", "0 3 * * *", "c1", ""));
+    // Before any sync the URL is unknown: the command still runs, nothing is pinged.
+    let before = setup.agent(&["run", "--job", "backup", "--", "true"]);
+    assert_eq!(before.status.code(), Some(0), "{}", text(&before.stderr));
+    assert!(text(&before.stderr).contains("no ping URL learned"));
+    assert!(setup.emulator.pings().is_empty());
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    let run = setup.agent(&["run", "--job", "backup", "--", "true"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let ping = setup.agent(&["ping", "--job", "backup"]);
+    assert_eq!(ping.status.code(), Some(0), "{}", text(&ping.stderr));
+    let paths: Vec<String> = setup.emulator.pings().into_iter().map(|p| p.path).collect();
+    assert_eq!(paths, ["/c1-token", "/c1-token"]);
+    // Bound to another check now (not yet synced): the old check's URL is not used.
+    setup.write_config(&job("backup", "0 3 * * *", "c2", ""));
+    let moved = setup.agent(&["run", "--job", "backup", "--", "true"]);
+    assert_eq!(moved.status.code(), Some(0));
+    assert!(text(&moved.stderr).contains("no ping URL learned"));
+    assert_eq!(setup.emulator.pings().len(), 2);
+}
