@@ -14,5 +14,6 @@ mod packaging;
 mod roundtrip;
 mod run;
 mod schedule;
+mod status;
 mod sync;
 mod watch;

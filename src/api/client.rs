@@ -415,6 +415,7 @@ impl ApiClient {
         let response = match request.send().await {
             Ok(response) => response,
             Err(e) => {
+                super::counters::record(label.operation, None);
                 let failure = if e.is_connect() {
                     Failure::NotSent
                 } else {
@@ -424,6 +425,7 @@ impl ApiClient {
             }
         };
         let status = response.status();
+        super::counters::record(label.operation, Some(status.as_u16()));
         let retry_after = response
             .headers()
             .get(RETRY_AFTER)

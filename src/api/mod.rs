@@ -8,6 +8,7 @@
 //! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
 
 pub mod client;
+pub mod counters;
 pub mod error;
 pub mod model;
 pub mod operation;

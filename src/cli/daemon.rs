@@ -57,12 +57,41 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         }
     };
     let config = Arc::new(loaded.config);
+    // Bound before the daemon starts, so READY=1 means the status endpoint answers.
+    // A failed bind of an explicit `listen` is fatal; of the implicit default only a warning.
+    let bound = match crate::status::bind(&config.status.listen) {
+        Ok(bound) => Some(bound),
+        Err(err) if !config.status.listen_configured => {
+            warn!("{err}; running without the status endpoint");
+            None
+        }
+        Err(err) => {
+            print_error(format!("{err}; the daemon did not start"));
+            return exit::FAILURE;
+        }
+    };
     let mut plugins = Plugins::default();
-    if let Some(reconciler) = reconciler(&config, &options, global) {
+    let reconciler = reconciler(&config, &options, global);
+    if let Some(reconciler) = &reconciler {
         plugins.after_run.push(Arc::new(reconciler.clone()));
         plugins
             .tasks
-            .push(("sync", daemon::hooks::sync_task(reconciler)));
+            .push(("sync", daemon::hooks::sync_task(reconciler.clone())));
+    }
+    let (client, api_key) = super::status::remote_client(&config, global);
+    let sources = crate::status::Sources {
+        sync: reconciler.as_ref().map(crate::sync::Reconciler::status),
+        remote: crate::status::remote::RemoteView::new(client),
+        metrics: Arc::default(),
+        api_key,
+    };
+    plugins
+        .after_run
+        .push(Arc::clone(&sources.metrics) as Arc<dyn daemon::AfterRun>);
+    if let Some(bound) = bound {
+        plugins
+            .tasks
+            .push(("status", crate::status::task(bound, sources)));
     }
     let result = runtime.block_on(daemon::run(options, config, plugins));
     // A probe stuck on a hung file system must not hold the exit.

@@ -14,12 +14,15 @@ pub mod daemon;
 pub mod demo;
 pub mod emulator;
 pub mod generate;
+pub mod health;
 pub mod import;
 pub mod outbox;
 pub mod ping;
 pub mod run;
 pub mod schedule;
+pub mod status;
 pub mod sync;
+pub mod trigger;
 
 /// Exit codes that are part of the command-line contract.
 pub mod exit {
@@ -129,6 +132,12 @@ pub enum Command {
     Completions(generate::CompletionsArgs),
     /// Print the man page (roff), or write all pages with --out-dir
     Manpage(generate::ManpageArgs),
+    /// Show the running daemon's status: jobs, runs, pings, sync, remote view
+    Status(status::StatusArgs),
+    /// Exit 0 when the running daemon is healthy, 1 otherwise (for exec probes)
+    Health(health::HealthArgs),
+    /// Run a job of the running daemon now (needs [status] token)
+    Trigger(trigger::TriggerArgs),
     /// Try the agent: a demo daemon against an in-process emulator, with a live status table
     Demo(demo::DemoArgs),
 }
@@ -149,6 +158,9 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Import(cmd) => import::run(cmd, &global),
         Command::Completions(args) => generate::completions(args, &global),
         Command::Manpage(args) => generate::manpage(args, &global),
+        Command::Status(args) => status::run(args, &global),
+        Command::Health(args) => health::run(args, &global),
+        Command::Trigger(args) => trigger::run(args, &global),
         Command::Demo(args) => demo::run(args, &global),
     };
     ExitCode::from(code)

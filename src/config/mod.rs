@@ -20,12 +20,14 @@ pub mod problem;
 mod raw;
 pub mod secrets;
 pub mod size;
+pub mod status;
 mod validate;
 mod values;
 mod watch;
 
 pub use check::{CheckDuration, CheckSettings, MAX_DESCRIPTION};
 pub use secrets::{read_api_key, ApiKeyError};
+pub use status::{Listen, StatusSettings};
 
 /// A validated configuration file.
 #[derive(Debug, Clone)]
@@ -38,6 +40,8 @@ pub struct Config {
     pub api: ApiSettings,
     /// `[[jobs]]`, in file order; names are unique.
     pub jobs: Vec<Job>,
+    /// `[status]`: the local status endpoint.
+    pub status: StatusSettings,
 }
 
 /// `[agent]`.

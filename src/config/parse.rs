@@ -15,6 +15,7 @@ use toml_edit::{ImDocument, Item, Value};
 
 use super::problem::{closest, Problem};
 use super::raw::{self, keys_of, RawAgent, RawApi, RawCheck, RawJob, RawSettings, RawWatch};
+use super::status::RawStatus;
 
 /// The file after stage one: every section that could be read, with what was dropped.
 #[derive(Debug, Default)]
@@ -27,6 +28,8 @@ pub struct RawFile {
     pub defaults: Section<RawSettings>,
     /// `[[jobs]]`, in file order.
     pub jobs: Vec<RawJobEntry>,
+    /// `[status]`.
+    pub status: Section<RawStatus>,
 }
 
 /// One section, deserialized.
@@ -89,13 +92,14 @@ pub fn parse(text: &str) -> (Option<RawFile>, Vec<Problem>) {
     };
     let mut problems = Vec::new();
     let mut file = RawFile::default();
-    const SECTIONS: [&str; 4] = ["agent", "api", "defaults", "jobs"];
+    const SECTIONS: [&str; 5] = ["agent", "api", "defaults", "jobs", "status"];
     for entry in table_entries(doc.as_item()).unwrap_or_default() {
         match entry.name.as_str() {
             "agent" => file.agent = top_section(&entry, &mut problems),
             "api" => file.api = top_section(&entry, &mut problems),
             "defaults" => file.defaults = top_section(&entry, &mut problems),
             "jobs" => file.jobs = jobs(&entry, &mut problems),
+            "status" => file.status = top_section(&entry, &mut problems),
             other => problems.push(unknown_key(entry.key_span.clone(), "", other, &SECTIONS)),
         }
     }

@@ -299,6 +299,9 @@ pub fn example(key: &str) -> Option<&'static str> {
         "outbox_max_age" => "outbox_max_age = \"1h\"",
         "resync_interval" => "resync_interval = \"6h\"",
         "sync_jitter" => "sync_jitter = \"30s\"",
+        "listen" => "listen = \"127.0.0.1:9465\"",
+        "token_file" => "token_file = \"/etc/heartbeat-agent/status-token\"",
+        "remote_refresh" => "remote_refresh = \"5m\"",
         "activated" | "muted" | "use_global_alert_settings" | "auto_assign_alerts" => {
             "activated = true"
         }

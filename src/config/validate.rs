@@ -70,6 +70,7 @@ pub fn build(file: RawFile, path: &Path, text: &str, is_root: bool) -> (Option<C
         .iter()
         .map(|entry| job(&mut check, entry, &agent, &defaults, text, &mut names))
         .collect();
+    let status = super::status::validate(&mut check, &file.status);
     if !check.errors.is_empty() {
         return (None, check);
     }
@@ -77,6 +78,7 @@ pub fn build(file: RawFile, path: &Path, text: &str, is_root: bool) -> (Option<C
         path: path.to_owned(),
         agent,
         api,
+        status,
         jobs: jobs.into_iter().flatten().collect(),
     };
     (Some(config), check)

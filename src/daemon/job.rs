@@ -99,8 +99,13 @@ pub(super) struct JobTask {
 pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
     if task.job.schedule.is_reboot() {
         task.at_boot();
-        cancel.cancelled().await;
-        return;
+        let mut queued = None;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
+            }
+        }
     }
     let job = &task.job;
     let jitter = jitter_delay(&task.shared.host, &job.name, job.jitter);
@@ -141,6 +146,8 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
             () = tokio::time::sleep(wait) => {}
             // The wall clock stepped: loop to compare the fire time with the new time.
             _ = clock.changed() => {}
+            // `POST /jobs/{name}/run`: a fire now, under the same overlap rule.
+            () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
             () = task.state.run_ended.notified(), if queued.is_some() => {
                 if task.state.running() == 0 {
                     if let Some(fire) = queued.take() {

@@ -100,6 +100,8 @@ pub struct JobState {
     pub(super) run_ended: Notify,
     /// Set once "no ping URL learned for the check" was logged, so it is not repeated per run.
     pub(super) warned_no_url: AtomicBool,
+    /// Signalled by [`JobState::request_run`]: the job's task fires once now.
+    pub(super) run_requested: Notify,
 }
 
 impl JobState {
@@ -121,6 +123,12 @@ impl JobState {
     /// How many fires were skipped because the previous run was still going.
     pub fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// Asks the job's scheduling task to fire now (outside the schedule), under the job's
+    /// overlap rule. Does nothing for jobs without a task (external or disabled ones).
+    pub fn request_run(&self) {
+        self.run_requested.notify_one();
     }
 
     pub(super) fn set_next_fire(&self, next: Option<DateTime<Utc>>) {
@@ -159,9 +167,32 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Debug, Default)]
 pub struct DaemonState {
     jobs: RwLock<BTreeMap<String, Arc<JobState>>>,
+    /// When the main loop last made progress (Unix ms) and its tick interval (ms): liveness.
+    beat: AtomicU64,
+    beat_interval: AtomicU64,
 }
 
 impl DaemonState {
+    /// When the daemon's main loop (which controls scheduling) last ticked, and how often it
+    /// ticks: a liveness probe compares the two (`None` before the first tick).
+    pub fn last_beat(&self) -> Option<(DateTime<Utc>, Duration)> {
+        let at = self.beat.load(Ordering::Relaxed);
+        let at = DateTime::from_timestamp_millis(i64::try_from(at).ok()?).filter(|_| at > 0)?;
+        Some((
+            at,
+            Duration::from_millis(self.beat_interval.load(Ordering::Relaxed)),
+        ))
+    }
+
+    pub(super) fn beat(&self, interval: Duration) {
+        let now = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+        self.beat_interval.store(
+            u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.beat.store(now, Ordering::Relaxed);
+    }
+
     /// The state of job `name`, if it is configured.
     pub fn job(&self, name: &str) -> Option<Arc<JobState>> {
         self.read().get(name).cloned()

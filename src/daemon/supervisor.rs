@@ -144,6 +144,7 @@ impl Supervisor {
                 _ = tick.tick() => {
                     // This loop is where scheduling is controlled: if it (or the runtime) is
                     // stuck, the ticks stop and systemd's watchdog restarts the daemon.
+                    self.shared.state.beat(watchdog.unwrap_or(IDLE_TICK));
                     if watchdog.is_some() {
                         if let Err(err) = self.notifier.watchdog() {
                             debug!(error = %err, "watchdog notification failed");

@@ -1,1 +1,19 @@
-//! The local status endpoint: JSON status, Prometheus metrics, liveness and readiness.
+//! The local status endpoint: JSON status, Prometheus metrics, liveness and readiness, and
+//! triggered runs (docs/status.md).
+//!
+//! - [`server`]: binding (TCP or unix socket) and the routes, as a daemon background task;
+//! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from state;
+//! - [`metrics`]: run counters (an after-run hook) and the exposition format;
+//! - [`remote`]: the service's view of each check, cached, at low priority;
+//! - [`table`]: the human table of `heartbeat-agent status`;
+//! - [`client`]: the small HTTP client of the `status`, `health` and `trigger` commands.
+
+mod build;
+pub mod client;
+pub mod doc;
+pub mod metrics;
+pub mod remote;
+pub mod server;
+pub mod table;
+
+pub use server::{bind, task, Bound, Sources};

@@ -106,6 +106,7 @@ fn job_targets_and_environment() {
             api_key: ApiKeySource::Env("MY_SERVICE_KEY".to_owned()),
         },
         jobs: vec![checked.clone()],
+        status: Default::default(),
     };
     hygiene(&mut spec, &run, Some(&config), Some(&checked));
     assert_eq!(spec.env_remove, [OsString::from("MY_SERVICE_KEY")]);

@@ -1,0 +1,195 @@
+//! Builds the `/status` document and the `/metrics` text from the daemon's live state, the
+//! outbox, sync and the remote view. Job output is scrubbed of the agent's own secrets (the API
+//! key, the status token, every job's ping URL and its token).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::Utc;
+
+use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc};
+use super::metrics::{self, Scrape};
+use super::server::App;
+use crate::config::{Config, Job, JobAction, Overlap, PingTarget};
+use crate::daemon::state::{RunRecord, RunResult};
+use crate::ping::outbox::Outbox;
+
+/// The bound check ids of `config`.
+pub fn check_ids(config: &Config) -> BTreeSet<String> {
+    config
+        .jobs
+        .iter()
+        .filter_map(|job| match &job.target {
+            PingTarget::Check(id) => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn outbox(app: &App, config: &Config) -> Outbox {
+    Outbox::new(&app.context.state_dir, config.agent.outbox_max_entries)
+}
+
+/// Secrets that must not appear in job output shown by status.
+fn secrets(app: &App, config: &Config) -> Vec<String> {
+    let mut secrets: Vec<String> = Vec::new();
+    if let Some(key) = &app.sources.api_key {
+        secrets.push(key.expose().to_owned());
+    }
+    if let Some(token) = &config.status.token {
+        secrets.push(token.expose().to_owned());
+    }
+    for job in &config.jobs {
+        let url = match &job.target {
+            PingTarget::Url(url) => Some(url.clone()),
+            PingTarget::Check(id) => {
+                crate::sync::learned_ping_url(&app.context.state_dir, &job.name, id)
+            }
+            PingTarget::None => None,
+        };
+        if let Some(url) = url {
+            // The token is the URL's last path segment; the whole URL goes too.
+            if let Some(token) = url.trim_end_matches('/').rsplit('/').next() {
+                secrets.push(token.to_owned());
+            }
+            secrets.push(url);
+        }
+    }
+    // Longest first, so a URL is replaced whole before its token.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets
+}
+
+/// The document; `refresh` bypasses the remote view's cache.
+pub async fn document(app: &App, refresh: bool) -> StatusDoc {
+    let config = app.config();
+    let now = Utc::now();
+    let remote = app.sources.remote.get(&check_ids(&config), refresh).await;
+    let secrets = secrets(app, &config);
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let mut pending: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in outbox(app, &config).list().unwrap_or_default() {
+        if let Some(job) = entry.job {
+            *pending.entry(job).or_default() += 1;
+        }
+    }
+    let sync = app
+        .sources
+        .sync
+        .as_ref()
+        .map(|s| s.snapshot())
+        .unwrap_or_default();
+    let jobs = config
+        .jobs
+        .iter()
+        .map(|job| {
+            let mut doc = job_doc(app, job, &secrets);
+            doc.outbox_pending = pending.get(&job.name).copied().unwrap_or(0);
+            doc.sync = sync.get(&job.name).cloned().map(Into::into);
+            doc.remote = match &job.target {
+                PingTarget::Check(id) => remote.get(id).cloned().unwrap_or(Remote::Unavailable {
+                    reason: "not fetched".to_owned(),
+                }),
+                _ => Remote::Unavailable {
+                    reason: "the job is not bound to a check (check_id)".to_owned(),
+                },
+            };
+            doc
+        })
+        .collect();
+    let loaded = *app.loaded.lock().unwrap_or_else(|e| e.into_inner());
+    StatusDoc {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        generated_at: now,
+        started_at: app.started,
+        uptime_secs: u64::try_from((now - app.started).num_seconds()).unwrap_or(0),
+        config: ConfigInfo {
+            path: config.path.display().to_string(),
+            loaded_at: loaded,
+        },
+        ready: app.ready(),
+        jobs,
+    }
+}
+
+fn kind(job: &Job) -> &'static str {
+    match job.action {
+        JobAction::Command(_) => "command",
+        JobAction::Shell { .. } => "shell",
+        JobAction::Watch(_) => "watch",
+        JobAction::External => "external",
+    }
+}
+
+fn job_doc(app: &App, job: &Job, secrets: &[&str]) -> JobDoc {
+    let state = app.context.state.job(&job.name);
+    let snapshot = state.as_ref().map(|s| s.snapshot()).unwrap_or_default();
+    let overlap = match job.overlap {
+        Overlap::Skip => "skip",
+        Overlap::Queue => "queue",
+        Overlap::Allow => "allow",
+    };
+    JobDoc {
+        name: job.name.clone(),
+        kind: kind(job).to_owned(),
+        enabled: job.enabled,
+        schedule: job.schedule.to_string(),
+        timezone: job.timezone.name().to_owned(),
+        overlap: overlap.to_owned(),
+        check_id: match &job.target {
+            PingTarget::Check(id) => Some(id.clone()),
+            _ => None,
+        },
+        next_run: snapshot.next_fire,
+        running: state.as_ref().map_or(0, |s| s.running()),
+        runs: state.as_ref().map_or(0, |s| s.runs()),
+        skipped: state.as_ref().map_or(0, |s| s.skipped()),
+        last_skipped: snapshot.last_skipped,
+        last_run: snapshot.last_run.as_ref().map(|r| run_doc(r, secrets)),
+        last_ping: snapshot.last_ping.map(|p| PingDoc {
+            at: p.at,
+            result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
+            detail: crate::redact::scrub(&p.detail, secrets),
+        }),
+        outbox_pending: 0,
+        sync: None,
+        remote: Remote::Unavailable {
+            reason: String::new(),
+        },
+    }
+}
+
+fn run_doc(run: &RunRecord, secrets: &[&str]) -> RunDoc {
+    let (exit_code, signal, reason) = match &run.result {
+        RunResult::Exited(code) => (Some(*code), None, None),
+        RunResult::Signaled(signal) => (None, Some(*signal), None),
+        RunResult::NotStarted(why) => (None, None, Some(why.clone())),
+        RunResult::Probed { reason, .. } => (None, None, Some(reason.clone())),
+    };
+    RunDoc {
+        scheduled: run.scheduled,
+        started: run.started,
+        ended: run.ended,
+        duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
+        outcome: metrics::outcome(run).to_owned(),
+        exit_code,
+        signal,
+        timed_out: run.timed_out,
+        stopped: run.stopped,
+        reason: reason.map(|r| crate::redact::scrub(&r, secrets)),
+        output_tail: crate::redact::scrub(&run.output_tail, secrets),
+    }
+}
+
+/// The metrics text.
+pub fn metrics(app: &App) -> String {
+    let config = app.config();
+    let outbox = outbox(app, &config);
+    let scrape = Scrape {
+        state: &app.context.state,
+        start_time: app.started.timestamp_millis() as f64 / 1000.0,
+        outbox_depth: outbox.list().map(|l| l.len()).unwrap_or(0),
+        outbox: outbox.stats(),
+        sync: app.sync_counts(),
+    };
+    metrics::render(&app.sources.metrics, &scrape)
+}

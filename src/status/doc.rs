@@ -1,0 +1,197 @@
+//! The `GET /status` document: serde types shared by the endpoint (which builds it) and the
+//! `status` command (which reads it back to draw the table). Field names are a contract
+//! (docs/status.md); times are RFC 3339 UTC, durations are milliseconds.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::api::model::CheckStatus;
+
+/// The whole document.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusDoc {
+    /// The agent's version, so a fleet can be audited.
+    pub version: String,
+    /// When this document was made: the reference for the ages the table shows.
+    pub generated_at: DateTime<Utc>,
+    /// When the daemon started.
+    pub started_at: DateTime<Utc>,
+    /// Seconds since the daemon started.
+    pub uptime_secs: u64,
+    /// The configuration in force.
+    pub config: ConfigInfo,
+    /// Whether `/readyz` answers 200.
+    pub ready: bool,
+    /// Every configured job, in config order.
+    pub jobs: Vec<JobDoc>,
+}
+
+/// Which configuration the daemon runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConfigInfo {
+    /// The file (re-read on SIGHUP).
+    pub path: String,
+    /// When it was last loaded successfully (start, or the last good reload).
+    pub loaded_at: DateTime<Utc>,
+}
+
+/// One job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobDoc {
+    /// The job's name.
+    pub name: String,
+    /// `command`, `shell`, `watch` or `external` (run elsewhere, only shown).
+    pub kind: String,
+    /// Whether the daemon schedules it.
+    pub enabled: bool,
+    /// The cron schedule as written.
+    pub schedule: String,
+    /// The schedule's time zone (IANA name).
+    pub timezone: String,
+    /// `skip`, `queue` or `allow`: what a fire (or a trigger) does while a run is going.
+    pub overlap: String,
+    /// The bound check, for `check_id` jobs.
+    pub check_id: Option<String>,
+    /// The next fire time (none for `@reboot`, external and disabled jobs).
+    pub next_run: Option<DateTime<Utc>>,
+    /// Runs in progress.
+    pub running: usize,
+    /// Runs finished since the daemon started.
+    pub runs: u64,
+    /// Fires skipped because a run was still going, since the daemon started.
+    pub skipped: u64,
+    /// When a fire was last skipped.
+    pub last_skipped: Option<DateTime<Utc>>,
+    /// The most recent run.
+    pub last_run: Option<RunDoc>,
+    /// The most recent ping.
+    pub last_ping: Option<PingDoc>,
+    /// Pings of this job waiting in the outbox.
+    pub outbox_pending: usize,
+    /// Check sync (for bound jobs while sync runs).
+    pub sync: Option<SyncDoc>,
+    /// What the service thinks of the check.
+    pub remote: Remote,
+}
+
+/// One run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunDoc {
+    /// The fire time it belongs to.
+    pub scheduled: DateTime<Utc>,
+    /// When it started.
+    pub started: DateTime<Utc>,
+    /// When it ended.
+    pub ended: DateTime<Utc>,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+    /// `success`, `failed`, `timed_out`, `signaled`, `not_started`, `stopped` or `unhealthy`.
+    pub outcome: String,
+    /// The exit code, when the command exited by itself.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// Whether it ran past `timeout`.
+    pub timed_out: bool,
+    /// Whether the daemon's shutdown stopped it.
+    pub stopped: bool,
+    /// Why it could not start, or what a watch probe measured.
+    pub reason: Option<String>,
+    /// The last `output_tail` bytes of its output (lossy UTF-8; the agent's secrets removed).
+    pub output_tail: String,
+}
+
+/// One ping.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PingDoc {
+    /// When it was sent.
+    pub at: DateTime<Utc>,
+    /// `accepted` or `failed` (a failed ping may wait in the outbox).
+    pub result: String,
+    /// The answer (`HTTP 200`) or the error; never the URL.
+    pub detail: String,
+}
+
+/// The service's view of a job's check.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Remote {
+    /// Fetched (possibly from the 60 s cache).
+    Available {
+        /// When it was fetched.
+        fetched_at: DateTime<Utc>,
+        /// The check's entry of `GET /v1/check-statuses` as the service sent it (`hasFailures`,
+        /// `hasErrors`, ...); `null` when the list does not hold the check.
+        check_status: Option<Box<CheckStatus>>,
+        /// The heartbeat statistics.
+        heartbeat: Heartbeat,
+    },
+    /// Not known now; not an error of the agent.
+    Unavailable {
+        /// Why (no API configured, the job is not bound to a check, the API is down, ...).
+        reason: String,
+    },
+}
+
+/// Heartbeat statistics of a check.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Heartbeat {
+    /// From the check's latest event.
+    Available {
+        /// Success ratio of the last 24 hours (0 to 1; `null` without data).
+        success_ratio_24h: Option<f64>,
+        /// Success ratio of the last 7 days.
+        success_ratio_7d: Option<f64>,
+        /// The latest event.
+        latest_event: EventDoc,
+    },
+    /// No event recorded yet, or the events could not be read.
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A heartbeat event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventDoc {
+    /// The event id.
+    pub id: String,
+    /// The event's state as the service names it.
+    pub state: String,
+    /// When it was recorded.
+    pub time: DateTime<Utc>,
+}
+
+/// Check sync of one job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SyncDoc {
+    /// The check id.
+    pub check_id: String,
+    /// `in_sync`, `pending` or `failed`.
+    pub state: String,
+    /// The last failure's message (kept until a pass succeeds).
+    pub last_error: Option<String>,
+    /// When the job was last reconciled.
+    pub last_attempt: Option<DateTime<Utc>>,
+    /// When the service last had the desired definition.
+    pub last_success: Option<DateTime<Utc>>,
+}
+
+impl From<crate::sync::JobSyncStatus> for SyncDoc {
+    fn from(s: crate::sync::JobSyncStatus) -> SyncDoc {
+        let state = match s.state {
+            crate::sync::SyncState::InSync => "in_sync",
+            crate::sync::SyncState::Pending => "pending",
+            crate::sync::SyncState::Failed => "failed",
+        };
+        SyncDoc {
+            check_id: s.check_id,
+            state: state.to_owned(),
+            last_error: s.last_error,
+            last_attempt: s.last_attempt,
+            last_success: s.last_success,
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! `GET /metrics`: the Prometheus text exposition format (version 0.0.4), written by hand.
+//!
+//! Run counters and the duration histogram are kept by [`RunMetrics`], an after-run hook of
+//! the daemon; everything else is read at scrape time (job state, outbox, sync status, API
+//! request counters, the rate limiter). Label values are escaped (`\\`, `\"`, `\n`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use chrono::{DateTime, Utc};
+
+use crate::config::Job;
+use crate::daemon::state::{DaemonState, RunRecord, RunResult};
+use crate::daemon::AfterRun;
+use crate::ping::outbox::Stats;
+
+/// Upper bounds (seconds) of the run duration histogram's buckets.
+pub const DURATION_BUCKETS: [f64; 12] = [
+    0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0,
+];
+
+/// Per-job counters since the daemon started.
+#[derive(Debug, Default, Clone)]
+struct JobCounters {
+    outcomes: BTreeMap<&'static str, u64>,
+    pings: BTreeMap<&'static str, u64>,
+    last_success: Option<DateTime<Utc>>,
+    buckets: [u64; DURATION_BUCKETS.len()],
+    duration_sum: f64,
+    duration_count: u64,
+}
+
+/// Counts runs by job and outcome, their durations and pings: told about every run by the
+/// daemon ([`AfterRun`]), reading the run's record from the daemon's state.
+#[derive(Debug, Default)]
+pub struct RunMetrics {
+    state: OnceLock<Arc<DaemonState>>,
+    jobs: Mutex<BTreeMap<String, JobCounters>>,
+}
+
+impl RunMetrics {
+    /// Where the runs' records are read (set when the status task starts, before any run ends).
+    pub fn attach(&self, state: Arc<DaemonState>) {
+        let _ = self.state.set(state);
+    }
+
+    fn counters(&self) -> BTreeMap<String, JobCounters> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn record(&self, job: &str, run: &RunRecord, ping: Option<bool>) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let counters = jobs.entry(job.to_owned()).or_default();
+        *counters.outcomes.entry(outcome(run)).or_default() += 1;
+        if run.success {
+            counters.last_success = Some(run.ended);
+        }
+        if let Some(accepted) = ping {
+            let result = if accepted { "accepted" } else { "failed" };
+            *counters.pings.entry(result).or_default() += 1;
+        }
+        let secs = run.duration.as_secs_f64();
+        for (bucket, bound) in counters.buckets.iter_mut().zip(DURATION_BUCKETS) {
+            if secs <= bound {
+                *bucket += 1;
+            }
+        }
+        counters.duration_sum += secs;
+        counters.duration_count += 1;
+    }
+}
+
+impl AfterRun for RunMetrics {
+    fn after_run(&self, job: &Job, _fire: DateTime<Utc>, ping_accepted: bool) {
+        let Some(state) = self.state.get().and_then(|s| s.job(&job.name)) else {
+            return;
+        };
+        let snapshot = state.snapshot();
+        let Some(run) = snapshot.last_run else {
+            return;
+        };
+        // A ping of this run happened when the job's last ping is not older than the run.
+        let ping = snapshot
+            .last_ping
+            .filter(|p| p.at >= run.started)
+            .map(|_| ping_accepted);
+        self.record(&job.name, &run, ping);
+    }
+}
+
+/// The outcome label (and the document's `outcome`) of a run.
+pub fn outcome(run: &RunRecord) -> &'static str {
+    match &run.result {
+        _ if run.success => "success",
+        _ if run.stopped => "stopped",
+        _ if run.timed_out => "timed_out",
+        RunResult::Signaled(_) => "signaled",
+        RunResult::NotStarted(_) => "not_started",
+        RunResult::Probed { .. } => "unhealthy",
+        RunResult::Exited(_) => "failed",
+    }
+}
+
+/// What a scrape reads besides the run counters.
+#[derive(Debug)]
+pub struct Scrape<'a> {
+    /// The daemon's job state.
+    pub state: &'a DaemonState,
+    /// Seconds since the Unix epoch at which the daemon started.
+    pub start_time: f64,
+    /// Outbox entries pending now.
+    pub outbox_depth: usize,
+    /// The outbox's counters.
+    pub outbox: Stats,
+    /// Jobs per sync state (`in_sync`, `pending`, `failed`), when sync runs.
+    pub sync: Option<BTreeMap<&'static str, u64>>,
+}
+
+/// Prometheus text of one scrape.
+pub fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
+    let mut out = Text::default();
+    out.family(
+        "heartbeat_agent_build_info",
+        "gauge",
+        "The agent's version (always 1).",
+    );
+    out.sample(
+        "heartbeat_agent_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    out.family(
+        "heartbeat_agent_start_time_seconds",
+        "gauge",
+        "When the daemon started, in seconds since the Unix epoch.",
+    );
+    out.sample("heartbeat_agent_start_time_seconds", &[], scrape.start_time);
+    let counters = runs.counters();
+    run_families(&mut out, &counters, scrape.state);
+    outbox_families(&mut out, scrape);
+    if let Some(sync) = &scrape.sync {
+        out.family(
+            "heartbeat_agent_sync_jobs",
+            "gauge",
+            "Bound jobs by the state of their check's sync.",
+        );
+        for state in ["in_sync", "pending", "failed"] {
+            let n = sync.get(state).copied().unwrap_or(0);
+            out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
+        }
+    }
+    api_families(&mut out);
+    out.0
+}
+
+fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, state: &DaemonState) {
+    out.family("heartbeat_agent_runs_total", "counter", "Finished runs by job and outcome (and fires skipped because a run was still going) since start.");
+    let jobs = state.jobs();
+    for (name, job) in &jobs {
+        if let Some(c) = counters.get(name) {
+            for (outcome, n) in &c.outcomes {
+                out.sample(
+                    "heartbeat_agent_runs_total",
+                    &[("job", name), ("outcome", outcome)],
+                    *n as f64,
+                );
+            }
+        }
+        out.sample(
+            "heartbeat_agent_runs_total",
+            &[("job", name), ("outcome", "skipped")],
+            job.skipped() as f64,
+        );
+    }
+    out.family(
+        "heartbeat_agent_running",
+        "gauge",
+        "Runs in progress by job.",
+    );
+    for (name, job) in &jobs {
+        out.sample(
+            "heartbeat_agent_running",
+            &[("job", name)],
+            job.running() as f64,
+        );
+    }
+    out.family(
+        "heartbeat_agent_last_success_timestamp_seconds",
+        "gauge",
+        "When each job's last successful run ended (jobs that succeeded since start).",
+    );
+    for (name, c) in counters {
+        if let Some(at) = c.last_success {
+            out.sample(
+                "heartbeat_agent_last_success_timestamp_seconds",
+                &[("job", name)],
+                at.timestamp_millis() as f64 / 1000.0,
+            );
+        }
+    }
+    let hist = "heartbeat_agent_run_duration_seconds";
+    out.family(hist, "histogram", "Run durations by job.");
+    for (name, c) in counters {
+        for (bound, n) in DURATION_BUCKETS.iter().zip(c.buckets) {
+            out.sample(
+                &format!("{hist}_bucket"),
+                &[("job", name), ("le", &bound.to_string())],
+                n as f64,
+            );
+        }
+        out.sample(
+            &format!("{hist}_bucket"),
+            &[("job", name), ("le", "+Inf")],
+            c.duration_count as f64,
+        );
+        out.sample(&format!("{hist}_sum"), &[("job", name)], c.duration_sum);
+        out.sample(
+            &format!("{hist}_count"),
+            &[("job", name)],
+            c.duration_count as f64,
+        );
+    }
+    out.family(
+        "heartbeat_agent_pings_total",
+        "counter",
+        "Success pings sent after runs, by job and result (failed ones wait in the outbox).",
+    );
+    for (name, c) in counters {
+        for (result, n) in &c.pings {
+            out.sample(
+                "heartbeat_agent_pings_total",
+                &[("job", name), ("result", result)],
+                *n as f64,
+            );
+        }
+    }
+}
+
+fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
+    out.family(
+        "heartbeat_agent_outbox_depth",
+        "gauge",
+        "Pings waiting in the outbox.",
+    );
+    out.sample(
+        "heartbeat_agent_outbox_depth",
+        &[],
+        scrape.outbox_depth as f64,
+    );
+    let s = &scrape.outbox;
+    out.family(
+        "heartbeat_agent_outbox_delivered_total",
+        "counter",
+        "Pending pings delivered later (all processes sharing the state directory).",
+    );
+    out.sample(
+        "heartbeat_agent_outbox_delivered_total",
+        &[],
+        s.delivered as f64,
+    );
+    out.family(
+        "heartbeat_agent_outbox_dropped_total",
+        "counter",
+        "Pending pings dropped, by reason.",
+    );
+    for (reason, n) in [
+        ("failed_run", s.dropped_failed_run),
+        ("expired", s.dropped_expired),
+        ("overflow", s.dropped_overflow),
+        ("permanent", s.permanent),
+        ("corrupt", s.corrupt),
+        ("purged", s.purged),
+    ] {
+        out.sample(
+            "heartbeat_agent_outbox_dropped_total",
+            &[("reason", reason)],
+            n as f64,
+        );
+    }
+}
+
+fn api_families(out: &mut Text) {
+    out.family(
+        "heartbeat_agent_api_requests_total",
+        "counter",
+        "API request attempts by operation and HTTP status (error: no answer).",
+    );
+    for (op, status, n) in crate::api::counters::snapshot() {
+        out.sample(
+            "heartbeat_agent_api_requests_total",
+            &[("operation", op), ("status", &status)],
+            n as f64,
+        );
+    }
+    let limiter = crate::api::RateLimiter::shared().stats();
+    out.family(
+        "heartbeat_agent_rate_limit_waits_total",
+        "counter",
+        "API requests that waited for the shared rate limiter.",
+    );
+    out.sample(
+        "heartbeat_agent_rate_limit_waits_total",
+        &[],
+        limiter.waited as f64,
+    );
+    out.family(
+        "heartbeat_agent_rate_limit_wait_seconds_total",
+        "counter",
+        "Time spent waiting for the shared rate limiter.",
+    );
+    out.sample(
+        "heartbeat_agent_rate_limit_wait_seconds_total",
+        &[],
+        limiter.wait_time.as_secs_f64(),
+    );
+}
+
+/// The exposition text being written.
+#[derive(Default)]
+struct Text(String);
+
+impl Text {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            let parts: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            let _ = write!(self.0, "{{{}}}", parts.join(","));
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+pub fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut text = Text::default();
+        text.sample("m", &[("job", "x\"y")], 1.5);
+        assert_eq!(text.0, "m{job=\"x\\\"y\"} 1.5\n");
+    }
+
+    #[test]
+    fn durations_fill_cumulative_buckets() {
+        let metrics = RunMetrics::default();
+        let now = Utc::now();
+        let run = RunRecord {
+            scheduled: now,
+            started: now,
+            ended: now,
+            duration: std::time::Duration::from_secs(2),
+            result: RunResult::Exited(0),
+            timed_out: false,
+            stopped: false,
+            success: true,
+            output_tail: String::new(),
+        };
+        metrics.record("j", &run, Some(true));
+        let c = &metrics.counters()["j"];
+        assert_eq!(&c.buckets[..4], &[0, 0, 0, 1]);
+        assert_eq!(c.buckets[DURATION_BUCKETS.len() - 1], 1);
+        assert_eq!(c.outcomes["success"], 1);
+        assert_eq!(c.pings["accepted"], 1);
+    }
+}

@@ -1,0 +1,374 @@
+//! The endpoint: axum on a TCP address or a unix socket. The socket is bound by
+//! [`bind`] before the daemon starts (so `READY=1` means "listener bound"); [`task`] serves
+//! it as a daemon background task until shutdown.
+//!
+//! Routes: `GET /status` (JSON, `?refresh=1` bypasses the remote cache), `GET /metrics`,
+//! `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run` (always needs the bearer token).
+//! On a bind that is not loopback, `/status` and `/metrics` need the token too.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::build;
+use super::metrics::RunMetrics;
+use super::remote::RemoteView;
+use crate::config::{Config, JobAction, Listen, Overlap};
+use crate::daemon::{Context, Task};
+use crate::redact::Secret;
+use crate::sync::{SyncState, SyncStatus};
+
+/// A bound listener, not yet served.
+#[derive(Debug)]
+pub enum Bound {
+    /// A TCP listener.
+    Tcp(std::net::TcpListener),
+    /// A unix socket listener and its path (removed at shutdown).
+    Unix(std::os::unix::net::UnixListener, PathBuf),
+}
+
+/// Why the listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {listen} ([status] listen): {source}; free it or set another address")]
+pub struct BindError {
+    /// The address or path.
+    pub listen: String,
+    /// The OS error.
+    pub source: std::io::Error,
+}
+
+/// Binds `listen` now (a stale unix socket file is replaced; the socket gets mode 0660).
+pub fn bind(listen: &Listen) -> Result<Bound, BindError> {
+    let err = |source| BindError {
+        listen: listen.to_string(),
+        source,
+    };
+    match listen {
+        Listen::Tcp(addr) => {
+            let listener = std::net::TcpListener::bind(addr).map_err(err)?;
+            listener.set_nonblocking(true).map_err(err)?;
+            Ok(Bound::Tcp(listener))
+        }
+        Listen::Unix(path) => {
+            remove_stale_socket(path);
+            let listener = std::os::unix::net::UnixListener::bind(path).map_err(err)?;
+            listener.set_nonblocking(true).map_err(err)?;
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::Permissions::from_mode(0o660);
+            std::fs::set_permissions(path, mode).map_err(err)?;
+            Ok(Bound::Unix(listener, path.clone()))
+        }
+    }
+}
+
+fn remove_stale_socket(path: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// What the endpoint reads besides the daemon's context.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// Sync status, when the sync engine runs.
+    pub sync: Option<SyncStatus>,
+    /// The remote view (its client, if any, at low priority).
+    pub remote: RemoteView,
+    /// Run counters (also registered as an after-run hook).
+    pub metrics: Arc<RunMetrics>,
+    /// Secrets removed from job output shown in status: the API key (if any).
+    pub api_key: Option<Secret>,
+}
+
+/// The endpoint's shared state.
+pub(super) struct App {
+    pub context: Context,
+    pub sources: Sources,
+    pub started: DateTime<Utc>,
+    pub loaded: Mutex<DateTime<Utc>>,
+}
+
+impl App {
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.context.config.borrow())
+    }
+
+    /// Ready once the first sync pass was attempted (or when nothing is synced).
+    pub fn ready(&self) -> bool {
+        let Some(sync) = &self.sources.sync else {
+            return true;
+        };
+        let jobs = sync.snapshot();
+        jobs.is_empty() || jobs.values().any(|j| j.last_attempt.is_some())
+    }
+
+    /// Jobs per sync state, for metrics.
+    pub fn sync_counts(&self) -> Option<BTreeMap<&'static str, u64>> {
+        let sync = self.sources.sync.as_ref()?;
+        let mut counts = BTreeMap::new();
+        for job in sync.snapshot().values() {
+            let state = match job.state {
+                SyncState::InSync => "in_sync",
+                SyncState::Pending => "pending",
+                SyncState::Failed => "failed",
+            };
+            *counts.entry(state).or_default() += 1;
+        }
+        Some(counts)
+    }
+}
+
+/// The endpoint as a daemon background task, serving `bound` until shutdown.
+pub fn task(bound: Bound, sources: Sources) -> Task {
+    Box::new(move |context: Context, cancel: CancellationToken| {
+        sources.metrics.attach(Arc::clone(&context.state));
+        let now = Utc::now();
+        let app = Arc::new(App {
+            context,
+            sources,
+            started: now,
+            loaded: Mutex::new(now),
+        });
+        Box::pin(serve(bound, app, cancel))
+    })
+}
+
+async fn serve(bound: Bound, app: Arc<App>, cancel: CancellationToken) {
+    let router = router(Arc::clone(&app));
+    tokio::spawn(track_reloads(Arc::clone(&app), cancel.clone()));
+    if let Some(every) = app.config().status.remote_refresh {
+        tokio::spawn(refresh_remote(Arc::clone(&app), every, cancel.clone()));
+    }
+    let stop = cancel.clone();
+    let result = match bound {
+        Bound::Tcp(listener) => match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => {
+                info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "status endpoint listening");
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(async move { stop.cancelled().await })
+                    .await
+            }
+            Err(err) => Err(err),
+        },
+        Bound::Unix(listener, path) => {
+            let served = match tokio::net::UnixListener::from_std(listener) {
+                Ok(listener) => {
+                    info!(listen = %path.display(), "status endpoint listening");
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(async move { stop.cancelled().await })
+                        .await
+                }
+                Err(err) => Err(err),
+            };
+            let _ = std::fs::remove_file(&path);
+            served
+        }
+    };
+    if let Err(err) = result {
+        warn!(error = %err, "the status endpoint stopped");
+    }
+}
+
+/// Notes the time of every successful reload (shown as the config's load time).
+async fn track_reloads(app: Arc<App>, cancel: CancellationToken) {
+    let mut config = app.context.config.clone();
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = config.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                *app.loaded.lock().unwrap_or_else(|e| e.into_inner()) = Utc::now();
+            }
+        }
+    }
+}
+
+/// `remote_refresh`: keeps the remote view's cache warm.
+async fn refresh_remote(app: Arc<App>, every: Duration, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        let ids = build::check_ids(&app.config());
+        app.sources.remote.get(&ids, true).await;
+    }
+}
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/status", get(status))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/jobs/{name}/run", post(trigger))
+        .with_state(app)
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct StatusQuery {
+    refresh: Option<String>,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = Json(serde_json::json!({ "error": message.into() }));
+    (status, body).into_response()
+}
+
+/// Whether the request carries the configured token (compared through digests, so timing
+/// tells nothing about the token).
+fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    Sha256::digest(given.trim().as_bytes()) == Sha256::digest(token.expose().as_bytes())
+}
+
+fn unauthorized() -> Response {
+    let mut response = error(
+        StatusCode::UNAUTHORIZED,
+        "missing or wrong bearer token: send Authorization: Bearer <[status] token>",
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+/// `/status` and `/metrics` on a non-loopback bind need the token.
+fn guard(app: &App, headers: &HeaderMap) -> Option<Response> {
+    let config = app.config();
+    let status = &config.status;
+    match &status.token {
+        Some(token) if status.token_required_for_all() && !authorized(headers, token) => {
+            Some(unauthorized())
+        }
+        _ => None,
+    }
+}
+
+async fn status(
+    State(app): State<Arc<App>>,
+    Query(query): Query<StatusQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = guard(&app, &headers) {
+        return denied;
+    }
+    let refresh = query
+        .refresh
+        .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
+    Json(build::document(&app, refresh).await).into_response()
+}
+
+async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Some(denied) = guard(&app, &headers) {
+        return denied;
+    }
+    let text = build::metrics(&app);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// 200 while the daemon's main loop ticks (within three of its intervals); never asks the API.
+async fn healthz(State(app): State<Arc<App>>) -> Response {
+    let alive = match app.context.state.last_beat() {
+        Some((at, interval)) => {
+            let limit = chrono::TimeDelta::from_std(interval * 3).unwrap_or(chrono::TimeDelta::MAX);
+            Utc::now() - at <= limit
+        }
+        None => (Utc::now() - app.started) < chrono::TimeDelta::seconds(60),
+    };
+    if alive {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the scheduler loop is not making progress\n",
+        )
+            .into_response()
+    }
+}
+
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    if app.ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "waiting for the first check sync\n",
+        )
+            .into_response()
+    }
+}
+
+/// `POST /jobs/{name}/run`: 202 started or queued, 409 when the overlap rule refuses it (or
+/// the daemon does not run the job), 404 unknown job, 401 bad token, 403 no token configured.
+async fn trigger(
+    State(app): State<Arc<App>>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let config = app.config();
+    let Some(token) = &config.status.token else {
+        return error(
+            StatusCode::FORBIDDEN,
+            "triggering runs is off: set [status] token (or token_file) in the config",
+        );
+    };
+    if !authorized(&headers, token) {
+        return unauthorized();
+    }
+    let (Some(job), Some(state)) = (config.job(&name), app.context.state.job(&name)) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no job named \"{name}\" in the config"),
+        );
+    };
+    if !job.enabled || job.action == JobAction::External {
+        let why = if job.enabled {
+            "is external (run elsewhere)"
+        } else {
+            "is disabled"
+        };
+        return error(
+            StatusCode::CONFLICT,
+            format!("job \"{name}\" {why}: the daemon does not run it"),
+        );
+    }
+    let running = state.running();
+    if running > 0 && job.overlap == Overlap::Skip {
+        return error(
+            StatusCode::CONFLICT,
+            format!("job \"{name}\" is running and its overlap is \"skip\": not started"),
+        );
+    }
+    state.request_run();
+    let queued = running > 0 && job.overlap == Overlap::Queue;
+    info!(job = %name, queued, "run requested through the status endpoint");
+    let body = serde_json::json!({ "job": name, "accepted": true, "queued": queued });
+    (StatusCode::ACCEPTED, Json(body)).into_response()
+}

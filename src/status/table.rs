@@ -1,0 +1,168 @@
+//! The human table of `heartbeat-agent status`: one line per job with its next run, last run
+//! (age and result), last ping, sync state and what the service thinks (failing, 24 h success
+//! ratio). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`).
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::doc::{Heartbeat, JobDoc, Remote, StatusDoc};
+
+const HEADERS: [&str; 6] = ["JOB", "NEXT RUN", "LAST RUN", "PING", "SYNC", "REMOTE"];
+
+/// How a cell is coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tone {
+    Plain,
+    Good,
+    Bad,
+    Warn,
+}
+
+/// The table for `doc` (ages relative to its `generated_at`), with a header line.
+pub fn render(doc: &StatusDoc, color: bool) -> String {
+    let rows: Vec<[(String, Tone); 6]> =
+        doc.jobs.iter().map(|j| row(j, doc.generated_at)).collect();
+    let mut widths = HEADERS.map(str::len);
+    for row in &rows {
+        for (width, (text, _)) in widths.iter_mut().zip(row) {
+            *width = (*width).max(text.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<(String, Tone)> = HEADERS
+        .iter()
+        .map(|h| ((*h).to_owned(), Tone::Plain))
+        .collect();
+    line(&mut out, &header, &widths, false);
+    for row in &rows {
+        line(&mut out, row, &widths, color);
+    }
+    out
+}
+
+fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 6], color: bool) {
+    let last = cells.len() - 1;
+    for (i, ((text, tone), width)) in cells.iter().zip(widths).enumerate() {
+        let pad = if i == last {
+            0
+        } else {
+            width - text.chars().count() + 2
+        };
+        let code = match tone {
+            _ if !color => None,
+            Tone::Plain => None,
+            Tone::Good => Some("32"),
+            Tone::Bad => Some("31"),
+            Tone::Warn => Some("33"),
+        };
+        match code {
+            Some(code) => out.push_str(&format!("\x1b[{code}m{text}\x1b[0m")),
+            None => out.push_str(text),
+        }
+        out.push_str(&" ".repeat(pad));
+    }
+    out.push('\n');
+}
+
+fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
+    let next = match (&job.next_run, job.enabled, job.kind.as_str()) {
+        (_, false, _) => ("disabled".to_owned(), Tone::Plain),
+        (_, _, "external") => ("external".to_owned(), Tone::Plain),
+        (Some(at), _, _) => (format!("in {}", span(*at - now)), Tone::Plain),
+        (None, _, _) => ("-".to_owned(), Tone::Plain),
+    };
+    let last = match &job.last_run {
+        _ if job.running > 0 => ("running".to_owned(), Tone::Warn),
+        None => ("never".to_owned(), Tone::Plain),
+        Some(run) => {
+            let what = match (run.exit_code, run.signal) {
+                (Some(code), _) if run.outcome != "success" => {
+                    format!("{} (exit {code})", run.outcome)
+                }
+                (_, Some(signal)) => format!("{} (signal {signal})", run.outcome),
+                _ => run.outcome.clone(),
+            };
+            let tone = if run.outcome == "success" {
+                Tone::Good
+            } else {
+                Tone::Bad
+            };
+            (format!("{} ago {what}", span(now - run.ended)), tone)
+        }
+    };
+    let ping = match &job.last_ping {
+        None => ("-".to_owned(), Tone::Plain),
+        Some(p) if p.result == "accepted" => (format!("ok {} ago", span(now - p.at)), Tone::Good),
+        Some(_) if job.outbox_pending > 0 => {
+            (format!("queued ({})", job.outbox_pending), Tone::Warn)
+        }
+        Some(_) => ("failed".to_owned(), Tone::Bad),
+    };
+    let sync = match &job.sync {
+        None => ("-".to_owned(), Tone::Plain),
+        Some(s) => match s.state.as_str() {
+            "in_sync" => ("in sync".to_owned(), Tone::Good),
+            "failed" => ("failed".to_owned(), Tone::Bad),
+            other => (other.to_owned(), Tone::Warn),
+        },
+    };
+    [
+        (job.name.clone(), Tone::Plain),
+        next,
+        last,
+        ping,
+        sync,
+        remote(&job.remote, job.check_id.is_some()),
+    ]
+}
+
+fn remote(remote: &Remote, bound: bool) -> (String, Tone) {
+    match remote {
+        Remote::Unavailable { .. } if !bound => ("-".to_owned(), Tone::Plain),
+        Remote::Unavailable { .. } => ("unavailable".to_owned(), Tone::Warn),
+        Remote::Available {
+            check_status,
+            heartbeat,
+            ..
+        } => {
+            let failing = check_status
+                .as_ref()
+                .is_some_and(|s| s.has_failures || s.has_errors);
+            let ratio = match heartbeat {
+                Heartbeat::Available {
+                    success_ratio_24h: Some(r),
+                    ..
+                } => format!("{:.1}%", r * 100.0),
+                _ => "n/a".to_owned(),
+            };
+            if failing {
+                (format!("FAILING 24h {ratio}"), Tone::Bad)
+            } else {
+                (format!("ok 24h {ratio}"), Tone::Good)
+            }
+        }
+    }
+}
+
+/// A short span: `45s`, `12m`, `3h`, `2d` (negative spans show as `0s`).
+fn span(delta: TimeDelta) -> String {
+    let secs = delta.num_seconds().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans() {
+        assert_eq!(span(TimeDelta::seconds(5)), "5s");
+        assert_eq!(span(TimeDelta::seconds(600)), "10m");
+        assert_eq!(span(TimeDelta::seconds(-3)), "0s");
+        assert_eq!(span(TimeDelta::days(3)), "3d");
+    }
+}
