@@ -248,7 +248,7 @@ fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {
     // An external job only: the daemon runs nothing itself, so every ping is the drainer's.
     let config = env.write_config("[[jobs]]\nname = \"elsewhere\"\nschedule = \"@daily\"\n");
     let started = Instant::now();
-    let mut daemon = env
+    let daemon = env
         .cmd(&["--config", config.to_str().expect("utf8"), "daemon"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
