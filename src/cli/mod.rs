@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub mod api;
 pub mod config_cmd;
 pub mod daemon;
+pub mod demo;
 pub mod emulator;
 pub mod generate;
 pub mod health;
@@ -137,6 +138,8 @@ pub enum Command {
     Health(health::HealthArgs),
     /// Run a job of the running daemon now (needs [status] token)
     Trigger(trigger::TriggerArgs),
+    /// Try the agent: a demo daemon against an in-process emulator, with a live status table
+    Demo(demo::DemoArgs),
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -158,6 +161,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Status(args) => status::run(args, &global),
         Command::Health(args) => health::run(args, &global),
         Command::Trigger(args) => trigger::run(args, &global),
+        Command::Demo(args) => demo::run(args, &global),
     };
     ExitCode::from(code)
 }

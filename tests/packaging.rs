@@ -1,0 +1,170 @@
+//! The files under `packaging/` against the code: the sidecar example's embedded config passes
+//! `config check`, the container build copies everything the binary embeds, and the systemd
+//! unit's stop timeout covers the daemon's shutdown.
+
+use std::path::{Path, PathBuf};
+
+use crate::util;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(repo().join(relative)).expect("packaging file")
+}
+
+/// The block scalar `config.toml: |` of a ConfigMap in `yaml`, de-indented.
+fn embedded_config(yaml: &str) -> String {
+    let mut lines = yaml.lines().skip_while(|l| l.trim() != "config.toml: |");
+    lines.next().expect("a config.toml block");
+    let body: Vec<&str> = lines
+        .take_while(|l| l.is_empty() || l.starts_with("    "))
+        .collect();
+    let indent = body
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .expect("a non-empty block");
+    body.iter()
+        .map(|l| l.get(indent..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn sidecar_config_passes_config_check() {
+    let config = embedded_config(&read("packaging/kubernetes/sidecar.yaml"));
+    assert!(config.contains("[[jobs]]"), "{config}");
+    let home = tempfile::tempdir().expect("tempdir");
+    let path = home.path().join("config.toml");
+    std::fs::write(&path, &config).expect("write");
+    let out = util::agent(home.path())
+        .args(["config", "check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    if out.status.success() {
+        return;
+    }
+    // Until the status endpoint is merged, `[status]` is the one unknown key it may have.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let problems: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with(&*path.to_string_lossy()))
+        .collect();
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(!problems.is_empty(), "{stderr}");
+    for problem in problems {
+        assert!(
+            problem.contains("key `status`: unknown key"),
+            "only [status] may be unknown: {problem}\n{config}"
+        );
+    }
+}
+
+#[test]
+fn container_build_copies_every_file_the_binary_embeds() {
+    let containerfile = read("packaging/container/Containerfile");
+    let copied: Vec<PathBuf> = containerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .filter(|l| !l.starts_with("--from"))
+        .flat_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let sources = &words[..words.len().saturating_sub(1)];
+            sources.iter().map(|s| repo().join(s)).collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(copied.contains(&repo().join("src")), "{copied:?}");
+    let mut embedded = Vec::new();
+    collect_includes(&repo().join("src"), &mut embedded);
+    assert!(
+        embedded.iter().any(|p| p.ends_with("config/demo.toml")),
+        "{embedded:?}"
+    );
+    for file in embedded {
+        let file = file.canonicalize().expect("the embedded file exists");
+        assert!(
+            copied.iter().any(|c| file.starts_with(c)),
+            "{} is embedded by the binary but not copied by the Containerfile",
+            file.display()
+        );
+    }
+    let ignore = read("packaging/container/Containerfile.dockerignore");
+    for dir in ["src/", "config/", "Cargo.toml", "Cargo.lock"] {
+        assert!(ignore.contains(&format!("!{dir}")), "{ignore}");
+    }
+}
+
+/// Every file named by `include_str!`/`include_bytes!` in the Rust sources under `dir`.
+fn collect_includes(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_includes(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("source");
+            for part in text.split("include_").skip(1) {
+                let Some(rest) = part
+                    .strip_prefix("str!(\"")
+                    .or_else(|| part.strip_prefix("bytes!(\""))
+                else {
+                    continue;
+                };
+                let name = rest.split('"').next().expect("a string literal");
+                found.push(path.parent().expect("parent").join(name));
+            }
+        }
+    }
+}
+
+#[test]
+fn unit_stop_timeout_covers_the_daemon_shutdown() {
+    let unit = read("packaging/systemd/heartbeat-agent.service");
+    let value = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in the unit"))
+            .to_owned()
+    };
+    let secs = |text: String| -> u64 {
+        text.strip_suffix('s')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a number of seconds: {text}"))
+    };
+    // The daemon's default shutdown_timeout (30 s) plus its 5 s of slack must fit.
+    assert!(secs(value("TimeoutStopSec")) > 30 + 5);
+    assert_eq!(value("Type"), "notify");
+    assert_eq!(value("KillMode"), "mixed");
+    assert_eq!(value("RestartPreventExitStatus"), "78");
+    assert!(value("ExecStart").starts_with("/usr/bin/heartbeat-agent daemon --config "));
+}
+
+#[test]
+fn cronjob_command_runs_and_pings() {
+    let yaml = read("packaging/kubernetes/cronjob.yaml");
+    let mut lines = yaml.lines().skip_while(|l| l.trim() != "command:");
+    lines.next().expect("a command list");
+    let mut argv: Vec<String> = lines
+        .map_while(|l| l.trim().strip_prefix("- ").map(str::to_owned))
+        .collect();
+    assert_eq!(argv.first().map(String::as_str), Some("heartbeat-agent"));
+    assert!(yaml.contains("name: HEARTBEAT_AGENT_PING_URL"), "{yaml}");
+    // The backup script is the last word: a command that succeeds stands in for it.
+    *argv.last_mut().expect("a script") = "true".to_owned();
+    let emulator = util::emulator::Background::start();
+    let check = emulator
+        .add_heartbeat_check(&serde_json::json!({"name": "nightly-backup"}))
+        .expect("check");
+    let url = check["heartbeat"]["pingUrl"].as_str().expect("ping URL");
+    let home = tempfile::tempdir().expect("tempdir");
+    let status = util::agent(home.path())
+        .args(&argv[1..])
+        .env("HEARTBEAT_AGENT_PING_URL", url)
+        .status()
+        .expect("run");
+    assert_eq!(status.code(), Some(0), "{argv:?}");
+    assert_eq!(emulator.pings().len(), 1, "{argv:?}");
+}
