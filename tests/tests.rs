@@ -14,3 +14,4 @@ mod run;
 mod schedule;
 mod sync;
 mod watch;
+mod reliability;
