@@ -7,7 +7,10 @@ use std::process::Output;
 use crate::util;
 
 fn corpus_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bad-configs"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/bad-configs"
+    ))
 }
 
 /// Runs `heartbeat-agent ARGS --config NAME` in the corpus directory (so messages name the
@@ -21,25 +24,7 @@ fn agent_in(dir: &Path, home: &Path, args: &[&str], config: &str) -> Output {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn the agent");
-    wait_bounded(child, std::time::Duration::from_secs(20))
-}
-
-/// Waits for `child` at most `limit`, killing it (and failing) past that.
-pub fn wait_bounded(child: std::process::Child, limit: std::time::Duration) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(output) => output.expect("wait for the agent"),
-        Err(_) => {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-            panic!("the agent (pid {pid}) did not exit within {limit:?}");
-        }
-    }
+    super::wait_bounded(child, std::time::Duration::from_secs(20))
 }
 
 fn corpus() -> Vec<(String, String)> {
@@ -66,7 +51,11 @@ fn corpus() -> Vec<(String, String)> {
 fn every_broken_config_gives_its_own_message_and_exit_78_from_config_check() {
     let home = tempfile::tempdir().expect("temp dir");
     let cases = corpus();
-    assert!(cases.len() >= 30, "the corpus shrank: {} cases", cases.len());
+    assert!(
+        cases.len() >= 30,
+        "the corpus shrank: {} cases",
+        cases.len()
+    );
     let mut failures = Vec::new();
     for (name, expected) in &cases {
         let out = agent_in(&corpus_dir(), home.path(), &["config", "check"], name);
