@@ -6,6 +6,7 @@ use std::process::{Child, Output};
 use std::time::Duration;
 
 mod corpus;
+mod properties;
 mod secrets;
 
 /// Waits for `child` at most `limit`, killing it (and failing) past that.
