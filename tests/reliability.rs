@@ -6,6 +6,7 @@ use std::process::{Child, Output};
 use std::time::Duration;
 
 mod corpus;
+mod disk;
 mod faults;
 mod properties;
 mod secrets;
