@@ -62,8 +62,7 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
     for job in ["a", "b"] {
         text += &format!(
             "[[jobs]]\nname = \"{job}\"\nschedule = \"* * * * * *\"\ncommand = [\"/bin/true\"]\n\
-             catch_up = true\nping_url = \"{}\"\n\n",
-            format!("http://127.0.0.1:1/tok-{job}")
+             catch_up = true\nping_url = \"http://127.0.0.1:1/tok-{job}\"\n\n"
         );
     }
     std::fs::write(&config, text).expect("write the config");

@@ -66,6 +66,10 @@ impl Scan {
         format!("{}/{token}", self.emulator.ping_url())
     }
 
+    fn dead_url(&self) -> String {
+        format!("http://127.0.0.1:1/{TOKEN_DEAD}")
+    }
+
     fn write_config(&self) {
         let ping = self.emulator.ping_url();
         let text = format!(
@@ -88,7 +92,7 @@ impl Scan {
             key = self.path("api-key").display(),
             ok = self.ping_url(TOKEN_OK),
             unknown = self.ping_url(TOKEN_UNKNOWN),
-            dead = format!("http://127.0.0.1:1/{TOKEN_DEAD}"),
+            dead = self.dead_url(),
         );
         std::fs::write(self.path("config.toml"), text).expect("write the config");
     }
