@@ -10,4 +10,4 @@ if ! cargo deny --version >/dev/null 2>&1; then
   echo "deny: installed cargo-deny in $((SECONDS - start)) s"
 fi
 # shellcheck disable=SC2086
-cargo deny --offline check ${CHECKS:-licenses bans sources}
+cargo deny --offline check --hide-inclusion-graph ${CHECKS:-licenses bans sources}
