@@ -9,5 +9,8 @@ if ! cargo deny --version >/dev/null 2>&1; then
   cargo install cargo-deny --locked
   echo "deny: installed cargo-deny in $((SECONDS - start)) s"
 fi
+CHECKS=${CHECKS:-licenses bans sources}
+offline=--offline
+[[ "$CHECKS" == *advisories* ]] && offline=""   # the advisory database is fetched
 # shellcheck disable=SC2086
-cargo deny --offline check --hide-inclusion-graph ${CHECKS:-licenses bans sources}
+cargo deny $offline check --hide-inclusion-graph $CHECKS
