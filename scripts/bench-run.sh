@@ -22,7 +22,8 @@ for tool in python3 curl; do
   command -v "$tool" >/dev/null || { echo "bench-run: $tool is required" >&2; exit 1; }
 done
 
-cargo build --release --quiet
+# BENCH_NO_BUILD=1 measures the binary already built (e.g. while other builds hold the CPU).
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --quiet
 BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent"
 
 work="$(mktemp -d)"

@@ -11,6 +11,7 @@ mod emulator;
 mod import;
 mod outbox;
 mod packaging;
+mod reliability;
 mod roundtrip;
 mod run;
 mod schedule;

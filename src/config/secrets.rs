@@ -97,6 +97,22 @@ fn read_key_file(path: &Path) -> Result<Secret, ApiKeyError> {
     Ok(Secret::new(key))
 }
 
+/// Why the key file at `path` cannot serve as one: it does not exist, cannot be inspected, or
+/// is not a regular file (a directory). `None` when it is a file. Only metadata is read.
+pub fn key_file_error(path: &Path) -> Option<String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Some(format!(
+            "api key file {} is a directory, not a file",
+            path.display()
+        )),
+        Ok(_) => None,
+        Err(err) => Some(format!(
+            "api key file {} cannot be read: {err}",
+            path.display()
+        )),
+    }
+}
+
 /// A warning when the key file at `path` is readable by group or others, or cannot be
 /// inspected; `None` when it is private. Only metadata is read, never the key.
 pub fn key_file_warning(path: &Path) -> Option<String> {

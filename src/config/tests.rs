@@ -513,3 +513,29 @@ fn outbox_limits_have_defaults_and_are_checked() {
         "a string is a type error"
     );
 }
+
+#[test]
+fn api_key_file_missing_or_a_directory_is_an_error_not_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let text = format!("[api]\napi_key_file = \"{}\"\n", missing.display());
+    assert_eq!(
+        problems(&text),
+        [format!(
+            "c.toml:2:16: [api]: key `api_key_file`: api key file {} cannot be read: No such file \
+             or directory (os error 2); hint: write the API key into a file only its owner can \
+             read (chmod 600) and name that file",
+            missing.display()
+        )]
+    );
+    let text = format!("[api]\napi_key_file = \"{}\"\n", dir.path().display());
+    let found = problems(&text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains(&format!(
+            "api key file {} is a directory, not a file",
+            dir.path().display()
+        )),
+        "{found:?}"
+    );
+}

@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::parse::{RawFile, RawJobEntry, Section};
 use super::problem::line_col;
 use super::raw::{example, RawApi, RawDuration, RawSettings};
-use super::secrets::key_file_warning;
+use super::secrets::{key_file_error, key_file_warning};
 use super::values::{At, Checker};
 use super::{
     AgentSettings, ApiKeySource, ApiSettings, Config, Job, JobAction, Overlap, PingTarget,
@@ -172,8 +172,13 @@ fn api(check: &mut Checker, section: &Section<RawApi>) -> ApiSettings {
         }
         (Some(_), None) => match check.path(at("api_key_file"), &raw.api_key_file) {
             Some(file) => {
-                if let (Some(warning), Some(value)) = (key_file_warning(&file), &raw.api_key_file) {
-                    check.warn(Some(value.span()), at("api_key_file"), warning, None);
+                let span = raw.api_key_file.as_ref().map(|value| value.span());
+                if let Some(error) = key_file_error(&file) {
+                    let hint = "write the API key into a file only its owner can read \
+                                (chmod 600) and name that file";
+                    check.error(span, at("api_key_file"), error, Some(hint.to_owned()));
+                } else if let Some(warning) = key_file_warning(&file) {
+                    check.warn(span, at("api_key_file"), warning, None);
                 }
                 ApiKeySource::File(file)
             }

@@ -51,7 +51,11 @@ pub(super) async fn execute(
     if !ended.success {
         drop_pending_success(&job, &shared, &state);
     }
-    let ping_accepted = if ended.success && !shared.stop_runs.is_cancelled() {
+    // The run ends when its process (or probe) does: the job's next fire must not wait for a
+    // slow or hanging ping host, so the ping is sent after the run is recorded as finished.
+    let success = ended.success;
+    state.run_finished(record(scheduled, ended));
+    let ping_accepted = if success && !shared.stop_runs.is_cancelled() {
         tokio::select! {
             accepted = send_ping(&job, &shared, &state, &settings) => accepted,
             () = shared.stop_runs.cancelled() => {
@@ -62,7 +66,6 @@ pub(super) async fn execute(
     } else {
         false
     };
-    state.run_finished(record(scheduled, ended));
     for hook in &shared.after_run {
         hook.after_run(&job, scheduled, ping_accepted);
     }

@@ -147,6 +147,12 @@ impl Settings {
     /// Applies `NAME=value`; returns the problem when it is not translated.
     fn assign(&mut self, name: String, value: String, line: usize) -> Option<String> {
         match name.as_str() {
+            "SHELL" if value.trim().is_empty() => {
+                self.shell = None;
+                return Some(
+                    "SHELL is empty; the jobs after it run with /bin/sh (the default)".to_owned(),
+                );
+            }
             "SHELL" => self.shell = Some(value),
             "CRON_TZ" => match value.parse::<Tz>() {
                 Ok(tz) => self.zone = Some(Ok(tz)),

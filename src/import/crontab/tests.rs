@@ -95,3 +95,21 @@ fn rewrite_keeps_every_line_and_wraps_the_jobs() {
     assert!(command.script.ends_with("-c 'date +%F >> /tmp/x '"));
     assert_eq!(command.stdin.as_deref(), Some("in%put\n2"));
 }
+
+/// Found by the crontab property test (tests/reliability/properties.rs): `SHELL=` made every
+/// later job `shell_program = ""`, which the config refuses.
+#[test]
+fn an_empty_shell_is_reported_and_the_jobs_still_load() {
+    let imported = run("SHELL=\n@weekly sh -c 'exit 3'\n", &Options::default());
+    assert_eq!(imported.job_count, 1);
+    assert!(
+        !imported.jobs.contains("shell_program"),
+        "{}",
+        imported.jobs
+    );
+    assert_eq!(
+        imported.problems[0].message,
+        "SHELL is empty; the jobs after it run with /bin/sh (the default)"
+    );
+    load(&imported.jobs);
+}

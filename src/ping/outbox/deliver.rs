@@ -207,8 +207,13 @@ pub async fn drain(outbox: Outbox, cancel: CancellationToken, options: DrainOpti
         if free > 0 {
             let now = Instant::now();
             let wall = now_ms();
+            // A target already in flight is not claimed again: a newer success stored for it
+            // meanwhile waits, else the second claim would replace the first in `in_flight`
+            // and the first would stay claimed (in flight) until its lease ran out.
             let due = |key: &str, entry: &super::Entry| {
-                entry.not_before_ms <= wall && backoff.get(key).map_or(true, |(_, at)| *at <= now)
+                !in_flight.contains_key(key)
+                    && entry.not_before_ms <= wall
+                    && backoff.get(key).map_or(true, |(_, at)| *at <= now)
             };
             match outbox.claim(free, due) {
                 Ok(claimed) => {

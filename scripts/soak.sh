@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Soak test of the daemon: JOBS jobs (default 200) on seconds-level schedules for DURATION
+# seconds (default 600), pinging a local emulator. Samples the daemon's resident memory (VmRSS),
+# open file descriptors and zombie children at start (after WARMUP seconds) and at the end, and
+# prints one line per sample plus a summary. Exit 1 when the daemon died, when zombies were
+# left, or when fds grew by more than FD_SLACK (default 8).
+#
+#   DURATION=600 JOBS=200 bash scripts/soak.sh            # uses target/release if built, else debug
+#   BIN=target/debug/heartbeat-agent DURATION=60 bash scripts/soak.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-600}
+JOBS=${JOBS:-200}
+WARMUP=${WARMUP:-20}
+INTERVAL=${INTERVAL:-60}
+FD_SLACK=${FD_SLACK:-8}
+if [[ -z "${BIN:-}" ]]; then
+  if [[ -x target/release/heartbeat-agent ]]; then BIN=target/release/heartbeat-agent
+  else cargo build --quiet; BIN=target/debug/heartbeat-agent; fi
+fi
+work=$(mktemp -d)
+emu_pid=""; daemon_pid=""
+cleanup() {
+  [[ -n "$daemon_pid" ]] && kill "$daemon_pid" 2>/dev/null || true
+  [[ -n "$emu_pid" ]] && kill "$emu_pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  [[ -n "${KEEP:-}" ]] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$BIN" emulator --listen 127.0.0.1:0 --ping-listen 127.0.0.1:0 \
+  --fixtures config/emulator-fixtures.json >"$work/emu.out" 2>"$work/emu.err" &
+emu_pid=$!
+for _ in $(seq 100); do [[ $(wc -l <"$work/emu.out") -ge 2 ]] && break; sleep 0.1; done
+ping_url=$(sed -n 's/^ping_url=//p' "$work/emu.out")
+[[ -n "$ping_url" ]] || { echo "soak: the emulator did not start" >&2; cat "$work/emu.err" >&2; exit 1; }
+
+{
+  printf '[agent]\nstate_dir = "%s/state"\nshutdown_timeout = "5s"\n\n' "$work"
+  for i in $(seq 1 "$JOBS"); do
+    step=$(( (i % 5) + 1 ))        # every 1..5 seconds
+    printf '[[jobs]]\nname = "soak-%d"\nschedule = "*/%d * * * * *"\n' "$i" "$step"
+    case $(( i % 4 )) in
+      0) printf 'shell = "echo out-%d; echo err-%d >&2"\nping_url = "%s/nightly-backup-token"\n' "$i" "$i" "$ping_url" ;;
+      1) printf 'command = ["/bin/true"]\nping_url = "%s/nightly-backup-token"\n' "$ping_url" ;;
+      2) printf 'command = ["/bin/false"]\n' ;;
+      3) printf 'shell = "sleep 0.3 & exit 0"\n' ;;   # leaves an orphan behind for a moment
+    esac
+    printf '\n'
+  done
+} >"$work/config.toml"
+
+"$BIN" daemon --config "$work/config.toml" --log-format json --log-level warn \
+  >/dev/null 2>"$work/daemon.err" &
+daemon_pid=$!
+
+sample() { # label
+  local rss fds zombies
+  rss=$(awk '/^VmRSS/ {print $2}' "/proc/$daemon_pid/status")
+  fds=$(ls "/proc/$daemon_pid/fd" | wc -l)
+  zombies=$(ps -o stat= --ppid "$daemon_pid" | grep -c '^Z' || true)
+  echo "$1 t=$(( SECONDS ))s rss_kib=$rss fds=$fds zombies=$zombies"
+}
+
+sleep "$WARMUP"
+kill -0 "$daemon_pid" || { echo "soak: the daemon died" >&2; cat "$work/daemon.err" >&2; exit 1; }
+start_line=$(sample start); echo "$start_line"
+start_fds=$(sed 's/.*fds=\([0-9]*\).*/\1/' <<<"$start_line")
+end=$(( SECONDS + DURATION ))
+while (( SECONDS < end )); do
+  sleep $(( end - SECONDS < INTERVAL ? end - SECONDS : INTERVAL ))
+  kill -0 "$daemon_pid" || { echo "soak: the daemon died" >&2; tail -20 "$work/daemon.err" >&2; exit 1; }
+  sample sample
+done
+end_line=$(sample end); echo "$end_line"
+end_fds=$(sed 's/.*fds=\([0-9]*\).*/\1/' <<<"$end_line")
+# Zombies are counted a few times: a child that just exited is a zombie until reaped.
+zmax=0
+for _ in 1 2 3; do
+  z=$(ps -o stat= --ppid "$daemon_pid" | grep -c '^Z' || true); (( z > zmax )) && zmax=$z; sleep 0.5
+done
+base_url=$(sed -n 's/^base_url=//p' "$work/emu.out")
+pings=$(curl -s "$base_url/_emulator/pings" | grep -o '"seq"' | wc -l || true)
+echo "summary jobs=$JOBS duration_s=$DURATION pings_received=$pings failed_runs_logged=$(grep -c 'job failed' "$work/daemon.err" || true) lingering_zombies_max=$zmax panics=$(grep -c panicked "$work/daemon.err" || true)"
+status=0
+(( end_fds - start_fds > FD_SLACK )) && { echo "soak: fds grew from $start_fds to $end_fds" >&2; status=1; }
+grep -q panicked "$work/daemon.err" && { echo "soak: the daemon panicked" >&2; status=1; }
+exit $status

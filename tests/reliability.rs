@@ -1,0 +1,38 @@
+//! The reliability and security suite (issue 9): broken configs, secrets never shown, random
+//! input never panics, faults against a running daemon, a full disk and `kill -9`. See
+//! RELIABILITY.md for the promise each test proves and the last figures.
+
+use std::process::{Child, Output};
+use std::time::Duration;
+
+mod corpus;
+mod disk;
+mod faults;
+mod kill;
+mod properties;
+mod secrets;
+
+/// Waits for `child` at most `limit`, killing it (and failing) past that.
+pub fn wait_bounded(child: Child, limit: Duration) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(output) => output.expect("wait for the agent"),
+        Err(_) => {
+            signal(pid, libc::SIGKILL);
+            panic!("the agent (pid {pid}) did not exit within {limit:?}");
+        }
+    }
+}
+
+/// Sends `sig` to the process `pid` (one this test started).
+pub fn signal(pid: u32, sig: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
+    // SAFETY: kill(2) has no memory-safety preconditions; pid is a child this test spawned.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}

@@ -1,0 +1,107 @@
+//! A full disk under `state_dir` (a 256 KiB tmpfs, filled up): jobs still run on time, the
+//! failure to persist (outbox entries, fire records) is logged, and nothing panics. Skipped
+//! with a message where tmpfs cannot be mounted (not root, no CAP_SYS_ADMIN).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::util;
+
+/// A tmpfs mounted at a path, unmounted on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).expect("the mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .arg(at)
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then(|| Tmpfs(at.to_owned()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Writes to `dir/filler` until the filesystem is full.
+fn fill(dir: &Path) {
+    let mut file = std::fs::File::create(dir.join("filler")).expect("the filler file");
+    let block = [0u8; 4096];
+    while file.write_all(&block).is_ok() {}
+    // Small files too: what is left below one block.
+    for i in 0.. {
+        if std::fs::write(dir.join(format!("f{i}")), [0u8; 64]).is_err() {
+            break;
+        }
+    }
+}
+
+#[test]
+fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let state = home.path().join("state");
+    let Some(_mounted) = Tmpfs::mount(&state) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    // The daemon's directories exist (as after an earlier start), then the disk fills up.
+    for dir in ["outbox", "daemon/fires", "sync"] {
+        std::fs::create_dir_all(state.join(dir)).expect("state subdirectories");
+    }
+    fill(&state);
+    let config = home.path().join("config.toml");
+    let mut text = format!("[agent]\nstate_dir = \"{}\"\n\n", state.display());
+    for job in ["a", "b"] {
+        text += &format!(
+            "[[jobs]]\nname = \"{job}\"\nschedule = \"* * * * * *\"\ncommand = [\"/bin/true\"]\n\
+             catch_up = true\nping_url = \"http://127.0.0.1:1/tok-{job}\"\n\n"
+        );
+    }
+    std::fs::write(&config, text).expect("write the config");
+    let log = home.path().join("daemon.log");
+    let daemon = util::agent(home.path())
+        .args(["--log-format", "json", "daemon", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the log"))
+        .spawn()
+        .expect("spawn the daemon");
+    std::thread::sleep(Duration::from_secs(5));
+    super::signal(daemon.id(), libc::SIGTERM);
+    let out = super::wait_bounded(daemon, Duration::from_secs(20));
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    for job in ["a", "b"] {
+        let runs = text
+            .lines()
+            .filter(|l| l.contains("\"job finished\"") && l.contains(&format!("\"job\":\"{job}\"")))
+            .count();
+        assert!(
+            runs >= 3,
+            "{job} ran {runs} times in 5 s with the disk full:\n{text}"
+        );
+    }
+    let full: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("No space left on device"))
+        .collect();
+    assert!(
+        !full.is_empty(),
+        "the failure to persist was not logged:\n{text}"
+    );
+    eprintln!(
+        "FIGURES disk: {} log lines name the full disk, e.g. {}",
+        full.len(),
+        full[0]
+    );
+}
