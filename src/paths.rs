@@ -52,9 +52,20 @@ pub fn default_config_file() -> PathBuf {
     }
 }
 
-/// `/var/lib/heartbeat-agent` for root, else `$XDG_STATE_HOME/heartbeat-agent`
-/// (`~/.local/state/heartbeat-agent` when unset). Each user has their own by default.
+/// The environment variable systemd sets for a unit with `StateDirectory=` (a colon-separated
+/// list of absolute paths); its first entry is the default state directory when set.
+pub const STATE_DIRECTORY_ENV: &str = "STATE_DIRECTORY";
+
+/// `$STATE_DIRECTORY` (first entry) when systemd set it, else `/var/lib/heartbeat-agent` for
+/// root, else `$XDG_STATE_HOME/heartbeat-agent` (`~/.local/state/heartbeat-agent` when unset).
+/// Each user has their own by default.
 pub fn default_state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os(STATE_DIRECTORY_ENV)
+        .and_then(|list| std::env::split_paths(&list).next())
+        .filter(|dir| dir.is_absolute())
+    {
+        return dir;
+    }
     if is_root() {
         PathBuf::from("/var/lib/heartbeat-agent")
     } else {

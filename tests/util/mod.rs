@@ -29,6 +29,9 @@ pub fn agent(home: &std::path::Path) -> Command {
         cmd.env_remove(var);
     }
     cmd.env("HOME", home);
+    // The default state directory is /var/lib/heartbeat-agent for root: without this, tests run
+    // as root would share one outbox and deliver each other's pending pings.
+    cmd.env("STATE_DIRECTORY", home.join(".state"));
     cmd
 }
 pub mod emulator;
