@@ -199,23 +199,26 @@ impl ApiClient {
         }
     }
 
+    /// The address of one maintenance: `/v1/maintenance-windows/{id}/maintenances/{maintenanceId}`.
+    fn maintenance_url(&self, window_id: i64, maintenance_id: &str) -> Url {
+        let window = window_id.to_string();
+        let path = [
+            "v1",
+            "maintenance-windows",
+            &window,
+            "maintenances",
+            maintenance_id,
+        ];
+        self.url(&path, &[])
+    }
+
     /// `GET /v1/maintenance-windows/{id}/maintenances/{maintenanceId}`.
     pub async fn get_maintenance(
         &self,
         window_id: i64,
         maintenance_id: &str,
     ) -> Result<Maintenance, ApiError> {
-        let window = window_id.to_string();
-        let url = self.url(
-            &[
-                "v1",
-                "maintenance-windows",
-                &window,
-                "maintenances",
-                maintenance_id,
-            ],
-            &[],
-        );
+        let url = self.maintenance_url(window_id, maintenance_id);
         self.call(Operation::GetMaintenance, url, None::<&()>).await
     }
 
@@ -226,17 +229,7 @@ impl ApiClient {
         maintenance_id: &str,
         dates: &MaintenanceDates,
     ) -> Result<Maintenance, ApiError> {
-        let window = window_id.to_string();
-        let url = self.url(
-            &[
-                "v1",
-                "maintenance-windows",
-                &window,
-                "maintenances",
-                maintenance_id,
-            ],
-            &[],
-        );
+        let url = self.maintenance_url(window_id, maintenance_id);
         self.call(Operation::UpdateMaintenanceDates, url, Some(dates))
             .await
     }
