@@ -2,11 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use heartbeat_agent::cli::{self, Cli};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_env();
     heartbeat_agent::logging::init(&cli.global);
     cli::main(cli)
 }

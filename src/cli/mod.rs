@@ -3,10 +3,11 @@
 //!
 //! Doc comments on the argument structs are the `--help` text: keep them true to the code.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 pub mod api;
 pub mod config_cmd;
@@ -44,13 +45,16 @@ pub mod exit {
     pub const CONFIG: u8 = 78;
 }
 
+/// The program's name in help and messages.
+const NAME: &str = "heartbeat-agent";
+
 /// Heartbeat ping agent and edge daemon.
 ///
 /// Wraps cron jobs (`run`), runs and watches jobs on cron schedules (`daemon`), pings heartbeat
 /// checks on success and keeps their period and grace in sync with the schedule.
 #[derive(Debug, Parser)]
 #[command(
-    name = "heartbeat-agent",
+    name = NAME,
     version,
     propagate_version = true,
     max_term_width = 100
@@ -63,6 +67,35 @@ pub struct Cli {
     /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process's command line (exits with clap's message on a usage error).
+    ///
+    /// `run` starts once per cron job, so its start-up cost matters: a command line that parses
+    /// as `run` against a parser holding only the global options and `run` is taken from there,
+    /// without building the other subcommands' definitions. Anything else (another subcommand,
+    /// `--help`, `--version`, every error) goes through the whole command line, so messages and
+    /// help are the same either way.
+    pub fn from_env() -> Cli {
+        let args: Vec<OsString> = std::env::args_os().collect();
+        Cli::parse_run(&args).unwrap_or_else(|| Cli::parse_from(args))
+    }
+
+    /// `args` parsed as `run`, or `None` when they are anything else or do not parse.
+    fn parse_run(args: &[OsString]) -> Option<Cli> {
+        let parser = GlobalArgs::augment_args(clap::Command::new(NAME))
+            .subcommand(run::RunArgs::augment_args(clap::Command::new("run")))
+            .disable_help_subcommand(true);
+        let matches = parser.try_get_matches_from(args).ok()?;
+        let ("run", run_matches) = matches.subcommand()? else {
+            return None;
+        };
+        Some(Cli {
+            global: GlobalArgs::from_arg_matches(&matches).ok()?,
+            command: Command::Run(run::RunArgs::from_arg_matches(run_matches).ok()?),
+        })
+    }
 }
 
 /// Options that apply to every subcommand.
@@ -189,5 +222,40 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    fn argv(line: &str) -> Vec<OsString> {
+        line.split(' ').map(OsString::from).collect()
+    }
+
+    #[test]
+    fn run_parsed_alone_is_what_the_whole_command_line_gives() {
+        for line in [
+            "heartbeat-agent run -- true",
+            "heartbeat-agent --config /x.toml run --ping-url http://h/t --timeout 5s -- sh -c x",
+            "heartbeat-agent run --job backup --lock --log-level debug",
+            "heartbeat-agent --log-format=json run --success-codes 0,3 --state-dir /s -- a -b --c",
+            "heartbeat-agent run --ping-method post --source web1 --ping-timeout 2s -- run",
+        ] {
+            let fast = Cli::parse_run(&argv(line)).expect(line);
+            let whole = Cli::try_parse_from(argv(line)).expect(line);
+            assert_eq!(format!("{fast:?}"), format!("{whole:?}"), "{line}");
+        }
+    }
+
+    #[test]
+    fn everything_but_a_valid_run_goes_to_the_whole_command_line() {
+        for line in [
+            "heartbeat-agent daemon",
+            "heartbeat-agent --version",
+            "heartbeat-agent run --help",
+            "heartbeat-agent run --version",
+            "heartbeat-agent run --bogus -- true",
+            "heartbeat-agent help run",
+            "heartbeat-agent schedule run",
+            "heartbeat-agent",
+        ] {
+            assert!(Cli::parse_run(&argv(line)).is_none(), "{line}");
+        }
     }
 }
