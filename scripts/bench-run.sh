@@ -51,8 +51,10 @@ done
 URL="http://127.0.0.1:$port/$TOKEN"
 curl -fsS -o /dev/null "$URL" || { echo "bench-run: GET /TOKEN does not answer 2xx" >&2; exit 1; }
 
-# A clean environment for A: no config, state or ping URL from the caller's shell.
-export HOME="$work/home"
+# A clean environment for A: no config, state or ping URL from the caller's shell, and its own
+# empty state directory (as root the default is /var/lib/heartbeat-agent, whose outbox may hold
+# pings left by other runs; each would get an attempt).
+export HOME="$work/home" STATE_DIRECTORY="$work/state"
 unset HEARTBEAT_AGENT_CONFIG HEARTBEAT_AGENT_PING_URL HEARTBEAT_AGENT_LOG XDG_CONFIG_HOME XDG_STATE_HOME
 
 GNU_TIME=""
