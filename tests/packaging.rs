@@ -168,3 +168,41 @@ fn cronjob_command_runs_and_pings() {
     assert_eq!(status.code(), Some(0), "{argv:?}");
     assert_eq!(emulator.pings().len(), 1, "{argv:?}");
 }
+
+/// build.rs links the binary as non-PIE on Linux/glibc (ELF type `ET_EXEC`, not `ET_DYN`), so
+/// the loader applies no relocations at start; `HEARTBEAT_AGENT_PIE=1` is the only way back.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn the_binary_is_linked_non_pie() {
+    if std::env::var("HEARTBEAT_AGENT_PIE").is_ok_and(|v| v == "1") {
+        eprintln!("skipped: built with HEARTBEAT_AGENT_PIE=1");
+        return;
+    }
+    let elf = std::fs::read(util::bin()).expect("read the binary");
+    assert_eq!(&elf[..4], b"\x7fELF", "not an ELF file");
+    let e_type = u16::from_le_bytes([elf[16], elf[17]]);
+    assert_eq!(e_type, 2, "e_type {e_type}: expected ET_EXEC (2), not ET_DYN (3, PIE)");
+}
+
+/// The link order list (scripts/link-order.sh) is one mangled symbol per line and includes
+/// `run`'s own code: lld would silently ignore a list that is not.
+#[test]
+fn the_link_order_file_is_well_formed() {
+    let text = read("packaging/link/run.order");
+    let names: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    assert!(names.len() > 100, "only {} entries", names.len());
+    for name in &names {
+        assert!(
+            name.starts_with("_ZN") || name.starts_with("_R") || name.starts_with('_'),
+            "not a mangled symbol: {name}"
+        );
+        assert!(!name.contains(char::is_whitespace), "{name:?}");
+    }
+    assert!(
+        names.iter().any(|n| n.contains("heartbeat_agent") && n.contains("run")),
+        "no function of `run` in the list"
+    );
+}
