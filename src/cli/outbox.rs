@@ -32,15 +32,11 @@ pub enum OutboxCommand {
     /// Deliver pending pings now; exit 0 when nothing is left pending, 1 otherwise
     Flush {
         /// Time for the whole flush, all pings in parallel
-        #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
+        #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
         timeout: Duration,
     },
     /// Delete every pending ping and say how many
     Purge,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::config::duration::parse(text)
 }
 
 /// Runs an `outbox` subcommand; returns the exit code.

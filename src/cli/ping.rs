@@ -35,20 +35,13 @@ pub struct PingArgs {
     pub source: Option<String>,
 
     /// Total time for the ping, all attempts and pauses included
-    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
+    #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
     pub ping_timeout: Duration,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::config::duration::parse(text)
 }
 
 /// Sends the ping; returns the exit code.
 pub fn run(args: PingArgs, global: &GlobalArgs) -> u8 {
-    let method = match args.ping_method {
-        MethodArg::Get => PingMethod::Get,
-        MethodArg::Post => PingMethod::Post,
-    };
+    let method = PingMethod::from(args.ping_method);
     let source = args.source.clone().unwrap_or_else(super::run::hostname);
     let config = super::run::load_config(global, args.job.as_deref());
     let (ping, context) = match target(&args, global, config.as_ref(), method, &source) {

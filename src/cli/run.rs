@@ -45,11 +45,11 @@ pub struct RunArgs {
     pub ping: Box<PingArgs>,
 
     /// Stop the command after DUR: SIGTERM to its process group, SIGKILL after --kill-after
-    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    #[arg(long, value_parser = crate::config::duration::parse, value_name = "DUR")]
     pub timeout: Option<Duration>,
 
     /// Time between the timeout's SIGTERM and SIGKILL [default: the job's, else 10s]
-    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    #[arg(long, value_parser = crate::config::duration::parse, value_name = "DUR")]
     pub kill_after: Option<Duration>,
 
     /// Exit codes that count as success, comma-separated [default: the job's, else 0]
@@ -94,7 +94,7 @@ pub struct PingArgs {
     pub source: Option<String>,
 
     /// Total time for one ping, all attempts and pauses included
-    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
+    #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
     pub ping_timeout: Duration,
 }
 
@@ -107,8 +107,13 @@ pub enum MethodArg {
     Post,
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::config::duration::parse(text)
+impl From<MethodArg> for PingMethod {
+    fn from(method: MethodArg) -> PingMethod {
+        match method {
+            MethodArg::Get => PingMethod::Get,
+            MethodArg::Post => PingMethod::Post,
+        }
+    }
 }
 
 fn parse_code(text: &str) -> Result<i32, String> {
@@ -194,10 +199,7 @@ fn usage(message: impl std::fmt::Display) -> u8 {
 
 /// Resolves flags, config and environment; `Err` carries the exit code of an argument error.
 fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
-    let method = match args.ping.ping_method {
-        MethodArg::Get => PingMethod::Get,
-        MethodArg::Post => PingMethod::Post,
-    };
+    let method = PingMethod::from(args.ping.ping_method);
     let source = args.ping.source.clone().unwrap_or_else(hostname);
     let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
     let config = load_config(global, args.job.as_deref());
