@@ -1,6 +1,6 @@
 //! A small loopback HTTP/1.1 server for the tests: records every request (method, path,
-//! headers) and answers as told: a status, or never (hang). [`refused_url`] gives a URL where
-//! nothing listens.
+//! headers) and answers as told: a status, a status after a delay, never (hang), or by closing
+//! the connection unanswered (drop). [`refused_url`] gives a URL where nothing listens.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -16,6 +16,11 @@ pub enum Mode {
     Status(u16),
     /// Read the request, record it, then never answer (until the server is dropped).
     Hang,
+    /// Read the request and close the connection without an answer (the host is "down"); the
+    /// request is not recorded, since as far as the client knows it never arrived.
+    Drop,
+    /// Answer 200 after this many milliseconds.
+    Slow(u64),
 }
 
 /// One request as the server saw it.
@@ -93,6 +98,11 @@ impl Server {
         self.shared.requests.lock().expect("requests lock").clone()
     }
 
+    /// Forgets the requests recorded so far.
+    pub fn clear(&self) {
+        self.shared.requests.lock().expect("requests lock").clear();
+    }
+
     /// Waits (polling) until at least `n` requests arrived or `timeout` passed; returns them.
     pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Recorded> {
         let deadline = Instant::now() + timeout;
@@ -141,6 +151,10 @@ fn serve(stream: TcpStream, shared: &Shared) {
     }
     let mut body = vec![0u8; length.min(1 << 20)];
     let _ = reader.read_exact(&mut body);
+    let mode = *shared.mode.lock().expect("mode lock");
+    if mode == Mode::Drop {
+        return;
+    }
     shared
         .requests
         .lock()
@@ -150,9 +164,16 @@ fn serve(stream: TcpStream, shared: &Shared) {
             path,
             headers,
         });
-    let mode = *shared.mode.lock().expect("mode lock");
     let mut stream = reader.into_inner();
     match mode {
+        Mode::Slow(ms) => {
+            thread::sleep(Duration::from_millis(ms));
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+        Mode::Drop => {}
         Mode::Status(code) => {
             let body = format!("status {code}\n");
             let _ = write!(

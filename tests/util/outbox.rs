@@ -1,69 +1,48 @@
 //! A loopback ping host for the outbox tests whose behaviour can change while it runs: drop
 //! every connection (the host is "down"), answer a status, or answer 200 after a delay. It
-//! records the path of every request it read, in arrival order.
+//! records the path of every request it answered, in arrival order. A view of
+//! [`super::http::Server`] by path.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How the host answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Behaviour {
-    /// Close each connection after reading the request, without an answer.
-    Drop,
-    /// Answer this status.
-    Status(u16),
-    /// Answer 200 after this many milliseconds.
-    Slow(u64),
-}
+use super::http::Server;
 
-#[derive(Debug)]
-struct Shared {
-    behaviour: Mutex<Behaviour>,
-    paths: Mutex<Vec<String>>,
-}
+/// How the host answers: [`Behaviour::Drop`], [`Behaviour::Status`] or [`Behaviour::Slow`].
+pub use super::http::Mode as Behaviour;
 
-/// A running host on 127.0.0.1 (port 0); its threads end with the test process.
+/// A running host on 127.0.0.1 (port 0); stops when the last clone is dropped.
 #[derive(Debug, Clone)]
 pub struct PingHost {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
+    server: Arc<Server>,
 }
 
 impl PingHost {
     /// Starts a host behaving as `behaviour`.
     pub fn start(behaviour: Behaviour) -> PingHost {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
-        let shared = Arc::new(Shared {
-            behaviour: Mutex::new(behaviour),
-            paths: Mutex::new(Vec::new()),
-        });
-        let state = shared.clone();
-        thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let state = state.clone();
-                thread::spawn(move || serve(stream, &state));
-            }
-        });
-        PingHost { addr, shared }
+        PingHost {
+            server: Arc::new(Server::start(behaviour)),
+        }
     }
 
     /// `http://127.0.0.1:PORT/path`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}/{path}", self.addr)
+        self.server.url(&format!("/{path}"))
     }
 
     /// Changes how later requests are answered.
     pub fn set(&self, behaviour: Behaviour) {
-        *self.shared.behaviour.lock().expect("lock") = behaviour;
+        self.server.set_mode(behaviour);
     }
 
-    /// Paths of every request read so far (without the leading `/`).
+    /// Paths of every request answered so far (without the leading `/`).
     pub fn paths(&self) -> Vec<String> {
-        self.shared.paths.lock().expect("lock").clone()
+        self.server
+            .requests()
+            .into_iter()
+            .map(|r| r.path.trim_start_matches('/').to_owned())
+            .collect()
     }
 
     /// How many requests for `path` arrived.
@@ -73,7 +52,7 @@ impl PingHost {
 
     /// Forgets the recorded paths.
     pub fn clear(&self) {
-        self.shared.paths.lock().expect("lock").clear();
+        self.server.clear();
     }
 
     /// Polls until `done(paths)` or `timeout`; returns whether it became true.
@@ -89,39 +68,4 @@ impl PingHost {
             thread::sleep(Duration::from_millis(10));
         }
     }
-}
-
-fn serve(stream: TcpStream, shared: &Shared) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
-            break;
-        }
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or_default();
-    let path = path.trim_start_matches('/').to_owned();
-    let behaviour = *shared.behaviour.lock().expect("lock");
-    if behaviour == Behaviour::Drop {
-        return;
-    }
-    shared.paths.lock().expect("lock").push(path);
-    let code = match behaviour {
-        Behaviour::Slow(ms) => {
-            thread::sleep(Duration::from_millis(ms));
-            200
-        }
-        Behaviour::Status(code) => code,
-        Behaviour::Drop => return,
-    };
-    let mut stream = reader.into_inner();
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
 }
