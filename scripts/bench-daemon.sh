@@ -12,13 +12,15 @@
 #      Targets: p99 <= 20 ms with 50 jobs, <= 1 s with 1,000.
 #
 # Usage: scripts/bench-daemon.sh [IDLE_SECONDS]     (default 60)
+# BENCH_NO_BUILD=1 measures the binary already built; BENCH_BIN=PATH measures another binary
+# (e.g. a copy of an earlier build, for a before/after comparison in one session).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v python3 >/dev/null || { echo "bench-daemon: python3 is required" >&2; exit 1; }
 
 IDLE="${1:-60}"
-cargo build --release --quiet
-BIN="$PWD/target/release/heartbeat-agent"
+[ -n "${BENCH_NO_BUILD:-}" ] || [ -n "${BENCH_BIN:-}" ] || cargo build --release --quiet
+BIN="${BENCH_BIN:-$PWD/target/release/heartbeat-agent}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export HOME="$work"
