@@ -8,17 +8,20 @@
 #      from /proc/PID/stat). Target: <= 0.05 s.
 #   3. spawn delay: 50 and 1,000 jobs all due at the same seconds (`*/3` and `*/10` in the
 #      seconds field, a few bursts each); the delay from the scheduled time to the child's spawn
-#      is the `delay_ms` field of the daemon's "job started" log line (JSON logs).
+#      is the `delay_ms` field of the daemon's "job started" log line (JSON logs); also the CPU
+#      per run of the daemon (utime + stime) and of its children (cutime + cstime) in that phase.
 #      Targets: p99 <= 20 ms with 50 jobs, <= 1 s with 1,000.
 #
 # Usage: scripts/bench-daemon.sh [IDLE_SECONDS]     (default 60)
+# BENCH_NO_BUILD=1 measures the binary already built; BENCH_BIN=PATH measures another binary
+# (e.g. a copy of an earlier build, for a before/after comparison in one session).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v python3 >/dev/null || { echo "bench-daemon: python3 is required" >&2; exit 1; }
 
 IDLE="${1:-60}"
-cargo build --release --quiet
-BIN="$PWD/target/release/heartbeat-agent"
+[ -n "${BENCH_NO_BUILD:-}" ] || [ -n "${BENCH_BIN:-}" ] || cargo build --release --quiet
+BIN="${BENCH_BIN:-$PWD/target/release/heartbeat-agent}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export HOME="$work"
@@ -82,9 +85,13 @@ class Daemon:
                     return int(line.split()[1])
 
     def cpu_seconds(self):
+        return sum(self.cpu_split()[:2])
+
+    def cpu_split(self):
+        """utime, stime of the daemon; cutime, cstime of its reaped children (seconds)."""
         with open(f"/proc/{self.proc.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
+        return [int(x) / TICK for x in fields[11:15]]
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -127,13 +134,20 @@ for n, limit in ((100, 10 * 1024), (1000, None), (10000, 64 * 1024)):
 for n, step, bursts, target in ((50, 3, 5, 20.0), (1000, 10, 3, 1000.0)):
     jobs = [(f"job-{i:05d}", f"*/{step} * * * * *") for i in range(n)]
     daemon = Daemon(write_config(f"delay-{n}", jobs))
+    daemon.wait(lambda d: d.started > 0, step + 5)
+    cpu0, runs0 = daemon.cpu_split(), daemon.finished
     daemon.wait(lambda d: d.started >= n * bursts, step * (bursts + 2) + 5)
+    daemon.wait(lambda d: d.finished >= n * bursts, 10)
+    cpu1, runs = daemon.cpu_split(), daemon.finished - runs0
     daemon.stop()
     d = daemon.delays[: n * bursts]
     p50, p99 = pct(d, 50), pct(d, 99)
     verdicts.append(p99 <= target)
     print(f"{n:>6} jobs due in the same second, {len(d)} spawns: delay p50 {p50:.1f} ms, "
           f"p99 {p99:.1f} ms, max {max(d):.1f} ms (target p99 <= {target:.0f} ms)")
+    # Where the CPU of a burst goes: the daemon's own, and its children's (`echo` itself).
+    own, kids = (sum(cpu1[i] - cpu0[i] for i in pair) * 1000 / max(runs, 1) for pair in ((0, 1), (2, 3)))
+    print(f"        CPU per run over {runs} runs: daemon {own:.3f} ms, child {kids:.3f} ms")
 
 print("verdict:", "all targets met" if all(verdicts) else "some target missed")
 PY

@@ -46,7 +46,7 @@ fn problems(out: &Output) -> Vec<String> {
 const PREFIX: &str = "[agent]\ntimezone = \"UTC\"\n\n";
 
 /// Loads `PREFIX + jobs` as the daemon would; panics with every problem when it does not load.
-fn load(jobs: &str) -> Vec<Job> {
+fn load(jobs: &str) -> Vec<std::sync::Arc<Job>> {
     let text = format!("{PREFIX}{jobs}");
     match Config::from_text(Path::new("imported.toml"), &text) {
         Ok(loaded) => loaded.config.jobs,
@@ -248,7 +248,7 @@ fn duplicate_names_get_suffixes() {
     let out = import("duplicates.crontab", &[]);
     let names: Vec<String> = load(&text(&out.stdout))
         .into_iter()
-        .map(|j| j.name)
+        .map(|j| j.name.clone())
         .collect();
     assert_eq!(names, ["backup", "backup-2", "backup-3"]);
 }

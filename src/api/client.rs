@@ -131,6 +131,15 @@ impl ApiClient {
         }
     }
 
+    /// The same client with another retry policy (e.g. single attempts for the daemon's sync
+    /// task, which retries whole passes itself).
+    pub fn with_retry(&self, retry: RetryPolicy) -> Self {
+        ApiClient {
+            retry,
+            ..self.clone()
+        }
+    }
+
     /// The base URL requests go to.
     pub fn base_url(&self) -> &Url {
         &self.base

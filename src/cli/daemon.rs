@@ -77,6 +77,15 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         plugins
             .tasks
             .push(("sync", daemon::hooks::sync_task(reconciler.clone())));
+    } else {
+        // A reload may bind the first job to a check: sync starts then.
+        let deferred = Arc::new(daemon::hooks::DeferredSync::default());
+        plugins
+            .after_run
+            .push(Arc::clone(&deferred) as Arc<dyn daemon::AfterRun>);
+        let (options, global) = (options.clone(), global.clone());
+        let build = move |config: &Arc<Config>| self::reconciler(config, &options, &global);
+        plugins.tasks.push(("sync", deferred.task(build)));
     }
     let (client, api_key) = super::status::remote_client(&config, global);
     let sources = crate::status::Sources {
@@ -117,13 +126,16 @@ fn reconciler(
         .iter()
         .any(|job| matches!(job.target, PingTarget::Check(_)));
     if !bound {
-        info!("no job is bound to a check (check_id): check sync is off");
+        info!("no job is bound to a check (check_id): check sync is off until a reload binds one");
         return None;
     }
     match super::api::config_client(config.api.clone(), &options.config_path, global) {
+        // One attempt per request: the sync task retries failed passes with backoff, and a
+        // pass that meets a 429 defers the rest instead of repeating it at once (429 answers
+        // count against the limit; see BENCHMARKS.md, sync).
         Ok(client) => Some(crate::sync::Reconciler::new(
             Arc::clone(config),
-            client,
+            client.with_retry(crate::api::retry::RetryPolicy::none()),
             options.state_dir.clone(),
         )),
         Err((_, message)) => {

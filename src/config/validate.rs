@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono_tz::Tz;
@@ -79,7 +80,7 @@ pub fn build(file: RawFile, path: &Path, text: &str, is_root: bool) -> (Option<C
         agent,
         api,
         status,
-        jobs: jobs.into_iter().flatten().collect(),
+        jobs: jobs.into_iter().flatten().map(Arc::new).collect(),
     };
     (Some(config), check)
 }

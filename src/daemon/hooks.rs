@@ -9,14 +9,15 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::state::DaemonState;
-use crate::config::{Config, Job};
+use crate::config::{Config, Job, PingTarget};
+use crate::sync::Reconciler;
 
 /// Called after every run of a job (not after skips), once its ping (if any) was sent.
 pub trait AfterRun: Send + Sync {
@@ -61,15 +62,15 @@ impl std::fmt::Debug for Plugins {
     }
 }
 
-impl AfterRun for crate::sync::Reconciler {
+impl AfterRun for Reconciler {
     fn after_run(&self, job: &Job, fire: DateTime<Utc>, ping_accepted: bool) {
-        crate::sync::Reconciler::after_run(self, &job.name, fire, ping_accepted);
+        Reconciler::after_run(self, &job.name, fire, ping_accepted);
     }
 }
 
 /// The sync engine as a daemon task: [`crate::sync::Reconciler::run`], told about every
 /// successful reload.
-pub fn sync_task(reconciler: crate::sync::Reconciler) -> Task {
+pub fn sync_task(reconciler: Reconciler) -> Task {
     Box::new(move |mut context: Context, cancel: CancellationToken| {
         Box::pin(async move {
             let task = reconciler.clone().run(cancel);
@@ -89,4 +90,52 @@ pub fn sync_task(reconciler: crate::sync::Reconciler) -> Task {
             }
         })
     })
+}
+
+/// Sync for a daemon that started with no job bound to a check: started by the first reload
+/// that binds one. Until then it does nothing; afterwards it is the sync engine's
+/// [`AfterRun`] hook.
+#[derive(Default)]
+pub struct DeferredSync {
+    started: OnceLock<Reconciler>,
+}
+
+impl AfterRun for DeferredSync {
+    fn after_run(&self, job: &Job, fire: DateTime<Utc>, ping_accepted: bool) {
+        if let Some(reconciler) = self.started.get() {
+            Reconciler::after_run(reconciler, &job.name, fire, ping_accepted);
+        }
+    }
+}
+
+impl DeferredSync {
+    /// The background task: waits for a reloaded config with a job bound by `check_id`, makes
+    /// the engine with `build` (which logs why it cannot, e.g. no API key; the next reload
+    /// tries again), then runs it as [`sync_task`] does.
+    pub fn task(
+        self: Arc<Self>,
+        build: impl Fn(&Arc<Config>) -> Option<Reconciler> + Send + 'static,
+    ) -> Task {
+        Box::new(move |mut context: Context, cancel: CancellationToken| {
+            Box::pin(async move {
+                loop {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        changed = context.config.changed() => if changed.is_err() { return },
+                    }
+                    let config = Arc::clone(&context.config.borrow_and_update());
+                    let bound = config
+                        .jobs
+                        .iter()
+                        .any(|job| matches!(job.target, PingTarget::Check(_)));
+                    let Some(reconciler) = bound.then(|| build(&config)).flatten() else {
+                        continue;
+                    };
+                    tracing::info!("a job is bound to a check now: check sync started");
+                    let reconciler = self.started.get_or_init(|| reconciler).clone();
+                    return sync_task(reconciler)(context, cancel).await;
+                }
+            })
+        })
+    }
 }

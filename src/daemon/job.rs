@@ -67,6 +67,9 @@ pub(super) struct Shared {
     pub after_run: Vec<Arc<dyn AfterRun>>,
     /// Where runs live: shutdown waits for it to empty.
     pub runs: TaskTracker,
+    /// Signalled when the last run in progress ends: [`trim_when_quiet`] then gives the memory
+    /// of a burst of runs back.
+    pub runs_idle: tokio::sync::Notify,
     /// Cancelled at shutdown: every run stops its command (SIGTERM, then SIGKILL).
     pub stop_runs: CancellationToken,
     /// Host name: the pings' `Origin` and the jitter's seed.
@@ -201,12 +204,9 @@ impl JobTask {
             Arc::clone(&self.shared),
             Arc::clone(&self.state),
         );
-        // The span puts the job's name on everything the run logs, the ping code's lines too.
-        let span = tracing::info_span!("run", job = %job.name);
-        self.shared.runs.spawn(tracing::Instrument::instrument(
-            super::run::execute(job, shared, state, scheduled),
-            span,
-        ));
+        self.shared
+            .runs
+            .spawn(super::run::execute(job, shared, state, scheduled));
     }
 
     /// With `catch_up`: the last fire time missed since the recorded last fire, if any.
@@ -261,6 +261,31 @@ pub(super) async fn watch_clock(clock: tokio::sync::watch::Sender<u64>, cancel: 
             clock.send_modify(|n| *n = n.wrapping_add(1));
         }
         (mono, wall) = (mono_now, wall_now);
+    }
+}
+
+/// How long no run may be in progress before freed memory is handed back.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// Hands freed heap memory back to the system once no run has been in progress for [`QUIET`],
+/// until `cancel`. A burst of thousands of runs leaves the heap full of freed holes that glibc
+/// keeps (it only trims the top of the heap by itself); without this the daemon's resident size
+/// would stay at the burst's peak. At most once per quiet period, and never while idle: an idle
+/// daemon has no runs ending.
+pub(super) async fn trim_when_quiet(shared: Arc<Shared>, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = shared.runs_idle.notified() => {}
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(QUIET) => {}
+        }
+        // Runs that started meanwhile signal again when they end.
+        if shared.runs.is_empty() {
+            super::release_free_memory();
+        }
     }
 }
 

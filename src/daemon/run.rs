@@ -48,16 +48,22 @@ pub(super) async fn execute(
             return;
         }
     };
+    // The run's own lines name the job in a field; this span puts the name on what the ping
+    // and outbox code log too. It is made only around that code: a span on the whole run
+    // would cost its set-up and an enter and exit on every poll, for every run.
+    let span = || tracing::info_span!("run", job = %job.name);
     if !ended.success {
-        drop_pending_success(&job, &shared, &state);
+        span().in_scope(|| drop_pending_success(&job, &shared, &state));
     }
     // The run ends when its process (or probe) does: the job's next fire must not wait for a
     // slow or hanging ping host, so the ping is sent after the run is recorded as finished.
     let success = ended.success;
     state.run_finished(record(scheduled, ended));
-    let ping_accepted = if success && !shared.stop_runs.is_cancelled() {
+    let pings = job.target != PingTarget::None;
+    let ping_accepted = if success && pings && !shared.stop_runs.is_cancelled() {
+        let ping = send_ping(&job, &shared, &state, &settings);
         tokio::select! {
-            accepted = send_ping(&job, &shared, &state, &settings) => accepted,
+            accepted = tracing::Instrument::instrument(ping, span()) => accepted,
             () = shared.stop_runs.cancelled() => {
                 warn!(job = %job.name, "ping abandoned: the daemon is stopping");
                 false
@@ -68,6 +74,10 @@ pub(super) async fn execute(
     };
     for hook in &shared.after_run {
         hook.after_run(&job, scheduled, ping_accepted);
+    }
+    // This run's task still counts: 1 means it is the last.
+    if shared.runs.len() <= 1 {
+        shared.runs_idle.notify_one();
     }
 }
 

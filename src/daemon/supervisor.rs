@@ -79,6 +79,7 @@ pub async fn run(
         children: Arc::new(Children::new(std::process::id() == 1)),
         after_run: plugins.after_run,
         runs: TaskTracker::new(),
+        runs_idle: tokio::sync::Notify::new(),
         stop_runs: CancellationToken::new(),
         host: super::host_name(),
         boot_id: boot_id()
@@ -122,12 +123,6 @@ fn settings(config: &Config) -> Settings {
     }
 }
 
-/// Whether two definitions of a job are the same. `Job` has no `PartialEq` (the config module
-/// is not the daemon's); its `Debug` output shows every field, so it serves as the comparison.
-fn same_job(a: &Job, b: &Job) -> bool {
-    format!("{a:?}") == format!("{b:?}")
-}
-
 impl Supervisor {
     /// Waits for a stop request, reloading on SIGHUP and feeding the watchdog; returns the stop
     /// signal.
@@ -169,14 +164,14 @@ impl Supervisor {
         self.shared.state.retain(&names);
         for job in &config.jobs {
             match self.jobs.get(&job.name) {
-                Some(current) if same_job(&current.job, job) => continue,
+                Some(current) if Arc::ptr_eq(&current.job, job) || current.job == *job => continue,
                 Some(current) => {
                     info!(job = %job.name, "job changed: rescheduled");
                     current.cancel.cancel();
                 }
                 None => debug!(job = %job.name, schedule = %job.schedule, "job added"),
             }
-            let scheduled = self.start_job(Arc::new(job.clone()));
+            let scheduled = self.start_job(Arc::clone(job));
             self.jobs.insert(job.name.clone(), scheduled);
         }
     }
@@ -208,6 +203,9 @@ impl Supervisor {
         let clock = self.shared.clock.clone();
         self.tasks
             .spawn(job::watch_clock(clock, self.scheduling.child_token()));
+        let shared = Arc::clone(&self.shared);
+        self.tasks
+            .spawn(job::trim_when_quiet(shared, self.scheduling.child_token()));
         if std::process::id() == 1 {
             let children = Arc::clone(&self.shared.children);
             self.tasks.spawn(children::reap(children, cancel.clone()));

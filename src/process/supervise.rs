@@ -99,74 +99,128 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// What ended the wait for the child: its status, whether and why the supervisor was ending
+/// it (and when SIGKILL was due), and whether SIGKILL was sent.
+struct Waited {
+    status: std::io::Result<std::process::ExitStatus>,
+    ending: Option<(Termination, Instant)>,
+    killed: bool,
+}
+
 impl Running {
     /// Waits for the child to end, obeying `limits` and the `control` channel; see the module
     /// documentation for what happens to the rest of its process group.
     pub async fn supervise(
         mut self,
         limits: Limits,
-        mut control: UnboundedReceiver<Control>,
+        control: UnboundedReceiver<Control>,
     ) -> Outcome {
         let group = self.pid;
         let started = Instant::now();
-        let timeout_at = limits.timeout.map(|t| started + t);
-        // Set once the supervisor starts ending the run: why, and when SIGKILL follows.
-        let mut ending: Option<(Termination, Instant)> = None;
-        let mut killed = false;
-        let mut control_open = true;
-        let status = loop {
-            let kill_at = ending.map(|(_, at)| at).filter(|_| !killed);
-            tokio::select! {
-                status = self.child.wait() => break status,
-                () = sleep_until(timeout_at), if ending.is_none() && timeout_at.is_some() => {
-                    debug!(pgid = group.as_raw(), "timeout: sending SIGTERM to the group");
-                    send(group, Signal::SIGTERM);
-                    ending = Some((Termination::TimedOut, Instant::now() + limits.kill_after));
-                }
-                () = sleep_until(kill_at), if kill_at.is_some() => {
-                    debug!(pgid = group.as_raw(), "grace over: sending SIGKILL to the group");
-                    send(group, Signal::SIGKILL);
-                    killed = true;
-                }
-                msg = control.recv(), if control_open => match msg {
-                    None => control_open = false,
-                    Some(Control::Forward(signal)) => send(group, signal),
-                    Some(Control::Stop { grace }) if ending.is_none() => {
-                        send(group, Signal::SIGTERM);
-                        ending = Some((Termination::Stopped, Instant::now() + grace));
-                    }
-                    Some(Control::Stop { .. }) => {}
-                },
-            }
+        // Captured output is read here, alongside the wait, rather than by tasks of its own.
+        let mut capture = self.tail.take();
+        let mut output = Output {
+            capture: capture.as_mut(),
         };
+        let waited = output
+            .alongside(wait(&mut self.child, group, limits, control))
+            .await;
         let elapsed = started.elapsed();
         // Give the terminal back before anything else can print.
         drop(self.terminal.take());
-        let end = match status {
+        let end = match waited.status {
             Ok(status) => ProcessEnd::from_status(status),
             Err(err) => {
                 warn!(error = %err, "cannot get the command's exit status");
                 ProcessEnd::Exited(1)
             }
         };
-        let termination = match ending {
+        let termination = match waited.ending {
             Some((why, deadline)) => {
-                sweep_group(group, deadline).await;
+                output.alongside(sweep_group(group, deadline)).await;
                 why
             }
             None => Termination::Natural,
         };
-        let tail = match self.tail.take() {
-            Some(capture) => Some(capture.finish(PIPE_GRACE).await),
-            None => None,
-        };
+        // A background grandchild may hold the pipes open forever: read on only briefly.
+        if let Some(capture) = output.capture.take() {
+            let _ = tokio::time::timeout(PIPE_GRACE, capture.pump()).await;
+        }
         Outcome {
             end,
             termination,
-            killed,
+            killed: waited.killed,
             elapsed,
-            tail,
+            tail: capture.map(super::tail::Capture::into_tail),
         }
+    }
+}
+
+/// Waits for `child` to end, sending SIGTERM at the timeout and SIGKILL after the grace, and
+/// obeying `control`.
+async fn wait(
+    child: &mut tokio::process::Child,
+    group: Pid,
+    limits: Limits,
+    mut control: UnboundedReceiver<Control>,
+) -> Waited {
+    let timeout_at = limits.timeout.map(|t| Instant::now() + t);
+    // Set once the supervisor starts ending the run: why, and when SIGKILL follows.
+    let mut ending: Option<(Termination, Instant)> = None;
+    let mut killed = false;
+    let mut control_open = true;
+    loop {
+        let kill_at = ending.map(|(_, at)| at).filter(|_| !killed);
+        tokio::select! {
+            status = child.wait() => return Waited { status, ending, killed },
+            () = sleep_until(timeout_at), if ending.is_none() && timeout_at.is_some() => {
+                debug!(pgid = group.as_raw(), "timeout: sending SIGTERM to the group");
+                send(group, Signal::SIGTERM);
+                ending = Some((Termination::TimedOut, Instant::now() + limits.kill_after));
+            }
+            () = sleep_until(kill_at), if kill_at.is_some() => {
+                debug!(pgid = group.as_raw(), "grace over: sending SIGKILL to the group");
+                send(group, Signal::SIGKILL);
+                killed = true;
+            }
+            msg = control.recv(), if control_open => match msg {
+                None => control_open = false,
+                Some(Control::Forward(signal)) => send(group, signal),
+                Some(Control::Stop { grace }) if ending.is_none() => {
+                    send(group, Signal::SIGTERM);
+                    ending = Some((Termination::Stopped, Instant::now() + grace));
+                }
+                Some(Control::Stop { .. }) => {}
+            },
+        }
+    }
+}
+
+/// The captured output of a run (if any), read while the supervisor does other work.
+struct Output<'a> {
+    /// `None` without capture, or once both pipes are closed.
+    capture: Option<&'a mut super::tail::Capture>,
+}
+
+impl Output<'_> {
+    /// Runs `work` to its end, reading output meanwhile (reading is cancel-safe: what was read
+    /// is kept when `work` ends first).
+    async fn alongside<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
+        let Some(capture) = self.capture.as_deref_mut() else {
+            return work.await;
+        };
+        tokio::pin!(work);
+        {
+            let pump = capture.pump();
+            tokio::pin!(pump);
+            tokio::select! {
+                out = &mut work => return out,
+                () = &mut pump => {}
+            }
+        }
+        // Both pipes are closed: nothing more to read.
+        self.capture = None;
+        work.await
     }
 }
 

@@ -1,11 +1,9 @@
 //! The bounded tail of a child's output: the last N bytes of stdout and stderr, never all of it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::task::JoinHandle;
 
 /// A ring buffer holding the most recent `capacity` bytes written to it.
 #[derive(Debug, Clone, Default)]
@@ -49,43 +47,94 @@ impl Tail {
     }
 }
 
-/// The reader tasks of a captured child's stdout and stderr.
+/// A captured child's stdout and stderr: read by [`Capture::pump`] inside the run's own
+/// supervision (no reader tasks of their own, so a run costs one task, not three), into the
+/// [`Tail`] and the optional [`LineSink`].
 #[derive(Debug)]
 pub(super) struct Capture {
-    tail: Arc<Mutex<Tail>>,
-    readers: Vec<JoinHandle<()>>,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    tail: Tail,
+    lines: Option<LineSink>,
+    /// The unfinished last line of stdout and of stderr (only with a sink; grows only with
+    /// output).
+    pending: (Vec<u8>, Vec<u8>),
 }
 
+/// How many bytes one read of a pipe takes. Small, because the buffers live in every run's
+/// future; a job that writes a lot costs more reads, not more memory.
+const READ_CHUNK: usize = 1024;
+
 impl Capture {
+    /// Takes the child's pipes; nothing is read until [`Capture::pump`] is polled.
     pub(super) fn start(
         child: &mut tokio::process::Child,
         capacity: usize,
         lines: Option<LineSink>,
     ) -> Capture {
-        let tail = Arc::new(Mutex::new(Tail::new(capacity)));
-        let mut readers = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            let lines = lines.clone().map(|sink| (Stream::Stdout, sink));
-            readers.push(tokio::spawn(pump(out, tail.clone(), lines)));
+        Capture {
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            tail: Tail::new(capacity),
+            lines,
+            pending: (Vec::new(), Vec::new()),
         }
-        if let Some(err) = child.stderr.take() {
-            let lines = lines.map(|sink| (Stream::Stderr, sink));
-            readers.push(tokio::spawn(pump(err, tail.clone(), lines)));
-        }
-        Capture { tail, readers }
     }
 
-    /// Waits up to `grace` for both pipes to close, then returns what was kept.
-    pub(super) async fn finish(self, grace: Duration) -> Tail {
-        let deadline = tokio::time::Instant::now() + grace;
-        for reader in self.readers {
-            let abort = reader.abort_handle();
-            if tokio::time::timeout_at(deadline, reader).await.is_err() {
-                abort.abort();
-            }
+    /// Reads both pipes until both are closed (or fail). Cancel-safe: what was read is kept
+    /// (partial lines included), and polling it again goes on where it stopped.
+    pub(super) async fn pump(&mut self) {
+        let mut out_buf = [0u8; READ_CHUNK];
+        let mut err_buf = [0u8; READ_CHUNK];
+        while self.stdout.is_some() || self.stderr.is_some() {
+            let (stream, n) = tokio::select! {
+                n = read_some(self.stdout.as_mut(), &mut out_buf) => (Stream::Stdout, n),
+                n = read_some(self.stderr.as_mut(), &mut err_buf) => (Stream::Stderr, n),
+            };
+            let data = match stream {
+                Stream::Stdout => &out_buf[..n],
+                Stream::Stderr => &err_buf[..n],
+            };
+            self.take(stream, data);
         }
-        let tail = self.tail.lock().map(|t| t.clone());
-        tail.unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+    }
+
+    /// Keeps `data` read from `stream`, and hands its complete lines to the sink; empty `data`
+    /// means the pipe closed (a last line without a newline is handed on then).
+    fn take(&mut self, stream: Stream, data: &[u8]) {
+        let pending = match stream {
+            Stream::Stdout => &mut self.pending.0,
+            Stream::Stderr => &mut self.pending.1,
+        };
+        if data.is_empty() {
+            match stream {
+                Stream::Stdout => self.stdout = None,
+                Stream::Stderr => self.stderr = None,
+            }
+            if let Some(sink) = self.lines.as_ref().filter(|_| !pending.is_empty()) {
+                (sink.0)(stream, pending);
+            }
+            *pending = Vec::new();
+            return;
+        }
+        self.tail.push(data);
+        if let Some(sink) = &self.lines {
+            pending.extend_from_slice(data);
+            split_lines(pending, |line| (sink.0)(stream, line));
+        }
+    }
+
+    /// What was kept.
+    pub(super) fn into_tail(self) -> Tail {
+        self.tail
+    }
+}
+
+/// One read of `pipe` into `buf` (0 at its end or on an error); never ready without a pipe.
+async fn read_some(pipe: Option<&mut (impl AsyncRead + Unpin)>, buf: &mut [u8]) -> usize {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await.unwrap_or(0),
+        None => std::future::pending().await,
     }
 }
 
@@ -133,32 +182,6 @@ impl std::fmt::Debug for LineSink {
 /// The longest line handed to a [`LineSink`] in one piece: a child that writes megabytes
 /// without a newline must not make the reader buffer all of it.
 pub const MAX_LINE: usize = 4096;
-
-async fn pump(
-    mut pipe: impl AsyncRead + Unpin,
-    tail: Arc<Mutex<Tail>>,
-    mut lines: Option<(Stream, LineSink)>,
-) {
-    let mut buf = [0u8; 8192];
-    let mut pending = Vec::new();
-    while let Ok(n) = pipe.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        if let Ok(mut t) = tail.lock() {
-            t.push(&buf[..n]);
-        }
-        if let Some((stream, sink)) = &mut lines {
-            pending.extend_from_slice(&buf[..n]);
-            split_lines(&mut pending, |line| (sink.0)(*stream, line));
-        }
-    }
-    if let Some((stream, sink)) = &lines {
-        if !pending.is_empty() {
-            (sink.0)(*stream, &pending);
-        }
-    }
-}
 
 /// Hands every complete line of `pending` (and pieces of [`MAX_LINE`] bytes of an overlong
 /// one) to `emit`, without the `\n` or `\r\n`, and keeps the rest.

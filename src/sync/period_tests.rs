@@ -20,7 +20,7 @@ fn at(text: &str) -> DateTime<Utc> {
 fn job(lines: &str) -> Job {
     let text = format!("[[jobs]]\nname = \"j\"\ncheck_id = \"c1\"\n{lines}\n");
     let loaded = Config::from_text(Path::new("/test.toml"), &text).unwrap();
-    loaded.config.jobs.into_iter().next().unwrap()
+    (*loaded.config.jobs[0]).clone()
 }
 
 fn timing_at(job: &Job, now: &str, acked: Option<&str>) -> Timing {

@@ -75,3 +75,67 @@ fn sync_learns_the_check_ping_url_and_runs_ping_it() {
     assert_eq!(emulator.pings()[0].path, "/c1-token");
     daemon.stop();
 }
+
+/// A config for `emulator` with one job `beat` running every second, bound to check `c1` only
+/// when `bound`.
+fn sync_config(home: &Home, emulator: &crate::util::emulator::Background, bound: bool) -> String {
+    let check = if bound {
+        "check_id = \"c1\"\n[jobs.check]\nperiod = \"1m\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\nsync_jitter = \"0s\"\n\n\
+         [api]\nbase_url = \"{base}\"\nping_base_url = \"{base}\"\naccount_id = \"{account}\"\n\
+         api_key_env = \"EMULATOR_KEY\"\n\n\
+         [[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n{check}",
+        state = home.path("state").display(),
+        base = emulator.base_url(),
+        account = emulator.account(),
+    )
+}
+
+#[test]
+fn a_reload_binding_the_first_check_starts_sync() {
+    use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
+    let emulator = crate::util::emulator::Background::start_with(EmulatorOptions {
+        fixtures: Fixtures::default(),
+        ..EmulatorOptions::default()
+    });
+    emulator
+        .add_heartbeat_check(&serde_json::json!({"id": "c1", "name": "check c1",
+            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
+                          "graceUnit": "hours", "pingToken": "c1-token"}}))
+        .expect("add check");
+    let home = Home::new();
+    std::fs::write(home.config(), sync_config(&home, &emulator, false)).expect("write config");
+    let daemon = home.start_with(&[("EMULATOR_KEY", emulator.api_key())]);
+    daemon.wait_for(2, 5 * SECOND, |l| is(l, "job finished", "beat"));
+    let puts = || {
+        emulator
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PUT" && r.path.ends_with("/c1"))
+            .count()
+    };
+    assert_eq!(puts(), 0, "nothing is bound yet");
+    std::fs::write(home.config(), sync_config(&home, &emulator, true)).expect("write config");
+    daemon.signal(Signal::SIGHUP);
+    daemon.wait_for(1, 5 * SECOND, |l| message(l) == "configuration reloaded");
+    daemon.wait_for(1, 5 * SECOND, |l| {
+        message(l) == "a job is bound to a check now: check sync started"
+    });
+    // Sync PUTs the definition and learns the ping URL; the next runs ping the check.
+    let deadline = Instant::now() + 8 * SECOND;
+    while emulator.pings().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no ping reached the check after the reload; log:\n{}",
+            daemon.dump()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(puts() >= 1, "no PUT of the check");
+    assert_eq!(emulator.pings()[0].path, "/c1-token");
+    daemon.stop();
+}

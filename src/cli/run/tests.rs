@@ -105,7 +105,7 @@ fn job_targets_and_environment() {
             account_id: None,
             api_key: ApiKeySource::Env("MY_SERVICE_KEY".to_owned()),
         },
-        jobs: vec![checked.clone()],
+        jobs: vec![std::sync::Arc::new(checked.clone())],
         status: Default::default(),
     };
     hygiene(&mut spec, &run, Some(&config), Some(&checked));

@@ -11,7 +11,7 @@ fn run(text: &str, options: &Options) -> Import {
 }
 
 /// The imported tables after a minimal config must load; returns the jobs.
-fn load(jobs: &str) -> Vec<crate::config::Job> {
+fn load(jobs: &str) -> Vec<std::sync::Arc<crate::config::Job>> {
     let text = format!("[agent]\ntimezone = \"UTC\"\n\n{jobs}");
     match Config::from_text(Path::new("test.toml"), &text) {
         Ok(loaded) => loaded.config.jobs,
