@@ -181,7 +181,10 @@ fn the_binary_is_linked_non_pie() {
     let elf = std::fs::read(util::bin()).expect("read the binary");
     assert_eq!(&elf[..4], b"\x7fELF", "not an ELF file");
     let e_type = u16::from_le_bytes([elf[16], elf[17]]);
-    assert_eq!(e_type, 2, "e_type {e_type}: expected ET_EXEC (2), not ET_DYN (3, PIE)");
+    assert_eq!(
+        e_type, 2,
+        "e_type {e_type}: expected ET_EXEC (2), not ET_DYN (3, PIE)"
+    );
 }
 
 /// The link order list (scripts/link-order.sh) is one mangled symbol per line and includes
@@ -202,7 +205,9 @@ fn the_link_order_file_is_well_formed() {
         assert!(!name.contains(char::is_whitespace), "{name:?}");
     }
     assert!(
-        names.iter().any(|n| n.contains("heartbeat_agent") && n.contains("run")),
+        names
+            .iter()
+            .any(|n| n.contains("heartbeat_agent") && n.contains("run")),
         "no function of `run` in the list"
     );
 }
