@@ -56,7 +56,12 @@ pub fn failed(what: What) {
 pub fn snapshot() -> Vec<(&'static str, u64)> {
     What::ALL
         .iter()
-        .map(|what| (what.name(), FAILURES[*what as usize].load(Ordering::Relaxed)))
+        .map(|what| {
+            (
+                what.name(),
+                FAILURES[*what as usize].load(Ordering::Relaxed),
+            )
+        })
         .collect()
 }
 
@@ -82,7 +87,13 @@ mod tests {
         let names: Vec<&str> = What::ALL.iter().map(|w| w.name()).collect();
         assert_eq!(
             names,
-            ["outbox_entry", "outbox_stats", "fire_time", "reboot_marker", "sync_state"]
+            [
+                "outbox_entry",
+                "outbox_stats",
+                "fire_time",
+                "reboot_marker",
+                "sync_state"
+            ]
         );
     }
 }

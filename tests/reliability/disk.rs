@@ -114,7 +114,10 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no {line} in /metrics:\n{metrics}"));
         let in_doc = counts[what].as_u64().expect("a count");
-        assert!(metric >= in_doc, "{what}: /metrics {metric} < /status {in_doc}");
+        assert!(
+            metric >= in_doc,
+            "{what}: /metrics {metric} < /status {in_doc}"
+        );
     }
     super::signal(daemon.id(), libc::SIGTERM);
     let out = super::wait_bounded(daemon, Duration::from_secs(20));
