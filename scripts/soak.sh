@@ -43,6 +43,9 @@ ping_url=$(sed -n 's/^ping_url=//p' "$work/emu.out")
 
 {
   printf '[agent]\nstate_dir = "%s/state"\nshutdown_timeout = "5s"\n\n' "$work"
+  # Its own status socket (not the default 127.0.0.1:9465, which another daemon may hold): the
+  # endpoint is part of what runs, and /metrics gives the figures of the summary.
+  printf '[status]\nlisten = "%s/status.sock"\n\n' "$work"
   for i in $(seq 1 "$JOBS"); do
     step=$(( (i % 5) + 1 ))        # every 1..5 seconds
     printf '[[jobs]]\nname = "soak-%d"\nschedule = "*/%d * * * * *"\n' "$i" "$step"
@@ -100,9 +103,15 @@ sample end
 end_line=$(settled end); echo "$end_line"
 end_fds=$(sed 's/.*settled_fds=\([0-9]*\).*/\1/' <<<"$end_line")
 lingering=$(sed 's/.*lingering_zombies=\([0-9]*\).*/\1/' <<<"$end_line")
+metric() { # name: the sum of its samples in the daemon's /metrics
+  curl -s --unix-socket "$work/status.sock" http://localhost/metrics |
+    awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'
+}
+runs=$(metric heartbeat_agent_runs_total)
+persist_failures=$(metric heartbeat_agent_persist_failures_total)
 base_url=$(sed -n 's/^base_url=//p' "$work/emu.out")
 pings=$(curl -s "$base_url/_emulator/pings" | grep -o '"seq"' | wc -l || true)
-echo "summary jobs=$JOBS duration_s=$DURATION pings_received=$pings failed_runs_logged=$(grep -c 'job failed' "$work/daemon.err" || true) lingering_zombies=$lingering panics=$(grep -c panicked "$work/daemon.err" || true)"
+echo "summary jobs=$JOBS duration_s=$DURATION runs=$runs persist_failures=$persist_failures pings_received=$pings failed_runs_logged=$(grep -c 'job failed' "$work/daemon.err" || true) lingering_zombies=$lingering panics=$(grep -c panicked "$work/daemon.err" || true)"
 status=0
 (( end_fds - start_fds > FD_SLACK )) && { echo "soak: fds grew from $start_fds to $end_fds" >&2; status=1; }
 (( lingering > 0 )) && { echo "soak: $lingering zombies not reaped for $((SETTLE / 2)) s" >&2; status=1; }
