@@ -26,6 +26,7 @@ pub mod emulator;
 pub mod import;
 pub mod logging;
 pub mod paths;
+pub mod persist;
 pub mod ping;
 pub mod process;
 pub mod redact;

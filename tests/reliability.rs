@@ -8,6 +8,7 @@ use std::time::Duration;
 mod corpus;
 mod disk;
 mod faults;
+mod journal;
 mod kill;
 mod properties;
 mod secrets;

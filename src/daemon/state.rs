@@ -248,6 +248,7 @@ impl Persisted {
     /// Records `fire` as `job`'s last fire time.
     pub fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
         write_atomic(&self.dir.join("fires"), job, &fire.to_rfc3339())
+            .inspect_err(|_| crate::persist::failed(crate::persist::What::FireTime))
     }
 
     /// The boot id `job` (an `@reboot` job) last ran in.
@@ -260,6 +261,7 @@ impl Persisted {
     /// Records that `job` ran in boot `boot_id`.
     pub fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
         write_atomic(&self.dir.join("reboot"), job, boot_id)
+            .inspect_err(|_| crate::persist::failed(crate::persist::What::RebootMarker))
     }
 }
 

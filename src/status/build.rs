@@ -108,6 +108,10 @@ pub async fn document(app: &App, refresh: bool) -> StatusDoc {
         },
         ready: app.ready(),
         jobs,
+        persist_failures: crate::persist::snapshot()
+            .into_iter()
+            .map(|(what, n)| (what.to_owned(), n))
+            .collect(),
     }
 }
 

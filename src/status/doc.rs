@@ -2,6 +2,8 @@
 //! `status` command (which reads it back to draw the table). Field names are a contract
 //! (docs/status.md); times are RFC 3339 UTC, durations are milliseconds.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +26,11 @@ pub struct StatusDoc {
     pub ready: bool,
     /// Every configured job, in config order.
     pub jobs: Vec<JobDoc>,
+    /// Writes under `state_dir` that failed since the daemon started, by what was being
+    /// written (`outbox_entry`, `outbox_stats`, `fire_time`, `reboot_marker`, `sync_state`):
+    /// a full or read-only disk shows here, not only in the log. Absent from older daemons.
+    #[serde(default)]
+    pub persist_failures: BTreeMap<String, u64>,
 }
 
 /// Which configuration the daemon runs.

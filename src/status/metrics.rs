@@ -151,6 +151,18 @@ pub fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         }
     }
     api_families(&mut out);
+    out.family(
+        "heartbeat_agent_persist_failures_total",
+        "counter",
+        "Writes under the state directory that failed (full or read-only disk), by what was written.",
+    );
+    for (what, n) in crate::persist::snapshot() {
+        out.sample(
+            "heartbeat_agent_persist_failures_total",
+            &[("what", what)],
+            n as f64,
+        );
+    }
     out.0
 }
 

@@ -123,7 +123,8 @@ pub fn update(
             ..JobState::default()
         });
     change(&mut state);
-    write(state_dir, job, &state)?;
+    write(state_dir, job, &state)
+        .inspect_err(|_| crate::persist::failed(crate::persist::What::SyncState))?;
     Ok(state)
 }
 

@@ -1,11 +1,15 @@
 //! A full disk under `state_dir` (a 256 KiB tmpfs, filled up): jobs still run on time, the
-//! failure to persist (outbox entries, fire records) is logged, and nothing panics. Skipped
-//! with a message where tmpfs cannot be mounted (not root, no CAP_SYS_ADMIN).
+//! failure to persist (outbox entries, fire records) is logged and counted in `/status` and
+//! `/metrics`, and nothing panics. Skipped with a message where tmpfs cannot be mounted (not
+//! root, no CAP_SYS_ADMIN).
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use heartbeat_agent::status::client::Endpoint;
+use serde_json::Value;
 
 use crate::util;
 
@@ -58,7 +62,12 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
     }
     fill(&state);
     let config = home.path().join("config.toml");
-    let mut text = format!("[agent]\nstate_dir = \"{}\"\n\n", state.display());
+    let socket = home.path().join("status.sock");
+    let mut text = format!(
+        "[agent]\nstate_dir = \"{}\"\n\n[status]\nlisten = \"{}\"\n\n",
+        state.display(),
+        socket.display()
+    );
     for job in ["a", "b"] {
         text += &format!(
             "[[jobs]]\nname = \"{job}\"\nschedule = \"* * * * * *\"\ncommand = [\"/bin/true\"]\n\
@@ -75,7 +84,41 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
         .stderr(std::fs::File::create(&log).expect("the log"))
         .spawn()
         .expect("spawn the daemon");
-    std::thread::sleep(Duration::from_secs(5));
+    let started = Instant::now();
+    let endpoint = Endpoint::Unix(socket);
+    let get = |path: &str| {
+        let answer = endpoint.request("GET", path, None, Duration::from_secs(5));
+        answer.ok().filter(|a| a.status == 200).map(|a| a.body)
+    };
+    // Counted by what failed: the catch_up fire times and the pending pings (the ping host
+    // refuses connections, so every success goes to the outbox, which cannot write it).
+    let mut counts = Value::Null;
+    while started.elapsed() < Duration::from_secs(5) || !full_disk_counted(&counts) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "/status never counted the failures to persist: {counts}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        if let Some(body) = get("/status") {
+            let doc: Value = serde_json::from_str(&body).expect("the status document is JSON");
+            counts = doc["persist_failures"].clone();
+        }
+    }
+    let metrics = get("/metrics").expect("/metrics answers");
+    for what in ["fire_time", "outbox_entry"] {
+        let line = format!("heartbeat_agent_persist_failures_total{{what=\"{what}\"}} ");
+        let metric: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {line} in /metrics:\n{metrics}"));
+        let in_doc = counts[what].as_u64().expect("a count");
+        assert!(
+            metric >= in_doc,
+            "{what}: /metrics {metric} < /status {in_doc}"
+        );
+    }
     super::signal(daemon.id(), libc::SIGTERM);
     let out = super::wait_bounded(daemon, Duration::from_secs(20));
     let text = std::fs::read_to_string(&log).expect("the log");
@@ -100,8 +143,15 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
         "the failure to persist was not logged:\n{text}"
     );
     eprintln!(
-        "FIGURES disk: {} log lines name the full disk, e.g. {}",
+        "FIGURES disk: {} log lines name the full disk, e.g. {}; persist_failures {counts}",
         full.len(),
         full[0]
     );
+}
+
+/// Whether the status document's `persist_failures` counts failed fire times and outbox entries.
+fn full_disk_counted(counts: &Value) -> bool {
+    ["fire_time", "outbox_entry"]
+        .iter()
+        .all(|what| counts[what].as_u64().is_some_and(|n| n > 0))
 }

@@ -1,7 +1,9 @@
 //! The security scan: every command and failure path runs with a known API key and known ping
-//! tokens, in text and in JSON logs (at trace level), and nothing any of them prints or leaves
-//! readable under the home directory contains a secret. The files that must hold a ping URL (the
-//! outbox's entries, sync's learned URLs) are checked to be private (mode 0600) instead.
+//! tokens, in text and in JSON logs (at trace level), and as under systemd with journald
+//! entries (every field, at trace level: [`super::journal`]), and nothing any of them prints,
+//! sends to the journal or leaves readable under the home directory contains a secret. The
+//! files that must hold a ping URL (the outbox's entries, sync's learned URLs) are checked to
+//! be private (mode 0600) instead.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures};
 use serde_json::json;
 
+use super::journal::Journal;
 use crate::util::{self, emulator::Background};
 
 const KEY: &str = "sk_live_RELIABILITY_KEY_4242";
@@ -25,6 +28,10 @@ struct Scan {
     home: tempfile::TempDir,
     /// Everything produced so far: (what ran, stream, text).
     outputs: Vec<(String, &'static str, String)>,
+    /// The stand-in journal of the `journald` format, once started.
+    journal: Option<Journal>,
+    /// Journal entries received so far.
+    journal_entries: usize,
 }
 
 impl Scan {
@@ -46,6 +53,8 @@ impl Scan {
             emulator,
             home,
             outputs: Vec::new(),
+            journal: None,
+            journal_entries: 0,
         };
         scan.write_key(0o644);
         scan.write_config();
@@ -98,28 +107,46 @@ impl Scan {
     }
 
     /// The agent with the config, secrets in its environment (the key and a ping URL, which
-    /// no child may inherit) and `format` logs.
+    /// no child may inherit) and `format` logs: `text`, `json` (at trace level) or `journald`
+    /// (`auto` with stderr the journal's stream, at trace level, in the journal's namespace).
     fn command(&self, format: &str) -> Command {
         let mut cmd = util::agent(self.home.path());
-        cmd.arg("--config")
-            .arg(self.path("config.toml"))
-            .args(["--log-format", format])
-            .env("HEARTBEAT_AGENT_API_KEY", KEY)
-            .env("HEARTBEAT_AGENT_PING_URL", self.ping_url(TOKEN_OK))
-            .stdin(Stdio::null())
+        cmd.arg("--config").arg(self.path("config.toml"));
+        match format {
+            "json" => cmd.args(["--log-format", "json", "--log-level", "trace"]),
+            "journald" => cmd.args(["--log-format", "auto", "--log-level", "trace"]),
+            _ => cmd.args(["--log-format", format]),
+        };
+        cmd.env("HEARTBEAT_AGENT_API_KEY", KEY)
+            .env("HEARTBEAT_AGENT_PING_URL", self.ping_url(TOKEN_OK));
+        let mut cmd = match (&self.journal, format) {
+            (Some(journal), "journald") => journal.wrap(&cmd),
+            _ => cmd,
+        };
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if format == "json" {
-            cmd.args(["--log-level", "trace"]);
-        }
         cmd
     }
 
+    /// Keeps what a run produced: stdout, stderr and, in the journald format, every journal
+    /// entry it sent. Returns (stdout, stderr followed by the journal entries).
     fn record(&mut self, what: String, out: &Output) -> (String, String) {
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         self.outputs.push((what.clone(), "stdout", stdout.clone()));
-        self.outputs.push((what, "stderr", stderr.clone()));
+        self.outputs.push((what.clone(), "stderr", stderr.clone()));
+        if let Some(journal) = what
+            .starts_with("journald")
+            .then_some(())
+            .and(self.journal.as_ref())
+        {
+            let entries = journal.take();
+            let text = entries.join("\n");
+            stderr = format!("{stderr}\n{text}");
+            self.journal_entries += entries.len();
+            self.outputs.push((what, "journal", text));
+        }
         (stdout, stderr)
     }
 
@@ -300,6 +327,57 @@ fn no_command_or_failure_path_shows_the_api_key_or_a_ping_token() {
     scan.every_command("text");
     scan.every_command("json");
     scan.emulator_binary();
+    let private_files = assert_nothing_leaks(&scan);
+    let outputs = scan.outputs.len();
+    eprintln!(
+        "scanned {outputs} outputs and {private_files} private files in {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn no_journald_field_shows_the_api_key_or_a_ping_token() {
+    let started = Instant::now();
+    let mut scan = Scan::new();
+    let Some(journal) = Journal::start(&scan.path("journal")) else {
+        eprintln!(
+            "skipped: cannot run the agent in a mount namespace here (needs root and unshare)"
+        );
+        return;
+    };
+    scan.journal = Some(journal);
+    scan.every_command("journald");
+    let private_files = assert_nothing_leaks(&scan);
+    let journal: Vec<&str> = scan
+        .outputs
+        .iter()
+        .filter(|(_, stream, _)| *stream == "journal")
+        .map(|(_, _, text)| text.as_str())
+        .collect();
+    // The entries really are the agent's, with its fields (not a fallback to stderr).
+    let all = journal.join("\n");
+    for field in [
+        "SYSLOG_IDENTIFIER=heartbeat-agent",
+        "PRIORITY=",
+        "JOB=ok",
+        "MESSAGE=",
+    ] {
+        assert!(
+            all.contains(field),
+            "no {field} in the journal entries:\n{all}"
+        );
+    }
+    eprintln!(
+        "scanned {} journal entries from {} runs and {private_files} private files in {:?}",
+        scan.journal_entries,
+        journal.len(),
+        started.elapsed()
+    );
+}
+
+/// Fails naming every output and file that shows a secret, and every file holding ping URLs by
+/// design that others can read; returns how many of the latter were checked.
+fn assert_nothing_leaks(scan: &Scan) -> usize {
     let mut problems = Vec::new();
     for (what, stream, text) in &scan.outputs {
         let found = leaks(text);
@@ -329,11 +407,7 @@ fn no_command_or_failure_path_shows_the_api_key_or_a_ping_token() {
         private_files >= 2,
         "the outbox and the sync state were not written"
     );
-    let outputs = scan.outputs.len();
-    eprintln!(
-        "scanned {outputs} outputs and {private_files} private files in {:?}",
-        started.elapsed()
-    );
+    private_files
 }
 
 #[test]

@@ -146,6 +146,12 @@ fn not_translated(why: String, options: &Options) -> String {
 impl Settings {
     /// Applies `NAME=value`; returns the problem when it is not translated.
     fn assign(&mut self, name: String, value: String, line: usize) -> Option<String> {
+        if value.contains('\0') {
+            // No process environment can hold it (and the config refuses it).
+            return Some(format!(
+                "the value of {name} contains a NUL byte; it is not imported"
+            ));
+        }
         match name.as_str() {
             "SHELL" if value.trim().is_empty() => {
                 self.shell = None;

@@ -96,6 +96,25 @@ fn rewrite_keeps_every_line_and_wraps_the_jobs() {
     assert_eq!(command.stdin.as_deref(), Some("in%put\n2"));
 }
 
+/// Found by the cargo-fuzz target `crontab` (fuzz/): a variable whose value holds a NUL byte
+/// went into every later job's `env`, which the config refuses.
+#[test]
+fn a_variable_with_a_nul_byte_is_reported_and_the_jobs_still_load() {
+    let text = "PATH=/usr/bin:\0/bin\n17 * * * * root run-parts /etc/cron.hourly\n";
+    let system = Options {
+        system: true,
+        ..Options::default()
+    };
+    let imported = run(text, &system);
+    assert_eq!(imported.job_count, 1);
+    assert!(!imported.jobs.contains("PATH"), "{}", imported.jobs);
+    assert_eq!(
+        imported.problems[0].message,
+        "the value of PATH contains a NUL byte; it is not imported"
+    );
+    load(&imported.jobs);
+}
+
 /// Found by the crontab property test (tests/reliability/properties.rs): `SHELL=` made every
 /// later job `shell_program = ""`, which the config refuses.
 #[test]

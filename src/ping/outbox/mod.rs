@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
+use crate::persist::What;
 use crate::ping::{Ping, PingOutcome};
 
 mod deliver;
@@ -521,7 +522,7 @@ impl Outbox {
 
 fn write_entry(path: &Path, entry: &Entry) -> io::Result<()> {
     let bytes = serde_json::to_vec(entry).map_err(io::Error::other)?;
-    fsio::write_atomic(path, &bytes)
+    fsio::write_atomic(path, &bytes).inspect_err(|_| crate::persist::failed(What::OutboxEntry))
 }
 
 fn read_entry(path: &Path) -> Result<Entry, String> {

@@ -51,4 +51,5 @@ pub fn load(dir: &Path) -> Stats {
 pub fn save(dir: &Path, stats: &Stats) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(stats).map_err(std::io::Error::other)?;
     fsio::write_atomic(&dir.join(FILE), &bytes)
+        .inspect_err(|_| crate::persist::failed(crate::persist::What::OutboxStats))
 }

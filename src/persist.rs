@@ -1,0 +1,99 @@
+//! The count of failures to persist state under `state_dir` (outbox entries and counters, the
+//! daemon's fire times and `@reboot` markers, sync's per-job state), kept in one place so a
+//! full or read-only disk shows in `/status` and `/metrics`, not only in the log.
+//!
+//! Every site that writes under `state_dir` calls [`failed`] once per write that did not
+//! happen; the site itself still logs what failed and where. The counts are per process and
+//! start at zero: the daemon serves its own.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What could not be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    /// A pending ping of the outbox (`outbox/*.ping`, or one set aside in `failed/`).
+    OutboxEntry,
+    /// The outbox's counters (`outbox/stats.json`).
+    OutboxStats,
+    /// A job's last fire time (`daemon/fires/<job>`), which `catch_up` needs after a restart.
+    FireTime,
+    /// An `@reboot` job's boot marker (`daemon/reboot/<job>`).
+    RebootMarker,
+    /// A bound job's sync state (`sync/<job>.json`: the learned ping URL, the last result).
+    SyncState,
+}
+
+impl What {
+    /// Every kind, in the order they are shown.
+    pub const ALL: [What; 5] = [
+        What::OutboxEntry,
+        What::OutboxStats,
+        What::FireTime,
+        What::RebootMarker,
+        What::SyncState,
+    ];
+
+    /// The name shown in the status document and the metric's `what` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            What::OutboxEntry => "outbox_entry",
+            What::OutboxStats => "outbox_stats",
+            What::FireTime => "fire_time",
+            What::RebootMarker => "reboot_marker",
+            What::SyncState => "sync_state",
+        }
+    }
+}
+
+static FAILURES: [AtomicU64; What::ALL.len()] = [const { AtomicU64::new(0) }; What::ALL.len()];
+
+/// Counts one failed write of `what`.
+pub fn failed(what: What) {
+    FAILURES[what as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// The failures so far, by kind (every kind, zeros included), in [`What::ALL`] order.
+pub fn snapshot() -> Vec<(&'static str, u64)> {
+    What::ALL
+        .iter()
+        .map(|what| {
+            (
+                what.name(),
+                FAILURES[*what as usize].load(Ordering::Relaxed),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_counted_by_kind() {
+        let count = |name: &str| {
+            snapshot()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v)
+                .expect("every kind is listed")
+        };
+        // Other tests of this process may count too: compare deltas.
+        let before = count("reboot_marker");
+        failed(What::RebootMarker);
+        failed(What::RebootMarker);
+        assert!(count("reboot_marker") >= before + 2);
+        assert_eq!(snapshot().len(), What::ALL.len());
+        let names: Vec<&str> = What::ALL.iter().map(|w| w.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "outbox_entry",
+                "outbox_stats",
+                "fire_time",
+                "reboot_marker",
+                "sync_state"
+            ]
+        );
+    }
+}
