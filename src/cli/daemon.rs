@@ -46,8 +46,11 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         state_dir: loaded.config.state_dir(global.state_dir.as_deref()),
         config_path: path,
     };
+    // Jobs are spawned from the runtime's threads: their children start at the default
+    // priority even when the daemon was given a higher one (see the function).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_start(crate::process::children_at_default_priority)
         .build()
     {
         Ok(runtime) => runtime,
@@ -56,6 +59,8 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
             return exit::FAILURE;
         }
     };
+    // After the workers exist (they would start at the default priority themselves otherwise).
+    crate::process::children_at_default_priority();
     let config = Arc::new(loaded.config);
     // Bound before the daemon starts, so READY=1 means the status endpoint answers.
     // A failed bind of an explicit `listen` is fatal; of the implicit default only a warning.

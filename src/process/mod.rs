@@ -229,6 +229,21 @@ impl Running {
     }
 }
 
+/// Makes the processes the calling thread starts from now on begin at the default scheduling
+/// priority (`SCHED_RESET_ON_FORK`): a daemon given a higher one (`Nice=-5` in the systemd unit)
+/// keeps it for itself, so it wins the CPU against the jobs it has just started while it starts
+/// the rest of a burst, and the jobs run at the priority they would have under cron. Threads
+/// created by the calling thread reset too, so call it on each thread once it exists. Without a
+/// raised priority it changes nothing; it cannot fail in a way that matters (errors ignored).
+pub fn children_at_default_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: applies to the calling thread only, with a valid parameter; SCHED_OTHER keeps the
+    // thread's nice value, the flag only affects its future children.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, &param);
+    }
+}
+
 /// Starts `spec` in a new process group with a cleaned environment.
 ///
 /// Must be called inside a tokio runtime. The child is not killed when the [`Running`] is

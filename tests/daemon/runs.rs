@@ -238,3 +238,56 @@ overlap = "queue"
     );
     daemon.stop();
 }
+
+/// The nice value (field 19 of `/proc/PID/stat`, after the parenthesized command name).
+fn nice_of(stat: &str) -> i32 {
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    after
+        .split_whitespace()
+        .nth(16)
+        .and_then(|n| n.parse().ok())
+        .expect("a nice field")
+}
+
+/// A daemon given a higher priority (`Nice=-5` in the unit) keeps it; its jobs run at the
+/// default one, as under cron (SCHED_RESET_ON_FORK on the threads that spawn them).
+#[test]
+fn jobs_run_at_the_default_priority_when_the_daemon_has_a_higher_one() {
+    let probe = std::process::Command::new("nice")
+        .args(["-n", "-5", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) || !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: raising a priority needs root (CAP_SYS_NICE)");
+        return;
+    }
+    let home = Home::new();
+    let out = home.path("job-stat");
+    home.write_config(&format!(
+        r#"
+[[jobs]]
+name = "probe"
+schedule = "*/1 * * * * *"
+shell = "cat /proc/self/stat > {}"
+"#,
+        out.display()
+    ));
+    let mut cmd = std::process::Command::new("nice");
+    cmd.args(["-n", "-5"])
+        .arg(crate::util::bin())
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("HEARTBEAT_AGENT_CONFIG")
+        .env("HOME", home.dir.path());
+    let daemon = home.spawn(cmd, &[]);
+    daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "probe"));
+    let pid = daemon.child.id();
+    let mut threads = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("daemon threads") {
+        let stat = std::fs::read_to_string(task.expect("task").path().join("stat"));
+        assert_eq!(nice_of(&stat.expect("thread stat")), -5, "a daemon thread");
+        threads += 1;
+    }
+    assert!(threads > 1, "the daemon runs a multi-thread runtime");
+    let job = std::fs::read_to_string(&out).expect("the job wrote its stat");
+    assert_eq!(nice_of(&job), 0, "the job's priority: {job}");
+    daemon.stop();
+}
