@@ -10,9 +10,12 @@
 //! - On a 429: the rate is multiplied by `decrease` and capped at one request per
 //!   `restart_interval` (the service's window), and the next PUT waits at least the
 //!   `Retry-After` the service sent, if any.
-//! - Without 429s the rate doubles every `doubling` of time (not per request: an agent left
-//!   with few checks to sync must still speed up when the rest of the fleet is done), until it
-//!   reaches one request per `min_interval`, where pacing ends.
+//! - Without 429s the rate grows with the time since the last one (not per request: an agent
+//!   left with few checks to sync must still speed up when the rest of the fleet is done):
+//!   `rate = base * 2^((t / doubling)^convexity)`. With `convexity` 2 it doubles after
+//!   `doubling`, grows 16-fold after twice that: slowly right after a 429, when the fleet is
+//!   near the limit, fast once no 429 has come for long, when the fleet has thinned out. It
+//!   ends (unpaced) when it reaches one request per `min_interval`.
 //! - Every gap is jittered by `±jitter` so that agents paced alike do not send in step.
 
 use std::sync::Mutex;
@@ -30,8 +33,10 @@ pub struct PaceRule {
     pub restart_interval: Duration,
     /// Factor applied to the rate on every 429 (multiplicative decrease).
     pub decrease: f64,
-    /// Without 429s the rate doubles every this long.
+    /// Without 429s the rate has doubled this long after the last one.
     pub doubling: Duration,
+    /// The exponent of the growth: 1 doubles every `doubling`, 2 grows ever faster.
+    pub convexity: f64,
     /// The shortest gap; once the pace reaches it, pacing ends (the client's limiter rules).
     pub min_interval: Duration,
     /// Each gap is the pace's interval times a random factor in `1 - jitter ..= 1 + jitter`.
@@ -39,13 +44,15 @@ pub struct PaceRule {
 }
 
 impl Default for PaceRule {
-    /// One request per 60 s after a 429, halved per further 429, doubling every 400 s, up to
-    /// 10 per second (the quota's 600 per 60 s), gaps jittered by ±50 %.
+    /// One request per 120 s after a 429, halved per further 429, doubled 10 minutes after
+    /// the last 429 and 16-fold after 20, up to 10 per second (the quota's 600 per 60 s), gaps
+    /// jittered by ±50 %.
     fn default() -> Self {
         PaceRule {
-            restart_interval: Duration::from_secs(60),
+            restart_interval: Duration::from_secs(120),
             decrease: 0.5,
-            doubling: Duration::from_secs(400),
+            doubling: Duration::from_secs(600),
+            convexity: 2.0,
             min_interval: Duration::from_millis(100),
             jitter: 0.5,
         }
@@ -172,7 +179,8 @@ impl Inner {
         let doubling = self.rule.doubling.as_secs_f64();
         let grown = if doubling > 0.0 {
             let elapsed = now.saturating_duration_since(self.since).as_secs_f64();
-            base * (elapsed / doubling).min(64.0).exp2()
+            let convexity = self.rule.convexity.clamp(0.1, 8.0);
+            base * (elapsed / doubling).powf(convexity).min(64.0).exp2()
         } else {
             f64::INFINITY
         };
@@ -198,10 +206,15 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::SeedableRng;
 
+    /// One per 60 s after a 429, halved per 429, doubling every 400 s, no jitter.
     fn rule() -> PaceRule {
         PaceRule {
+            restart_interval: Duration::from_secs(60),
+            decrease: 0.5,
+            doubling: Duration::from_secs(400),
+            convexity: 1.0,
+            min_interval: Duration::from_millis(100),
             jitter: 0.0,
-            ..PaceRule::default()
         }
     }
 
@@ -211,7 +224,7 @@ mod tests {
 
     #[test]
     fn unpaced_until_the_first_429() {
-        let pacer = Pacer::new(rule());
+        let pacer = Pacer::default();
         let mut rng = StdRng::seed_from_u64(1);
         let now = Instant::now();
         for _ in 0..100 {
@@ -261,6 +274,25 @@ mod tests {
     }
 
     #[test]
+    fn by_default_growth_is_slow_after_a_429_and_fast_long_after() {
+        let pacer = Pacer::new(PaceRule {
+            jitter: 0.0,
+            ..PaceRule::default()
+        });
+        let mut rng = StdRng::seed_from_u64(1);
+        let t0 = Instant::now();
+        pacer.limited(t0, None, &mut rng);
+        assert_eq!(secs(pacer.delay(t0)), 120.0);
+        let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
+        assert!(close(at(300), 0.25f64.exp2()), "{}", at(300));
+        assert!(close(at(600), 2.0));
+        assert!(close(at(1200), 16.0));
+        assert!(close(at(1800), 512.0));
+        assert!(close(at(2400), 1200.0), "capped at 10 per second");
+    }
+
+    #[test]
     fn retry_after_is_a_floor_on_the_next_gap() {
         let pacer = Pacer::new(rule());
         let mut rng = StdRng::seed_from_u64(1);
@@ -284,17 +316,17 @@ mod tests {
                 secs(pacer.delay(now))
             })
             .collect();
-        // A first 429 restarts at one per 60 s: every gap is 60 s +- 50 %.
-        assert!(gaps.iter().all(|g| (30.0..=90.0).contains(g)), "{gaps:?}");
-        assert!(gaps.iter().any(|g| *g < 40.0));
-        assert!(gaps.iter().any(|g| *g > 80.0));
+        // A first 429 restarts at one per 120 s: every gap is 120 s +- 50 %.
+        assert!(gaps.iter().all(|g| (60.0..=180.0).contains(g)), "{gaps:?}");
+        assert!(gaps.iter().any(|g| *g < 80.0));
+        assert!(gaps.iter().any(|g| *g > 160.0));
     }
 
     #[test]
     fn a_scaled_rule_divides_every_duration() {
         let scaled = PaceRule::default().scaled(60.0);
-        assert_eq!(scaled.restart_interval, Duration::from_secs(1));
-        assert_eq!(scaled.doubling, Duration::from_secs_f64(400.0 / 60.0));
+        assert_eq!(scaled.restart_interval, Duration::from_secs(2));
+        assert_eq!(scaled.doubling, Duration::from_secs(10));
         assert_eq!(scaled.decrease, 0.5);
         assert_eq!(PaceRule::default().scaled(0.0), PaceRule::default());
     }

@@ -6,8 +6,8 @@
 //! own limiter window) is divided by S. Figures go to BENCHMARKS.md.
 //!
 //! Environment: `SIM_AGENTS` (1000), `SIM_JOBS` (10), `SIM_LIMIT` (600), `SIM_SCALE` (30), and
-//! to try other pacing constants (emulated seconds): `SIM_RESTART` (60), `SIM_DECREASE` (0.5),
-//! `SIM_DOUBLING` (400), `SIM_JITTER` (0.5).
+//! to try other pacing constants (emulated seconds; defaults from `PaceRule::default`):
+//! `SIM_RESTART`, `SIM_DECREASE`, `SIM_DOUBLING`, `SIM_CONVEXITY`, `SIM_JITTER`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -38,6 +38,7 @@ fn pace_rule() -> PaceRule {
         )),
         decrease: env("SIM_DECREASE", rule.decrease),
         doubling: Duration::from_secs_f64(env("SIM_DOUBLING", rule.doubling.as_secs_f64())),
+        convexity: env("SIM_CONVEXITY", rule.convexity),
         jitter: env("SIM_JITTER", rule.jitter),
         ..rule
     }
