@@ -165,7 +165,9 @@ impl Pacer {
         let rule = inner.rule;
         let current = inner.rate(now).unwrap_or_else(|| rule.max_rate());
         let restart = 1.0 / rule.restart_interval.as_secs_f64().max(1e-9);
-        let base = (current * rule.decrease).min(restart).max(f64::MIN_POSITIVE);
+        let base = (current * rule.decrease)
+            .min(restart)
+            .max(f64::MIN_POSITIVE);
         inner.base = Some(base);
         inner.since = now;
         let gap = inner.gap(base, rng).max(retry_after.unwrap_or_default());
