@@ -123,6 +123,19 @@ impl ApiClient {
         })
     }
 
+    /// The same client with another retry policy (e.g. single-attempt for the sync task).
+    pub fn with_retry(&self, retry: RetryPolicy) -> Self {
+        ApiClient {
+            retry,
+            ..self.clone()
+        }
+    }
+
+    /// The retry policy of this client.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
     /// The same client with another rate-limiter priority (e.g. low for status refreshes).
     pub fn with_priority(&self, priority: Priority) -> Self {
         ApiClient {

@@ -5,15 +5,20 @@
 //! - `desired`: the complete PUT body and the difference between two definitions;
 //! - `state`: what the service last accepted, persisted per job in the state directory;
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
+//! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
 
 pub mod desired;
+pub mod pace;
 pub mod period;
 pub mod reconcile;
 pub mod state;
 pub mod task;
 
 pub use desired::{Change, Definition};
-pub use reconcile::{sync_all, Action, CadenceCache, JobReport, Outcome, SyncOptions, SyncReport};
+pub use pace::{PaceRule, Pacer};
+pub use reconcile::{
+    sync_all, sync_paced, Action, CadenceCache, JobReport, Outcome, SyncOptions, SyncReport,
+};
 pub use state::learned_ping_url;
 pub use task::{JobSyncStatus, Reconciler, SyncState, SyncStatus};

@@ -2,16 +2,20 @@
 //! service last accepted; a PUT only where they differ (or with `force`), the answer persisted.
 //! Jobs that left the config (a state file, no job) or are disabled get their check
 //! deactivated. A failing API fails that job's entry, never the pass; once the API keeps
-//! answering 429 the rest of the pass is deferred (429 answers count against the limit).
+//! answering 429 the rest of the pass is deferred (429 answers count against the limit). The
+//! daemon's passes also go through a [`Pacer`]: a PUT it does not allow yet is deferred.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
+use tokio::time::Instant;
 
 use super::desired::{deactivated, desired, diff, Change, Definition};
+use super::pace::Pacer;
 use super::period::{cadence, timing, Cadence};
 use super::state::{self, JobState};
 use crate::api::{ApiClient, ApiError};
@@ -65,7 +69,8 @@ pub enum Outcome {
     /// The PUT (or saving its answer) failed; the message names the job and check.
     Failed(String),
     /// Not sent: the API kept answering 429 to an earlier PUT of this pass, and more requests
-    /// would only prolong that (429 answers count against the limit). Retried later.
+    /// would only prolong that (429 answers count against the limit), or the daemon's pacing
+    /// after a 429 does not allow the next PUT yet. Retried later.
     Deferred(String),
 }
 
@@ -83,6 +88,10 @@ pub struct JobReport {
     /// What happened.
     #[serde(flatten)]
     pub outcome: Outcome,
+    /// The PUT was answered 429: the failure is the pacing's business, not the retry
+    /// backoff's (not part of the JSON output).
+    #[serde(skip)]
+    pub rate_limited: bool,
 }
 
 /// The result of a pass, one entry per bound check considered.
@@ -98,6 +107,14 @@ impl SyncReport {
         self.jobs
             .iter()
             .any(|j| matches!(j.outcome, Outcome::Failed(_) | Outcome::Deferred(_)))
+    }
+
+    /// Whether a PUT failed for another reason than a 429 (those call for a retry backoff;
+    /// 429s and deferred PUTs are left to the pacing).
+    pub fn failed_otherwise(&self) -> bool {
+        self.jobs
+            .iter()
+            .any(|j| matches!(j.outcome, Outcome::Failed(_)) && !j.rate_limited)
     }
 }
 
@@ -150,8 +167,27 @@ pub async fn sync_all(
     opts: &SyncOptions,
     cache: &mut CadenceCache,
 ) -> SyncReport {
+    sync_paced(config, client, state_dir, opts, cache, None).await
+}
+
+/// [`sync_all`], with every PUT also allowed by `pacer` (the daemon's fleet-friendly pacing):
+/// a PUT it does not allow yet is deferred, every answer is reported to it.
+pub async fn sync_paced(
+    config: &Config,
+    client: &ApiClient,
+    state_dir: &Path,
+    opts: &SyncOptions,
+    cache: &mut CadenceCache,
+    pacer: Option<&Pacer>,
+) -> SyncReport {
     let mut report = SyncReport::default();
     let mut limited = false;
+    let pass = Pass {
+        client,
+        state_dir,
+        opts,
+        pacer,
+    };
     let wanted = |name: &str| opts.job.as_deref().map_or(true, |only| only == name);
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
         let PingTarget::Check(check_id) = &job.target else {
@@ -162,10 +198,7 @@ pub async fn sync_all(
             // `@reboot` with an auto period: no fire times, the check is left alone.
             continue;
         };
-        let entry = reconcile_one(
-            client,
-            state_dir,
-            opts,
+        let entry = pass.reconcile_one(
             &job.name,
             check_id,
             known,
@@ -187,10 +220,7 @@ pub async fn sync_all(
         };
         let check_id = known.check_id.clone();
         let definition = deactivated(&accepted);
-        let entry = reconcile_one(
-            client,
-            state_dir,
-            opts,
+        let entry = pass.reconcile_one(
             &name,
             &check_id,
             Some(known),
@@ -203,42 +233,81 @@ pub async fn sync_all(
     report
 }
 
-/// Compares, PUTs when needed, persists the answer.
-#[allow(clippy::too_many_arguments)]
-async fn reconcile_one(
-    client: &ApiClient,
-    state_dir: &Path,
-    opts: &SyncOptions,
-    job: &str,
-    check_id: &str,
-    known: Option<JobState>,
-    definition: Definition,
-    action: Action,
-    limited: &mut bool,
-) -> JobReport {
-    let accepted = known.as_ref().and_then(|s| s.accepted.as_ref());
-    let changes = diff(accepted, &definition);
-    let outcome = if changes.is_empty() && !opts.force {
-        Outcome::InSync
-    } else if opts.dry_run {
-        Outcome::WouldUpdate
-    } else if *limited {
-        Outcome::Deferred(format!(
-            "job \"{job}\": check {check_id}: not sent: the API kept answering 429 (too many \
-             requests) this pass; it is retried later (run sync again)"
-        ))
-    } else {
-        let (outcome, rate_limited) = put(client, state_dir, job, check_id, definition).await;
-        *limited |= rate_limited;
-        outcome
-    };
-    JobReport {
-        job: job.to_owned(),
-        check_id: check_id.to_owned(),
-        action,
-        changes,
-        outcome,
+/// What every job of a pass shares.
+struct Pass<'a> {
+    client: &'a ApiClient,
+    state_dir: &'a Path,
+    opts: &'a SyncOptions,
+    pacer: Option<&'a Pacer>,
+}
+
+impl Pass<'_> {
+    /// Compares, PUTs when needed (and allowed), persists the answer.
+    async fn reconcile_one(
+        &self,
+        job: &str,
+        check_id: &str,
+        known: Option<JobState>,
+        definition: Definition,
+        action: Action,
+        limited: &mut bool,
+    ) -> JobReport {
+        let accepted = known.as_ref().and_then(|s| s.accepted.as_ref());
+        let changes = diff(accepted, &definition);
+        let paced = self
+            .pacer
+            .map_or(Duration::ZERO, |p| p.delay(Instant::now()));
+        let mut rate_limited = false;
+        let outcome = if changes.is_empty() && !self.opts.force {
+            Outcome::InSync
+        } else if self.opts.dry_run {
+            Outcome::WouldUpdate
+        } else if *limited {
+            Outcome::Deferred(format!(
+                "job \"{job}\": check {check_id}: not sent: the API kept answering 429 (too many \
+                 requests) this pass; it is retried later (run sync again)"
+            ))
+        } else if !paced.is_zero() {
+            Outcome::Deferred(format!(
+                "job \"{job}\": check {check_id}: not sent yet: after a 429 (too many requests) \
+                 updates are paced so that agents sharing the API key stay under its limit; \
+                 next in {}s",
+                paced.as_secs()
+            ))
+        } else {
+            let (outcome, answer) =
+                put(self.client, self.state_dir, job, check_id, definition).await;
+            if let Some(pacer) = self.pacer {
+                let mut rng = rand::thread_rng();
+                match answer {
+                    Answer::RateLimited(retry_after) => {
+                        pacer.limited(Instant::now(), retry_after, &mut rng);
+                    }
+                    Answer::Other => pacer.sent(Instant::now(), &mut rng),
+                }
+            }
+            rate_limited = matches!(answer, Answer::RateLimited(_));
+            *limited |= rate_limited;
+            outcome
+        };
+        JobReport {
+            job: job.to_owned(),
+            check_id: check_id.to_owned(),
+            action,
+            changes,
+            outcome,
+            rate_limited,
+        }
     }
+}
+
+/// How the service answered a PUT, as far as pacing is concerned.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    /// 429, with the service's `Retry-After` if it sent one.
+    RateLimited(Option<Duration>),
+    /// Anything else (accepted, another error, no answer): it counted against the limit.
+    Other,
 }
 
 /// Sends the definition and records what the service accepted.
@@ -248,7 +317,7 @@ async fn put(
     job: &str,
     check_id: &str,
     mut definition: Definition,
-) -> (Outcome, bool) {
+) -> (Outcome, Answer) {
     let answer = client
         .update_heartbeat_check(
             check_id,
@@ -260,10 +329,13 @@ async fn put(
         Ok(answer) => answer,
         Err(err) => {
             tracing::warn!(job, check = check_id, error = %err, "check update failed");
-            let limited = matches!(err, ApiError::RateLimited { .. });
+            let answer = match &err {
+                ApiError::RateLimited { retry_after, .. } => Answer::RateLimited(*retry_after),
+                _ => Answer::Other,
+            };
             return (
                 Outcome::Failed(format!("job \"{job}\": check {check_id}: {err}")),
-                limited,
+                answer,
             );
         }
     };
@@ -292,5 +364,5 @@ async fn put(
             "job \"{job}\": check {check_id}: accepted, but {err}"
         )),
     };
-    (outcome, false)
+    (outcome, Answer::Other)
 }

@@ -1,7 +1,8 @@
 //! The daemon's side of sync: [`Reconciler`], a cloneable handle whose [`Reconciler::run`] task
 //! waits a random `0..sync_jitter`, then reconciles every `resync_interval` (plus jitter), at
-//! the next fire of an irregular schedule, on demand (after a run, on reload), and sooner
-//! after a failure (capped backoff). Per-job status is kept for the status endpoint.
+//! the next fire of an irregular schedule, on demand (after a run, on reload), sooner after a
+//! failure (capped backoff), and, while PUTs are paced after a 429 ([`Pacer`]), as soon as the
+//! pace allows the next one. Per-job status is kept for the status endpoint.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,10 +15,11 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::pace::{PaceRule, Pacer};
 use super::period::Cadence;
-use super::reconcile::{sync_all, CadenceCache, Outcome, SyncOptions, SyncReport};
+use super::reconcile::{sync_paced, CadenceCache, Outcome, SyncOptions, SyncReport};
 use super::state;
-use crate::api::ApiClient;
+use crate::api::{ApiClient, RetryPolicy};
 use crate::config::{CheckDuration, Config, PingTarget};
 
 /// Where a job's check stands.
@@ -162,19 +164,23 @@ struct Inner {
     wake: Notify,
     status: SyncStatus,
     timing: Mutex<Option<TaskTiming>>,
+    pacer: Pacer,
 }
 
 impl Reconciler {
     /// A reconciler for `config`, sending through `client` (shared rate limiter), keeping state
     /// in `state_dir`. Nothing happens until [`Reconciler::run`] is spawned.
     ///
-    /// Give it a client built with `RetryPolicy { max_attempts: 1, .. }` (sharing the daemon's
-    /// rate limiter): the task retries failed passes itself with backoff, and quick repeats of a
-    /// 429 only keep a fleet sharing one key locked out longer (429 answers count against the
-    /// limit; see BENCHMARKS.md).
+    /// Every request is made once (`client`'s retry policy with `max_attempts = 1`): the task
+    /// paces and retries PUTs itself, and quick repeats of a 429 only keep a fleet sharing one
+    /// key locked out longer (429 answers count against the limit; see BENCHMARKS.md).
     pub fn new(config: Arc<Config>, client: ApiClient, state_dir: PathBuf) -> Self {
         let status = SyncStatus::default();
         status.reset(&config);
+        let client = client.with_retry(RetryPolicy {
+            max_attempts: 1,
+            ..client.retry_policy().clone()
+        });
         Reconciler {
             inner: Arc::new(Inner {
                 config: Mutex::new(config),
@@ -183,8 +189,20 @@ impl Reconciler {
                 wake: Notify::new(),
                 status,
                 timing: Mutex::new(None),
+                pacer: Pacer::default(),
             }),
         }
+    }
+
+    /// Overrides the pacing rule (tests, the fleet simulation; by default [`PaceRule::default`]).
+    pub fn with_pace(self, rule: PaceRule) -> Self {
+        self.inner.pacer.set_rule(rule);
+        self
+    }
+
+    /// The pace of this agent's PUTs (requests per second), `None` while unpaced.
+    pub fn pace(&self) -> Option<f64> {
+        self.inner.pacer.rate(tokio::time::Instant::now())
     }
 
     /// Overrides the task's timing (tests; by default it follows the config).
@@ -267,12 +285,13 @@ impl Reconciler {
         let config = self.config();
         let now = Utc::now();
         let opts = SyncOptions::at(now);
-        let report = sync_all(
+        let report = sync_paced(
             &config,
             &self.inner.client,
             &self.inner.state_dir,
             &opts,
             cache,
+            Some(&self.inner.pacer),
         )
         .await;
         self.inner.status.record(&report, now);
@@ -290,16 +309,24 @@ impl Reconciler {
         let mut failures = 0u32;
         loop {
             let report = self.sync_once(&mut cache).await;
-            failures = if report.failed() { failures + 1 } else { 0 };
+            failures = if report.failed_otherwise() {
+                failures + 1
+            } else {
+                0
+            };
             let config = self.config();
             let timing = self.timing(&config);
             let mut wait = timing.resync_interval + random_up_to(timing.start_jitter);
+            // A deferred or rate-limited PUT goes when the pace allows it.
+            let paced = self.inner.pacer.delay(tokio::time::Instant::now());
             if failures > 0 {
                 let ceiling = timing
                     .retry_base
                     .saturating_mul(1 << failures.min(16))
                     .min(timing.retry_cap);
-                wait = wait.min(timing.retry_base.max(random_up_to(ceiling)));
+                wait = wait.min(timing.retry_base.max(random_up_to(ceiling)).max(paced));
+            } else if report.failed() {
+                wait = wait.min(paced.max(PACED_MIN_WAIT));
             }
             if let Some(fire) = next_irregular_fire(&config, Utc::now(), &mut cache) {
                 wait = wait.min(fire);
@@ -312,6 +339,10 @@ impl Reconciler {
         }
     }
 }
+
+/// The shortest wait before a pass that retries deferred PUTs (their pace may allow the next
+/// one at once; this keeps a pass from spinning).
+const PACED_MIN_WAIT: Duration = Duration::from_millis(1);
 
 /// Time until the next fire of a bound job whose period follows an irregular schedule (its
 /// upcoming gap changes then, also for jobs the daemon does not run itself), plus a second.

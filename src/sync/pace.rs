@@ -1,0 +1,335 @@
+//! Fleet-friendly pacing of the sync task's PUTs ([`Pacer`], rule in docs/sync.md).
+//!
+//! Many agents may share one API key, and the service counts its 429 answers against the same
+//! limit (600 requests per 60 s): a fleet whose combined rate is above the limit gets nothing
+//! but 429s until it slows down. No agent knows the fleet's size, so each one paces itself
+//! from what it sees:
+//!
+//! - Unpaced until the first 429: a lone agent syncs all its checks at once (the client's own
+//!   limiter still keeps it under the quota).
+//! - On a 429: the rate is multiplied by `decrease` and capped at one request per
+//!   `restart_interval` (the service's window), and the next PUT waits at least the
+//!   `Retry-After` the service sent, if any.
+//! - Without 429s the rate grows with the time since the last one (not per request: an agent
+//!   left with few checks to sync must still speed up when the rest of the fleet is done):
+//!   `rate = base * 2^((t / doubling)^convexity)`. With `convexity` 2 it doubles after
+//!   `doubling`, grows 16-fold after twice that: slowly right after a 429, when the fleet is
+//!   near the limit, fast once no 429 has come for long, when the fleet has thinned out. It
+//!   ends (unpaced) when it reaches one request per `min_interval`.
+//! - Every gap is jittered by `±jitter` so that agents paced alike do not send in step.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+/// The constants of the pacing rule (the defaults suit the service's 600 requests per 60 s;
+/// the fleet simulation divides the durations by its clock scale).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PaceRule {
+    /// After a 429 the pace restarts at most at one request per this (the service's window,
+    /// so a fleet of up to 600 agents is under the limit right after its first 429s).
+    pub restart_interval: Duration,
+    /// Factor applied to the rate on every 429 (multiplicative decrease).
+    pub decrease: f64,
+    /// Without 429s the rate has doubled this long after the last one.
+    pub doubling: Duration,
+    /// The exponent of the growth: 1 doubles every `doubling`, 2 grows ever faster.
+    pub convexity: f64,
+    /// The shortest gap; once the pace reaches it, pacing ends (the client's limiter rules).
+    pub min_interval: Duration,
+    /// Each gap is the pace's interval times a random factor in `1 - jitter ..= 1 + jitter`.
+    pub jitter: f64,
+}
+
+impl Default for PaceRule {
+    /// One request per 120 s after a 429, halved per further 429, doubled 10 minutes after
+    /// the last 429 and 16-fold after 20, up to 10 per second (the quota's 600 per 60 s), gaps
+    /// jittered by ±50 %.
+    fn default() -> Self {
+        PaceRule {
+            restart_interval: Duration::from_secs(120),
+            decrease: 0.5,
+            doubling: Duration::from_secs(600),
+            convexity: 2.0,
+            min_interval: Duration::from_millis(100),
+            jitter: 0.5,
+        }
+    }
+}
+
+impl PaceRule {
+    /// The same rule on a clock running `scale` times faster (every duration divided by it).
+    pub fn scaled(&self, scale: f64) -> Self {
+        let scale = if scale.is_finite() && scale > 0.0 {
+            scale
+        } else {
+            1.0
+        };
+        PaceRule {
+            restart_interval: self.restart_interval.div_f64(scale),
+            doubling: self.doubling.div_f64(scale),
+            min_interval: self.min_interval.div_f64(scale),
+            ..*self
+        }
+    }
+
+    /// The fastest rate, in requests per second.
+    fn max_rate(&self) -> f64 {
+        1.0 / self.min_interval.as_secs_f64().max(1e-9)
+    }
+}
+
+/// The pace of one agent's PUTs. Shared by the passes of the sync task; never blocks.
+#[derive(Debug)]
+pub struct Pacer {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Inner {
+    rule: PaceRule,
+    /// The rate (requests per second) set by the last 429; `None` while unpaced.
+    base: Option<f64>,
+    /// When `base` was set: the rate grows from there.
+    since: Instant,
+    /// The earliest time the next PUT may go.
+    next: Option<Instant>,
+}
+
+impl Default for Pacer {
+    fn default() -> Self {
+        Pacer::new(PaceRule::default())
+    }
+}
+
+impl Pacer {
+    /// An unpaced pacer following `rule`.
+    pub fn new(rule: PaceRule) -> Self {
+        Pacer {
+            inner: Mutex::new(Inner {
+                rule,
+                base: None,
+                since: Instant::now(),
+                next: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the rule (tests, the simulation); the current pace is kept.
+    pub fn set_rule(&self, rule: PaceRule) {
+        self.lock().rule = rule;
+    }
+
+    /// The rule in force.
+    pub fn rule(&self) -> PaceRule {
+        self.lock().rule
+    }
+
+    /// The current rate in requests per second, `None` while unpaced.
+    pub fn rate(&self, now: Instant) -> Option<f64> {
+        self.lock().rate(now)
+    }
+
+    /// How long until the next PUT may go (zero when unpaced or already due).
+    pub fn delay(&self, now: Instant) -> Duration {
+        self.lock()
+            .next
+            .map_or(Duration::ZERO, |next| next.saturating_duration_since(now))
+    }
+
+    /// A PUT got an answer other than 429 (or none): the next one waits a jittered interval
+    /// of the current pace; a pace that has grown to the fastest rate ends.
+    pub fn sent(&self, now: Instant, rng: &mut impl Rng) {
+        let mut inner = self.lock();
+        match inner.rate(now) {
+            Some(rate) if rate < inner.rule.max_rate() => {
+                let gap = inner.gap(rate, rng);
+                inner.next = Some(now + gap);
+            }
+            _ => {
+                inner.base = None;
+                inner.next = None;
+            }
+        }
+    }
+
+    /// A PUT got 429: decrease the rate, and wait at least `retry_after` before the next.
+    pub fn limited(&self, now: Instant, retry_after: Option<Duration>, rng: &mut impl Rng) {
+        let mut inner = self.lock();
+        let rule = inner.rule;
+        let current = inner.rate(now).unwrap_or_else(|| rule.max_rate());
+        let restart = 1.0 / rule.restart_interval.as_secs_f64().max(1e-9);
+        let base = (current * rule.decrease)
+            .min(restart)
+            .max(f64::MIN_POSITIVE);
+        inner.base = Some(base);
+        inner.since = now;
+        let gap = inner.gap(base, rng).max(retry_after.unwrap_or_default());
+        inner.next = Some(now + gap);
+    }
+}
+
+impl Inner {
+    fn rate(&self, now: Instant) -> Option<f64> {
+        let base = self.base?;
+        let doubling = self.rule.doubling.as_secs_f64();
+        let grown = if doubling > 0.0 {
+            let elapsed = now.saturating_duration_since(self.since).as_secs_f64();
+            let convexity = self.rule.convexity.clamp(0.1, 8.0);
+            base * (elapsed / doubling).powf(convexity).min(64.0).exp2()
+        } else {
+            f64::INFINITY
+        };
+        Some(grown.min(self.rule.max_rate()))
+    }
+
+    /// A jittered gap for `rate` requests per second.
+    fn gap(&self, rate: f64, rng: &mut impl Rng) -> Duration {
+        let jitter = self.rule.jitter.clamp(0.0, 1.0);
+        let factor = if jitter > 0.0 {
+            rng.gen_range(1.0 - jitter..=1.0 + jitter)
+        } else {
+            1.0
+        };
+        // At most a day: a rule that would pace slower than that is a bug, not a plan.
+        Duration::from_secs_f64((factor / rate).min(86_400.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// One per 60 s after a 429, halved per 429, doubling every 400 s, no jitter.
+    fn rule() -> PaceRule {
+        PaceRule {
+            restart_interval: Duration::from_secs(60),
+            decrease: 0.5,
+            doubling: Duration::from_secs(400),
+            convexity: 1.0,
+            min_interval: Duration::from_millis(100),
+            jitter: 0.0,
+        }
+    }
+
+    fn secs(d: Duration) -> f64 {
+        d.as_secs_f64()
+    }
+
+    #[test]
+    fn unpaced_until_the_first_429() {
+        let pacer = Pacer::default();
+        let mut rng = StdRng::seed_from_u64(1);
+        let now = Instant::now();
+        for _ in 0..100 {
+            pacer.sent(now, &mut rng);
+            assert_eq!(pacer.delay(now), Duration::ZERO);
+        }
+        assert_eq!(pacer.rate(now), None);
+    }
+
+    #[test]
+    fn a_429_restarts_at_one_per_window_then_halves_per_429() {
+        let pacer = Pacer::new(rule());
+        let mut rng = StdRng::seed_from_u64(1);
+        let t0 = Instant::now();
+        pacer.limited(t0, None, &mut rng);
+        assert_eq!(pacer.rate(t0), Some(1.0 / 60.0));
+        assert_eq!(secs(pacer.delay(t0)), 60.0);
+        // The next 429, right when it was allowed: half of the (slightly grown) rate.
+        let t1 = t0 + Duration::from_secs(60);
+        let grown = 1.0 / 60.0 * (60.0f64 / 400.0).exp2();
+        pacer.limited(t1, None, &mut rng);
+        let rate = pacer.rate(t1).unwrap();
+        assert!((rate - grown / 2.0).abs() < 1e-12, "{rate}");
+        assert!((secs(pacer.delay(t1)) - 2.0 / grown).abs() < 1e-6);
+        assert_eq!(pacer.delay(t1 + pacer.delay(t1)), Duration::ZERO);
+    }
+
+    #[test]
+    fn without_429s_the_rate_doubles_every_400_seconds_until_pacing_ends() {
+        let pacer = Pacer::new(rule());
+        let mut rng = StdRng::seed_from_u64(1);
+        let t0 = Instant::now();
+        pacer.limited(t0, None, &mut rng);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.max(1.0);
+        assert!(close(pacer.rate(at(400)).unwrap(), 2.0 / 60.0));
+        assert!(close(pacer.rate(at(800)).unwrap(), 4.0 / 60.0));
+        // An accepted PUT waits one interval of the grown pace...
+        pacer.sent(at(800), &mut rng);
+        assert!((secs(pacer.delay(at(800))) - 15.0).abs() < 1e-6);
+        // ...and once the pace reaches 10 per second (after log2(600) doublings) it ends.
+        let fast = at(400 * 10);
+        assert_eq!(pacer.rate(fast), Some(10.0));
+        pacer.sent(fast, &mut rng);
+        assert_eq!(pacer.rate(fast), None);
+        assert_eq!(pacer.delay(fast), Duration::ZERO);
+    }
+
+    #[test]
+    fn by_default_growth_is_slow_after_a_429_and_fast_long_after() {
+        let pacer = Pacer::new(PaceRule {
+            jitter: 0.0,
+            ..PaceRule::default()
+        });
+        let mut rng = StdRng::seed_from_u64(1);
+        let t0 = Instant::now();
+        pacer.limited(t0, None, &mut rng);
+        assert_eq!(secs(pacer.delay(t0)), 120.0);
+        let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
+        assert!(close(at(300), 0.25f64.exp2()), "{}", at(300));
+        assert!(close(at(600), 2.0));
+        assert!(close(at(1200), 16.0));
+        assert!(close(at(1800), 512.0));
+        assert!(close(at(2400), 1200.0), "capped at 10 per second");
+    }
+
+    #[test]
+    fn retry_after_is_a_floor_on_the_next_gap() {
+        let pacer = Pacer::new(rule());
+        let mut rng = StdRng::seed_from_u64(1);
+        let now = Instant::now();
+        pacer.limited(now, Some(Duration::from_secs(300)), &mut rng);
+        assert_eq!(secs(pacer.delay(now)), 300.0);
+        // A short Retry-After does not shorten the pace.
+        let later = now + Duration::from_secs(300);
+        pacer.limited(later, Some(Duration::from_secs(1)), &mut rng);
+        assert!(secs(pacer.delay(later)) > 60.0);
+    }
+
+    #[test]
+    fn gaps_are_jittered_around_the_interval() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let now = Instant::now();
+        let gaps: Vec<f64> = (0..200)
+            .map(|_| {
+                let pacer = Pacer::default();
+                pacer.limited(now, None, &mut rng);
+                secs(pacer.delay(now))
+            })
+            .collect();
+        // A first 429 restarts at one per 120 s: every gap is 120 s +- 50 %.
+        assert!(gaps.iter().all(|g| (60.0..=180.0).contains(g)), "{gaps:?}");
+        assert!(gaps.iter().any(|g| *g < 80.0));
+        assert!(gaps.iter().any(|g| *g > 160.0));
+    }
+
+    #[test]
+    fn a_scaled_rule_divides_every_duration() {
+        let scaled = PaceRule::default().scaled(60.0);
+        assert_eq!(scaled.restart_interval, Duration::from_secs(2));
+        assert_eq!(scaled.doubling, Duration::from_secs(10));
+        assert_eq!(scaled.decrease, 0.5);
+        assert_eq!(PaceRule::default().scaled(0.0), PaceRule::default());
+    }
+}
