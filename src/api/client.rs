@@ -123,7 +123,8 @@ impl ApiClient {
         })
     }
 
-    /// The same client with another retry policy (e.g. single-attempt for the sync task).
+    /// The same client with another retry policy (e.g. single attempts for the daemon's sync
+    /// task, which retries whole passes itself).
     pub fn with_retry(&self, retry: RetryPolicy) -> Self {
         ApiClient {
             retry,
@@ -140,15 +141,6 @@ impl ApiClient {
     pub fn with_priority(&self, priority: Priority) -> Self {
         ApiClient {
             priority,
-            ..self.clone()
-        }
-    }
-
-    /// The same client with another retry policy (e.g. single attempts for the daemon's sync
-    /// task, which retries whole passes itself).
-    pub fn with_retry(&self, retry: RetryPolicy) -> Self {
-        ApiClient {
-            retry,
             ..self.clone()
         }
     }

@@ -135,12 +135,10 @@ fn reconciler(
         return None;
     }
     match super::api::config_client(config.api.clone(), &options.config_path, global) {
-        // One attempt per request: the sync task retries failed passes with backoff, and a
-        // pass that meets a 429 defers the rest instead of repeating it at once (429 answers
-        // count against the limit; see BENCHMARKS.md, sync).
+        // The reconciler makes one attempt per request and paces itself (see Reconciler::new).
         Ok(client) => Some(crate::sync::Reconciler::new(
             Arc::clone(config),
-            client.with_retry(crate::api::retry::RetryPolicy::none()),
+            client,
             options.state_dir.clone(),
         )),
         Err((_, message)) => {
