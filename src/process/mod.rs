@@ -230,9 +230,9 @@ impl Running {
 }
 
 /// Makes the processes the calling thread starts from now on begin at the default scheduling
-/// priority (`SCHED_RESET_ON_FORK`): a daemon given a higher one (`Nice=-5` in the systemd unit)
-/// keeps it for itself, so it wins the CPU against the jobs it has just started while it starts
-/// the rest of a burst, and the jobs run at the priority they would have under cron. Threads
+/// priority (`SCHED_RESET_ON_FORK`): a daemon given a higher one (`Nice=-5` in a systemd
+/// drop-in, say) keeps it for itself, and the jobs run at the priority they would have under
+/// cron. Threads
 /// created by the calling thread reset too, so call it on each thread once it exists. Without a
 /// raised priority it changes nothing; it cannot fail in a way that matters (errors ignored).
 pub fn children_at_default_priority() {

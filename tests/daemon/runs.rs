@@ -249,7 +249,7 @@ fn nice_of(stat: &str) -> i32 {
         .expect("a nice field")
 }
 
-/// A daemon given a higher priority (`Nice=-5` in the unit) keeps it; its jobs run at the
+/// A daemon given a higher priority (`Nice=-5` in a drop-in) keeps it; its jobs run at the
 /// default one, as under cron (SCHED_RESET_ON_FORK on the threads that spawn them).
 #[test]
 fn jobs_run_at_the_default_priority_when_the_daemon_has_a_higher_one() {
