@@ -77,14 +77,16 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     };
     let mut plugins = Plugins::default();
     let reconciler = reconciler(&config, &options, global);
+    let sync_status = Arc::new(std::sync::OnceLock::new());
     if let Some(reconciler) = &reconciler {
+        let _ = sync_status.set(reconciler.status());
         plugins.after_run.push(Arc::new(reconciler.clone()));
         plugins
             .tasks
             .push(("sync", daemon::hooks::sync_task(reconciler.clone())));
     } else {
         // A reload may bind the first job to a check: sync starts then.
-        let deferred = Arc::new(daemon::hooks::DeferredSync::default());
+        let deferred = Arc::new(daemon::hooks::DeferredSync::new(Arc::clone(&sync_status)));
         plugins
             .after_run
             .push(Arc::clone(&deferred) as Arc<dyn daemon::AfterRun>);
@@ -94,7 +96,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     }
     let (client, api_key) = super::status::remote_client(&config, global);
     let sources = crate::status::Sources {
-        sync: reconciler.as_ref().map(crate::sync::Reconciler::status),
+        sync: sync_status,
         remote: crate::status::remote::RemoteView::new(client),
         metrics: Arc::default(),
         api_key,

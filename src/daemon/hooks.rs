@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::state::DaemonState;
 use crate::config::{Config, Job, PingTarget};
-use crate::sync::Reconciler;
+use crate::sync::{Reconciler, SyncStatus};
 
 /// Called after every run of a job (not after skips), once its ping (if any) was sent.
 pub trait AfterRun: Send + Sync {
@@ -98,6 +98,8 @@ pub fn sync_task(reconciler: Reconciler) -> Task {
 #[derive(Default)]
 pub struct DeferredSync {
     started: OnceLock<Reconciler>,
+    /// Where the status endpoint looks for the engine's status; filled when it starts.
+    status: Arc<OnceLock<SyncStatus>>,
 }
 
 impl AfterRun for DeferredSync {
@@ -109,6 +111,14 @@ impl AfterRun for DeferredSync {
 }
 
 impl DeferredSync {
+    /// A deferred engine that publishes its status in `status` when it starts.
+    pub fn new(status: Arc<OnceLock<SyncStatus>>) -> DeferredSync {
+        DeferredSync {
+            started: OnceLock::new(),
+            status,
+        }
+    }
+
     /// The background task: waits for a reloaded config with a job bound by `check_id`, makes
     /// the engine with `build` (which logs why it cannot, e.g. no API key; the next reload
     /// tries again), then runs it as [`sync_task`] does.
@@ -133,6 +143,7 @@ impl DeferredSync {
                     };
                     tracing::info!("a job is bound to a check now: check sync started");
                     let reconciler = self.started.get_or_init(|| reconciler).clone();
+                    let _ = self.status.set(reconciler.status());
                     return sync_task(reconciler)(context, cancel).await;
                 }
             })

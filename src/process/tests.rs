@@ -63,8 +63,9 @@ async fn timeout_terms_then_kills() {
 
 #[tokio::test]
 async fn capture_keeps_the_tail_and_env_is_clean() {
+    // One stream only: the order of bytes read from two pipes is the reader's, not the child's.
     let mut spec =
-        sh("printf 'x%.0s' $(seq 1 100); echo \"[${HOME:-none}][$HEARTBEAT_AGENT_JOB]\" >&2");
+        sh("printf 'x%.0s' $(seq 1 100) >&2; echo \"[${HOME:-none}][$HEARTBEAT_AGENT_JOB]\" >&2");
     spec.io = Io::Capture { tail_bytes: 20 };
     spec.env_set
         .push(("HEARTBEAT_AGENT_JOB".into(), "j1".into()));

@@ -75,7 +75,7 @@ pub async fn document(app: &App, refresh: bool) -> StatusDoc {
     let sync = app
         .sources
         .sync
-        .as_ref()
+        .get()
         .map(|s| s.snapshot())
         .unwrap_or_default();
     let jobs = config

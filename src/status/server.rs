@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, Query, State};
@@ -82,8 +82,9 @@ fn remove_stale_socket(path: &Path) {
 /// What the endpoint reads besides the daemon's context.
 #[derive(Debug, Clone)]
 pub struct Sources {
-    /// Sync status, when the sync engine runs.
-    pub sync: Option<SyncStatus>,
+    /// Sync status, once the sync engine runs: set at start, or by the reload that binds the
+    /// first job to a check (the daemon's `DeferredSync`).
+    pub sync: Arc<OnceLock<SyncStatus>>,
     /// The remote view (its client, if any, at low priority).
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
@@ -107,7 +108,7 @@ impl App {
 
     /// Ready once the first sync pass was attempted (or when nothing is synced).
     pub fn ready(&self) -> bool {
-        let Some(sync) = &self.sources.sync else {
+        let Some(sync) = self.sources.sync.get() else {
             return true;
         };
         let jobs = sync.snapshot();
@@ -116,7 +117,7 @@ impl App {
 
     /// Jobs per sync state, for metrics.
     pub fn sync_counts(&self) -> Option<BTreeMap<&'static str, u64>> {
-        let sync = self.sources.sync.as_ref()?;
+        let sync = self.sources.sync.get()?;
         let mut counts = BTreeMap::new();
         for job in sync.snapshot().values() {
             let state = match job.state {

@@ -46,11 +46,13 @@ fn sync_learns_the_check_ping_url_and_runs_ping_it() {
     let home = Home::new();
     let text = format!(
         "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\nsync_jitter = \"0s\"\n\n\
+         [status]\nlisten = \"{socket}\"\n\n\
          [api]\nbase_url = \"{base}\"\nping_base_url = \"{base}\"\naccount_id = \"{account}\"\n\
          api_key_env = \"EMULATOR_KEY\"\n\n\
          [[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
          check_id = \"c1\"\n[jobs.check]\nperiod = \"1m\"\n",
         state = home.path("state").display(),
+        socket = home.path("status.sock").display(),
         base = emulator.base_url(),
         account = emulator.account(),
     );
@@ -86,10 +88,12 @@ fn sync_config(home: &Home, emulator: &crate::util::emulator::Background, bound:
     };
     format!(
         "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\nsync_jitter = \"0s\"\n\n\
+         [status]\nlisten = \"{socket}\"\n\n\
          [api]\nbase_url = \"{base}\"\nping_base_url = \"{base}\"\naccount_id = \"{account}\"\n\
          api_key_env = \"EMULATOR_KEY\"\n\n\
          [[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n{check}",
         state = home.path("state").display(),
+        socket = home.path("status.sock").display(),
         base = emulator.base_url(),
         account = emulator.account(),
     )
@@ -137,5 +141,18 @@ fn a_reload_binding_the_first_check_starts_sync() {
     }
     assert!(puts() >= 1, "no PUT of the check");
     assert_eq!(emulator.pings()[0].path, "/c1-token");
+    // The status endpoint shows the sync started by the reload.
+    let out = crate::util::agent(home.dir.path())
+        .args(["status", "--json", "--config"])
+        .arg(home.config())
+        .output()
+        .expect("run status");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("status --json: {}", String::from_utf8_lossy(&out.stderr)));
+    let beat = doc["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|j| j["name"] == "beat"))
+        .expect("job beat in status");
+    assert_eq!(beat["sync"]["state"], "in_sync", "{beat}");
     daemon.stop();
 }
