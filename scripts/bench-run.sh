@@ -38,16 +38,8 @@ TOKEN="bench-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 mkdir -p "$work/www" "$work/home"
 printf 'OK' >"$work/www/$TOKEN"
 
-python3 -u -m http.server --bind 127.0.0.1 --directory "$work/www" 0 \
-  >"$work/server.out" 2>/dev/null &
-server_pid=$!
-port=""
-for _ in $(seq 1 100); do
-  port="$(sed -n 's/.*port \([0-9][0-9]*\).*/\1/p' "$work/server.out" | head -n1)"
-  [ -n "$port" ] && break
-  sleep 0.05
-done
-[ -n "$port" ] || { echo "bench-run: the HTTP server did not start" >&2; exit 1; }
+. scripts/lib/static-server.sh
+start_static_server "$work/www" "$work/server.out"
 URL="http://127.0.0.1:$port/$TOKEN"
 curl -fsS -o /dev/null "$URL" || { echo "bench-run: GET /TOKEN does not answer 2xx" >&2; exit 1; }
 

@@ -10,6 +10,7 @@
 # (callgrind lists every function executed) and python3.
 #
 # Usage: scripts/link-order.sh         (builds the release binary, profiles, writes the file)
+# LINK_ORDER_NO_BUILD=1 profiles the binary already built; LINK_ORDER_OUT=FILE writes elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in valgrind python3; do
@@ -17,7 +18,7 @@ for tool in valgrind python3; do
 done
 [ -n "${LINK_ORDER_NO_BUILD:-}" ] || cargo build --release --quiet
 BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent"
-OUT=packaging/link/run.order
+OUT="${LINK_ORDER_OUT:-packaging/link/run.order}"
 
 work="$(mktemp -d)"
 server_pid=""
@@ -29,15 +30,8 @@ trap cleanup EXIT
 
 mkdir -p "$work/www" "$work/home" "$work/state"
 printf 'OK' >"$work/www/TOKEN"
-python3 -u -m http.server --bind 127.0.0.1 --directory "$work/www" 0 >"$work/server.out" 2>/dev/null &
-server_pid=$!
-port=""
-for _ in $(seq 1 100); do
-  port="$(sed -n 's/.*port \([0-9][0-9]*\).*/\1/p' "$work/server.out" | head -n1)"
-  [ -n "$port" ] && break
-  sleep 0.05
-done
-[ -n "$port" ] || { echo "link-order: the HTTP server did not start" >&2; exit 1; }
+. scripts/lib/static-server.sh
+start_static_server "$work/www" "$work/server.out"
 cat >"$work/config.toml" <<TOML
 [[jobs]]
 name = "backup"
