@@ -33,16 +33,7 @@ ping_url = "{url}"
 
 #[test]
 fn sync_learns_the_check_ping_url_and_runs_ping_it() {
-    use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
-    let emulator = crate::util::emulator::Background::start_with(EmulatorOptions {
-        fixtures: Fixtures::default(),
-        ..EmulatorOptions::default()
-    });
-    emulator
-        .add_heartbeat_check(&serde_json::json!({"id": "c1", "name": "check c1",
-            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
-                          "graceUnit": "hours", "pingToken": "c1-token"}}))
-        .expect("add check");
+    let emulator = emulator_with_check_c1();
     let home = Home::new();
     let text = format!(
         "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\nsync_jitter = \"0s\"\n\n\
@@ -101,16 +92,7 @@ fn sync_config(home: &Home, emulator: &crate::util::emulator::Background, bound:
 
 #[test]
 fn a_reload_binding_the_first_check_starts_sync() {
-    use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
-    let emulator = crate::util::emulator::Background::start_with(EmulatorOptions {
-        fixtures: Fixtures::default(),
-        ..EmulatorOptions::default()
-    });
-    emulator
-        .add_heartbeat_check(&serde_json::json!({"id": "c1", "name": "check c1",
-            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
-                          "graceUnit": "hours", "pingToken": "c1-token"}}))
-        .expect("add check");
+    let emulator = emulator_with_check_c1();
     let home = Home::new();
     std::fs::write(home.config(), sync_config(&home, &emulator, false)).expect("write config");
     let daemon = home.start_with(&[("EMULATOR_KEY", emulator.api_key())]);
@@ -155,4 +137,20 @@ fn a_reload_binding_the_first_check_starts_sync() {
         .expect("job beat in status");
     assert_eq!(beat["sync"]["state"], "in_sync", "{beat}");
     daemon.stop();
+}
+
+/// An emulator without fixtures holding one heartbeat check, `c1`, whose ping token is
+/// `c1-token`.
+fn emulator_with_check_c1() -> crate::util::emulator::Background {
+    use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
+    let emulator = crate::util::emulator::Background::start_with(EmulatorOptions {
+        fixtures: Fixtures::default(),
+        ..EmulatorOptions::default()
+    });
+    emulator
+        .add_heartbeat_check(&serde_json::json!({"id": "c1", "name": "check c1",
+            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
+                          "graceUnit": "hours", "pingToken": "c1-token"}}))
+        .expect("add check");
+    emulator
 }
