@@ -516,29 +516,6 @@ fn mutate_json(rng: &mut StdRng, value: &mut Value) {
     }
 }
 
-/// Parses `text` as every response type of the client; none may panic.
-fn parse_as_every_response(text: &str) -> usize {
-    macro_rules! parse_all {
-        ($($t:ty),*) => {{
-            let mut parsed = 0;
-            $(parsed += usize::from(serde_json::from_str::<$t>(text).is_ok());)*
-            parsed
-        }};
-    }
-    parse_all!(
-        model::HeartbeatCheck,
-        model::ErrorBody,
-        Vec<model::CheckStatus>,
-        model::CheckGroup,
-        model::HeartbeatEventWithStats,
-        model::HeartbeatEventList,
-        model::StatusPageServicePage,
-        model::StatusPageService,
-        model::Maintenance,
-        Vec<model::ErrorGroup>
-    )
-}
-
 #[test]
 fn random_json_shaped_like_api_responses_never_panics_the_model_types() {
     let mut rng = rng("api responses", 9_005);
@@ -568,7 +545,9 @@ fn random_json_shaped_like_api_responses_never_panics_the_model_types() {
             let at = rng.gen_range(0..text.len());
             text = text.chars().take(at).collect();
         }
-        accepted += no_panic("a model type", &text, || parse_as_every_response(&text));
+        accepted += no_panic("a model type", &text, || {
+            model::parses_as_answers(text.as_bytes())
+        });
     }
     eprintln!("api responses: {accepted} parses accepted");
     assert!(accepted > 0);

@@ -20,6 +20,30 @@ pub use heartbeat::*;
 pub use reports::*;
 pub use status_page::*;
 
+/// How many of the client's answer types `body` parses as (the fuzz target `api_model` and the
+/// property tests feed it arbitrary bytes: none of these parses may panic).
+pub fn parses_as_answers(body: &[u8]) -> usize {
+    macro_rules! parse_all {
+        ($($t:ty),*) => {{
+            let mut parsed = 0;
+            $(parsed += usize::from(serde_json::from_slice::<$t>(body).is_ok());)*
+            parsed
+        }};
+    }
+    parse_all!(
+        HeartbeatCheck,
+        ErrorBody,
+        Vec<CheckStatus>,
+        CheckGroup,
+        HeartbeatEventWithStats,
+        HeartbeatEventList,
+        StatusPageServicePage,
+        StatusPageService,
+        Maintenance,
+        Vec<ErrorGroup>
+    )
+}
+
 /// `date` fields (`YYYY-MM-DD`), tolerant of a full date-time on input.
 pub mod date {
     use chrono::NaiveDate;
