@@ -26,19 +26,13 @@ done
 [ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --quiet
 BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent"
 
-work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/lib/static-server.sh
+make_workdir
 
 TOKEN="bench-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 mkdir -p "$work/www" "$work/home"
 printf 'OK' >"$work/www/$TOKEN"
 
-. scripts/lib/static-server.sh
 start_static_server "$work/www" "$work/server.out"
 URL="http://127.0.0.1:$port/$TOKEN"
 curl -fsS -o /dev/null "$URL" || { echo "bench-run: GET /TOKEN does not answer 2xx" >&2; exit 1; }

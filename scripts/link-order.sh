@@ -20,17 +20,11 @@ done
 BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent"
 OUT="${LINK_ORDER_OUT:-packaging/link/run.order}"
 
-work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/lib/static-server.sh
+make_workdir
 
 mkdir -p "$work/www" "$work/home" "$work/state"
 printf 'OK' >"$work/www/TOKEN"
-. scripts/lib/static-server.sh
 start_static_server "$work/www" "$work/server.out"
 cat >"$work/config.toml" <<TOML
 [[jobs]]

@@ -1,5 +1,8 @@
-# Sourced by the benchmark scripts: serves a directory over HTTP on 127.0.0.1.
+# Sourced by the benchmark scripts: a scratch directory, and a directory served over HTTP on
+# 127.0.0.1.
 #
+#   make_workdir                  sets work to a new temporary directory, removed (and the
+#                                 server stopped) when the script exits.
 #   start_static_server DIR LOG   starts `python3 -m http.server` on a free port serving DIR
 #                                 (its output in LOG); sets server_pid and port, or exits 1.
 start_static_server() {
@@ -13,4 +16,15 @@ start_static_server() {
   done
   echo "$(basename "$0"): the HTTP server did not start" >&2
   exit 1
+}
+
+make_workdir() {
+  work="$(mktemp -d)"
+  server_pid=""
+  trap 'stop_workdir' EXIT
+}
+
+stop_workdir() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
 }
