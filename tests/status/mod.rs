@@ -274,45 +274,28 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         (counted("good") && counted("bad") && pinged).then_some(metrics)
     });
     let samples = parse_metrics(&metrics.body);
-    assert!(
-        sample(
-            &samples,
-            "heartbeat_agent_runs_total",
-            &[("job", "good"), ("outcome", "success")]
-        )
-        .is_some_and(|n| n >= 1.0),
-        "{}",
-        metrics.body
+    let at_least_one = |name: &str, labels: &[(&str, &str)]| {
+        assert!(
+            sample(&samples, name, labels).is_some_and(|n| n >= 1.0),
+            "{name} {labels:?}:\n{}",
+            metrics.body
+        );
+    };
+    at_least_one(
+        "heartbeat_agent_runs_total",
+        &[("job", "good"), ("outcome", "success")],
     );
-    assert!(
-        sample(
-            &samples,
-            "heartbeat_agent_runs_total",
-            &[("job", "bad"), ("outcome", "failed")]
-        )
-        .is_some_and(|n| n >= 1.0),
-        "{}",
-        metrics.body
+    at_least_one(
+        "heartbeat_agent_runs_total",
+        &[("job", "bad"), ("outcome", "failed")],
     );
-    assert!(
-        sample(
-            &samples,
-            "heartbeat_agent_pings_total",
-            &[("job", "good"), ("result", "accepted")]
-        )
-        .is_some_and(|n| n >= 1.0),
-        "{}",
-        metrics.body
+    at_least_one(
+        "heartbeat_agent_pings_total",
+        &[("job", "good"), ("result", "accepted")],
     );
-    assert!(
-        sample(
-            &samples,
-            "heartbeat_agent_run_duration_seconds_count",
-            &[("job", "bad")]
-        )
-        .is_some_and(|n| n >= 1.0),
-        "{}",
-        metrics.body
+    at_least_one(
+        "heartbeat_agent_run_duration_seconds_count",
+        &[("job", "bad")],
     );
     assert!(sample(
         &samples,
