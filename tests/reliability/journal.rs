@@ -34,17 +34,7 @@ impl Journal {
     /// Binds `dir/socket` and starts receiving; `None` when this machine cannot run the agent
     /// in a mount namespace.
     pub fn start(dir: &Path) -> Option<Journal> {
-        let usable = Command::new("unshare")
-            .args([
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                WRAPPER,
-                "sh",
-            ])
-            .arg(std::env::temp_dir())
+        let usable = in_namespace(&std::env::temp_dir())
             .arg("true")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -85,19 +75,8 @@ impl Journal {
 
     /// `agent` (a command for the agent binary) run with this journal as the system's.
     pub fn wrap(&self, agent: &Command) -> Command {
-        let mut cmd = Command::new("unshare");
-        cmd.args([
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            WRAPPER,
-            "sh",
-        ])
-        .arg(&self.dir)
-        .arg(agent.get_program())
-        .args(agent.get_args());
+        let mut cmd = in_namespace(&self.dir);
+        cmd.arg(agent.get_program()).args(agent.get_args());
         for (name, value) in agent.get_envs() {
             match value {
                 Some(value) => cmd.env(name, value),
@@ -128,4 +107,21 @@ impl Drop for Journal {
             let _ = reader.join();
         }
     }
+}
+
+/// `unshare` running [`WRAPPER`] with `dir` as the journal directory; the command to run in the
+/// private mount namespace follows as further arguments.
+fn in_namespace(dir: &Path) -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        WRAPPER,
+        "sh",
+    ])
+    .arg(dir);
+    cmd
 }
