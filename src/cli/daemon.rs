@@ -23,6 +23,14 @@ pub struct DaemonArgs {}
 pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     daemon::limit_malloc_arenas();
     daemon::raise_open_files_limit();
+    // Forked first, while the process is single-threaded and small (see the launcher).
+    let launcher = match crate::process::Launcher::start() {
+        Ok(launcher) => Some(Arc::new(launcher)),
+        Err(err) => {
+            warn!(error = %err, "cannot start the job launcher; jobs are started directly");
+            None
+        }
+    };
     let path = crate::paths::config_file(global.config.as_ref());
     let loaded = match Config::load(&path) {
         Ok(loaded) => loaded,
@@ -45,6 +53,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     let options = Options {
         state_dir: loaded.config.state_dir(global.state_dir.as_deref()),
         config_path: path,
+        launcher,
     };
     // Jobs are spawned from the runtime's threads: their children start at the default
     // priority even when the daemon was given a higher one (see the function).

@@ -64,6 +64,9 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// The last output, when captured ([`super::Io::Capture`]).
     pub tail: Option<Tail>,
+    /// Why the command never ran, when a launched child failed before its exec (it then
+    /// exited with 127); see [`super::Launcher`].
+    pub not_started: Option<String>,
 }
 
 impl Outcome {
@@ -102,7 +105,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// What ended the wait for the child: its status, whether and why the supervisor was ending
 /// it (and when SIGKILL was due), and whether SIGKILL was sent.
 struct Waited {
-    status: std::io::Result<std::process::ExitStatus>,
+    status: std::io::Result<(std::process::ExitStatus, Option<super::SpawnError>)>,
     ending: Option<(Termination, Instant)>,
     killed: bool,
 }
@@ -128,11 +131,11 @@ impl Running {
         let elapsed = started.elapsed();
         // Give the terminal back before anything else can print.
         drop(self.terminal.take());
-        let end = match waited.status {
-            Ok(status) => ProcessEnd::from_status(status),
+        let (end, not_started) = match waited.status {
+            Ok((status, failed)) => (ProcessEnd::from_status(status), failed),
             Err(err) => {
                 warn!(error = %err, "cannot get the command's exit status");
-                ProcessEnd::Exited(1)
+                (ProcessEnd::Exited(1), None)
             }
         };
         let termination = match waited.ending {
@@ -152,6 +155,7 @@ impl Running {
             killed: waited.killed,
             elapsed,
             tail: capture.map(super::tail::Capture::into_tail),
+            not_started: not_started.map(|err| err.to_string()),
         }
     }
 }
@@ -159,7 +163,7 @@ impl Running {
 /// Waits for `child` to end, sending SIGTERM at the timeout and SIGKILL after the grace, and
 /// obeying `control`.
 async fn wait(
-    child: &mut tokio::process::Child,
+    child: &mut super::Child,
     group: Pid,
     limits: Limits,
     mut control: UnboundedReceiver<Control>,
