@@ -39,6 +39,7 @@ pub(super) fn serve(sock: OwnedFd) -> ! {
         }
     }
     close_inherited(sock.as_raw_fd());
+    raise_priority();
     crate::process::children_at_default_priority();
     let mut chld = SigSet::empty();
     chld.add(Signal::SIGCHLD);
@@ -79,6 +80,28 @@ fn close_inherited(keep: RawFd) {
             libc::syscall(libc::SYS_close_range, 3, keep - 1, 0);
         }
         libc::syscall(libc::SYS_close_range, keep + 1, libc::c_uint::MAX, 0);
+    }
+}
+
+/// How much higher than the daemon the helper runs, when it may (root, or `CAP_SYS_NICE`).
+const PRIORITY_BOOST: libc::c_int = 5;
+
+/// Raises the helper's priority by [`PRIORITY_BOOST`] nice levels, if allowed and the daemon
+/// is not itself running at a lowered priority. In a burst the helper competes for the CPU
+/// with the jobs it has just started: at the same priority every fork waits behind them. Its
+/// only work is one fork per job start, so it cannot take much from anyone; its children
+/// start at the default priority (`SCHED_RESET_ON_FORK` resets a negative nice value). A
+/// daemon started with a positive nice value keeps passing it on to its jobs, as before.
+fn raise_priority() {
+    // SAFETY: getpriority/setpriority on this process; errno is reset first as getpriority
+    // may legitimately return -1.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+        if (nice == -1 && nix::errno::Errno::last_raw() != 0) || nice > 0 {
+            return;
+        }
+        let _ = libc::setpriority(libc::PRIO_PROCESS, 0, (nice - PRIORITY_BOOST).max(-20));
     }
 }
 

@@ -47,6 +47,47 @@ async fn a_launched_child_runs_in_its_own_group_with_the_environment_asked_for()
     assert_eq!(output(&outcome).trim(), format!("x value:unset:{pid}"));
 }
 
+/// The nice value (field 19) of `/proc/PID/stat`.
+fn nice_of(pid: u32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after_name = stat.rsplit_once(')').expect("comm").1;
+    after_name
+        .split_whitespace()
+        .nth(16)
+        .expect("nice")
+        .parse()
+        .expect("number")
+}
+
+#[tokio::test]
+async fn the_helper_runs_above_the_daemon_and_its_children_at_the_default_priority() {
+    let launcher = Launcher::start().expect("helper");
+    let ours = nice_of(std::process::id());
+    let spec = captured(&["sh", "-c", "cut -d' ' -f19 /proc/$$/stat"]);
+    let outcome = finish(
+        launcher
+            .spawn(&spec)
+            .await
+            .expect("taken")
+            .expect("started"),
+    )
+    .await;
+    assert_eq!(
+        output(&outcome).trim(),
+        ours.max(0).to_string(),
+        "the job's nice value"
+    );
+    // Raising needs root (or CAP_SYS_NICE), and only happens from a nice value <= 0.
+    if nix::unistd::geteuid().is_root() && ours <= 0 {
+        let expected = (ours - 5).max(-20);
+        assert_eq!(
+            nice_of(launcher.helper_pid()),
+            expected,
+            "the helper's nice value"
+        );
+    }
+}
+
 #[tokio::test]
 async fn many_children_at_once_each_get_their_own_status_and_output() {
     let launcher = Launcher::start().expect("helper");
