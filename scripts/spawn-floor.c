@@ -2,8 +2,9 @@
  * machine takes to start N `echo ok` children from a minimal C program, five bursts each:
  *   - posix_spawn (returns once the child has exec'd, as std's spawn does), from one thread
  *     and from two;
- *   - fork without waiting for the exec, from this small single-threaded process (what the
- *     daemon's launcher does).
+ *   - fork without waiting for the exec, from this small single-threaded process (the
+ *     cheapest way to create a process; the design tried as the daemon's "launcher", see
+ *     BENCHMARKS.md).
  * No daemon can start the last of N children sooner than the fork figure. */
 #include <pthread.h>
 #include <spawn.h>

@@ -23,7 +23,6 @@ pub struct DaemonArgs {}
 pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     daemon::limit_malloc_arenas();
     daemon::raise_open_files_limit();
-    let launcher = launcher();
     let path = crate::paths::config_file(global.config.as_ref());
     let loaded = match Config::load(&path) {
         Ok(loaded) => loaded,
@@ -46,7 +45,6 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     let options = Options {
         state_dir: loaded.config.state_dir(global.state_dir.as_deref()),
         config_path: path,
-        launcher,
     };
     // Jobs are spawned from the runtime's threads: their children start at the default
     // priority even when the daemon was given a higher one (see the function).
@@ -119,25 +117,6 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         Err(err) => {
             print_error(err);
             exit::FAILURE
-        }
-    }
-}
-
-/// The variable that turns the job launcher off (`0`): the daemon then starts jobs itself.
-pub const LAUNCHER_ENV: &str = "HEARTBEAT_AGENT_LAUNCHER";
-
-/// The job launcher, forked first, while the process is single-threaded and small (see
-/// [`crate::process::Launcher`]); `None` when turned off or when it cannot be started.
-fn launcher() -> Option<Arc<crate::process::Launcher>> {
-    if std::env::var_os(LAUNCHER_ENV).is_some_and(|v| v == "0") {
-        info!("{LAUNCHER_ENV}=0: jobs are started directly, without the launcher");
-        return None;
-    }
-    match crate::process::Launcher::start() {
-        Ok(launcher) => Some(Arc::new(launcher)),
-        Err(err) => {
-            warn!(error = %err, "cannot start the job launcher; jobs are started directly");
-            None
         }
     }
 }

@@ -160,12 +160,9 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     if live {
         println!("heartbeat-agent demo: starting (Ctrl-C to stop) ...");
     }
-    // The demo's daemon shares its process with the emulator's threads: no launcher (it is
-    // forked while the process is single-threaded), jobs are started directly.
     let options = Options {
         config_path: path,
         state_dir,
-        launcher: None,
     };
     let result = daemon::run(options, Arc::clone(&config), plugins).await;
     let last = view.rows(&config).await;

@@ -20,7 +20,7 @@
 //! no reaper runs.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -30,7 +30,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::process::{self, CommandSpec, Launcher, Running, SpawnError};
+use crate::process::{self, CommandSpec, Running, SpawnError};
 
 /// The process groups of running jobs (each job process leads its own group).
 #[derive(Debug, Default)]
@@ -39,41 +39,19 @@ pub struct Children {
     /// Whether the orphan reaper runs (PID 1): only then must a spawn and its record be one
     /// critical section; otherwise spawns on different threads need not wait for each other.
     reaping: bool,
-    /// Starts job processes when it can (they are then its children, not ours).
-    launcher: Option<Arc<Launcher>>,
 }
 
 impl Children {
-    /// The job processes of a daemon that reaps orphans (`reaping`, as PID 1) or not, started
-    /// through `launcher` when there is one.
-    pub fn new(reaping: bool, launcher: Option<Arc<Launcher>>) -> Children {
+    /// The job processes of a daemon that reaps orphans (`reaping`, as PID 1) or not.
+    pub fn new(reaping: bool) -> Children {
         Children {
             live: Mutex::default(),
             reaping,
-            launcher,
         }
     }
 
-    /// Starts `spec` (through the launcher when it can take it) and records its pid; a
-    /// process spawned here is recorded in the same critical section when reaping.
-    pub async fn spawn(&self, spec: &CommandSpec) -> Result<Running, SpawnError> {
-        if let Some(launcher) = &self.launcher {
-            if let Some(started) = launcher.spawn(spec).await {
-                let running = started?;
-                self.record(&running);
-                return Ok(running);
-            }
-        }
-        self.spawn_here(spec)
-    }
-
-    fn record(&self, running: &Running) {
-        if let Ok(pid) = i32::try_from(running.pid()) {
-            self.lock().insert(pid);
-        }
-    }
-
-    fn spawn_here(&self, spec: &CommandSpec) -> Result<Running, SpawnError> {
+    /// Spawns `spec` and records its pid (in the same critical section when reaping).
+    pub fn spawn(&self, spec: &CommandSpec) -> Result<Running, SpawnError> {
         let held = self.reaping.then(|| self.lock());
         let running = process::spawn(spec)?;
         let mut live = held.unwrap_or_else(|| self.lock());
@@ -192,9 +170,9 @@ mod tests {
     #[tokio::test]
     async fn reaping_orphans_leaves_job_statuses_alone() {
         // A job that exits at once, and a plain child of ours (standing in for an orphan).
-        let children = Children::new(true, None);
+        let children = Children::new(true);
         let spec = CommandSpec::from_argv(&["sh", "-c", "exit 7"]).expect("argv");
-        let running = children.spawn(&spec).await.expect("spawn");
+        let running = children.spawn(&spec).expect("spawn");
         let pid = running.pid();
         // Reaped below by the code under test, so never waited for here.
         #[allow(clippy::zombie_processes)]

@@ -33,9 +33,6 @@ pub struct Options {
     /// The state directory (`--state-dir`, else the config's, else the default). A reload does
     /// not move it.
     pub state_dir: PathBuf,
-    /// The helper that starts job processes ([`crate::process::Launcher`]); without one the
-    /// daemon starts them itself.
-    pub launcher: Option<std::sync::Arc<crate::process::Launcher>>,
 }
 
 /// Why the daemon could not run (everything else is logged and survived).

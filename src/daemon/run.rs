@@ -120,14 +120,14 @@ async fn run_command(
             return not_started(reason);
         }
     };
-    let running = match shared.children.spawn(&spec).await {
+    let running = match shared.children.spawn(&spec) {
         Ok(running) => running,
         Err(err) => {
             warn!(job = %job.name, error = %err, "job not started");
             return not_started(err.to_string());
         }
     };
-    let started = DateTime::<Utc>::from(running.spawned_at());
+    let started = Utc::now();
     let pid = running.pid();
     let delay_ms = (started - scheduled).num_microseconds().unwrap_or(0) as f64 / 1000.0;
     info!(job = %job.name, pid, scheduled = %millis(scheduled), spawned = %millis(started), delay_ms, "job started");
@@ -149,14 +149,6 @@ async fn run_command(
         }
     };
     shared.children.ended(pid);
-    if let Some(reason) = outcome.not_started {
-        // A launched child that failed before its exec (see process::Launcher).
-        warn!(job = %job.name, error = %reason, "job not started");
-        return Ended {
-            started,
-            ..not_started(reason)
-        };
-    }
     finished(job, started, &outcome)
 }
 

@@ -76,10 +76,7 @@ pub async fn run(
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),
         clock: watch::channel(0).0,
-        children: Arc::new(Children::new(
-            std::process::id() == 1,
-            options.launcher.clone(),
-        )),
+        children: Arc::new(Children::new(std::process::id() == 1)),
         after_run: plugins.after_run,
         runs: TaskTracker::new(),
         runs_idle: tokio::sync::Notify::new(),

@@ -19,13 +19,11 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-pub mod launcher;
 pub mod lock;
 mod supervise;
 mod tail;
 mod tty;
 
-pub use launcher::Launcher;
 pub use supervise::{Control, Limits, Outcome, Termination};
 pub use tail::{LineSink, Stream, Tail, MAX_LINE};
 
@@ -213,10 +211,8 @@ pub enum SpawnError {
 /// A started child in its own process group (its pid is the group id).
 #[derive(Debug)]
 pub struct Running {
-    child: Child,
+    child: tokio::process::Child,
     pid: Pid,
-    /// When the process came to be (the launcher's fork, or the return of our spawn).
-    spawned_at: std::time::SystemTime,
     tail: Option<tail::Capture>,
     terminal: Option<tty::Foreground>,
 }
@@ -227,46 +223,9 @@ impl Running {
         u32::try_from(self.pid.as_raw()).unwrap_or_default()
     }
 
-    /// When the process was created: for a launched child the moment the helper forked it,
-    /// which may be earlier than the daemon learned of it.
-    pub fn spawned_at(&self) -> std::time::SystemTime {
-        self.spawned_at
-    }
-
     /// Sends `signal` to the child's whole process group.
     pub fn signal_group(&self, signal: Signal) -> nix::Result<()> {
         supervise::signal_group(self.pid, signal)
-    }
-}
-
-/// The process behind a [`Running`]: our own child, or one the [`Launcher`]'s helper started.
-#[derive(Debug)]
-enum Child {
-    /// Spawned here; tokio reaps it.
-    Spawned(tokio::process::Child),
-    /// The helper's child; its exit comes from the helper.
-    Launched {
-        exit: tokio::sync::oneshot::Receiver<launcher::Exit>,
-        /// For the message when it could not exec.
-        program: String,
-    },
-}
-
-impl Child {
-    /// Waits for the process to end: its status, and for a launched child that failed before
-    /// its exec, why. Cancel-safe.
-    async fn wait(&mut self) -> io::Result<(std::process::ExitStatus, Option<SpawnError>)> {
-        use std::os::unix::process::ExitStatusExt;
-        match self {
-            Child::Spawned(child) => Ok((child.wait().await?, None)),
-            Child::Launched { exit, program } => {
-                let exit = exit.await.map_err(|_| {
-                    io::Error::other("the job launcher exited before the command ended")
-                })?;
-                let (status, failed) = exit.into_parts(program.clone());
-                Ok((std::process::ExitStatus::from_raw(status), failed))
-            }
-        }
     }
 }
 
@@ -337,9 +296,8 @@ pub fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
         Io::Inherit => None,
     };
     Ok(Running {
-        child: Child::Spawned(child),
+        child,
         pid,
-        spawned_at: std::time::SystemTime::now(),
         tail,
         terminal,
     })

@@ -64,9 +64,6 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// The last output, when captured ([`super::Io::Capture`]).
     pub tail: Option<Tail>,
-    /// Why the command never ran, when a launched child failed before its exec (it then
-    /// exited with 127); see [`super::Launcher`].
-    pub not_started: Option<String>,
 }
 
 impl Outcome {
@@ -105,7 +102,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// What ended the wait for the child: its status, whether and why the supervisor was ending
 /// it (and when SIGKILL was due), and whether SIGKILL was sent.
 struct Waited {
-    status: std::io::Result<(std::process::ExitStatus, Option<super::SpawnError>)>,
+    status: std::io::Result<std::process::ExitStatus>,
     ending: Option<(Termination, Instant)>,
     killed: bool,
 }
@@ -131,11 +128,11 @@ impl Running {
         let elapsed = started.elapsed();
         // Give the terminal back before anything else can print.
         drop(self.terminal.take());
-        let (end, not_started) = match waited.status {
-            Ok((status, failed)) => (ProcessEnd::from_status(status), failed),
+        let end = match waited.status {
+            Ok(status) => ProcessEnd::from_status(status),
             Err(err) => {
                 warn!(error = %err, "cannot get the command's exit status");
-                (ProcessEnd::Exited(1), None)
+                ProcessEnd::Exited(1)
             }
         };
         let termination = match waited.ending {
@@ -155,7 +152,6 @@ impl Running {
             killed: waited.killed,
             elapsed,
             tail: capture.map(super::tail::Capture::into_tail),
-            not_started: not_started.map(|err| err.to_string()),
         }
     }
 }
@@ -163,7 +159,7 @@ impl Running {
 /// Waits for `child` to end, sending SIGTERM at the timeout and SIGKILL after the grace, and
 /// obeying `control`.
 async fn wait(
-    child: &mut super::Child,
+    child: &mut tokio::process::Child,
     group: Pid,
     limits: Limits,
     mut control: UnboundedReceiver<Control>,

@@ -52,8 +52,8 @@ impl Tail {
 /// [`Tail`] and the optional [`LineSink`].
 #[derive(Debug)]
 pub(super) struct Capture {
-    stdout: Option<Pipe>,
-    stderr: Option<Pipe>,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
     tail: Tail,
     lines: Option<LineSink>,
     /// The unfinished last line of stdout and of stderr (only with a sink; grows only with
@@ -72,21 +72,9 @@ impl Capture {
         capacity: usize,
         lines: Option<LineSink>,
     ) -> Capture {
-        let stdout = child.stdout.take().map(Pipe::Stdout);
-        let stderr = child.stderr.take().map(Pipe::Stderr);
-        Capture::from_pipes(stdout, stderr, capacity, lines)
-    }
-
-    /// Reads `stdout` and `stderr` (a launched child's read ends, or a spawned child's).
-    pub(super) fn from_pipes(
-        stdout: Option<impl Into<Pipe>>,
-        stderr: Option<impl Into<Pipe>>,
-        capacity: usize,
-        lines: Option<LineSink>,
-    ) -> Capture {
         Capture {
-            stdout: stdout.map(Into::into),
-            stderr: stderr.map(Into::into),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
             tail: Tail::new(capacity),
             lines,
             pending: (Vec::new(), Vec::new()),
@@ -139,38 +127,6 @@ impl Capture {
     /// What was kept.
     pub(super) fn into_tail(self) -> Tail {
         self.tail
-    }
-}
-
-/// The read end of a child's stdout or stderr: tokio's, for a child spawned here, or a plain
-/// pipe, for one the launcher started.
-#[derive(Debug)]
-pub(super) enum Pipe {
-    /// A spawned child's stdout.
-    Stdout(tokio::process::ChildStdout),
-    /// A spawned child's stderr.
-    Stderr(tokio::process::ChildStderr),
-    /// A pipe the daemon made for a launched child.
-    Plain(tokio::net::unix::pipe::Receiver),
-}
-
-impl From<tokio::net::unix::pipe::Receiver> for Pipe {
-    fn from(pipe: tokio::net::unix::pipe::Receiver) -> Pipe {
-        Pipe::Plain(pipe)
-    }
-}
-
-impl AsyncRead for Pipe {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Pipe::Stdout(p) => std::pin::Pin::new(p).poll_read(cx, buf),
-            Pipe::Stderr(p) => std::pin::Pin::new(p).poll_read(cx, buf),
-            Pipe::Plain(p) => std::pin::Pin::new(p).poll_read(cx, buf),
-        }
     }
 }
 
