@@ -8,17 +8,18 @@
 //! - Unpaced until the first 429: a lone agent syncs all its checks at once (the client's own
 //!   limiter still keeps it under the quota).
 //! - On a 429: the rate is multiplied by `decrease` and capped at one request per
-//!   `restart_interval` (the service's window), and the next PUT waits at least the
-//!   `Retry-After` the service sent, if any.
+//!   `restart_interval`, and the next PUT waits at least the `Retry-After` the service sent,
+//!   if any.
 //! - Without 429s the rate grows with the time `t` since the last one, in two phases:
-//!   `rate = base * 2^(t / slow_doubling + max(0, t - hold) / fast_doubling)`. For `hold`
-//!   it grows slowly: the fleet is near the limit, and every agent that speeds up there
-//!   brings a minute of 429s for all. Once no 429 has come for `hold`, the fleet has thinned
-//!   out (agents are done), and the rate doubles every `fast_doubling`, so the last agents
-//!   finish fast instead of crawling at the pace of the last crowded minute. Growth follows
-//!   time, not accepted requests: an agent with few checks left sends few requests. Pacing
-//!   ends (unpaced) when the rate reaches one request per `min_interval`.
+//!   `rate = base * 2^(min(t, hold) / slow_doubling + max(0, t - hold) / fast_doubling)`.
+//!   For `hold` it grows slowly: the fleet is near the limit, and every agent that speeds up
+//!   there brings a minute of 429s for all. Once no 429 has come for `hold`, the fleet has
+//!   thinned out (agents are done), and the rate doubles every `fast_doubling`, so the last
+//!   agents finish fast instead of crawling at the pace of the last crowded minute. Growth
+//!   follows time, not accepted requests: an agent with few checks left sends few requests.
+//!   Pacing ends (unpaced) when the rate reaches one request per `min_interval`.
 //! - Every gap is jittered by `±jitter` so that agents paced alike do not send in step.
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -29,8 +30,8 @@ use tokio::time::Instant;
 /// the fleet simulation divides the durations by its clock scale).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PaceRule {
-    /// After a 429 the pace restarts at most at one request per this (the service's window,
-    /// so a fleet of up to 600 agents is under the limit right after its first 429s).
+    /// After a 429 the pace restarts at most at one request per this (120 s: a fleet of up to
+    /// 1,200 agents is then under 600 requests per 60 s right after its first 429s).
     pub restart_interval: Duration,
     /// Factor applied to the rate on every 429 (multiplicative decrease).
     pub decrease: f64,
@@ -49,8 +50,8 @@ pub struct PaceRule {
 
 impl Default for PaceRule {
     /// At most one request per 120 s after a 429, halved per further 429; for 6 minutes after
-    /// the last 429 the rate doubles every 20 minutes (+23 % at 6 min), then every minute (16-fold
-    /// at 10 min), up to 10 per second (the quota's 600 per 60 s); gaps jittered by ±50 %.
+    /// the last 429 the rate doubles every 20 minutes (+23 % at 6 min), then every minute (about
+    /// 20-fold at 10 min), up to 10 per second (the quota's 600 per 60 s); gaps jittered by ±50 %.
     fn default() -> Self {
         PaceRule {
             restart_interval: Duration::from_secs(120),
