@@ -8,14 +8,16 @@
 //! - Unpaced until the first 429: a lone agent syncs all its checks at once (the client's own
 //!   limiter still keeps it under the quota).
 //! - On a 429: the rate is multiplied by `decrease` and capped at one request per
-//!   `restart_interval` (the service's window), and the next PUT waits at least the
-//!   `Retry-After` the service sent, if any.
-//! - Without 429s the rate grows with the time since the last one (not per request: an agent
-//!   left with few checks to sync must still speed up when the rest of the fleet is done):
-//!   `rate = base * 2^((t / doubling)^convexity)`. With `convexity` 2 it doubles after
-//!   `doubling`, grows 16-fold after twice that: slowly right after a 429, when the fleet is
-//!   near the limit, fast once no 429 has come for long, when the fleet has thinned out. It
-//!   ends (unpaced) when it reaches one request per `min_interval`.
+//!   `restart_interval`, and the next PUT waits at least the `Retry-After` the service sent,
+//!   if any.
+//! - Without 429s the rate grows with the time `t` since the last one, in two phases:
+//!   `rate = base * 2^(min(t, hold) / slow_doubling + max(0, t - hold) / fast_doubling)`.
+//!   For `hold` it grows slowly: the fleet is near the limit, and every agent that speeds up
+//!   there brings a minute of 429s for all. Once no 429 has come for `hold`, the fleet has
+//!   thinned out (agents are done), and the rate doubles every `fast_doubling`, so the last
+//!   agents finish fast instead of crawling at the pace of the last crowded minute. Growth
+//!   follows time, not accepted requests: an agent with few checks left sends few requests.
+//!   Pacing ends (unpaced) when the rate reaches one request per `min_interval`.
 //! - Every gap is jittered by `±jitter` so that agents paced alike do not send in step.
 
 use std::sync::Mutex;
@@ -28,15 +30,18 @@ use tokio::time::Instant;
 /// the fleet simulation divides the durations by its clock scale).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PaceRule {
-    /// After a 429 the pace restarts at most at one request per this (the service's window,
-    /// so a fleet of up to 600 agents is under the limit right after its first 429s).
+    /// After a 429 the pace restarts at most at one request per this (120 s: a fleet of up to
+    /// 1,200 agents is then under 600 requests per 60 s right after its first 429s).
     pub restart_interval: Duration,
     /// Factor applied to the rate on every 429 (multiplicative decrease).
     pub decrease: f64,
-    /// Without 429s the rate has doubled this long after the last one.
-    pub doubling: Duration,
-    /// The exponent of the growth: 1 doubles every `doubling`, 2 grows ever faster.
-    pub convexity: f64,
+    /// How long after a 429 the rate grows slowly: long enough that a fleet still crowding the
+    /// limit meets its next 429 before speeding up (the slow phase).
+    pub hold: Duration,
+    /// During the slow phase the rate doubles every this long.
+    pub slow_doubling: Duration,
+    /// After the slow phase the rate doubles every this long (a thinned-out fleet speeds up).
+    pub fast_doubling: Duration,
     /// The shortest gap; once the pace reaches it, pacing ends (the client's limiter rules).
     pub min_interval: Duration,
     /// Each gap is the pace's interval times a random factor in `1 - jitter ..= 1 + jitter`.
@@ -44,15 +49,16 @@ pub struct PaceRule {
 }
 
 impl Default for PaceRule {
-    /// One request per 120 s after a 429, halved per further 429, doubled 10 minutes after
-    /// the last 429 and 16-fold after 20, up to 10 per second (the quota's 600 per 60 s), gaps
-    /// jittered by ±50 %.
+    /// At most one request per 120 s after a 429, halved per further 429; for 6 minutes after
+    /// the last 429 the rate doubles every 20 minutes (+23 % at 6 min), then every minute (about
+    /// 20-fold at 10 min), up to 10 per second (the quota's 600 per 60 s); gaps jittered by ±50 %.
     fn default() -> Self {
         PaceRule {
             restart_interval: Duration::from_secs(120),
             decrease: 0.5,
-            doubling: Duration::from_secs(600),
-            convexity: 2.0,
+            hold: Duration::from_secs(360),
+            slow_doubling: Duration::from_secs(1200),
+            fast_doubling: Duration::from_secs(60),
             min_interval: Duration::from_millis(100),
             jitter: 0.5,
         }
@@ -69,7 +75,9 @@ impl PaceRule {
         };
         PaceRule {
             restart_interval: self.restart_interval.div_f64(scale),
-            doubling: self.doubling.div_f64(scale),
+            hold: self.hold.div_f64(scale),
+            slow_doubling: self.slow_doubling.div_f64(scale),
+            fast_doubling: self.fast_doubling.div_f64(scale),
             min_interval: self.min_interval.div_f64(scale),
             ..*self
         }
@@ -78,6 +86,18 @@ impl PaceRule {
     /// The fastest rate, in requests per second.
     fn max_rate(&self) -> f64 {
         1.0 / self.min_interval.as_secs_f64().max(1e-9)
+    }
+}
+
+/// How many times a rate doubling every `doubling` doubles in `elapsed` (a zero doubling time
+/// means immediately unbounded).
+fn doublings(elapsed: Duration, doubling: Duration) -> f64 {
+    if elapsed.is_zero() {
+        0.0
+    } else if doubling.is_zero() {
+        f64::INFINITY
+    } else {
+        elapsed.as_secs_f64() / doubling.as_secs_f64()
     }
 }
 
@@ -178,15 +198,12 @@ impl Pacer {
 impl Inner {
     fn rate(&self, now: Instant) -> Option<f64> {
         let base = self.base?;
-        let doubling = self.rule.doubling.as_secs_f64();
-        let grown = if doubling > 0.0 {
-            let elapsed = now.saturating_duration_since(self.since).as_secs_f64();
-            let convexity = self.rule.convexity.clamp(0.1, 8.0);
-            base * (elapsed / doubling).powf(convexity).min(64.0).exp2()
-        } else {
-            f64::INFINITY
-        };
-        Some(grown.min(self.rule.max_rate()))
+        let rule = &self.rule;
+        let elapsed = now.saturating_duration_since(self.since);
+        let slow = elapsed.min(rule.hold);
+        let fast = elapsed.saturating_sub(rule.hold);
+        let doublings = doublings(slow, rule.slow_doubling) + doublings(fast, rule.fast_doubling);
+        Some((base * doublings.min(64.0).exp2()).min(rule.max_rate()))
     }
 
     /// A jittered gap for `rate` requests per second.
@@ -208,13 +225,15 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::SeedableRng;
 
-    /// One per 60 s after a 429, halved per 429, doubling every 400 s, no jitter.
+    /// One per 60 s after a 429, halved per 429; doubling every 600 s for the first 600 s,
+    /// then every 60 s; no jitter.
     fn rule() -> PaceRule {
         PaceRule {
             restart_interval: Duration::from_secs(60),
             decrease: 0.5,
-            doubling: Duration::from_secs(400),
-            convexity: 1.0,
+            hold: Duration::from_secs(600),
+            slow_doubling: Duration::from_secs(600),
+            fast_doubling: Duration::from_secs(60),
             min_interval: Duration::from_millis(100),
             jitter: 0.0,
         }
@@ -222,6 +241,10 @@ mod tests {
 
     fn secs(d: Duration) -> f64 {
         d.as_secs_f64()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9 * b.abs().max(1e-12)
     }
 
     #[test]
@@ -246,29 +269,35 @@ mod tests {
         assert_eq!(secs(pacer.delay(t0)), 60.0);
         // The next 429, right when it was allowed: half of the (slightly grown) rate.
         let t1 = t0 + Duration::from_secs(60);
-        let grown = 1.0 / 60.0 * (60.0f64 / 400.0).exp2();
+        let grown = 1.0 / 60.0 * (60.0f64 / 600.0).exp2();
         pacer.limited(t1, None, &mut rng);
         let rate = pacer.rate(t1).unwrap();
-        assert!((rate - grown / 2.0).abs() < 1e-12, "{rate}");
+        assert!(close(rate, grown / 2.0), "{rate}");
         assert!((secs(pacer.delay(t1)) - 2.0 / grown).abs() < 1e-6);
         assert_eq!(pacer.delay(t1 + pacer.delay(t1)), Duration::ZERO);
     }
 
     #[test]
-    fn without_429s_the_rate_doubles_every_400_seconds_until_pacing_ends() {
+    fn without_429s_the_rate_grows_slowly_during_the_hold_then_fast_until_pacing_ends() {
         let pacer = Pacer::new(rule());
         let mut rng = StdRng::seed_from_u64(1);
         let t0 = Instant::now();
         pacer.limited(t0, None, &mut rng);
         let at = |s: u64| t0 + Duration::from_secs(s);
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.max(1.0);
-        assert!(close(pacer.rate(at(400)).unwrap(), 2.0 / 60.0));
-        assert!(close(pacer.rate(at(800)).unwrap(), 4.0 / 60.0));
+        let per_minute = |s: u64| pacer.rate(at(s)).unwrap() * 60.0;
+        // Slow phase: doubling every 600 s, so the end of the hold is twice the restart rate.
+        assert!(close(per_minute(300), 2f64.sqrt()), "{}", per_minute(300));
+        assert!(close(per_minute(600), 2.0));
+        // Fast phase: doubling every 60 s on top.
+        assert!(close(per_minute(630), 2.0 * 2f64.sqrt()));
+        assert!(close(per_minute(660), 4.0));
+        assert!(close(per_minute(720), 8.0));
         // An accepted PUT waits one interval of the grown pace...
-        pacer.sent(at(800), &mut rng);
-        assert!((secs(pacer.delay(at(800))) - 15.0).abs() < 1e-6);
-        // ...and once the pace reaches 10 per second (after log2(600) doublings) it ends.
-        let fast = at(400 * 10);
+        pacer.sent(at(720), &mut rng);
+        assert!((secs(pacer.delay(at(720))) - 7.5).abs() < 1e-6);
+        // ...and once the pace reaches 10 per second (600 per minute, 2^9.2) it ends.
+        assert!(close(per_minute(1080), 512.0));
+        let fast = at(1110);
         assert_eq!(pacer.rate(fast), Some(10.0));
         pacer.sent(fast, &mut rng);
         assert_eq!(pacer.rate(fast), None);
@@ -276,7 +305,29 @@ mod tests {
     }
 
     #[test]
-    fn by_default_growth_is_slow_after_a_429_and_fast_long_after() {
+    fn a_429_in_the_fast_phase_restarts_the_hold() {
+        let pacer = Pacer::new(rule());
+        let mut rng = StdRng::seed_from_u64(1);
+        let t0 = Instant::now();
+        pacer.limited(t0, None, &mut rng);
+        // Five minutes into the fast phase the rate is 2 x 2^5 = 64 per minute...
+        let t1 = t0 + Duration::from_secs(900);
+        assert!(close(pacer.rate(t1).unwrap() * 60.0, 64.0));
+        // ...a 429 halves it and caps it at one per 60 s, and it grows slowly again.
+        pacer.limited(t1, None, &mut rng);
+        assert_eq!(pacer.rate(t1), Some(1.0 / 60.0));
+        let after = |s: u64| pacer.rate(t1 + Duration::from_secs(s)).unwrap() * 60.0;
+        assert!(close(after(300), 2f64.sqrt()));
+        assert!(close(after(660), 4.0));
+        // A 429 that meets a slow pace halves it below the cap.
+        let t2 = t1 + Duration::from_secs(60);
+        let before = pacer.rate(t2).unwrap();
+        pacer.limited(t2, None, &mut rng);
+        assert!(close(pacer.rate(t2).unwrap(), before / 2.0));
+    }
+
+    #[test]
+    fn by_default_the_rate_holds_six_minutes_then_doubles_every_minute() {
         let pacer = Pacer::new(PaceRule {
             jitter: 0.0,
             ..PaceRule::default()
@@ -286,12 +337,29 @@ mod tests {
         pacer.limited(t0, None, &mut rng);
         assert_eq!(secs(pacer.delay(t0)), 120.0);
         let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
         assert!(close(at(300), 0.25f64.exp2()), "{}", at(300));
-        assert!(close(at(600), 2.0));
-        assert!(close(at(1200), 16.0));
-        assert!(close(at(1800), 512.0));
-        assert!(close(at(2400), 1200.0), "capped at 10 per second");
+        assert!(close(at(360), 0.3f64.exp2()), "+23 % after the slow phase");
+        assert!(close(at(420), 1.3f64.exp2()));
+        assert!(close(at(600), 4.3f64.exp2()), "{}", at(600));
+        assert!(at(900) < 1200.0);
+        assert!(close(at(960), 1200.0), "capped at 10 per second");
+    }
+
+    #[test]
+    fn a_zero_doubling_time_ends_the_pace_when_its_phase_starts() {
+        let pacer = Pacer::new(PaceRule {
+            fast_doubling: Duration::ZERO,
+            ..rule()
+        });
+        let mut rng = StdRng::seed_from_u64(1);
+        let t0 = Instant::now();
+        pacer.limited(t0, None, &mut rng);
+        let hold_end = t0 + Duration::from_secs(600);
+        assert!(close(pacer.rate(hold_end).unwrap() * 60.0, 2.0));
+        let after = hold_end + Duration::from_millis(1);
+        assert_eq!(pacer.rate(after), Some(10.0));
+        pacer.sent(after, &mut rng);
+        assert_eq!(pacer.rate(after), None);
     }
 
     #[test]
@@ -328,7 +396,10 @@ mod tests {
     fn a_scaled_rule_divides_every_duration() {
         let scaled = PaceRule::default().scaled(60.0);
         assert_eq!(scaled.restart_interval, Duration::from_secs(2));
-        assert_eq!(scaled.doubling, Duration::from_secs(10));
+        assert_eq!(scaled.hold, Duration::from_secs(6));
+        assert_eq!(scaled.slow_doubling, Duration::from_secs(20));
+        assert_eq!(scaled.fast_doubling, Duration::from_secs(1));
+        assert!((secs(scaled.min_interval) - 0.1 / 60.0).abs() < 1e-9);
         assert_eq!(scaled.decrease, 0.5);
         assert_eq!(PaceRule::default().scaled(0.0), PaceRule::default());
     }

@@ -8,7 +8,9 @@
 //! Environment: `SIM_AGENTS` (1000), `SIM_JOBS` (10), `SIM_LIMIT` (600), `SIM_SCALE` (10: at
 //! the limit this machine must then serve 100 requests per real second; see BENCHMARKS.md), and
 //! to try other pacing constants (emulated seconds; defaults from `PaceRule::default`):
-//! `SIM_RESTART`, `SIM_DECREASE`, `SIM_DOUBLING`, `SIM_CONVEXITY`, `SIM_JITTER`.
+//! `SIM_RESTART`, `SIM_DECREASE`, `SIM_HOLD`, `SIM_SLOW_DOUBLING`, `SIM_FAST_DOUBLING`,
+//! `SIM_JITTER`. `SIM_GIVE_UP` (4) is when the run stops, in multiples of the ideal time (raise
+//! it to see how long a case that misses the 2x target takes).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,14 +34,14 @@ fn env(name: &str, default: f64) -> f64 {
 /// The pacing rule in emulated time, with the `SIM_*` overrides.
 fn pace_rule() -> PaceRule {
     let rule = PaceRule::default();
+    let secs =
+        |name: &str, default: Duration| Duration::from_secs_f64(env(name, default.as_secs_f64()));
     PaceRule {
-        restart_interval: Duration::from_secs_f64(env(
-            "SIM_RESTART",
-            rule.restart_interval.as_secs_f64(),
-        )),
+        restart_interval: secs("SIM_RESTART", rule.restart_interval),
         decrease: env("SIM_DECREASE", rule.decrease),
-        doubling: Duration::from_secs_f64(env("SIM_DOUBLING", rule.doubling.as_secs_f64())),
-        convexity: env("SIM_CONVEXITY", rule.convexity),
+        hold: secs("SIM_HOLD", rule.hold),
+        slow_doubling: secs("SIM_SLOW_DOUBLING", rule.slow_doubling),
+        fast_doubling: secs("SIM_FAST_DOUBLING", rule.fast_doubling),
         jitter: env("SIM_JITTER", rule.jitter),
         ..rule
     }
@@ -129,7 +131,7 @@ fn a_fleet_converges_under_the_shared_rate_limit() {
             .map(|r| tokio::spawn(r.clone().run(cancel.clone())))
             .collect();
         let ideal = (agents * jobs) as f64 / f64::from(limit);
-        let give_up = Duration::from_secs_f64(ideal * 60.0 * 4.0 / scale);
+        let give_up = Duration::from_secs_f64(ideal * 60.0 * env("SIM_GIVE_UP", 4.0) / scale);
         let mut report = Vec::new();
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
