@@ -18,7 +18,10 @@
 //!   agents finish fast instead of crawling at the pace of the last crowded minute. Growth
 //!   follows time, not accepted requests: an agent with few checks left sends few requests.
 //!   Pacing ends (unpaced) when the rate reaches one request per `min_interval`.
-//! - Every gap is jittered by `±jitter` so that agents paced alike do not send in step.
+//! - Each gap is the time in which the growing rate adds up to one request (not the interval
+//!   of the rate at its start: an agent slowed by several 429s would otherwise wait minutes
+//!   while its pace grows many times over), jittered by `±jitter` so that agents paced alike
+//!   do not send in step.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -44,7 +47,8 @@ pub struct PaceRule {
     pub fast_doubling: Duration,
     /// The shortest gap; once the pace reaches it, pacing ends (the client's limiter rules).
     pub min_interval: Duration,
-    /// Each gap is the pace's interval times a random factor in `1 - jitter ..= 1 + jitter`.
+    /// Each gap (one request's worth of the pace) is multiplied by a random factor in
+    /// `1 - jitter ..= 1 + jitter`.
     pub jitter: f64,
 }
 
@@ -164,12 +168,13 @@ impl Pacer {
     }
 
     /// A PUT got an answer other than 429 (or none): the next one waits a jittered interval
-    /// of the current pace; a pace that has grown to the fastest rate ends.
+    /// of the pace, counting its growth during the wait; a pace that has grown to the fastest
+    /// rate ends.
     pub fn sent(&self, now: Instant, rng: &mut impl Rng) {
         let mut inner = self.lock();
         match inner.rate(now) {
             Some(rate) if rate < inner.rule.max_rate() => {
-                let gap = inner.gap(rate, rng);
+                let gap = inner.gap(now, rng);
                 inner.next = Some(now + gap);
             }
             _ => {
@@ -190,7 +195,7 @@ impl Pacer {
             .max(f64::MIN_POSITIVE);
         inner.base = Some(base);
         inner.since = now;
-        let gap = inner.gap(base, rng).max(retry_after.unwrap_or_default());
+        let gap = inner.gap(now, rng).max(retry_after.unwrap_or_default());
         inner.next = Some(now + gap);
     }
 }
@@ -206,16 +211,37 @@ impl Inner {
         Some((base * doublings.min(64.0).exp2()).min(rule.max_rate()))
     }
 
-    /// A jittered gap for `rate` requests per second.
-    fn gap(&self, rate: f64, rng: &mut impl Rng) -> Duration {
+    /// A jittered gap from `now` for a paced agent: the time in which the growing pace adds up
+    /// to one request (times the jitter factor). Taking the pace at `now` alone would keep an
+    /// agent slowed by several 429s waiting for minutes while its pace has long grown.
+    fn gap(&self, now: Instant, rng: &mut impl Rng) -> Duration {
         let jitter = self.rule.jitter.clamp(0.0, 1.0);
         let factor = if jitter > 0.0 {
             rng.gen_range(1.0 - jitter..=1.0 + jitter)
         } else {
             1.0
         };
+        let rate_at = |offset: f64| {
+            self.rate(now + Duration::from_secs_f64(offset))
+                .unwrap_or_else(|| self.rule.max_rate())
+        };
         // At most a day: a rule that would pace slower than that is a bug, not a plan.
-        Duration::from_secs_f64((factor / rate).min(86_400.0))
+        let longest = (factor / rate_at(0.0)).min(86_400.0);
+        // The pace only grows, so the gap is at most `longest`: add up the requests in steps
+        // of 1/256 of it (midpoint rule) until they reach `factor`.
+        const STEPS: u32 = 256;
+        let step = longest / f64::from(STEPS);
+        let mut requests = 0.0;
+        for i in 0..STEPS {
+            let start = f64::from(i) * step;
+            let more = rate_at(start + step / 2.0) * step;
+            if requests + more >= factor {
+                let part = (factor - requests) / more;
+                return Duration::from_secs_f64(start + part * step);
+            }
+            requests += more;
+        }
+        Duration::from_secs_f64(longest)
     }
 }
 
@@ -247,6 +273,37 @@ mod tests {
         (a - b).abs() < 1e-9 * b.abs().max(1e-12)
     }
 
+    /// The gap for one request at a pace starting at `rate` and doubling every `doubling`
+    /// seconds: `rate * doubling / ln 2 * (2^(gap / doubling) - 1) = 1`.
+    fn grown_gap(rate: f64, doubling: f64) -> f64 {
+        doubling * (1.0 + std::f64::consts::LN_2 / (rate * doubling)).log2()
+    }
+
+    /// Whether a gap matches the expected one (the pacer adds up its pace numerically).
+    fn near(gap: Duration, expected: f64) -> bool {
+        (secs(gap) - expected).abs() < 1e-3
+    }
+
+    #[test]
+    fn a_gap_counts_the_growth_of_the_pace_during_it() {
+        let pacer = Pacer::new(rule());
+        let mut rng = StdRng::seed_from_u64(3);
+        let start = Instant::now();
+        pacer.limited(start, None, &mut rng);
+        // At the end of the hold the pace is one per 30 s and then doubles every 60 s: one
+        // request takes g with (1/30) * (60 / ln 2) * (2^(g/60) - 1) = 1, g = 25.75 s,
+        // not the 30 s the pace at the moment would say.
+        let now = start + Duration::from_secs(600);
+        assert!(close(pacer.rate(now).expect("paced"), 1.0 / 30.0));
+        pacer.sent(now, &mut rng);
+        let expected = 60.0 * (1.0 + std::f64::consts::LN_2 / 2.0).log2();
+        let gap = secs(pacer.delay(now));
+        assert!(
+            (gap - expected).abs() < 0.05,
+            "gap {gap} s, expected {expected} s"
+        );
+    }
+
     #[test]
     fn unpaced_until_the_first_429() {
         let pacer = Pacer::default();
@@ -266,14 +323,15 @@ mod tests {
         let t0 = Instant::now();
         pacer.limited(t0, None, &mut rng);
         assert_eq!(pacer.rate(t0), Some(1.0 / 60.0));
-        assert_eq!(secs(pacer.delay(t0)), 60.0);
+        // One per 60 s growing slowly: a little under 60 s.
+        assert!(near(pacer.delay(t0), grown_gap(1.0 / 60.0, 600.0)));
         // The next 429, right when it was allowed: half of the (slightly grown) rate.
         let t1 = t0 + Duration::from_secs(60);
         let grown = 1.0 / 60.0 * (60.0f64 / 600.0).exp2();
         pacer.limited(t1, None, &mut rng);
         let rate = pacer.rate(t1).unwrap();
         assert!(close(rate, grown / 2.0), "{rate}");
-        assert!((secs(pacer.delay(t1)) - 2.0 / grown).abs() < 1e-6);
+        assert!(near(pacer.delay(t1), grown_gap(grown / 2.0, 600.0)));
         assert_eq!(pacer.delay(t1 + pacer.delay(t1)), Duration::ZERO);
     }
 
@@ -292,9 +350,9 @@ mod tests {
         assert!(close(per_minute(630), 2.0 * 2f64.sqrt()));
         assert!(close(per_minute(660), 4.0));
         assert!(close(per_minute(720), 8.0));
-        // An accepted PUT waits one interval of the grown pace...
+        // An accepted PUT waits one request's worth of the still growing pace (under 7.5 s)...
         pacer.sent(at(720), &mut rng);
-        assert!((secs(pacer.delay(at(720))) - 7.5).abs() < 1e-6);
+        assert!(near(pacer.delay(at(720)), grown_gap(8.0 / 60.0, 60.0)));
         // ...and once the pace reaches 10 per second (600 per minute, 2^9.2) it ends.
         assert!(close(per_minute(1080), 512.0));
         let fast = at(1110);
@@ -335,7 +393,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(1);
         let t0 = Instant::now();
         pacer.limited(t0, None, &mut rng);
-        assert_eq!(secs(pacer.delay(t0)), 120.0);
+        assert!(near(pacer.delay(t0), grown_gap(1.0 / 120.0, 1200.0)));
         let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
         assert!(close(at(300), 0.25f64.exp2()), "{}", at(300));
         assert!(close(at(360), 0.3f64.exp2()), "+23 % after the slow phase");
@@ -386,8 +444,9 @@ mod tests {
                 secs(pacer.delay(now))
             })
             .collect();
-        // A first 429 restarts at one per 120 s: every gap is 120 s +- 50 %.
-        assert!(gaps.iter().all(|g| (60.0..=180.0).contains(g)), "{gaps:?}");
+        // A first 429 restarts at one per 120 s: every gap is 120 s +- 50 % (a little less, as
+        // the pace grows meanwhile).
+        assert!(gaps.iter().all(|g| (57.0..=180.0).contains(g)), "{gaps:?}");
         assert!(gaps.iter().any(|g| *g < 80.0));
         assert!(gaps.iter().any(|g| *g > 160.0));
     }
