@@ -17,7 +17,10 @@
 //!   thinned out (agents are done), and the rate doubles every `fast_doubling`, so the last
 //!   agents finish fast instead of crawling at the pace of the last crowded minute. Growth
 //!   follows time, not accepted requests: an agent with few checks left sends few requests.
-//!   Pacing ends (unpaced) when the rate reaches one request per `min_interval`.
+//!   Pacing ends (unpaced) when the rate reaches one request per `min_interval`. Each 429
+//!   draws the agent's own `hold` (the rule's, jittered by `±jitter`): agents slowed down by
+//!   the same crowded minute would otherwise all speed up in the same minute and push the
+//!   fleet over the limit together.
 //! - Each gap is the time in which the growing rate adds up to one request (not the interval
 //!   of the rate at its start: an agent slowed by several 429s would otherwise wait minutes
 //!   while its pace grows many times over), jittered by `±jitter` so that agents paced alike
@@ -120,6 +123,9 @@ struct Inner {
     since: Instant,
     /// The earliest time the next PUT may go.
     next: Option<Instant>,
+    /// This pace's slow phase: the rule's `hold` times a jitter factor drawn at the 429, so
+    /// that agents limited by the same crowded minute do not all speed up at once.
+    hold: Duration,
 }
 
 impl Default for Pacer {
@@ -137,6 +143,7 @@ impl Pacer {
                 base: None,
                 since: Instant::now(),
                 next: None,
+                hold: rule.hold,
             }),
         }
     }
@@ -195,18 +202,29 @@ impl Pacer {
             .max(f64::MIN_POSITIVE);
         inner.base = Some(base);
         inner.since = now;
+        inner.hold = rule.hold.mul_f64(inner.jitter_factor(rng));
         let gap = inner.gap(now, rng).max(retry_after.unwrap_or_default());
         inner.next = Some(now + gap);
     }
 }
 
 impl Inner {
+    /// A random factor in `1 - jitter ..= 1 + jitter`.
+    fn jitter_factor(&self, rng: &mut impl Rng) -> f64 {
+        let jitter = self.rule.jitter.clamp(0.0, 1.0);
+        if jitter > 0.0 {
+            rng.gen_range(1.0 - jitter..=1.0 + jitter)
+        } else {
+            1.0
+        }
+    }
+
     fn rate(&self, now: Instant) -> Option<f64> {
         let base = self.base?;
         let rule = &self.rule;
         let elapsed = now.saturating_duration_since(self.since);
-        let slow = elapsed.min(rule.hold);
-        let fast = elapsed.saturating_sub(rule.hold);
+        let slow = elapsed.min(self.hold);
+        let fast = elapsed.saturating_sub(self.hold);
         let doublings = doublings(slow, rule.slow_doubling) + doublings(fast, rule.fast_doubling);
         Some((base * doublings.min(64.0).exp2()).min(rule.max_rate()))
     }
@@ -215,12 +233,7 @@ impl Inner {
     /// to one request (times the jitter factor). Taking the pace at `now` alone would keep an
     /// agent slowed by several 429s waiting for minutes while its pace has long grown.
     fn gap(&self, now: Instant, rng: &mut impl Rng) -> Duration {
-        let jitter = self.rule.jitter.clamp(0.0, 1.0);
-        let factor = if jitter > 0.0 {
-            rng.gen_range(1.0 - jitter..=1.0 + jitter)
-        } else {
-            1.0
-        };
+        let factor = self.jitter_factor(rng);
         let rate_at = |offset: f64| {
             self.rate(now + Duration::from_secs_f64(offset))
                 .unwrap_or_else(|| self.rule.max_rate())
@@ -302,6 +315,38 @@ mod tests {
             (gap - expected).abs() < 0.05,
             "gap {gap} s, expected {expected} s"
         );
+    }
+
+    #[test]
+    fn the_slow_phase_is_jittered_so_a_fleet_does_not_speed_up_in_step() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let t0 = Instant::now();
+        let per_minute_at =
+            |pacer: &Pacer, s: u64| pacer.rate(t0 + Duration::from_secs(s)).expect("paced") * 60.0;
+        let pacers: Vec<Pacer> = (0..100)
+            .map(|_| {
+                let pacer = Pacer::default();
+                pacer.limited(t0, None, &mut rng);
+                pacer
+            })
+            .collect();
+        // Every hold is 6 min +- 50 %: after 3 min all paces are alike (slow growth)...
+        let at_3 = pacers
+            .iter()
+            .map(|p| per_minute_at(p, 180))
+            .collect::<Vec<_>>();
+        assert!(at_3.iter().all(|r| close(*r, at_3[0])), "{at_3:?}");
+        // ...after 9 min all have left the slow phase, some long before others.
+        let at_9 = pacers
+            .iter()
+            .map(|p| per_minute_at(p, 540))
+            .collect::<Vec<_>>();
+        let slow_only = 0.5 * (540.0f64 / 1200.0).exp2();
+        let (low, high) = at_9
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        assert!(low > slow_only * 1.01, "{low} vs {slow_only}");
+        assert!(high > low * 8.0, "holds spread: {low}..{high} per minute");
     }
 
     #[test]
