@@ -292,6 +292,16 @@ mod tests {
         doubling * (1.0 + std::f64::consts::LN_2 / (rate * doubling)).log2()
     }
 
+    /// A pacer following `rule` that met its first 429 at the returned instant, and the rng
+    /// for the rest of the test (a jitter-free rule never draws from it).
+    fn limited_once(rule: PaceRule) -> (Pacer, StdRng, Instant) {
+        let pacer = Pacer::new(rule);
+        let mut rng = StdRng::seed_from_u64(1);
+        let t0 = Instant::now();
+        pacer.limited(t0, None, &mut rng);
+        (pacer, rng, t0)
+    }
+
     /// Whether a gap matches the expected one (the pacer adds up its pace numerically).
     fn near(gap: Duration, expected: f64) -> bool {
         (secs(gap) - expected).abs() < 1e-3
@@ -299,10 +309,7 @@ mod tests {
 
     #[test]
     fn a_gap_counts_the_growth_of_the_pace_during_it() {
-        let pacer = Pacer::new(rule());
-        let mut rng = StdRng::seed_from_u64(3);
-        let start = Instant::now();
-        pacer.limited(start, None, &mut rng);
+        let (pacer, mut rng, start) = limited_once(rule());
         // At the end of the hold the pace is one per 30 s and then doubles every 60 s: one
         // request takes 25.75 s, not the 30 s the pace at the moment would say.
         let now = start + Duration::from_secs(600);
@@ -359,10 +366,7 @@ mod tests {
 
     #[test]
     fn a_429_restarts_at_one_per_window_then_halves_per_429() {
-        let pacer = Pacer::new(rule());
-        let mut rng = StdRng::seed_from_u64(1);
-        let t0 = Instant::now();
-        pacer.limited(t0, None, &mut rng);
+        let (pacer, mut rng, t0) = limited_once(rule());
         assert_eq!(pacer.rate(t0), Some(1.0 / 60.0));
         // One per 60 s growing slowly: a little under 60 s.
         assert!(near(pacer.delay(t0), grown_gap(1.0 / 60.0, 600.0)));
@@ -378,10 +382,7 @@ mod tests {
 
     #[test]
     fn without_429s_the_rate_grows_slowly_during_the_hold_then_fast_until_pacing_ends() {
-        let pacer = Pacer::new(rule());
-        let mut rng = StdRng::seed_from_u64(1);
-        let t0 = Instant::now();
-        pacer.limited(t0, None, &mut rng);
+        let (pacer, mut rng, t0) = limited_once(rule());
         let at = |s: u64| t0 + Duration::from_secs(s);
         let per_minute = |s: u64| pacer.rate(at(s)).unwrap() * 60.0;
         // Slow phase: doubling every 600 s, so the end of the hold is twice the restart rate.
@@ -405,10 +406,7 @@ mod tests {
 
     #[test]
     fn a_429_in_the_fast_phase_restarts_the_hold() {
-        let pacer = Pacer::new(rule());
-        let mut rng = StdRng::seed_from_u64(1);
-        let t0 = Instant::now();
-        pacer.limited(t0, None, &mut rng);
+        let (pacer, mut rng, t0) = limited_once(rule());
         // Five minutes into the fast phase the rate is 2 x 2^5 = 64 per minute...
         let t1 = t0 + Duration::from_secs(900);
         assert!(close(pacer.rate(t1).unwrap() * 60.0, 64.0));
@@ -427,13 +425,10 @@ mod tests {
 
     #[test]
     fn by_default_the_rate_holds_six_minutes_then_doubles_every_minute() {
-        let pacer = Pacer::new(PaceRule {
+        let (pacer, _, t0) = limited_once(PaceRule {
             jitter: 0.0,
             ..PaceRule::default()
         });
-        let mut rng = StdRng::seed_from_u64(1);
-        let t0 = Instant::now();
-        pacer.limited(t0, None, &mut rng);
         assert!(near(pacer.delay(t0), grown_gap(1.0 / 120.0, 1200.0)));
         let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
         assert!(close(at(300), 0.25f64.exp2()), "{}", at(300));
@@ -446,13 +441,10 @@ mod tests {
 
     #[test]
     fn a_zero_doubling_time_ends_the_pace_when_its_phase_starts() {
-        let pacer = Pacer::new(PaceRule {
+        let (pacer, mut rng, t0) = limited_once(PaceRule {
             fast_doubling: Duration::ZERO,
             ..rule()
         });
-        let mut rng = StdRng::seed_from_u64(1);
-        let t0 = Instant::now();
-        pacer.limited(t0, None, &mut rng);
         let hold_end = t0 + Duration::from_secs(600);
         assert!(close(pacer.rate(hold_end).unwrap() * 60.0, 2.0));
         let after = hold_end + Duration::from_millis(1);
