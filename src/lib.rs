@@ -6,6 +6,7 @@
 //! - [`cli`]: clap definitions, one file per subcommand, and exit codes.
 //! - [`config`]: the TOML schema and the validated model, errors with file:line:col.
 //! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
+//! - [`job`]: a configured job made runnable: its command and its ping.
 //! - [`process`]: spawning and supervising child processes.
 //! - [`watch`]: condition probes.
 //! - [`ping`]: building and sending pings.
@@ -24,6 +25,7 @@ pub mod config;
 pub mod daemon;
 pub mod emulator;
 pub mod import;
+pub mod job;
 pub mod logging;
 pub mod paths;
 pub mod persist;

@@ -123,7 +123,7 @@ fn watch_kind(spec: &WatchSpec) -> &'static str {
 /// The ping target as shown: never the URL's path, which holds the token.
 pub fn target(target: &PingTarget) -> String {
     match target {
-        PingTarget::Url(url) => crate::redact::url(url),
+        PingTarget::Url(url) => crate::redact::url(url.as_str()),
         PingTarget::Check(id) => format!("check {id}"),
         PingTarget::None => "none (warning: nothing will be pinged)".to_owned(),
     }
@@ -137,7 +137,9 @@ mod tests {
 
     #[test]
     fn targets_are_redacted() {
-        let url = PingTarget::Url("https://ping.example.com/tok-SECRET".to_owned());
+        let url = PingTarget::Url(
+            crate::config::PingUrl::parse("https://ping.example.com/tok-SECRET").expect("valid"),
+        );
         let shown = target(&url);
         assert!(shown.starts_with("https://ping.example.com/…#"), "{shown}");
         assert!(!shown.contains("tok-SECRET"));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::Args;
 use tracing::{info, warn};
 
-use super::{exit, print_error, GlobalArgs};
+use super::{assemble, exit, print_error, GlobalArgs};
 use crate::config::{Config, PingTarget};
 use crate::daemon::{self, Options, Plugins};
 
@@ -42,8 +42,10 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     for warning in &loaded.warnings {
         warn!("{warning}");
     }
+    let state_dir = loaded.config.state_dir(global.state_dir.as_deref());
     let options = Options {
-        state_dir: loaded.config.state_dir(global.state_dir.as_deref()),
+        ping_urls: crate::sync::LearnedUrls::new(&state_dir),
+        state_dir,
         config_path: path,
     };
     // Jobs are spawned from the runtime's threads: their children start at the default
@@ -83,10 +85,10 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         plugins.after_run.push(Arc::new(reconciler.clone()));
         plugins
             .tasks
-            .push(("sync", daemon::hooks::sync_task(reconciler.clone())));
+            .push(("sync", assemble::sync_task(reconciler.clone())));
     } else {
         // A reload may bind the first job to a check: sync starts then.
-        let deferred = Arc::new(daemon::hooks::DeferredSync::new(Arc::clone(&sync_status)));
+        let deferred = Arc::new(assemble::DeferredSync::new(Arc::clone(&sync_status)));
         plugins
             .after_run
             .push(Arc::clone(&deferred) as Arc<dyn daemon::AfterRun>);
@@ -109,13 +111,23 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
             .tasks
             .push(("status", crate::status::task(bound, sources)));
     }
-    let result = runtime.block_on(daemon::run(options, config, plugins));
-    // A probe stuck on a hung file system must not hold the exit.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    let result = runtime.block_on(async {
+        let (_controller, control) = assemble::signal_control()
+            .map_err(|err| format!("cannot install signal handlers: {err}"))?;
+        Ok::<_, String>(daemon::run(options, config, plugins, control).await)
+    });
     match result {
-        Ok(()) => exit::OK,
-        Err(err) => {
-            print_error(err);
+        Ok(daemon::Ended::Stopped) => {
+            // A probe stuck on a hung file system must not hold the exit.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            exit::OK
+        }
+        Ok(daemon::Ended::Killed) => {
+            runtime.shutdown_background();
+            exit::INTERRUPTED
+        }
+        Err(message) => {
+            print_error(message);
             exit::FAILURE
         }
     }
@@ -138,11 +150,10 @@ fn reconciler(
     }
     match super::api::config_client(config.api.clone(), &options.config_path, global) {
         // The reconciler makes one attempt per request and paces itself (see Reconciler::new).
-        Ok(client) => Some(crate::sync::Reconciler::new(
-            Arc::clone(config),
-            client,
-            options.state_dir.clone(),
-        )),
+        Ok(client) => Some(
+            crate::sync::Reconciler::new(Arc::clone(config), client, options.state_dir.clone())
+                .with_learned(options.ping_urls.clone()),
+        ),
         Err((_, message)) => {
             warn!("check sync is off: {message}");
             None

@@ -25,10 +25,10 @@ use super::{exit, print_error, GlobalArgs};
 use crate::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, RetryPolicy};
 use crate::config::{Config, JobAction, PingTarget};
 use crate::daemon::state::{DaemonState, JobState, RunResult};
-use crate::daemon::{self, Context, Options, Plugins, Task};
+use crate::daemon::{self, Context, Controller, Options, Plugins, Request, Task};
 use crate::emulator::{Emulator, EmulatorHandle, EmulatorOptions};
 use crate::redact::Secret;
-use crate::sync::{Reconciler, SyncState, SyncStatus};
+use crate::sync::{LearnedUrls, Reconciler, SyncState, SyncStatus};
 
 /// The demo's configuration, with `{{...}}` placeholders (see the file's header).
 const TEMPLATE: &str = include_str!("../../config/demo.toml");
@@ -133,11 +133,13 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
         options.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
         ApiClient::new(options).map_err(|e| format!("cannot build the API client: {e}"))
     };
+    let ping_urls = LearnedUrls::new(&state_dir);
     let reconciler = Reconciler::new(
         Arc::clone(&config),
         client(RetryPolicy::default())?,
         state_dir.clone(),
-    );
+    )
+    .with_learned(ping_urls.clone());
     let once = RetryPolicy {
         max_attempts: 1,
         ..RetryPolicy::default()
@@ -149,27 +151,30 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
         live,
         daemon: Arc::new(Mutex::new(None)),
     };
+    let (controller, control) = super::assemble::signal_control()
+        .map_err(|err| format!("cannot install signal handlers: {err}"))?;
     let mut plugins = Plugins::default();
     plugins.after_run.push(Arc::new(reconciler.clone()));
     plugins
         .tasks
-        .push(("sync", daemon::hooks::sync_task(reconciler)));
+        .push(("sync", super::assemble::sync_task(reconciler)));
     plugins
         .tasks
-        .push(("demo table", table_task(view.clone(), duration)));
+        .push(("demo table", table_task(view.clone(), duration, controller)));
     if live {
         println!("heartbeat-agent demo: starting (Ctrl-C to stop) ...");
     }
     let options = Options {
         config_path: path,
         state_dir,
+        ping_urls,
     };
-    let result = daemon::run(options, Arc::clone(&config), plugins).await;
+    daemon::run(options, Arc::clone(&config), plugins, control).await;
     let last = view.rows(&config).await;
     println!("final status:");
     print!("{}", render(&last, Utc::now()));
     emulator.shutdown().await;
-    result.map_err(|e| e.to_string())
+    Ok(())
 }
 
 /// The emulator's check ids by check name, as created for the `{{check:NAME}}` placeholders.
@@ -231,8 +236,8 @@ fn fill_line(
 }
 
 /// The background task that shows the table while the daemon runs, and ends the demo after
-/// `duration` by raising SIGTERM (the daemon's own stop signal).
-fn table_task(view: View, duration: Option<Duration>) -> Task {
+/// `duration` by asking the daemon to stop through `controller`.
+fn table_task(view: View, duration: Option<Duration>, controller: Controller) -> Task {
     Box::new(move |context: Context, cancel: CancellationToken| {
         Box::pin(async move {
             *view.daemon.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -263,8 +268,8 @@ fn table_task(view: View, duration: Option<Duration>) -> Task {
                 }
                 let _ = std::io::stdout().flush();
                 if stop_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
-                    // The same orderly shutdown as Ctrl-C; the handler is installed by now.
-                    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+                    // The same orderly shutdown as Ctrl-C.
+                    let _ = controller.send(Request::Stop { by: "demo" });
                     return;
                 }
             }

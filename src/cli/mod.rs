@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 pub mod api;
+pub mod assemble;
 pub mod config_cmd;
 pub mod daemon;
 pub mod demo;
@@ -43,6 +44,8 @@ pub mod exit {
     pub const KILLED: u8 = 137;
     /// The configuration is invalid (`EX_CONFIG` from sysexits.h).
     pub const CONFIG: u8 = 78;
+    /// The daemon was interrupted twice and killed its jobs without waiting (128 + SIGINT).
+    pub const INTERRUPTED: u8 = 130;
 }
 
 /// The program's name in help and messages.

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::run::MethodArg;
 use super::{exit, print_error, GlobalArgs};
-use crate::config::{Config, PingTarget};
+use crate::config::Config;
 use crate::ping::outbox::{self, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 
@@ -109,23 +109,9 @@ fn target(
         ))
     })?;
     let state_dir = super::outbox::state_dir(global, Some(config));
-    let url = match &job.target {
-        PingTarget::Url(url) => url.clone(),
-        PingTarget::Check(id) => {
-            crate::sync::learned_ping_url(&state_dir, name, id).ok_or_else(|| {
-                refuse(format!(
-                "job \"{name}\": no ping URL learned for check {id} yet; run `heartbeat-agent sync`"
-            ))
-            })?
-        }
-        PingTarget::None => {
-            return Err(refuse(format!(
-                "job \"{name}\" has no ping_url or check_id: nothing to ping"
-            )))
-        }
-    };
-    let ping = Ping::new(&url, method, source)
-        .map_err(|err| refuse(format!("job \"{name}\": its ping_url is not usable: {err}")))?;
+    let learned = |check: &str| crate::sync::learned_ping_url(&state_dir, name, check);
+    let ping =
+        crate::job::ping(job, learned, method, source).map_err(|no| refuse(no.to_string()))?;
     let context = PingContext {
         job: Some(name.to_owned()),
         max_age: outbox::max_age(configured_age, Some(job)),

@@ -19,7 +19,8 @@ use tokio::signal::unix::SignalKind;
 use tracing::{debug, warn};
 
 use super::{exit, print_error, GlobalArgs};
-use crate::config::{ApiKeySource, Config, Job, JobAction, PingTarget};
+use crate::config::{Config, Job};
+use crate::job::NoPing;
 use crate::ping::outbox::{self, Outbox, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::lock::{lock_key, LockError, RunLock};
@@ -212,8 +213,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         .clone()
         .or_else(|| config.as_ref().and_then(|c| c.agent.state_dir.clone()))
         .unwrap_or_else(crate::paths::default_state_dir);
-    let mut spec = command_spec(&args, job)?;
-    hygiene(&mut spec, &args, config.as_ref(), job);
+    let spec = command_spec(&args, config.as_ref(), job)?;
     let success = ping_url.or_else(|| {
         job.and_then(|j| job_ping(j, method, &source, &state_dir))
             .or_else(|| env_ping(method, &source))
@@ -353,67 +353,52 @@ fn find_job<'c>(config: Option<&'c Config>, name: &str) -> Option<&'c Job> {
     job
 }
 
-/// The command line given after `--`, else the job's configured command.
-fn command_spec(args: &RunArgs, job: Option<&Job>) -> Result<CommandSpec, u8> {
-    if !args.command.is_empty() {
-        return CommandSpec::from_argv(&args.command)
-            .ok_or_else(|| usage("empty command: the program name after `--` is empty"));
-    }
-    let name = args.job.as_deref().unwrap_or_default();
-    let argv: Vec<OsString> = match job.map(|j| &j.action) {
-        Some(JobAction::Command(argv)) => argv.iter().map(OsString::from).collect(),
-        Some(JobAction::Shell { program, script }) => {
-            vec![program.clone().into(), "-c".into(), script.into()]
-        }
-        _ => Vec::new(),
+/// The command line given after `--`, else the job's configured command (with its working
+/// directory and `env`); then what every child of a job gains and loses.
+fn command_spec(
+    args: &RunArgs,
+    config: Option<&Config>,
+    job: Option<&Job>,
+) -> Result<CommandSpec, u8> {
+    let mut spec = if !args.command.is_empty() {
+        CommandSpec::from_argv(&args.command)
+            .ok_or_else(|| usage("empty command: the program name after `--` is empty"))?
+    } else {
+        let name = args.job.as_deref().unwrap_or_default();
+        job.ok_or(crate::job::CommandError::NoCommand)
+            .and_then(crate::job::command)
+            .map_err(|_| {
+                print_error(format!(
+                    "no command given and job \"{name}\" has none to run (it needs `command` or `shell` in the config); give one after `--`"
+                ));
+                exit::CONFIG
+            })?
     };
-    let mut spec = CommandSpec::from_argv(&argv).ok_or_else(|| {
-        print_error(format!(
-            "no command given and job \"{name}\" has none to run (it needs `command` or `shell` in the config); give one after `--`"
-        ));
-        exit::CONFIG
-    })?;
-    if let Some(job) = job {
-        spec.working_dir.clone_from(&job.working_dir);
-        spec.env_set
-            .extend(job.env.iter().map(|(k, v)| (k.into(), v.into())));
-    }
+    let api_key_env = config.and_then(|c| c.api.api_key.env_var());
+    crate::job::hygiene(&mut spec, args.job.as_deref(), job, api_key_env);
     Ok(spec)
 }
 
-/// What the child's environment gains and loses (see [`process::SECRET_ENV`]).
-fn hygiene(spec: &mut CommandSpec, args: &RunArgs, config: Option<&Config>, job: Option<&Job>) {
-    if let Some(name) = &args.job {
-        spec.env_set.push((process::JOB_ENV.into(), name.into()));
-    }
-    if let Some(PingTarget::Check(id)) = job.map(|j| &j.target) {
-        spec.env_set.push((process::CHECK_ENV.into(), id.into()));
-    }
-    if let Some(ApiKeySource::Env(var)) = config.map(|c| &c.api.api_key) {
-        spec.env_remove.push(var.into());
-    }
-}
-
+/// The job's ping; a job that has none (or whose check's URL is not learned yet) is a warning.
 fn job_ping(
     job: &Job,
     method: PingMethod,
     source: &str,
     state_dir: &std::path::Path,
 ) -> Option<Ping> {
-    let url = match &job.target {
-        PingTarget::Url(url) => url.clone(),
-        PingTarget::Check(id) => match crate::sync::learned_ping_url(state_dir, &job.name, id) {
-            Some(url) => url,
-            None => {
-                warn!(job = %job.name, check = %id, "no ping URL learned for the job's check yet; run `heartbeat-agent sync` (no ping this time)");
-                return None;
-            }
-        },
-        PingTarget::None => return None,
-    };
-    Ping::new(&url, method, source)
-        .inspect_err(|err| warn!(job = %job.name, "job's ping_url not used: {err}"))
-        .ok()
+    let learned = |check: &str| crate::sync::learned_ping_url(state_dir, &job.name, check);
+    match crate::job::ping(job, learned, method, source) {
+        Ok(ping) => Some(ping),
+        Err(NoPing::NoTarget { .. }) => None,
+        Err(NoPing::NotLearned { check, .. }) => {
+            warn!(job = %job.name, check = %check, "no ping URL learned for the job's check yet; run `heartbeat-agent sync` (no ping this time)");
+            None
+        }
+        Err(NoPing::Invalid { error, .. }) => {
+            warn!(job = %job.name, "job's ping_url not used: {error}");
+            None
+        }
+    }
 }
 
 fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {

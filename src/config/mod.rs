@@ -95,6 +95,16 @@ pub enum ApiKeySource {
     Default,
 }
 
+impl ApiKeySource {
+    /// The variable named by `api_key_env`: the children of jobs must not see it.
+    pub fn env_var(&self) -> Option<&str> {
+        match self {
+            ApiKeySource::Env(var) => Some(var),
+            _ => None,
+        }
+    }
+}
+
 /// One `[[jobs]]` table, validated, with `[defaults]` applied. `PartialEq` tells a reload
 /// which jobs changed.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,12 +180,59 @@ pub enum Overlap {
 /// Where a job's success is reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PingTarget {
-    /// `ping_url`: a full ping URL (a secret: its path carries the token).
-    Url(String),
+    /// `ping_url`: a full ping URL, validated at load (a secret: its path carries the token).
+    Url(PingUrl),
     /// `check_id`: a heartbeat check; its ping URL is learned through sync.
     Check(String),
     /// Neither: nothing is pinged (`config check` warns).
     None,
+}
+
+/// A ping URL checked when the config was loaded: absolute, `http` or `https`, with a host.
+/// A secret (its path carries the token): `Debug` shows it redacted, and only
+/// [`PingUrl::as_str`] gives the URL itself, for sending and for keying state.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PingUrl(reqwest::Url);
+
+impl PingUrl {
+    /// Parses `text` as a ping URL; the error never repeats the text.
+    pub fn parse(text: &str) -> Result<PingUrl, UrlProblem> {
+        match reqwest::Url::parse(text) {
+            Ok(url) if !matches!(url.scheme(), "http" | "https") => {
+                Err(UrlProblem::Scheme(url.scheme().to_owned()))
+            }
+            Ok(url) if url.host_str().map_or(true, str::is_empty) => Err(UrlProblem::NoHost),
+            Ok(url) => Ok(PingUrl(url)),
+            Err(err) => Err(UrlProblem::Malformed(err.to_string())),
+        }
+    }
+
+    /// The URL itself: a secret, only for sending and for keying state (outbox, locks).
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The parsed URL.
+    pub fn url(&self) -> &reqwest::Url {
+        &self.0
+    }
+}
+
+/// Why a text is not a usable http(s) URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlProblem {
+    /// It parses, with a scheme other than http or https.
+    Scheme(String),
+    /// It parses, without a host.
+    NoHost,
+    /// It does not parse: what the parser said (never the text).
+    Malformed(String),
+}
+
+impl std::fmt::Debug for PingUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::redact::url(self.as_str()))
+    }
 }
 
 /// `[jobs.watch]`: a condition probe. Healthy -> ping; unhealthy -> no ping, reason recorded.
@@ -235,6 +292,33 @@ pub enum Amount {
     Bytes(u64),
     /// A percentage (0..=100) of the total.
     Percent(f64),
+}
+
+impl Job {
+    /// The check the job is bound to (`check_id`), if any.
+    pub fn check_id(&self) -> Option<&str> {
+        match &self.target {
+            PingTarget::Check(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Whether a success of the job is reported anywhere.
+    pub fn pings(&self) -> bool {
+        self.target != PingTarget::None
+    }
+
+    /// The program and arguments the job runs: `command` as given, `shell` as
+    /// `shell_program -c script`; `None` for watches and external jobs, which run nothing here.
+    pub fn argv(&self) -> Option<Vec<std::ffi::OsString>> {
+        match &self.action {
+            JobAction::Command(argv) => Some(argv.iter().map(Into::into).collect()),
+            JobAction::Shell { program, script } => {
+                Some(vec![program.into(), "-c".into(), script.into()])
+            }
+            JobAction::Watch(_) | JobAction::External => None,
+        }
+    }
 }
 
 impl Config {

@@ -347,7 +347,7 @@ fn defaults_apply_and_jobs_override() {
     );
     assert_eq!(
         b.target,
-        PingTarget::Url("https://p.example.com/tok".to_owned())
+        PingTarget::Url(PingUrl::parse("https://p.example.com/tok").expect("valid"))
     );
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
 }

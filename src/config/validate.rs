@@ -570,7 +570,7 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
             None
         }
         (Some(_), None) => check
-            .http_url(
+            .url(
                 At {
                     context,
                     key: "ping_url",

@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::problem::{closest, Problem};
 use super::raw::{example, RawDuration, RawSize};
-use super::{duration, size, Amount};
+use super::{duration, size, Amount, PingUrl, UrlProblem};
 
 /// Collects errors and warnings while values are checked.
 pub struct Checker {
@@ -150,6 +150,17 @@ impl Checker {
         value: &Option<Spanned<String>>,
         secret: bool,
     ) -> Option<String> {
+        let text = value.as_ref()?.get_ref().trim().to_owned();
+        self.url(at, value, secret).map(|_| text)
+    }
+
+    /// [`Checker::http_url`], parsed: a ping URL, which is a secret.
+    pub fn url(
+        &mut self,
+        at: At<'_>,
+        value: &Option<Spanned<String>>,
+        secret: bool,
+    ) -> Option<PingUrl> {
         let value = value.as_ref()?;
         let text = value.get_ref().trim();
         let shown = if secret {
@@ -157,18 +168,13 @@ impl Checker {
         } else {
             format!(" \"{text}\"")
         };
-        let problem = match reqwest::Url::parse(text) {
-            Ok(url) if !matches!(url.scheme(), "http" | "https") => {
-                format!(
-                    "URL{shown} has scheme \"{}\"; expected http or https",
-                    url.scheme()
-                )
+        let problem = match PingUrl::parse(text) {
+            Ok(url) => return Some(url),
+            Err(UrlProblem::Scheme(scheme)) => {
+                format!("URL{shown} has scheme \"{scheme}\"; expected http or https")
             }
-            Ok(url) if url.host_str().map_or(true, str::is_empty) => {
-                format!("URL{shown} has no host")
-            }
-            Ok(_) => return Some(text.to_owned()),
-            Err(err) => format!("not a valid URL{shown}: {err}"),
+            Err(UrlProblem::NoHost) => format!("URL{shown} has no host"),
+            Err(UrlProblem::Malformed(reason)) => format!("not a valid URL{shown}: {reason}"),
         };
         let hint = example(leaf(at.key)).map(|e| format!("write a full URL, for example: {e}"));
         self.error(Some(value.span()), at, problem, hint);

@@ -46,8 +46,8 @@ pub(super) struct Settings {
 pub(super) struct Shared {
     /// Current agent settings.
     pub settings: RwLock<Arc<Settings>>,
-    /// The state directory (fixed for the daemon's life).
-    pub state_dir: std::path::PathBuf,
+    /// The ping URLs sync learned for jobs bound by `check_id`, in memory.
+    pub ping_urls: crate::sync::LearnedUrls,
     /// The daemon's files in it.
     pub persisted: Persisted,
     /// The durable outbox under it: pings that could not be delivered wait there for the

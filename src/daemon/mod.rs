@@ -7,21 +7,23 @@
 //! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;
 //! - [`hooks`]: where sync, the outbox drainer and the status listener plug in;
 //! - `children`: the job processes, and reaping orphans when the daemon is PID 1;
-//! - `signals`: SIGTERM/SIGINT/SIGHUP; [`notify`]: `sd_notify(3)`.
+//! - [`control`]: the stop and reload requests it obeys (the caller adapts signals);
+//!   [`notify`]: `sd_notify(3)`.
 //!
 //! `docs/daemon.md` is the user's description.
 
 use std::path::PathBuf;
 
 mod children;
+pub mod control;
 pub mod hooks;
 mod job;
 pub mod notify;
 mod run;
-mod signals;
 pub mod state;
 mod supervisor;
 
+pub use control::{Control, Controller, Request};
 pub use hooks::{AfterRun, Context, Plugins, Task};
 pub use supervisor::run;
 
@@ -33,14 +35,19 @@ pub struct Options {
     /// The state directory (`--state-dir`, else the config's, else the default). A reload does
     /// not move it.
     pub state_dir: PathBuf,
+    /// The ping URLs sync learns for jobs bound by `check_id`: the daemon's sync records them,
+    /// its runs read them from memory.
+    pub ping_urls: crate::sync::LearnedUrls,
 }
 
-/// Why the daemon could not run (everything else is logged and survived).
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    /// The signal handlers could not be installed.
-    #[error("cannot install signal handlers: {0}")]
-    Signals(std::io::Error),
+/// How the daemon ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// An orderly shutdown (exit 0).
+    Stopped,
+    /// A [`Request::Kill`] during shutdown: every job was killed, nothing was waited for
+    /// (exit 130, as for a second Ctrl-C).
+    Killed,
 }
 
 /// Raises the soft limit of open files to the hard limit, so many jobs at once (three pipes

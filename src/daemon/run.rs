@@ -2,7 +2,6 @@
 //! bytes kept) or a watch probe; its [`RunRecord`]; the success ping through
 //! [`crate::ping::deliver_or_queue`] (the same code as `run`); then the after-run hooks.
 
-use std::ffi::{CString, OsString};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -12,12 +11,11 @@ use tracing::{info, warn};
 
 use super::job::{millis, Settings, Shared};
 use super::state::{JobState, PingRecord, RunRecord, RunResult};
-use crate::config::{Job, JobAction, PingTarget, WatchSpec};
+use crate::config::{Job, JobAction, WatchSpec};
+use crate::job::NoPing;
 use crate::ping::outbox::{self, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
-use crate::process::{
-    self, CommandSpec, Control, Io, Limits, LineSink, Outcome, RunAs, Termination,
-};
+use crate::process::{self, CommandSpec, Control, Io, Limits, LineSink, Outcome, Termination};
 
 /// What a command or probe came to, before the ping.
 struct Ended {
@@ -59,7 +57,7 @@ pub(super) async fn execute(
     // slow or hanging ping host, so the ping is sent after the run is recorded as finished.
     let success = ended.success;
     state.run_finished(record(scheduled, ended));
-    let pings = job.target != PingTarget::None;
+    let pings = job.pings();
     let ping_accepted = if success && pings && !shared.stop_runs.is_cancelled() {
         let ping = send_ping(&job, &shared, &state, &settings);
         tokio::select! {
@@ -117,7 +115,7 @@ async fn run_command(
         Ok(spec) => spec,
         Err(reason) => {
             warn!(job = %job.name, error = %reason, "job not started");
-            return not_started(reason);
+            return not_started(reason.to_string());
         }
     };
     let running = match shared.children.spawn(&spec) {
@@ -164,7 +162,7 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
         process::ProcessEnd::Exited(_) => None,
     };
     let duration_ms = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
-    let check_id = check_id(job);
+    let check_id = job.check_id();
     if success {
         info!(job = %job.name, check_id, exit_code = code, duration_ms, success, "job finished");
     } else {
@@ -196,7 +194,7 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
             return Ended { stopped: true, ..not_started("stopped by shutdown") };
         }
     };
-    let check_id = check_id(job);
+    let check_id = job.check_id();
     if probe.healthy {
         info!(job = %job.name, check_id, healthy = true, reason = %probe.reason, "watch healthy");
     } else {
@@ -215,34 +213,16 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
     }
 }
 
-fn check_id(job: &Job) -> Option<&str> {
-    match &job.target {
-        PingTarget::Check(id) => Some(id),
-        _ => None,
-    }
-}
-
-/// The child of a command or shell job: environment, working directory, captured output, user.
-fn command_spec(job: &Job, settings: &Settings) -> Result<CommandSpec, String> {
-    let argv: Vec<OsString> = match &job.action {
-        JobAction::Command(argv) => argv.iter().map(OsString::from).collect(),
-        JobAction::Shell { program, script } => {
-            vec![program.into(), "-c".into(), script.into()]
-        }
-        _ => Vec::new(),
-    };
-    let mut spec = CommandSpec::from_argv(&argv).ok_or("the command is empty")?;
-    spec.working_dir.clone_from(&job.working_dir);
-    spec.env_set
-        .extend(job.env.iter().map(|(k, v)| (k.into(), v.into())));
-    spec.env_set
-        .push((process::JOB_ENV.into(), job.name.clone().into()));
-    if let Some(id) = check_id(job) {
-        spec.env_set.push((process::CHECK_ENV.into(), id.into()));
-    }
-    if let Some(var) = &settings.api_key_env {
-        spec.env_remove.push(var.into());
-    }
+/// The child of a command or shell job: its command and hygiene (see [`crate::job`]), its
+/// output captured and logged line by line, the user it runs as.
+fn command_spec(job: &Job, settings: &Settings) -> Result<CommandSpec, crate::job::CommandError> {
+    let mut spec = crate::job::command(job)?;
+    crate::job::hygiene(
+        &mut spec,
+        Some(&job.name),
+        Some(job),
+        settings.api_key_env.as_deref(),
+    );
     spec.io = Io::Capture {
         tail_bytes: job.output_tail,
     };
@@ -250,69 +230,28 @@ fn command_spec(job: &Job, settings: &Settings) -> Result<CommandSpec, String> {
     spec.output_lines = Some(LineSink::new(move |stream, line| {
         info!(job = %name, stream = stream.as_str(), line = %String::from_utf8_lossy(line), "output");
     }));
-    spec.run_as = run_as(job.user.as_deref(), job.group.as_deref())?;
+    spec.run_as = crate::job::run_as(job)?;
     Ok(spec)
-}
-
-/// Resolves `user` and `group` to ids when the daemon runs as root (otherwise the config
-/// already warned that they are ignored).
-fn run_as(user: Option<&str>, group: Option<&str>) -> Result<Option<RunAs>, String> {
-    use nix::unistd::{getgrouplist, Gid, Group, User};
-    if (user.is_none() && group.is_none()) || !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    let found = match user {
-        Some(name) => Some(
-            User::from_name(name)
-                .map_err(|err| format!("cannot look up user \"{name}\": {err}"))?
-                .ok_or_else(|| format!("unknown user \"{name}\"; create it or fix `user`"))?,
-        ),
-        None => None,
-    };
-    let mut gid = found.as_ref().map_or_else(nix::unistd::getgid, |u| u.gid);
-    if let Some(name) = group {
-        gid = Group::from_name(name)
-            .map_err(|err| format!("cannot look up group \"{name}\": {err}"))?
-            .ok_or_else(|| format!("unknown group \"{name}\"; create it or fix `group`"))?
-            .gid;
-    }
-    let groups: Vec<Gid> = match &found {
-        Some(user) => {
-            let name = CString::new(user.name.as_str())
-                .map_err(|_| format!("user name \"{}\" contains a NUL byte", user.name))?;
-            getgrouplist(&name, gid)
-                .map_err(|err| format!("cannot list the groups of \"{}\": {err}", user.name))?
-        }
-        None => vec![gid],
-    };
-    Ok(Some(RunAs {
-        uid: found.map_or_else(nix::unistd::getuid, |u| u.uid).as_raw(),
-        gid: gid.as_raw(),
-        groups: groups.into_iter().map(Gid::as_raw).collect(),
-    }))
 }
 
 /// The job's ping, if it has a usable target now (for `check_id`: once sync learned the URL;
 /// the first miss is logged, once per job).
 fn job_ping(job: &Job, shared: &Shared, state: &JobState) -> Option<Ping> {
-    let url = match &job.target {
-        PingTarget::Url(url) => url.clone(),
-        PingTarget::Check(id) => {
-            match crate::sync::learned_ping_url(&shared.state_dir, &job.name, id) {
-                Some(url) => url,
-                None => {
-                    if !state.warned_no_url.swap(true, Ordering::Relaxed) {
-                        warn!(job = %job.name, check_id = %id, "no ping URL learned for the job's check yet (sync learns it); not pinging until then");
-                    }
-                    return None;
-                }
+    let learned = |check: &str| shared.ping_urls.get(&job.name, check);
+    match crate::job::ping(job, learned, PingMethod::Get, &shared.host) {
+        Ok(ping) => Some(ping),
+        Err(NoPing::NoTarget { .. }) => None,
+        Err(NoPing::NotLearned { check, .. }) => {
+            if !state.warned_no_url.swap(true, Ordering::Relaxed) {
+                warn!(job = %job.name, check_id = %check, "no ping URL learned for the job's check yet (sync learns it); not pinging until then");
             }
+            None
         }
-        PingTarget::None => return None,
-    };
-    Ping::new(&url, PingMethod::Get, &shared.host)
-        .inspect_err(|err| warn!(job = %job.name, "job's ping target not used: {err}"))
-        .ok()
+        Err(NoPing::Invalid { error, .. }) => {
+            warn!(job = %job.name, "job's ping target not used: {error}");
+            None
+        }
+    }
 }
 
 /// A failed run: a pending success of the job in the outbox would claim it is fine; drop it.

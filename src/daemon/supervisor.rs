@@ -1,15 +1,16 @@
-//! The daemon's main task: start the jobs, tell systemd, obey signals (reload, stop), feed the
-//! watchdog, and shut down in order.
+//! The daemon's main task: start the jobs, tell systemd, obey its control requests (reload,
+//! stop), feed the watchdog, and shut down in order.
 //!
-//! Shutdown (SIGTERM or SIGINT): `STOPPING=1`, job tasks stop scheduling, every running command
-//! gets SIGTERM to its process group and SIGKILL after `shutdown_timeout`, background tasks are
-//! cancelled; the daemon waits for all of it (bounded) and returns. A second SIGINT kills every
-//! job's group at once and exits 130.
+//! Shutdown (a stop request: SIGTERM or SIGINT under `cli/`): `STOPPING=1`, job tasks stop
+//! scheduling, every running command gets SIGTERM to its process group and SIGKILL after
+//! `shutdown_timeout`, background tasks are cancelled; the daemon waits for all of it (bounded)
+//! and returns. A kill request (a second SIGINT) kills every job's group at once and returns
+//! [`Ended::Killed`] without waiting.
 //!
-//! Reload (SIGHUP): `RELOADING=1`, the file is read again; if it is invalid, every problem is
-//! logged and the running config stays. Otherwise unchanged jobs keep their task, state and
-//! running processes; removed jobs stop being scheduled (a run in progress finishes); changed
-//! jobs are rescheduled with their state kept. Then `READY=1`.
+//! Reload (a reload request: SIGHUP): `RELOADING=1`, the file is read again; if it is invalid,
+//! every problem is logged and the running config stays. Otherwise unchanged jobs keep their
+//! task, state and running processes; removed jobs stop being scheduled (a run in progress
+//! finishes); changed jobs are rescheduled with their state kept. Then `READY=1`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -22,12 +23,12 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
 use super::children::{self, Children};
+use super::control::{self, Control, Request};
 use super::hooks::{Context, Plugins};
 use super::job::{self, JobTask, Settings, Shared};
 use super::notify::Notifier;
-use super::signals::{Request, Signals};
 use super::state::{boot_id, DaemonState, Persisted};
-use super::{DaemonError, Options};
+use super::{Ended, Options};
 use crate::config::{ApiKeySource, Config, Job, JobAction};
 use crate::ping::outbox::{self, DrainOptions, Outbox};
 
@@ -59,18 +60,17 @@ struct Supervisor {
     notifier: Notifier,
 }
 
-/// Runs the daemon with an already validated `config` until SIGTERM/SIGINT; `Ok` means an
-/// orderly shutdown (exit 0).
+/// Runs the daemon with an already validated `config` until `control` asks it to stop.
 pub async fn run(
     options: Options,
     config: Arc<Config>,
     plugins: Plugins,
-) -> Result<(), DaemonError> {
-    let mut signals = Signals::install().map_err(DaemonError::Signals)?;
+    mut control: Control,
+) -> Ended {
     let notifier = Notifier::from_env();
     let shared = Arc::new(Shared {
         settings: RwLock::new(Arc::new(settings(&config))),
-        state_dir: options.state_dir.clone(),
+        ping_urls: options.ping_urls.clone(),
         persisted: Persisted::new(&options.state_dir),
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         state: Arc::new(DaemonState::default()),
@@ -107,9 +107,8 @@ pub async fn run(
     let _ = supervisor.notifier.ready();
     let _ = supervisor.notifier.status(&format!("running {count} jobs"));
     info!(jobs = count, pid = std::process::id(), "daemon started");
-    let stop = supervisor.main_loop(&mut signals).await;
-    supervisor.shutdown(stop, &mut signals, background).await;
-    Ok(())
+    let stop = supervisor.main_loop(&mut control).await;
+    supervisor.shutdown(stop, &mut control, background).await
 }
 
 fn settings(config: &Config) -> Settings {
@@ -124,17 +123,18 @@ fn settings(config: &Config) -> Settings {
 }
 
 impl Supervisor {
-    /// Waits for a stop request, reloading on SIGHUP and feeding the watchdog; returns the stop
-    /// signal.
-    async fn main_loop(&mut self, signals: &mut Signals) -> Signal {
+    /// Waits for a stop request, reloading when asked and feeding the watchdog; returns what
+    /// asked to stop.
+    async fn main_loop(&mut self, control: &mut Control) -> &'static str {
         let watchdog = self.notifier.watchdog_interval();
         let mut tick = tokio::time::interval(watchdog.unwrap_or(IDLE_TICK));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                request = signals.recv() => match request {
+                request = control::next(control) => match request {
                     Request::Reload => self.reload(),
-                    Request::Stop(signal) => return signal,
+                    Request::Stop { by } => return by,
+                    Request::Kill => return "kill request",
                 },
                 _ = tick.tick() => {
                     // This loop is where scheduling is controlled: if it (or the runtime) is
@@ -272,7 +272,12 @@ impl Supervisor {
         let _ = self.notifier.ready();
     }
 
-    async fn shutdown(self, stop: Signal, signals: &mut Signals, background: CancellationToken) {
+    async fn shutdown(
+        self,
+        stop: &'static str,
+        control: &mut Control,
+        background: CancellationToken,
+    ) -> Ended {
         let _ = self.notifier.stopping();
         let timeout = self.shared.settings().shutdown_timeout;
         let running = self.shared.children.running();
@@ -289,6 +294,7 @@ impl Supervisor {
         };
         let deadline = tokio::time::sleep(timeout + SHUTDOWN_SLACK);
         tokio::pin!(all_done, deadline);
+        let mut open = true;
         loop {
             tokio::select! {
                 () = &mut all_done => break,
@@ -297,15 +303,18 @@ impl Supervisor {
                     self.shared.children.signal_all(Signal::SIGKILL);
                     break;
                 }
-                request = signals.recv() => {
-                    if request == Request::Stop(Signal::SIGINT) {
-                        warn!("second SIGINT: killing every job and exiting now");
+                request = control.recv(), if open => match request {
+                    Some(Request::Kill) => {
+                        warn!("asked again to stop: killing every job and exiting now");
                         self.shared.children.signal_all(Signal::SIGKILL);
-                        std::process::exit(130);
+                        return Ended::Killed;
                     }
+                    Some(_) => {}
+                    None => open = false,
                 }
             }
         }
         info!("daemon stopped");
+        Ended::Stopped
     }
 }

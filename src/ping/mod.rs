@@ -20,6 +20,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
+use crate::config::{PingUrl, UrlProblem};
+
 pub mod backoff;
 mod http1;
 pub mod outbox;
@@ -82,23 +84,34 @@ pub enum InvalidPing {
 }
 
 impl Ping {
-    /// Validates `url` (absolute, http or https) and `source` (no control characters).
+    /// Validates `url` (absolute, http or https, with a host) and `source` (no control
+    /// characters).
     pub fn new(url: &str, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
-        let parsed = reqwest::Url::parse(url).map_err(|err| InvalidPing::Malformed {
-            shown: crate::redact::url(url),
-            reason: err.to_string(),
+        let shown = || crate::redact::url(url);
+        let parsed = PingUrl::parse(url).map_err(|problem| match problem {
+            UrlProblem::Malformed(reason) => InvalidPing::Malformed {
+                shown: shown(),
+                reason,
+            },
+            UrlProblem::Scheme(scheme) => InvalidPing::Scheme {
+                shown: shown(),
+                scheme,
+            },
+            UrlProblem::NoHost => InvalidPing::Malformed {
+                shown: shown(),
+                reason: "no host".to_owned(),
+            },
         })?;
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-            return Err(InvalidPing::Scheme {
-                shown: crate::redact::url(url),
-                scheme: parsed.scheme().to_owned(),
-            });
-        }
+        Ping::to(&parsed, method, source)
+    }
+
+    /// A ping to an already validated URL (a job's `ping_url`); only `source` is checked.
+    pub fn to(url: &PingUrl, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
         if source.chars().any(char::is_control) {
             return Err(InvalidPing::Source(source.escape_debug().to_string()));
         }
         Ok(Ping {
-            url: parsed,
+            url: url.url().clone(),
             method,
             source: source.to_owned(),
         })

@@ -40,7 +40,7 @@ fn secrets(app: &App, config: &Config) -> Vec<String> {
     }
     for job in &config.jobs {
         let url = match &job.target {
-            PingTarget::Url(url) => Some(url.clone()),
+            PingTarget::Url(url) => Some(url.as_str().to_owned()),
             PingTarget::Check(id) => {
                 crate::sync::learned_ping_url(&app.context.state_dir, &job.name, id)
             }

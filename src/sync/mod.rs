@@ -20,5 +20,5 @@ pub use pace::{PaceRule, Pacer};
 pub use reconcile::{
     sync_all, sync_paced, Action, CadenceCache, JobReport, Outcome, SyncOptions, SyncReport,
 };
-pub use state::learned_ping_url;
+pub use state::{learned_ping_url, LearnedUrls};
 pub use task::{JobSyncStatus, Reconciler, SyncState, SyncStatus};

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::desired::{deactivated, desired, diff, Change, Definition};
 use super::pace::Pacer;
 use super::period::{cadence, timing, Cadence};
-use super::state::{self, JobState};
+use super::state::{self, JobState, LearnedUrls};
 use crate::api::{ApiClient, ApiError};
 use crate::config::{Config, Job, PingTarget};
 
@@ -167,11 +167,12 @@ pub async fn sync_all(
     opts: &SyncOptions,
     cache: &mut CadenceCache,
 ) -> SyncReport {
-    sync_paced(config, client, state_dir, opts, cache, None).await
+    sync_paced(config, client, state_dir, opts, cache, None, None).await
 }
 
 /// [`sync_all`], with every PUT also allowed by `pacer` (the daemon's fleet-friendly pacing):
-/// a PUT it does not allow yet is deferred, every answer is reported to it.
+/// a PUT it does not allow yet is deferred, every answer is reported to it. Every ping URL
+/// learned is also recorded in `learned` (the daemon's URLs in memory).
 pub async fn sync_paced(
     config: &Config,
     client: &ApiClient,
@@ -179,6 +180,7 @@ pub async fn sync_paced(
     opts: &SyncOptions,
     cache: &mut CadenceCache,
     pacer: Option<&Pacer>,
+    learned: Option<&LearnedUrls>,
 ) -> SyncReport {
     let mut report = SyncReport::default();
     let mut limited = false;
@@ -187,6 +189,7 @@ pub async fn sync_paced(
         state_dir,
         opts,
         pacer,
+        learned,
     };
     let wanted = |name: &str| opts.job.as_deref().map_or(true, |only| only == name);
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
@@ -239,6 +242,7 @@ struct Pass<'a> {
     state_dir: &'a Path,
     opts: &'a SyncOptions,
     pacer: Option<&'a Pacer>,
+    learned: Option<&'a LearnedUrls>,
 }
 
 impl Pass<'_> {
@@ -275,8 +279,7 @@ impl Pass<'_> {
                 paced.as_secs()
             ))
         } else {
-            let (outcome, answer) =
-                put(self.client, self.state_dir, job, check_id, definition).await;
+            let (outcome, answer) = put(self, job, check_id, definition).await;
             if let Some(pacer) = self.pacer {
                 let mut rng = rand::thread_rng();
                 match answer {
@@ -312,12 +315,12 @@ enum Answer {
 
 /// Sends the definition and records what the service accepted.
 async fn put(
-    client: &ApiClient,
-    state_dir: &Path,
+    pass: &Pass<'_>,
     job: &str,
     check_id: &str,
     mut definition: Definition,
 ) -> (Outcome, Answer) {
+    let (client, state_dir) = (pass.client, pass.state_dir);
     let answer = client
         .update_heartbeat_check(
             check_id,
@@ -356,7 +359,10 @@ async fn put(
         }
     });
     let outcome = match saved {
-        Ok(_) => {
+        Ok(saved) => {
+            if let (Some(learned), Some(url)) = (pass.learned, &saved.ping_url) {
+                learned.record(job, check_id, url);
+            }
             tracing::info!(job, check = check_id, "check definition updated");
             Outcome::Updated
         }

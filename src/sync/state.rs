@@ -171,6 +171,48 @@ pub fn learned_ping_url(state_dir: &Path, job: &str, check_id: &str) -> Option<S
     state.ping_url
 }
 
+/// The ping URLs sync learned, held in memory by a long-running process (the daemon), so a
+/// job's run finds its URL without reading the state file. A URL not in memory yet is read
+/// from the state file once (it may have been learned by `heartbeat-agent sync` before the
+/// daemon started); the daemon's own sync records every URL it learns. Cheap to clone: every
+/// clone shares the same map.
+#[derive(Debug, Clone)]
+pub struct LearnedUrls {
+    state_dir: PathBuf,
+    /// Job name -> (check id, ping URL).
+    known: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, (String, String)>>>,
+}
+
+impl LearnedUrls {
+    /// The URLs learned under `state_dir`.
+    pub fn new(state_dir: &Path) -> LearnedUrls {
+        LearnedUrls {
+            state_dir: state_dir.to_owned(),
+            known: std::sync::Arc::default(),
+        }
+    }
+
+    /// The ping URL of `job`'s check `check_id`, as [`learned_ping_url`] gives it.
+    pub fn get(&self, job: &str, check_id: &str) -> Option<String> {
+        let known = self.known.read().unwrap_or_else(|e| e.into_inner());
+        if let Some((check, url)) = known.get(job) {
+            return (check == check_id).then(|| url.clone());
+        }
+        drop(known);
+        let url = learned_ping_url(&self.state_dir, job, check_id)?;
+        self.record(job, check_id, &url);
+        Some(url)
+    }
+
+    /// Records the URL sync just learned (and wrote to the state file) for `job`.
+    pub fn record(&self, job: &str, check_id: &str, url: &str) {
+        self.known
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(job.to_owned(), (check_id.to_owned(), url.to_owned()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +243,35 @@ mod tests {
         assert!(!format!("{state:?}").contains("tok"));
         // Nothing but the state file is left in the directory.
         assert_eq!(fs::read_dir(super::dir(dir.path())).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn learned_urls_are_read_once_then_kept_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let learned = LearnedUrls::new(dir.path());
+        assert_eq!(learned.get("backup", "c1"), None);
+        update(dir.path(), "backup", "c1", |s| {
+            s.ping_url = Some("http://ping/tok".into());
+        })
+        .unwrap();
+        assert_eq!(
+            learned.get("backup", "c1").as_deref(),
+            Some("http://ping/tok")
+        );
+        // Held in memory: the file is no longer read.
+        fs::remove_file(path(dir.path(), "backup")).unwrap();
+        assert_eq!(
+            learned.get("backup", "c1").as_deref(),
+            Some("http://ping/tok")
+        );
+        // Another check's URL is never handed out for this one.
+        assert_eq!(learned.get("backup", "c2"), None);
+        learned.record("backup", "c2", "http://ping/new");
+        assert_eq!(
+            learned.get("backup", "c2").as_deref(),
+            Some("http://ping/new")
+        );
+        assert_eq!(learned.get("backup", "c1"), None);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::pace::{PaceRule, Pacer};
 use super::period::Cadence;
 use super::reconcile::{sync_paced, CadenceCache, Outcome, SyncOptions, SyncReport};
-use super::state;
+use super::state::{self, LearnedUrls};
 use crate::api::{ApiClient, RetryPolicy};
 use crate::config::{CheckDuration, Config, PingTarget};
 
@@ -165,6 +165,8 @@ struct Inner {
     status: SyncStatus,
     timing: Mutex<Option<TaskTiming>>,
     pacer: Pacer,
+    /// Where every ping URL a pass learns is recorded (shared with the daemon's runs).
+    learned: LearnedUrls,
 }
 
 impl Reconciler {
@@ -185,13 +187,25 @@ impl Reconciler {
             inner: Arc::new(Inner {
                 config: Mutex::new(config),
                 client,
-                state_dir,
+                state_dir: state_dir.clone(),
                 wake: Notify::new(),
                 status,
                 timing: Mutex::new(None),
                 pacer: Pacer::default(),
+                learned: LearnedUrls::new(&state_dir),
             }),
         }
+    }
+
+    /// Records learned ping URLs in `learned` (the daemon's, so its runs find them in memory)
+    /// instead of a map of its own. Call on the new reconciler, before it is cloned.
+    pub fn with_learned(mut self, learned: LearnedUrls) -> Self {
+        let inner = Arc::get_mut(&mut self.inner);
+        debug_assert!(inner.is_some(), "with_learned is called before any clone");
+        if let Some(inner) = inner {
+            inner.learned = learned;
+        }
+        self
     }
 
     /// Overrides the pacing rule (tests, the fleet simulation; by default [`PaceRule::default`]).
@@ -256,7 +270,7 @@ impl Reconciler {
     /// The ping URL learned for `job` (a job bound by `check_id`), `None` before the first
     /// accepted sync.
     pub fn ping_url(&self, job: &str, check_id: &str) -> Option<String> {
-        state::learned_ping_url(&self.inner.state_dir, job, check_id)
+        self.inner.learned.get(job, check_id)
     }
 
     /// The state directory.
@@ -292,6 +306,7 @@ impl Reconciler {
             &opts,
             cache,
             Some(&self.inner.pacer),
+            Some(&self.inner.learned),
         )
         .await;
         self.inner.status.record(&report, now);

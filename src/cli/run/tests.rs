@@ -1,6 +1,7 @@
 //! Unit tests of `run`'s planning: job commands, targets, environment, lock identity.
 
 use super::*;
+use crate::config::{ApiKeySource, JobAction, PingTarget};
 
 #[test]
 fn lock_identity_never_shows_the_token() {
@@ -58,25 +59,33 @@ fn job_without_command_runs_its_configured_one() {
         program: PathBuf::from("/bin/bash"),
         script: "echo hi".to_owned(),
     };
-    let spec = command_spec(&run, Some(&job(shell, PingTarget::None))).expect("a command");
+    let spec = command_spec(&run, None, Some(&job(shell, PingTarget::None))).expect("a command");
     assert_eq!(spec.program, "/bin/bash");
     assert_eq!(spec.args, ["-c", "echo hi"]);
     assert_eq!(spec.working_dir, Some(PathBuf::from("/tmp")));
     assert!(spec.env_set.contains(&("K".into(), "v".into())));
 
     let argv = JobAction::Command(vec!["backup".to_owned(), "--all".to_owned()]);
-    let spec = command_spec(&run, Some(&job(argv, PingTarget::None))).expect("a command");
+    let spec = command_spec(&run, None, Some(&job(argv, PingTarget::None))).expect("a command");
     assert_eq!(
         (spec.program.as_os_str(), spec.args.len()),
         ("backup".as_ref(), 1)
     );
 
-    let none = command_spec(&run, Some(&job(JobAction::External, PingTarget::None)));
+    let none = command_spec(
+        &run,
+        None,
+        Some(&job(JobAction::External, PingTarget::None)),
+    );
     assert_eq!(none.err(), Some(exit::CONFIG));
     // A command given after `--` wins, without the job's directory.
     let run = args(&["heartbeat-agent", "run", "--job", "nightly", "--", "true"]);
-    let spec =
-        command_spec(&run, Some(&job(JobAction::External, PingTarget::None))).expect("a command");
+    let spec = command_spec(
+        &run,
+        None,
+        Some(&job(JobAction::External, PingTarget::None)),
+    )
+    .expect("a command");
     assert_eq!(
         (spec.program.as_os_str(), spec.working_dir),
         ("true".as_ref(), None)
@@ -87,7 +96,6 @@ fn job_without_command_runs_its_configured_one() {
 fn job_targets_and_environment() {
     let run = args(&["heartbeat-agent", "run", "--job", "nightly", "--", "true"]);
     let checked = job(JobAction::External, PingTarget::Check("chk_1".to_owned()));
-    let mut spec = command_spec(&run, Some(&checked)).expect("a command");
     let config = Config {
         path: PathBuf::from("/etc/hb.toml"),
         agent: crate::config::AgentSettings {
@@ -108,7 +116,7 @@ fn job_targets_and_environment() {
         jobs: vec![std::sync::Arc::new(checked.clone())],
         status: Default::default(),
     };
-    hygiene(&mut spec, &run, Some(&config), Some(&checked));
+    let spec = command_spec(&run, Some(&config), Some(&checked)).expect("a command");
     assert_eq!(spec.env_remove, [OsString::from("MY_SERVICE_KEY")]);
     assert!(spec
         .env_set
@@ -120,7 +128,7 @@ fn job_targets_and_environment() {
     assert_eq!(job_ping(&checked, PingMethod::Get, "h", dir), None);
     let url = job(
         JobAction::External,
-        PingTarget::Url("http://h/t".to_owned()),
+        PingTarget::Url(crate::config::PingUrl::parse("http://h/t").expect("valid")),
     );
     let ping = job_ping(&url, PingMethod::Get, "h", dir).expect("the job's ping_url");
     assert_eq!(ping.url(), "http://h/t");

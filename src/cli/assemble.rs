@@ -1,0 +1,146 @@
+//! Assembling a daemon from its parts: the control source (the process's signals turned into
+//! stop and reload requests) and the sync engine wired in as a plug-in (its background task,
+//! its after-run hook, and the deferred start when no job is bound to a check yet). Used by
+//! `daemon` and by `demo`, which embeds one; the daemon itself knows neither signals nor sync.
+
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
+
+use chrono::{DateTime, Utc};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Job, PingTarget};
+use crate::daemon::control::{self, Control, Controller, Request};
+use crate::daemon::{AfterRun, Context, Task};
+use crate::sync::{Reconciler, SyncStatus};
+
+/// The daemon's control source from this process's signals: SIGTERM and SIGINT stop it,
+/// SIGHUP reloads the config, and a SIGINT after a stop kills every job at once (a second
+/// Ctrl-C). Installed here, before the daemon says `READY=1`, so no signal is lost (or kills
+/// the process) once systemd thinks it runs. Must be called inside the runtime. The returned
+/// [`Controller`] can send requests too (`demo` stops its daemon with it).
+pub fn signal_control() -> std::io::Result<(Controller, Control)> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let (controller, control) = control::channel();
+    let sender = controller.clone();
+    tokio::spawn(async move {
+        let mut stopping = false;
+        loop {
+            let received = std::future::poll_fn(|cx| {
+                if let Poll::Ready(Some(())) = term.poll_recv(cx) {
+                    return Poll::Ready(Request::Stop { by: "SIGTERM" });
+                }
+                if let Poll::Ready(Some(())) = int.poll_recv(cx) {
+                    return Poll::Ready(Request::Stop { by: "SIGINT" });
+                }
+                if let Poll::Ready(Some(())) = hup.poll_recv(cx) {
+                    return Poll::Ready(Request::Reload);
+                }
+                Poll::Pending
+            })
+            .await;
+            let request = match received {
+                Request::Stop { by: "SIGINT" } if stopping => Request::Kill,
+                Request::Stop { .. } if stopping => continue,
+                other => other,
+            };
+            stopping |= matches!(request, Request::Stop { .. });
+            if sender.send(request).is_err() {
+                return;
+            }
+        }
+    });
+    Ok((controller, control))
+}
+
+impl AfterRun for Reconciler {
+    fn after_run(&self, job: &Job, fire: DateTime<Utc>, ping_accepted: bool) {
+        Reconciler::after_run(self, &job.name, fire, ping_accepted);
+    }
+}
+
+/// The sync engine as a daemon task: [`crate::sync::Reconciler::run`], told about every
+/// successful reload.
+pub fn sync_task(reconciler: Reconciler) -> Task {
+    Box::new(move |mut context: Context, cancel: CancellationToken| {
+        Box::pin(async move {
+            let task = reconciler.clone().run(cancel);
+            tokio::pin!(task);
+            loop {
+                tokio::select! {
+                    () = &mut task => return,
+                    changed = context.config.changed() => {
+                        if changed.is_err() {
+                            task.await;
+                            return;
+                        }
+                        let config = Arc::clone(&context.config.borrow_and_update());
+                        reconciler.set_config(config);
+                    }
+                }
+            }
+        })
+    })
+}
+
+/// Sync for a daemon that started with no job bound to a check: started by the first reload
+/// that binds one. Until then it does nothing; afterwards it is the sync engine's
+/// [`AfterRun`] hook.
+#[derive(Default)]
+pub struct DeferredSync {
+    started: OnceLock<Reconciler>,
+    /// Where the status endpoint looks for the engine's status; filled when it starts.
+    status: Arc<OnceLock<SyncStatus>>,
+}
+
+impl AfterRun for DeferredSync {
+    fn after_run(&self, job: &Job, fire: DateTime<Utc>, ping_accepted: bool) {
+        if let Some(reconciler) = self.started.get() {
+            Reconciler::after_run(reconciler, &job.name, fire, ping_accepted);
+        }
+    }
+}
+
+impl DeferredSync {
+    /// A deferred engine that publishes its status in `status` when it starts.
+    pub fn new(status: Arc<OnceLock<SyncStatus>>) -> DeferredSync {
+        DeferredSync {
+            started: OnceLock::new(),
+            status,
+        }
+    }
+
+    /// The background task: waits for a reloaded config with a job bound by `check_id`, makes
+    /// the engine with `build` (which logs why it cannot, e.g. no API key; the next reload
+    /// tries again), then runs it as [`sync_task`] does.
+    pub fn task(
+        self: Arc<Self>,
+        build: impl Fn(&Arc<Config>) -> Option<Reconciler> + Send + 'static,
+    ) -> Task {
+        Box::new(move |mut context: Context, cancel: CancellationToken| {
+            Box::pin(async move {
+                loop {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        changed = context.config.changed() => if changed.is_err() { return },
+                    }
+                    let config = Arc::clone(&context.config.borrow_and_update());
+                    let bound = config
+                        .jobs
+                        .iter()
+                        .any(|job| matches!(job.target, PingTarget::Check(_)));
+                    let Some(reconciler) = bound.then(|| build(&config)).flatten() else {
+                        continue;
+                    };
+                    tracing::info!("a job is bound to a check now: check sync started");
+                    let reconciler = self.started.get_or_init(|| reconciler).clone();
+                    let _ = self.status.set(reconciler.status());
+                    return sync_task(reconciler)(context, cancel).await;
+                }
+            })
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! A configured job made runnable: what runs (its command, the child's environment, the user
+//! it runs as) and what pings (its target turned into a [`Ping`]).
+//!
+//! `run --job`, `ping --job` and the daemon all go through here, so a job means the same
+//! thing to each of them. Nothing here prints: every function returns what it found or why it
+//! could not, and the caller decides whether that is a warning (`run`, which never lets
+//! monitoring stop the job), a refusal (`ping`, exit 78) or a run recorded as not started
+//! (the daemon).
+
+use std::ffi::{CString, OsString};
+
+use crate::config::{Job, PingTarget};
+use crate::ping::{InvalidPing, Ping, PingMethod};
+use crate::process::{self, CommandSpec, RunAs};
+
+/// Why a job's command cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// The job runs nothing here (a watch, or an external job run by cron), or its command is
+    /// empty.
+    #[error("the command is empty")]
+    NoCommand,
+    /// `user` or `group` cannot be resolved (the message names which and why).
+    #[error("{0}")]
+    RunAs(String),
+}
+
+/// Why a job has no ping to send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoPing {
+    /// Neither `ping_url` nor `check_id`: nothing is pinged.
+    #[error("job \"{job}\" has no ping_url or check_id: nothing to ping")]
+    NoTarget {
+        /// The job.
+        job: String,
+    },
+    /// Bound by `check_id`, and sync has not learned the check's ping URL yet.
+    #[error(
+        "job \"{job}\": no ping URL learned for check {check} yet; run `heartbeat-agent sync`"
+    )]
+    NotLearned {
+        /// The job.
+        job: String,
+        /// Its check.
+        check: String,
+    },
+    /// The URL (configured or learned) or the source cannot be used.
+    #[error("job \"{job}\": its ping URL is not usable: {error}")]
+    Invalid {
+        /// The job.
+        job: String,
+        /// What is wrong (never the URL itself).
+        error: InvalidPing,
+    },
+}
+
+/// The command `job` runs: its argv (`shell` as `shell_program -c script`), working directory
+/// and `env` table. The child's identity and secrets are added by [`hygiene`].
+pub fn command(job: &Job) -> Result<CommandSpec, CommandError> {
+    let argv = job.argv().unwrap_or_default();
+    let mut spec = CommandSpec::from_argv(&argv).ok_or(CommandError::NoCommand)?;
+    spec.working_dir.clone_from(&job.working_dir);
+    spec.env_set
+        .extend(job.env.iter().map(|(k, v)| (k.into(), v.into())));
+    Ok(spec)
+}
+
+/// What every child of a job gains and loses: `HEARTBEAT_AGENT_JOB` (named `name`, which may be
+/// a `--job` the config does not know), `HEARTBEAT_AGENT_CHECK_ID` when the job is bound to a
+/// check, and never the variable `api_key_env` names (the secrets of [`process::SECRET_ENV`]
+/// are removed from every child anyway).
+pub fn hygiene(
+    spec: &mut CommandSpec,
+    name: Option<&str>,
+    job: Option<&Job>,
+    api_key_env: Option<&str>,
+) {
+    if let Some(name) = name {
+        spec.env_set.push((process::JOB_ENV.into(), name.into()));
+    }
+    if let Some(id) = job.and_then(Job::check_id) {
+        spec.env_set.push((process::CHECK_ENV.into(), id.into()));
+    }
+    if let Some(var) = api_key_env {
+        spec.env_remove.push(OsString::from(var));
+    }
+}
+
+/// The ids `job` runs as, from its `user` and `group`, when this process is root; `None`
+/// otherwise (loading the config already warned that they are ignored then).
+pub fn run_as(job: &Job) -> Result<Option<RunAs>, CommandError> {
+    use nix::unistd::{getgrouplist, Gid, Group, User};
+    let (user, group) = (job.user.as_deref(), job.group.as_deref());
+    if (user.is_none() && group.is_none()) || !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let fail = CommandError::RunAs;
+    let found = match user {
+        Some(name) => Some(
+            User::from_name(name)
+                .map_err(|err| fail(format!("cannot look up user \"{name}\": {err}")))?
+                .ok_or_else(|| fail(format!("unknown user \"{name}\"; create it or fix `user`")))?,
+        ),
+        None => None,
+    };
+    let mut gid = found.as_ref().map_or_else(nix::unistd::getgid, |u| u.gid);
+    if let Some(name) = group {
+        gid = Group::from_name(name)
+            .map_err(|err| fail(format!("cannot look up group \"{name}\": {err}")))?
+            .ok_or_else(|| {
+                fail(format!(
+                    "unknown group \"{name}\"; create it or fix `group`"
+                ))
+            })?
+            .gid;
+    }
+    let groups: Vec<Gid> = match &found {
+        Some(user) => {
+            let name = CString::new(user.name.as_str())
+                .map_err(|_| fail(format!("user name \"{}\" contains a NUL byte", user.name)))?;
+            getgrouplist(&name, gid).map_err(|err| {
+                fail(format!(
+                    "cannot list the groups of \"{}\": {err}",
+                    user.name
+                ))
+            })?
+        }
+        None => vec![gid],
+    };
+    Ok(Some(RunAs {
+        uid: found.map_or_else(nix::unistd::getuid, |u| u.uid).as_raw(),
+        gid: gid.as_raw(),
+        groups: groups.into_iter().map(Gid::as_raw).collect(),
+    }))
+}
+
+/// The ping of `job`'s success: its `ping_url`, or for a job bound by `check_id` the URL sync
+/// learned, which `learned` looks up by check id (from the state directory in `run` and `ping`,
+/// from memory in the daemon).
+pub fn ping(
+    job: &Job,
+    learned: impl FnOnce(&str) -> Option<String>,
+    method: PingMethod,
+    source: &str,
+) -> Result<Ping, NoPing> {
+    let invalid = |error| NoPing::Invalid {
+        job: job.name.clone(),
+        error,
+    };
+    match &job.target {
+        PingTarget::Url(url) => Ping::to(url, method, source).map_err(invalid),
+        PingTarget::Check(check) => match learned(check) {
+            Some(url) => Ping::new(&url, method, source).map_err(invalid),
+            None => Err(NoPing::NotLearned {
+                job: job.name.clone(),
+                check: check.clone(),
+            }),
+        },
+        PingTarget::None => Err(NoPing::NoTarget {
+            job: job.name.clone(),
+        }),
+    }
+}
