@@ -1,0 +1,304 @@
+//! The demo's table: one row per job with its last run, its ping, its sync state and what the
+//! emulator saw, redrawn every second on a terminal (a line per change otherwise), made by a
+//! background task of the embedded daemon that also ends the demo after `--duration`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use super::CheckIds;
+use crate::api::ApiClient;
+use crate::config::{Config, JobAction, PingTarget};
+use crate::daemon::state::{DaemonState, JobState, RunResult};
+use crate::daemon::{Context, Controller, Request, Task};
+use crate::sync::{SyncState, SyncStatus};
+
+/// How often the table is refreshed (and the emulator asked for its view).
+const REFRESH: Duration = Duration::from_secs(1);
+
+/// The background task that shows the table while the daemon runs, and ends the demo after
+/// `duration` by asking the daemon to stop through `controller`.
+pub(super) fn table_task(view: View, duration: Option<Duration>, controller: Controller) -> Task {
+    Box::new(move |context: Context, cancel: CancellationToken| {
+        Box::pin(async move {
+            *view.daemon.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(Arc::clone(&context.state));
+            let stop_at = duration.map(|d| tokio::time::Instant::now() + d);
+            let mut tick = tokio::time::interval(REFRESH);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut shown: BTreeMap<String, String> = BTreeMap::new();
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let config = Arc::clone(&context.config.borrow());
+                let rows = view.rows(&config).await;
+                if view.live {
+                    // Home, clear the screen, then the table.
+                    print!("\x1b[H\x1b[2J{}", render(&rows, Utc::now()));
+                    println!("\nlogs: daemon.log in the demo's directory; Ctrl-C stops the demo");
+                } else {
+                    for row in &rows {
+                        let line = row.change_line();
+                        if shown.get(&row.job) != Some(&line) {
+                            println!("{line}");
+                            shown.insert(row.job.clone(), line);
+                        }
+                    }
+                }
+                let _ = std::io::stdout().flush();
+                if stop_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                    // The same orderly shutdown as Ctrl-C.
+                    let _ = controller.send(Request::Stop { by: "demo" });
+                    return;
+                }
+            }
+        })
+    })
+}
+
+/// What the table is made from.
+#[derive(Clone)]
+pub(super) struct View {
+    /// Per-job sync state, from the reconciler.
+    pub(super) sync: SyncStatus,
+    /// A client of the emulator, for its view of each check.
+    pub(super) client: ApiClient,
+    /// The demo's checks by name (to show checks by id).
+    pub(super) checks: CheckIds,
+    /// Whether stdout is a terminal (redraw) or not (a line per change).
+    pub(super) live: bool,
+    /// The daemon's live job state, handed over by the table task once the daemon runs.
+    pub(super) daemon: Arc<Mutex<Option<Arc<DaemonState>>>>,
+}
+
+/// One job's row.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Row {
+    job: String,
+    schedule: String,
+    /// When the last run ended and how (`None` before the first).
+    last_run: Option<(DateTime<Utc>, String)>,
+    /// When the last ping was sent and what came of it.
+    ping: Option<(DateTime<Utc>, String)>,
+    sync: String,
+    emulator: String,
+}
+
+impl View {
+    /// The rows of every job of `config`.
+    pub(super) async fn rows(&self, config: &Config) -> Vec<Row> {
+        let state = self
+            .daemon
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let failing = self.failing_checks().await;
+        let mut rows = Vec::new();
+        for job in &config.jobs {
+            let job_state = state.as_ref().and_then(|s| s.job(&job.name));
+            let sync = match (&job.target, self.sync.get(&job.name)) {
+                (PingTarget::Check(_), Some(status)) => match status.state {
+                    SyncState::InSync => "in sync".to_owned(),
+                    SyncState::Pending => "pending".to_owned(),
+                    SyncState::Failed => "failed".to_owned(),
+                },
+                (PingTarget::Check(_), None) => "not managed".to_owned(),
+                _ => "-".to_owned(),
+            };
+            let emulator = match &job.target {
+                PingTarget::Check(id) => self.emulator_view(id, failing.get(id)).await,
+                _ => "-".to_owned(),
+            };
+            rows.push(Row {
+                job: job.name.clone(),
+                schedule: job.schedule.to_string(),
+                last_run: job_state.as_deref().and_then(|s| last_run(s, &job.action)),
+                ping: job_state
+                    .as_deref()
+                    .and_then(|s| s.snapshot().last_ping)
+                    .map(|p| {
+                        let verdict = if p.accepted { "ok" } else { "refused" };
+                        (p.at, format!("{verdict} {}", p.detail))
+                    }),
+                sync,
+                emulator,
+            });
+        }
+        rows
+    }
+
+    /// `hasFailures` of every check, by id (empty when the emulator cannot be asked).
+    async fn failing_checks(&self) -> BTreeMap<String, bool> {
+        let statuses = self.client.list_check_statuses().await.unwrap_or_default();
+        statuses
+            .into_iter()
+            .flatten()
+            .filter_map(|s| Some((s.check_id?, s.has_failures)))
+            .collect()
+    }
+
+    /// The emulator's view of check `id`: its events and whether it is failing.
+    async fn emulator_view(&self, id: &str, failing: Option<&bool>) -> String {
+        let name = self
+            .checks
+            .iter()
+            .find(|(_, check)| check.as_str() == id)
+            .map_or(id, |(name, _)| name.as_str());
+        let events = match self.client.list_heartbeat_events(id).await {
+            Ok(lists) => lists.into_iter().flat_map(|l| l.events).collect::<Vec<_>>(),
+            Err(err) => return format!("{name}: cannot ask ({err})"),
+        };
+        let failing = match failing {
+            Some(true) => "hasFailures",
+            Some(false) => "no failures",
+            None => "status unknown",
+        };
+        match events.first() {
+            Some(last) => format!(
+                "{name}: {} events, last {}, {failing}",
+                events.len(),
+                last.state
+            ),
+            None => format!("{name}: no events, {failing}"),
+        }
+    }
+}
+
+/// How the job's last run ended, or that one is running now.
+fn last_run(state: &JobState, action: &JobAction) -> Option<(DateTime<Utc>, String)> {
+    let snapshot = state.snapshot();
+    let record = match snapshot.last_run {
+        Some(record) => record,
+        None if state.running() > 0 => return Some((Utc::now(), "running".to_owned())),
+        None => return None,
+    };
+    let outcome = if record.timed_out {
+        "timed out".to_owned()
+    } else if record.stopped {
+        "stopped by shutdown".to_owned()
+    } else {
+        match &record.result {
+            RunResult::Exited(code) if record.success => format!("ok (exit {code})"),
+            RunResult::Exited(code) => format!("failed (exit {code})"),
+            RunResult::Signaled(signal) => format!("failed (signal {signal})"),
+            RunResult::NotStarted(why) => format!("not started: {why}"),
+            RunResult::Probed { healthy: true, .. } => "healthy".to_owned(),
+            RunResult::Probed { reason, .. } => format!("unhealthy: {reason}"),
+        }
+    };
+    let runs = state.runs();
+    let kind = if matches!(action, JobAction::Watch(_)) {
+        "probe"
+    } else {
+        "run"
+    };
+    Some((record.ended, format!("{kind} {runs}: {outcome}")))
+}
+
+impl Row {
+    /// The row as one line without ages, so it changes only when something happened.
+    fn change_line(&self) -> String {
+        let at = |t: &DateTime<Utc>| t.format("%H:%M:%S").to_string();
+        let run = self
+            .last_run
+            .as_ref()
+            .map_or("no run yet".to_owned(), |(t, what)| {
+                format!("{what} at {}", at(t))
+            });
+        let ping = self
+            .ping
+            .as_ref()
+            .map_or("not pinged".to_owned(), |(t, what)| {
+                format!("{what} at {}", at(t))
+            });
+        format!(
+            "{}: {run}; ping {ping}; sync {}; emulator {}",
+            self.job, self.sync, self.emulator
+        )
+    }
+}
+
+/// The table: one line per job, columns padded to the widest cell.
+pub(super) fn render(rows: &[Row], now: DateTime<Utc>) -> String {
+    let age = |t: &DateTime<Utc>| {
+        let secs = (now - *t).num_seconds().max(0);
+        format!("{secs}s ago")
+    };
+    let mut cells = vec![[
+        "JOB".to_owned(),
+        "SCHEDULE".to_owned(),
+        "LAST RUN".to_owned(),
+        "PING".to_owned(),
+        "SYNC".to_owned(),
+        "EMULATOR (CHECK)".to_owned(),
+    ]];
+    for row in rows {
+        cells.push([
+            row.job.clone(),
+            row.schedule.clone(),
+            row.last_run
+                .as_ref()
+                .map_or("-".to_owned(), |(t, what)| format!("{what}, {}", age(t))),
+            row.ping
+                .as_ref()
+                .map_or("not pinged".to_owned(), |(t, what)| {
+                    format!("{what}, {}", age(t))
+                }),
+            row.sync.clone(),
+            row.emulator.clone(),
+        ]);
+    }
+    let mut widths = [0usize; 6];
+    for line in &cells {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for line in &cells {
+        let mut text = String::new();
+        for (cell, width) in line.iter().zip(widths) {
+            let _ = write!(text, "{cell:<width$}  ");
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_pads_columns_and_shows_ages() {
+        let now = Utc::now();
+        let rows = vec![Row {
+            job: "backup".into(),
+            schedule: "* * * * * *".into(),
+            last_run: Some((
+                now - chrono::TimeDelta::seconds(3),
+                "run 2: ok (exit 0)".into(),
+            )),
+            ping: None,
+            sync: "in sync".into(),
+            emulator: "demo-backup: 2 events, last RECEIVED, no failures".into(),
+        }];
+        let table = render(&rows, now);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 2, "{table}");
+        assert!(lines[0].starts_with("JOB     SCHEDULE"), "{table}");
+        assert!(lines[1].contains("run 2: ok (exit 0), 3s ago"), "{table}");
+        assert!(lines[1].contains("not pinged"), "{table}");
+        let line = rows[0].change_line();
+        assert!(line.starts_with("backup: run 2: ok (exit 0) at "), "{line}");
+        assert!(!line.contains("ago"), "{line}");
+    }
+}
