@@ -16,6 +16,7 @@ use crate::schedule::Schedule;
 
 mod check;
 pub mod duration;
+mod jobs;
 mod parse;
 pub mod problem;
 mod raw;

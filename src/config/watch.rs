@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::jobs::missing;
 use super::parse::Section;
 use super::raw::RawWatch;
-use super::validate::missing;
 use super::values::{At, Checker};
 use super::WatchSpec;
 

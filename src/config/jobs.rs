@@ -1,0 +1,460 @@
+//! Stage two for `[[jobs]]` and `[defaults]`: each job's settings validated, `[defaults]`
+//! applied key by key, its name, action (command, shell, watch, or external) and ping target
+//! (`ping_url` or `check_id`) checked. Every problem is collected into the [`Checker`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::parse::RawJobEntry;
+use super::problem::line_col;
+use super::raw::{example, RawSettings};
+use super::values::{At, Checker};
+use super::{AgentSettings, Job, JobAction, Overlap, PingTarget};
+use crate::schedule::Schedule;
+
+/// Job settings after validation, before defaults are applied: `None` means "not set here".
+#[derive(Debug, Default, Clone)]
+pub(super) struct Settings {
+    timeout: Option<Duration>,
+    kill_after: Option<Duration>,
+    success_exit_codes: Option<Vec<i32>>,
+    overlap: Option<Overlap>,
+    jitter: Option<Duration>,
+    working_dir: Option<PathBuf>,
+    env: BTreeMap<String, String>,
+    user: Option<String>,
+    group: Option<String>,
+    enabled: Option<bool>,
+    catch_up: Option<bool>,
+    output_tail: Option<usize>,
+    shell_program: Option<PathBuf>,
+}
+
+/// The default `kill_after`.
+const KILL_AFTER: Duration = Duration::from_secs(10);
+/// The default `output_tail`: 10 KiB.
+const OUTPUT_TAIL: usize = 10 * 1024;
+/// The default `shell_program`.
+const SHELL: &str = "/bin/sh";
+/// The longest job name (it names state files).
+const MAX_NAME: usize = 100;
+
+/// Validates the settings of `[defaults]` or of one job.
+pub(super) fn settings(check: &mut Checker, context: &str, raw: &RawSettings) -> Settings {
+    let at = |key| At { context, key };
+    let timeout = check.duration(at("timeout"), &raw.timeout);
+    if let (Some(Duration::ZERO), Some(value)) = (timeout, &raw.timeout) {
+        check.error(
+            Some(value.span()),
+            at("timeout"),
+            "a timeout of zero would stop every run at once",
+            Some("remove it for no timeout, or give a positive duration such as \"5m\"".to_owned()),
+        );
+    }
+    for key in ["user", "group"] {
+        let value = if key == "user" { &raw.user } else { &raw.group };
+        if let (Some(value), false) = (value, check.is_root) {
+            let hint = "run the daemon as root, or remove it".to_owned();
+            check.warn(
+                Some(value.span()),
+                at(key),
+                format!(
+                    "`{key}` only takes effect when the agent runs as root; \
+                 jobs run as the current user"
+                ),
+                Some(hint),
+            );
+        }
+    }
+    Settings {
+        timeout,
+        kill_after: check.duration(at("kill_after"), &raw.kill_after),
+        success_exit_codes: exit_codes(check, at("success_exit_codes"), &raw.success_exit_codes),
+        overlap: overlap(check, at("overlap"), &raw.overlap),
+        jitter: check.duration(at("jitter"), &raw.jitter),
+        working_dir: check.path(at("working_dir"), &raw.working_dir),
+        env: env(check, context, &raw.env),
+        user: check.non_empty(at("user"), &raw.user),
+        group: check.non_empty(at("group"), &raw.group),
+        enabled: raw.enabled,
+        catch_up: raw.catch_up,
+        output_tail: check
+            .bytes(at("output_tail"), &raw.output_tail)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        shell_program: check
+            .non_empty(at("shell_program"), &raw.shell_program)
+            .map(PathBuf::from),
+    }
+}
+
+fn exit_codes(
+    check: &mut Checker,
+    at: At<'_>,
+    raw: &Option<Spanned<Vec<Spanned<i64>>>>,
+) -> Option<Vec<i32>> {
+    let raw = raw.as_ref()?;
+    if raw.get_ref().is_empty() {
+        check.error(
+            Some(raw.span()),
+            at,
+            "empty list: no run would count as success",
+            Some("for example: success_exit_codes = [0]".to_owned()),
+        );
+        return None;
+    }
+    let mut codes = Vec::new();
+    for code in raw.get_ref() {
+        match i32::try_from(*code.get_ref()) {
+            Ok(c) if (0..=255).contains(&c) => codes.push(c),
+            _ => check.error(
+                Some(code.span()),
+                at,
+                format!(
+                    "exit code {} is out of range: exit codes are 0 to 255",
+                    code.get_ref()
+                ),
+                Some("for example: success_exit_codes = [0, 3]".to_owned()),
+            ),
+        }
+    }
+    (codes.len() == raw.get_ref().len()).then_some(codes)
+}
+
+fn overlap(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<String>>) -> Option<Overlap> {
+    let raw = raw.as_ref()?;
+    match raw.get_ref().as_str() {
+        "skip" => Some(Overlap::Skip),
+        "queue" => Some(Overlap::Queue),
+        "allow" => Some(Overlap::Allow),
+        other => {
+            let hint = "\"skip\" (default) skips a run while the last one runs, \
+                        \"queue\" runs it after, \"allow\" runs both";
+            check.error(
+                Some(raw.span()),
+                at,
+                format!("unknown overlap \"{other}\": expected \"skip\", \"queue\" or \"allow\""),
+                Some(hint.to_owned()),
+            );
+            None
+        }
+    }
+}
+
+fn env(
+    check: &mut Checker,
+    context: &str,
+    raw: &Option<BTreeMap<String, Spanned<String>>>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for (name, value) in raw.iter().flatten() {
+        let key = format!("env.{name}");
+        let at = At { context, key: &key };
+        if name.is_empty() || name.contains(['=', '\0']) {
+            check.error(
+                Some(value.span()),
+                at,
+                "an environment variable name must not be empty or contain '=' or NUL",
+                Some("for example: env = { PATH = \"/usr/bin:/bin\" }".to_owned()),
+            );
+        } else if value.get_ref().contains('\0') {
+            check.error(
+                Some(value.span()),
+                at,
+                "an environment value must not contain NUL",
+                None,
+            );
+        } else {
+            env.insert(name.clone(), value.get_ref().clone());
+        }
+    }
+    env
+}
+
+/// One job, with defaults applied; `None` when something about it is invalid.
+pub(super) fn job(
+    check: &mut Checker,
+    entry: &RawJobEntry,
+    agent: &AgentSettings,
+    defaults: &Settings,
+    text: &str,
+    names: &mut HashMap<String, usize>,
+) -> Option<Job> {
+    let context = entry.context.as_str();
+    let at = |key| At { context, key };
+    let raw = &entry.job.raw;
+    let name = job_name(check, entry, text, names);
+    let schedule = match (&raw.schedule, entry.job.broken.contains("schedule")) {
+        (Some(value), _) => {
+            let parsed = if value.get_ref().trim().is_empty() {
+                Err("empty schedule".to_owned())
+            } else {
+                Schedule::parse(value.get_ref().trim()).map_err(|e| e.message)
+            };
+            parsed
+                .map_err(|message| {
+                    let hint = "use a crontab(5) expression such as \"0 3 * * *\" or \"@daily\""
+                        .to_owned();
+                    check.error(Some(value.span()), at("schedule"), message, Some(hint));
+                })
+                .ok()
+        }
+        (None, false) => {
+            missing(check, entry.job.span.clone(), context, "schedule");
+            None
+        }
+        (None, true) => None,
+    };
+    let timezone = check
+        .timezone(at("timezone"), &raw.timezone)
+        .unwrap_or(agent.timezone);
+    let own = settings(check, context, &entry.settings.raw);
+    let merged = merge(own, defaults);
+    let action = action(check, entry, &merged);
+    let target = ping_target(check, entry);
+    let check_settings = super::check::check_settings(check, entry);
+    let job = Job {
+        name: name?,
+        schedule: schedule?,
+        timezone,
+        action: action?,
+        timeout: merged.timeout,
+        kill_after: merged.kill_after.unwrap_or(KILL_AFTER),
+        success_exit_codes: merged.success_exit_codes.unwrap_or_else(|| vec![0]),
+        overlap: merged.overlap.unwrap_or_default(),
+        jitter: merged.jitter.unwrap_or_default(),
+        working_dir: merged.working_dir,
+        env: merged.env,
+        user: merged.user,
+        group: merged.group,
+        enabled: merged.enabled.unwrap_or(true),
+        catch_up: merged.catch_up.unwrap_or(false),
+        output_tail: merged.output_tail.unwrap_or(OUTPUT_TAIL),
+        target: target?,
+        check: check_settings?,
+    };
+    super::check::check_limits(check, entry, &job);
+    Some(job)
+}
+
+pub(super) fn missing(
+    check: &mut Checker,
+    span: Option<std::ops::Range<usize>>,
+    context: &str,
+    key: &str,
+) {
+    let hint = example(super::values::leaf(key)).map(|e| format!("add it, for example: {e}"));
+    check.error(span, At { context, key }, "missing required key", hint);
+}
+
+/// The job's name: present, in the safe charset, unique.
+fn job_name(
+    check: &mut Checker,
+    entry: &RawJobEntry,
+    text: &str,
+    names: &mut HashMap<String, usize>,
+) -> Option<String> {
+    let at = At {
+        context: &entry.context,
+        key: "name",
+    };
+    let Some(value) = &entry.job.raw.name else {
+        if !entry.job.broken.contains("name") {
+            missing(check, entry.job.span.clone(), &entry.context, "name");
+        }
+        return None;
+    };
+    let name = value.get_ref();
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty()
+        || name.len() > MAX_NAME
+        || !name.chars().all(safe)
+        || !name.starts_with(|c: char| c.is_ascii_alphanumeric())
+    {
+        let suggestion: String = name
+            .trim()
+            .chars()
+            .map(|c| if safe(c) { c } else { '-' })
+            .collect();
+        let suggestion = suggestion.trim_start_matches(['-', '.', '_']);
+        let hint = if suggestion.is_empty() {
+            "for example: name = \"backup\"".to_owned()
+        } else {
+            format!("for example: name = \"{suggestion}\"")
+        };
+        let message = format!(
+            "job name {name:?} is not allowed: names are 1 to {MAX_NAME} letters, digits, \
+             '.', '_' or '-', starting with a letter or digit (they name state files)"
+        );
+        check.error(Some(value.span()), at, message, Some(hint));
+        return None;
+    }
+    let line = line_col(text, value.span().start).0;
+    if let Some(first) = names.get(name) {
+        let message = format!(
+            "duplicate job name {name:?}: the first job with this name is at line {first}, \
+             this one at line {line}"
+        );
+        check.error(
+            Some(value.span()),
+            at,
+            message,
+            Some("job names must be unique; rename one of them".to_owned()),
+        );
+        return None;
+    }
+    names.insert(name.clone(), line);
+    Some(name.clone())
+}
+
+/// Exactly one of `command`, `shell`, `watch`, or none (an external job).
+fn action(check: &mut Checker, entry: &RawJobEntry, settings: &Settings) -> Option<JobAction> {
+    let context = entry.context.as_str();
+    let raw = &entry.job.raw;
+    // The keys that say what the job does, in file order.
+    let mut keys: Vec<(&str, Option<std::ops::Range<usize>>)> = entry
+        .job
+        .keys
+        .iter()
+        .filter(|(k, _)| k == "command" || k == "shell")
+        .map(|(k, span)| (k.as_str(), span.clone()))
+        .chain(entry.watch.as_ref().map(|w| ("watch", w.span.clone())))
+        .collect();
+    keys.sort_by_key(|(_, span)| span.as_ref().map_or(usize::MAX, |s| s.start));
+    if let [(first, _), (second, span), ..] = keys.as_slice() {
+        let span = span.clone().or(entry.job.span.clone());
+        let (first, second) = (*first, *second);
+        let message = format!(
+            "a job does exactly one of `command`, `shell` or `watch`, \
+             but this one has both `{first}` and `{second}`"
+        );
+        let hint = "keep one; a job with none is external (run elsewhere, \
+                    for example by cron through `heartbeat-agent run --job NAME`)";
+        check.error(
+            span,
+            At {
+                context,
+                key: second,
+            },
+            message,
+            Some(hint.to_owned()),
+        );
+        return None;
+    }
+    if let Some(command) = &raw.command {
+        if command
+            .get_ref()
+            .first()
+            .map_or(true, |p| p.trim().is_empty())
+        {
+            let hint = example("command").map(|e| format!("for example: {e}"));
+            check.error(
+                Some(command.span()),
+                At {
+                    context,
+                    key: "command",
+                },
+                "the command is empty: expected the program and its arguments",
+                hint,
+            );
+            return None;
+        }
+        return Some(JobAction::Command(command.get_ref().clone()));
+    }
+    if raw.shell.is_some() {
+        let script = check.non_empty(
+            At {
+                context,
+                key: "shell",
+            },
+            &raw.shell,
+        )?;
+        let program = settings
+            .shell_program
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(SHELL));
+        return Some(JobAction::Shell { program, script });
+    }
+    match &entry.watch {
+        Some(watch) => super::watch::watch_spec(check, context, watch).map(JobAction::Watch),
+        None if keys.is_empty() => Some(JobAction::External),
+        None => None,
+    }
+}
+
+/// `ping_url`, `check_id`, or neither (a warning).
+fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
+    let context = entry.context.as_str();
+    let raw = &entry.job.raw;
+    match (&raw.ping_url, &raw.check_id) {
+        (Some(_), Some(id)) => {
+            let hint = "keep `ping_url` for any heartbeat service, \
+                        or `check_id` to ping the check whose URL sync learns";
+            check.error(
+                Some(id.span()),
+                At {
+                    context,
+                    key: "check_id",
+                },
+                "set either `ping_url` or `check_id`, not both",
+                Some(hint.to_owned()),
+            );
+            None
+        }
+        (Some(_), None) => check
+            .url(
+                At {
+                    context,
+                    key: "ping_url",
+                },
+                &raw.ping_url,
+                true,
+            )
+            .map(PingTarget::Url),
+        (None, Some(_)) => check
+            .non_empty(
+                At {
+                    context,
+                    key: "check_id",
+                },
+                &raw.check_id,
+            )
+            .map(PingTarget::Check),
+        (None, None) => {
+            if !entry.job.broken.contains("ping_url") && !entry.job.broken.contains("check_id") {
+                let hint = "add `ping_url` or `check_id` to monitor this job".to_owned();
+                check.warn(
+                    entry.job.span.clone(),
+                    At { context, key: "" },
+                    "no `ping_url` or `check_id`: nothing will be pinged",
+                    Some(hint),
+                );
+            }
+            Some(PingTarget::None)
+        }
+    }
+}
+
+/// A job's own settings over `[defaults]`; `env` is merged key by key.
+fn merge(own: Settings, defaults: &Settings) -> Settings {
+    let d = defaults.clone();
+    let mut env = d.env;
+    env.extend(own.env);
+    Settings {
+        timeout: own.timeout.or(d.timeout),
+        kill_after: own.kill_after.or(d.kill_after),
+        success_exit_codes: own.success_exit_codes.or(d.success_exit_codes),
+        overlap: own.overlap.or(d.overlap),
+        jitter: own.jitter.or(d.jitter),
+        working_dir: own.working_dir.or(d.working_dir),
+        env,
+        user: own.user.or(d.user),
+        group: own.group.or(d.group),
+        enabled: own.enabled.or(d.enabled),
+        catch_up: own.catch_up.or(d.catch_up),
+        output_tail: own.output_tail.or(d.output_tail),
+        shell_program: own.shell_program.or(d.shell_program),
+    }
+}
