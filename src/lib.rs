@@ -1,7 +1,7 @@
 //! `heartbeat-agent`: a heartbeat ping agent and edge daemon.
 //!
 //! The binary (`src/main.rs`) only parses arguments and maps results to exit codes; everything
-//! else lives here, one module per domain (see `ARCHITECTURE` in the README):
+//! else lives here, one module per domain (README.md, "Layout"):
 //!
 //! - [`cli`]: clap definitions, one file per subcommand, and exit codes.
 //! - [`config`]: the TOML schema and the validated model, errors with file:line:col.

@@ -1,5 +1,5 @@
-//! The typed client of the monitoring API (`../shared/spec/monitoring-api.md`): every operation,
-//! typed errors, retries and the shared rate limiter.
+//! The typed client of the monitoring API (docs/api.md, "The contract"): every operation, typed
+//! errors, retries and the shared rate limiter.
 //!
 //! - [`model`]: requests, responses and the error body, shared with the emulator.
 //! - [`ApiClient`]: one async method per operation.

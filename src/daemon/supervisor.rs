@@ -102,7 +102,8 @@ pub async fn run(
     super::release_free_memory();
     let background = CancellationToken::new();
     supervisor.start_background(plugins.tasks, &background);
-    // The status listener (a later issue) is bound before this point, as a background task.
+    // The status listener was bound by the caller and runs as a background task, so READY=1
+    // means it answers.
     let count = supervisor.jobs.len();
     let _ = supervisor.notifier.ready();
     let _ = supervisor.notifier.status(&format!("running {count} jobs"));

@@ -69,7 +69,7 @@ macro_rules! open_enum {
 
 open_enum! {
     /// The state of a heartbeat event. The spec shows only `FAILING`; the real service also
-    /// records `EARLY`, `RECEIVED`, `GRACE` and `LATE` (ARCHITECTURE.md).
+    /// records `EARLY`, `RECEIVED`, `GRACE` and `LATE` (docs/api.md, "The contract").
     EventState {
         /// A ping arrived before the period was due.
         Early = "EARLY",

@@ -14,7 +14,8 @@ use super::{
 };
 
 /// The `heartbeat` object of an update request: period and grace with their units, and
-/// optionally the ping token to keep (ARCHITECTURE.md: the spec does not show its fields).
+/// optionally the ping token to keep (the spec does not show its fields; the real service's
+/// published schema does: docs/api.md, "The contract").
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeartbeatSpec {
