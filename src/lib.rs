@@ -3,7 +3,8 @@
 //! The binary (`src/main.rs`) only parses arguments and maps results to exit codes; everything
 //! else lives here, one module per domain (see `ARCHITECTURE` in the README):
 //!
-//! - [`cli`]: clap definitions, one file per subcommand, and exit codes.
+//! - [`cli`]: clap definitions, one file per subcommand.
+//! - [`exit`]: the exit codes of the command-line contract.
 //! - [`config`]: the TOML schema and the validated model, errors with file:line:col.
 //! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
 //! - [`process`]: spawning and supervising child processes.
@@ -23,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod emulator;
+pub mod exit;
 pub mod import;
 pub mod logging;
 pub mod paths;

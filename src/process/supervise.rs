@@ -71,8 +71,8 @@ impl Outcome {
     /// had to be killed (as coreutils `timeout`), else the child's own status (code, or 128+N).
     pub fn exit_status(&self) -> u8 {
         match (self.termination, self.killed) {
-            (Termination::TimedOut, false) => crate::cli::exit::TIMED_OUT,
-            (Termination::TimedOut, true) => crate::cli::exit::KILLED,
+            (Termination::TimedOut, false) => crate::exit::TIMED_OUT,
+            (Termination::TimedOut, true) => crate::exit::KILLED,
             _ => self.end.shell_status(),
         }
     }
