@@ -88,7 +88,7 @@ fn target(
         })?;
         let context = PingContext {
             job: None,
-            max_age: outbox::max_age(configured_age, None),
+            max_age: crate::config::defaults::outbox_max_age(configured_age, None),
         };
         return Ok((ping, context));
     }
@@ -128,7 +128,7 @@ fn target(
         .map_err(|err| refuse(format!("job \"{name}\": its ping_url is not usable: {err}")))?;
     let context = PingContext {
         job: Some(name.to_owned()),
-        max_age: outbox::max_age(configured_age, Some(job)),
+        max_age: crate::config::defaults::outbox_max_age(configured_age, Some(job)),
     };
     Ok((ping, context))
 }

@@ -246,7 +246,10 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         state_dir,
         ping_context: PingContext {
             job: args.job.clone(),
-            max_age: outbox::max_age(config.as_ref().and_then(|c| c.agent.outbox_max_age), job),
+            max_age: crate::config::defaults::outbox_max_age(
+                config.as_ref().and_then(|c| c.agent.outbox_max_age),
+                job,
+            ),
         },
         outbox_max_entries: config
             .as_ref()

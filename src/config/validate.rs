@@ -9,6 +9,10 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use toml::Spanned;
 
+use super::defaults::{
+    KILL_AFTER, OUTBOX_MAX_ENTRIES, OUTPUT_TAIL, RESYNC_INTERVAL, SHELL, SHUTDOWN_TIMEOUT,
+    SYNC_JITTER,
+};
 use super::parse::{RawFile, RawJobEntry, Section};
 use super::problem::line_col;
 use super::raw::{example, RawApi, RawDuration, RawSettings};
@@ -37,18 +41,6 @@ struct Settings {
     shell_program: Option<PathBuf>,
 }
 
-/// The default `kill_after`.
-const KILL_AFTER: Duration = Duration::from_secs(10);
-/// The default `output_tail`: 10 KiB.
-const OUTPUT_TAIL: usize = 10 * 1024;
-/// The default `shutdown_timeout`.
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default `resync_interval`.
-const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
-/// The default `sync_jitter`.
-const SYNC_JITTER: Duration = Duration::from_secs(30);
-/// The default `shell_program`.
-const SHELL: &str = "/bin/sh";
 /// The longest job name (it names state files).
 const MAX_NAME: usize = 100;
 
@@ -100,7 +92,7 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
             .duration(at("shutdown_timeout"), &raw.shutdown_timeout)
             .unwrap_or(SHUTDOWN_TIMEOUT),
         outbox_max_entries: positive_count(check, at("outbox_max_entries"), &raw.outbox_max_entries)
-            .unwrap_or(crate::ping::outbox::DEFAULT_MAX_ENTRIES),
+            .unwrap_or(OUTBOX_MAX_ENTRIES),
         outbox_max_age: check
             .duration(at("outbox_max_age"), &raw.outbox_max_age)
             .filter(|age| {

@@ -334,7 +334,7 @@ async fn send_ping(job: &Job, shared: &Shared, state: &JobState, settings: &Sett
     };
     let context = PingContext {
         job: Some(job.name.clone()),
-        max_age: outbox::max_age(settings.outbox_max_age, Some(job)),
+        max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),
     };
     let at = Utc::now();
     let outcome =
