@@ -8,6 +8,7 @@
 //! - [`config`]: the TOML schema and the validated model, errors with file:line:col.
 //! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
 //! - [`process`]: spawning and supervising child processes.
+//! - [`run_end`]: how a run ended, from the process or probe to status, metrics and exit code.
 //! - [`watch`]: condition probes.
 //! - [`ping`]: building and sending pings.
 //! - [`api`]: the typed client of the monitoring API.
@@ -32,6 +33,7 @@ pub mod persist;
 pub mod ping;
 pub mod process;
 pub mod redact;
+pub mod run_end;
 pub mod schedule;
 pub mod status;
 pub mod sync;
