@@ -8,7 +8,7 @@
 //!   derives a check's heartbeat period and the config checks the service's limits.
 
 mod fields;
-pub mod gap;
+mod gap;
 mod next;
 mod parse;
 #[cfg(test)]
