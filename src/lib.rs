@@ -3,11 +3,13 @@
 //! The binary (`src/main.rs`) only parses arguments and maps results to exit codes; everything
 //! else lives here, one module per domain (README.md, "Layout"):
 //!
-//! - [`cli`]: clap definitions, one file per subcommand, and exit codes.
+//! - [`cli`]: clap definitions, one file per subcommand.
+//! - [`exit`]: the exit codes of the command-line contract.
 //! - [`config`]: the TOML schema and the validated model, errors with file:line:col.
 //! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
 //! - [`job`]: a configured job made runnable: its command and its ping.
 //! - [`process`]: spawning and supervising child processes.
+//! - [`run_end`]: how a run ended, from the process or probe to status, metrics and exit code.
 //! - [`watch`]: condition probes.
 //! - [`ping`]: building and sending pings.
 //! - [`api`]: the typed client of the monitoring API.
@@ -24,6 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod emulator;
+pub mod exit;
 pub mod import;
 pub mod job;
 pub mod logging;
@@ -32,6 +35,7 @@ pub mod persist;
 pub mod ping;
 pub mod process;
 pub mod redact;
+pub mod run_end;
 pub mod schedule;
 pub mod status;
 pub mod sync;

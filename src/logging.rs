@@ -20,8 +20,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{GlobalArgs, LogFormat};
-
 mod journald;
 
 pub use journald::{JOURNAL_SOCKET, SYSLOG_IDENTIFIER};
@@ -29,14 +27,34 @@ pub use journald::{JOURNAL_SOCKET, SYSLOG_IDENTIFIER};
 /// The environment variable holding a log filter when `--log-level` is not given.
 pub const LOG_ENV: &str = "HEARTBEAT_AGENT_LOG";
 
+/// How log lines are written to stderr (the values of `--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Journald fields when stderr is the journal (`JOURNAL_STREAM`), else text.
+    Auto,
+    /// Human-readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// What to log and how, as the command line asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// A level or tracing filter (`--log-level`); `None` falls back to [`LOG_ENV`], then `info`.
+    pub level: Option<String>,
+    /// The format (`--log-format`).
+    pub format: LogFormat,
+}
+
 /// Installs the global tracing subscriber. Safe to call once per process; a later call (tests)
 /// changes nothing.
-pub fn init(global: &GlobalArgs) {
+pub fn init(options: &Options) {
     let filter = filter(
-        global.log_level.as_deref(),
+        options.level.as_deref(),
         std::env::var(LOG_ENV).ok().as_deref(),
     );
-    let format = global.log_format.unwrap_or(LogFormat::Auto);
+    let format = options.format;
     let journal = format == LogFormat::Auto && stderr_is_journal();
     // An already installed subscriber (tests) is fine: the results are ignored on purpose.
     match format {

@@ -6,6 +6,6 @@ use heartbeat_agent::cli::{self, Cli};
 
 fn main() -> ExitCode {
     let cli = Cli::from_env();
-    heartbeat_agent::logging::init(&cli.global);
+    heartbeat_agent::logging::init(&cli.global.logging_options());
     cli::main(cli)
 }

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 
 pub mod api;
 pub mod assemble;
@@ -27,26 +27,7 @@ pub mod sync;
 pub mod trigger;
 
 /// Exit codes that are part of the command-line contract.
-pub mod exit {
-    /// Success.
-    pub const OK: u8 = 0;
-    /// A runtime failure (an API error, a failed sync, an unhealthy agent).
-    pub const FAILURE: u8 = 1;
-    /// Bad command-line arguments (clap's own code for usage errors).
-    pub const USAGE: u8 = 2;
-    /// The command could be found but not executed.
-    pub const CANNOT_EXECUTE: u8 = 126;
-    /// The command was not found.
-    pub const NOT_FOUND: u8 = 127;
-    /// The command ran past `--timeout` and ended after SIGTERM (as coreutils `timeout`).
-    pub const TIMED_OUT: u8 = 124;
-    /// The command ran past `--timeout` and had to be killed with SIGKILL (128 + 9).
-    pub const KILLED: u8 = 137;
-    /// The configuration is invalid (`EX_CONFIG` from sysexits.h).
-    pub const CONFIG: u8 = 78;
-    /// The daemon was interrupted twice and killed its jobs without waiting (128 + SIGINT).
-    pub const INTERRUPTED: u8 = 130;
-}
+pub use crate::exit;
 
 /// The program's name in help and messages.
 const NAME: &str = "heartbeat-agent";
@@ -127,15 +108,16 @@ pub struct GlobalArgs {
     pub log_format: Option<LogFormat>,
 }
 
-/// How log lines are written to stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Journald fields when stderr is the journal (`JOURNAL_STREAM`), else text.
-    Auto,
-    /// Human-readable text.
-    Text,
-    /// One JSON object per line.
-    Json,
+pub use crate::logging::LogFormat;
+
+impl GlobalArgs {
+    /// What the logging set-up needs from these options.
+    pub fn logging_options(&self) -> crate::logging::Options {
+        crate::logging::Options {
+            level: self.log_level.clone(),
+            format: self.log_format.unwrap_or(LogFormat::Auto),
+        }
+    }
 }
 
 /// The subcommands.

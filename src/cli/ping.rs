@@ -88,7 +88,7 @@ fn target(
         })?;
         let context = PingContext {
             job: None,
-            max_age: outbox::max_age(configured_age, None),
+            max_age: crate::config::defaults::outbox_max_age(configured_age, None),
         };
         return Ok((ping, context));
     }
@@ -114,7 +114,7 @@ fn target(
         crate::job::ping(job, learned, method, source).map_err(|no| refuse(no.to_string()))?;
     let context = PingContext {
         job: Some(name.to_owned()),
-        max_age: outbox::max_age(configured_age, Some(job)),
+        max_age: crate::config::defaults::outbox_max_age(configured_age, Some(job)),
     };
     Ok((ping, context))
 }

@@ -24,7 +24,7 @@ use crate::job::NoPing;
 use crate::ping::outbox::{self, Outbox, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::lock::{lock_key, LockError, RunLock};
-use crate::process::{self, CommandSpec, Control, Limits, Outcome, SpawnError, Termination};
+use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
 
 /// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
 pub const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
@@ -246,7 +246,10 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         state_dir,
         ping_context: PingContext {
             job: args.job.clone(),
-            max_age: outbox::max_age(config.as_ref().and_then(|c| c.agent.outbox_max_age), job),
+            max_age: crate::config::defaults::outbox_max_age(
+                config.as_ref().and_then(|c| c.agent.outbox_max_age),
+                job,
+            ),
         },
         outbox_max_entries: config
             .as_ref()
@@ -418,10 +421,10 @@ async fn execute(plan: Plan) -> u8 {
             outbox::deliver_or_queue_for(&ping, &budget, Some(&outbox), &context).await
         })
     });
-    let (status, success) = match process::spawn(&plan.spec) {
+    let end = match process::spawn(&plan.spec) {
         Err(err) => {
             print_error(&err);
-            (spawn_status(&err), false)
+            RunEnd::from(&err)
         }
         Ok(running) => {
             let outcome = supervise(running, plan.limits, &mut signals).await;
@@ -432,14 +435,10 @@ async fn execute(plan: Plan) -> u8 {
                 debug!(reaped, "reaped orphaned processes (running as PID 1)");
             }
             report(&outcome, &plan);
-            let success = outcome.termination == Termination::Natural
-                && outcome
-                    .end
-                    .code()
-                    .is_some_and(|code| plan.success_codes.contains(&code));
-            (outcome.exit_status(), success)
+            outcome.end
         }
     };
+    let (status, success) = (end.exit_status(), end.succeeded(&plan.success_codes));
     if !success {
         let job = plan.ping_context.job.as_deref();
         if let Err(err) = outbox.drop_after_failure(job, plan.success.as_ref()) {
@@ -471,13 +470,6 @@ async fn execute(plan: Plan) -> u8 {
     status
 }
 
-fn spawn_status(err: &SpawnError) -> u8 {
-    match err {
-        SpawnError::NotFound { .. } => exit::NOT_FOUND,
-        SpawnError::CannotExecute { .. } | SpawnError::Other { .. } => exit::CANNOT_EXECUTE,
-    }
-}
-
 /// Supervises `running`, forwarding the signals the wrapper receives to the command's group.
 async fn supervise(running: process::Running, limits: Limits, signals: &mut Signals) -> Outcome {
     let (control, requests) = tokio::sync::mpsc::unbounded_channel();
@@ -496,16 +488,17 @@ async fn supervise(running: process::Running, limits: Limits, signals: &mut Sign
 
 fn report(outcome: &Outcome, plan: &Plan) {
     let timeout = plan.limits.timeout.unwrap_or_default();
-    match (outcome.termination, outcome.killed) {
-        (Termination::TimedOut, false) => {
+    match &outcome.end {
+        RunEnd::TimedOut { killed: false, .. } => {
             warn!(timeout = ?timeout, "command timed out and ended after SIGTERM; counted as a failure (exit 124)")
         }
-        (Termination::TimedOut, true) => warn!(
+        RunEnd::TimedOut { killed: true, .. } => warn!(
             timeout = ?timeout,
             kill_after = ?plan.limits.kill_after,
             "command timed out and was killed with SIGKILL; counted as a failure (exit 137)"
         ),
-        _ => debug!(end = %outcome.end, elapsed = ?outcome.elapsed, "command finished"),
+        RunEnd::Ended(end) => debug!(end = %end, elapsed = ?outcome.elapsed, "command finished"),
+        _ => debug!(end = ?outcome.end, elapsed = ?outcome.elapsed, "command finished"),
     }
 }
 

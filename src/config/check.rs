@@ -125,7 +125,7 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
     let period = check_duration(check, at("check.period"), &raw.period);
     let grace = check_duration(check, at("check.grace"), &raw.grace);
     if let (Some(CheckDuration::Fixed(value)), Some(raw_grace)) = (grace, &raw.grace) {
-        if value > crate::sync::period::MAX_GRACE {
+        if value > crate::api::model::limits::MAX_GRACE {
             ok = false;
             check.error(
                 Some(raw_grace.span()),
@@ -234,7 +234,7 @@ pub(super) fn check_limits(check: &mut Checker, entry: &RawJobEntry, job: &Job) 
         );
         return;
     }
-    let Some(problem) = crate::sync::period::limit_problem(job, chrono::Utc::now()) else {
+    let Some(problem) = super::limits::limit_problem(job, chrono::Utc::now()) else {
         return;
     };
     let (key, span) = match (

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::defaults::{KILL_AFTER, OUTPUT_TAIL, SHELL};
 use super::parse::RawJobEntry;
 use super::problem::line_col;
 use super::raw::{example, RawSettings};
@@ -33,12 +34,6 @@ pub(super) struct Settings {
     shell_program: Option<PathBuf>,
 }
 
-/// The default `kill_after`.
-const KILL_AFTER: Duration = Duration::from_secs(10);
-/// The default `output_tail`: 10 KiB.
-const OUTPUT_TAIL: usize = 10 * 1024;
-/// The default `shell_program`.
-const SHELL: &str = "/bin/sh";
 /// The longest job name (it names state files).
 const MAX_NAME: usize = 100;
 

@@ -15,8 +15,10 @@ use chrono_tz::Tz;
 use crate::schedule::Schedule;
 
 mod check;
+pub mod defaults;
 pub mod duration;
 mod jobs;
+mod limits;
 mod parse;
 pub mod problem;
 mod raw;
@@ -58,10 +60,10 @@ pub struct AgentSettings {
     /// `shutdown_timeout`: how long running jobs get after SIGTERM before SIGKILL (default 30s).
     pub shutdown_timeout: Duration,
     /// `outbox_max_entries`: the outbox keeps at most this many pending pings, dropping the
-    /// oldest (counted) beyond it (default [`crate::ping::outbox::DEFAULT_MAX_ENTRIES`]).
+    /// oldest (counted) beyond it (default [`defaults::OUTBOX_MAX_ENTRIES`]).
     pub outbox_max_entries: usize,
     /// `outbox_max_age`: a pending success older than this is dropped; `None` means the job's
-    /// period where its schedule is known, else 1 h (see [`crate::ping::outbox::max_age`]).
+    /// period where its schedule is known, else 1 h (see [`defaults::outbox_max_age`]).
     pub outbox_max_age: Option<Duration>,
     /// `resync_interval`: how often the daemon reconciles bound checks even when nothing
     /// changed, to repair drift made outside the agent (default 6h).

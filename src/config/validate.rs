@@ -10,18 +10,13 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use toml::Spanned;
 
+use super::defaults::{OUTBOX_MAX_ENTRIES, RESYNC_INTERVAL, SHUTDOWN_TIMEOUT, SYNC_JITTER};
 use super::parse::{RawFile, Section};
 use super::raw::{example, RawApi, RawDuration};
 use super::secrets::{key_file_error, key_file_warning};
 use super::values::{At, Checker};
 use super::{AgentSettings, ApiKeySource, ApiSettings, Config, Job};
 
-/// The default `shutdown_timeout`.
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default `resync_interval`.
-const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
-/// The default `sync_jitter`.
-const SYNC_JITTER: Duration = Duration::from_secs(30);
 /// Validates `file` (read from `path`, whose text is `text`). Returns the model when there is
 /// no error, and the checker holding errors and warnings either way.
 pub fn build(file: RawFile, path: &Path, text: &str, is_root: bool) -> (Option<Config>, Checker) {
@@ -70,7 +65,7 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
             .duration(at("shutdown_timeout"), &raw.shutdown_timeout)
             .unwrap_or(SHUTDOWN_TIMEOUT),
         outbox_max_entries: positive_count(check, at("outbox_max_entries"), &raw.outbox_max_entries)
-            .unwrap_or(crate::ping::outbox::DEFAULT_MAX_ENTRIES),
+            .unwrap_or(OUTBOX_MAX_ENTRIES),
         outbox_max_age: check
             .duration(at("outbox_max_age"), &raw.outbox_max_age)
             .filter(|age| {

@@ -201,7 +201,10 @@ mod tests {
             )
             .await;
         children.ended(pid);
-        assert_eq!(outcome.end, process::ProcessEnd::Exited(7));
+        assert_eq!(
+            outcome.end,
+            process::RunEnd::Ended(process::ProcessEnd::Exited(7))
+        );
         assert_eq!(children.running(), 0);
     }
 }

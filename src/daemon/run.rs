@@ -10,21 +10,26 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::job::{millis, Settings, Shared};
-use super::state::{JobState, PingRecord, RunRecord, RunResult};
+use super::state::{JobState, PingRecord, RunRecord};
 use crate::config::{Job, JobAction, WatchSpec};
 use crate::job::NoPing;
 use crate::ping::outbox::{self, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
-use crate::process::{self, CommandSpec, Control, Io, Limits, LineSink, Outcome, Termination};
+use crate::process::{CommandSpec, Control, Io, Limits, LineSink, Outcome};
+use crate::run_end::{RunEnd, RunOutcome};
 
 /// What a command or probe came to, before the ping.
 struct Ended {
     started: DateTime<Utc>,
-    result: RunResult,
-    timed_out: bool,
-    stopped: bool,
-    success: bool,
+    end: RunEnd,
+    outcome: RunOutcome,
     output_tail: String,
+}
+
+impl Ended {
+    fn success(&self) -> bool {
+        self.outcome == RunOutcome::Success
+    }
 }
 
 /// Runs `job` once for the fire at `scheduled`, records it in `state`, pings on success and
@@ -42,7 +47,10 @@ pub(super) async fn execute(
         }
         JobAction::Watch(spec) => probe(&job, &shared, spec).await,
         JobAction::External => {
-            state.run_finished(record(scheduled, not_started("an external job is not run")));
+            state.run_finished(record(
+                scheduled,
+                no_process(refused("an external job is not run")),
+            ));
             return;
         }
     };
@@ -50,12 +58,12 @@ pub(super) async fn execute(
     // and outbox code log too. It is made only around that code: a span on the whole run
     // would cost its set-up and an enter and exit on every poll, for every run.
     let span = || tracing::info_span!("run", job = %job.name);
-    if !ended.success {
+    if !ended.success() {
         span().in_scope(|| drop_pending_success(&job, &shared, &state));
     }
     // The run ends when its process (or probe) does: the job's next fire must not wait for a
     // slow or hanging ping host, so the ping is sent after the run is recorded as finished.
-    let success = ended.success;
+    let success = ended.success();
     state.run_finished(record(scheduled, ended));
     let pings = job.pings();
     let ping_accepted = if success && pings && !shared.stop_runs.is_cancelled() {
@@ -86,22 +94,28 @@ fn record(scheduled: DateTime<Utc>, ended: Ended) -> RunRecord {
         started: ended.started,
         ended: now,
         duration: (now - ended.started).to_std().unwrap_or_default(),
-        result: ended.result,
-        timed_out: ended.timed_out,
-        stopped: ended.stopped,
-        success: ended.success,
+        end: ended.end,
+        outcome: ended.outcome,
         output_tail: ended.output_tail,
     }
 }
 
-fn not_started(reason: impl Into<String>) -> Ended {
+/// What a run that had no process of its own came to: it did not start, or a probe was
+/// abandoned at shutdown.
+fn no_process(end: RunEnd) -> Ended {
     Ended {
         started: Utc::now(),
-        result: RunResult::NotStarted(reason.into()),
-        timed_out: false,
-        stopped: false,
-        success: false,
+        outcome: end.outcome(&[]),
+        end,
         output_tail: String::new(),
+    }
+}
+
+/// A run that could not start for `reason` (the program is there or was never looked up).
+fn refused(reason: impl Into<String>) -> RunEnd {
+    RunEnd::NotStarted {
+        reason: reason.into(),
+        missing: false,
     }
 }
 
@@ -115,14 +129,14 @@ async fn run_command(
         Ok(spec) => spec,
         Err(reason) => {
             warn!(job = %job.name, error = %reason, "job not started");
-            return not_started(reason.to_string());
+            return no_process(refused(reason.to_string()));
         }
     };
     let running = match shared.children.spawn(&spec) {
         Ok(running) => running,
         Err(err) => {
             warn!(job = %job.name, error = %err, "job not started");
-            return not_started(err.to_string());
+            return no_process(RunEnd::from(&err));
         }
     };
     let started = Utc::now();
@@ -152,21 +166,17 @@ async fn run_command(
 
 /// Logs the end of a command and turns its outcome into an [`Ended`].
 fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
-    let timed_out = outcome.termination == Termination::TimedOut;
-    let stopped = outcome.termination == Termination::Stopped;
-    let code = outcome.end.code();
-    let success = outcome.termination == Termination::Natural
-        && code.is_some_and(|c| job.success_exit_codes.contains(&c));
-    let signal = match outcome.end {
-        process::ProcessEnd::Signaled { signal, .. } => Some(signal),
-        process::ProcessEnd::Exited(_) => None,
-    };
+    let end = &outcome.end;
+    let (code, signal) = (end.exit_code(), end.signal());
+    let (timed_out, stopped, killed) = (end.timed_out(), end.stopped(), end.killed());
+    let run_outcome = end.outcome(&job.success_exit_codes);
+    let success = run_outcome == RunOutcome::Success;
     let duration_ms = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
     let check_id = job.check_id();
     if success {
         info!(job = %job.name, check_id, exit_code = code, duration_ms, success, "job finished");
-    } else {
-        warn!(job = %job.name, check_id, exit_code = code, signal, timed_out, stopped, killed = outcome.killed, duration_ms, success, "job failed: {}", outcome.end);
+    } else if let Some(process_end) = end.process_end() {
+        warn!(job = %job.name, check_id, exit_code = code, signal, timed_out, stopped, killed, duration_ms, success, "job failed: {process_end}");
     }
     let output_tail = outcome
         .tail
@@ -175,13 +185,8 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
         .unwrap_or_default();
     Ended {
         started,
-        result: match signal {
-            Some(signal) => RunResult::Signaled(signal),
-            None => RunResult::Exited(code.unwrap_or(1)),
-        },
-        timed_out,
-        stopped,
-        success,
+        end: outcome.end.clone(),
+        outcome: run_outcome,
         output_tail,
     }
 }
@@ -191,7 +196,7 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
     let probe = tokio::select! {
         probe = shared.probes().probe(spec) => probe,
         () = shared.stop_runs.cancelled() => {
-            return Ended { stopped: true, ..not_started("stopped by shutdown") };
+            return no_process(RunEnd::Stopped { end: None, killed: false });
         }
     };
     let check_id = job.check_id();
@@ -200,15 +205,11 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
     } else {
         warn!(job = %job.name, check_id, healthy = false, reason = %probe.reason, "watch unhealthy: not pinging");
     }
+    let end = RunEnd::from(probe);
     Ended {
         started,
-        success: probe.healthy,
-        result: RunResult::Probed {
-            healthy: probe.healthy,
-            reason: probe.reason,
-        },
-        timed_out: false,
-        stopped: false,
+        outcome: end.outcome(&job.success_exit_codes),
+        end,
         output_tail: String::new(),
     }
 }
@@ -273,7 +274,7 @@ async fn send_ping(job: &Job, shared: &Shared, state: &JobState, settings: &Sett
     };
     let context = PingContext {
         job: Some(job.name.clone()),
-        max_age: outbox::max_age(settings.outbox_max_age, Some(job)),
+        max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),
     };
     let at = Utc::now();
     let outcome =

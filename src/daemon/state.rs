@@ -18,26 +18,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
+use crate::run_end::{RunEnd, RunOutcome};
+
 /// Where the kernel publishes the id of the current boot.
 pub const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
-
-/// How one run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunResult {
-    /// The command exited with this code.
-    Exited(i32),
-    /// A signal ended the command.
-    Signaled(i32),
-    /// The command could not be started (not found, not executable, bad user, ...).
-    NotStarted(String),
-    /// A watch was probed: healthy or not, and what was measured.
-    Probed {
-        /// Whether the condition held.
-        healthy: bool,
-        /// What was measured against which threshold.
-        reason: String,
-    },
-}
 
 /// One run of a job, as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,15 +35,19 @@ pub struct RunRecord {
     /// How long it ran.
     pub duration: Duration,
     /// How it ended.
-    pub result: RunResult,
-    /// Whether it ran past `timeout` (and was stopped).
-    pub timed_out: bool,
-    /// Whether it was stopped by the daemon's shutdown.
-    pub stopped: bool,
-    /// Whether it counts as a success (and so was pinged).
-    pub success: bool,
+    pub end: RunEnd,
+    /// What that counts as, judged against the job's `success_exit_codes` when it ended (a
+    /// later reload does not rewrite a past run).
+    pub outcome: RunOutcome,
     /// The last `output_tail` bytes of its output (lossy UTF-8), only as long as the output was.
     pub output_tail: String,
+}
+
+impl RunRecord {
+    /// Whether it counts as a success (and so was pinged).
+    pub fn success(&self) -> bool {
+        self.outcome == RunOutcome::Success
+    }
 }
 
 /// The last ping of a job.

@@ -4,11 +4,12 @@
 //! Used by `run` (one command, stdio inherited) and meant for the daemon (many jobs, output
 //! captured into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
 //! [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
-//! an [`Outcome`] whose [`ProcessEnd`] keeps an exit code and a terminating signal apart.
+//! an [`Outcome`] whose [`RunEnd`] says who ended the run and keeps an exit code and a
+//! terminating signal apart. A command that cannot start is a [`SpawnError`], which is a
+//! [`RunEnd`] too.
 //!
-//! Nothing here knows about the wrapper's own signals or exit codes: the caller turns received
-//! signals into [`Control::Forward`] and an [`Outcome`] into a status (see
-//! [`Outcome::exit_status`]).
+//! Nothing here knows about the wrapper's own signals: the caller turns received signals into
+//! [`Control::Forward`], and reads its status off the [`RunEnd`] ([`RunEnd::exit_status`]).
 
 use std::ffi::OsString;
 use std::io;
@@ -24,7 +25,8 @@ mod supervise;
 mod tail;
 mod tty;
 
-pub use supervise::{Control, Limits, Outcome, Termination};
+pub use crate::run_end::{ProcessEnd, RunEnd};
+pub use supervise::{Control, Limits, Outcome};
 pub use tail::{LineSink, Stream, Tail, MAX_LINE};
 
 /// Environment variables that carry the agent's own secrets or its service-manager channel,
@@ -121,65 +123,6 @@ impl CommandSpec {
     }
 }
 
-/// How a process ended: a code it chose, or a signal that ended it. Kept apart because
-/// "exited 137" and "killed by SIGKILL" mean different things to a reader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessEnd {
-    /// It called `exit(code)`.
-    Exited(i32),
-    /// A signal ended it.
-    Signaled {
-        /// The signal number.
-        signal: i32,
-        /// Whether it dumped core.
-        core_dumped: bool,
-    },
-}
-
-impl ProcessEnd {
-    /// The status a shell would report: the code, or 128 + the signal number, within 0..=255.
-    pub fn shell_status(self) -> u8 {
-        let status = match self {
-            ProcessEnd::Exited(code) => code,
-            ProcessEnd::Signaled { signal, .. } => 128 + signal,
-        };
-        u8::try_from(status & 0xff).unwrap_or(u8::MAX)
-    }
-
-    /// The exit code when it exited, `None` when a signal ended it.
-    pub fn code(self) -> Option<i32> {
-        match self {
-            ProcessEnd::Exited(code) => Some(code),
-            ProcessEnd::Signaled { .. } => None,
-        }
-    }
-
-    fn from_status(status: std::process::ExitStatus) -> ProcessEnd {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) => ProcessEnd::Exited(code),
-            (None, Some(signal)) => ProcessEnd::Signaled {
-                signal,
-                core_dumped: status.core_dumped(),
-            },
-            // Stopped/continued are not reported by wait(); treat as a generic failure.
-            (None, None) => ProcessEnd::Exited(1),
-        }
-    }
-}
-
-impl std::fmt::Display for ProcessEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            ProcessEnd::Exited(code) => write!(f, "exited with code {code}"),
-            ProcessEnd::Signaled { signal, .. } => match Signal::try_from(signal) {
-                Ok(sig) => write!(f, "killed by {}", sig.as_str()),
-                Err(_) => write!(f, "killed by signal {signal}"),
-            },
-        }
-    }
-}
-
 /// Why a command could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
@@ -206,6 +149,15 @@ pub enum SpawnError {
         /// What the system said.
         source: io::Error,
     },
+}
+
+impl From<&SpawnError> for RunEnd {
+    fn from(err: &SpawnError) -> RunEnd {
+        RunEnd::NotStarted {
+            reason: err.to_string(),
+            missing: matches!(err, SpawnError::NotFound { .. }),
+        }
+    }
 }
 
 /// A started child in its own process group (its pid is the group id).

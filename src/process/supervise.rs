@@ -17,7 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{ProcessEnd, Running, Tail, PIPE_GRACE};
+use super::{ProcessEnd, RunEnd, Running, Tail, PIPE_GRACE};
 
 /// Limits on one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,42 +40,24 @@ pub enum Control {
     },
 }
 
-/// Who ended the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Termination {
-    /// The command ended by itself (possibly after a forwarded signal).
-    Natural,
-    /// It ran past [`Limits::timeout`].
-    TimedOut,
-    /// A [`Control::Stop`] ended it.
-    Stopped,
-}
-
 /// How a supervised run ended.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    /// How the child process itself ended.
-    pub end: ProcessEnd,
-    /// Whether the supervisor ended it, and why.
-    pub termination: Termination,
-    /// Whether the child had to be killed with SIGKILL (it ignored SIGTERM past the grace).
-    pub killed: bool,
+    /// How it ended: by itself, at its timeout or by a stop, and how its process ended.
+    pub end: RunEnd,
     /// Wall time from the start of supervision to the child's end.
     pub elapsed: Duration,
     /// The last output, when captured ([`super::Io::Capture`]).
     pub tail: Option<Tail>,
 }
 
-impl Outcome {
-    /// The status `run` exits with: 124 when a timed-out command ended after SIGTERM, 137 when it
-    /// had to be killed (as coreutils `timeout`), else the child's own status (code, or 128+N).
-    pub fn exit_status(&self) -> u8 {
-        match (self.termination, self.killed) {
-            (Termination::TimedOut, false) => crate::cli::exit::TIMED_OUT,
-            (Termination::TimedOut, true) => crate::cli::exit::KILLED,
-            _ => self.end.shell_status(),
-        }
-    }
+/// Who, besides the command itself, was ending the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// It ran past [`Limits::timeout`].
+    TimedOut,
+    /// A [`Control::Stop`] ended it.
+    Stopped,
 }
 
 /// `killpg(group, signal)`; a group that is already gone is not an error.
@@ -103,7 +85,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// it (and when SIGKILL was due), and whether SIGKILL was sent.
 struct Waited {
     status: std::io::Result<std::process::ExitStatus>,
-    ending: Option<(Termination, Instant)>,
+    ending: Option<(Ending, Instant)>,
     killed: bool,
 }
 
@@ -135,12 +117,19 @@ impl Running {
                 ProcessEnd::Exited(1)
             }
         };
-        let termination = match waited.ending {
+        let killed = waited.killed;
+        let end = match waited.ending {
             Some((why, deadline)) => {
                 output.alongside(sweep_group(group, deadline)).await;
-                why
+                match why {
+                    Ending::TimedOut => RunEnd::TimedOut { end, killed },
+                    Ending::Stopped => RunEnd::Stopped {
+                        end: Some(end),
+                        killed,
+                    },
+                }
             }
-            None => Termination::Natural,
+            None => RunEnd::Ended(end),
         };
         // A background grandchild may hold the pipes open forever: read on only briefly.
         if let Some(capture) = output.capture.take() {
@@ -148,8 +137,6 @@ impl Running {
         }
         Outcome {
             end,
-            termination,
-            killed: waited.killed,
             elapsed,
             tail: capture.map(super::tail::Capture::into_tail),
         }
@@ -166,7 +153,7 @@ async fn wait(
 ) -> Waited {
     let timeout_at = limits.timeout.map(|t| Instant::now() + t);
     // Set once the supervisor starts ending the run: why, and when SIGKILL follows.
-    let mut ending: Option<(Termination, Instant)> = None;
+    let mut ending: Option<(Ending, Instant)> = None;
     let mut killed = false;
     let mut control_open = true;
     loop {
@@ -176,7 +163,7 @@ async fn wait(
             () = sleep_until(timeout_at), if ending.is_none() && timeout_at.is_some() => {
                 debug!(pgid = group.as_raw(), "timeout: sending SIGTERM to the group");
                 send(group, Signal::SIGTERM);
-                ending = Some((Termination::TimedOut, Instant::now() + limits.kill_after));
+                ending = Some((Ending::TimedOut, Instant::now() + limits.kill_after));
             }
             () = sleep_until(kill_at), if kill_at.is_some() => {
                 debug!(pgid = group.as_raw(), "grace over: sending SIGKILL to the group");
@@ -188,7 +175,7 @@ async fn wait(
                 Some(Control::Forward(signal)) => send(group, signal),
                 Some(Control::Stop { grace }) if ending.is_none() => {
                     send(group, Signal::SIGTERM);
-                    ending = Some((Termination::Stopped, Instant::now() + grace));
+                    ending = Some((Ending::Stopped, Instant::now() + grace));
                 }
                 Some(Control::Stop { .. }) => {}
             },

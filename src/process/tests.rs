@@ -22,27 +22,30 @@ async fn run(spec: CommandSpec, limits: Limits) -> Outcome {
 #[tokio::test]
 async fn exit_code_and_signal_are_kept_apart() {
     let out = run(sh("exit 3"), no_limits()).await;
-    assert_eq!(out.end, ProcessEnd::Exited(3));
-    assert_eq!(out.exit_status(), 3);
+    assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(3)));
+    assert_eq!(out.end.exit_status(), 3);
     let out = run(sh("kill -9 $$"), no_limits()).await;
     assert!(
-        matches!(out.end, ProcessEnd::Signaled { signal: 9, .. }),
+        matches!(
+            out.end,
+            RunEnd::Ended(ProcessEnd::Signaled { signal: 9, .. })
+        ),
         "{:?}",
         out.end
     );
-    assert_eq!(out.exit_status(), 137);
-    assert_eq!(out.termination, Termination::Natural);
+    assert_eq!(out.end.exit_status(), 137);
 }
 
 #[tokio::test]
 async fn spawn_errors_are_classified() {
     let spec = CommandSpec::from_argv(&["/nonexistent/prog-xyz"]).expect("argv");
-    assert!(matches!(spawn(&spec), Err(SpawnError::NotFound { .. })));
+    let err = spawn(&spec).expect_err("no such program");
+    assert!(matches!(err, SpawnError::NotFound { .. }));
+    assert_eq!(RunEnd::from(&err).exit_status(), 127);
     let spec = CommandSpec::from_argv(&["/"]).expect("argv");
-    assert!(matches!(
-        spawn(&spec),
-        Err(SpawnError::CannotExecute { .. })
-    ));
+    let err = spawn(&spec).expect_err("a directory");
+    assert!(matches!(err, SpawnError::CannotExecute { .. }));
+    assert_eq!(RunEnd::from(&err).exit_status(), 126);
     assert!(CommandSpec::from_argv::<&str>(&[]).is_none());
     assert!(CommandSpec::from_argv(&[""]).is_none());
 }
@@ -54,11 +57,15 @@ async fn timeout_terms_then_kills() {
         kill_after: Duration::from_millis(200),
     };
     let out = run(sh("sleep 5"), limits).await;
-    assert_eq!(out.termination, Termination::TimedOut);
-    assert_eq!(out.exit_status(), 124);
+    assert!(
+        matches!(out.end, RunEnd::TimedOut { killed: false, .. }),
+        "{:?}",
+        out.end
+    );
+    assert_eq!(out.end.exit_status(), 124);
     let out = run(sh("trap '' TERM; sleep 5"), limits).await;
-    assert!(out.killed);
-    assert_eq!(out.exit_status(), 137);
+    assert!(out.end.killed());
+    assert_eq!(out.end.exit_status(), 137);
 }
 
 #[tokio::test]
@@ -85,7 +92,7 @@ async fn stop_and_forward_reach_the_group() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     tx.send(Control::Forward(Signal::SIGUSR1)).expect("send");
     let out = running.supervise(no_limits(), rx).await;
-    assert_eq!(out.end, ProcessEnd::Exited(7));
+    assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(7)));
 
     let (tx, rx) = mpsc::unbounded_channel();
     let running = spawn(&sh("sleep 5")).expect("spawn");
@@ -94,8 +101,8 @@ async fn stop_and_forward_reach_the_group() {
     })
     .expect("send");
     let out = running.supervise(no_limits(), rx).await;
-    assert_eq!(out.termination, Termination::Stopped);
-    assert_eq!(out.exit_status(), 128 + 15);
+    assert!(out.end.stopped(), "{:?}", out.end);
+    assert_eq!(out.end.exit_status(), 128 + 15);
 }
 
 #[tokio::test]

@@ -3,8 +3,9 @@
 //! function of an injected time; `docs/schedule.md` is the user's description.
 //!
 //! - `fields`: one field's syntax and values; `parse`: whole expressions and macros;
-//! - `next`: the next fire time and the DST rules; `gap`: gaps between fires, from which
-//!   the sync derives a check's heartbeat period.
+//! - `next`: the next fire time and the DST rules; `gap`: gaps between fires in real time (a
+//!   schedule's cadence, the gap being timed now, gaps over a year), from which the sync
+//!   derives a check's heartbeat period and the config checks the service's limits.
 
 mod fields;
 mod gap;
@@ -17,7 +18,7 @@ use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 
 pub use fields::FieldKind;
-pub use gap::GapStats;
+pub use gap::{cadence, long_gap, upcoming_gap, Cadence, ADAPT_ABOVE};
 use parse::Parsed;
 
 /// A parsed schedule expression (5 or 6 fields, or an `@` macro).

@@ -190,28 +190,34 @@ fn gaps_follow_real_time() {
     assert_eq!(daily.gap_after(spring, berlin), Some(hours(23)));
     let fall = instant("2026-10-25T00:00:00+02:00");
     assert_eq!(daily.gap_after(fall, berlin), Some(hours(25)));
-    let week = hours(24 * 7);
-    let stats = daily
-        .gap_stats(instant("2026-03-25T12:00:00Z"), berlin, week)
-        .unwrap();
-    assert_eq!((stats.min, stats.max), (hours(23), hours(24)));
-    assert!(!stats.is_regular());
-    assert!(daily.is_regular(instant("2026-06-01T00:00:00Z"), berlin, week));
-    assert!(daily.is_regular(instant("2026-03-25T12:00:00Z"), Tz::UTC, week));
+    // Across both changes of the year, a daily job's gaps in real time are 23, 24 and 25 hours:
+    // steady, with a period of one day and one hour of slack.
+    let seen = cadence(&daily, berlin, instant("2026-03-25T12:00:00Z")).unwrap();
+    assert_eq!(
+        (seen.shortest, seen.typical, seen.longest, seen.dst_shift),
+        (hours(23), hours(24), hours(25), hours(1))
+    );
+    assert_eq!(seen.steady(), Some((hours(24), hours(1))));
+    let utc = cadence(&daily, Tz::UTC, instant("2026-03-25T12:00:00Z")).unwrap();
+    assert_eq!(
+        (utc.shortest, utc.longest, utc.dst_shift),
+        (hours(24), hours(24), hours(0))
+    );
 
     let weekdays = Schedule::parse("0 9 * * 1-5").unwrap();
     let friday = instant("2026-03-27T09:00:00Z");
     assert_eq!(weekdays.gap_after(friday, Tz::UTC), Some(hours(72)));
-    let stats = weekdays.gap_stats(friday, Tz::UTC, week).unwrap();
+    let seen = cadence(&weekdays, Tz::UTC, friday).unwrap();
     assert_eq!(
-        (stats.min, stats.max, stats.complete),
-        (hours(24), hours(72), true)
+        (seen.shortest, seen.typical, seen.longest),
+        (hours(24), hours(24), hours(72))
     );
+    assert_eq!(seen.steady(), None);
 
     let every5 = Schedule::parse("*/5 * * * *").unwrap();
-    let stats = every5.gap_stats(spring, berlin, week).unwrap();
-    assert!(stats.is_regular());
-    assert_eq!(stats.max, std::time::Duration::from_secs(300));
+    let seen = cadence(&every5, berlin, spring).unwrap();
+    let five = std::time::Duration::from_secs(300);
+    assert_eq!((seen.shortest, seen.longest), (five, five));
     assert_eq!(
         Schedule::parse("@reboot")
             .unwrap()
@@ -223,8 +229,25 @@ fn gaps_follow_real_time() {
     let new_year = instant("2028-01-01T00:00:00Z");
     assert_eq!(yearly.gap_after(new_year, Tz::UTC), Some(hours(366 * 24)));
     let every_second = Schedule::parse("* * * * * *").unwrap();
-    let stats = every_second.gap_stats(spring, Tz::UTC, hours(48)).unwrap();
-    assert_eq!((stats.count, stats.complete), (100_000, false));
+    // A per-second schedule is measured over a bounded number of fires, not a year of them.
+    let seen = cadence(&every_second, Tz::UTC, spring).unwrap();
+    let second = std::time::Duration::from_secs(1);
+    assert_eq!((seen.shortest, seen.longest), (second, second));
+    assert_eq!(
+        cadence(&Schedule::parse("@reboot").unwrap(), Tz::UTC, spring),
+        None
+    );
+    // Gaps over a year: none for a yearly job outside a leap year, four years for a leap day.
+    let june = instant("2026-06-01T00:00:00Z");
+    assert_eq!(
+        long_gap(&yearly, Tz::UTC, june),
+        Some(std::time::Duration::ZERO)
+    );
+    let leap_day = Schedule::parse("0 0 29 2 *").unwrap();
+    assert_eq!(
+        long_gap(&leap_day, Tz::UTC, june),
+        Some(hours(4 * 365 * 24 + 24))
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc};
 use super::metrics::{self, Scrape};
 use super::server::App;
 use crate::config::{Config, Job, JobAction, Overlap, PingTarget};
-use crate::daemon::state::{RunRecord, RunResult};
+use crate::daemon::state::RunRecord;
 use crate::ping::outbox::Outbox;
 
 /// The bound check ids of `config`.
@@ -163,23 +163,17 @@ fn job_doc(app: &App, job: &Job, secrets: &[&str]) -> JobDoc {
 }
 
 fn run_doc(run: &RunRecord, secrets: &[&str]) -> RunDoc {
-    let (exit_code, signal, reason) = match &run.result {
-        RunResult::Exited(code) => (Some(*code), None, None),
-        RunResult::Signaled(signal) => (None, Some(*signal), None),
-        RunResult::NotStarted(why) => (None, None, Some(why.clone())),
-        RunResult::Probed { reason, .. } => (None, None, Some(reason.clone())),
-    };
     RunDoc {
         scheduled: run.scheduled,
         started: run.started,
         ended: run.ended,
         duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
-        outcome: metrics::outcome(run).to_owned(),
-        exit_code,
-        signal,
-        timed_out: run.timed_out,
-        stopped: run.stopped,
-        reason: reason.map(|r| crate::redact::scrub(&r, secrets)),
+        outcome: run.outcome.as_str().to_owned(),
+        exit_code: run.end.exit_code(),
+        signal: run.end.signal(),
+        timed_out: run.end.timed_out(),
+        stopped: run.end.stopped(),
+        reason: run.end.reason().map(|r| crate::redact::scrub(r, secrets)),
         output_tail: crate::redact::scrub(&run.output_tail, secrets),
     }
 }

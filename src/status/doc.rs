@@ -92,7 +92,8 @@ pub struct RunDoc {
     pub ended: DateTime<Utc>,
     /// How long it ran, in milliseconds.
     pub duration_ms: u64,
-    /// `success`, `failed`, `timed_out`, `signaled`, `not_started`, `stopped` or `unhealthy`.
+    /// `success`, `failed`, `timed_out`, `signaled`, `not_started`, `stopped` or `unhealthy`
+    /// (the names of [`crate::run_end::RunOutcome`]).
     pub outcome: String,
     /// The exit code, when the command exited by itself.
     pub exit_code: Option<i32>,

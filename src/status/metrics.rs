@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use chrono::{DateTime, Utc};
 
 use crate::config::Job;
-use crate::daemon::state::{DaemonState, RunRecord, RunResult};
+use crate::daemon::state::{DaemonState, RunRecord};
 use crate::daemon::AfterRun;
 use crate::ping::outbox::Stats;
 
@@ -52,8 +52,8 @@ impl RunMetrics {
     fn record(&self, job: &str, run: &RunRecord, ping: Option<bool>) {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         let counters = jobs.entry(job.to_owned()).or_default();
-        *counters.outcomes.entry(outcome(run)).or_default() += 1;
-        if run.success {
+        *counters.outcomes.entry(run.outcome.as_str()).or_default() += 1;
+        if run.success() {
             counters.last_success = Some(run.ended);
         }
         if let Some(accepted) = ping {
@@ -86,19 +86,6 @@ impl AfterRun for RunMetrics {
             .filter(|p| p.at >= run.started)
             .map(|_| ping_accepted);
         self.record(&job.name, &run, ping);
-    }
-}
-
-/// The outcome label (and the document's `outcome`) of a run.
-pub fn outcome(run: &RunRecord) -> &'static str {
-    match &run.result {
-        _ if run.success => "success",
-        _ if run.stopped => "stopped",
-        _ if run.timed_out => "timed_out",
-        RunResult::Signaled(_) => "signaled",
-        RunResult::NotStarted(_) => "not_started",
-        RunResult::Probed { .. } => "unhealthy",
-        RunResult::Exited(_) => "failed",
     }
 }
 
@@ -380,10 +367,8 @@ mod tests {
             started: now,
             ended: now,
             duration: std::time::Duration::from_secs(2),
-            result: RunResult::Exited(0),
-            timed_out: false,
-            stopped: false,
-            success: true,
+            end: crate::run_end::RunEnd::Ended(crate::run_end::ProcessEnd::Exited(0)),
+            outcome: crate::run_end::RunOutcome::Success,
             output_tail: String::new(),
         };
         metrics.record("j", &run, Some(true));

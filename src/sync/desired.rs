@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::period::{in_units, Timing};
+use super::period::Timing;
+use crate::api::model::limits::in_units;
 use crate::api::model::{HeartbeatCheckUpdate, HeartbeatSpec};
 use crate::config::Job;
 

@@ -1,7 +1,8 @@
 //! Keeping each bound heartbeat check's definition (period, grace, alerting) true to the config
 //! and the job's schedule through `PUT /v1/checks/heartbeat/{id}` (docs/sync.md).
 //!
-//! - `period`: period and grace from the schedule, limits and units (pure functions of `now`);
+//! - `period`: a check's period and grace from the job and its schedule's cadence, within the
+//!   service's limits (pure functions of `now`);
 //! - `desired`: the complete PUT body and the difference between two definitions;
 //! - `state`: what the service last accepted, persisted per job in the state directory;
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;

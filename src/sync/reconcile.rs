@@ -16,10 +16,11 @@ use tokio::time::Instant;
 
 use super::desired::{deactivated, desired, diff, Change, Definition};
 use super::pace::Pacer;
-use super::period::{cadence, timing, Cadence};
+use super::period::timing;
 use super::state::{self, JobState, LearnedUrls};
 use crate::api::{ApiClient, ApiError};
 use crate::config::{Config, Job, PingTarget};
+use crate::schedule::{cadence, Cadence};
 
 /// How a pass runs.
 #[derive(Debug, Clone)]

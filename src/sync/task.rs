@@ -16,11 +16,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::pace::{PaceRule, Pacer};
-use super::period::Cadence;
 use super::reconcile::{sync_paced, CadenceCache, Outcome, SyncOptions, SyncReport};
 use super::state::{self, LearnedUrls};
 use crate::api::{ApiClient, RetryPolicy};
 use crate::config::{CheckDuration, Config, PingTarget};
+use crate::schedule::Cadence;
 
 /// Where a job's check stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

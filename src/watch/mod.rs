@@ -4,8 +4,8 @@
 //! [`Probes`] is the context a caller keeps between probes: the sysinfo process table (reused,
 //! so each `process` probe only re-reads what changed) and one HTTP client. Every probe returns
 //! a [`Probe`]: healthy or not, with a one-line reason that says what was measured against which
-//! threshold. Probes never fail with an error: a probe that cannot measure is unhealthy, and the
-//! reason says why.
+//! threshold; a watch job's run ends as that probe ([`crate::run_end::RunEnd::Probed`]). Probes
+//! never fail with an error: a probe that cannot measure is unhealthy, and the reason says why.
 //!
 //! Blocking work: the process table refresh, `statvfs` and the file's `stat` run on tokio's
 //! blocking pool ([`tokio::task::spawn_blocking`]) under [`BLOCKING_PROBE_LIMIT`], because a hung
@@ -57,6 +57,15 @@ impl Probe {
         Probe {
             healthy: ok,
             reason,
+        }
+    }
+}
+
+impl From<Probe> for crate::run_end::RunEnd {
+    fn from(probe: Probe) -> Self {
+        crate::run_end::RunEnd::Probed {
+            healthy: probe.healthy,
+            reason: probe.reason,
         }
     }
 }

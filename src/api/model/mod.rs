@@ -10,6 +10,7 @@ pub mod check_group;
 pub mod common;
 pub mod enums;
 pub mod heartbeat;
+pub mod limits;
 pub mod reports;
 pub mod status_page;
 

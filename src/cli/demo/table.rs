@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::CheckIds;
 use crate::api::ApiClient;
 use crate::config::{Config, JobAction, PingTarget};
-use crate::daemon::state::{DaemonState, JobState, RunResult};
+use crate::daemon::state::{DaemonState, JobState};
 use crate::daemon::{Context, Controller, Request, Task};
+use crate::run_end::{ProcessEnd, RunEnd};
 use crate::sync::{SyncState, SyncStatus};
 
 /// How often the table is refreshed (and the emulator asked for its view).
@@ -179,19 +180,15 @@ fn last_run(state: &JobState, action: &JobAction) -> Option<(DateTime<Utc>, Stri
         None if state.running() > 0 => return Some((Utc::now(), "running".to_owned())),
         None => return None,
     };
-    let outcome = if record.timed_out {
-        "timed out".to_owned()
-    } else if record.stopped {
-        "stopped by shutdown".to_owned()
-    } else {
-        match &record.result {
-            RunResult::Exited(code) if record.success => format!("ok (exit {code})"),
-            RunResult::Exited(code) => format!("failed (exit {code})"),
-            RunResult::Signaled(signal) => format!("failed (signal {signal})"),
-            RunResult::NotStarted(why) => format!("not started: {why}"),
-            RunResult::Probed { healthy: true, .. } => "healthy".to_owned(),
-            RunResult::Probed { reason, .. } => format!("unhealthy: {reason}"),
-        }
+    let outcome = match &record.end {
+        RunEnd::TimedOut { .. } => "timed out".to_owned(),
+        RunEnd::Stopped { .. } => "stopped by shutdown".to_owned(),
+        RunEnd::Ended(ProcessEnd::Exited(code)) if record.success() => format!("ok (exit {code})"),
+        RunEnd::Ended(ProcessEnd::Exited(code)) => format!("failed (exit {code})"),
+        RunEnd::Ended(ProcessEnd::Signaled { signal, .. }) => format!("failed (signal {signal})"),
+        RunEnd::NotStarted { reason, .. } => format!("not started: {reason}"),
+        RunEnd::Probed { healthy: true, .. } => "healthy".to_owned(),
+        RunEnd::Probed { reason, .. } => format!("unhealthy: {reason}"),
     };
     let runs = state.runs();
     let kind = if matches!(action, JobAction::Watch(_)) {

@@ -39,13 +39,12 @@ pub use stats::Stats;
 
 use entry::{classify, millis, now_ms, FileKind, PENDING};
 
-/// Default of `[agent] outbox_max_entries`: far more targets than one host pings, small
-/// enough that a scan of the directory stays instant.
-pub const DEFAULT_MAX_ENTRIES: usize = 1000;
+/// Default of `[agent] outbox_max_entries` (the config's default, named for the outbox).
+pub use crate::config::defaults::OUTBOX_MAX_ENTRIES as DEFAULT_MAX_ENTRIES;
 
 /// How long a pending success is kept when neither `outbox_max_age` nor the job's period is
-/// known.
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(3600);
+/// known (the config's default, named for the outbox).
+pub use crate::config::defaults::OUTBOX_MAX_AGE as DEFAULT_MAX_AGE;
 
 /// How long a claim holds an entry before others may take it back even though the claiming
 /// process still runs (a hung or reused pid): longer than any single attempt.
@@ -67,7 +66,8 @@ pub struct OutboxError {
 pub struct PingContext {
     /// The job, so a later failed run of it drops the pending success.
     pub job: Option<String>,
-    /// A success older than this is dropped instead of sent (see [`max_age`]).
+    /// A success older than this is dropped instead of sent (see
+    /// [`crate::config::defaults::outbox_max_age`]).
     pub max_age: Duration,
 }
 
@@ -78,18 +78,6 @@ impl Default for PingContext {
             max_age: DEFAULT_MAX_AGE,
         }
     }
-}
-
-/// The age limit of a pending success: `outbox_max_age` when set, else the job's period (the
-/// gap after its next fire), else [`DEFAULT_MAX_AGE`].
-pub fn max_age(configured: Option<Duration>, job: Option<&crate::config::Job>) -> Duration {
-    configured
-        .or_else(|| {
-            let job = job?;
-            let next = job.schedule.next_after(chrono::Utc::now(), job.timezone)?;
-            job.schedule.gap_after(next, job.timezone)
-        })
-        .unwrap_or(DEFAULT_MAX_AGE)
 }
 
 /// An entry claimed by this process for one delivery attempt.

@@ -129,12 +129,3 @@ fn the_bound_drops_the_oldest() {
     assert_eq!(jobs, [Some("b".to_owned()), Some("c".to_owned())]);
     assert_eq!(outbox.stats().dropped_overflow, 1);
 }
-
-#[test]
-fn max_age_prefers_the_setting_then_the_jobs_period() {
-    assert_eq!(
-        max_age(Some(Duration::from_secs(5)), None),
-        Duration::from_secs(5)
-    );
-    assert_eq!(max_age(None, None), DEFAULT_MAX_AGE);
-}

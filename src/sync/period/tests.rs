@@ -1,4 +1,4 @@
-//! Tests of period derivation: units, steady and irregular schedules, DST, leap years, limits.
+//! Tests of period derivation: steady and irregular schedules, DST, leap years, explicit values.
 
 use std::path::Path;
 use std::time::Duration;
@@ -6,7 +6,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::*;
-use crate::config::{Config, Job};
+use crate::config::Config;
+use crate::schedule::cadence;
 
 const HOUR: u64 = 3_600;
 
@@ -27,24 +28,6 @@ fn timing_at(job: &Job, now: &str, acked: Option<&str>) -> Timing {
     let now = at(now);
     let cadence = cadence(&job.schedule, job.timezone, now);
     timing(job, cadence.as_ref(), now, acked.map(at)).unwrap()
-}
-
-#[test]
-fn units_are_the_largest_that_state_the_value_exactly() {
-    assert_eq!(in_units(Duration::from_secs(300)), (5, TimeUnit::Minutes));
-    assert_eq!(in_units(Duration::from_secs(86_400)), (1, TimeUnit::Days));
-    assert_eq!(
-        in_units(Duration::from_secs(25 * HOUR)),
-        (25, TimeUnit::Hours)
-    );
-    assert_eq!(in_units(Duration::from_secs(90)), (90, TimeUnit::Seconds));
-    assert_eq!(
-        in_units(Duration::from_millis(1_500)),
-        (2, TimeUnit::Seconds)
-    );
-    assert_eq!(in_units(Duration::ZERO), (0, TimeUnit::Seconds));
-    assert_eq!(describe(Duration::from_secs(10)), "10 seconds");
-    assert_eq!(describe(Duration::from_secs(86_400)), "1 day");
 }
 
 #[test]
@@ -163,38 +146,4 @@ fn short_irregular_schedules_keep_their_longest_gap() {
     let job = job("schedule = \"0,10 * * * * *\"");
     let t = timing_at(&job, "2026-11-20T09:00:00Z", None);
     assert_eq!(t.period, Duration::from_secs(50));
-}
-
-#[test]
-fn limits_name_the_problem() {
-    let text = "[[jobs]]\nname = \"j\"\ncheck_id = \"c\"\nschedule = \"*/10 * * * * *\"\n";
-    let err = Config::from_text(Path::new("/t.toml"), text).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "/t.toml:4:12: job \"j\": key `schedule`: schedule \"*/10 * * * * *\" fires every 10 \
-         seconds, more often than the heartbeat period limit of 30 seconds allows; hint: \
-         heartbeat periods are 30 seconds to 365 days (grace up to 365 days more); change the \
-         schedule or set [jobs.check] period, or use `ping_url` instead"
-    );
-}
-
-#[test]
-fn leap_day_schedules_exceed_the_longest_gap_and_yearly_ones_do_not() {
-    let now: DateTime<Utc> = "2026-11-20T09:00:00Z".parse().expect("time");
-    // Loading refuses the schedule with an auto period (that is the check under test), so load
-    // it with a fixed period and switch back to auto.
-    let mut leap = job("schedule = \"0 0 29 2 *\"\n[jobs.check]\nperiod = \"1d\"");
-    leap.check.period = crate::config::CheckDuration::Auto;
-    let problem = limit_problem(&leap, now).expect("a four-year gap is over the limit");
-    assert!(
-        problem.contains("has gaps of 1") && problem.contains("days"),
-        "{problem}"
-    );
-    // Inside the gap already: the gap that started at the last leap day still counts.
-    let inside: DateTime<Utc> = "2029-01-01T00:00:00Z".parse().expect("time");
-    assert!(limit_problem(&leap, inside).is_some());
-    for fine in ["@yearly", "0 9 * * 1-5", "*/5 * * * *", "0 0 1 1,7 *"] {
-        let fine_job = job(&format!("schedule = \"{fine}\""));
-        assert_eq!(limit_problem(&fine_job, now), None, "{fine}");
-    }
 }

@@ -1,0 +1,62 @@
+//! The values a setting takes when the file leaves it out, and the rule for a pending
+//! success's age limit, which depends on the job when `outbox_max_age` is not set.
+
+use std::time::Duration;
+
+use super::Job;
+
+/// The default `kill_after`.
+pub const KILL_AFTER: Duration = Duration::from_secs(10);
+/// The default `output_tail`: 10 KiB.
+pub const OUTPUT_TAIL: usize = 10 * 1024;
+/// The default `shutdown_timeout`.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `resync_interval`.
+pub const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+/// The default `sync_jitter`.
+pub const SYNC_JITTER: Duration = Duration::from_secs(30);
+/// The default `shell_program`.
+pub const SHELL: &str = "/bin/sh";
+
+/// The default `[agent] outbox_max_entries`: far more targets than one host pings, small
+/// enough that a scan of the outbox directory stays instant.
+pub const OUTBOX_MAX_ENTRIES: usize = 1000;
+
+/// How long a pending success is kept when neither `outbox_max_age` nor the job's period is
+/// known.
+pub const OUTBOX_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// The age limit of a pending success: `outbox_max_age` when set (`configured`), else the
+/// job's period (the gap after its next fire), else [`OUTBOX_MAX_AGE`].
+pub fn outbox_max_age(configured: Option<Duration>, job: Option<&Job>) -> Duration {
+    configured
+        .or_else(|| {
+            let job = job?;
+            let next = job.schedule.next_after(chrono::Utc::now(), job.timezone)?;
+            job.schedule.gap_after(next, job.timezone)
+        })
+        .unwrap_or(OUTBOX_MAX_AGE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_age_prefers_the_setting_then_the_jobs_period() {
+        assert_eq!(
+            outbox_max_age(Some(Duration::from_secs(5)), None),
+            Duration::from_secs(5)
+        );
+        assert_eq!(outbox_max_age(None, None), OUTBOX_MAX_AGE);
+        let text =
+            "[[jobs]]\nname = \"j\"\nschedule = \"*/5 * * * *\"\nping_url = \"http://p/t\"\n";
+        let loaded = super::super::Config::from_text(std::path::Path::new("c.toml"), text).unwrap();
+        let job = &loaded.config.jobs[0];
+        assert_eq!(outbox_max_age(None, Some(job)), Duration::from_secs(300));
+        assert_eq!(
+            outbox_max_age(Some(Duration::from_secs(5)), Some(job)),
+            Duration::from_secs(5)
+        );
+    }
+}
