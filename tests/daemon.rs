@@ -11,8 +11,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::agent;
 use crate::util::http::{Mode, Server};
+use crate::util::{self, agent};
 
 mod pid1;
 mod plugins;
@@ -118,19 +118,14 @@ impl Daemon {
 
     /// Waits until `n` log lines match `pred`; panics with the log after `timeout`.
     fn wait_for(&self, n: usize, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
+        util::eventually(timeout, &format!("{n} matching log lines"), || {
             let found: Vec<Value> = self.logs().into_iter().filter(|l| pred(l)).collect();
             if found.len() >= n {
-                return found;
+                Ok(found)
+            } else {
+                Err(format!("log:\n{}", self.dump()))
             }
-            assert!(
-                Instant::now() < deadline,
-                "waited {timeout:?} for {n} matching log lines; log:\n{}",
-                self.dump()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
     }
 
     fn dump(&self) -> String {
@@ -148,14 +143,7 @@ impl Daemon {
 
     /// Waits for the daemon to exit within `timeout`.
     fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+        util::wait_exit(&mut self.child, timeout)
     }
 
     /// SIGTERM and wait (up to 5 s) for exit 0.
@@ -184,21 +172,20 @@ fn hits(server: &Server, path: &str) -> usize {
     server.requests().iter().filter(|r| r.path == path).count()
 }
 
-/// Waits until `server` saw `n` requests to `path`; panics after `timeout`.
+/// Receives from `server` until it saw `n` requests to `path`; panics after `timeout`.
 fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while hits(server, path) < n {
-        assert!(
-            Instant::now() < deadline,
-            "waited {timeout:?} for {n} pings to {path}; got {:?}",
-            server
-                .requests()
-                .iter()
-                .map(|r| &r.path)
-                .collect::<Vec<_>>()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let arrived = server.receive_until(timeout, |requests| {
+        requests.iter().filter(|r| r.path == path).count() >= n
+    });
+    assert!(
+        arrived,
+        "waited {timeout:?} for {n} pings to {path}; got {:?}",
+        server
+            .requests()
+            .iter()
+            .map(|r| &r.path)
+            .collect::<Vec<_>>()
+    );
 }
 
 /// A ping server answering 200.
@@ -219,16 +206,7 @@ fn process_gone(pid: i32) -> bool {
 
 /// Reads a pid written by a job into `path`, waiting for it to appear.
 fn read_pid(path: &Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
-            }
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    util::read_pid(path, Duration::from_secs(5))
 }
 
 const SECOND: Duration = Duration::from_secs(1);

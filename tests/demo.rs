@@ -74,17 +74,10 @@ fn run(mut cmd: Command, limit: Duration) -> (ExitStatus, String, String) {
         let mut text = String::new();
         err.read_to_string(&mut text).map(|_| text)
     });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("demo still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = util::wait_exit(&mut child, limit) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("demo still running after {limit:?}");
     };
     let out = out.join().expect("reader").expect("utf-8");
     let err = err.join().expect("reader").expect("utf-8");
@@ -268,14 +261,7 @@ fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
     }
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "still running");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = util::wait_exit(&mut child, Duration::from_secs(15)).expect("still running");
     let stderr = stderr.join().expect("reader");
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(

@@ -11,8 +11,8 @@ use heartbeat_agent::ping::{Budget, Ping, PingMethod};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
-use crate::util::agent;
 use crate::util::outbox::{Behaviour, PingHost};
+use crate::util::{self, agent};
 
 mod faults;
 
@@ -217,10 +217,9 @@ fn drainer_delivers_what_runs_left_within_five_seconds() {
         DrainOptions::default(),
     ));
     let outbox = env.outbox();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while outbox.stats().delivered < 3 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    util::wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        outbox.stats().delivered >= 3
+    });
     let all = tokens.iter().all(|t| host.count(t) == 1);
     cancel.cancel();
     rt.block_on(drainer).expect("drainer ends on cancel");
@@ -258,11 +257,10 @@ fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {
     // request is still in flight at SIGTERM is put back, to be sent again: correct, but not
     // what this test measures).
     let outbox = env.outbox();
-    while (tokens.iter().any(|t| host.count(t) == 0) || outbox.stats().delivered < 3)
-        && started.elapsed() < Duration::from_secs(5)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let left = Duration::from_secs(5).saturating_sub(started.elapsed());
+    util::wait_until(left, Duration::from_millis(20), || {
+        tokens.iter().all(|t| host.count(t) > 0) && outbox.stats().delivered >= 3
+    });
     let elapsed = started.elapsed();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid")),

@@ -1,11 +1,10 @@
 //! Integration tests for `run`: the real binary, real `sh`, a real HTTP server on 127.0.0.1.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::agent;
+use crate::util::{agent, eventually, exists, read_pid};
 
 mod job;
 mod terminal;
@@ -187,19 +186,6 @@ fn group_alive(pgid: i32) -> bool {
         })
 }
 
-fn read_pid(path: &Path, timeout: Duration) -> i32 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
-            }
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn timeout_ends_the_whole_group_without_a_ping() {
     let env = Env::new();
@@ -287,11 +273,10 @@ fn sigterm_to_the_wrapper_reaches_the_command() {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn agent");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !env.path("ready").exists() {
-        assert!(Instant::now() < deadline, "command never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let ready = env.path("ready");
+    eventually(Duration::from_secs(5), "the command to start", || {
+        exists(&ready)
+    });
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
     let status = child.wait().expect("wait");
@@ -550,11 +535,10 @@ fn lock_refuses_a_second_concurrent_run() {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !env.path("started").exists() {
-        assert!(Instant::now() < deadline, "first run never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let started = env.path("started");
+    eventually(Duration::from_secs(5), "the first run to start", || {
+        exists(&started)
+    });
     let started = Instant::now();
     let second = output(env.run(&[
         "--lock",

@@ -27,15 +27,13 @@ fn zombie_children(parent: u32) -> Vec<i32> {
 /// The host pid of the only child of `parent`.
 fn child_of(parent: u32) -> u32 {
     let path = format!("/proc/{parent}/task/{parent}/children");
-    let deadline = Instant::now() + 5 * SECOND;
-    loop {
+    util::eventually(5 * SECOND, &format!("a child of {parent}"), || {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "no child of {parent}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        text.split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or(format!("children: {text:?}"))
+    })
 }
 
 #[test]
@@ -78,12 +76,15 @@ shell = "sleep 0.1 & exit 3"
     // Every orphan so far has exited: none may be left as a zombie. Only the latest `status`
     // run's background sleep (100 ms) may be between exit and reaping.
     std::thread::sleep(Duration::from_millis(300));
-    let deadline = Instant::now() + 2 * SECOND;
-    let mut zombies = zombie_children(host_pid);
-    while zombies.len() > 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        zombies = zombie_children(host_pid);
-    }
+    let zombies = util::poll(2 * SECOND, Duration::from_millis(50), || {
+        let zombies = zombie_children(host_pid);
+        if zombies.len() > 1 {
+            Err(zombies)
+        } else {
+            Ok(zombies)
+        }
+    })
+    .unwrap_or_else(|left| left);
     assert!(zombies.len() <= 1, "zombies left: {zombies:?}");
     assert_eq!(
         daemon.count(|l| message(l).contains("cannot get the command's exit status")),

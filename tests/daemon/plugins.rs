@@ -50,15 +50,13 @@ fn sync_learns_the_check_ping_url_and_runs_ping_it() {
     std::fs::write(home.config(), text).expect("write config");
     let daemon = home.start_with(&[("EMULATOR_KEY", emulator.api_key())]);
     // Sync PUTs the definition, learns the ping URL; the next runs ping the check.
-    let deadline = Instant::now() + 8 * SECOND;
-    while emulator.pings().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "no ping reached the check; log:\n{}",
-            daemon.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    util::eventually(8 * SECOND, "a ping to reach the check", || {
+        if emulator.pings().is_empty() {
+            Err(format!("no ping; log:\n{}", daemon.dump()))
+        } else {
+            Ok(())
+        }
+    });
     let puts = emulator
         .requests()
         .into_iter()
@@ -112,15 +110,17 @@ fn a_reload_binding_the_first_check_starts_sync() {
         message(l) == "a job is bound to a check now: check sync started"
     });
     // Sync PUTs the definition and learns the ping URL; the next runs ping the check.
-    let deadline = Instant::now() + 8 * SECOND;
-    while emulator.pings().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "no ping reached the check after the reload; log:\n{}",
-            daemon.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    util::eventually(
+        8 * SECOND,
+        "a ping to reach the check after the reload",
+        || {
+            if emulator.pings().is_empty() {
+                Err(format!("no ping; log:\n{}", daemon.dump()))
+            } else {
+                Ok(())
+            }
+        },
+    );
     assert!(puts() >= 1, "no PUT of the check");
     assert_eq!(emulator.pings()[0].path, "/c1-token");
     // The status endpoint shows the sync started by the reload.

@@ -2,22 +2,15 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util;
 
 fn wait_with_deadline(child: &mut Child, deadline: Duration) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("child can be polled") {
-            return status;
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            panic!("the emulator did not exit within {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_exit(child, deadline).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("the emulator did not exit within {deadline:?}");
+    })
 }
 
 #[test]

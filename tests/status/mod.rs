@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures, Listener};
 use heartbeat_agent::status::client::{Answer, Endpoint};
@@ -112,18 +112,10 @@ impl Daemon {
 
     /// Polls `probe` until it gives a value, failing with the log after `timeout`.
     fn until<T>(&self, what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(value) = probe() {
-                return value;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting: {what}; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let every = Duration::from_millis(50);
+        util::eventually_every(every, timeout, what, || {
+            probe().ok_or_else(|| format!("log:\n{}", self.log()))
+        })
     }
 }
 

@@ -433,16 +433,12 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let task = runtime.spawn(reconciler.clone().run(cancel.clone()));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    runtime.block_on(async {
-        while status.get("j").unwrap().state != sync::SyncState::InSync {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{:?}",
-                status.get("j")
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    let in_sync = || match status.get("j") {
+        Some(job) if job.state == sync::SyncState::InSync => Ok(()),
+        other => Err(format!("{other:?}")),
+    };
+    let left = || deadline.saturating_duration_since(std::time::Instant::now());
+    runtime.block_on(util::eventually_async(left(), "job j in sync", in_sync));
     let puts = setup.puts().len();
     assert_eq!(puts, 7, "six 429s, then accepted");
     assert!(reconciler
@@ -452,15 +448,18 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     // An accepted ping triggers a pass; nothing changed, so no PUT.
     let before = status.get("j").unwrap().last_attempt;
     reconciler.after_run("j", at("2026-11-22T01:00:00Z"), true);
-    runtime.block_on(async {
-        while status.get("j").unwrap().last_attempt == before {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no pass after the run"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    runtime.block_on(util::eventually_async(
+        left(),
+        "a pass after the run",
+        || {
+            let attempt = status.get("j").unwrap().last_attempt;
+            if attempt == before {
+                Err(format!("last attempt still {attempt:?}"))
+            } else {
+                Ok(())
+            }
+        },
+    ));
     assert_eq!(setup.puts().len(), 7);
     let state = sync::state::load(&setup.state_dir(), "j").unwrap();
     assert_eq!(state.acked_fire, Some(at("2026-11-22T01:00:00Z")));
@@ -473,15 +472,11 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     ));
     reconciler.set_config(Arc::new(load(&setup)));
     assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
-    runtime.block_on(async {
-        while status.get("j").unwrap().state != sync::SyncState::InSync {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no pass after the reload"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    runtime.block_on(util::eventually_async(
+        left(),
+        "a pass after the reload",
+        in_sync,
+    ));
     let puts = setup.puts();
     assert_eq!(puts.len(), 8);
     assert_eq!(puts[7].2["tags"], json!(["reloaded"]));
