@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::http::{Mode, Server};
-use crate::util::{self, agent};
+use crate::util::{self, Home};
 
 mod pid1;
 mod plugins;
@@ -21,48 +21,39 @@ mod signals;
 mod state;
 mod watches;
 
-/// A temporary home with a config file and a state directory.
-struct Home {
-    dir: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        Home {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn config(&self) -> PathBuf {
-        self.path("config.toml")
-    }
-
+/// What the daemon tests do with a [`Home`]: write its jobs under a fixed `[agent]` section and
+/// start the daemon on its config.
+trait DaemonHome {
     /// Writes the config: `[agent]` with the state dir and a short shutdown timeout, then `jobs`.
-    fn write_config(&self, jobs: &str) {
-        let text = format!(
-            "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n{jobs}",
-            self.path("state").display()
-        );
-        std::fs::write(self.config(), text).expect("write config");
-    }
+    fn write_jobs(&self, jobs: &str);
 
     /// Starts `heartbeat-agent daemon` on the config, logging JSON on stderr.
     fn start(&self) -> Daemon {
         self.start_with(&[])
     }
 
-    fn start_with(&self, env: &[(&str, &str)]) -> Daemon {
-        self.spawn(agent(self.dir.path()), env)
-    }
+    /// [`DaemonHome::start`] with extra environment variables.
+    fn start_with(&self, env: &[(&str, &str)]) -> Daemon;
 
     /// Starts the daemon through `cmd` (the agent binary, or a wrapper followed by it).
+    fn spawn(&self, cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon;
+}
+
+impl DaemonHome for Home {
+    fn write_jobs(&self, jobs: &str) {
+        self.write_config(&format!(
+            "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n{jobs}",
+            self.state_dir().display()
+        ));
+    }
+
+    fn start_with(&self, env: &[(&str, &str)]) -> Daemon {
+        self.spawn(self.agent(), env)
+    }
+
     fn spawn(&self, mut cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon {
         cmd.args(["daemon", "--log-format", "json", "--config"])
-            .arg(self.config())
+            .arg(self.config_path())
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -6,17 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util;
+use crate::util::{self, Home};
 
-/// HOME, TMPDIR and every XDG directory, each empty, under one temp dir.
+/// HOME, TMPDIR and every XDG directory, each empty, under one [`Home`] whose agent command
+/// points them there.
 struct Sandbox {
-    _root: tempfile::TempDir,
+    root: Home,
     dirs: Vec<(&'static str, PathBuf)>,
 }
 
 impl Sandbox {
     fn new() -> Sandbox {
-        let root = tempfile::tempdir().expect("tempdir");
+        let root = Home::new();
         let dirs = [
             "HOME",
             "TMPDIR",
@@ -27,12 +28,12 @@ impl Sandbox {
             "XDG_RUNTIME_DIR",
         ]
         .map(|var| {
-            let dir = root.path().join(var.to_lowercase());
+            let dir = root.path(&var.to_lowercase());
             std::fs::create_dir(&dir).expect("mkdir");
             (var, dir)
         })
         .to_vec();
-        Sandbox { _root: root, dirs }
+        Sandbox { root, dirs }
     }
 
     fn dir(&self, var: &str) -> &Path {
@@ -40,7 +41,7 @@ impl Sandbox {
     }
 
     fn command(&self) -> Command {
-        let mut cmd = util::agent(self.dir("HOME"));
+        let mut cmd = self.root.agent();
         for (var, dir) in &self.dirs {
             cmd.env(var, dir);
         }

@@ -1,4 +1,4 @@
-//! Integration tests of the durable outbox (issue 6): the real binary (`run`, `ping`,
+//! Integration tests of the durable outbox: the real binary (`run`, `ping`,
 //! `outbox`), the drainer started in-process, a loopback ping host and the emulator's faults.
 
 use std::collections::HashSet;
@@ -12,7 +12,7 @@ use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use crate::util::outbox::{Behaviour, PingHost};
-use crate::util::{self, agent};
+use crate::util::{self, Home};
 
 mod faults;
 
@@ -20,23 +20,21 @@ mod faults;
 const SECRET: &str = "SECRETtok";
 
 struct Env {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Env {
     fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().expect("tempdir"),
-        }
+        Env { home: Home::new() }
     }
 
     fn state(&self) -> PathBuf {
-        self.home.path().join("state")
+        self.home.state_dir()
     }
 
     /// `heartbeat-agent --state-dir STATE ARGS...`.
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = agent(self.home.path());
+        let mut cmd = self.home.agent();
         cmd.arg("--state-dir")
             .arg(self.state())
             .args(args)
@@ -62,9 +60,7 @@ impl Env {
     }
 
     fn write_config(&self, text: &str) -> PathBuf {
-        let path = self.home.path().join("config.toml");
-        std::fs::write(&path, text).expect("write config");
-        path
+        self.home.write_config(text)
     }
 }
 
@@ -230,7 +226,7 @@ fn drainer_delivers_what_runs_left_within_five_seconds() {
     assert_eq!(listed["stats"]["delivered"], 3);
 }
 
-/// The issue's scenario end to end: runs leave their pings while the host is down, then the
+/// The outage scenario end to end: runs leave their pings while the host is down, then the
 /// real daemon (started after the host is back) delivers every target within 5 s, each once.
 #[test]
 fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{agent, eventually, exists, read_pid};
+use crate::util::{eventually, exists, read_pid, Home};
 
 mod job;
 mod terminal;
@@ -13,24 +13,22 @@ use crate::util::http::{refused_url, Mode, Server};
 const TOKEN: &str = "tok-9f8e7d6c5b4a";
 
 struct Env {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Env {
     fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().expect("tempdir"),
-        }
+        Env { home: Home::new() }
     }
 
     fn path(&self, name: &str) -> std::path::PathBuf {
-        self.home.path().join(name)
+        self.home.path(name)
     }
 
     /// `heartbeat-agent run ARGS...` with a clean environment.
     fn run(&self, args: &[&str]) -> Command {
-        let mut cmd = agent(self.home.path());
-        cmd.arg("run").args(args).current_dir(self.home.path());
+        let mut cmd = self.home.agent();
+        cmd.arg("run").args(args).current_dir(self.home.root());
         cmd
     }
 }
@@ -596,7 +594,7 @@ fn ignored_signals_stay_ignored_for_the_command() {
     // must inherit that and survive a SIGINT to its group.
     let script = format!(
         "trap '' INT; HOME={home} {agent} run -- sh -c 'kill -INT $$; echo survived'",
-        home = env.home.path().display(),
+        home = env.home.root().display(),
         agent = agent.display()
     );
     let out = output({

@@ -45,7 +45,7 @@ fn as_pid_1_orphans_are_reaped_and_statuses_kept() {
         return; // no PID namespaces here (needs root and util-linux's unshare)
     }
     let home = Home::new();
-    home.write_config(
+    home.write_jobs(
         r#"
 [[jobs]]
 name = "orphans"
@@ -63,7 +63,7 @@ shell = "sleep 0.1 & exit 3"
         .arg(crate::util::bin())
         .env_remove("NOTIFY_SOCKET")
         .env_remove("HEARTBEAT_AGENT_CONFIG")
-        .env("HOME", home.dir.path());
+        .env("HOME", home.root());
     let mut daemon = home.spawn(cmd, &[]);
     let started = daemon.wait_for(1, 5 * SECOND, |l| message(l) == "daemon started");
     assert_eq!(started[0]["pid"], 1, "{}", started[0]);

@@ -13,13 +13,13 @@ use chrono::{DateTime, Utc};
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures, Listener};
 use serde_json::{json, Value};
 
-use crate::util::{self, emulator::Background};
+use crate::util::{self, emulator::Background, Home};
 
 const JOBS: [&str; 3] = ["fast-1", "fast-2", "fast-3"];
 
 pub struct Rig {
     pub emulator: Background,
-    pub home: tempfile::TempDir,
+    pub home: Home,
 }
 
 impl Rig {
@@ -39,7 +39,7 @@ impl Rig {
         }
         let rig = Rig {
             emulator,
-            home: tempfile::tempdir().expect("temp dir"),
+            home: Home::new(),
         };
         let mut text = format!(
             "[agent]\nstate_dir = \"{}\"\nsync_jitter = \"0s\"\nshutdown_timeout = \"2s\"\n\
@@ -65,17 +65,18 @@ impl Rig {
     }
 
     pub fn state_dir(&self) -> PathBuf {
-        self.home.path().join("state")
+        self.home.state_dir()
     }
 
     pub fn config(&self) -> PathBuf {
-        self.home.path().join("config.toml")
+        self.home.config_path()
     }
 
     /// Starts the daemon with JSON logs to `log`.
     pub fn daemon(&self, log: &str) -> Child {
-        let log = std::fs::File::create(self.home.path().join(log)).expect("the log file");
-        util::agent(self.home.path())
+        let log = std::fs::File::create(self.home.path(log)).expect("the log file");
+        self.home
+            .agent()
             .args(["--log-format", "json", "daemon", "--config"])
             .arg(self.config())
             .env("EMULATOR_KEY", self.emulator.api_key())
@@ -87,7 +88,7 @@ impl Rig {
     }
 
     pub fn log(&self, name: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.home.path().join(name))
+        std::fs::read_to_string(self.home.path(name))
             .expect("the daemon's log")
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())
@@ -96,7 +97,9 @@ impl Rig {
 
     /// `outbox list --json`.
     pub fn outbox(&self) -> Value {
-        let out = util::agent(self.home.path())
+        let out = self
+            .home
+            .agent()
             .args(["outbox", "list", "--json", "--config"])
             .arg(self.config())
             .output()

@@ -92,17 +92,6 @@ impl Home {
     }
 }
 
-/// A `Command` for the agent binary with HOME at `home` (being replaced by [`Home::agent`]).
-pub fn agent(home: &Path) -> Command {
-    let mut cmd = Command::new(bin());
-    for var in INHERITED {
-        cmd.env_remove(var);
-    }
-    cmd.env("HOME", home);
-    cmd.env("STATE_DIRECTORY", home.join(".state"));
-    cmd
-}
-
 impl Default for Home {
     fn default() -> Home {
         Home::new()

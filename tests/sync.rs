@@ -14,13 +14,13 @@ use heartbeat_agent::redact::Secret;
 use heartbeat_agent::sync::{self, CadenceCache, Outcome, SyncOptions};
 use serde_json::{json, Value};
 
-use crate::util::{self, emulator::Background};
+use crate::util::{self, emulator::Background, Home};
 
 /// A temporary home with a config file and a state directory, next to an emulator holding the
 /// checks `ids` (token `<id>-token`).
 struct Setup {
     emulator: Background,
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Setup {
@@ -38,16 +38,16 @@ impl Setup {
         }
         Setup {
             emulator,
-            home: tempfile::tempdir().unwrap(),
+            home: Home::new(),
         }
     }
 
     fn state_dir(&self) -> PathBuf {
-        self.home.path().join("state")
+        self.home.state_dir()
     }
 
     fn config_path(&self) -> PathBuf {
-        self.home.path().join("config.toml")
+        self.home.config_path()
     }
 
     /// Writes the config: `[agent]`/`[api]` pointing at the emulator, then `jobs`.
@@ -59,11 +59,12 @@ impl Setup {
             self.emulator.base_url(),
             self.emulator.account()
         );
-        std::fs::write(self.config_path(), text).unwrap();
+        self.home.write_config(&text);
     }
 
     fn agent(&self, args: &[&str]) -> Output {
-        util::agent(self.home.path())
+        self.home
+            .agent()
             .arg("--config")
             .arg(self.config_path())
             .args(args)
