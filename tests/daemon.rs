@@ -4,7 +4,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -12,7 +11,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::http::{Mode, Server};
-use crate::util::{self, Home};
+use crate::util::{self, Home, Inbox};
 
 mod pid1;
 mod plugins;
@@ -59,24 +58,29 @@ impl DaemonHome for Home {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start the daemon");
-        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (sink, lines) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().expect("piped stderr");
-        let sink = Arc::clone(&logs);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
-                sink.lock().expect("logs").push(value);
+                if sink.send(value).is_err() {
+                    break;
+                }
             }
         });
-        Daemon { child, logs }
+        Daemon {
+            child,
+            logs: Inbox::new(lines),
+        }
     }
 }
 
 /// A running daemon; killed when dropped.
 struct Daemon {
     child: Child,
-    logs: Arc<Mutex<Vec<Value>>>,
+    /// Its stderr, a JSON value per line, handed over by a reader thread.
+    logs: Inbox<Value>,
 }
 
 /// A log line's `message` and `job` (from the event or its `run` span).
@@ -100,7 +104,7 @@ fn is(line: &Value, msg: &str, job: &str) -> bool {
 
 impl Daemon {
     fn logs(&self) -> Vec<Value> {
-        self.logs.lock().expect("logs").clone()
+        self.logs.all()
     }
 
     fn count(&self, pred: impl Fn(&Value) -> bool) -> usize {
@@ -109,14 +113,17 @@ impl Daemon {
 
     /// Waits until `n` log lines match `pred`; panics with the log after `timeout`.
     fn wait_for(&self, n: usize, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        util::eventually(timeout, &format!("{n} matching log lines"), || {
-            let found: Vec<Value> = self.logs().into_iter().filter(|l| pred(l)).collect();
-            if found.len() >= n {
-                Ok(found)
-            } else {
-                Err(format!("log:\n{}", self.dump()))
-            }
-        })
+        let mut found = Vec::new();
+        let arrived = self.logs.receive_until(timeout, |lines| {
+            found = lines.iter().filter(|l| pred(l)).cloned().collect();
+            found.len() >= n
+        });
+        assert!(
+            arrived,
+            "waited {timeout:?} for {n} matching log lines; log:\n{}",
+            self.dump()
+        );
+        found
     }
 
     fn dump(&self) -> String {

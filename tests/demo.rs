@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util::{self, Home};
 
@@ -245,20 +245,15 @@ fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
         let _ = stderr.read_to_string(&mut text);
         text
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
-    while !seen
-        .iter()
-        .any(|l: &String| l.starts_with("backup: run 1: ok"))
-    {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(wait) {
-            Ok(line) => seen.push(line),
-            Err(_) => {
-                let _ = child.kill();
-                panic!("no successful run: {seen:?}");
-            }
-        }
+    let ran = util::receive_until(&lines, Duration::from_secs(30), |line: String| {
+        let ok = line.starts_with("backup: run 1: ok");
+        seen.push(line);
+        ok
+    });
+    if !ran {
+        let _ = child.kill();
+        panic!("no successful run: {seen:?}");
     }
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");

@@ -1,13 +1,16 @@
 //! Helpers shared by the integration tests: the agent binary in a temporary home ([`Home`]),
 //! waiting for something that happens in another process or thread ([`eventually`] and its
-//! variants), a loopback HTTP server ([`http`]), a ping host ([`outbox`]) and the emulator
-//! ([`emulator`]).
+//! variants), receiving what a test server or reader hands over a channel ([`Inbox`],
+//! [`receive_until`]), a loopback HTTP server ([`http`]), a ping host ([`outbox`]) and the
+//! emulator ([`emulator`]).
 
 #![allow(dead_code)]
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub mod emulator;
@@ -197,5 +200,73 @@ pub fn exists(path: &Path) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("no {}", path.display()))
+    }
+}
+
+/// Receives from `channel` for at most `timeout`, handing each item to `take` until it returns
+/// true; returns whether it did. Wakes on each item, without polling.
+pub fn receive_until<T>(
+    channel: &Receiver<T>,
+    timeout: Duration,
+    mut take: impl FnMut(T) -> bool,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match channel.recv_timeout(left) {
+            Ok(item) => {
+                if take(item) {
+                    return true;
+                }
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+}
+
+/// What a test server or a log reader hands to the test: the receiving end of its channel, and
+/// everything taken from it so far (for the checks that look at all of it).
+#[derive(Debug)]
+pub struct Inbox<T> {
+    state: Mutex<(Receiver<T>, Vec<T>)>,
+}
+
+impl<T: Clone> Inbox<T> {
+    /// An inbox reading `channel`.
+    pub fn new(channel: Receiver<T>) -> Inbox<T> {
+        Inbox {
+            state: Mutex::new((channel, Vec::new())),
+        }
+    }
+
+    /// Everything that arrived so far, in order, without waiting.
+    pub fn all(&self) -> Vec<T> {
+        let mut state = self.state.lock().expect("inbox lock");
+        let (channel, taken) = &mut *state;
+        taken.extend(channel.try_iter());
+        taken.clone()
+    }
+
+    /// Forgets everything that arrived so far.
+    pub fn clear(&self) {
+        let mut state = self.state.lock().expect("inbox lock");
+        let (channel, taken) = &mut *state;
+        taken.extend(channel.try_iter());
+        taken.clear();
+    }
+
+    /// Receives until `done(everything so far)` holds or `timeout` passed; returns whether it
+    /// held.
+    pub fn receive_until(&self, timeout: Duration, mut done: impl FnMut(&[T]) -> bool) -> bool {
+        let mut state = self.state.lock().expect("inbox lock");
+        let (channel, taken) = &mut *state;
+        taken.extend(channel.try_iter());
+        if done(taken) {
+            return true;
+        }
+        receive_until(channel, timeout, |item| {
+            taken.push(item);
+            done(taken)
+        })
     }
 }

@@ -2,7 +2,7 @@
 //! from a script and handing every request to the test through a channel (before answering
 //! it, so once the client has its answer the test holds the request without waiting).
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,6 +10,8 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
+
+use crate::util::Inbox;
 
 /// A request as the server saw it.
 #[derive(Debug, Clone)]
@@ -65,16 +67,10 @@ struct ServerState {
     script: Arc<Script>,
 }
 
-/// The test's end of the channel and the requests taken from it so far.
-struct Inbox {
-    channel: Receiver<Seen>,
-    taken: Vec<Seen>,
-}
-
 /// A running test server; stops when dropped.
 pub struct Server {
     pub base_url: String,
-    inbox: Mutex<Inbox>,
+    inbox: Inbox<Seen>,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -108,20 +104,14 @@ impl Server {
         });
         Server {
             base_url,
-            inbox: Mutex::new(Inbox {
-                channel,
-                taken: Vec::new(),
-            }),
+            inbox: Inbox::new(channel),
             _stop: stop,
         }
     }
 
     /// Every request received so far, in arrival order, without waiting.
     pub fn seen(&self) -> Vec<Seen> {
-        let mut inbox = self.inbox.lock().unwrap();
-        let arrived: Vec<Seen> = inbox.channel.try_iter().collect();
-        inbox.taken.extend(arrived);
-        inbox.taken.clone()
+        self.inbox.all()
     }
 
     /// How many requests were received so far.

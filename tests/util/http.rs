@@ -8,10 +8,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::Inbox;
 
 /// How the server answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,27 +62,12 @@ struct Shared {
     stopped: AtomicBool,
 }
 
-/// The test's end of the channel, and every request taken from it so far (for the views that
-/// answer with all of them).
-#[derive(Debug)]
-struct Inbox {
-    channel: Receiver<Recorded>,
-    taken: Vec<Recorded>,
-}
-
-impl Inbox {
-    /// Takes what has arrived without waiting.
-    fn take_arrived(&mut self) {
-        self.taken.extend(self.channel.try_iter());
-    }
-}
-
 /// A running server on 127.0.0.1 (port 0); stops when dropped.
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    inbox: Mutex<Inbox>,
+    inbox: Inbox<Recorded>,
 }
 
 impl Server {
@@ -108,10 +95,7 @@ impl Server {
         Server {
             addr,
             shared,
-            inbox: Mutex::new(Inbox {
-                channel,
-                taken: Vec::new(),
-            }),
+            inbox: Inbox::new(channel),
         }
     }
 
@@ -127,32 +111,18 @@ impl Server {
 
     /// Every request received so far, without waiting (the client has its answers).
     pub fn requests(&self) -> Vec<Recorded> {
-        let mut inbox = self.inbox.lock().expect("inbox lock");
-        inbox.take_arrived();
-        inbox.taken.clone()
+        self.inbox.all()
     }
 
     /// Forgets the requests received so far.
     pub fn clear(&self) {
-        let mut inbox = self.inbox.lock().expect("inbox lock");
-        inbox.take_arrived();
-        inbox.taken.clear();
+        self.inbox.clear();
     }
 
     /// Receives requests until `done(every request so far)` holds or `timeout` passed; returns
     /// whether it held. Wakes on each request, without polling.
     pub fn receive_until(&self, timeout: Duration, done: impl Fn(&[Recorded]) -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut inbox = self.inbox.lock().expect("inbox lock");
-        inbox.take_arrived();
-        while !done(&inbox.taken) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match inbox.channel.recv_timeout(left) {
-                Ok(request) => inbox.taken.push(request),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
-            }
-        }
-        true
+        self.inbox.receive_until(timeout, done)
     }
 
     /// Receives until at least `n` requests arrived or `timeout` passed; returns them all.
