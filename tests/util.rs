@@ -270,3 +270,50 @@ impl<T: Clone> Inbox<T> {
         })
     }
 }
+
+/// The waiting helpers fail when they should: a wait that never ends must fail its test.
+mod checks {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::{eventually, poll, Inbox};
+
+    const SHORT: Duration = Duration::from_millis(50);
+
+    #[test]
+    #[should_panic(expected = "for the answer; last seen: still 41")]
+    fn eventually_names_what_and_the_last_state() {
+        eventually(SHORT, "the answer", || Err::<(), _>("still 41"));
+    }
+
+    #[test]
+    fn poll_returns_the_value_or_the_last_state() {
+        let mut n = 0;
+        let found = poll(SHORT, Duration::from_millis(1), || {
+            n += 1;
+            if n == 3 {
+                Ok(n)
+            } else {
+                Err(n)
+            }
+        });
+        assert_eq!(found, Ok(3));
+        assert_eq!(poll(SHORT, SHORT, || Err::<(), _>(7)), Err(7));
+    }
+
+    #[test]
+    fn an_inbox_wakes_on_arrival_and_gives_up_at_the_timeout() {
+        let (tx, rx) = mpsc::channel();
+        let inbox = Inbox::new(rx);
+        assert!(!inbox.receive_until(SHORT, |all| !all.is_empty()));
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            tx.send(1).expect("the inbox listens");
+            tx.send(2).expect("the inbox listens");
+        });
+        assert!(inbox.receive_until(Duration::from_secs(5), |all| all.len() == 2));
+        assert_eq!(inbox.all(), vec![1, 2]);
+        inbox.clear();
+        assert!(inbox.all().is_empty());
+    }
+}
