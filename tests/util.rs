@@ -83,7 +83,20 @@ impl Home {
     /// from the developer's shell (config, API key, ping URL, systemd sockets, XDG dirs),
     /// `HOME` set to this home and the default state directory inside it.
     pub fn agent(&self) -> Command {
-        let mut cmd = Command::new(bin());
+        self.clean(Command::new(bin()))
+    }
+
+    /// [`Home::agent`] started through `wrapper` (a program and its arguments, followed by the
+    /// agent binary): `unshare`, `nice` and the like.
+    pub fn agent_via(&self, wrapper: &[&str]) -> Command {
+        let (program, args) = wrapper.split_first().expect("a wrapper program");
+        let mut cmd = Command::new(program);
+        cmd.args(args).arg(bin());
+        self.clean(cmd)
+    }
+
+    /// `cmd` with the environment of [`Home::agent`].
+    fn clean(&self, mut cmd: Command) -> Command {
         for var in INHERITED {
             cmd.env_remove(var);
         }

@@ -58,12 +58,7 @@ schedule = "*/1 * * * * *"
 shell = "sleep 0.1 & exit 3"
 "#,
     );
-    let mut cmd = std::process::Command::new("unshare");
-    cmd.args(["--pid", "--fork", "--mount-proc"])
-        .arg(crate::util::bin())
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("HEARTBEAT_AGENT_CONFIG")
-        .env("HOME", home.root());
+    let cmd = home.agent_via(&["unshare", "--pid", "--fork", "--mount-proc"]);
     let mut daemon = home.spawn(cmd, &[]);
     let started = daemon.wait_for(1, 5 * SECOND, |l| message(l) == "daemon started");
     assert_eq!(started[0]["pid"], 1, "{}", started[0]);

@@ -274,13 +274,7 @@ shell = "cat /proc/self/stat > {}"
 "#,
         out.display()
     ));
-    let mut cmd = std::process::Command::new("nice");
-    cmd.args(["-n", "-5"])
-        .arg(crate::util::bin())
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("HEARTBEAT_AGENT_CONFIG")
-        .env("HOME", home.root());
-    let daemon = home.spawn(cmd, &[]);
+    let daemon = home.spawn(home.agent_via(&["nice", "-n", "-5"]), &[]);
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "probe"));
     let pid = daemon.child.id();
     let mut threads = 0;
