@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::util;
+use crate::util::Home;
 
 /// The result of one `config check`.
 struct Checked {
@@ -13,8 +13,9 @@ struct Checked {
     stderr: String,
 }
 
-fn config_check(home: &Path, args: &[&str]) -> Checked {
-    let output = util::agent(home)
+fn config_check(home: &Home, args: &[&str]) -> Checked {
+    let output = home
+        .agent()
         .args(args)
         .output()
         .expect("the agent binary runs");
@@ -28,14 +29,13 @@ fn config_check(home: &Path, args: &[&str]) -> Checked {
     }
 }
 
-/// Writes `text` as config.toml in a fresh directory and runs `config check --config` on it.
-fn check_text(text: &str) -> (tempfile::TempDir, PathBuf, Checked) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("config.toml");
-    std::fs::write(&path, text).expect("write config");
+/// Writes `text` as config.toml in a fresh home and runs `config check --config` on it.
+fn check_text(text: &str) -> (Home, PathBuf, Checked) {
+    let home = Home::new();
+    let path = home.write_config(text);
     let path_arg = path.to_str().expect("utf-8 temp path");
-    let checked = config_check(dir.path(), &["config", "check", "--config", path_arg]);
-    (dir, path, checked)
+    let checked = config_check(&home, &["config", "check", "--config", path_arg]);
+    (home, path, checked)
 }
 
 /// Asserts exit 78 and that stderr holds exactly `expected` (after `path:`) as one line.
@@ -55,10 +55,10 @@ const JOB: &str = "[[jobs]]\nname = \"backup\"\nschedule = \"0 3 * * *\"\n";
 
 #[test]
 fn example_config_is_valid() {
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = Home::new();
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.toml");
     let checked = config_check(
-        home.path(),
+        &home,
         &[
             "config",
             "check",
@@ -125,11 +125,12 @@ fn valid_config_shows_jobs_with_redacted_targets() {
 
 #[test]
 fn config_option_is_global_and_env_is_the_fallback() {
-    let (dir, path, _) = check_text(JOB);
+    let (home, path, _) = check_text(JOB);
     let path_arg = path.to_str().expect("utf-8 path");
-    let before = config_check(dir.path(), &["--config", path_arg, "config", "check"]);
+    let before = config_check(&home, &["--config", path_arg, "config", "check"]);
     assert_eq!(before.code, 0, "{}", before.stderr);
-    let from_env = util::agent(dir.path())
+    let from_env = home
+        .agent()
         .args(["config", "check"])
         .env("HEARTBEAT_AGENT_CONFIG", &path)
         .output()
@@ -255,10 +256,10 @@ fn every_problem_is_listed_one_per_line() {
 
 #[test]
 fn missing_file_names_the_path_and_how_to_create_it() {
-    let home = tempfile::tempdir().expect("temp dir");
-    let missing = home.path().join("nope.toml");
+    let home = Home::new();
+    let missing = home.path("nope.toml");
     let checked = config_check(
-        home.path(),
+        &home,
         &[
             "config",
             "check",
@@ -280,12 +281,12 @@ fn missing_file_names_the_path_and_how_to_create_it() {
 
 #[test]
 fn unreadable_file_names_the_path_and_the_os_error() {
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = Home::new();
     // A directory cannot be read as a file, even by root (who ignores chmod 000).
-    let dir = home.path().join("config.toml");
+    let dir = home.path("config.toml");
     std::fs::create_dir(&dir).expect("mkdir");
     let checked = config_check(
-        home.path(),
+        &home,
         &[
             "config",
             "check",
@@ -306,8 +307,8 @@ fn unreadable_file_names_the_path_and_the_os_error() {
 
 #[test]
 fn key_file_readable_by_others_warns_and_the_key_never_shows() {
-    let home = tempfile::tempdir().expect("temp dir");
-    let key = home.path().join("api-key");
+    let home = Home::new();
+    let key = home.path("api-key");
     std::fs::write(&key, "sk_live_NEVER_SHOWN\n").expect("write key");
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let text = format!(
@@ -351,11 +352,11 @@ fn arbitrary_bytes_never_panic() {
         b"[defaults]\nenv = { \"\" = \"x\", \"A=B\" = \"y\" }\noutput_tail = -1\n",
     ];
     for input in inputs {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("c.toml");
+        let home = Home::new();
+        let path = home.path("c.toml");
         std::fs::write(&path, input).expect("write");
         let checked = config_check(
-            dir.path(),
+            &home,
             &[
                 "config",
                 "check",

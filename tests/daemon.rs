@@ -4,15 +4,14 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::agent;
 use crate::util::http::{Mode, Server};
+use crate::util::{self, Home, Inbox};
 
 mod pid1;
 mod plugins;
@@ -21,71 +20,67 @@ mod signals;
 mod state;
 mod watches;
 
-/// A temporary home with a config file and a state directory.
-struct Home {
-    dir: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        Home {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn config(&self) -> PathBuf {
-        self.path("config.toml")
-    }
-
+/// What the daemon tests do with a [`Home`]: write its jobs under a fixed `[agent]` section and
+/// start the daemon on its config.
+trait DaemonHome {
     /// Writes the config: `[agent]` with the state dir and a short shutdown timeout, then `jobs`.
-    fn write_config(&self, jobs: &str) {
-        let text = format!(
-            "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n{jobs}",
-            self.path("state").display()
-        );
-        std::fs::write(self.config(), text).expect("write config");
-    }
+    fn write_jobs(&self, jobs: &str);
 
     /// Starts `heartbeat-agent daemon` on the config, logging JSON on stderr.
     fn start(&self) -> Daemon {
         self.start_with(&[])
     }
 
-    fn start_with(&self, env: &[(&str, &str)]) -> Daemon {
-        self.spawn(agent(self.dir.path()), env)
-    }
+    /// [`DaemonHome::start`] with extra environment variables.
+    fn start_with(&self, env: &[(&str, &str)]) -> Daemon;
 
     /// Starts the daemon through `cmd` (the agent binary, or a wrapper followed by it).
+    fn spawn(&self, cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon;
+}
+
+impl DaemonHome for Home {
+    fn write_jobs(&self, jobs: &str) {
+        self.write_config(&format!(
+            "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n{jobs}",
+            self.state_dir().display()
+        ));
+    }
+
+    fn start_with(&self, env: &[(&str, &str)]) -> Daemon {
+        self.spawn(self.agent(), env)
+    }
+
     fn spawn(&self, mut cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon {
         cmd.args(["daemon", "--log-format", "json", "--config"])
-            .arg(self.config())
+            .arg(self.config_path())
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start the daemon");
-        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (sink, lines) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().expect("piped stderr");
-        let sink = Arc::clone(&logs);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
-                sink.lock().expect("logs").push(value);
+                if sink.send(value).is_err() {
+                    break;
+                }
             }
         });
-        Daemon { child, logs }
+        Daemon {
+            child,
+            logs: Inbox::new(lines),
+        }
     }
 }
 
 /// A running daemon; killed when dropped.
 struct Daemon {
     child: Child,
-    logs: Arc<Mutex<Vec<Value>>>,
+    /// Its stderr, a JSON value per line, handed over by a reader thread.
+    logs: Inbox<Value>,
 }
 
 /// A log line's `message` and `job` (from the event or its `run` span).
@@ -109,7 +104,7 @@ fn is(line: &Value, msg: &str, job: &str) -> bool {
 
 impl Daemon {
     fn logs(&self) -> Vec<Value> {
-        self.logs.lock().expect("logs").clone()
+        self.logs.all()
     }
 
     fn count(&self, pred: impl Fn(&Value) -> bool) -> usize {
@@ -118,19 +113,17 @@ impl Daemon {
 
     /// Waits until `n` log lines match `pred`; panics with the log after `timeout`.
     fn wait_for(&self, n: usize, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let found: Vec<Value> = self.logs().into_iter().filter(|l| pred(l)).collect();
-            if found.len() >= n {
-                return found;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waited {timeout:?} for {n} matching log lines; log:\n{}",
-                self.dump()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut found = Vec::new();
+        let arrived = self.logs.receive_until(timeout, |lines| {
+            found = lines.iter().filter(|l| pred(l)).cloned().collect();
+            found.len() >= n
+        });
+        assert!(
+            arrived,
+            "waited {timeout:?} for {n} matching log lines; log:\n{}",
+            self.dump()
+        );
+        found
     }
 
     fn dump(&self) -> String {
@@ -148,14 +141,7 @@ impl Daemon {
 
     /// Waits for the daemon to exit within `timeout`.
     fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+        util::wait_exit(&mut self.child, timeout)
     }
 
     /// SIGTERM and wait (up to 5 s) for exit 0.
@@ -184,21 +170,20 @@ fn hits(server: &Server, path: &str) -> usize {
     server.requests().iter().filter(|r| r.path == path).count()
 }
 
-/// Waits until `server` saw `n` requests to `path`; panics after `timeout`.
+/// Receives from `server` until it saw `n` requests to `path`; panics after `timeout`.
 fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while hits(server, path) < n {
-        assert!(
-            Instant::now() < deadline,
-            "waited {timeout:?} for {n} pings to {path}; got {:?}",
-            server
-                .requests()
-                .iter()
-                .map(|r| &r.path)
-                .collect::<Vec<_>>()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let arrived = server.receive_until(timeout, |requests| {
+        requests.iter().filter(|r| r.path == path).count() >= n
+    });
+    assert!(
+        arrived,
+        "waited {timeout:?} for {n} pings to {path}; got {:?}",
+        server
+            .requests()
+            .iter()
+            .map(|r| &r.path)
+            .collect::<Vec<_>>()
+    );
 }
 
 /// A ping server answering 200.
@@ -219,16 +204,7 @@ fn process_gone(pid: i32) -> bool {
 
 /// Reads a pid written by a job into `path`, waiting for it to appear.
 fn read_pid(path: &Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
-            }
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    util::read_pid(path, Duration::from_secs(5))
 }
 
 const SECOND: Duration = Duration::from_secs(1);

@@ -4,19 +4,20 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::util;
+use crate::util::{self, Home};
 
-/// HOME, TMPDIR and every XDG directory, each empty, under one temp dir.
+/// HOME, TMPDIR and every XDG directory, each empty, under one [`Home`] whose agent command
+/// points them there.
 struct Sandbox {
-    _root: tempfile::TempDir,
+    root: Home,
     dirs: Vec<(&'static str, PathBuf)>,
 }
 
 impl Sandbox {
     fn new() -> Sandbox {
-        let root = tempfile::tempdir().expect("tempdir");
+        let root = Home::new();
         let dirs = [
             "HOME",
             "TMPDIR",
@@ -27,12 +28,12 @@ impl Sandbox {
             "XDG_RUNTIME_DIR",
         ]
         .map(|var| {
-            let dir = root.path().join(var.to_lowercase());
+            let dir = root.path(&var.to_lowercase());
             std::fs::create_dir(&dir).expect("mkdir");
             (var, dir)
         })
         .to_vec();
-        Sandbox { _root: root, dirs }
+        Sandbox { root, dirs }
     }
 
     fn dir(&self, var: &str) -> &Path {
@@ -40,7 +41,7 @@ impl Sandbox {
     }
 
     fn command(&self) -> Command {
-        let mut cmd = util::agent(self.dir("HOME"));
+        let mut cmd = self.root.agent();
         for (var, dir) in &self.dirs {
             cmd.env(var, dir);
         }
@@ -74,17 +75,10 @@ fn run(mut cmd: Command, limit: Duration) -> (ExitStatus, String, String) {
         let mut text = String::new();
         err.read_to_string(&mut text).map(|_| text)
     });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("demo still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = util::wait_exit(&mut child, limit) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("demo still running after {limit:?}");
     };
     let out = out.join().expect("reader").expect("utf-8");
     let err = err.join().expect("reader").expect("utf-8");
@@ -251,31 +245,19 @@ fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
         let _ = stderr.read_to_string(&mut text);
         text
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
-    while !seen
-        .iter()
-        .any(|l: &String| l.starts_with("backup: run 1: ok"))
-    {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(wait) {
-            Ok(line) => seen.push(line),
-            Err(_) => {
-                let _ = child.kill();
-                panic!("no successful run: {seen:?}");
-            }
-        }
+    let ran = util::receive_until(&lines, Duration::from_secs(30), |line: String| {
+        let ok = line.starts_with("backup: run 1: ok");
+        seen.push(line);
+        ok
+    });
+    if !ran {
+        let _ = child.kill();
+        panic!("no successful run: {seen:?}");
     }
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "still running");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = util::wait_exit(&mut child, Duration::from_secs(15)).expect("still running");
     let stderr = stderr.join().expect("reader");
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use heartbeat_agent::config::{Config, Job, JobAction};
 
-use crate::util;
+use crate::util::{self, Home};
 
 fn sample(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -18,8 +18,8 @@ fn sample(name: &str) -> PathBuf {
 }
 
 fn agent(args: &[&str]) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    util::agent(home.path()).args(args).output().unwrap()
+    let home = Home::new();
+    home.agent().args(args).output().unwrap()
 }
 
 fn import(file: &str, extra: &[&str]) -> Output {
@@ -256,8 +256,9 @@ fn duplicate_names_get_suffixes() {
 #[test]
 fn stdin_is_read_for_dash_and_for_no_file() {
     for args in [&["import", "crontab", "-"][..], &["import", "crontab"][..]] {
-        let home = tempfile::tempdir().unwrap();
-        let mut child = util::agent(home.path())
+        let home = Home::new();
+        let mut child = home
+            .agent()
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -366,12 +367,12 @@ fn rewrite_wraps_jobs_and_writes_external_jobs() {
     std::fs::write(&config, format!("{PREFIX}{jobs}")).unwrap();
     let tr_line = lines.iter().find(|l| l.contains("--job tr ")).unwrap();
     let (command, input) = cron_split(tr_line.strip_prefix("@hourly ").unwrap());
-    let home = tempfile::tempdir().unwrap();
+    let home = Home::new();
     let mut cron = Command::new("/bin/sh");
     cron.args(["-c", &command])
         .env_remove("HEARTBEAT_AGENT_API_KEY")
         .env("HEARTBEAT_AGENT_CONFIG", &config)
-        .env("HOME", home.path())
+        .env("HOME", home.root())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -1,4 +1,4 @@
-//! Integration tests of the durable outbox (issue 6): the real binary (`run`, `ping`,
+//! Integration tests of the durable outbox: the real binary (`run`, `ping`,
 //! `outbox`), the drainer started in-process, a loopback ping host and the emulator's faults.
 
 use std::collections::HashSet;
@@ -11,8 +11,8 @@ use heartbeat_agent::ping::{Budget, Ping, PingMethod};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
-use crate::util::agent;
 use crate::util::outbox::{Behaviour, PingHost};
+use crate::util::{self, Home};
 
 mod faults;
 
@@ -20,23 +20,21 @@ mod faults;
 const SECRET: &str = "SECRETtok";
 
 struct Env {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Env {
     fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().expect("tempdir"),
-        }
+        Env { home: Home::new() }
     }
 
     fn state(&self) -> PathBuf {
-        self.home.path().join("state")
+        self.home.state_dir()
     }
 
     /// `heartbeat-agent --state-dir STATE ARGS...`.
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = agent(self.home.path());
+        let mut cmd = self.home.agent();
         cmd.arg("--state-dir")
             .arg(self.state())
             .args(args)
@@ -62,9 +60,7 @@ impl Env {
     }
 
     fn write_config(&self, text: &str) -> PathBuf {
-        let path = self.home.path().join("config.toml");
-        std::fs::write(&path, text).expect("write config");
-        path
+        self.home.write_config(text)
     }
 }
 
@@ -217,10 +213,9 @@ fn drainer_delivers_what_runs_left_within_five_seconds() {
         DrainOptions::default(),
     ));
     let outbox = env.outbox();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while outbox.stats().delivered < 3 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    util::wait_until(Duration::from_secs(5), Duration::from_millis(10), || {
+        outbox.stats().delivered >= 3
+    });
     let all = tokens.iter().all(|t| host.count(t) == 1);
     cancel.cancel();
     rt.block_on(drainer).expect("drainer ends on cancel");
@@ -231,7 +226,7 @@ fn drainer_delivers_what_runs_left_within_five_seconds() {
     assert_eq!(listed["stats"]["delivered"], 3);
 }
 
-/// The issue's scenario end to end: runs leave their pings while the host is down, then the
+/// The outage scenario end to end: runs leave their pings while the host is down, then the
 /// real daemon (started after the host is back) delivers every target within 5 s, each once.
 #[test]
 fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {
@@ -258,11 +253,10 @@ fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {
     // request is still in flight at SIGTERM is put back, to be sent again: correct, but not
     // what this test measures).
     let outbox = env.outbox();
-    while (tokens.iter().any(|t| host.count(t) == 0) || outbox.stats().delivered < 3)
-        && started.elapsed() < Duration::from_secs(5)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let left = Duration::from_secs(5).saturating_sub(started.elapsed());
+    util::wait_until(left, Duration::from_millis(20), || {
+        tokens.iter().all(|t| host.count(t) > 0) && outbox.stats().delivered >= 3
+    });
     let elapsed = started.elapsed();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid")),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util;
+use crate::util::{self, Home};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -37,10 +37,11 @@ fn embedded_config(yaml: &str) -> String {
 fn sidecar_config_passes_config_check() {
     let config = embedded_config(&read("packaging/kubernetes/sidecar.yaml"));
     assert!(config.contains("[[jobs]]"), "{config}");
-    let home = tempfile::tempdir().expect("tempdir");
-    let path = home.path().join("config.toml");
+    let home = Home::new();
+    let path = home.path("config.toml");
     std::fs::write(&path, &config).expect("write");
-    let out = util::agent(home.path())
+    let out = home
+        .agent()
         .args(["config", "check", "--config"])
         .arg(&path)
         .output()
@@ -159,8 +160,9 @@ fn cronjob_command_runs_and_pings() {
         .add_heartbeat_check(&serde_json::json!({"name": "nightly-backup"}))
         .expect("check");
     let url = check["heartbeat"]["pingUrl"].as_str().expect("ping URL");
-    let home = tempfile::tempdir().expect("tempdir");
-    let status = util::agent(home.path())
+    let home = Home::new();
+    let status = home
+        .agent()
         .args(&argv[1..])
         .env("HEARTBEAT_AGENT_PING_URL", url)
         .status()

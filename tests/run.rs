@@ -1,11 +1,10 @@
 //! Integration tests for `run`: the real binary, real `sh`, a real HTTP server on 127.0.0.1.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::agent;
+use crate::util::{eventually, exists, read_pid, Home};
 
 mod job;
 mod terminal;
@@ -14,24 +13,22 @@ use crate::util::http::{refused_url, Mode, Server};
 const TOKEN: &str = "tok-9f8e7d6c5b4a";
 
 struct Env {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Env {
     fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().expect("tempdir"),
-        }
+        Env { home: Home::new() }
     }
 
     fn path(&self, name: &str) -> std::path::PathBuf {
-        self.home.path().join(name)
+        self.home.path(name)
     }
 
     /// `heartbeat-agent run ARGS...` with a clean environment.
     fn run(&self, args: &[&str]) -> Command {
-        let mut cmd = agent(self.home.path());
-        cmd.arg("run").args(args).current_dir(self.home.path());
+        let mut cmd = self.home.agent();
+        cmd.arg("run").args(args).current_dir(self.home.root());
         cmd
     }
 }
@@ -187,19 +184,6 @@ fn group_alive(pgid: i32) -> bool {
         })
 }
 
-fn read_pid(path: &Path, timeout: Duration) -> i32 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
-            }
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn timeout_ends_the_whole_group_without_a_ping() {
     let env = Env::new();
@@ -287,11 +271,10 @@ fn sigterm_to_the_wrapper_reaches_the_command() {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn agent");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !env.path("ready").exists() {
-        assert!(Instant::now() < deadline, "command never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let ready = env.path("ready");
+    eventually(Duration::from_secs(5), "the command to start", || {
+        exists(&ready)
+    });
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
     let status = child.wait().expect("wait");
@@ -550,11 +533,10 @@ fn lock_refuses_a_second_concurrent_run() {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !env.path("started").exists() {
-        assert!(Instant::now() < deadline, "first run never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let started = env.path("started");
+    eventually(Duration::from_secs(5), "the first run to start", || {
+        exists(&started)
+    });
     let started = Instant::now();
     let second = output(env.run(&[
         "--lock",
@@ -612,7 +594,7 @@ fn ignored_signals_stay_ignored_for_the_command() {
     // must inherit that and survive a SIGINT to its group.
     let script = format!(
         "trap '' INT; HOME={home} {agent} run -- sh -c 'kill -INT $$; echo survived'",
-        home = env.home.path().display(),
+        home = env.home.root().display(),
         agent = agent.display()
     );
     let out = output({

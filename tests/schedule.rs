@@ -2,15 +2,11 @@
 
 use std::process::Output;
 
-use crate::util;
+use crate::util::Home;
 
 fn schedule(args: &[&str]) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    util::agent(home.path())
-        .arg("schedule")
-        .args(args)
-        .output()
-        .unwrap()
+    let home = Home::new();
+    home.agent().arg("schedule").args(args).output().unwrap()
 }
 
 fn stdout(out: &Output) -> String {

@@ -7,13 +7,13 @@ use serde_json::{json, Value};
 
 use super::server::{error_reply, Server};
 use super::{canned, json_page, ACCOUNT, KEY};
-use crate::util;
+use crate::util::Home;
 
 /// Runs `heartbeat-agent --base-url <server> api ARGS` with the key and account in the
 /// environment and no config file; `stdin` is written to the child's stdin.
 fn api(server: &Server, args: &[&str], stdin: &str) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    let mut cmd = util::agent(home.path());
+    let home = Home::new();
+    let mut cmd = home.agent();
     cmd.args(["--base-url", &server.base_url, "api"])
         .args(args)
         .env("HEARTBEAT_AGENT_API_KEY", KEY)
@@ -295,8 +295,9 @@ fn the_other_subcommands_reach_their_operations() {
 
 #[test]
 fn missing_credentials_say_what_to_set() {
-    let home = tempfile::tempdir().unwrap();
-    let output = util::agent(home.path())
+    let home = Home::new();
+    let output = home
+        .agent()
         .args(["--base-url", "http://127.0.0.1:9", "api", "check-statuses"])
         .output()
         .unwrap();
@@ -306,7 +307,8 @@ fn missing_credentials_say_what_to_set() {
         text.contains("no API key: set HEARTBEAT_AGENT_API_KEY"),
         "{text}"
     );
-    let output = util::agent(home.path())
+    let output = home
+        .agent()
         .args(["api", "check-statuses"])
         .env("HEARTBEAT_AGENT_API_KEY", KEY)
         .output()
@@ -317,10 +319,11 @@ fn missing_credentials_say_what_to_set() {
 
 #[test]
 fn an_invalid_config_file_exits_78() {
-    let home = tempfile::tempdir().unwrap();
-    let config = home.path().join("config.toml");
+    let home = Home::new();
+    let config = home.path("config.toml");
     std::fs::write(&config, "[api\nbase_url = ").unwrap();
-    let output = util::agent(home.path())
+    let output = home
+        .agent()
         .args([
             "--config",
             config.to_str().unwrap(),
@@ -340,8 +343,9 @@ fn a_connection_failure_exits_1_without_the_key() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let home = tempfile::tempdir().unwrap();
-    let output = util::agent(home.path())
+    let home = Home::new();
+    let output = home
+        .agent()
         .args([
             "--base-url",
             &format!("http://127.0.0.1:{port}"),

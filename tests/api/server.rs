@@ -1,6 +1,8 @@
-//! A real HTTP server for the `api` tests: axum on 127.0.0.1:0 in its own thread, recording
-//! every request and answering from a script.
+//! A real HTTP server for the `api` tests: axum on 127.0.0.1:0 in its own thread, answering
+//! from a script and handing every request to the test through a channel (before answering
+//! it, so once the client has its answer the test holds the request without waiting).
 
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -8,6 +10,8 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
+
+use crate::util::Inbox;
 
 /// A request as the server saw it.
 #[derive(Debug, Clone)]
@@ -55,13 +59,18 @@ pub fn error_reply(status: u16, error: &str, message: &str, attributes: Option<V
 
 type Script = dyn Fn(&Seen, usize) -> Reply + Send + Sync;
 
-/// The server's state: what it saw, and how to answer.
-type ServerState = (Arc<Mutex<Vec<Seen>>>, Arc<Script>);
+/// The server's state: where requests go (with how many went before, counted under the same
+/// lock so the count matches the order on the channel), and how to answer.
+#[derive(Clone)]
+struct ServerState {
+    requests: Arc<Mutex<(usize, Sender<Seen>)>>,
+    script: Arc<Script>,
+}
 
 /// A running test server; stops when dropped.
 pub struct Server {
     pub base_url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
+    inbox: Inbox<Seen>,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -71,10 +80,12 @@ impl Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let base_url = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let script: Arc<Script> = Arc::new(script);
+        let (requests, channel) = mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = (seen.clone(), script);
+        let state = ServerState {
+            requests: Arc::new(Mutex::new((0, requests))),
+            script: Arc::new(script),
+        };
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -93,22 +104,24 @@ impl Server {
         });
         Server {
             base_url,
-            seen,
+            inbox: Inbox::new(channel),
             _stop: stop,
         }
     }
 
+    /// Every request received so far, in arrival order, without waiting.
     pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.inbox.all()
     }
 
+    /// How many requests were received so far.
     pub fn count(&self) -> usize {
-        self.seen.lock().unwrap().len()
+        self.seen().len()
     }
 }
 
 async fn answer(
-    axum::extract::State((seen, script)): axum::extract::State<ServerState>,
+    axum::extract::State(state): axum::extract::State<ServerState>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -122,11 +135,14 @@ async fn answer(
         body: String::from_utf8_lossy(&body).into_owned(),
     };
     let before = {
-        let mut seen = seen.lock().unwrap();
-        seen.push(request.clone());
-        seen.len() - 1
+        let mut requests = state.requests.lock().unwrap();
+        let before = requests.0;
+        requests.0 += 1;
+        // The test may have dropped the server already: then nobody waits for the request.
+        let _ = requests.1.send(request.clone());
+        before
     };
-    let reply = script(&request, before);
+    let reply = (state.script)(&request, before);
     tokio::time::sleep(reply.delay).await;
     let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
     for (name, value) in reply.headers {

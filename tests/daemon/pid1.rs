@@ -27,15 +27,13 @@ fn zombie_children(parent: u32) -> Vec<i32> {
 /// The host pid of the only child of `parent`.
 fn child_of(parent: u32) -> u32 {
     let path = format!("/proc/{parent}/task/{parent}/children");
-    let deadline = Instant::now() + 5 * SECOND;
-    loop {
+    util::eventually(5 * SECOND, &format!("a child of {parent}"), || {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "no child of {parent}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        text.split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or(format!("children: {text:?}"))
+    })
 }
 
 #[test]
@@ -47,7 +45,7 @@ fn as_pid_1_orphans_are_reaped_and_statuses_kept() {
         return; // no PID namespaces here (needs root and util-linux's unshare)
     }
     let home = Home::new();
-    home.write_config(
+    home.write_jobs(
         r#"
 [[jobs]]
 name = "orphans"
@@ -60,12 +58,7 @@ schedule = "*/1 * * * * *"
 shell = "sleep 0.1 & exit 3"
 "#,
     );
-    let mut cmd = std::process::Command::new("unshare");
-    cmd.args(["--pid", "--fork", "--mount-proc"])
-        .arg(crate::util::bin())
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("HEARTBEAT_AGENT_CONFIG")
-        .env("HOME", home.dir.path());
+    let cmd = home.agent_via(&["unshare", "--pid", "--fork", "--mount-proc"]);
     let mut daemon = home.spawn(cmd, &[]);
     let started = daemon.wait_for(1, 5 * SECOND, |l| message(l) == "daemon started");
     assert_eq!(started[0]["pid"], 1, "{}", started[0]);
@@ -78,12 +71,15 @@ shell = "sleep 0.1 & exit 3"
     // Every orphan so far has exited: none may be left as a zombie. Only the latest `status`
     // run's background sleep (100 ms) may be between exit and reaping.
     std::thread::sleep(Duration::from_millis(300));
-    let deadline = Instant::now() + 2 * SECOND;
-    let mut zombies = zombie_children(host_pid);
-    while zombies.len() > 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        zombies = zombie_children(host_pid);
-    }
+    let zombies = util::poll(2 * SECOND, Duration::from_millis(50), || {
+        let zombies = zombie_children(host_pid);
+        if zombies.len() > 1 {
+            Err(zombies)
+        } else {
+            Ok(zombies)
+        }
+    })
+    .unwrap_or_else(|left| left);
     assert!(zombies.len() <= 1, "zombies left: {zombies:?}");
     assert_eq!(
         daemon.count(|l| message(l).contains("cannot get the command's exit status")),

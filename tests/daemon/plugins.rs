@@ -7,7 +7,7 @@ use super::*;
 fn undelivered_ping_is_kept_and_drained_later() {
     let home = Home::new();
     let server = Server::start(Mode::Status(503));
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "once"
@@ -47,18 +47,16 @@ fn sync_learns_the_check_ping_url_and_runs_ping_it() {
         base = emulator.base_url(),
         account = emulator.account(),
     );
-    std::fs::write(home.config(), text).expect("write config");
+    std::fs::write(home.config_path(), text).expect("write config");
     let daemon = home.start_with(&[("EMULATOR_KEY", emulator.api_key())]);
     // Sync PUTs the definition, learns the ping URL; the next runs ping the check.
-    let deadline = Instant::now() + 8 * SECOND;
-    while emulator.pings().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "no ping reached the check; log:\n{}",
-            daemon.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    util::eventually(8 * SECOND, "a ping to reach the check", || {
+        if emulator.pings().is_empty() {
+            Err(format!("no ping; log:\n{}", daemon.dump()))
+        } else {
+            Ok(())
+        }
+    });
     let puts = emulator
         .requests()
         .into_iter()
@@ -94,7 +92,7 @@ fn sync_config(home: &Home, emulator: &crate::util::emulator::Background, bound:
 fn a_reload_binding_the_first_check_starts_sync() {
     let emulator = emulator_with_check_c1();
     let home = Home::new();
-    std::fs::write(home.config(), sync_config(&home, &emulator, false)).expect("write config");
+    std::fs::write(home.config_path(), sync_config(&home, &emulator, false)).expect("write config");
     let daemon = home.start_with(&[("EMULATOR_KEY", emulator.api_key())]);
     daemon.wait_for(2, 5 * SECOND, |l| is(l, "job finished", "beat"));
     let puts = || {
@@ -105,28 +103,31 @@ fn a_reload_binding_the_first_check_starts_sync() {
             .count()
     };
     assert_eq!(puts(), 0, "nothing is bound yet");
-    std::fs::write(home.config(), sync_config(&home, &emulator, true)).expect("write config");
+    std::fs::write(home.config_path(), sync_config(&home, &emulator, true)).expect("write config");
     daemon.signal(Signal::SIGHUP);
     daemon.wait_for(1, 5 * SECOND, |l| message(l) == "configuration reloaded");
     daemon.wait_for(1, 5 * SECOND, |l| {
         message(l) == "a job is bound to a check now: check sync started"
     });
     // Sync PUTs the definition and learns the ping URL; the next runs ping the check.
-    let deadline = Instant::now() + 8 * SECOND;
-    while emulator.pings().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "no ping reached the check after the reload; log:\n{}",
-            daemon.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    util::eventually(
+        8 * SECOND,
+        "a ping to reach the check after the reload",
+        || {
+            if emulator.pings().is_empty() {
+                Err(format!("no ping; log:\n{}", daemon.dump()))
+            } else {
+                Ok(())
+            }
+        },
+    );
     assert!(puts() >= 1, "no PUT of the check");
     assert_eq!(emulator.pings()[0].path, "/c1-token");
     // The status endpoint shows the sync started by the reload.
-    let out = crate::util::agent(home.dir.path())
+    let out = home
+        .agent()
         .args(["status", "--json", "--config"])
-        .arg(home.config())
+        .arg(home.config_path())
         .output()
         .expect("run status");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout)

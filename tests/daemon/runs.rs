@@ -6,7 +6,7 @@ use super::*;
 fn success_pings_and_failure_does_not() {
     let home = Home::new();
     let server = ping_server();
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "good"
@@ -54,7 +54,7 @@ ping_url = "{bad}"
 #[test]
 fn overlapping_fire_is_skipped_and_recorded() {
     let home = Home::new();
-    home.write_config(
+    home.write_jobs(
         r#"
 [[jobs]]
 name = "slow"
@@ -75,7 +75,7 @@ command = ["sleep", "2"]
 fn timeout_kills_the_whole_group() {
     let home = Home::new();
     let pid_file = home.path("bg.pid");
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "hang"
@@ -91,14 +91,17 @@ ping_url = "http://127.0.0.1:9/never"
     let background = read_pid(&pid_file);
     let failed = daemon.wait_for(1, 5 * SECOND, |l| is(l, "job failed", "hang"));
     assert_eq!(failed[0]["timed_out"], true, "{}", failed[0]);
-    let deadline = Instant::now() + 3 * SECOND;
-    while !process_gone(background) {
-        assert!(
-            Instant::now() < deadline,
-            "background sleep {background} survived the timeout"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::eventually(
+        3 * SECOND,
+        &format!("background sleep {background} to end with the timeout"),
+        || {
+            if process_gone(background) {
+                Ok(())
+            } else {
+                Err("still running")
+            }
+        },
+    );
     drop(daemon);
 }
 
@@ -107,7 +110,7 @@ fn external_job_is_not_run() {
     let home = Home::new();
     let server = ping_server();
     let marker = home.path("ran");
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "external"
@@ -139,7 +142,7 @@ fn children_get_the_job_name_and_not_the_notify_socket() {
     let home = Home::new();
     let socket = home.path("notify.sock");
     let _listener = std::os::unix::net::UnixDatagram::bind(&socket).expect("bind");
-    home.write_config(
+    home.write_jobs(
         r#"
 [[jobs]]
 name = "env"
@@ -178,7 +181,7 @@ fn jobs_run_as_their_user_when_root() {
         return; // switching users needs root; the config warns otherwise
     }
     let home = Home::new();
-    home.write_config(
+    home.write_jobs(
         r#"
 [[jobs]]
 name = "who"
@@ -203,7 +206,7 @@ user = "nobody"
 #[test]
 fn queued_fire_starts_when_the_running_one_ends() {
     let home = Home::new();
-    home.write_config(
+    home.write_jobs(
         r#"
 [[jobs]]
 name = "queued"
@@ -262,7 +265,7 @@ fn jobs_run_at_the_default_priority_when_the_daemon_has_a_higher_one() {
     }
     let home = Home::new();
     let out = home.path("job-stat");
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "probe"
@@ -271,13 +274,7 @@ shell = "cat /proc/self/stat > {}"
 "#,
         out.display()
     ));
-    let mut cmd = std::process::Command::new("nice");
-    cmd.args(["-n", "-5"])
-        .arg(crate::util::bin())
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("HEARTBEAT_AGENT_CONFIG")
-        .env("HOME", home.dir.path());
-    let daemon = home.spawn(cmd, &[]);
+    let daemon = home.spawn(home.agent_via(&["nice", "-n", "-5"]), &[]);
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "probe"));
     let pid = daemon.child.id();
     let mut threads = 0;

@@ -17,11 +17,11 @@ fn sighup_with_a_valid_config_adds_changes_and_keeps_jobs() {
     let server = ping_server();
     let long =
         "[[jobs]]\nname = \"long\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"sleep\", \"2\"]\n\n";
-    home.write_config(&format!("{}{long}", job("first", &server.url("/first"))));
+    home.write_jobs(&format!("{}{long}", job("first", &server.url("/first"))));
     let daemon = home.start();
     wait_hits(&server, "/first", 1, 5 * SECOND);
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "job started", "long"));
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         "{}{}{long}",
         job("first", &server.url("/first")),
         job("second", &server.url("/second"))
@@ -43,11 +43,11 @@ fn sighup_with_a_valid_config_adds_changes_and_keeps_jobs() {
 fn sighup_with_an_invalid_config_keeps_the_old_one() {
     let home = Home::new();
     let server = ping_server();
-    home.write_config(&job("steady", &server.url("/steady")));
+    home.write_jobs(&job("steady", &server.url("/steady")));
     let daemon = home.start();
     wait_hits(&server, "/steady", 1, 5 * SECOND);
     std::fs::write(
-        home.config(),
+        home.config_path(),
         "[[jobs]]\nname = \"steady\"\nschedule = \"* * *\"\ncomand = [\"true\"]\n",
     )
     .expect("write");
@@ -80,7 +80,7 @@ fn sigterm_stops_running_jobs_within_the_shutdown_timeout() {
     let home = Home::new();
     let polite = home.path("polite.pid");
     let stubborn = home.path("stubborn.pid");
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "polite"
@@ -128,7 +128,7 @@ fn notify_socket_gets_ready_reloading_watchdog_and_stopping() {
     let path = home.path("notify.sock");
     let socket = UnixDatagram::bind(&path).expect("bind");
     socket.set_read_timeout(Some(5 * SECOND)).expect("timeout");
-    home.write_config("");
+    home.write_jobs("");
     let mut daemon = home.start_with(&[
         ("NOTIFY_SOCKET", path.to_str().expect("utf-8")),
         ("WATCHDOG_USEC", "400000"),
@@ -163,18 +163,19 @@ fn notify_socket_gets_ready_reloading_watchdog_and_stopping() {
 fn invalid_config_at_start_exits_78_with_every_problem() {
     let home = Home::new();
     std::fs::write(
-        home.config(),
+        home.config_path(),
         "[[jobs]]\nname = \"a\"\nschedule = \"0 25 * * *\"\ncommand = [\"true\"]\ntimeout = 30\n",
     )
     .expect("write");
-    let out = agent(home.dir.path())
+    let out = home
+        .agent()
         .args(["daemon", "--config"])
-        .arg(home.config())
+        .arg(home.config_path())
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let shown = home.config().display().to_string();
+    let shown = home.config_path().display().to_string();
     assert!(
         stderr.contains(&format!("{shown}:3:")) && stderr.contains("hour field"),
         "{stderr}"

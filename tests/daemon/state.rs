@@ -19,7 +19,7 @@ fn catch_up_runs_a_missed_fire_once_at_start() {
     let home = Home::new();
     let server = ping_server();
     // Midnight on January 1st: never due during the test, so any run is the catch-up.
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "yearly"
@@ -63,7 +63,7 @@ ping_url = "{fresh}"
 fn reboot_job_runs_once_per_boot_not_per_start() {
     let home = Home::new();
     let server = ping_server();
-    home.write_config(&format!(
+    home.write_jobs(&format!(
         r#"
 [[jobs]]
 name = "warmup"

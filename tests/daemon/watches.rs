@@ -75,7 +75,7 @@ fn watches_ping_when_healthy_only() {
         .iter()
         .map(|(name, watch)| watch_job(name, watch, &server.url(&format!("/{name}"))))
         .collect();
-    home.write_config(&config);
+    home.write_jobs(&config);
     let daemon = home.start();
     for healthy in ["proc-up", "file-fresh", "tcp-open"] {
         wait_hits(&server, &format!("/{healthy}"), 1, 5 * SECOND);

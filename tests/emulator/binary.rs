@@ -2,29 +2,23 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::util;
+use crate::util::{self, Home};
 
 fn wait_with_deadline(child: &mut Child, deadline: Duration) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("child can be polled") {
-            return status;
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            panic!("the emulator did not exit within {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_exit(child, deadline).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("the emulator did not exit within {deadline:?}");
+    })
 }
 
 #[test]
 fn prints_urls_serves_and_exits_zero_on_sigterm() {
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = Home::new();
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/config/emulator-fixtures.json");
-    let mut child = util::agent(home.path())
+    let mut child = home
+        .agent()
         .args([
             "emulator",
             "--listen",
@@ -95,14 +89,15 @@ fn prints_urls_serves_and_exits_zero_on_sigterm() {
 
 #[test]
 fn bad_fixtures_and_flags_are_reported() {
-    let home = tempfile::tempdir().expect("temp dir");
-    let file = home.path().join("fixtures.json");
+    let home = Home::new();
+    let file = home.path("fixtures.json");
     std::fs::write(
         &file,
         r#"{"heartbeatChecks": [{"id": "c1", "name": "x", "description": 5}]}"#,
     )
     .expect("written");
-    let output = util::agent(home.path())
+    let output = home
+        .agent()
         .args([
             "emulator",
             "--listen",
@@ -122,7 +117,8 @@ fn bad_fixtures_and_flags_are_reported() {
     );
     assert!(output.stdout.is_empty());
 
-    let output = util::agent(home.path())
+    let output = home
+        .agent()
         .args(["emulator", "--rate-limit", "600"])
         .output()
         .expect("runs");
@@ -133,8 +129,9 @@ fn bad_fixtures_and_flags_are_reported() {
         "{stderr}"
     );
 
-    let missing = home.path().join("missing.json");
-    let output = util::agent(home.path())
+    let missing = home.path("missing.json");
+    let output = home
+        .agent()
         .args(["emulator", "--listen", "127.0.0.1:0", "--fixtures"])
         .arg(&missing)
         .output()
@@ -144,7 +141,8 @@ fn bad_fixtures_and_flags_are_reported() {
     assert!(stderr.contains("cannot read fixtures file"), "{stderr}");
     assert!(stderr.contains("missing.json"), "{stderr}");
 
-    let output = util::agent(home.path())
+    let output = home
+        .agent()
         .args(["emulator", "--clock-scale", "0"])
         .output()
         .expect("runs");
@@ -155,10 +153,11 @@ fn bad_fixtures_and_flags_are_reported() {
 
 #[test]
 fn a_port_in_use_is_reported() {
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = Home::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("addr").to_string();
-    let output = util::agent(home.path())
+    let output = home
+        .agent()
         .args([
             "emulator",
             "--listen",

@@ -1,11 +1,13 @@
 //! The outbox against the emulator's ping host and its faults: latency, 5xx bursts, 429 with
 //! `Retry-After`, dropped connections.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use heartbeat_agent::emulator::{Fault, FaultKind, Listener};
 use heartbeat_agent::ping::outbox::{self, DrainOptions};
 use tokio_util::sync::CancellationToken;
+
+use crate::util;
 
 use super::{runtime, store, text, token, Env};
 
@@ -47,7 +49,6 @@ fn emulator_faults_then_every_pending_ping_is_delivered_once() {
         max_in_flight: 4,
     };
     let drainer = rt.spawn(outbox::drain(outbox.clone(), cancel.clone(), options));
-    let deadline = Instant::now() + Duration::from_secs(20);
     let delivered = |t: &String| {
         emulator
             .pings()
@@ -55,9 +56,9 @@ fn emulator_faults_then_every_pending_ping_is_delivered_once() {
             .filter(|r| &r.path == t && r.status == Some(200))
             .count()
     };
-    while Instant::now() < deadline && outbox.stats().delivered < 3 {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    util::wait_until(Duration::from_secs(20), Duration::from_millis(50), || {
+        outbox.stats().delivered >= 3
+    });
     cancel.cancel();
     rt.block_on(drainer).expect("drainer ends");
     for t in &tokens {

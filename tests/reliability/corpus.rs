@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::util;
+use crate::util::Home;
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(concat!(
@@ -15,8 +15,8 @@ fn corpus_dir() -> PathBuf {
 
 /// Runs `heartbeat-agent ARGS --config NAME` in the corpus directory (so messages name the
 /// file as `NAME.toml`), with a clean environment and a bounded run time.
-fn agent_in(dir: &Path, home: &Path, args: &[&str], config: &str) -> Output {
-    let mut cmd = util::agent(home);
+fn agent_in(dir: &Path, home: &Home, args: &[&str], config: &str) -> Output {
+    let mut cmd = home.agent();
     cmd.current_dir(dir).args(args).args(["--config", config]);
     let child = cmd
         .stdin(std::process::Stdio::null())
@@ -49,7 +49,7 @@ fn corpus() -> Vec<(String, String)> {
 
 #[test]
 fn every_broken_config_gives_its_own_message_and_exit_78_from_config_check() {
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = Home::new();
     let cases = corpus();
     assert!(
         cases.len() >= 30,
@@ -58,7 +58,7 @@ fn every_broken_config_gives_its_own_message_and_exit_78_from_config_check() {
     );
     let mut failures = Vec::new();
     for (name, expected) in &cases {
-        let out = agent_in(&corpus_dir(), home.path(), &["config", "check"], name);
+        let out = agent_in(&corpus_dir(), &home, &["config", "check"], name);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(78) || stderr != *expected || stderr.contains("panicked") {
             failures.push(format!(
@@ -77,10 +77,10 @@ fn every_broken_config_gives_its_own_message_and_exit_78_from_config_check() {
 
 #[test]
 fn the_daemon_refuses_every_broken_config_with_the_same_problems_and_exit_78() {
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = Home::new();
     let mut failures = Vec::new();
     for (name, expected) in corpus() {
-        let out = agent_in(&corpus_dir(), home.path(), &["daemon"], &name);
+        let out = agent_in(&corpus_dir(), &home, &["daemon"], &name);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let problems: Vec<&str> = expected
             .lines()
@@ -100,13 +100,13 @@ fn the_daemon_refuses_every_broken_config_with_the_same_problems_and_exit_78() {
 
 #[test]
 fn a_config_path_that_is_a_directory_or_missing_is_exit_78_naming_it() {
-    let home = tempfile::tempdir().expect("temp dir");
-    let dir = home.path().join("config.toml");
+    let home = Home::new();
+    let dir = home.config_path();
     std::fs::create_dir(&dir).expect("a directory where the config should be");
-    let missing = home.path().join("absent.toml");
+    let missing = home.path("absent.toml");
     for (path, why) in [(&dir, "directory"), (&missing, "not found")] {
         for args in [&["config", "check"][..], &["daemon"][..]] {
-            let out = agent_in(home.path(), home.path(), args, &path.to_string_lossy());
+            let out = agent_in(home.root(), &home, args, &path.to_string_lossy());
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(78), "{args:?} {stderr}");
             assert!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use heartbeat_agent::status::client::Endpoint;
 use serde_json::Value;
 
-use crate::util;
+use crate::util::Home;
 
 /// A tmpfs mounted at a path, unmounted on drop.
 struct Tmpfs(std::path::PathBuf);
@@ -50,8 +50,8 @@ fn fill(dir: &Path) {
 
 #[test]
 fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
-    let home = tempfile::tempdir().expect("temp dir");
-    let state = home.path().join("state");
+    let home = Home::new();
+    let state = home.path("state");
     let Some(_mounted) = Tmpfs::mount(&state) else {
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");
         return;
@@ -61,8 +61,8 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
         std::fs::create_dir_all(state.join(dir)).expect("state subdirectories");
     }
     fill(&state);
-    let config = home.path().join("config.toml");
-    let socket = home.path().join("status.sock");
+    let config = home.path("config.toml");
+    let socket = home.path("status.sock");
     let mut text = format!(
         "[agent]\nstate_dir = \"{}\"\n\n[status]\nlisten = \"{}\"\n\n",
         state.display(),
@@ -75,8 +75,9 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
         );
     }
     std::fs::write(&config, text).expect("write the config");
-    let log = home.path().join("daemon.log");
-    let daemon = util::agent(home.path())
+    let log = home.path("daemon.log");
+    let daemon = home
+        .agent()
         .args(["--log-format", "json", "daemon", "--config"])
         .arg(&config)
         .stdin(Stdio::null())

@@ -13,13 +13,13 @@ use chrono::{DateTime, Utc};
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures, Listener};
 use serde_json::{json, Value};
 
-use crate::util::{self, emulator::Background};
+use crate::util::{self, emulator::Background, Home};
 
 const JOBS: [&str; 3] = ["fast-1", "fast-2", "fast-3"];
 
 pub struct Rig {
     pub emulator: Background,
-    pub home: tempfile::TempDir,
+    pub home: Home,
 }
 
 impl Rig {
@@ -39,7 +39,7 @@ impl Rig {
         }
         let rig = Rig {
             emulator,
-            home: tempfile::tempdir().expect("temp dir"),
+            home: Home::new(),
         };
         let mut text = format!(
             "[agent]\nstate_dir = \"{}\"\nsync_jitter = \"0s\"\nshutdown_timeout = \"2s\"\n\
@@ -65,17 +65,18 @@ impl Rig {
     }
 
     pub fn state_dir(&self) -> PathBuf {
-        self.home.path().join("state")
+        self.home.state_dir()
     }
 
     pub fn config(&self) -> PathBuf {
-        self.home.path().join("config.toml")
+        self.home.config_path()
     }
 
     /// Starts the daemon with JSON logs to `log`.
     pub fn daemon(&self, log: &str) -> Child {
-        let log = std::fs::File::create(self.home.path().join(log)).expect("the log file");
-        util::agent(self.home.path())
+        let log = std::fs::File::create(self.home.path(log)).expect("the log file");
+        self.home
+            .agent()
             .args(["--log-format", "json", "daemon", "--config"])
             .arg(self.config())
             .env("EMULATOR_KEY", self.emulator.api_key())
@@ -87,7 +88,7 @@ impl Rig {
     }
 
     pub fn log(&self, name: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.home.path().join(name))
+        std::fs::read_to_string(self.home.path(name))
             .expect("the daemon's log")
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())
@@ -96,7 +97,9 @@ impl Rig {
 
     /// `outbox list --json`.
     pub fn outbox(&self) -> Value {
-        let out = util::agent(self.home.path())
+        let out = self
+            .home
+            .agent()
             .args(["outbox", "list", "--json", "--config"])
             .arg(self.config())
             .output()
@@ -211,24 +214,22 @@ fn under_every_fault_jobs_run_on_time_successes_arrive_after_and_the_rate_limit_
     let cleared = rig.emulator.now();
     // A delivery attempt that met the hang ends only at the drainer's attempt timeout (30 s),
     // and the entry it holds is in flight until then: recovery is bounded by that.
-    let deadline = Instant::now() + Duration::from_secs(75);
-    let recovered = loop {
-        let all_delivered = JOBS
-            .iter()
-            .all(|job| rig.delivered(job).iter().any(|t| *t > cleared));
-        let empty = rig.outbox()["entries"]
-            .as_array()
-            .is_some_and(Vec::is_empty);
-        if all_delivered && empty {
-            break Instant::now();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no recovery within 75 s: {}",
-            rig.outbox()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let recovered = util::eventually_every(
+        Duration::from_millis(200),
+        Duration::from_secs(75),
+        "recovery",
+        || {
+            let all_delivered = JOBS
+                .iter()
+                .all(|job| rig.delivered(job).iter().any(|t| *t > cleared));
+            let outbox = rig.outbox();
+            if all_delivered && outbox["entries"].as_array().is_some_and(Vec::is_empty) {
+                Ok(Instant::now())
+            } else {
+                Err(outbox)
+            }
+        },
+    );
     eprintln!(
         "recovered {:?} after the faults cleared",
         recovered.elapsed()

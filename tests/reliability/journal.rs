@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::util;
+
 /// Mounts `$1` over `/run/systemd/journal` (on a private `/run`), sets `JOURNAL_STREAM` to the
 /// device and inode of stderr, and runs the rest of the arguments.
 const WRAPPER: &str = "d=$1; shift
@@ -89,13 +91,12 @@ impl Journal {
     /// Every datagram received since the last call (the raw entries, field names and values),
     /// once none has arrived for 300 ms: call after the writer exited.
     pub fn take(&self) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let start = Instant::now();
         std::thread::sleep(Duration::from_millis(100));
-        while self.last.lock().expect("not poisoned").elapsed() < Duration::from_millis(300)
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let left = Duration::from_secs(10).saturating_sub(start.elapsed());
+        util::wait_until(left, Duration::from_millis(50), || {
+            self.last.lock().expect("not poisoned").elapsed() >= Duration::from_millis(300)
+        });
         std::mem::take(&mut *self.received.lock().expect("not poisoned"))
     }
 }

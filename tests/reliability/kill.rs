@@ -3,12 +3,13 @@
 //! restart, with the faults gone, every pending success is delivered, no outbox entry is
 //! corrupt, and every job runs again (nothing a killed daemon left behind blocks it).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use heartbeat_agent::emulator::{Fault, FaultKind, Listener};
 use rand::{Rng, SeedableRng};
 
 use super::faults::{fires, Rig};
+use crate::util;
 
 const CYCLES: usize = 20;
 
@@ -64,18 +65,19 @@ fn after_repeated_kill_9_nothing_acknowledged_is_lost_and_jobs_run_again() {
     );
     let before = rig.emulator.pings().len();
     let daemon = rig.daemon("final.log");
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let outbox = rig.outbox();
-        if outbox["entries"].as_array().is_some_and(Vec::is_empty) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the outbox did not drain: {outbox}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    util::eventually_every(
+        Duration::from_millis(250),
+        Duration::from_secs(40),
+        "the outbox to drain",
+        || {
+            let outbox = rig.outbox();
+            if outbox["entries"].as_array().is_some_and(Vec::is_empty) {
+                Ok(())
+            } else {
+                Err(outbox)
+            }
+        },
+    );
     std::thread::sleep(Duration::from_secs(2));
     super::signal(daemon.id(), libc::SIGTERM);
     let out = super::wait_bounded(daemon, Duration::from_secs(20));

@@ -16,6 +16,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
+use crate::util::Home;
+
 /// The iteration count `base`, scaled by `RELIABILITY_SCALE` (default 1).
 fn iterations(base: usize) -> usize {
     let scale: f64 = std::env::var("RELIABILITY_SCALE")
@@ -197,11 +199,12 @@ fn random_mutations_of_the_example_config_never_panic_and_errors_name_their_plac
 #[test]
 fn the_binary_exits_0_or_78_on_config_mutants_and_never_panics() {
     let mut rng = rng("config binary", 9_002);
-    let home = tempfile::tempdir().expect("temp dir");
-    let path = home.path().join("example.toml");
+    let home = Home::new();
+    let path = home.path("example.toml");
     for text in config_mutants(&mut rng, iterations(25)) {
         std::fs::write(&path, &text).expect("write the mutant");
-        let out = crate::util::agent(home.path())
+        let out = home
+            .agent()
             .args(["config", "check", "--config"])
             .arg(&path)
             .output()

@@ -14,7 +14,7 @@ use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures};
 use serde_json::json;
 
 use super::journal::Journal;
-use crate::util::{self, emulator::Background};
+use crate::util::{emulator::Background, Home};
 
 const KEY: &str = "sk_live_RELIABILITY_KEY_4242";
 const TOKEN_OK: &str = "tok-SECRET-alpha-7777";
@@ -25,7 +25,7 @@ const SECRETS: [&str; 5] = [KEY, TOKEN_OK, TOKEN_SYNCED, TOKEN_UNKNOWN, TOKEN_DE
 
 struct Scan {
     emulator: Background,
-    home: tempfile::TempDir,
+    home: Home,
     /// Everything produced so far: (what ran, stream, text).
     outputs: Vec<(String, &'static str, String)>,
     /// The stand-in journal of the `journald` format, once started.
@@ -48,7 +48,7 @@ impl Scan {
                                   "graceUnit": "hours", "pingToken": token}}))
                 .expect("add a check");
         }
-        let home = tempfile::tempdir().expect("temp dir");
+        let home = Home::new();
         let scan = Scan {
             emulator,
             home,
@@ -62,7 +62,7 @@ impl Scan {
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.home.path().join(name)
+        self.home.path(name)
     }
 
     fn write_key(&self, mode: u32) {
@@ -110,7 +110,7 @@ impl Scan {
     /// no child may inherit) and `format` logs: `text`, `json` (at trace level) or `journald`
     /// (`auto` with stderr the journal's stream, at trace level, in the journal's namespace).
     fn command(&self, format: &str) -> Command {
-        let mut cmd = util::agent(self.home.path());
+        let mut cmd = self.home.agent();
         cmd.arg("--config").arg(self.path("config.toml"));
         match format {
             "json" => cmd.args(["--log-format", "json", "--log-level", "trace"]),
@@ -246,7 +246,9 @@ impl Scan {
             .to_string(),
         )
         .expect("fixtures");
-        let mut child = util::agent(self.home.path())
+        let mut child = self
+            .home
+            .agent()
             .args(["--log-level", "trace", "--log-format", "json", "emulator"])
             .args(["--listen", "127.0.0.1:0", "--ping-listen", "127.0.0.1:0"])
             .args(["--api-key", KEY, "--fixtures", &fixtures.to_string_lossy()])
@@ -272,7 +274,7 @@ impl Scan {
     /// Files under the home directory: (path, contents), except the key file and the config.
     fn files(&self) -> Vec<(PathBuf, Vec<u8>)> {
         let mut found = Vec::new();
-        let mut dirs = vec![self.home.path().to_owned()];
+        let mut dirs = vec![self.home.root().to_owned()];
         while let Some(dir) = dirs.pop() {
             for entry in std::fs::read_dir(&dir).expect("read a dir") {
                 let path = entry.expect("an entry").path();

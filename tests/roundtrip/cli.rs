@@ -9,8 +9,8 @@ use heartbeat_agent::emulator::{Fault, FaultKind, RateLimit};
 use serde_json::{json, Value};
 
 use super::{options, CHECK, KEY};
-use crate::util;
 use crate::util::emulator::Background;
+use crate::util::Home;
 
 /// Runs `heartbeat-agent --log-level trace --base-url <emulator> api ARGS` with `key`.
 fn api(emulator: &Background, key: &str, args: &[&str], stdin: &str) -> Output {
@@ -19,8 +19,8 @@ fn api(emulator: &Background, key: &str, args: &[&str], stdin: &str) -> Output {
 
 /// Runs `api ARGS` against `base_url`; asserts neither stream holds `KEY` or `key`.
 fn api_at(base_url: &str, account: &str, key: &str, args: &[&str], stdin: &str) -> Output {
-    let home = tempfile::tempdir().expect("a temporary home");
-    let mut cmd = util::agent(home.path());
+    let home = Home::new();
+    let mut cmd = home.agent();
     cmd.args(["--log-level", "trace", "--base-url", base_url, "api"])
         .args(args)
         .env("HEARTBEAT_AGENT_API_KEY", key)
@@ -164,9 +164,10 @@ fn failures_exit_1_with_status_and_message_and_never_the_key() {
 
 #[test]
 fn list_all_against_the_emulator_binary_with_trace_logs_on_both_sides() {
-    let home = tempfile::tempdir().expect("a temporary home");
+    let home = Home::new();
     let fixtures = crate::util::emulator::example_fixtures_path();
-    let mut emulator = util::agent(home.path())
+    let mut emulator = home
+        .agent()
         .args([
             "--log-level",
             "trace",
@@ -265,8 +266,8 @@ fn ping_raw(ping_url: &str, token: &str) {
 fn answers_are_pretty_on_a_terminal() {
     let emulator = Background::start_with(options(RateLimit::default()));
     let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
-    let home = tempfile::tempdir().expect("a temporary home");
-    let mut cmd = util::agent(home.path());
+    let home = Home::new();
+    let mut cmd = home.agent();
     cmd.args([
         "--base-url",
         emulator.base_url(),

@@ -3,9 +3,10 @@
 
 use std::io::Write;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Env;
+use crate::util;
 
 /// Starts the agent as a session leader whose controlling terminal is a new pty, as a login
 /// shell's job would be; returns the child and the master side.
@@ -44,19 +45,16 @@ fn pty_output(master: &mut std::fs::File, type_after_first_line: &[u8], done: &s
         }
     });
     let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
     let mut typed = type_after_first_line.is_empty();
-    while !seen.contains(done) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let chunk = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no {done:?} on the terminal: {seen:?}"));
+    let shown = util::receive_until(&rx, Duration::from_secs(5), |chunk: Vec<u8>| {
         seen.push_str(&String::from_utf8_lossy(&chunk));
         if !typed && seen.contains('\n') {
             master.write_all(type_after_first_line).expect("type");
             typed = true;
         }
-    }
+        seen.contains(done)
+    });
+    assert!(shown, "no {done:?} on the terminal: {seen:?}");
     seen
 }
 

@@ -1,4 +1,4 @@
-//! The fleet simulation of issue 5 (ignored by default; run with
+//! The fleet simulation (ignored by default; run with
 //! `cargo test --release --test tests sync::scale -- --ignored --nocapture`): N agents with J
 //! bound jobs each start at the same moment against one emulator enforcing L requests per 60 s
 //! (429 answers count). Time is scaled by S: the emulator's clock runs S times faster, and every

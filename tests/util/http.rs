@@ -1,13 +1,19 @@
-//! A small loopback HTTP/1.1 server for the tests: records every request (method, path,
-//! headers) and answers as told: a status, a status after a delay, never (hang), or by closing
-//! the connection unanswered (drop). [`refused_url`] gives a URL where nothing listens.
+//! A small loopback HTTP/1.1 server for the tests: hands every request (method, path, headers,
+//! body) to the test through a channel and answers as told: a status, a status after a delay,
+//! never (hang), or by closing the connection unanswered (drop). A request is sent on the
+//! channel before it is answered, so once the client has its answer the test holds the request
+//! without waiting; a test waiting for a request the agent sends on its own receives with a
+//! timeout. [`refused_url`] gives a URL where nothing listens.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::Inbox;
 
 /// How the server answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +38,8 @@ pub struct Recorded {
     pub path: String,
     /// Header names (lowercased) and values, in order.
     pub headers: Vec<(String, String)>,
+    /// The body (`Content-Length` bytes, up to 1 MiB).
+    pub body: Vec<u8>,
 }
 
 impl Recorded {
@@ -45,10 +53,12 @@ impl Recorded {
     }
 }
 
+/// What the connection threads share.
 #[derive(Debug)]
 struct Shared {
     mode: Mutex<Mode>,
-    requests: Mutex<Vec<Recorded>>,
+    /// Where each request goes, in arrival order (a clone per connection thread).
+    requests: Sender<Recorded>,
     stopped: AtomicBool,
 }
 
@@ -57,6 +67,7 @@ struct Shared {
 pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    inbox: Inbox<Recorded>,
 }
 
 impl Server {
@@ -64,9 +75,10 @@ impl Server {
     pub fn start(mode: Mode) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
+        let (sender, channel) = mpsc::channel();
         let shared = Arc::new(Shared {
             mode: Mutex::new(mode),
-            requests: Mutex::new(Vec::new()),
+            requests: sender,
             stopped: AtomicBool::new(false),
         });
         let state = shared.clone();
@@ -80,7 +92,11 @@ impl Server {
                 thread::spawn(move || serve(stream, &state));
             }
         });
-        Server { addr, shared }
+        Server {
+            addr,
+            shared,
+            inbox: Inbox::new(channel),
+        }
     }
 
     /// `http://127.0.0.1:PORT` + `path` (which starts with `/`).
@@ -93,26 +109,26 @@ impl Server {
         *self.shared.mode.lock().expect("mode lock") = mode;
     }
 
-    /// Every request received so far.
+    /// Every request received so far, without waiting (the client has its answers).
     pub fn requests(&self) -> Vec<Recorded> {
-        self.shared.requests.lock().expect("requests lock").clone()
+        self.inbox.all()
     }
 
-    /// Forgets the requests recorded so far.
+    /// Forgets the requests received so far.
     pub fn clear(&self) {
-        self.shared.requests.lock().expect("requests lock").clear();
+        self.inbox.clear();
     }
 
-    /// Waits (polling) until at least `n` requests arrived or `timeout` passed; returns them.
+    /// Receives requests until `done(every request so far)` holds or `timeout` passed; returns
+    /// whether it held. Wakes on each request, without polling.
+    pub fn receive_until(&self, timeout: Duration, done: impl Fn(&[Recorded]) -> bool) -> bool {
+        self.inbox.receive_until(timeout, done)
+    }
+
+    /// Receives until at least `n` requests arrived or `timeout` passed; returns them all.
     pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Recorded> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let requests = self.requests();
-            if requests.len() >= n || Instant::now() >= deadline {
-                return requests;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
+        self.receive_until(timeout, |requests| requests.len() >= n);
+        self.requests()
     }
 }
 
@@ -155,15 +171,14 @@ fn serve(stream: TcpStream, shared: &Shared) {
     if mode == Mode::Drop {
         return;
     }
-    shared
-        .requests
-        .lock()
-        .expect("requests lock")
-        .push(Recorded {
-            method,
-            path,
-            headers,
-        });
+    let request = Recorded {
+        method,
+        path,
+        headers,
+        body,
+    };
+    // The test may have dropped the server (and its receiver) already: nobody to tell.
+    let _ = shared.requests.send(request);
     let mut stream = reader.into_inner();
     match mode {
         Mode::Slow(ms) => {

@@ -1,11 +1,10 @@
 //! A loopback ping host for the outbox tests whose behaviour can change while it runs: drop
-//! every connection (the host is "down"), answer a status, or answer 200 after a delay. It
-//! records the path of every request it answered, in arrival order. A view of
-//! [`super::http::Server`] by path.
+//! every connection (the host is "down"), answer a status, or answer 200 after a delay. A view
+//! by path of [`super::http::Server`], which hands each request it answered to the test through
+//! a channel, in arrival order.
 
 use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::http::Server;
 
@@ -38,11 +37,7 @@ impl PingHost {
 
     /// Paths of every request answered so far (without the leading `/`).
     pub fn paths(&self) -> Vec<String> {
-        self.server
-            .requests()
-            .into_iter()
-            .map(|r| r.path.trim_start_matches('/').to_owned())
-            .collect()
+        self.server.requests().iter().map(path_of).collect()
     }
 
     /// How many requests for `path` arrived.
@@ -55,17 +50,17 @@ impl PingHost {
         self.server.clear();
     }
 
-    /// Polls until `done(paths)` or `timeout`; returns whether it became true.
+    /// Receives requests until `done(paths so far)` or `timeout`; returns whether it became
+    /// true.
     pub fn wait_until(&self, timeout: Duration, done: impl Fn(&[String]) -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if done(&self.paths()) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
+        self.server.receive_until(timeout, |requests| {
+            let paths: Vec<String> = requests.iter().map(path_of).collect();
+            done(&paths)
+        })
     }
+}
+
+/// A request's path without the leading `/`.
+fn path_of(request: &super::http::Recorded) -> String {
+    request.path.trim_start_matches('/').to_owned()
 }

@@ -6,35 +6,30 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures, Listener};
 use heartbeat_agent::status::client::{Answer, Endpoint};
 use serde_json::{json, Value};
 
-use crate::util::{self, emulator::Background};
+use crate::util::{self, emulator::Background, Home};
 
 mod prom;
 use prom::{parse_metrics, promtool, sample};
 
 const TOKEN: &str = "s3cret-status-token";
 
-/// A home with a config whose `[status]` listens on a unix socket inside it.
-struct Home {
-    dir: tempfile::TempDir,
+/// What the status tests do with a [`Home`]: a config whose `[status]` listens on a unix
+/// socket inside it, the agent's commands and the daemon on that config.
+trait StatusHome {
+    fn socket(&self) -> PathBuf;
+    fn endpoint(&self) -> Endpoint;
+    fn write(&self, emulator: Option<&Background>, status: &str, jobs: &str);
+    fn output(&self, args: &[&str], key: &str) -> Output;
+    fn daemon(&self, key: &str) -> Daemon;
 }
 
-impl Home {
-    fn new() -> Home {
-        Home {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
+impl StatusHome for Home {
     fn socket(&self) -> PathBuf {
         self.path("status.sock")
     }
@@ -58,13 +53,13 @@ impl Home {
              [status]\n{status}\n\n{jobs}",
             self.path("state").display()
         );
-        std::fs::write(self.path("config.toml"), text).expect("write config");
+        self.write_config(&text);
     }
 
-    fn agent(&self, args: &[&str], key: &str) -> Output {
-        util::agent(self.dir.path())
+    fn output(&self, args: &[&str], key: &str) -> Output {
+        self.agent()
             .arg("--config")
-            .arg(self.path("config.toml"))
+            .arg(self.config_path())
             .args(args)
             .env("EMULATOR_KEY", key)
             .env("NO_COLOR", "1")
@@ -74,9 +69,10 @@ impl Home {
 
     fn daemon(&self, key: &str) -> Daemon {
         let log = std::fs::File::create(self.path("daemon.log")).expect("log file");
-        let child = util::agent(self.dir.path())
+        let child = self
+            .agent()
             .args(["daemon", "--log-format", "json", "--config"])
-            .arg(self.path("config.toml"))
+            .arg(self.config_path())
             .env("EMULATOR_KEY", key)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -112,18 +108,10 @@ impl Daemon {
 
     /// Polls `probe` until it gives a value, failing with the log after `timeout`.
     fn until<T>(&self, what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(value) = probe() {
-                return value;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting: {what}; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let every = Duration::from_millis(50);
+        util::eventually_every(every, timeout, what, || {
+            probe().ok_or_else(|| format!("log:\n{}", self.log()))
+        })
     }
 }
 
@@ -316,7 +304,7 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
     promtool(&metrics.body);
 
     // The CLI: table and JSON; neither (nor the endpoint) shows a secret.
-    let table = home.agent(
+    let table = home.output(
         &["status", "--url", &home.socket().display().to_string()],
         &key,
     );
@@ -341,12 +329,12 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         !table.contains('\x1b'),
         "no colour off a terminal: {table:?}"
     );
-    let json = home.agent(&["status", "--json", "--job", "bad"], &key);
+    let json = home.output(&["status", "--json", "--job", "bad"], &key);
     assert!(json.status.success());
     let json: Value = serde_json::from_slice(&json.stdout).expect("JSON");
     assert_eq!(json["jobs"].as_array().map(Vec::len), Some(1));
     assert_eq!(json["jobs"][0]["last_run"]["exit_code"], 3);
-    let unknown = home.agent(&["status", "--job", "nope"], &key);
+    let unknown = home.output(&["status", "--job", "nope"], &key);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no job named \"nope\""));
     let everything = format!(
@@ -393,7 +381,7 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
     );
     assert_eq!(get(&endpoint, "/healthz").status, 200);
     assert_eq!(get(&endpoint, "/readyz").status, 200);
-    let health = home.agent(&["health"], &key);
+    let health = home.output(&["health"], &key);
     assert_eq!(
         health.status.code(),
         Some(0),
@@ -401,7 +389,7 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         String::from_utf8_lossy(&health.stderr)
     );
     drop(daemon); // before the emulator (declared earlier, dropped later)
-    let health = home.agent(&["health"], &key);
+    let health = home.output(&["health"], &key);
     assert_eq!(health.status.code(), Some(1));
 }
 
@@ -433,7 +421,7 @@ fn trigger_needs_the_token_and_follows_the_overlap_rule() {
         .expect("request");
     assert_eq!(wrong.status, 401);
     assert!(!marker.exists(), "no run without the token");
-    let started = home.agent(&["trigger", "manual"], "");
+    let started = home.output(&["trigger", "manual"], "");
     assert!(
         started.status.success(),
         "{}",
@@ -446,14 +434,14 @@ fn trigger_needs_the_token_and_follows_the_overlap_rule() {
         || marker.exists().then_some(()),
     );
     // Still running (sleep 2), overlap "skip": refused.
-    let busy = home.agent(&["trigger", "manual"], "");
+    let busy = home.output(&["trigger", "manual"], "");
     assert_eq!(busy.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&busy.stderr).contains("HTTP 409"),
         "{}",
         String::from_utf8_lossy(&busy.stderr)
     );
-    let unknown = home.agent(&["trigger", "nope"], "");
+    let unknown = home.output(&["trigger", "nope"], "");
     assert_eq!(unknown.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("HTTP 404"));
     let external = endpoint
@@ -486,9 +474,10 @@ fn without_a_token_triggers_are_off_and_tcp_works() {
         "[[jobs]]\nname = \"j\"\nschedule = \"0 0 1 1 *\"\ncommand = [\"true\"]\n",
     );
     let log = std::fs::File::create(home.path("daemon.log")).expect("log");
-    let child = util::agent(home.dir.path())
+    let child = home
+        .agent()
         .args(["daemon", "--config"])
-        .arg(home.path("config.toml"))
+        .arg(home.config_path())
         .stderr(log)
         .spawn()
         .expect("daemon");
@@ -512,7 +501,7 @@ fn without_a_token_triggers_are_off_and_tcp_works() {
         "{}",
         refused.body
     );
-    let health = home.agent(
+    let health = home.output(
         &["health", "--url", &format!("http://127.0.0.1:{port}")],
         "",
     );
@@ -528,7 +517,7 @@ fn without_a_token_triggers_are_off_and_tcp_works() {
 fn a_non_loopback_bind_without_a_token_is_a_config_error() {
     let home = Home::new();
     home.write(None, "listen = \"0.0.0.0:9465\"", "");
-    let out = home.agent(&["daemon"], "");
+    let out = home.output(&["daemon"], "");
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -537,14 +526,14 @@ fn a_non_loopback_bind_without_a_token_is_a_config_error() {
         ),
         "{stderr}"
     );
-    let check = home.agent(&["config", "check"], "");
+    let check = home.output(&["config", "check"], "");
     assert_eq!(check.status.code(), Some(78));
 }
 
 #[test]
 fn health_is_1_when_nothing_listens() {
     let home = Home::new();
-    let out = home.agent(
+    let out = home.output(
         &["health", "--url", &home.socket().display().to_string()],
         "",
     );

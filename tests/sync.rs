@@ -14,13 +14,13 @@ use heartbeat_agent::redact::Secret;
 use heartbeat_agent::sync::{self, CadenceCache, Outcome, SyncOptions};
 use serde_json::{json, Value};
 
-use crate::util::{self, emulator::Background};
+use crate::util::{self, emulator::Background, Home};
 
 /// A temporary home with a config file and a state directory, next to an emulator holding the
 /// checks `ids` (token `<id>-token`).
 struct Setup {
     emulator: Background,
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Setup {
@@ -38,16 +38,16 @@ impl Setup {
         }
         Setup {
             emulator,
-            home: tempfile::tempdir().unwrap(),
+            home: Home::new(),
         }
     }
 
     fn state_dir(&self) -> PathBuf {
-        self.home.path().join("state")
+        self.home.state_dir()
     }
 
     fn config_path(&self) -> PathBuf {
-        self.home.path().join("config.toml")
+        self.home.config_path()
     }
 
     /// Writes the config: `[agent]`/`[api]` pointing at the emulator, then `jobs`.
@@ -59,11 +59,12 @@ impl Setup {
             self.emulator.base_url(),
             self.emulator.account()
         );
-        std::fs::write(self.config_path(), text).unwrap();
+        self.home.write_config(&text);
     }
 
     fn agent(&self, args: &[&str]) -> Output {
-        util::agent(self.home.path())
+        self.home
+            .agent()
             .arg("--config")
             .arg(self.config_path())
             .args(args)
@@ -433,16 +434,12 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let task = runtime.spawn(reconciler.clone().run(cancel.clone()));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    runtime.block_on(async {
-        while status.get("j").unwrap().state != sync::SyncState::InSync {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{:?}",
-                status.get("j")
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    let in_sync = || match status.get("j") {
+        Some(job) if job.state == sync::SyncState::InSync => Ok(()),
+        other => Err(format!("{other:?}")),
+    };
+    let left = || deadline.saturating_duration_since(std::time::Instant::now());
+    runtime.block_on(util::eventually_async(left(), "job j in sync", in_sync));
     let puts = setup.puts().len();
     assert_eq!(puts, 7, "six 429s, then accepted");
     assert!(reconciler
@@ -452,15 +449,18 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     // An accepted ping triggers a pass; nothing changed, so no PUT.
     let before = status.get("j").unwrap().last_attempt;
     reconciler.after_run("j", at("2026-11-22T01:00:00Z"), true);
-    runtime.block_on(async {
-        while status.get("j").unwrap().last_attempt == before {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no pass after the run"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    runtime.block_on(util::eventually_async(
+        left(),
+        "a pass after the run",
+        || {
+            let attempt = status.get("j").unwrap().last_attempt;
+            if attempt == before {
+                Err(format!("last attempt still {attempt:?}"))
+            } else {
+                Ok(())
+            }
+        },
+    ));
     assert_eq!(setup.puts().len(), 7);
     let state = sync::state::load(&setup.state_dir(), "j").unwrap();
     assert_eq!(state.acked_fire, Some(at("2026-11-22T01:00:00Z")));
@@ -473,15 +473,11 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     ));
     reconciler.set_config(Arc::new(load(&setup)));
     assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
-    runtime.block_on(async {
-        while status.get("j").unwrap().state != sync::SyncState::InSync {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no pass after the reload"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    runtime.block_on(util::eventually_async(
+        left(),
+        "a pass after the reload",
+        in_sync,
+    ));
     let puts = setup.puts();
     assert_eq!(puts.len(), 8);
     assert_eq!(puts[7].2["tags"], json!(["reloaded"]));

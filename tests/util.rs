@@ -1,0 +1,332 @@
+//! Helpers shared by the integration tests: the agent binary in a temporary home ([`Home`]),
+//! waiting for something that happens in another process or thread ([`eventually`] and its
+//! variants), receiving what a test server or reader hands over a channel ([`Inbox`],
+//! [`receive_until`]), a loopback HTTP server ([`http`]), a ping host ([`outbox`]) and the
+//! emulator ([`emulator`]).
+
+#![allow(dead_code)]
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub mod emulator;
+pub mod http;
+pub mod outbox;
+
+/// The `heartbeat-agent` binary built for these tests.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_heartbeat-agent"))
+}
+
+/// The variables of the developer's shell that would change what the agent does: an inherited
+/// config, API key or ping URL, systemd's sockets and credentials, the XDG dirs.
+const INHERITED: [&str; 10] = [
+    "HEARTBEAT_AGENT_CONFIG",
+    "HEARTBEAT_AGENT_API_KEY",
+    "HEARTBEAT_AGENT_ACCOUNT",
+    "HEARTBEAT_AGENT_PING_URL",
+    "HEARTBEAT_AGENT_LOG",
+    "CREDENTIALS_DIRECTORY",
+    "NOTIFY_SOCKET",
+    "JOURNAL_STREAM",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+];
+
+/// A temporary home for one test: `HOME` of the agents it starts, the place of their config
+/// file (`config.toml`) and state directory (`state/`); removed when dropped.
+#[derive(Debug)]
+pub struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    /// A new, empty home.
+    pub fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().expect("a temporary home"),
+        }
+    }
+
+    /// The home directory itself.
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `name` inside the home.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `config.toml` in the home (written by [`Home::write_config`]).
+    pub fn config_path(&self) -> PathBuf {
+        self.path("config.toml")
+    }
+
+    /// `state/` in the home: the agent's state directory unless a config or flag says otherwise.
+    pub fn state_dir(&self) -> PathBuf {
+        self.path("state")
+    }
+
+    /// Writes `text` as the config file; returns its path.
+    pub fn write_config(&self, text: &str) -> PathBuf {
+        let path = self.config_path();
+        std::fs::write(&path, text).expect("write the config file");
+        path
+    }
+
+    /// A `Command` for the agent binary with a clean, predictable environment: nothing inherited
+    /// from the developer's shell (config, API key, ping URL, systemd sockets, XDG dirs),
+    /// `HOME` set to this home and the default state directory inside it.
+    pub fn agent(&self) -> Command {
+        self.clean(Command::new(bin()))
+    }
+
+    /// [`Home::agent`] started through `wrapper` (a program and its arguments, followed by the
+    /// agent binary): `unshare`, `nice` and the like.
+    pub fn agent_via(&self, wrapper: &[&str]) -> Command {
+        let (program, args) = wrapper.split_first().expect("a wrapper program");
+        let mut cmd = Command::new(program);
+        cmd.args(args).arg(bin());
+        self.clean(cmd)
+    }
+
+    /// `cmd` with the environment of [`Home::agent`].
+    fn clean(&self, mut cmd: Command) -> Command {
+        for var in INHERITED {
+            cmd.env_remove(var);
+        }
+        cmd.env("HOME", self.root());
+        // The default state directory is /var/lib/heartbeat-agent for root: without this, tests
+        // run as root would share one outbox and deliver each other's pending pings.
+        cmd.env("STATE_DIRECTORY", self.state_dir());
+        cmd
+    }
+}
+
+impl Default for Home {
+    fn default() -> Home {
+        Home::new()
+    }
+}
+
+/// How often [`eventually`] looks again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Calls `probe` every `every` until it returns `Ok`, for at most `timeout`: `Ok` with its value,
+/// or `Err` with the last state it reported. `probe` runs at least once, and once more at or
+/// after the deadline. For tests that assert on what they find either way.
+pub fn poll<T, S>(
+    timeout: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> Result<T, S>,
+) -> Result<T, S> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let state = match probe() {
+            Ok(value) => return Ok(value),
+            Err(state) => state,
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(state);
+        }
+        std::thread::sleep(every.min(left));
+    }
+}
+
+/// [`poll`] for a condition: whether `done` became true within `timeout`.
+pub fn wait_until(timeout: Duration, every: Duration, mut done: impl FnMut() -> bool) -> bool {
+    poll(timeout, every, || if done() { Ok(()) } else { Err(()) }).is_ok()
+}
+
+/// Waits until `probe` returns `Ok` and returns its value; after `timeout`, panics naming
+/// `what` and the last state `probe` reported as its `Err`. Polls every 20 ms.
+pub fn eventually<T, S: Display>(
+    timeout: Duration,
+    what: &str,
+    probe: impl FnMut() -> Result<T, S>,
+) -> T {
+    eventually_every(POLL, timeout, what, probe)
+}
+
+/// [`eventually`], polling every `every`: for probes that cost a process or a request.
+pub fn eventually_every<T, S: Display>(
+    every: Duration,
+    timeout: Duration,
+    what: &str,
+    probe: impl FnMut() -> Result<T, S>,
+) -> T {
+    poll(timeout, every, probe)
+        .unwrap_or_else(|state| panic!("waited {timeout:?} for {what}; last seen: {state}"))
+}
+
+/// [`eventually`] inside a tokio runtime: sleeps with tokio, so tasks on a current-thread
+/// runtime go on while the test waits.
+pub async fn eventually_async<T, S: Display>(
+    timeout: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> Result<T, S>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let state = match probe() {
+            Ok(value) => return value,
+            Err(state) => state,
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "waited {timeout:?} for {what}; last seen: {state}"
+        );
+        tokio::time::sleep(POLL.min(left)).await;
+    }
+}
+
+/// Waits at most `timeout` for `child` to exit: its status, or `None` if it still runs.
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    poll(timeout, Duration::from_millis(10), || {
+        match child.try_wait().expect("the child can be waited for") {
+            Some(status) => Ok(status),
+            None => Err(()),
+        }
+    })
+    .ok()
+}
+
+/// Waits at most `timeout` for a pid to be written into `path` (by a job or a command that
+/// reports its own), and returns it.
+pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
+    eventually(timeout, &format!("a pid in {}", path.display()), || {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        text.trim().parse().map_err(|_| format!("{text:?}"))
+    })
+}
+
+/// A probe for [`eventually`]: whether `path` exists, naming it when it does not.
+pub fn exists(path: &Path) -> Result<(), String> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(format!("no {}", path.display()))
+    }
+}
+
+/// Receives from `channel` for at most `timeout`, handing each item to `take` until it returns
+/// true; returns whether it did. Wakes on each item, without polling.
+pub fn receive_until<T>(
+    channel: &Receiver<T>,
+    timeout: Duration,
+    mut take: impl FnMut(T) -> bool,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match channel.recv_timeout(left) {
+            Ok(item) => {
+                if take(item) {
+                    return true;
+                }
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+}
+
+/// What a test server or a log reader hands to the test: the receiving end of its channel, and
+/// everything taken from it so far (for the checks that look at all of it).
+#[derive(Debug)]
+pub struct Inbox<T> {
+    state: Mutex<(Receiver<T>, Vec<T>)>,
+}
+
+impl<T: Clone> Inbox<T> {
+    /// An inbox reading `channel`.
+    pub fn new(channel: Receiver<T>) -> Inbox<T> {
+        Inbox {
+            state: Mutex::new((channel, Vec::new())),
+        }
+    }
+
+    /// Everything that arrived so far, in order, without waiting.
+    pub fn all(&self) -> Vec<T> {
+        let mut state = self.state.lock().expect("inbox lock");
+        let (channel, taken) = &mut *state;
+        taken.extend(channel.try_iter());
+        taken.clone()
+    }
+
+    /// Forgets everything that arrived so far.
+    pub fn clear(&self) {
+        let mut state = self.state.lock().expect("inbox lock");
+        let (channel, taken) = &mut *state;
+        taken.extend(channel.try_iter());
+        taken.clear();
+    }
+
+    /// Receives until `done(everything so far)` holds or `timeout` passed; returns whether it
+    /// held.
+    pub fn receive_until(&self, timeout: Duration, mut done: impl FnMut(&[T]) -> bool) -> bool {
+        let mut state = self.state.lock().expect("inbox lock");
+        let (channel, taken) = &mut *state;
+        taken.extend(channel.try_iter());
+        if done(taken) {
+            return true;
+        }
+        receive_until(channel, timeout, |item| {
+            taken.push(item);
+            done(taken)
+        })
+    }
+}
+
+/// The waiting helpers fail when they should: a wait that never ends must fail its test.
+mod checks {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::{eventually, poll, Inbox};
+
+    const SHORT: Duration = Duration::from_millis(50);
+
+    #[test]
+    #[should_panic(expected = "for the answer; last seen: still 41")]
+    fn eventually_names_what_and_the_last_state() {
+        eventually(SHORT, "the answer", || Err::<(), _>("still 41"));
+    }
+
+    #[test]
+    fn poll_returns_the_value_or_the_last_state() {
+        let mut n = 0;
+        let found = poll(SHORT, Duration::from_millis(1), || {
+            n += 1;
+            if n == 3 {
+                Ok(n)
+            } else {
+                Err(n)
+            }
+        });
+        assert_eq!(found, Ok(3));
+        assert_eq!(poll(SHORT, SHORT, || Err::<(), _>(7)), Err(7));
+    }
+
+    #[test]
+    fn an_inbox_wakes_on_arrival_and_gives_up_at_the_timeout() {
+        let (tx, rx) = mpsc::channel();
+        let inbox = Inbox::new(rx);
+        assert!(!inbox.receive_until(SHORT, |all| !all.is_empty()));
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            tx.send(1).expect("the inbox listens");
+            tx.send(2).expect("the inbox listens");
+        });
+        assert!(inbox.receive_until(Duration::from_secs(5), |all| all.len() == 2));
+        assert_eq!(inbox.all(), vec![1, 2]);
+        inbox.clear();
+        assert!(inbox.all().is_empty());
+    }
+}
