@@ -15,6 +15,7 @@
 //! - [`status`]: the local status endpoint.
 //! - [`emulator`]: a local emulator of the monitoring API and its ping host.
 //! - [`import`]: translating crontabs into `[[jobs]]` tables.
+//! - [`persist`]: files under the state directory written safely (atomic writes, locks).
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
