@@ -10,6 +10,7 @@
 //! - [`watch`]: condition probes.
 //! - [`ping`]: building and sending pings.
 //! - [`api`]: the typed client of the monitoring API.
+//! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
 //! - [`sync`]: keeping heartbeat checks in sync with the config.
 //! - [`daemon`]: the long-running supervisor.
 //! - [`status`]: the local status endpoint.
@@ -20,6 +21,7 @@
 #![warn(clippy::unwrap_used)]
 
 pub mod api;
+pub mod backoff;
 pub mod cli;
 pub mod config;
 pub mod daemon;

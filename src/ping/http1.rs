@@ -140,7 +140,7 @@ fn parse_head(head: &str) -> Result<(Answer, Option<usize>), PingError> {
         };
         let value = value.trim();
         if name.eq_ignore_ascii_case("retry-after") {
-            retry_after = super::parse_retry_after(value);
+            retry_after = crate::backoff::retry_after(value, std::time::SystemTime::now());
         } else if name.eq_ignore_ascii_case("content-length") {
             length = value.parse::<usize>().ok();
         }
