@@ -16,6 +16,8 @@
 //! - [`status`]: the local status endpoint.
 //! - [`emulator`]: a local emulator of the monitoring API and its ping host.
 //! - [`import`]: translating crontabs into `[[jobs]]` tables.
+//! - [`paths`]: where the configuration file and the state directory are.
+//! - [`host`]: this machine's name, as pings send it.
 //! - [`persist`]: files under the state directory written safely (atomic writes, locks).
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
@@ -26,6 +28,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod emulator;
+pub mod host;
 pub mod import;
 pub mod logging;
 pub mod paths;
