@@ -14,6 +14,7 @@
 //! - [`sync`]: keeping heartbeat checks in sync with the config.
 //! - [`daemon`]: the long-running supervisor.
 //! - [`status`]: the local status endpoint.
+//! - [`response_head`]: reading an HTTP/1.1 response head (ping's fast path, the status client).
 //! - [`emulator`]: a local emulator of the monitoring API and its ping host.
 //! - [`import`]: translating crontabs into `[[jobs]]` tables.
 //! - [`paths`]: where the configuration file and the state directory are.
@@ -36,6 +37,7 @@ pub mod persist;
 pub mod ping;
 pub mod process;
 pub mod redact;
+pub mod response_head;
 pub mod schedule;
 pub mod status;
 pub mod sync;
