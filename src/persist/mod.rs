@@ -2,7 +2,7 @@
 //! (0700) directory and the `flock(2)` lock that every writer of state uses, and the count of
 //! the writes that failed.
 //!
-//! - [`file`]: temp file (0600), write, fsync, rename, fsync the directory; private
+//! - [`file`](mod@file): temp file (0600), write, fsync, rename, fsync the directory; private
 //!   directories; durable renames.
 //! - [`lock`]: an exclusive `flock(2)` on a lock file, waiting or not.
 //!
