@@ -80,3 +80,16 @@ pub fn default_state_dir() -> PathBuf {
         xdg_dir("XDG_STATE_HOME", ".local/state").join("heartbeat-agent")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_wins_over_the_config_which_wins_over_the_default() {
+        let (flag, configured) = (Path::new("/flag"), Path::new("/configured"));
+        assert_eq!(state_dir(Some(flag), Some(configured)), flag);
+        assert_eq!(state_dir(None, Some(configured)), configured);
+        assert_eq!(state_dir(None, None), default_state_dir());
+    }
+}
