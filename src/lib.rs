@@ -13,20 +13,29 @@
 //! - [`watch`]: condition probes.
 //! - [`ping`]: building and sending pings.
 //! - [`api`]: the typed client of the monitoring API.
+//! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
 //! - [`sync`]: keeping heartbeat checks in sync with the config.
 //! - [`daemon`]: the long-running supervisor.
 //! - [`status`]: the local status endpoint.
+//! - [`response_head`]: reading an HTTP/1.1 response head (ping's fast path, the status client).
 //! - [`emulator`]: a local emulator of the monitoring API and its ping host.
 //! - [`import`]: translating crontabs into `[[jobs]]` tables.
+//! - [`paths`]: where the configuration file and the state directory are.
+//! - [`host`]: this machine's name, as pings send it.
+//! - [`persist`]: files under the state directory written safely (atomic writes, locks).
+//! - [`redact`]: secrets (the API key, ping URLs) kept out of everything shown.
+//! - [`logging`]: the log subscriber: terminal text, JSON or journald.
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
 pub mod api;
+pub mod backoff;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod emulator;
 pub mod exit;
+pub mod host;
 pub mod import;
 pub mod job;
 pub mod logging;
@@ -35,6 +44,7 @@ pub mod persist;
 pub mod ping;
 pub mod process;
 pub mod redact;
+pub mod response_head;
 pub mod run_end;
 pub mod schedule;
 pub mod status;

@@ -1,7 +1,8 @@
-//! Default locations of the configuration file and the state directory, following the XDG base
-//! directory rules for users and `/etc`, `/var/lib` for root.
+//! Where the configuration file and the state directory are: the flag, else the configured
+//! or environment value, else the default, which follows the XDG base directory rules for users
+//! and `/etc`, `/var/lib` for root.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The environment variable naming the configuration file when `--config` is not given.
 pub const CONFIG_ENV: &str = "HEARTBEAT_AGENT_CONFIG";
@@ -56,6 +57,13 @@ pub fn default_config_file() -> PathBuf {
 /// list of absolute paths); its first entry is the default state directory when set.
 pub const STATE_DIRECTORY_ENV: &str = "STATE_DIRECTORY";
 
+/// The state directory: `--state-dir` (`flag`), else `[agent] state_dir` (`configured`), else
+/// [`default_state_dir`].
+pub fn state_dir(flag: Option<&Path>, configured: Option<&Path>) -> PathBuf {
+    flag.or(configured)
+        .map_or_else(default_state_dir, Path::to_path_buf)
+}
+
 /// `$STATE_DIRECTORY` (first entry) when systemd set it, else `/var/lib/heartbeat-agent` for
 /// root, else `$XDG_STATE_HOME/heartbeat-agent` (`~/.local/state/heartbeat-agent` when unset).
 /// Each user has their own by default.
@@ -70,5 +78,18 @@ pub fn default_state_dir() -> PathBuf {
         PathBuf::from("/var/lib/heartbeat-agent")
     } else {
         xdg_dir("XDG_STATE_HOME", ".local/state").join("heartbeat-agent")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_wins_over_the_config_which_wins_over_the_default() {
+        let (flag, configured) = (Path::new("/flag"), Path::new("/configured"));
+        assert_eq!(state_dir(Some(flag), Some(configured)), flag);
+        assert_eq!(state_dir(None, Some(configured)), configured);
+        assert_eq!(state_dir(None, None), default_state_dir());
     }
 }

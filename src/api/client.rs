@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::error::excerpt;
 use super::model::*;
-use super::retry::{is_retryable, parse_retry_after, Failure, RetryPolicy};
+use super::retry::{is_retryable, Failure, RetryPolicy};
 use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
 use crate::redact::Secret;
 
@@ -437,7 +437,7 @@ impl ApiClient {
             .headers()
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            .and_then(|v| crate::backoff::retry_after(v, SystemTime::now()));
         let bytes = match response.bytes().await {
             Ok(bytes) => bytes,
             Err(e) => {

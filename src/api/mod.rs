@@ -4,7 +4,7 @@
 //! - [`model`]: requests, responses and the error body, shared with the emulator.
 //! - [`ApiClient`]: one async method per operation.
 //! - [`ApiError`]: what went wrong, never with the key or a ping token in it.
-//! - [`retry`]: backoff with full jitter, `Retry-After`, and which failures may be repeated.
+//! - [`retry`]: retry settings, and which failures may be repeated.
 //! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
 
 pub mod client;

@@ -1,10 +1,12 @@
-//! When and how long to wait before repeating a failed request: capped exponential backoff
-//! with full jitter (`sleep = random(0, min(cap, base * 2^n))`), `Retry-After` honoured, and
-//! the rule that decides which failures may be repeated at all.
+//! When to repeat a failed request: the client's retry settings (attempts, backoff bounds,
+//! total budget; the waits themselves come from [`crate::backoff`]) and the rule that decides
+//! which failures may be repeated at all.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use rand::Rng;
+
+use crate::backoff;
 
 /// Retry settings of a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,21 +45,12 @@ impl RetryPolicy {
     /// The upper bound of the wait after failed attempt `attempt` (1-based):
     /// `min(cap, base * 2^(attempt-1))`.
     pub fn ceiling(&self, attempt: u32) -> Duration {
-        let exponent = attempt.saturating_sub(1).min(31);
-        self.base
-            .checked_mul(1u32 << exponent)
-            .unwrap_or(self.cap)
-            .min(self.cap)
+        backoff::ceiling(attempt.saturating_sub(1), self.base, self.cap)
     }
 
     /// A random wait in `[0, ceiling(attempt)]` (full jitter).
     pub fn backoff(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
-        let ceiling = self.ceiling(attempt);
-        if ceiling.is_zero() {
-            return ceiling;
-        }
-        let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
-        Duration::from_nanos(rng.gen_range(0..=nanos))
+        backoff::full_jitter_with(attempt.saturating_sub(1), self.base, self.cap, rng)
     }
 }
 
@@ -81,17 +74,6 @@ pub fn is_retryable(failure: Failure, idempotent: bool) -> bool {
         Failure::Status(status) if (500..=599).contains(&status) => idempotent,
         Failure::Status(_) => false,
     }
-}
-
-/// Reads a `Retry-After` value: delay seconds or an HTTP date (relative to `now`; a date in
-/// the past means no wait). `None` when absent or unreadable.
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let when = httpdate::parse_http_date(value).ok()?;
-    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 #[cfg(test)]
@@ -135,19 +117,5 @@ mod tests {
         assert!(!is_retryable(Failure::NoAnswer, false));
         assert!(is_retryable(Failure::Status(503), true));
         assert!(!is_retryable(Failure::Status(500), false));
-    }
-
-    #[test]
-    fn retry_after_reads_seconds_and_http_dates() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(parse_retry_after(" 7 ", now), Some(Duration::from_secs(7)));
-        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
-        assert_eq!(
-            parse_retry_after(&later, now),
-            Some(Duration::from_secs(30))
-        );
-        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(30));
-        assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("soon", now), None);
     }
 }

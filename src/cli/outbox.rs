@@ -61,13 +61,10 @@ pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
 
 /// The state directory: `--state-dir`, else the config's, else the user's default.
 pub(super) fn state_dir(global: &GlobalArgs, config: Option<&Config>) -> PathBuf {
-    match config {
-        Some(config) => config.state_dir(global.state_dir.as_deref()),
-        None => global
-            .state_dir
-            .clone()
-            .unwrap_or_else(crate::paths::default_state_dir),
-    }
+    crate::paths::state_dir(
+        global.state_dir.as_deref(),
+        config.and_then(|c| c.agent.state_dir.as_deref()),
+    )
 }
 
 /// The outbox the command works on.

@@ -42,7 +42,7 @@ pub struct PingArgs {
 /// Sends the ping; returns the exit code.
 pub fn run(args: PingArgs, global: &GlobalArgs) -> u8 {
     let method = PingMethod::from(args.ping_method);
-    let source = args.source.clone().unwrap_or_else(super::run::hostname);
+    let source = args.source.clone().unwrap_or_else(crate::host::name);
     let config = super::run::load_config(global, args.job.as_deref());
     let (ping, context) = match target(&args, global, config.as_ref(), method, &source) {
         Ok(found) => found,

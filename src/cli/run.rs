@@ -201,18 +201,17 @@ fn usage(message: impl std::fmt::Display) -> u8 {
 /// Resolves flags, config and environment; `Err` carries the exit code of an argument error.
 fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
     let method = PingMethod::from(args.ping.ping_method);
-    let source = args.ping.source.clone().unwrap_or_else(hostname);
+    let source = args.ping.source.clone().unwrap_or_else(crate::host::name);
     let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
     let config = load_config(global, args.job.as_deref());
     let job = args
         .job
         .as_deref()
         .and_then(|name| find_job(config.as_ref(), name));
-    let state_dir = global
-        .state_dir
-        .clone()
-        .or_else(|| config.as_ref().and_then(|c| c.agent.state_dir.clone()))
-        .unwrap_or_else(crate::paths::default_state_dir);
+    let state_dir = crate::paths::state_dir(
+        global.state_dir.as_deref(),
+        config.as_ref().and_then(|c| c.agent.state_dir.as_deref()),
+    );
     let spec = command_spec(&args, config.as_ref(), job)?;
     let success = ping_url.or_else(|| {
         job.and_then(|j| job_ping(j, method, &source, &state_dir))
@@ -307,14 +306,6 @@ fn lock_identity(job: Option<&str>, ping: Option<&Ping>, spec: &CommandSpec) -> 
             )
         }
     }
-}
-
-pub(super) fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .filter(|h| !h.is_empty() && !h.chars().any(char::is_control))
-        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// Loads the config when `run` may need it: always with `--job`, else only when a file exists

@@ -332,9 +332,7 @@ impl Config {
 
     /// The state directory: `--state-dir`, else `[agent] state_dir`, else the user's default.
     pub fn state_dir(&self, flag: Option<&Path>) -> PathBuf {
-        flag.map(Path::to_path_buf)
-            .or_else(|| self.agent.state_dir.clone())
-            .unwrap_or_else(crate::paths::default_state_dir)
+        crate::paths::state_dir(flag, self.agent.state_dir.as_deref())
     }
 }
 

@@ -89,15 +89,6 @@ pub fn release_free_memory() {
     }
 }
 
-/// A host name for ping `Origin` headers and jitter (`localhost` when unknown).
-pub fn host_name() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .filter(|h| !h.is_empty() && !h.chars().any(char::is_control))
-        .unwrap_or_else(|| "localhost".to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

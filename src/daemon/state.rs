@@ -2,7 +2,8 @@
 //! run, the next fire, the last ping; and what it keeps across restarts under `state_dir`:
 //! the last fire time of `catch_up` jobs and the boot id an `@reboot` job last ran in.
 //!
-//! Files (all small, written as temp file + rename, so a crash leaves the old or the new one):
+//! Files (all small, written with [`crate::persist::file::write_atomic`], so a crash leaves the
+//! old or the new one; directories created 0700):
 //! - `<state_dir>/daemon/fires/<job>`: RFC 3339 time of the last fire (only `catch_up` jobs, so
 //!   thousands of frequent jobs do not write a file per run);
 //! - `<state_dir>/daemon/reboot/<job>`: the boot id (`/proc/sys/kernel/random/boot_id`) of the
@@ -235,7 +236,7 @@ impl Persisted {
 
     /// Records `fire` as `job`'s last fire time.
     pub fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
-        write_atomic(&self.dir.join("fires"), job, &fire.to_rfc3339())
+        write_line(&self.dir.join("fires"), job, &fire.to_rfc3339())
             .inspect_err(|_| crate::persist::failed(crate::persist::What::FireTime))
     }
 
@@ -248,7 +249,7 @@ impl Persisted {
 
     /// Records that `job` ran in boot `boot_id`.
     pub fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
-        write_atomic(&self.dir.join("reboot"), job, boot_id)
+        write_line(&self.dir.join("reboot"), job, boot_id)
             .inspect_err(|_| crate::persist::failed(crate::persist::What::RebootMarker))
     }
 }
@@ -258,16 +259,10 @@ pub fn boot_id() -> io::Result<String> {
     Ok(std::fs::read_to_string(BOOT_ID_FILE)?.trim().to_owned())
 }
 
-/// Writes `dir/name` as a temp file renamed over the old one (directories made with mode 0700).
-fn write_atomic(dir: &Path, name: &str, text: &str) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, format!("{text}\n"))?;
-    std::fs::rename(&tmp, dir.join(name))
+/// Writes `dir/name` crash-safely as `text` and a newline (directories made with mode 0700).
+fn write_line(dir: &Path, name: &str, text: &str) -> io::Result<()> {
+    crate::persist::file::private_dir(dir)?;
+    crate::persist::file::write_atomic(&dir.join(name), format!("{text}\n").as_bytes())
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ pub async fn run(
         runs: TaskTracker::new(),
         runs_idle: tokio::sync::Notify::new(),
         stop_runs: CancellationToken::new(),
-        host: super::host_name(),
+        host: crate::host::name(),
         boot_id: boot_id()
             .inspect_err(
                 |err| warn!(error = %err, "cannot read the boot id; @reboot jobs will not run"),

@@ -1,5 +1,6 @@
 //! A minimal HTTP/1.1 client for `http://` pings: one request with `Connection: close`, the
-//! status line and a few headers read back, the body drained up to a cap and then ignored.
+//! status line and a few headers read back ([`crate::response_head`]), the body drained up to a
+//! cap and then ignored.
 //!
 //! It exists for start-up cost: `run` pings once per process, and a general client with its
 //! connection pool and TLS set-up costs more than the request. Host names are resolved with the
@@ -94,14 +95,8 @@ fn request_head(ping: &Ping) -> String {
 
 async fn read_answer(stream: &mut TcpStream) -> Result<Answer, PingError> {
     let mut buf = Vec::with_capacity(1024);
-    let head_end = loop {
-        if let Some(pos) = find(&buf, b"\r\n\r\n") {
-            break pos + 4;
-        }
-        if buf.len() >= MAX_HEAD {
-            return Err(PingError::Protocol("response head too large".to_owned()));
-        }
-        let mut chunk = [0u8; 2048];
+    let mut chunk = [0u8; 2048];
+    loop {
         let n = stream
             .read(&mut chunk)
             .await
@@ -112,46 +107,33 @@ async fn read_answer(stream: &mut TcpStream) -> Result<Answer, PingError> {
             ));
         }
         buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end])
-        .map_err(|_| PingError::Protocol("response head is not text".to_owned()))?;
-    let (answer, length) = parse_head(head)?;
-    let already = buf.len() - head_end;
-    drain(stream, length.map(|l| l.saturating_sub(already))).await;
-    Ok(answer)
-}
-
-/// Parses the status line and the headers that matter; returns the answer and Content-Length.
-fn parse_head(head: &str) -> Result<(Answer, Option<usize>), PingError> {
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or_default();
-    let status = parts
-        .next()
-        .and_then(|s| s.parse::<u16>().ok())
-        .filter(|_| version.starts_with("HTTP/1."))
-        .ok_or_else(|| PingError::Protocol(format!("bad status line {status_line:?}")))?;
-    let mut retry_after = None;
-    let mut length = None;
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("retry-after") {
-            retry_after = super::parse_retry_after(value);
-        } else if name.eq_ignore_ascii_case("content-length") {
-            length = value.parse::<usize>().ok();
+        if let Some((answer, head_len, length)) = parse_head(&buf)? {
+            let already = buf.len() - head_len;
+            drain(stream, length.map(|l| l.saturating_sub(already))).await;
+            return Ok(answer);
+        }
+        if buf.len() >= MAX_HEAD {
+            return Err(PingError::Protocol("response head too large".to_owned()));
         }
     }
-    Ok((
-        Answer {
-            status,
-            retry_after,
-        },
-        length,
-    ))
+}
+
+/// The answer in the response head at the start of `buf`, the head's length and the
+/// Content-Length; `None` while the head is incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<(Answer, usize, Option<usize>)>, PingError> {
+    let Some(head) = crate::response_head::parse(buf)
+        .map_err(|err| PingError::Protocol(format!("not an HTTP/1.x response: {err}")))?
+    else {
+        return Ok(None);
+    };
+    let retry_after = head
+        .retry_after
+        .and_then(|v| crate::backoff::retry_after(v, std::time::SystemTime::now()));
+    let answer = Answer {
+        status: head.status,
+        retry_after,
+    };
+    Ok(Some((answer, head.len, head.content_length)))
 }
 
 /// Reads and drops the body (up to [`MAX_BODY`] and [`DRAIN_TIME`]) so the server sees a clean
@@ -168,10 +150,6 @@ async fn drain(stream: &mut TcpStream, remaining: Option<usize>) {
         }
     };
     let _ = tokio::time::timeout(DRAIN_TIME, work).await;
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -195,12 +173,13 @@ mod tests {
 
     #[test]
     fn parses_status_and_headers() {
-        let (answer, length) =
-            parse_head("HTTP/1.1 429 Too Many\r\nRetry-After: 7\r\ncontent-length: 12\r\n\r\n")
-                .expect("parses");
+        let head = b"HTTP/1.1 429 Too Many\r\nRetry-After: 7\r\ncontent-length: 12\r\n\r\n";
+        let (answer, head_len, length) = parse_head(head).expect("parses").expect("complete");
         assert_eq!(answer.status, 429);
         assert_eq!(answer.retry_after, Some(Duration::from_secs(7)));
         assert_eq!(length, Some(12));
-        assert!(parse_head("SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert_eq!(head_len, head.len());
+        assert!(parse_head(&head[..20]).expect("a valid start").is_none());
+        assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
     }
 }

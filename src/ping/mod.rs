@@ -4,7 +4,7 @@
 //! with up to [`Budget::attempts`] attempts, capped exponential backoff with full jitter between
 //! them, all inside [`Budget::total`], and returns a [`PingOutcome`] that tells a delivered ping
 //! from a failure worth retrying later and a permanent one. [`deliver_or_queue`] is the one call
-//! sites use: it is where the durable outbox (issue 6) plugs in.
+//! sites use: it is where the durable outbox plugs in.
 //!
 //! `http://` URLs go through a minimal HTTP/1.1 client (`http1.rs`): `run` must start and ping
 //! faster than curl, and building a TLS client costs more than the whole request. `https://`
@@ -22,7 +22,6 @@ use tracing::debug;
 
 use crate::config::{PingUrl, UrlProblem};
 
-pub mod backoff;
 mod http1;
 pub mod outbox;
 
@@ -254,7 +253,7 @@ pub async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
         debug!(target_url = %ping.redacted(), attempt = used, error = %last.0, "ping attempt failed");
         if attempt + 1 < attempts {
             let left = end.saturating_duration_since(Instant::now());
-            let pause = backoff::full_jitter(attempt, BACKOFF_BASE, BACKOFF_CAP);
+            let pause = crate::backoff::full_jitter(attempt, BACKOFF_BASE, BACKOFF_CAP);
             let pause = last.1.map_or(pause, |after| after.max(pause));
             tokio::time::sleep(pause.min(left / 2)).await;
         }
@@ -327,24 +326,11 @@ async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingErro
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(parse_retry_after);
+        .and_then(|v| crate::backoff::retry_after(v, std::time::SystemTime::now()));
     Ok(Answer {
         status: response.status().as_u16(),
         retry_after,
     })
-}
-
-/// Parses a `Retry-After` value: delay-seconds, or an HTTP date (a date in the past is zero).
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(
-        at.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    )
 }
 
 /// Delivers `ping` now, or keeps it in the outbox under `state_dir` for later: the single place

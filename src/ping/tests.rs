@@ -127,19 +127,3 @@ async fn redirects_are_followed_by_the_full_client() {
     // The built-in client's request, then the full client's and the redirected one.
     assert_eq!(count.load(Ordering::SeqCst), 3);
 }
-
-#[test]
-fn retry_after_takes_seconds_or_a_date() {
-    assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
-    let later = std::time::SystemTime::now() + Duration::from_secs(90);
-    let parsed = parse_retry_after(&httpdate::fmt_http_date(later)).expect("a date");
-    assert!(
-        parsed > Duration::from_secs(85) && parsed <= Duration::from_secs(90),
-        "{parsed:?}"
-    );
-    assert_eq!(
-        parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
-        Some(Duration::ZERO)
-    );
-    assert_eq!(parse_retry_after("soon"), None);
-}

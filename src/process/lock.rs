@@ -1,18 +1,18 @@
-//! Run locks: at most one run of the same job (or ping URL) at a time, with `flock(2)` on a file
-//! under `<state_dir>/locks/`. The kernel drops the lock when the holder exits, however it
-//! exits, so a crash never leaves a stale lock behind.
+//! Run locks: at most one run of the same job (or ping URL) at a time, with a lock file under
+//! `<state_dir>/locks/` taken without waiting ([`crate::persist::lock`]). The kernel drops the
+//! lock when the holder exits, however it exits, so a crash never leaves a stale lock behind.
 
-use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+use crate::persist::file::private_dir;
+use crate::persist::lock::FileLock;
 
 /// A held run lock; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub struct RunLock {
-    /// Kept open: closing the file releases the lock.
-    _file: File,
+    /// Kept: dropping it releases the lock.
+    _lock: FileLock,
     /// The lock file, for messages.
     pub path: PathBuf,
 }
@@ -41,40 +41,21 @@ impl RunLock {
     /// created (mode 0700) when missing. `key` should be a short, file-name-safe identifier.
     pub fn try_acquire(state_dir: &Path, key: &str) -> Result<RunLock, LockError> {
         let dir = state_dir.join("locks");
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|source| LockError::Unusable {
-                path: dir.clone(),
-                source,
-            })?;
-        let path = dir.join(format!("{key}.lock"));
-        let unusable = |source| LockError::Unusable {
-            path: path.clone(),
+        private_dir(&dir).map_err(|source| LockError::Unusable {
+            path: dir.clone(),
             source,
+        })?;
+        let path = dir.join(format!("{key}.lock"));
+        let lock = match FileLock::try_acquire(&path) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => return Err(LockError::Busy { path }),
+            Err(source) => return Err(LockError::Unusable { path, source }),
         };
-        // std opens with O_CLOEXEC: the command does not inherit the lock.
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(unusable)?;
-        // SAFETY: flock on a descriptor we own.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            return Err(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                LockError::Busy { path }
-            } else {
-                unusable(err)
-            });
-        }
         // Who holds it, for a person looking at the file; failure does not matter.
+        let mut file = lock.file();
         let _ = file.set_len(0);
         let _ = writeln!(file, "{}", std::process::id());
-        Ok(RunLock { _file: file, path })
+        Ok(RunLock { _lock: lock, path })
     }
 }
 

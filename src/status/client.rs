@@ -175,40 +175,36 @@ fn exchange(mut stream: impl Stream, head: &str, timeout: Duration) -> std::io::
     Ok(raw)
 }
 
-/// Status line, headers and body (plain or chunked).
+/// Status line and headers ([`crate::response_head`]), then the body (plain or chunked).
 fn parse_answer(raw: &[u8]) -> Option<Answer> {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..split]).ok()?;
-    let mut lines = head.split("\r\n");
-    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let chunked = lines.any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    let body = &raw[split + 4..];
-    let body = if chunked {
+    let head = crate::response_head::parse(raw).ok()??;
+    let body = &raw[head.len..];
+    let body = if head.chunked {
         dechunk(body)?
     } else {
         body.to_vec()
     };
     Some(Answer {
-        status,
+        status: head.status,
         body: String::from_utf8_lossy(&body).into_owned(),
     })
 }
 
+/// The data of a chunked body, up to its last (empty) chunk.
 fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
-        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-        body = &body[line_end + 2..];
+        let httparse::Status::Complete((start, size)) = httparse::parse_chunk_size(body).ok()?
+        else {
+            return None;
+        };
+        let size = usize::try_from(size).ok()?;
+        body = &body[start..];
         if size == 0 {
             return Some(out);
         }
         out.extend_from_slice(body.get(..size)?);
-        body = body.get(size + 2..)?;
+        body = body.get(size.checked_add(2)?..)?;
     }
 }
 

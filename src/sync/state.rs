@@ -1,12 +1,10 @@
 //! What the service last accepted for each bound check, persisted in
 //! `<state_dir>/sync/<job>.json` (one file per job; job names are a safe file-name charset):
 //! the accepted definition, the answer's ping URL and token, and the latest fire whose ping
-//! was accepted. Written crash-safely (temporary file, fsync, rename, fsync of the directory)
-//! and private (mode 0600: the ping URL is a secret).
+//! was accepted. Written crash-safely ([`crate::persist::file::write_atomic`]) and private
+//! (mode 0600, the directory created 0700: the ping URL is a secret).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -128,35 +126,19 @@ pub fn update(
     Ok(state)
 }
 
-/// Writes `state`: temporary file (0600), fsync, rename over the old one, fsync the directory.
+/// Writes `state` crash-safely and privately, the directory created (0700) when missing.
 fn write(state_dir: &Path, job: &str, state: &JobState) -> Result<(), StateError> {
     let dir = dir(state_dir);
     let err = |path: &Path, what| {
         let path = path.to_owned();
         move |source| StateError { path, what, source }
     };
-    fs::create_dir_all(&dir).map_err(err(&dir, "cannot create the directory"))?;
+    crate::persist::file::private_dir(&dir).map_err(err(&dir, "cannot create the directory"))?;
     let target = path(state_dir, job);
-    let temp = dir.join(format!(".{job}.json.{}.tmp", std::process::id()));
-    let text = serde_json::to_vec_pretty(state).map_err(std::io::Error::from);
-    let written = text.and_then(|text| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(&text)?;
-        file.sync_all()
-    });
-    if let Err(source) = written {
-        let _ = fs::remove_file(&temp);
-        return Err(err(&temp, "cannot write")(source));
-    }
-    fs::rename(&temp, &target).map_err(err(&target, "cannot replace"))?;
-    File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(err(&dir, "cannot sync the directory"))
+    serde_json::to_vec_pretty(state)
+        .map_err(std::io::Error::from)
+        .and_then(|text| crate::persist::file::write_atomic(&target, &text))
+        .map_err(err(&target, "cannot write"))
 }
 
 /// The ping URL the service handed out for `job`'s check `check_id`, as learned by sync: what

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rand::Rng;
 use serde::Serialize;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +18,7 @@ use super::pace::{PaceRule, Pacer};
 use super::reconcile::{sync_paced, CadenceCache, Outcome, SyncOptions, SyncReport};
 use super::state::{self, LearnedUrls};
 use crate::api::{ApiClient, RetryPolicy};
+use crate::backoff;
 use crate::config::{CheckDuration, Config, PingTarget};
 use crate::schedule::Cadence;
 
@@ -335,11 +335,8 @@ impl Reconciler {
             // A deferred or rate-limited PUT goes when the pace allows it.
             let paced = self.inner.pacer.delay(tokio::time::Instant::now());
             if failures > 0 {
-                let ceiling = timing
-                    .retry_base
-                    .saturating_mul(1 << failures.min(16))
-                    .min(timing.retry_cap);
-                wait = wait.min(timing.retry_base.max(random_up_to(ceiling)).max(paced));
+                let backoff = backoff::full_jitter(failures, timing.retry_base, timing.retry_cap);
+                wait = wait.min(timing.retry_base.max(backoff).max(paced));
             } else if report.failed() {
                 wait = wait.min(paced.max(PACED_MIN_WAIT));
             }
@@ -386,11 +383,7 @@ fn next_irregular_fire(
 
 /// A random duration in `[0, max]`.
 fn random_up_to(max: Duration) -> Duration {
-    if max.is_zero() {
-        return max;
-    }
-    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
-    Duration::from_nanos(rand::thread_rng().gen_range(0..=nanos))
+    backoff::up_to(max, &mut rand::thread_rng())
 }
 
 /// Sleeps `wait`; false when cancelled first.

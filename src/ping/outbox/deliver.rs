@@ -13,7 +13,8 @@ use tracing::{debug, warn};
 
 use super::entry::now_ms;
 use super::{Claimed, Outbox, OutboxError, PingContext};
-use crate::ping::{backoff, send, Budget, Ping, PingOutcome};
+use crate::backoff;
+use crate::ping::{send, Budget, Ping, PingOutcome};
 
 /// Delivers `ping` within `budget`; when that fails but may succeed later, stores it in
 /// `outbox` (when there is one). A success delivered now makes an older pending success for

@@ -109,7 +109,7 @@ pub enum FileKind {
 
 /// Classifies a file name.
 pub fn classify(name: &str) -> FileKind {
-    if name.starts_with(".tmp.") {
+    if crate::persist::file::is_temp(name) {
         return FileKind::Temp;
     }
     if let Some(key) = name.strip_suffix(PENDING) {

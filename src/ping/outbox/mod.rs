@@ -1,6 +1,6 @@
 //! The durable outbox: pings that could not be delivered within their budget, kept on disk
 //! under `<state_dir>/outbox/` until they are delivered, replaced by a newer success, or too
-//! old to matter (issue 6; user documentation in `docs/outbox.md`).
+//! old to matter (user documentation in `docs/outbox.md`).
 //!
 //! One file per target (`<key>.ping`, the key a hash of the URL): storing a newer success for
 //! the same target replaces the older one, which is what coalescing means here. Every process
@@ -23,12 +23,13 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
+use crate::persist::file;
+use crate::persist::lock::FileLock;
 use crate::persist::What;
 use crate::ping::{Ping, PingOutcome};
 
 mod deliver;
 mod entry;
-mod fsio;
 mod stats;
 
 pub use deliver::{
@@ -45,6 +46,9 @@ pub use crate::config::defaults::OUTBOX_MAX_ENTRIES as DEFAULT_MAX_ENTRIES;
 /// How long a pending success is kept when neither `outbox_max_age` nor the job's period is
 /// known (the config's default, named for the outbox).
 pub use crate::config::defaults::OUTBOX_MAX_AGE as DEFAULT_MAX_AGE;
+
+/// The directory lock's file, in the outbox directory.
+const LOCK_FILE: &str = ".lock";
 
 /// How long a claim holds an entry before others may take it back even though the claiming
 /// process still runs (a hung or reused pid): longer than any single attempt.
@@ -136,7 +140,7 @@ impl Outbox {
     /// Creates the directory (and `failed/`) with mode 0700, tightening an existing one.
     fn create(&self) -> io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        fsio::private_dir(&self.failed_dir())?;
+        file::private_dir(&self.failed_dir())?;
         std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
     }
 
@@ -178,7 +182,7 @@ impl Outbox {
             if !self.dir.is_dir() {
                 return step(&mut Stats::default());
             }
-            let _lock = fsio::DirLock::acquire(&self.dir)?;
+            let _lock = FileLock::acquire(&self.dir.join(LOCK_FILE))?;
             let before = stats::load(&self.dir);
             let mut counters = before;
             let value = step(&mut counters)?;
@@ -237,7 +241,7 @@ impl Outbox {
         let excess = (pending.len() + claimed).saturating_sub(self.max_entries);
         pending.sort_by_key(|(created, ..)| *created);
         for (_, path, entry) in pending.into_iter().take(excess) {
-            if fsio::remove_if_present(&path)? {
+            if file::remove_if_present(&path)? {
                 counters.dropped_overflow += 1;
                 let target = entry.map(|e| crate::redact::url(&e.url));
                 warn!(
@@ -258,7 +262,7 @@ impl Outbox {
             return Ok(());
         }
         self.locked(|counters| {
-            if fsio::remove_if_present(&path)? {
+            if file::remove_if_present(&path)? {
                 counters.coalesced += 1;
             }
             Ok(())
@@ -282,7 +286,7 @@ impl Outbox {
                 };
                 let same_job = job.is_some()
                     && read_entry(&path).is_ok_and(|e| e.job.as_deref() == job);
-                if (target.as_ref() == Some(key) || same_job) && fsio::remove_if_present(&path)? {
+                if (target.as_ref() == Some(key) || same_job) && file::remove_if_present(&path)? {
                     dropped += 1;
                     counters.dropped_failed_run += 1;
                     warn!(job = job.unwrap_or(""), target_url = %ping.map(Ping::redacted).unwrap_or_default(), "pending success dropped: a later run failed");
@@ -312,7 +316,7 @@ impl Outbox {
                     continue;
                 };
                 if entry.expires_ms <= now {
-                    fsio::remove_if_present(&path)?;
+                    file::remove_if_present(&path)?;
                     counters.dropped_expired += 1;
                     warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), "pending success dropped: older than outbox_max_age");
                     continue;
@@ -339,10 +343,10 @@ impl Outbox {
             Ok(entry) => Ok(Some(entry)),
             Err(reason) => {
                 let name = path.file_name().unwrap_or_default().to_string_lossy();
-                fsio::private_dir(&self.failed_dir())?;
+                file::private_dir(&self.failed_dir())?;
                 let aside = self.failed_dir().join(format!("{name}.corrupt"));
                 warn!(file = %path.display(), reason = %reason, moved_to = %aside.display(), "unreadable outbox entry skipped");
-                fsio::rename_durable(path, &aside)?;
+                file::rename_durable(path, &aside)?;
                 counters.corrupt += 1;
                 Ok(None)
             }
@@ -358,10 +362,10 @@ impl Outbox {
                 FileKind::Claimed { key, pid, lease_ms } if lease_ms <= now || !alive(pid) => {
                     let pending = self.pending_path(&key);
                     if pending.exists() {
-                        fsio::remove_if_present(&path)?;
+                        file::remove_if_present(&path)?;
                         counters.coalesced += 1;
                     } else {
-                        fsio::rename_durable(&path, &pending)?;
+                        file::rename_durable(&path, &pending)?;
                     }
                     info!(
                         pid,
@@ -369,7 +373,7 @@ impl Outbox {
                     );
                 }
                 FileKind::Temp if temp_writer(&path).is_some_and(|pid| !alive(pid)) => {
-                    fsio::remove_if_present(&path)?;
+                    file::remove_if_present(&path)?;
                 }
                 _ => {}
             }
@@ -385,7 +389,7 @@ impl Outbox {
         let job = claimed.entry.job.clone().unwrap_or_default();
         self.locked(|counters| match outcome {
             PingOutcome::Delivered { status, .. } => {
-                fsio::remove_if_present(&claimed.path)?;
+                file::remove_if_present(&claimed.path)?;
                 counters.delivered += 1;
                 info!(job = %job, target_url = %target, status, "pending ping delivered");
                 Ok(())
@@ -410,9 +414,9 @@ impl Outbox {
                     .failed_dir()
                     .join(format!("{}.{}{PENDING}", claimed.key, entry.created_ms));
                 if claimed.path.exists() {
-                    fsio::private_dir(&self.failed_dir())?;
+                    file::private_dir(&self.failed_dir())?;
                     write_entry(&aside, &entry)?;
-                    fsio::remove_if_present(&claimed.path)?;
+                    file::remove_if_present(&claimed.path)?;
                 }
                 counters.permanent += 1;
                 warn!(job = %job, target_url = %target, error = %error, kept_in = %aside.display(), "ping refused by the server for good; not retried (check the ping URL)");
@@ -438,7 +442,7 @@ impl Outbox {
         } else {
             write_entry(&pending, entry)?;
         }
-        fsio::remove_if_present(&claimed.path)?;
+        file::remove_if_present(&claimed.path)?;
         Ok(())
     }
 
@@ -481,7 +485,7 @@ impl Outbox {
             self.recover(counters)?;
             let mut purged = 0;
             for (path, kind) in self.scan()? {
-                if matches!(kind, FileKind::Pending { .. }) && fsio::remove_if_present(&path)? {
+                if matches!(kind, FileKind::Pending { .. }) && file::remove_if_present(&path)? {
                     purged += 1;
                 }
             }
@@ -510,7 +514,7 @@ impl Outbox {
 
 fn write_entry(path: &Path, entry: &Entry) -> io::Result<()> {
     let bytes = serde_json::to_vec(entry).map_err(io::Error::other)?;
-    fsio::write_atomic(path, &bytes).inspect_err(|_| crate::persist::failed(What::OutboxEntry))
+    file::write_atomic(path, &bytes).inspect_err(|_| crate::persist::failed(What::OutboxEntry))
 }
 
 fn read_entry(path: &Path) -> Result<Entry, String> {
@@ -534,10 +538,9 @@ fn alive(pid: u32) -> bool {
     )
 }
 
-/// The pid in a temp file's name (`.tmp.<pid>.<random>`).
+/// The pid of the process that wrote a temp file.
 fn temp_writer(path: &Path) -> Option<u32> {
-    let name = path.file_name()?.to_str()?;
-    name.strip_prefix(".tmp.")?.split('.').next()?.parse().ok()
+    file::temp_writer(path.file_name()?.to_str()?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-use super::fsio;
+use crate::persist::file;
 
 /// What happened to pings that went through the outbox, since it was created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +50,6 @@ pub fn load(dir: &Path) -> Stats {
 /// Writes the counters (call with the directory lock held).
 pub fn save(dir: &Path, stats: &Stats) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(stats).map_err(std::io::Error::other)?;
-    fsio::write_atomic(&dir.join(FILE), &bytes)
+    file::write_atomic(&dir.join(FILE), &bytes)
         .inspect_err(|_| crate::persist::failed(crate::persist::What::OutboxStats))
 }

@@ -1,10 +1,19 @@
-//! The count of failures to persist state under `state_dir` (outbox entries and counters, the
-//! daemon's fire times and `@reboot` markers, sync's per-job state), kept in one place so a
-//! full or read-only disk shows in `/status` and `/metrics`, not only in the log.
+//! Files under `state_dir`, written safely: the one home of the crash-safe write, the private
+//! (0700) directory and the `flock(2)` lock that every writer of state uses, and the count of
+//! the writes that failed.
 //!
-//! Every site that writes under `state_dir` calls [`failed`] once per write that did not
-//! happen; the site itself still logs what failed and where. The counts are per process and
-//! start at zero: the daemon serves its own.
+//! - [`file`](mod@file): temp file (0600), write, fsync, rename, fsync the directory; private
+//!   directories; durable renames.
+//! - [`lock`]: an exclusive `flock(2)` on a lock file, waiting or not.
+//!
+//! The counters (outbox entries and counters, the daemon's fire times and `@reboot` markers,
+//! sync's per-job state) make a full or read-only disk show in `/status` and `/metrics`, not
+//! only in the log. Every site that writes under `state_dir` calls [`failed`] once per write
+//! that did not happen; the site itself still logs what failed and where. The counts are per
+//! process and start at zero: the daemon serves its own.
+
+pub mod file;
+pub mod lock;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

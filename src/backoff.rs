@@ -1,0 +1,104 @@
+//! How long to wait before trying again, for every client that retries (pings, the outbox's
+//! drain, the monitoring API, the sync task):
+//!
+//! - capped exponential backoff with full jitter: retry `n` (the first retry is `n = 0`) waits
+//!   a uniform random time in `[0, min(cap, base * 2^n)]`, so many senders retrying after one
+//!   outage spread out instead of arriving together;
+//! - the server's `Retry-After`: delay-seconds or an HTTP date, relative to an injected `now`
+//!   (a date in the past means no wait).
+
+use std::time::{Duration, SystemTime};
+
+use rand::Rng;
+
+/// `min(cap, base * 2^retry)`, the upper bound of the wait before retry `retry + 1`.
+pub fn ceiling(retry: u32, base: Duration, cap: Duration) -> Duration {
+    base.saturating_mul(2u32.saturating_pow(retry.min(31)))
+        .min(cap)
+}
+
+/// The wait before retry `retry + 1`: uniform in `[0, ceiling(retry, base, cap)]`.
+pub fn full_jitter(retry: u32, base: Duration, cap: Duration) -> Duration {
+    full_jitter_with(retry, base, cap, &mut rand::thread_rng())
+}
+
+/// [`full_jitter`] drawn from `rng`.
+pub fn full_jitter_with(retry: u32, base: Duration, cap: Duration, rng: &mut impl Rng) -> Duration {
+    up_to(ceiling(retry, base, cap), rng)
+}
+
+/// A uniform random duration in `[0, max]` (nanosecond steps).
+pub fn up_to(max: Duration, rng: &mut impl Rng) -> Duration {
+    if max.is_zero() {
+        return max;
+    }
+    let nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rng.gen_range(0..=nanos))
+}
+
+/// Reads a `Retry-After` value: delay-seconds, or an HTTP date relative to `now` (a date in the
+/// past is zero). `None` when unreadable.
+pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn ceiling_doubles_then_caps() {
+        let base = Duration::from_millis(100);
+        let cap = Duration::from_secs(1);
+        let ceilings: Vec<u128> = (0..6).map(|n| ceiling(n, base, cap).as_millis()).collect();
+        assert_eq!(ceilings, vec![100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(ceiling(10, base, cap), cap);
+        assert_eq!(ceiling(200, base, cap), cap);
+        assert_eq!(ceiling(u32::MAX, base, cap), cap);
+        assert_eq!(
+            ceiling(u32::MAX, Duration::MAX, Duration::MAX),
+            Duration::MAX
+        );
+        for retry in 0..8 {
+            assert!(full_jitter(retry, base, cap) <= ceiling(retry, base, cap));
+        }
+        assert_eq!(full_jitter(3, Duration::ZERO, cap), Duration::ZERO);
+    }
+
+    #[test]
+    fn jitter_is_full_within_the_ceiling() {
+        let (base, cap) = (Duration::from_millis(500), Duration::from_secs(30));
+        let top = ceiling(2, base, cap);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let waits: Vec<Duration> = (0..200)
+            .map(|_| full_jitter_with(2, base, cap, &mut rng))
+            .collect();
+        assert!(waits.iter().all(|w| *w <= top));
+        // Full jitter spreads over the whole range, down to near zero.
+        assert!(waits.iter().any(|w| *w < top / 4));
+        assert!(waits.iter().any(|w| *w > top * 3 / 4));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(retry_after(" 7 ", now), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(" 120 ", now), Some(Duration::from_secs(120)));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(retry_after(&later, now), Some(Duration::from_secs(30)));
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(retry_after(&earlier, now), Some(Duration::ZERO));
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT", SystemTime::now()),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("soon", now), None);
+    }
+}

@@ -1,0 +1,103 @@
+//! Exclusive locks between processes, with `flock(2)` on a lock file: [`FileLock::acquire`]
+//! waits for the lock, [`FileLock::try_acquire`] gives up at once when another holds it. The
+//! kernel drops the lock when the holder closes the file or exits, however it exits, so a crash
+//! never leaves a stale lock behind.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// A lock file held with an exclusive `flock(2)`; released when dropped.
+#[derive(Debug)]
+pub struct FileLock {
+    /// Kept open: closing the file releases the lock.
+    file: File,
+}
+
+impl FileLock {
+    /// Takes the lock on `path` (created with mode 0600 when missing), waiting while another
+    /// process holds it.
+    pub fn acquire(path: &Path) -> io::Result<FileLock> {
+        let file = open(path)?;
+        loop {
+            match flock(&file, libc::LOCK_EX) {
+                Ok(()) => return Ok(FileLock { file }),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Takes the lock on `path` (created with mode 0600 when missing) without waiting: `None`
+    /// when another process holds it.
+    pub fn try_acquire(path: &Path) -> io::Result<Option<FileLock>> {
+        let file = open(path)?;
+        match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => Ok(Some(FileLock { file })),
+            Err(err) if err.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The lock file, e.g. to note in it who holds the lock.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+/// Opens (creating) a lock file; its content is left alone. std opens with `O_CLOEXEC`, so a
+/// child process does not inherit the lock.
+fn open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+}
+
+fn flock(file: &File, operation: libc::c_int) -> io::Result<()> {
+    // SAFETY: flock on a descriptor owned by `file`, which outlives the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), operation) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lock_is_busy_for_others_until_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(".lock");
+        let held = FileLock::acquire(&path).expect("first");
+        // flock locks belong to the open file: a second open is another holder.
+        assert!(FileLock::try_acquire(&path).expect("usable").is_none());
+        drop(held);
+        let again = FileLock::try_acquire(&path).expect("usable");
+        assert!(again.is_some());
+        drop(again);
+        assert!(FileLock::acquire(&path).is_ok());
+    }
+
+    #[test]
+    fn a_waiting_lock_is_taken_once_the_holder_lets_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(".lock");
+        let held = FileLock::acquire(&path).expect("first");
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || FileLock::acquire(&path).map(|_| ()))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished());
+        drop(held);
+        waiter.join().expect("thread").expect("lock taken");
+    }
+}
