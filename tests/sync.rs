@@ -11,7 +11,7 @@ use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, Retry
 use heartbeat_agent::config::Config;
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures};
 use heartbeat_agent::redact::Secret;
-use heartbeat_agent::sync::{self, CadenceCache, Outcome, SyncOptions};
+use heartbeat_agent::sync::{self, CadenceCache, SyncOutcome, SyncOptions};
 use serde_json::{json, Value};
 
 use crate::util::{self, emulator::Background, Home};
@@ -327,7 +327,7 @@ fn heartbeat_puts(setup: &Setup) -> Vec<Value> {
         .collect()
 }
 
-fn pass(setup: &Setup, client: &ApiClient, now: &str) -> Vec<Outcome> {
+fn pass(setup: &Setup, client: &ApiClient, now: &str) -> Vec<SyncOutcome> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -355,21 +355,21 @@ fn weekdays_across_a_weekend_three_days_on_friday_one_day_after_mondays_ping() {
     // Thursday: one day (the first PUT learns the token, so it carries none).
     assert_eq!(
         pass(&setup, &client, "2026-11-19T10:00:00Z"),
-        [Outcome::Updated]
+        [SyncOutcome::Updated]
     );
     // Friday's fire: three days at once.
     assert_eq!(
         pass(&setup, &client, "2026-11-20T09:00:01Z"),
-        [Outcome::Updated]
+        [SyncOutcome::Updated]
     );
     assert_eq!(
         pass(&setup, &client, "2026-11-22T12:00:00Z"),
-        [Outcome::InSync]
+        [SyncOutcome::InSync]
     );
     // Monday's fire: the shorter period waits for Monday's accepted ping.
     assert_eq!(
         pass(&setup, &client, "2026-11-23T09:00:01Z"),
-        [Outcome::InSync]
+        [SyncOutcome::InSync]
     );
     sync::state::update(&setup.state_dir(), "weekday", "w", |s| {
         s.acked_fire = Some(at("2026-11-23T09:00:00Z"));
@@ -377,7 +377,7 @@ fn weekdays_across_a_weekend_three_days_on_friday_one_day_after_mondays_ping() {
     .unwrap();
     assert_eq!(
         pass(&setup, &client, "2026-11-23T09:00:05Z"),
-        [Outcome::Updated]
+        [SyncOutcome::Updated]
     );
     let puts = heartbeat_puts(&setup);
     assert_eq!(puts.len(), 3);
@@ -393,7 +393,7 @@ fn daily_in_berlin_sends_nothing_new_across_both_dst_changes() {
     let client = client(&setup, RetryPolicy::none());
     assert_eq!(
         pass(&setup, &client, "2026-03-27T12:00:00Z"),
-        [Outcome::Updated]
+        [SyncOutcome::Updated]
     );
     for now in [
         "2026-03-28T23:00:01Z",
@@ -401,7 +401,7 @@ fn daily_in_berlin_sends_nothing_new_across_both_dst_changes() {
         "2026-10-24T22:00:01Z",
         "2026-10-25T23:00:01Z",
     ] {
-        assert_eq!(pass(&setup, &client, now), [Outcome::InSync], "at {now}");
+        assert_eq!(pass(&setup, &client, now), [SyncOutcome::InSync], "at {now}");
     }
     assert_eq!(
         heartbeat_puts(&setup),

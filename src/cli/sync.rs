@@ -12,7 +12,7 @@ use clap::Args;
 
 use super::{exit, print_error, GlobalArgs};
 use crate::config::Config;
-use crate::sync::{sync_all, Action, CadenceCache, JobReport, Outcome, SyncOptions, SyncReport};
+use crate::sync::{sync_all, Action, CadenceCache, JobReport, SyncOutcome, SyncOptions, SyncReport};
 
 /// `sync` arguments.
 #[derive(Debug, Clone, Args)]
@@ -96,7 +96,7 @@ pub fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
         return exit::FAILURE;
     }
     for entry in &report.jobs {
-        if let Outcome::Failed(message) | Outcome::Deferred(message) = &entry.outcome {
+        if let SyncOutcome::Failed(message) | SyncOutcome::Deferred(message) = &entry.outcome {
             print_error(message);
         }
     }
@@ -125,11 +125,11 @@ fn render_job(entry: &JobReport) -> String {
         Action::Deactivate => ", deactivate: the job left the config",
     };
     let result = match &entry.outcome {
-        Outcome::InSync => "in sync",
-        Outcome::Updated => "updated",
-        Outcome::WouldUpdate => "would update (dry run: nothing sent)",
-        Outcome::Failed(_) => "failed",
-        Outcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
+        SyncOutcome::InSync => "in sync",
+        SyncOutcome::Updated => "updated",
+        SyncOutcome::WouldUpdate => "would update (dry run: nothing sent)",
+        SyncOutcome::Failed(_) => "failed",
+        SyncOutcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
     let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);
     for change in &entry.changes {

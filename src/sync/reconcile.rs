@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::desired::{deactivated, desired, diff, Change, Definition};
 use super::pace::Pacer;
 use super::period::timing;
-use super::state::{self, JobState, LearnedUrls};
+use super::state::{self, CheckRecord, LearnedUrls};
 use crate::api::{ApiClient, ApiError};
 use crate::config::{Config, Job, PingTarget};
 use crate::schedule::{cadence, Cadence};
@@ -60,7 +60,7 @@ pub enum Action {
 /// What became of one job in a pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "result", content = "error")]
-pub enum Outcome {
+pub enum SyncOutcome {
     /// The service already has the desired definition: nothing sent.
     InSync,
     /// The PUT was accepted.
@@ -88,7 +88,7 @@ pub struct JobReport {
     pub changes: Vec<Change>,
     /// What happened.
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub outcome: SyncOutcome,
     /// The PUT was answered 429: the failure is the pacing's business, not the retry
     /// backoff's (not part of the JSON output).
     #[serde(skip)]
@@ -107,7 +107,7 @@ impl SyncReport {
     pub fn failed(&self) -> bool {
         self.jobs
             .iter()
-            .any(|j| matches!(j.outcome, Outcome::Failed(_) | Outcome::Deferred(_)))
+            .any(|j| matches!(j.outcome, SyncOutcome::Failed(_) | SyncOutcome::Deferred(_)))
     }
 
     /// Whether a PUT failed for another reason than a 429 (those call for a retry backoff;
@@ -115,7 +115,7 @@ impl SyncReport {
     pub fn failed_otherwise(&self) -> bool {
         self.jobs
             .iter()
-            .any(|j| matches!(j.outcome, Outcome::Failed(_)) && !j.rate_limited)
+            .any(|j| matches!(j.outcome, SyncOutcome::Failed(_)) && !j.rate_limited)
     }
 }
 
@@ -145,7 +145,7 @@ impl CadenceCache {
 /// The definition `job` wants for `check_id` now, given its persisted state.
 pub fn desired_for(
     job: &Job,
-    known: Option<&JobState>,
+    known: Option<&CheckRecord>,
     now: DateTime<Utc>,
     cache: &mut CadenceCache,
 ) -> Option<Definition> {
@@ -252,7 +252,7 @@ impl Pass<'_> {
         &self,
         job: &str,
         check_id: &str,
-        known: Option<JobState>,
+        known: Option<CheckRecord>,
         definition: Definition,
         action: Action,
         limited: &mut bool,
@@ -264,16 +264,16 @@ impl Pass<'_> {
             .map_or(Duration::ZERO, |p| p.delay(Instant::now()));
         let mut rate_limited = false;
         let outcome = if changes.is_empty() && !self.opts.force {
-            Outcome::InSync
+            SyncOutcome::InSync
         } else if self.opts.dry_run {
-            Outcome::WouldUpdate
+            SyncOutcome::WouldUpdate
         } else if *limited {
-            Outcome::Deferred(format!(
+            SyncOutcome::Deferred(format!(
                 "job \"{job}\": check {check_id}: not sent: the API kept answering 429 (too many \
                  requests) this pass; it is retried later (run sync again)"
             ))
         } else if !paced.is_zero() {
-            Outcome::Deferred(format!(
+            SyncOutcome::Deferred(format!(
                 "job \"{job}\": check {check_id}: not sent yet: after a 429 (too many requests) \
                  updates are paced so that agents sharing the API key stay under its limit; \
                  next in {}s",
@@ -284,13 +284,13 @@ impl Pass<'_> {
             if let Some(pacer) = self.pacer {
                 let mut rng = rand::thread_rng();
                 match answer {
-                    Answer::RateLimited(retry_after) => {
+                    PutAnswer::RateLimited(retry_after) => {
                         pacer.limited(Instant::now(), retry_after, &mut rng);
                     }
-                    Answer::Other => pacer.sent(Instant::now(), &mut rng),
+                    PutAnswer::Other => pacer.sent(Instant::now(), &mut rng),
                 }
             }
-            rate_limited = matches!(answer, Answer::RateLimited(_));
+            rate_limited = matches!(answer, PutAnswer::RateLimited(_));
             *limited |= rate_limited;
             outcome
         };
@@ -307,7 +307,7 @@ impl Pass<'_> {
 
 /// How the service answered a PUT, as far as pacing is concerned.
 #[derive(Debug, Clone, Copy)]
-enum Answer {
+enum PutAnswer {
     /// 429, with the service's `Retry-After` if it sent one.
     RateLimited(Option<Duration>),
     /// Anything else (accepted, another error, no answer): it counted against the limit.
@@ -320,7 +320,7 @@ async fn put(
     job: &str,
     check_id: &str,
     mut definition: Definition,
-) -> (Outcome, Answer) {
+) -> (SyncOutcome, PutAnswer) {
     let (client, state_dir) = (pass.client, pass.state_dir);
     let answer = client
         .update_heartbeat_check(
@@ -334,11 +334,11 @@ async fn put(
         Err(err) => {
             tracing::warn!(job, check = check_id, error = %err, "check update failed");
             let answer = match &err {
-                ApiError::RateLimited { retry_after, .. } => Answer::RateLimited(*retry_after),
-                _ => Answer::Other,
+                ApiError::RateLimited { retry_after, .. } => PutAnswer::RateLimited(*retry_after),
+                _ => PutAnswer::Other,
             };
             return (
-                Outcome::Failed(format!("job \"{job}\": check {check_id}: {err}")),
+                SyncOutcome::Failed(format!("job \"{job}\": check {check_id}: {err}")),
                 answer,
             );
         }
@@ -365,11 +365,11 @@ async fn put(
                 learned.record(job, check_id, url);
             }
             tracing::info!(job, check = check_id, "check definition updated");
-            Outcome::Updated
+            SyncOutcome::Updated
         }
-        Err(err) => Outcome::Failed(format!(
+        Err(err) => SyncOutcome::Failed(format!(
             "job \"{job}\": check {check_id}: accepted, but {err}"
         )),
     };
-    (outcome, Answer::Other)
+    (outcome, PutAnswer::Other)
 }

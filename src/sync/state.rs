@@ -20,7 +20,7 @@ static STATE_LOCK: Mutex<()> = Mutex::new(());
 /// The persisted sync state of one job.
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobState {
+pub struct CheckRecord {
     /// The check this state is about (a changed `check_id` starts afresh).
     pub check_id: String,
     /// The definition the service last accepted, `None` before the first accepted PUT.
@@ -41,9 +41,9 @@ pub struct JobState {
     pub acked_fire: Option<DateTime<Utc>>,
 }
 
-impl std::fmt::Debug for JobState {
+impl std::fmt::Debug for CheckRecord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobState")
+        f.debug_struct("CheckRecord")
             .field("check_id", &self.check_id)
             .field("accepted", &self.accepted.is_some())
             .field("accepted_at", &self.accepted_at)
@@ -81,7 +81,7 @@ pub fn path(state_dir: &Path, job: &str) -> PathBuf {
 
 /// The state of `job`, `None` when there is none (or it is unreadable: then sync starts
 /// afresh, which costs one PUT).
-pub fn load(state_dir: &Path, job: &str) -> Option<JobState> {
+pub fn load(state_dir: &Path, job: &str) -> Option<CheckRecord> {
     let text = fs::read(path(state_dir, job)).ok()?;
     match serde_json::from_slice(&text) {
         Ok(state) => Some(state),
@@ -111,14 +111,14 @@ pub fn update(
     state_dir: &Path,
     job: &str,
     check_id: &str,
-    change: impl FnOnce(&mut JobState),
-) -> Result<JobState, StateError> {
+    change: impl FnOnce(&mut CheckRecord),
+) -> Result<CheckRecord, StateError> {
     let _guard = STATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut state = load(state_dir, job)
         .filter(|s| s.check_id == check_id)
-        .unwrap_or_else(|| JobState {
+        .unwrap_or_else(|| CheckRecord {
             check_id: check_id.to_owned(),
-            ..JobState::default()
+            ..CheckRecord::default()
         });
     change(&mut state);
     write(state_dir, job, &state)
@@ -127,7 +127,7 @@ pub fn update(
 }
 
 /// Writes `state` crash-safely and privately, the directory created (0700) when missing.
-fn write(state_dir: &Path, job: &str, state: &JobState) -> Result<(), StateError> {
+fn write(state_dir: &Path, job: &str, state: &CheckRecord) -> Result<(), StateError> {
     let dir = dir(state_dir);
     let err = |path: &Path, what| {
         let path = path.to_owned();

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::pace::{PaceRule, Pacer};
-use super::reconcile::{sync_paced, CadenceCache, Outcome, SyncOptions, SyncReport};
+use super::reconcile::{sync_paced, CadenceCache, SyncOutcome, SyncOptions, SyncReport};
 use super::state::{self, LearnedUrls};
 use crate::api::{ApiClient, RetryPolicy};
 use crate::backoff;
@@ -107,16 +107,16 @@ impl SyncStatus {
             });
             status.last_attempt = Some(now);
             match &entry.outcome {
-                Outcome::Failed(message) => {
+                SyncOutcome::Failed(message) => {
                     status.state = SyncState::Failed;
                     status.last_error = Some(message.clone());
                 }
-                Outcome::WouldUpdate => status.state = SyncState::Pending,
-                Outcome::Deferred(message) => {
+                SyncOutcome::WouldUpdate => status.state = SyncState::Pending,
+                SyncOutcome::Deferred(message) => {
                     status.state = SyncState::Pending;
                     status.last_error = Some(message.clone());
                 }
-                Outcome::InSync | Outcome::Updated => {
+                SyncOutcome::InSync | SyncOutcome::Updated => {
                     status.state = SyncState::InSync;
                     status.last_error = None;
                     status.last_success = Some(now);
