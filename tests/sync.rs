@@ -11,7 +11,7 @@ use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, Retry
 use heartbeat_agent::config::Config;
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures};
 use heartbeat_agent::redact::Secret;
-use heartbeat_agent::sync::{self, CadenceCache, SyncOutcome, SyncOptions};
+use heartbeat_agent::sync::{self, CadenceCache, SyncOptions, SyncOutcome};
 use serde_json::{json, Value};
 
 use crate::util::{self, emulator::Background, Home};
@@ -401,7 +401,11 @@ fn daily_in_berlin_sends_nothing_new_across_both_dst_changes() {
         "2026-10-24T22:00:01Z",
         "2026-10-25T23:00:01Z",
     ] {
-        assert_eq!(pass(&setup, &client, now), [SyncOutcome::InSync], "at {now}");
+        assert_eq!(
+            pass(&setup, &client, now),
+            [SyncOutcome::InSync],
+            "at {now}"
+        );
     }
     assert_eq!(
         heartbeat_puts(&setup),

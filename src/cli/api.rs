@@ -13,18 +13,12 @@ use clap::Subcommand;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{exit, print_error, GlobalArgs};
+use super::{context, exit, print_error, GlobalArgs};
 use crate::api::model::{
     CheckGroupUpdate, CreateStatusPageService, HeartbeatCheckUpdate, ListStatusPageServices,
     MaintenanceDates, StatusPageServicePage,
 };
-use crate::api::{ApiClient, ApiClientConfig, ApiError};
-use crate::redact::Secret;
-
-/// The API key when there is no config file.
-pub const API_KEY_ENV: &str = "HEARTBEAT_AGENT_API_KEY";
-/// The account id when there is no config file (or the config has none).
-pub const ACCOUNT_ENV: &str = "HEARTBEAT_AGENT_ACCOUNT";
+use crate::api::{ApiClient, ApiError};
 
 /// API operations.
 #[derive(Debug, Subcommand)]
@@ -166,19 +160,16 @@ pub fn run(cmd: ApiCommand, global: &GlobalArgs) -> u8 {
             return exit::USAGE;
         }
     };
-    let client = match credentials(global).and_then(|c| c.client()) {
+    let client = match context::credentials(global).and_then(|c| c.client()) {
         Ok(client) => client,
         Err((code, message)) => {
             print_error(message);
             return code;
         }
     };
-    let runtime = match super::current_thread_runtime() {
+    let runtime = match context::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            print_error(format_args!("cannot start the async runtime: {e}"));
-            return exit::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(call.send(&client)) {
         Ok(Some(answer)) => print_json(&answer),
@@ -327,93 +318,6 @@ fn read_body<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T, String> 
             e.line(),
             e.column()
         )
-    })
-}
-
-/// Where to call and with what key.
-struct Credentials {
-    base_url: String,
-    api_key: Secret,
-    account_id: Option<String>,
-}
-
-impl Credentials {
-    fn client(self) -> Result<ApiClient, (u8, String)> {
-        let mut config = ApiClientConfig::new(self.base_url, self.api_key);
-        config.account_id = self.account_id;
-        ApiClient::new(config).map_err(|e| (exit::FAILURE, e.to_string()))
-    }
-}
-
-fn env_value(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// The config's `[api]` table when a config file exists (or was named), else `--base-url` and
-/// the environment. `--base-url` always wins.
-fn credentials(global: &GlobalArgs) -> Result<Credentials, (u8, String)> {
-    let path = crate::paths::config_file(global.config.as_ref());
-    let named = global.config.is_some() || env_value(crate::paths::CONFIG_ENV).is_some();
-    if !named && !path.exists() {
-        let shown = path.display();
-        let base_url = global.base_url.clone().ok_or_else(|| {
-            let msg = format!(
-                "no API base URL: pass --base-url URL, or create {shown} with [api] base_url"
-            );
-            (exit::FAILURE, msg)
-        })?;
-        let api_key = env_value(API_KEY_ENV).map(Secret::new).ok_or_else(|| {
-            let msg = format!(
-                "no API key: set {API_KEY_ENV}, or create {shown} with [api] api_key_file or api_key_env"
-            );
-            (exit::FAILURE, msg)
-        })?;
-        return Ok(Credentials {
-            base_url,
-            api_key,
-            account_id: env_value(ACCOUNT_ENV),
-        });
-    }
-    let loaded = crate::config::Config::load(&path).map_err(|e| (exit::CONFIG, e.to_string()))?;
-    for warning in &loaded.warnings {
-        tracing::warn!(config = %path.display(), "{warning}");
-    }
-    config_credentials(loaded.config.api, &path, global)
-}
-
-/// The client of a loaded config's `[api]` table (`--base-url` wins), for every command that
-/// works from the config file (`api`, `sync`, the daemon). The error is an exit code and a
-/// message naming what to set.
-pub fn config_client(
-    api: crate::config::ApiSettings,
-    path: &Path,
-    global: &GlobalArgs,
-) -> Result<ApiClient, (u8, String)> {
-    config_credentials(api, path, global)?.client()
-}
-
-fn config_credentials(
-    api: crate::config::ApiSettings,
-    path: &Path,
-    global: &GlobalArgs,
-) -> Result<Credentials, (u8, String)> {
-    let shown = path.display();
-    let base_url = global.base_url.clone().or(api.base_url).ok_or_else(|| {
-        let msg = format!("no API base URL: set [api] base_url in {shown}, or pass --base-url URL");
-        (exit::FAILURE, msg)
-    })?;
-    let api_key = crate::config::read_api_key(&api.api_key)
-        .map_err(|e| (exit::FAILURE, e.to_string()))?
-        .ok_or_else(|| {
-            let msg = format!(
-                "no API key: set [api] api_key_file or api_key_env in {shown}, or {API_KEY_ENV}"
-            );
-            (exit::FAILURE, msg)
-        })?;
-    Ok(Credentials {
-        base_url,
-        api_key,
-        account_id: api.account_id.or_else(|| env_value(ACCOUNT_ENV)),
     })
 }
 

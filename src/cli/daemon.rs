@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::Args;
 use tracing::{info, warn};
 
-use super::{assemble, exit, print_error, GlobalArgs};
+use super::{assemble, context, exit, print_error, GlobalArgs};
 use crate::config::{Config, PingTarget};
 use crate::daemon::{self, Options, Plugins};
 
@@ -96,7 +96,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         let build = move |config: &Arc<Config>| self::reconciler(config, &options, &global);
         plugins.tasks.push(("sync", deferred.task(build)));
     }
-    let (client, api_key) = super::status::remote_client(&config, global);
+    let (client, api_key) = context::remote_client(&config, global);
     let sources = crate::status::Sources {
         sync: sync_status,
         remote: crate::status::remote::RemoteView::new(client),
@@ -148,7 +148,7 @@ fn reconciler(
         info!("no job is bound to a check (check_id): check sync is off until a reload binds one");
         return None;
     }
-    match super::api::config_client(config.api.clone(), &options.config_path, global) {
+    match context::config_client(config.api.clone(), &options.config_path, global) {
         // The reconciler makes one attempt per request and paces itself (see Reconciler::new).
         Ok(client) => Some(
             crate::sync::Reconciler::new(Arc::clone(config), client, options.state_dir.clone())

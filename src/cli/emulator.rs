@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::{exit, print_error, GlobalArgs};
+use super::{context, exit, print_error, GlobalArgs};
 use crate::emulator::{
     Emulator, EmulatorOptions, Fixtures, RateLimit, DEFAULT_ACCOUNT, DEFAULT_API_KEY,
     DEFAULT_LISTEN, DEFAULT_PING_LISTEN,
@@ -80,12 +80,9 @@ pub fn run(args: EmulatorArgs, _global: &GlobalArgs) -> u8 {
         rate_limit: args.rate_limit,
         clock_scale: args.clock_scale,
     };
-    let runtime = match super::current_thread_runtime() {
+    let runtime = match context::runtime() {
         Ok(runtime) => runtime,
-        Err(err) => {
-            print_error(format!("cannot start the async runtime: {err}"));
-            return exit::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(serve(options)) {
         Ok(()) => exit::OK,

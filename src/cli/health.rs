@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::{exit, print_error, GlobalArgs};
+use super::{context, exit, print_error, GlobalArgs};
 
 /// Check that the running daemon is alive (its scheduler loop makes progress).
 ///
@@ -19,7 +19,7 @@ pub struct HealthArgs {
 
 /// Runs `health`; returns the exit code (0 or 1 only).
 pub fn run(args: HealthArgs, global: &GlobalArgs) -> u8 {
-    let (endpoint, _) = match super::status::endpoint(args.url.as_deref(), global) {
+    let (endpoint, _) = match context::endpoint(args.url.as_deref(), global) {
         Ok(found) => found,
         Err((_, message)) => {
             print_error(message);

@@ -12,6 +12,7 @@ use clap::{Args, FromArgMatches, Parser, Subcommand};
 pub mod api;
 pub mod assemble;
 pub mod config_cmd;
+pub mod context;
 pub mod daemon;
 pub mod demo;
 pub mod emulator;
@@ -190,13 +191,6 @@ pub fn main(cli: Cli) -> ExitCode {
 /// run); operational events go through `tracing` instead.
 pub fn print_error(message: impl std::fmt::Display) {
     eprintln!("heartbeat-agent: {message}");
-}
-
-/// A tokio runtime on the current thread: start-up cost matters for `run` and one-shot commands.
-pub fn current_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
 }
 
 #[cfg(test)]

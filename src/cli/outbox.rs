@@ -2,13 +2,11 @@
 //! (see `docs/outbox.md`). Targets are shown redacted, never with their token.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{exit, print_error, GlobalArgs};
-use crate::config::Config;
+use super::{context, exit, print_error, GlobalArgs};
 use crate::ping::outbox::{self, Listed, Outbox, PassOptions, Stats};
 use crate::ping::Budget;
 
@@ -41,8 +39,7 @@ pub enum OutboxCommand {
 
 /// Runs an `outbox` subcommand; returns the exit code.
 pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
-    let config = super::run::load_config(global, None);
-    let outbox = open(global, config.as_ref());
+    let outbox = context::Lenient::resolve(global, None).outbox();
     match args.command.unwrap_or(OutboxCommand::List { json: false }) {
         OutboxCommand::List { json } => list(&outbox, json),
         OutboxCommand::Flush { timeout } => flush(&outbox, timeout),
@@ -57,20 +54,6 @@ pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
             Err(err) => failure(err),
         },
     }
-}
-
-/// The state directory: `--state-dir`, else the config's, else the user's default.
-pub(super) fn state_dir(global: &GlobalArgs, config: Option<&Config>) -> PathBuf {
-    crate::paths::state_dir(
-        global.state_dir.as_deref(),
-        config.and_then(|c| c.agent.state_dir.as_deref()),
-    )
-}
-
-/// The outbox the command works on.
-pub(super) fn open(global: &GlobalArgs, config: Option<&Config>) -> Outbox {
-    let max_entries = config.map_or(outbox::DEFAULT_MAX_ENTRIES, |c| c.agent.outbox_max_entries);
-    Outbox::new(&state_dir(global, config), max_entries)
 }
 
 fn failure(err: impl std::fmt::Display) -> u8 {
@@ -187,9 +170,9 @@ fn flush(outbox: &Outbox, timeout: Duration) -> u8 {
         honour_retry_after: false,
         skip: None,
     };
-    let runtime = match super::current_thread_runtime() {
+    let runtime = match context::runtime() {
         Ok(runtime) => runtime,
-        Err(err) => return failure(format!("cannot start the async runtime: {err}")),
+        Err(code) => return code,
     };
     match runtime.block_on(outbox::deliver_pending(outbox, &options)) {
         Ok(report) => {

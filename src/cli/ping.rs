@@ -1,13 +1,10 @@
 //! `heartbeat-agent ping (--job NAME | --ping-url URL)`: send one ping through the same path
 //! as `run` (a ping that cannot be delivered is kept in the outbox).
 
-use std::time::Duration;
-
 use clap::Args;
 
-use super::run::MethodArg;
+use super::context::{self, Lenient, PingOptions};
 use super::{exit, print_error, GlobalArgs};
-use crate::config::Config;
 use crate::ping::outbox::{self, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 
@@ -26,45 +23,34 @@ pub struct PingArgs {
     #[arg(long, value_name = "URL")]
     pub ping_url: Option<String>,
 
-    /// HTTP method of the ping
-    #[arg(long, value_enum, default_value_t = MethodArg::Get, value_name = "METHOD")]
-    pub ping_method: MethodArg,
-
-    /// Sent as the ping's Origin header, shown as the event's source [default: the host name]
-    #[arg(long, value_name = "NAME")]
-    pub source: Option<String>,
-
-    /// Total time for the ping, all attempts and pauses included
-    #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
-    pub ping_timeout: Duration,
+    /// Method, source and time budget of the ping.
+    #[command(flatten)]
+    pub options: PingOptions,
 }
 
 /// Sends the ping; returns the exit code.
 pub fn run(args: PingArgs, global: &GlobalArgs) -> u8 {
-    let method = PingMethod::from(args.ping_method);
-    let source = args.source.clone().unwrap_or_else(crate::host::name);
-    let config = super::run::load_config(global, args.job.as_deref());
-    let (ping, context) = match target(&args, global, config.as_ref(), method, &source) {
+    let method = PingMethod::from(args.options.ping_method);
+    let source = args.options.source();
+    let resolved = Lenient::resolve(global, args.job.as_deref());
+    let (ping, ping_context) = match target(&args, &resolved, method, &source) {
         Ok(found) => found,
         Err(code) => return code,
     };
-    let outbox = Some(super::outbox::open(global, config.as_ref()));
+    let outbox = Some(resolved.outbox());
     let budget = Budget {
-        total: args.ping_timeout,
+        total: args.options.ping_timeout,
         ..Budget::default()
     };
-    let runtime = match super::current_thread_runtime() {
+    let runtime = match context::runtime() {
         Ok(runtime) => runtime,
-        Err(err) => {
-            print_error(format!("cannot start the async runtime: {err}"));
-            return exit::FAILURE;
-        }
+        Err(code) => return code,
     };
     let outcome = runtime.block_on(outbox::deliver_or_queue_for(
         &ping,
         &budget,
         outbox.as_ref(),
-        &context,
+        &ping_context,
     ));
     match outcome {
         PingOutcome::Delivered { .. } => exit::OK,
@@ -75,11 +61,11 @@ pub fn run(args: PingArgs, global: &GlobalArgs) -> u8 {
 /// The ping and its context, from `--ping-url` or the job; `Err` is the exit code.
 fn target(
     args: &PingArgs,
-    global: &GlobalArgs,
-    config: Option<&Config>,
+    resolved: &Lenient,
     method: PingMethod,
     source: &str,
 ) -> Result<(Ping, PingContext), u8> {
+    let config = resolved.config.as_ref();
     let configured_age = config.and_then(|c| c.agent.outbox_max_age);
     if let Some(url) = &args.ping_url {
         let ping = Ping::new(url, method, source).map_err(|err| {
@@ -108,8 +94,7 @@ fn target(
             config.path.display()
         ))
     })?;
-    let state_dir = super::outbox::state_dir(global, Some(config));
-    let learned = |check: &str| crate::sync::learned_ping_url(&state_dir, name, check);
+    let learned = |check: &str| crate::sync::learned_ping_url(&resolved.state_dir, name, check);
     let ping =
         crate::job::ping(job, learned, method, source).map_err(|no| refuse(no.to_string()))?;
     let context = PingContext {

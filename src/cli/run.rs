@@ -13,11 +13,12 @@ use std::path::PathBuf;
 use std::task::Poll;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use nix::sys::signal::Signal;
 use tokio::signal::unix::SignalKind;
 use tracing::{debug, warn};
 
+use super::context::{self, Lenient, PingOptions};
 use super::{exit, print_error, GlobalArgs};
 use crate::config::{Config, Job};
 use crate::job::NoPing;
@@ -86,35 +87,9 @@ pub struct PingArgs {
     #[arg(long, value_name = "URL")]
     pub start_url: Option<String>,
 
-    /// HTTP method of the pings
-    #[arg(long, value_enum, default_value_t = MethodArg::Get, value_name = "METHOD")]
-    pub ping_method: MethodArg,
-
-    /// Sent as the ping's Origin header, shown as the event's source [default: the host name]
-    #[arg(long, value_name = "NAME")]
-    pub source: Option<String>,
-
-    /// Total time for one ping, all attempts and pauses included
-    #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
-    pub ping_timeout: Duration,
-}
-
-/// `--ping-method`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MethodArg {
-    /// GET
-    Get,
-    /// POST with an empty body
-    Post,
-}
-
-impl From<MethodArg> for PingMethod {
-    fn from(method: MethodArg) -> PingMethod {
-        match method {
-            MethodArg::Get => PingMethod::Get,
-            MethodArg::Post => PingMethod::Post,
-        }
-    }
+    /// Method, source and time budget of the pings.
+    #[command(flatten)]
+    pub options: PingOptions,
 }
 
 fn parse_code(text: &str) -> Result<i32, String> {
@@ -164,12 +139,9 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
     } else {
         None
     };
-    match super::current_thread_runtime() {
+    match context::runtime() {
         Ok(runtime) => runtime.block_on(execute(plan)),
-        Err(err) => {
-            print_error(format!("cannot start the async runtime: {err}"));
-            exit::FAILURE
-        }
+        Err(code) => code,
     }
 }
 
@@ -200,18 +172,14 @@ fn usage(message: impl std::fmt::Display) -> u8 {
 
 /// Resolves flags, config and environment; `Err` carries the exit code of an argument error.
 fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
-    let method = PingMethod::from(args.ping.ping_method);
-    let source = args.ping.source.clone().unwrap_or_else(crate::host::name);
+    let method = PingMethod::from(args.ping.options.ping_method);
+    let source = args.ping.options.source();
     let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
-    let config = load_config(global, args.job.as_deref());
+    let Lenient { config, state_dir } = Lenient::resolve(global, args.job.as_deref());
     let job = args
         .job
         .as_deref()
         .and_then(|name| find_job(config.as_ref(), name));
-    let state_dir = crate::paths::state_dir(
-        global.state_dir.as_deref(),
-        config.as_ref().and_then(|c| c.agent.state_dir.as_deref()),
-    );
     let spec = command_spec(&args, config.as_ref(), job)?;
     let success = ping_url.or_else(|| {
         job.and_then(|j| job_ping(j, method, &source, &state_dir))
@@ -239,7 +207,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         fail,
         start,
         budget: Budget {
-            total: args.ping.ping_timeout,
+            total: args.ping.options.ping_timeout,
             ..Budget::default()
         },
         state_dir,
@@ -252,7 +220,9 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         },
         outbox_max_entries: config
             .as_ref()
-            .map_or(outbox::DEFAULT_MAX_ENTRIES, |c| c.agent.outbox_max_entries),
+            .map_or(crate::config::defaults::OUTBOX_MAX_ENTRIES, |c| {
+                c.agent.outbox_max_entries
+            }),
         lock_key,
         lock_what,
     })
@@ -304,33 +274,6 @@ fn lock_identity(job: Option<&str>, ping: Option<&Ping>, spec: &CommandSpec) -> 
                 format!("cmd-{}", crate::redact::fingerprint(&argv)),
                 "this command".to_owned(),
             )
-        }
-    }
-}
-
-/// Loads the config when `run` may need it: always with `--job`, else only when a file exists
-/// (its `state_dir` and `api_key_env` still matter). Problems are warnings.
-pub(super) fn load_config(global: &GlobalArgs, job: Option<&str>) -> Option<Config> {
-    let explicit = global.config.is_some()
-        || std::env::var_os(crate::paths::CONFIG_ENV).is_some_and(|v| !v.is_empty());
-    let path = crate::paths::config_file(global.config.as_ref());
-    if job.is_none() && !explicit && !path.exists() {
-        return None;
-    }
-    match Config::load(&path) {
-        Ok(loaded) => {
-            for warning in &loaded.warnings {
-                warn!("{warning}");
-            }
-            Some(loaded.config)
-        }
-        Err(err) => {
-            let what = job.map_or(String::new(), |j| format!(" (for job \"{j}\")"));
-            warn!(
-                "configuration {} not used{what}; running the command anyway:\n{err}",
-                path.display()
-            );
-            None
         }
     }
 }

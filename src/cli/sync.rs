@@ -10,9 +10,11 @@ use std::io::Write;
 use chrono::Utc;
 use clap::Args;
 
-use super::{exit, print_error, GlobalArgs};
+use super::{context, exit, print_error, GlobalArgs};
 use crate::config::Config;
-use crate::sync::{sync_all, Action, CadenceCache, JobReport, SyncOutcome, SyncOptions, SyncReport};
+use crate::sync::{
+    sync_all, Action, CadenceCache, JobReport, SyncOptions, SyncOutcome, SyncReport,
+};
 
 /// `sync` arguments.
 #[derive(Debug, Clone, Args)]
@@ -61,19 +63,16 @@ pub fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
             return exit::USAGE;
         }
     }
-    let client = match super::api::config_client(config.api.clone(), &path, global) {
+    let client = match context::config_client(config.api.clone(), &path, global) {
         Ok(client) => client,
         Err((code, message)) => {
             print_error(message);
             return code;
         }
     };
-    let runtime = match super::current_thread_runtime() {
+    let runtime = match context::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            print_error(format_args!("cannot start the async runtime: {e}"));
-            return exit::FAILURE;
-        }
+        Err(code) => return code,
     };
     let opts = SyncOptions {
         dry_run: args.dry_run,

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::{exit, print_error, GlobalArgs};
+use super::{context, exit, print_error, GlobalArgs};
 use crate::redact::Secret;
 
 /// Run a job of the running daemon now, outside its schedule (same overlap rule).
@@ -24,7 +24,7 @@ pub struct TriggerArgs {
 
 /// Runs `trigger`; returns the exit code.
 pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
-    let (endpoint, token) = match super::status::endpoint(args.url.as_deref(), global) {
+    let (endpoint, token) = match context::endpoint(args.url.as_deref(), global) {
         Ok(found) => found,
         Err((code, message)) => {
             print_error(message);
@@ -36,7 +36,7 @@ pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
         "POST",
         &path,
         token.as_ref().map(Secret::expose),
-        super::status::TIMEOUT,
+        context::TIMEOUT,
     ) {
         Ok(answer) => answer,
         Err(err) => {

@@ -19,7 +19,7 @@ pub mod task;
 pub use desired::{Change, Definition};
 pub use pace::{PaceRule, Pacer};
 pub use reconcile::{
-    sync_all, sync_paced, Action, CadenceCache, JobReport, SyncOutcome, SyncOptions, SyncReport,
+    sync_all, sync_paced, Action, CadenceCache, JobReport, SyncOptions, SyncOutcome, SyncReport,
 };
 pub use state::{learned_ping_url, LearnedUrls};
 pub use task::{JobSyncStatus, Reconciler, SyncState, SyncStatus};

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::pace::{PaceRule, Pacer};
-use super::reconcile::{sync_paced, CadenceCache, SyncOutcome, SyncOptions, SyncReport};
+use super::reconcile::{sync_paced, CadenceCache, SyncOptions, SyncOutcome, SyncReport};
 use super::state::{self, LearnedUrls};
 use crate::api::{ApiClient, RetryPolicy};
 use crate::backoff;
