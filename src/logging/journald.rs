@@ -12,9 +12,10 @@
 //! this priority mapping and `SYSLOG_IDENTIFIER` but not to the rest of what docs/logging.md
 //! documents:
 //! - its `MESSAGE` is the message alone, so plain `journalctl` would no longer show the fields;
-//! - its field names keep leading digits (journald drops such a field), drop other characters
-//!   instead of making them `_`, have no 64-byte limit, and a field named like a fixed one is
-//!   sent as a second `PRIORITY` (say) instead of `FIELD_PRIORITY`;
+//! - its field names get an `F_` prefix (`journalctl JOB=backup` would find nothing), or with
+//!   the prefix off, a field named like a fixed one is sent as a second `PRIORITY` (say) instead
+//!   of `FIELD_PRIORITY`; they keep leading digits (journald drops such a field), drop other
+//!   characters instead of making them `_`, and have no 64-byte limit;
 //! - an entry it cannot send is dropped without a trace, not written to stderr;
 //! - its socket path is fixed, so the tests below could not receive its datagrams.
 //!
