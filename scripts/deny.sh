@@ -9,6 +9,9 @@ if ! cargo deny --version >/dev/null 2>&1; then
   cargo install cargo-deny --locked
   echo "deny: installed cargo-deny in $((SECONDS - start)) s"
 fi
+# Offline mode reads every platform's crates from the local registry: fetch them first (a
+# build fetches only this platform's).
+cargo fetch --locked --quiet
 CHECKS=${CHECKS:-licenses bans sources}
 offline=--offline
 [[ "$CHECKS" == *advisories* ]] && offline=""   # the advisory database is fetched

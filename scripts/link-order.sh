@@ -5,9 +5,11 @@
 # 64 KiB window around it: about 3 MiB of resident code for a run that executes about 0.5 MiB
 # (see BENCHMARKS.md, "run wrapper overhead").
 #
-# Names carry the compiler's hashes, so the list is tied to the toolchain and Cargo.lock: rerun
-# this after updating either (a stale entry is ignored, it only costs memory). Needs valgrind
-# (callgrind lists every function executed) and python3.
+# Names carry the compiler's hashes, so the list is tied to the code, the toolchain (pinned in
+# rust-toolchain.toml) and Cargo.lock: a stale entry is ignored by the linker and only costs
+# memory. CI runs scripts/check-link-order.sh on the release binary and fails when fewer than
+# 98 % of the names are left, asking for this script to be rerun. Needs valgrind (callgrind
+# lists every function executed) and python3.
 #
 # Usage: scripts/link-order.sh         (builds the release binary, profiles, writes the file)
 # LINK_ORDER_NO_BUILD=1 profiles the binary already built; LINK_ORDER_OUT=FILE writes elsewhere.
@@ -68,7 +70,9 @@ for path in files:
             continue
         if m.group(3):
             names[m.group(2)] = m.group(3)
-        name = names.get(m.group(2), "")
+        # Callgrind names a function's recursive activations (or a member of a call cycle)
+        # `name'2`, `name'3`, ...: the symbol is `name`.
+        name = re.sub(r"'[0-9]+$", "", names.get(m.group(2), ""))
         if m.group(1) == "fn" and ob == binary and name.startswith("_") and name not in seen:
             seen.add(name)
             order.append(name)

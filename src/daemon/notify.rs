@@ -2,20 +2,33 @@
 //! `STATUS=...` and `WATCHDOG=1` datagrams to `$NOTIFY_SOCKET`, and the watchdog interval from
 //! `$WATCHDOG_USEC`.
 //!
+//! The assignments themselves and the `MONOTONIC_USEC` clock come from the `sd-notify` crate
+//! ([`NotifyState`]). Its `notify()` is not used to send them, because it cannot give what the
+//! daemon documents and its tests check:
+//! - it connects to `NOTIFY_SOCKET` as a file path, so an abstract `@name` socket fails;
+//! - it reads the variable again at every call, where [`Notifier::from_vars`] takes the values
+//!   once (tests pass their own socket without touching the process environment);
+//! - it ends every assignment with a newline and has no send timeout, where the datagrams here
+//!   are exactly the assignments and a busy service manager cannot stall the daemon's loop;
+//! - its `ExtendTimeoutUsec` holds 32 bits (71 minutes), shorter than a `shutdown_timeout` may be.
+//!
+//! So the socket, the send and `EXTEND_TIMEOUT_USEC` are written here. The watchdog rule is too:
+//! `sd_notify::watchdog_enabled` reads only the process environment and counts `WATCHDOG_USEC=0`
+//! or an unreadable `WATCHDOG_PID` as enabled for this process; here neither is.
+//!
 //! [`Notifier::from_env`] reads the variables once at start. It does not remove them from the
-//! environment (that is unsound while other threads may read it); instead, children never see
-//! them because the process module strips every name in [`CHILD_ENV_REMOVE`] from each child's
-//! environment. Without `NOTIFY_SOCKET` (not under systemd) every call is a no-op.
+//! environment (that is unsound while other threads may read it); children never see them
+//! because the process module removes `NOTIFY_SOCKET` and every `WATCHDOG_*` variable from each
+//! child's environment. Without `NOTIFY_SOCKET` (not under systemd) every call is a no-op.
 
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
-/// The variables systemd passes to the service itself and that no child may inherit: a child
-/// that wrote to our socket could claim readiness or feed the watchdog for us.
-pub const CHILD_ENV_REMOVE: [&str; 3] = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
+use sd_notify::NotifyState;
 
 /// How long one notification may wait for room in the socket's queue: the daemon's loop must
 /// not stall on a busy service manager.
@@ -114,34 +127,51 @@ impl Notifier {
     /// `READY=1`: start-up finished (config valid, signal handlers installed, listener bound).
     /// Also sent after a reload.
     pub fn ready(&self) -> Result<(), NotifyError> {
-        self.send("READY=1")
+        self.notify(&[NotifyState::Ready])
     }
 
     /// `RELOADING=1` with `MONOTONIC_USEC=` (systemd 253 and later match it against the reload
     /// request); follow with [`ready`](Self::ready) when the reload is done.
     pub fn reloading(&self) -> Result<(), NotifyError> {
-        self.send(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()))
+        let now = NotifyState::MonotonicUsec(monotonic_usec().into());
+        self.notify(&[NotifyState::Reloading, now])
     }
 
     /// `STOPPING=1`: shutdown began.
     pub fn stopping(&self) -> Result<(), NotifyError> {
-        self.send("STOPPING=1")
+        self.notify(&[NotifyState::Stopping])
     }
 
     /// `STATUS=text`, shown by `systemctl status`; newlines become spaces (one line only).
     pub fn status(&self, text: &str) -> Result<(), NotifyError> {
-        self.send(&format!("STATUS={}", text.replace(['\n', '\r'], " ")))
+        self.notify(&[NotifyState::Status(&text.replace(['\n', '\r'], " "))])
     }
 
     /// `WATCHDOG=1`: the service is alive. Send only while the main loop makes progress.
     pub fn watchdog(&self) -> Result<(), NotifyError> {
-        self.send("WATCHDOG=1")
+        self.notify(&[NotifyState::Watchdog])
     }
 
     /// `EXTEND_TIMEOUT_USEC=`: asks for `extra` more time in the current start-up or shutdown
     /// phase (a shutdown that waits for jobs longer than `TimeoutStopSec`).
     pub fn extend_timeout(&self, extra: Duration) -> Result<(), NotifyError> {
+        // Written here: the crate's `ExtendTimeoutUsec` holds a u32 (at most 71 minutes).
         self.send(&format!("EXTEND_TIMEOUT_USEC={}", extra.as_micros()))
+    }
+
+    /// Sends `states` as one datagram, one assignment per line and no newline after the last.
+    fn notify(&self, states: &[NotifyState<'_>]) -> Result<(), NotifyError> {
+        if self.target.is_none() {
+            return Ok(());
+        }
+        let mut message = String::new();
+        for state in states {
+            if !message.is_empty() {
+                message.push('\n');
+            }
+            let _ = write!(message, "{state}");
+        }
+        self.send(&message)
     }
 
     /// Sends `message` (newline-separated `KEY=value` assignments) as one datagram; `Ok` without
@@ -213,20 +243,13 @@ fn watchdog_interval(usec: Option<&str>, pid: Option<&str>, own_pid: u32) -> Opt
     Some(Duration::from_micros(usec) / 2)
 }
 
-/// `CLOCK_MONOTONIC` in microseconds, the clock systemd compares `MONOTONIC_USEC` against.
+/// `CLOCK_MONOTONIC` in microseconds, the clock systemd compares `MONOTONIC_USEC` against; 0 if
+/// it cannot be read (it always can on Linux).
 fn monotonic_usec() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    if rc != 0 {
-        return 0;
+    match NotifyState::monotonic_usec_now() {
+        Ok(NotifyState::MonotonicUsec(usec)) => u64::try_from(usec).unwrap_or(0),
+        _ => 0,
     }
-    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
-    let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
-    secs.saturating_mul(1_000_000).saturating_add(nanos / 1000)
 }
 
 #[cfg(test)]

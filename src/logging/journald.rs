@@ -7,6 +7,19 @@
 //! in, uppercased (`check_id` -> `CHECK_ID`). A field whose name clashes with one of those
 //! gets a `FIELD_` prefix. An entry the socket refuses (too large, journald gone) is written to
 //! stderr as plain text instead, which the journal also reads.
+//!
+//! Written here rather than with the `tracing-journald` crate (0.3), whose layer can be set to
+//! this priority mapping and `SYSLOG_IDENTIFIER` but not to the rest of what docs/logging.md
+//! documents:
+//! - its `MESSAGE` is the message alone, so plain `journalctl` would no longer show the fields;
+//! - its field names get an `F_` prefix (`journalctl JOB=backup` would find nothing), or with
+//!   the prefix off, a field named like a fixed one is sent as a second `PRIORITY` (say) instead
+//!   of `FIELD_PRIORITY`; they keep leading digits (journald drops such a field), drop other
+//!   characters instead of making them `_`, and have no 64-byte limit;
+//! - an entry it cannot send is dropped without a trace, not written to stderr;
+//! - its socket path is fixed, so the tests below could not receive its datagrams.
+//!
+//! Its layer is one unit (the naming and encoding are private), so none of it is used.
 
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
