@@ -152,7 +152,7 @@ pub enum SnippetCommand {
 }
 
 /// Runs an `api` subcommand.
-pub fn run(cmd: ApiCommand, global: &GlobalArgs) -> u8 {
+pub(crate) fn run(cmd: ApiCommand, global: &GlobalArgs) -> u8 {
     let call = match Call::from_command(cmd) {
         Ok(call) => call,
         Err(message) => {

@@ -20,7 +20,7 @@ use crate::sync::{Reconciler, SyncStatus};
 /// Ctrl-C). Installed here, before the daemon says `READY=1`, so no signal is lost (or kills
 /// the process) once systemd thinks it runs. Must be called inside the runtime. The returned
 /// [`Controller`] can send requests too (`demo` stops its daemon with it).
-pub fn signal_control() -> std::io::Result<(Controller, Control)> {
+pub(crate) fn signal_control() -> std::io::Result<(Controller, Control)> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -64,7 +64,7 @@ impl AfterRun for Reconciler {
 
 /// The sync engine as a daemon task: [`crate::sync::Reconciler::run`], told about every
 /// successful reload.
-pub fn sync_task(reconciler: Reconciler) -> Task {
+pub(crate) fn sync_task(reconciler: Reconciler) -> Task {
     Box::new(move |mut context: Context, cancel: CancellationToken| {
         Box::pin(async move {
             let task = reconciler.clone().run(cancel);
@@ -90,7 +90,7 @@ pub fn sync_task(reconciler: Reconciler) -> Task {
 /// that binds one. Until then it does nothing; afterwards it is the sync engine's
 /// [`AfterRun`] hook.
 #[derive(Default)]
-pub struct DeferredSync {
+pub(crate) struct DeferredSync {
     started: OnceLock<Reconciler>,
     /// Where the status endpoint looks for the engine's status; filled when it starts.
     status: Arc<OnceLock<SyncStatus>>,
@@ -106,7 +106,7 @@ impl AfterRun for DeferredSync {
 
 impl DeferredSync {
     /// A deferred engine that publishes its status in `status` when it starts.
-    pub fn new(status: Arc<OnceLock<SyncStatus>>) -> DeferredSync {
+    pub(crate) fn new(status: Arc<OnceLock<SyncStatus>>) -> DeferredSync {
         DeferredSync {
             started: OnceLock::new(),
             status,
@@ -116,7 +116,7 @@ impl DeferredSync {
     /// The background task: waits for a reloaded config with a job bound by `check_id`, makes
     /// the engine with `build` (which logs why it cannot, e.g. no API key; the next reload
     /// tries again), then runs it as [`sync_task`] does.
-    pub fn task(
+    pub(crate) fn task(
         self: Arc<Self>,
         build: impl Fn(&Arc<Config>) -> Option<Reconciler> + Send + 'static,
     ) -> Task {

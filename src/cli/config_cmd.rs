@@ -21,7 +21,7 @@ pub enum ConfigCommand {
 const FIRE_TIMES: usize = 3;
 
 /// Runs a `config` subcommand.
-pub fn run(cmd: ConfigCommand, global: &GlobalArgs) -> u8 {
+pub(crate) fn run(cmd: ConfigCommand, global: &GlobalArgs) -> u8 {
     match cmd {
         ConfigCommand::Check => check(global),
     }
@@ -53,7 +53,7 @@ fn check(global: &GlobalArgs) -> u8 {
 }
 
 /// The text `config check` prints for a valid config, as of `now`.
-pub fn report(config: &Config, now: DateTime<Utc>) -> String {
+pub(crate) fn report(config: &Config, now: DateTime<Utc>) -> String {
     let mut out = String::new();
     let count = config.jobs.len();
     let noun = if count == 1 { "job" } else { "jobs" };
@@ -121,7 +121,7 @@ fn watch_kind(spec: &WatchSpec) -> &'static str {
 }
 
 /// The ping target as shown: never the URL's path, which holds the token.
-pub fn target(target: &PingTarget) -> String {
+pub(crate) fn target(target: &PingTarget) -> String {
     match target {
         PingTarget::Url(url) => crate::redact::url(url.as_str()),
         PingTarget::Check(id) => format!("check {id}"),

@@ -20,7 +20,7 @@ use crate::redact::Secret;
 use crate::status::client::Endpoint;
 
 /// The account id when there is no config file (or the config has none).
-pub const ACCOUNT_ENV: &str = "HEARTBEAT_AGENT_ACCOUNT";
+pub(crate) const ACCOUNT_ENV: &str = "HEARTBEAT_AGENT_ACCOUNT";
 
 /// Loads the config when `run` may need it: always with `--job`, else only when a file exists
 /// (its `state_dir` and `api_key_env` still matter). Problems are warnings.
@@ -75,7 +75,7 @@ pub struct PingOptions {
 
 impl PingOptions {
     /// `--source`, else this host's name.
-    pub fn source(&self) -> String {
+    pub(crate) fn source(&self) -> String {
         self.source.clone().unwrap_or_else(crate::host::name)
     }
 }
@@ -100,7 +100,7 @@ impl From<MethodArg> for PingMethod {
 
 /// The context of the commands that work with or without a valid config (`run`, `ping`,
 /// `outbox`): the config when it loads, and the state directory.
-pub struct Lenient {
+pub(crate) struct Lenient {
     /// The configuration, when one was found and is valid (problems were logged as warnings).
     pub config: Option<Config>,
     /// `--state-dir`, else the config's `state_dir`, else the user's default.
@@ -109,19 +109,19 @@ pub struct Lenient {
 
 impl Lenient {
     /// Resolves the context; `job` is the `--job` the command was given, if any.
-    pub fn resolve(global: &GlobalArgs, job: Option<&str>) -> Lenient {
+    pub(crate) fn resolve(global: &GlobalArgs, job: Option<&str>) -> Lenient {
         let config = load_config(global, job);
         let state_dir = state_dir(global, config.as_ref());
         Lenient { config, state_dir }
     }
 
     /// The outbox under the state directory, bounded by the config's `outbox_max_entries`.
-    pub fn outbox(&self) -> Outbox {
+    pub(crate) fn outbox(&self) -> Outbox {
         Outbox::new(&self.state_dir, self.outbox_max_entries())
     }
 
     /// `[agent] outbox_max_entries`, else the default.
-    pub fn outbox_max_entries(&self) -> usize {
+    pub(crate) fn outbox_max_entries(&self) -> usize {
         self.config
             .as_ref()
             .map_or(outbox::DEFAULT_MAX_ENTRIES, |c| c.agent.outbox_max_entries)
@@ -130,7 +130,7 @@ impl Lenient {
 
 /// A tokio runtime on the current thread (start-up cost matters for `run` and one-shot
 /// commands); when none can be made, says why and gives the exit code.
-pub fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -195,7 +195,7 @@ pub(super) fn credentials(global: &GlobalArgs) -> Result<Credentials, (u8, Strin
 /// The client of a loaded config's `[api]` table (`--base-url` wins), for every command that
 /// works from the config file (`api`, `sync`, the daemon). The error is an exit code and a
 /// message naming what to set.
-pub fn config_client(
+pub(crate) fn config_client(
     api: crate::config::ApiSettings,
     path: &Path,
     global: &GlobalArgs,
@@ -229,11 +229,11 @@ fn config_credentials(
 }
 
 /// How long a command waits for the endpoint (the remote view may take up to 10 s to fetch).
-pub const TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The endpoint and the token to send: `--url` (the config's token when it loads), else the
 /// config's `[status]`. Errors carry the exit code.
-pub fn endpoint(
+pub(crate) fn endpoint(
     url: Option<&str>,
     global: &GlobalArgs,
 ) -> Result<(Endpoint, Option<Secret>), (u8, String)> {
@@ -259,7 +259,7 @@ pub fn endpoint(
 /// What the daemon's status endpoint needs from the config: the remote view's client (low
 /// priority in the shared rate limiter, one attempt, short timeouts) and the API key to keep
 /// out of job output. `None`s when no API is configured.
-pub fn remote_client(
+pub(crate) fn remote_client(
     config: &Config,
     global: &GlobalArgs,
 ) -> (Option<crate::api::ApiClient>, Option<Secret>) {

@@ -28,7 +28,7 @@ pub struct ManpageArgs {
 }
 
 /// Prints the completion script for `args.shell` on stdout.
-pub fn completions(args: CompletionsArgs, _global: &GlobalArgs) -> u8 {
+pub(crate) fn completions(args: CompletionsArgs, _global: &GlobalArgs) -> u8 {
     let mut command = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut command, "heartbeat-agent", &mut out);
@@ -36,7 +36,7 @@ pub fn completions(args: CompletionsArgs, _global: &GlobalArgs) -> u8 {
 }
 
 /// Prints the main man page (roff) on stdout, or writes every page into `--out-dir`.
-pub fn manpage(args: ManpageArgs, _global: &GlobalArgs) -> u8 {
+pub(crate) fn manpage(args: ManpageArgs, _global: &GlobalArgs) -> u8 {
     let command = Cli::command();
     if let Some(dir) = args.out_dir {
         return match clap_mangen::generate_to(command, &dir) {

@@ -28,7 +28,7 @@ use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
 
 /// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
-pub const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
+pub(crate) const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
 
 /// Run one command, pass its output and exit code through, ping on success.
 ///
@@ -125,7 +125,7 @@ struct Plan {
 }
 
 /// Runs the command; returns the exit code to pass through.
-pub fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
+pub(crate) fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
     let want_lock = args.lock;
     let plan = match plan(args, global) {
         Ok(plan) => plan,

@@ -29,7 +29,7 @@ pub struct StatusArgs {
 }
 
 /// Runs `status`; returns the exit code.
-pub fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
+pub(crate) fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
     let (endpoint, token) = match context::endpoint(args.url.as_deref(), global) {
         Ok(found) => found,
         Err((code, message)) => {

@@ -34,7 +34,7 @@ pub struct SyncArgs {
 }
 
 /// Runs `sync`.
-pub fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
+pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
     let path = crate::paths::config_file(global.config.as_ref());
     let config = match Config::load(&path) {
         Ok(loaded) => {
@@ -107,7 +107,7 @@ pub fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
 }
 
 /// The human form: one heading per job, its changes indented, then what happened.
-pub fn render(report: &SyncReport) -> String {
+pub(crate) fn render(report: &SyncReport) -> String {
     let mut out = String::new();
     if report.jobs.is_empty() {
         out.push_str("no job is bound to a check (check_id): nothing to sync\n");
