@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
-use super::{exit, print_error, GlobalArgs};
+use super::{context, exit, GlobalArgs};
 use crate::config::{Config, Job, JobAction, PingTarget, WatchSpec};
 
 /// Configuration commands.
@@ -37,18 +37,7 @@ fn check(global: &GlobalArgs) -> u8 {
             }
             exit::OK
         }
-        Err(err) => {
-            for problem in &err.problems {
-                eprintln!("{problem}");
-            }
-            let count = err.problems.len();
-            let noun = if count == 1 { "problem" } else { "problems" };
-            print_error(format!(
-                "configuration {} is invalid: {count} {noun}",
-                path.display()
-            ));
-            exit::CONFIG
-        }
+        Err(err) => context::invalid_config(&path, &err, ""),
     }
 }
 

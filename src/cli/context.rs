@@ -98,6 +98,21 @@ impl From<MethodArg> for PingMethod {
     }
 }
 
+/// Prints every problem of a config that did not load, one per line, then
+/// `configuration PATH is invalid: N problems{consequence}`; returns exit 78.
+pub(crate) fn invalid_config(path: &Path, err: &crate::config::LoadError, consequence: &str) -> u8 {
+    for problem in &err.problems {
+        eprintln!("{problem}");
+    }
+    let count = err.problems.len();
+    let noun = if count == 1 { "problem" } else { "problems" };
+    print_error(format!(
+        "configuration {} is invalid: {count} {noun}{consequence}",
+        path.display()
+    ));
+    exit::CONFIG
+}
+
 /// The context of the commands that work with or without a valid config (`run`, `ping`,
 /// `outbox`): the config when it loads, and the state directory.
 pub(crate) struct Lenient {

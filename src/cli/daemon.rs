@@ -26,18 +26,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     let path = crate::paths::config_file(global.config.as_ref());
     let loaded = match Config::load(&path) {
         Ok(loaded) => loaded,
-        Err(err) => {
-            for problem in &err.problems {
-                eprintln!("{problem}");
-            }
-            let count = err.problems.len();
-            let noun = if count == 1 { "problem" } else { "problems" };
-            print_error(format!(
-                "configuration {} is invalid: {count} {noun}; the daemon did not start",
-                path.display()
-            ));
-            return exit::CONFIG;
-        }
+        Err(err) => return context::invalid_config(&path, &err, "; the daemon did not start"),
     };
     for warning in &loaded.warnings {
         warn!("{warning}");
