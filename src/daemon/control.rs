@@ -21,7 +21,7 @@ pub enum Request {
 /// The sending side: cheap to clone, one per source.
 pub(crate) type Controller = tokio::sync::mpsc::UnboundedSender<Request>;
 
-/// The receiving side, handed to [`super::run`]. When every [`Controller`] is gone, the daemon
+/// The receiving side, handed to [`super::run()`]. When every [`Controller`] is gone, the daemon
 /// stops as if asked to: nothing could stop it any more.
 pub(crate) type Control = tokio::sync::mpsc::UnboundedReceiver<Request>;
 

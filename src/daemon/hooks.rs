@@ -3,7 +3,7 @@
 //! that live as long as the daemon (the sync engine, the status listener).
 //!
 //! The daemon knows none of them: `cli/assemble.rs` builds a [`Plugins`] value and hands it to
-//! [`super::run`]. Each background task gets a [`Context`] and a [`CancellationToken`] that is
+//! [`super::run()`]. Each background task gets a [`Context`] and a [`CancellationToken`] that is
 //! cancelled at shutdown, and is awaited (up to the shutdown timeout) before the daemon exits.
 
 use std::future::Future;

@@ -1,7 +1,7 @@
-//! The long-running supervisor: one task per job, reload on SIGHUP, orderly shutdown, systemd
-//! notification.
+//! The long-running supervisor: one task per job, reload and stop on request (the caller adapts
+//! signals into [`control`] requests), orderly shutdown, systemd notification.
 //!
-//! - `supervisor`: start-up, the main loop (signals, watchdog), reload and shutdown;
+//! - `supervisor`: start-up, the main loop (control requests, watchdog), reload and shutdown;
 //! - `job`: one task per job that waits for its fire times and applies the overlap policy;
 //! - `run`: one run of a job (a command or a watch probe), its record and its ping;
 //! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;

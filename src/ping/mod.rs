@@ -3,8 +3,8 @@
 //! A [`Ping`] is a validated URL, a method and a source (sent as `Origin`). [`send`] delivers it
 //! with up to [`Budget::attempts`] attempts, capped exponential backoff with full jitter between
 //! them, all inside [`Budget::total`], and returns a [`PingOutcome`] that tells a delivered ping
-//! from a failure worth retrying later and a permanent one. [`deliver_or_queue`] is the one call
-//! sites use: it is where the durable outbox plugs in.
+//! from a failure worth retrying later and a permanent one. [`outbox::deliver_or_queue_for`] is
+//! the one call sites use: it sends, and keeps in the durable outbox what could not be sent.
 //!
 //! `http://` URLs go through a minimal HTTP/1.1 client (`http1.rs`): `run` must start and ping
 //! faster than curl, and building a TLS client costs more than the whole request. `https://`

@@ -1,15 +1,16 @@
 //! Spawning and supervising child processes: own process group, signal forwarding, timeouts
 //! (SIGTERM to the group, then SIGKILL), exit status as code or signal, environment hygiene.
 //!
-//! Used by `run` (one command, stdio inherited) and meant for the daemon (many jobs, output
-//! captured into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
+//! Used by `run` (one command, stdio inherited) and by the daemon (many jobs, output captured
+//! into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
 //! [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
 //! an [`Outcome`] whose [`RunEnd`] says who ended the run and keeps an exit code and a
 //! terminating signal apart. A command that cannot start is a [`SpawnError`], which is a
 //! [`RunEnd`] too.
 //!
 //! Nothing here knows about the wrapper's own signals: the caller turns received signals into
-//! [`Control::Forward`], and reads its status off the [`RunEnd`] ([`RunEnd::exit_status`]).
+//! [`Control::Forward`], and reads its status off the [`RunEnd`]
+//! ([`crate::run_end::RunEnd::exit_status`]).
 
 use std::ffi::OsString;
 use std::io;

@@ -32,9 +32,8 @@ mod deliver;
 mod entry;
 mod stats;
 
-pub use deliver::{
-    catch_up, deliver_or_queue_for, deliver_pending, drain, DrainOptions, PassOptions, PassReport,
-};
+pub(crate) use deliver::{catch_up, deliver_or_queue_for};
+pub use deliver::{deliver_pending, drain, DrainOptions, PassOptions, PassReport};
 pub(crate) use entry::Entry;
 pub(crate) use stats::Stats;
 
