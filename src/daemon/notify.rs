@@ -5,7 +5,8 @@
 //! [`Notifier::from_env`] reads the variables once at start. It does not remove them from the
 //! environment (that is unsound while other threads may read it); instead, children never see
 //! them because the process module strips `NOTIFY_SOCKET` and every `WATCHDOG_*` variable from
-//! each child's environment (`crate::process::SECRET_ENV`). Without `NOTIFY_SOCKET` (not under systemd) every call is a no-op.
+//! each child's environment (`crate::process::SECRET_ENV`). Without `NOTIFY_SOCKET` (not under
+//! systemd) every call is a no-op.
 
 use std::ffi::OsStr;
 use std::io;

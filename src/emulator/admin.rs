@@ -1,6 +1,7 @@
 //! The admin API under `/_emulator/` on the API listener (no authentication, never recorded,
 //! never faulted): add fixtures, record events of any state, read recorded requests and pings,
-//! move the clock forward, inject and clear faults, reset. The in-process handle calls the same `Shared` methods.
+//! move the clock forward, inject and clear faults, reset. The in-process handle calls the same
+//! `Shared` methods.
 
 use std::time::Duration;
 

@@ -84,8 +84,8 @@ pub(crate) fn shell_script(command: &Command) -> String {
 }
 
 /// A crontab line running `entry` through `PROGRAM run --job NAME -- SHELL -c 'SCRIPT'`, its
-/// schedule, user column and `%` standard input unchanged; `shell` is cron's `SHELL`. The script is quoted for the shell,
-/// then each `%` in it is escaped as `\%` so cron passes it through.
+/// schedule, user column and `%` standard input unchanged; `shell` is cron's `SHELL`. The script
+/// is quoted for the shell, then each `%` in it is escaped as `\%` so cron passes it through.
 pub(crate) fn wrap(entry: &Entry, name: &str, shell: Option<&str>, rewrite: &Rewrite) -> String {
     let command = super::line::split_percent(&entry.raw_command);
     let shell = shell.unwrap_or("/bin/sh");
