@@ -12,23 +12,28 @@ use std::time::{Duration, SystemTime};
 use rand::Rng;
 
 /// `min(cap, base * 2^retry)`, the upper bound of the wait before retry `retry + 1`.
-pub fn ceiling(retry: u32, base: Duration, cap: Duration) -> Duration {
+pub(crate) fn ceiling(retry: u32, base: Duration, cap: Duration) -> Duration {
     base.saturating_mul(2u32.saturating_pow(retry.min(31)))
         .min(cap)
 }
 
 /// The wait before retry `retry + 1`: uniform in `[0, ceiling(retry, base, cap)]`.
-pub fn full_jitter(retry: u32, base: Duration, cap: Duration) -> Duration {
+pub(crate) fn full_jitter(retry: u32, base: Duration, cap: Duration) -> Duration {
     full_jitter_with(retry, base, cap, &mut rand::thread_rng())
 }
 
 /// [`full_jitter`] drawn from `rng`.
-pub fn full_jitter_with(retry: u32, base: Duration, cap: Duration, rng: &mut impl Rng) -> Duration {
+pub(crate) fn full_jitter_with(
+    retry: u32,
+    base: Duration,
+    cap: Duration,
+    rng: &mut impl Rng,
+) -> Duration {
     up_to(ceiling(retry, base, cap), rng)
 }
 
 /// A uniform random duration in `[0, max]` (nanosecond steps).
-pub fn up_to(max: Duration, rng: &mut impl Rng) -> Duration {
+pub(crate) fn up_to(max: Duration, rng: &mut impl Rng) -> Duration {
     if max.is_zero() {
         return max;
     }
@@ -38,7 +43,7 @@ pub fn up_to(max: Duration, rng: &mut impl Rng) -> Duration {
 
 /// Reads a `Retry-After` value: delay-seconds, or an HTTP date relative to `now` (a date in the
 /// past is zero). `None` when unreadable.
-pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));

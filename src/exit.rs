@@ -6,20 +6,20 @@
 //! supervisor) does not depend on the command line.
 
 /// Success.
-pub const OK: u8 = 0;
+pub(crate) const OK: u8 = 0;
 /// A runtime failure (an API error, a failed sync, an unhealthy agent).
-pub const FAILURE: u8 = 1;
+pub(crate) const FAILURE: u8 = 1;
 /// Bad command-line arguments (clap's own code for usage errors).
-pub const USAGE: u8 = 2;
+pub(crate) const USAGE: u8 = 2;
 /// The command could be found but not executed.
-pub const CANNOT_EXECUTE: u8 = 126;
+pub(crate) const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found.
-pub const NOT_FOUND: u8 = 127;
+pub(crate) const NOT_FOUND: u8 = 127;
 /// The command ran past `--timeout` and ended after SIGTERM (as coreutils `timeout`).
-pub const TIMED_OUT: u8 = 124;
+pub(crate) const TIMED_OUT: u8 = 124;
 /// The command ran past `--timeout` and had to be killed with SIGKILL (128 + 9).
-pub const KILLED: u8 = 137;
+pub(crate) const KILLED: u8 = 137;
 /// The configuration is invalid (`EX_CONFIG` from sysexits.h).
-pub const CONFIG: u8 = 78;
+pub(crate) const CONFIG: u8 = 78;
 /// The daemon was interrupted twice and killed its jobs without waiting (128 + SIGINT).
-pub const INTERRUPTED: u8 = 130;
+pub(crate) const INTERRUPTED: u8 = 130;

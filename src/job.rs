@@ -15,7 +15,7 @@ use crate::process::{self, CommandSpec, RunAs};
 
 /// Why a job's command cannot be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CommandError {
+pub(crate) enum CommandError {
     /// The job runs nothing here (a watch, or an external job run by cron), or its command is
     /// empty.
     #[error("the command is empty")]
@@ -27,7 +27,7 @@ pub enum CommandError {
 
 /// Why a job has no ping to send.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoPing {
+pub(crate) enum NoPing {
     /// Neither `ping_url` nor `check_id`: nothing is pinged.
     #[error("job \"{job}\" has no ping_url or check_id: nothing to ping")]
     NoTarget {
@@ -56,7 +56,7 @@ pub enum NoPing {
 
 /// The command `job` runs: its argv (`shell` as `shell_program -c script`), working directory
 /// and `env` table. The child's identity and secrets are added by [`hygiene`].
-pub fn command(job: &Job) -> Result<CommandSpec, CommandError> {
+pub(crate) fn command(job: &Job) -> Result<CommandSpec, CommandError> {
     let argv = job.argv().unwrap_or_default();
     let mut spec = CommandSpec::from_argv(&argv).ok_or(CommandError::NoCommand)?;
     spec.working_dir.clone_from(&job.working_dir);
@@ -69,7 +69,7 @@ pub fn command(job: &Job) -> Result<CommandSpec, CommandError> {
 /// a `--job` the config does not know), `HEARTBEAT_AGENT_CHECK_ID` when the job is bound to a
 /// check, and never the variable `api_key_env` names (the secrets of [`process::SECRET_ENV`]
 /// are removed from every child anyway).
-pub fn hygiene(
+pub(crate) fn hygiene(
     spec: &mut CommandSpec,
     name: Option<&str>,
     job: Option<&Job>,
@@ -88,7 +88,7 @@ pub fn hygiene(
 
 /// The ids `job` runs as, from its `user` and `group`, when this process is root; `None`
 /// otherwise (loading the config already warned that they are ignored then).
-pub fn run_as(job: &Job) -> Result<Option<RunAs>, CommandError> {
+pub(crate) fn run_as(job: &Job) -> Result<Option<RunAs>, CommandError> {
     use nix::unistd::{getgrouplist, Gid, Group, User};
     let (user, group) = (job.user.as_deref(), job.group.as_deref());
     if (user.is_none() && group.is_none()) || !nix::unistd::geteuid().is_root() {
@@ -137,7 +137,7 @@ pub fn run_as(job: &Job) -> Result<Option<RunAs>, CommandError> {
 /// The ping of `job`'s success: its `ping_url`, or for a job bound by `check_id` the URL sync
 /// learned, which `learned` looks up by check id (from the state directory in `run` and `ping`,
 /// from memory in the daemon).
-pub fn ping(
+pub(crate) fn ping(
     job: &Job,
     learned: impl FnOnce(&str) -> Option<String>,
     method: PingMethod,

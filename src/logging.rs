@@ -22,10 +22,10 @@ use tracing_subscriber::EnvFilter;
 
 mod journald;
 
-pub use journald::{JOURNAL_SOCKET, SYSLOG_IDENTIFIER};
+pub(crate) use journald::JOURNAL_SOCKET;
 
 /// The environment variable holding a log filter when `--log-level` is not given.
-pub const LOG_ENV: &str = "HEARTBEAT_AGENT_LOG";
+pub(crate) const LOG_ENV: &str = "HEARTBEAT_AGENT_LOG";
 
 /// How log lines are written to stderr (the values of `--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming the configuration file when `--config` is not given.
-pub const CONFIG_ENV: &str = "HEARTBEAT_AGENT_CONFIG";
+pub(crate) const CONFIG_ENV: &str = "HEARTBEAT_AGENT_CONFIG";
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -33,7 +33,7 @@ fn xdg_dir(var: &str, fallback: &str) -> PathBuf {
 
 /// The configuration file to use: `--config`, else `$HEARTBEAT_AGENT_CONFIG`, else the default
 /// for the user.
-pub fn config_file(flag: Option<&PathBuf>) -> PathBuf {
+pub(crate) fn config_file(flag: Option<&PathBuf>) -> PathBuf {
     if let Some(path) = flag {
         return path.clone();
     }
@@ -45,7 +45,7 @@ pub fn config_file(flag: Option<&PathBuf>) -> PathBuf {
 
 /// `/etc/heartbeat-agent/config.toml` for root, else `$XDG_CONFIG_HOME/heartbeat-agent/config.toml`
 /// (`~/.config/...` when `XDG_CONFIG_HOME` is unset, as it is under cron).
-pub fn default_config_file() -> PathBuf {
+pub(crate) fn default_config_file() -> PathBuf {
     if is_root() {
         PathBuf::from("/etc/heartbeat-agent/config.toml")
     } else {
@@ -55,11 +55,11 @@ pub fn default_config_file() -> PathBuf {
 
 /// The environment variable systemd sets for a unit with `StateDirectory=` (a colon-separated
 /// list of absolute paths); its first entry is the default state directory when set.
-pub const STATE_DIRECTORY_ENV: &str = "STATE_DIRECTORY";
+pub(crate) const STATE_DIRECTORY_ENV: &str = "STATE_DIRECTORY";
 
 /// The state directory: `--state-dir` (`flag`), else `[agent] state_dir` (`configured`), else
 /// [`default_state_dir`].
-pub fn state_dir(flag: Option<&Path>, configured: Option<&Path>) -> PathBuf {
+pub(crate) fn state_dir(flag: Option<&Path>, configured: Option<&Path>) -> PathBuf {
     flag.or(configured)
         .map_or_else(default_state_dir, Path::to_path_buf)
 }
@@ -67,7 +67,7 @@ pub fn state_dir(flag: Option<&Path>, configured: Option<&Path>) -> PathBuf {
 /// `$STATE_DIRECTORY` (first entry) when systemd set it, else `/var/lib/heartbeat-agent` for
 /// root, else `$XDG_STATE_HOME/heartbeat-agent` (`~/.local/state/heartbeat-agent` when unset).
 /// Each user has their own by default.
-pub fn default_state_dir() -> PathBuf {
+pub(crate) fn default_state_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os(STATE_DIRECTORY_ENV)
         .and_then(|list| std::env::split_paths(&list).next())
         .filter(|dir| dir.is_absolute())

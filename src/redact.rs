@@ -19,7 +19,7 @@ impl Secret {
     }
 
     /// The value itself, for the one place that must send it (an HTTP header).
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -38,7 +38,7 @@ impl fmt::Display for Secret {
 
 /// The first 8 hex digits of the SHA-256 of `text`: enough to tell secrets apart, nothing to
 /// recover them from.
-pub fn fingerprint(text: &str) -> String {
+pub(crate) fn fingerprint(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
     digest[..4].iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -60,7 +60,7 @@ pub fn url(raw: &str) -> String {
 
 /// Removes every occurrence of each secret from `text`: the last line of defence for messages
 /// built from third-party errors (reqwest's `Display` includes the URL).
-pub fn scrub(text: &str, secrets: &[&str]) -> String {
+pub(crate) fn scrub(text: &str, secrets: &[&str]) -> String {
     let mut out = text.to_owned();
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         out = out.replace(secret, "[redacted]");
@@ -69,7 +69,7 @@ pub fn scrub(text: &str, secrets: &[&str]) -> String {
 }
 
 /// Formats a reqwest error without the URL it carries (which may hold a ping token).
-pub fn reqwest_error(err: &reqwest::Error) -> String {
+pub(crate) fn reqwest_error(err: &reqwest::Error) -> String {
     let kind = if err.is_timeout() {
         "timed out"
     } else if err.is_connect() {

@@ -14,7 +14,7 @@ const STACK_HEADERS: usize = 32;
 
 /// What a client needs of a complete response head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResponseHead<'a> {
+pub(crate) struct ResponseHead<'a> {
     /// The status code.
     pub status: u16,
     /// The head's length in bytes, the blank line included: the body starts here.
@@ -30,7 +30,7 @@ pub struct ResponseHead<'a> {
 
 /// Parses the head at the start of `buf`: `Ok(None)` while it is incomplete (read more), an
 /// error when `buf` is not the start of an HTTP/1.x response.
-pub fn parse(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, httparse::Error> {
+pub(crate) fn parse(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, httparse::Error> {
     let mut headers = [EMPTY_HEADER; STACK_HEADERS];
     match parse_into(buf, &mut headers) {
         Err(httparse::Error::TooManyHeaders) => {

@@ -14,7 +14,7 @@ use crate::exit;
 
 /// How a process ended: a code it chose, or a signal that ended it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessEnd {
+pub(crate) enum ProcessEnd {
     /// It called `exit(code)`.
     Exited(i32),
     /// A signal ended it.
@@ -28,7 +28,7 @@ pub enum ProcessEnd {
 
 impl ProcessEnd {
     /// The status a shell would report: the code, or 128 + the signal number, within 0..=255.
-    pub fn shell_status(self) -> u8 {
+    pub(crate) fn shell_status(self) -> u8 {
         let status = match self {
             ProcessEnd::Exited(code) => code,
             ProcessEnd::Signaled { signal, .. } => 128 + signal,
@@ -37,7 +37,7 @@ impl ProcessEnd {
     }
 
     /// The exit code when it exited, `None` when a signal ended it.
-    pub fn code(self) -> Option<i32> {
+    pub(crate) fn code(self) -> Option<i32> {
         match self {
             ProcessEnd::Exited(code) => Some(code),
             ProcessEnd::Signaled { .. } => None,
@@ -45,7 +45,7 @@ impl ProcessEnd {
     }
 
     /// The signal that ended it, `None` when it exited.
-    pub fn signal(self) -> Option<i32> {
+    pub(crate) fn signal(self) -> Option<i32> {
         match self {
             ProcessEnd::Exited(_) => None,
             ProcessEnd::Signaled { signal, .. } => Some(signal),
@@ -53,7 +53,7 @@ impl ProcessEnd {
     }
 
     /// What `wait` reported, as a [`ProcessEnd`].
-    pub fn from_status(status: std::process::ExitStatus) -> ProcessEnd {
+    pub(crate) fn from_status(status: std::process::ExitStatus) -> ProcessEnd {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
             (Some(code), _) => ProcessEnd::Exited(code),
@@ -81,7 +81,7 @@ impl std::fmt::Display for ProcessEnd {
 
 /// How one run of a job (a command or a watch probe) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunEnd {
+pub(crate) enum RunEnd {
     /// The command ended by itself (possibly after a signal the wrapper forwarded to it).
     Ended(ProcessEnd),
     /// The command ran past its timeout and the supervisor ended it: SIGTERM to its group, then
@@ -120,7 +120,7 @@ pub enum RunEnd {
 /// What a run counts as: the `outcome` of `/status` (docs/status.md) and the `outcome` label of
 /// `heartbeat_agent_runs_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RunOutcome {
+pub(crate) enum RunOutcome {
     /// The command exited with a success code, or the watch was healthy.
     Success,
     /// The command exited with a code that is not a success code.
@@ -139,7 +139,7 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// The name in `/status` and in the metric label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Success => "success",
             RunOutcome::Failed => "failed",
@@ -155,12 +155,12 @@ impl RunOutcome {
 impl RunEnd {
     /// Whether the run counts as a success (and so pings): the command exited by itself with
     /// one of `success_codes`, or the watch was healthy.
-    pub fn succeeded(&self, success_codes: &[i32]) -> bool {
+    pub(crate) fn succeeded(&self, success_codes: &[i32]) -> bool {
         self.outcome(success_codes) == RunOutcome::Success
     }
 
     /// What the run counts as, given the job's `success_exit_codes`.
-    pub fn outcome(&self, success_codes: &[i32]) -> RunOutcome {
+    pub(crate) fn outcome(&self, success_codes: &[i32]) -> RunOutcome {
         match self {
             RunEnd::Ended(ProcessEnd::Exited(code)) if success_codes.contains(code) => {
                 RunOutcome::Success
@@ -180,7 +180,7 @@ impl RunEnd {
     /// `timeout`); 127 when the program was not found and 126 when it could not be started (as
     /// shells). A probe gives 0 when healthy and 1 when not; a probe stopped before its answer,
     /// 128 + SIGTERM, as a shell reports a job ended by that signal.
-    pub fn exit_status(&self) -> u8 {
+    pub(crate) fn exit_status(&self) -> u8 {
         match self {
             RunEnd::Ended(end) => end.shell_status(),
             RunEnd::TimedOut { killed: false, .. } => exit::TIMED_OUT,
@@ -195,7 +195,7 @@ impl RunEnd {
     }
 
     /// How the command's process ended, when a process ran to an end.
-    pub fn process_end(&self) -> Option<ProcessEnd> {
+    pub(crate) fn process_end(&self) -> Option<ProcessEnd> {
         match self {
             RunEnd::Ended(end) | RunEnd::TimedOut { end, .. } => Some(*end),
             RunEnd::Stopped { end, .. } => *end,
@@ -204,27 +204,27 @@ impl RunEnd {
     }
 
     /// The command's exit code, when its process exited (rather than being ended by a signal).
-    pub fn exit_code(&self) -> Option<i32> {
+    pub(crate) fn exit_code(&self) -> Option<i32> {
         self.process_end().and_then(ProcessEnd::code)
     }
 
     /// The signal that ended the command's process, if one did.
-    pub fn signal(&self) -> Option<i32> {
+    pub(crate) fn signal(&self) -> Option<i32> {
         self.process_end().and_then(ProcessEnd::signal)
     }
 
     /// Whether it ran past its timeout.
-    pub fn timed_out(&self) -> bool {
+    pub(crate) fn timed_out(&self) -> bool {
         matches!(self, RunEnd::TimedOut { .. })
     }
 
     /// Whether the daemon's shutdown stopped it.
-    pub fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         matches!(self, RunEnd::Stopped { .. })
     }
 
     /// Whether the supervisor had to send SIGKILL.
-    pub fn killed(&self) -> bool {
+    pub(crate) fn killed(&self) -> bool {
         matches!(
             self,
             RunEnd::TimedOut { killed: true, .. } | RunEnd::Stopped { killed: true, .. }
@@ -233,7 +233,7 @@ impl RunEnd {
 
     /// Why it could not start, what a watch probe measured, or that a probe was stopped before
     /// its answer; `None` for a command that ran.
-    pub fn reason(&self) -> Option<&str> {
+    pub(crate) fn reason(&self) -> Option<&str> {
         match self {
             RunEnd::NotStarted { reason, .. } | RunEnd::Probed { reason, .. } => Some(reason),
             RunEnd::Stopped { end: None, .. } => Some("stopped by shutdown"),

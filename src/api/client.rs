@@ -125,7 +125,7 @@ impl ApiClient {
 
     /// The same client with another retry policy (e.g. single attempts for the daemon's sync
     /// task, which retries whole passes itself).
-    pub fn with_retry(&self, retry: RetryPolicy) -> Self {
+    pub(crate) fn with_retry(&self, retry: RetryPolicy) -> Self {
         ApiClient {
             retry,
             ..self.clone()
@@ -133,21 +133,8 @@ impl ApiClient {
     }
 
     /// The retry policy of this client.
-    pub fn retry_policy(&self) -> &RetryPolicy {
+    pub(crate) fn retry_policy(&self) -> &RetryPolicy {
         &self.retry
-    }
-
-    /// The same client with another rate-limiter priority (e.g. low for status refreshes).
-    pub fn with_priority(&self, priority: Priority) -> Self {
-        ApiClient {
-            priority,
-            ..self.clone()
-        }
-    }
-
-    /// The base URL requests go to.
-    pub fn base_url(&self) -> &Url {
-        &self.base
     }
 
     /// The rate limiter this client uses.

@@ -10,7 +10,7 @@ use super::Operation;
 static REQUESTS: Mutex<BTreeMap<(&'static str, String), u64>> = Mutex::new(BTreeMap::new());
 
 /// Counts one attempt of `operation` that was answered with `status` (`None`: no answer).
-pub fn record(operation: Operation, status: Option<u16>) {
+pub(crate) fn record(operation: Operation, status: Option<u16>) {
     let status = status.map_or_else(|| "error".to_owned(), |s| s.to_string());
     let mut requests = REQUESTS.lock().unwrap_or_else(|e| e.into_inner());
     *requests.entry((operation.name(), status)).or_default() += 1;

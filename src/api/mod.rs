@@ -7,13 +7,13 @@
 //! - [`retry`]: retry settings, and which failures may be repeated.
 //! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
 
-pub mod client;
+pub(crate) mod client;
 pub mod counters;
-pub mod error;
+pub(crate) mod error;
 pub mod model;
-pub mod operation;
-pub mod ratelimit;
-pub mod retry;
+pub(crate) mod operation;
+pub(crate) mod ratelimit;
+pub(crate) mod retry;
 
 pub use client::{ApiClient, ApiClientConfig, ACCOUNT_HEADER};
 pub use error::{ApiError, RequestLabel};

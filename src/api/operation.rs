@@ -35,23 +35,8 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// Every operation of the spec, in its order (the events list is outside the spec).
-    pub const ALL: [Operation; 11] = [
-        Operation::CreateStatusPageService,
-        Operation::ListStatusPageServices,
-        Operation::GetMaintenance,
-        Operation::UpdateMaintenanceDates,
-        Operation::UpdateHeartbeatCheck,
-        Operation::GetHeartbeatEvent,
-        Operation::GetCheckGroup,
-        Operation::UpdateCheckGroup,
-        Operation::ListCheckStatuses,
-        Operation::ListErrorGroups,
-        Operation::DeleteSnippet,
-    ];
-
     /// A stable snake_case name, used in messages, logs and rate-limit settings.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Operation::CreateStatusPageService => "create_status_page_service",
             Operation::ListStatusPageServices => "list_status_page_services",
@@ -69,7 +54,7 @@ impl Operation {
     }
 
     /// The HTTP method.
-    pub fn method(self) -> reqwest::Method {
+    pub(crate) fn method(self) -> reqwest::Method {
         match self {
             Operation::CreateStatusPageService => reqwest::Method::POST,
             Operation::UpdateMaintenanceDates => reqwest::Method::PATCH,
@@ -82,7 +67,7 @@ impl Operation {
     /// Whether sending it twice has the effect of sending it once. Only creating a status page
     /// service is not: a repeated POST makes a second service. (The dates PATCH sets absolute
     /// dates, so it counts as idempotent even though the service logs each update.)
-    pub fn is_idempotent(self) -> bool {
+    pub(crate) fn is_idempotent(self) -> bool {
         self != Operation::CreateStatusPageService
     }
 }

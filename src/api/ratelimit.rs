@@ -149,20 +149,22 @@ impl RateLimiter {
 
     /// Gives `operation` its own limit (a route with a custom rate limit). Its requests are
     /// counted in its own window only.
-    pub fn with_route(mut self, operation: Operation, quota: Quota) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_route(mut self, operation: Operation, quota: Quota) -> Self {
         let reserve = quota.requests / 10;
         self.routes.insert(operation, Window::new(quota, reserve));
         self
     }
 
     /// Sets how many slots of the default window low-priority callers leave free.
-    pub fn with_low_priority_reserve(mut self, reserve: u32) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_low_priority_reserve(mut self, reserve: u32) -> Self {
         self.default = Window::new(self.default.quota, reserve);
         self
     }
 
     /// The process-wide limiter with the service's default quota, created on first use.
-    pub fn shared() -> Arc<RateLimiter> {
+    pub(crate) fn shared() -> Arc<RateLimiter> {
         static SHARED: OnceLock<Arc<RateLimiter>> = OnceLock::new();
         SHARED
             .get_or_init(|| Arc::new(RateLimiter::new(Quota::DEFAULT)))
@@ -170,7 +172,8 @@ impl RateLimiter {
     }
 
     /// The quota that applies to `operation`.
-    pub fn quota(&self, operation: Operation) -> Quota {
+    #[cfg(test)]
+    pub(crate) fn quota(&self, operation: Operation) -> Quota {
         self.window(operation).quota
     }
 
@@ -179,7 +182,7 @@ impl RateLimiter {
     }
 
     /// Waits until a request of `operation` may be sent now, and counts it as sent.
-    pub async fn acquire(&self, operation: Operation, priority: Priority) {
+    pub(crate) async fn acquire(&self, operation: Operation, priority: Priority) {
         let started = Instant::now();
         let window = self.window(operation);
         match priority {

@@ -44,19 +44,20 @@ impl RetryPolicy {
 
     /// The upper bound of the wait after failed attempt `attempt` (1-based):
     /// `min(cap, base * 2^(attempt-1))`.
-    pub fn ceiling(&self, attempt: u32) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn ceiling(&self, attempt: u32) -> Duration {
         backoff::ceiling(attempt.saturating_sub(1), self.base, self.cap)
     }
 
     /// A random wait in `[0, ceiling(attempt)]` (full jitter).
-    pub fn backoff(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
+    pub(crate) fn backoff(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
         backoff::full_jitter_with(attempt.saturating_sub(1), self.base, self.cap, rng)
     }
 }
 
 /// What became of one attempt, as far as retrying is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The connection could not be made: the service surely did not see the request.
     NotSent,
     /// Sent, but no complete answer (timeout, reset): the service may have acted on it.
@@ -67,7 +68,7 @@ pub enum Failure {
 
 /// Whether a failure may be repeated. 429 and a failed connection are always safe (the service
 /// did not act); a lost answer and 5xx only for idempotent operations; other statuses never.
-pub fn is_retryable(failure: Failure, idempotent: bool) -> bool {
+pub(crate) fn is_retryable(failure: Failure, idempotent: bool) -> bool {
     match failure {
         Failure::NotSent | Failure::Status(429) => true,
         Failure::NoAnswer => idempotent,

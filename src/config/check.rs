@@ -16,7 +16,7 @@ use crate::api::model::{
 };
 
 /// The longest check description the service accepts.
-pub const MAX_DESCRIPTION: usize = 500;
+pub(crate) const MAX_DESCRIPTION: usize = 500;
 
 /// `period` or `grace`: derived from the schedule, or fixed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

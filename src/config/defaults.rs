@@ -6,17 +6,17 @@ use std::time::Duration;
 use super::Job;
 
 /// The default `kill_after`.
-pub const KILL_AFTER: Duration = Duration::from_secs(10);
+pub(crate) const KILL_AFTER: Duration = Duration::from_secs(10);
 /// The default `output_tail`: 10 KiB.
-pub const OUTPUT_TAIL: usize = 10 * 1024;
+pub(crate) const OUTPUT_TAIL: usize = 10 * 1024;
 /// The default `shutdown_timeout`.
-pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default `resync_interval`.
-pub const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+pub(crate) const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
 /// The default `sync_jitter`.
-pub const SYNC_JITTER: Duration = Duration::from_secs(30);
+pub(crate) const SYNC_JITTER: Duration = Duration::from_secs(30);
 /// The default `shell_program`.
-pub const SHELL: &str = "/bin/sh";
+pub(crate) const SHELL: &str = "/bin/sh";
 
 /// The default `[agent] outbox_max_entries`: far more targets than one host pings, small
 /// enough that a scan of the outbox directory stays instant.
@@ -24,11 +24,11 @@ pub const OUTBOX_MAX_ENTRIES: usize = 1000;
 
 /// How long a pending success is kept when neither `outbox_max_age` nor the job's period is
 /// known.
-pub const OUTBOX_MAX_AGE: Duration = Duration::from_secs(3600);
+pub(crate) const OUTBOX_MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// The age limit of a pending success: `outbox_max_age` when set (`configured`), else the
 /// job's period (the gap after its next fire), else [`OUTBOX_MAX_AGE`].
-pub fn outbox_max_age(configured: Option<Duration>, job: Option<&Job>) -> Duration {
+pub(crate) fn outbox_max_age(configured: Option<Duration>, job: Option<&Job>) -> Duration {
     configured
         .or_else(|| {
             let job = job?;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// Parses a duration with units; the error says what was expected.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("empty duration: expected a number with a unit, such as \"30s\"".to_owned());

@@ -10,7 +10,7 @@ use crate::schedule::{cadence, long_gap};
 
 /// Why `job` (bound to a check) cannot get a heartbeat within the service's limits, for
 /// `config check`; `None` when it can. `now` anchors the look-ahead.
-pub fn limit_problem(job: &Job, now: DateTime<Utc>) -> Option<String> {
+pub(crate) fn limit_problem(job: &Job, now: DateTime<Utc>) -> Option<String> {
     if let CheckDuration::Fixed(grace) = job.check.grace {
         if grace > MAX_GRACE {
             return Some(format!(

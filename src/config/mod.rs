@@ -15,23 +15,23 @@ use chrono_tz::Tz;
 use crate::schedule::Schedule;
 
 mod check;
-pub mod defaults;
-pub mod duration;
+pub(crate) mod defaults;
+pub(crate) mod duration;
 mod jobs;
 mod limits;
 mod parse;
-pub mod problem;
+pub(crate) mod problem;
 mod raw;
-pub mod secrets;
-pub mod size;
-pub mod status;
+pub(crate) mod secrets;
+pub(crate) mod size;
+pub(crate) mod status;
 mod validate;
 mod values;
 mod watch;
 
-pub use check::{CheckDuration, CheckSettings, MAX_DESCRIPTION};
-pub use secrets::{read_api_key, ApiKeyError};
-pub use status::{Listen, StatusSettings};
+pub(crate) use check::{CheckDuration, CheckSettings};
+pub(crate) use secrets::read_api_key;
+pub(crate) use status::{Listen, StatusSettings};
 
 /// A validated configuration file.
 #[derive(Debug, Clone)]
@@ -100,7 +100,7 @@ pub enum ApiKeySource {
 
 impl ApiKeySource {
     /// The variable named by `api_key_env`: the children of jobs must not see it.
-    pub fn env_var(&self) -> Option<&str> {
+    pub(crate) fn env_var(&self) -> Option<&str> {
         match self {
             ApiKeySource::Env(var) => Some(var),
             _ => None,
@@ -199,7 +199,7 @@ pub struct PingUrl(reqwest::Url);
 
 impl PingUrl {
     /// Parses `text` as a ping URL; the error never repeats the text.
-    pub fn parse(text: &str) -> Result<PingUrl, UrlProblem> {
+    pub(crate) fn parse(text: &str) -> Result<PingUrl, UrlProblem> {
         match reqwest::Url::parse(text) {
             Ok(url) if !matches!(url.scheme(), "http" | "https") => {
                 Err(UrlProblem::Scheme(url.scheme().to_owned()))
@@ -211,19 +211,19 @@ impl PingUrl {
     }
 
     /// The URL itself: a secret, only for sending and for keying state (outbox, locks).
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         self.0.as_str()
     }
 
     /// The parsed URL.
-    pub fn url(&self) -> &reqwest::Url {
+    pub(crate) fn url(&self) -> &reqwest::Url {
         &self.0
     }
 }
 
 /// Why a text is not a usable http(s) URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UrlProblem {
+pub(crate) enum UrlProblem {
     /// It parses, with a scheme other than http or https.
     Scheme(String),
     /// It parses, without a host.
@@ -299,7 +299,7 @@ pub enum Amount {
 
 impl Job {
     /// The check the job is bound to (`check_id`), if any.
-    pub fn check_id(&self) -> Option<&str> {
+    pub(crate) fn check_id(&self) -> Option<&str> {
         match &self.target {
             PingTarget::Check(id) => Some(id),
             _ => None,
@@ -307,13 +307,13 @@ impl Job {
     }
 
     /// Whether a success of the job is reported anywhere.
-    pub fn pings(&self) -> bool {
+    pub(crate) fn pings(&self) -> bool {
         self.target != PingTarget::None
     }
 
     /// The program and arguments the job runs: `command` as given, `shell` as
     /// `shell_program -c script`; `None` for watches and external jobs, which run nothing here.
-    pub fn argv(&self) -> Option<Vec<std::ffi::OsString>> {
+    pub(crate) fn argv(&self) -> Option<Vec<std::ffi::OsString>> {
         match &self.action {
             JobAction::Command(argv) => Some(argv.iter().map(Into::into).collect()),
             JobAction::Shell { program, script } => {
@@ -326,12 +326,12 @@ impl Job {
 
 impl Config {
     /// The job named `name`.
-    pub fn job(&self, name: &str) -> Option<&Job> {
+    pub(crate) fn job(&self, name: &str) -> Option<&Job> {
         self.jobs.iter().find(|j| j.name == name).map(AsRef::as_ref)
     }
 
     /// The state directory: `--state-dir`, else `[agent] state_dir`, else the user's default.
-    pub fn state_dir(&self, flag: Option<&Path>) -> PathBuf {
+    pub(crate) fn state_dir(&self, flag: Option<&Path>) -> PathBuf {
         crate::paths::state_dir(flag, self.agent.state_dir.as_deref())
     }
 }

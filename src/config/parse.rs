@@ -19,7 +19,7 @@ use super::status::RawStatus;
 
 /// The file after stage one: every section that could be read, with what was dropped.
 #[derive(Debug, Default)]
-pub struct RawFile {
+pub(crate) struct RawFile {
     /// `[agent]`.
     pub agent: Section<RawAgent>,
     /// `[api]`.
@@ -34,7 +34,7 @@ pub struct RawFile {
 
 /// One section, deserialized.
 #[derive(Debug, Default)]
-pub struct Section<T> {
+pub(crate) struct Section<T> {
     /// The values that could be read.
     pub raw: T,
     /// Where the section starts (its header or inline table).
@@ -47,7 +47,7 @@ pub struct Section<T> {
 
 /// One `[[jobs]]` table, split into the job's own keys, its settings and its watch.
 #[derive(Debug, Default)]
-pub struct RawJobEntry {
+pub(crate) struct RawJobEntry {
     /// `job "name"` (or `job #N` when the name is missing), for messages.
     pub context: String,
     /// The job's own keys (name, schedule, what it does, where it pings).
@@ -70,7 +70,7 @@ struct Entry<'a> {
 
 /// Parses `text`; syntax errors stop here (the TOML parser cannot go on), anything else is
 /// collected and the rest of the file is still read.
-pub fn parse(text: &str) -> (Option<RawFile>, Vec<Problem>) {
+pub(crate) fn parse(text: &str) -> (Option<RawFile>, Vec<Problem>) {
     let doc = match ImDocument::parse(text) {
         Ok(doc) => doc,
         Err(err) => {

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// Something wrong (or worth a warning) at a place in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// Byte range in the file text; `None` when the problem has no single place.
     pub span: Option<Range<usize>>,
     /// The section it is in: `[agent]`, `job "backup"`, `job #3`, or empty for the whole file.
@@ -24,7 +24,7 @@ pub struct Problem {
 
 impl Problem {
     /// A problem at `span` in section `context`.
-    pub fn new(
+    pub(crate) fn new(
         span: Option<Range<usize>>,
         context: impl Into<String>,
         message: impl Into<String>,
@@ -39,19 +39,19 @@ impl Problem {
     }
 
     /// The same problem, about `key`.
-    pub fn key(mut self, key: impl Into<String>) -> Self {
+    pub(crate) fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
         self
     }
 
     /// The same problem, with a hint.
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }
 
     /// The one-line message: `path:line:col: context: key `k`: message; hint: ...`.
-    pub fn render(&self, path: &Path, text: &str) -> String {
+    pub(crate) fn render(&self, path: &Path, text: &str) -> String {
         let mut out = path.display().to_string();
         if let Some(span) = &self.span {
             let (line, col) = line_col(text, span.start);
@@ -75,7 +75,7 @@ impl Problem {
 }
 
 /// The 1-based line and column (in characters) of byte `offset` in `text`.
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
         offset -= 1;
@@ -89,7 +89,10 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 /// The candidate closest to `word` by edit distance, when it is close enough to be a likely
 /// typo (at most a third of the word's length, and at least 1, 2 for longer words).
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .into_iter()

@@ -12,7 +12,7 @@ use toml::Spanned;
 /// `[agent]`.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawAgent {
+pub(crate) struct RawAgent {
     /// Where state lives.
     pub state_dir: Option<Spanned<String>>,
     /// Default zone of schedules.
@@ -32,7 +32,7 @@ pub struct RawAgent {
 /// `[api]`.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawApi {
+pub(crate) struct RawApi {
     /// The monitoring API.
     pub base_url: Option<Spanned<String>>,
     /// The ping host.
@@ -48,7 +48,7 @@ pub struct RawApi {
 /// The settings a `[defaults]` table gives and each job may override.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawSettings {
+pub(crate) struct RawSettings {
     /// SIGTERM after this long.
     pub timeout: Option<Spanned<RawDuration>>,
     /// SIGKILL this long after SIGTERM.
@@ -80,7 +80,7 @@ pub struct RawSettings {
 /// The keys of one `[[jobs]]` table that are neither settings nor `watch`.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawJob {
+pub(crate) struct RawJob {
     /// Unique name.
     pub name: Option<Spanned<String>>,
     /// Cron expression.
@@ -100,7 +100,7 @@ pub struct RawJob {
 /// `[jobs.watch]`: every key of every kind; which apply is checked against `kind` later.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawWatch {
+pub(crate) struct RawWatch {
     /// `process`, `file`, `disk`, `memory`, `load`, `tcp` or `http`.
     pub kind: Option<Spanned<String>>,
     /// process: the name or command-line substring.
@@ -128,7 +128,7 @@ pub struct RawWatch {
 /// `[jobs.check]`: the definition of the heartbeat check a job is bound to (all optional).
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawCheck {
+pub(crate) struct RawCheck {
     /// Check name; default the job's name.
     pub name: Option<Spanned<String>>,
     /// Whether the check is active.
@@ -158,7 +158,7 @@ pub struct RawCheck {
 /// `[jobs.check.alert_settings]`, the API's `alertSettings` in snake case.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawAlertSettings {
+pub(crate) struct RawAlertSettings {
     /// `RUN_BASED`, ...
     pub escalation_type: Option<String>,
     /// `{ failed_run_threshold = N }`.
@@ -172,7 +172,7 @@ pub struct RawAlertSettings {
 /// `run_based_escalation`.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawRunBased {
+pub(crate) struct RawRunBased {
     /// Failed runs in a row before an alert.
     pub failed_run_threshold: Option<u32>,
 }
@@ -180,7 +180,7 @@ pub struct RawRunBased {
 /// `reminders`.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawReminders {
+pub(crate) struct RawReminders {
     /// How many reminders.
     pub amount: Option<u32>,
     /// Minutes between reminders.
@@ -190,7 +190,7 @@ pub struct RawReminders {
 /// `parallel_run_failure_threshold`.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawParallelThreshold {
+pub(crate) struct RawParallelThreshold {
     /// Whether it applies.
     pub enabled: Option<bool>,
     /// Percentage of failing locations.
@@ -200,7 +200,7 @@ pub struct RawParallelThreshold {
 /// One entry of `alert_channel_subscriptions`.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawSubscription {
+pub(crate) struct RawSubscription {
     /// The alert channel's id.
     pub alert_channel_id: i64,
     /// Whether alerts go to it (default true).
@@ -210,7 +210,7 @@ pub struct RawSubscription {
 /// `trigger_incident`.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawTriggerIncident {
+pub(crate) struct RawTriggerIncident {
     /// The status page service.
     pub service_id: Option<String>,
     /// Incident name.
@@ -224,7 +224,7 @@ pub struct RawTriggerIncident {
 /// A duration as written: a string with a unit, or a bare number (which is an error with a
 /// suggestion, so it is accepted here to give that message).
 #[derive(Debug, Clone, PartialEq)]
-pub enum RawDuration {
+pub(crate) enum RawDuration {
     /// `"30s"`.
     Text(String),
     /// `30`: missing its unit.
@@ -258,7 +258,7 @@ impl<'de> Deserialize<'de> for RawDuration {
 
 /// A size as written: a string (`"10KiB"`, `"15%"`) or a number of bytes.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RawSize {
+pub(crate) enum RawSize {
     /// `"10KiB"`, `"15%"`.
     Text(String),
     /// A bare number of bytes (possibly negative, which validation rejects).
@@ -290,7 +290,7 @@ impl<'de> Deserialize<'de> for RawSize {
 }
 
 /// A correct line for `key`, shown as the hint of a type error.
-pub fn example(key: &str) -> Option<&'static str> {
+pub(crate) fn example(key: &str) -> Option<&'static str> {
     Some(match key {
         "state_dir" => "state_dir = \"/var/lib/heartbeat-agent\"",
         "timezone" => "timezone = \"Europe/Berlin\"",
@@ -356,7 +356,7 @@ pub fn example(key: &str) -> Option<&'static str> {
 
 /// The keys a `Raw*` struct accepts, as serde's derive declares them: the single source of
 /// truth for unknown-key checks and suggestions.
-pub fn keys_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+pub(crate) fn keys_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
     match T::deserialize(KeyProbe) {
         Err(ProbeResult(fields)) => fields,
         Ok(_) => &[],

@@ -10,14 +10,14 @@ use crate::redact::Secret;
 use super::ApiKeySource;
 
 /// The environment variable read for the key when the config names no other source.
-pub const API_KEY_ENV: &str = "HEARTBEAT_AGENT_API_KEY";
+pub(crate) const API_KEY_ENV: &str = "HEARTBEAT_AGENT_API_KEY";
 
 /// The name of the systemd credential holding the key (`LoadCredential=api-key:...`).
-pub const CREDENTIAL_NAME: &str = "api-key";
+pub(crate) const CREDENTIAL_NAME: &str = "api-key";
 
 /// Why the configured API key could not be read. Never carries the key.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiKeyError {
+pub(crate) enum ApiKeyError {
     /// The key file (or credential) could not be read.
     #[error("cannot read the api key file {}: {source}; check `api_key_file` in [api]", path.display())]
     Unreadable {
@@ -45,7 +45,7 @@ pub enum ApiKeyError {
 /// Reads the API key from `source`. `Ok(None)` means no key is configured anywhere (only
 /// possible with [`ApiKeySource::Default`]); a configured source that fails is an error. A key
 /// file readable by group or others is read but logged as a warning.
-pub fn read_api_key(source: &ApiKeySource) -> Result<Option<Secret>, ApiKeyError> {
+pub(crate) fn read_api_key(source: &ApiKeySource) -> Result<Option<Secret>, ApiKeyError> {
     match source {
         ApiKeySource::File(path) => read_key_file(path).map(Some),
         ApiKeySource::Env(var) => env_key(var)
@@ -99,7 +99,7 @@ fn read_key_file(path: &Path) -> Result<Secret, ApiKeyError> {
 
 /// Why the key file at `path` cannot serve as one: it does not exist, cannot be inspected, or
 /// is not a regular file (a directory). `None` when it is a file. Only metadata is read.
-pub fn key_file_error(path: &Path) -> Option<String> {
+pub(crate) fn key_file_error(path: &Path) -> Option<String> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Some(format!(
             "api key file {} is a directory, not a file",
@@ -115,7 +115,7 @@ pub fn key_file_error(path: &Path) -> Option<String> {
 
 /// A warning when the key file at `path` is readable by group or others, or cannot be
 /// inspected; `None` when it is private. Only metadata is read, never the key.
-pub fn key_file_warning(path: &Path) -> Option<String> {
+pub(crate) fn key_file_warning(path: &Path) -> Option<String> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.permissions().mode() & 0o044 != 0 => Some(format!(
             "api key file {} is readable by group/others; chmod 600 it",

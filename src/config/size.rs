@@ -16,7 +16,7 @@ const UNITS: [(&str, u64); 9] = [
 ];
 
 /// Parses `"10KiB"`, `"512"` or `"2 MB"` into bytes; the error says what was expected.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
     let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
@@ -44,7 +44,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 }
 
 /// Parses a size or a percentage (`"15%"`, 0 to 100).
-pub fn parse_amount(text: &str) -> Result<Amount, String> {
+pub(crate) fn parse_amount(text: &str) -> Result<Amount, String> {
     match text.trim().strip_suffix('%') {
         Some(number) => {
             let percent: f64 = number.trim().parse().map_err(|_| {

@@ -15,12 +15,13 @@ use super::values::{At, Checker};
 use crate::redact::Secret;
 
 /// The default listen address: loopback only, port 9465.
-pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9465);
+pub(crate) const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9465);
 
 /// `[status]` as written.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawStatus {
+pub(crate) struct RawStatus {
     /// An address with a port, or a unix socket path.
     pub listen: Option<Spanned<String>>,
     /// The bearer token itself.
@@ -78,13 +79,13 @@ impl Default for StatusSettings {
 
 impl StatusSettings {
     /// Whether every request must carry the token: a TCP bind that is not loopback.
-    pub fn token_required_for_all(&self) -> bool {
+    pub(crate) fn token_required_for_all(&self) -> bool {
         matches!(&self.listen, Listen::Tcp(addr) if !addr.ip().is_loopback())
     }
 }
 
 /// Validates `[status]`.
-pub fn validate(check: &mut Checker, section: &Section<RawStatus>) -> StatusSettings {
+pub(crate) fn validate(check: &mut Checker, section: &Section<RawStatus>) -> StatusSettings {
     let raw = &section.raw;
     let at = |key| At {
         context: "[status]",
@@ -195,7 +196,7 @@ fn token(check: &mut Checker, raw: &RawStatus) -> Option<Secret> {
 
 /// `127.0.0.1:9465`, `[::1]:9465`, `localhost:9465`, or a socket path (anything with a `/`,
 /// or `unix:PATH`).
-pub fn parse_listen(text: &str) -> Option<Listen> {
+pub(crate) fn parse_listen(text: &str) -> Option<Listen> {
     let text = text.trim();
     if let Some(path) = text.strip_prefix("unix:") {
         return (!path.is_empty()).then(|| Listen::Unix(PathBuf::from(path)));

@@ -19,7 +19,12 @@ use super::{AgentSettings, ApiKeySource, ApiSettings, Config, Job};
 
 /// Validates `file` (read from `path`, whose text is `text`). Returns the model when there is
 /// no error, and the checker holding errors and warnings either way.
-pub fn build(file: RawFile, path: &Path, text: &str, is_root: bool) -> (Option<Config>, Checker) {
+pub(crate) fn build(
+    file: RawFile,
+    path: &Path,
+    text: &str,
+    is_root: bool,
+) -> (Option<Config>, Checker) {
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut check = Checker {
         base_dir,

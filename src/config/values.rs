@@ -14,7 +14,7 @@ use super::raw::{example, RawDuration, RawSize};
 use super::{duration, size, Amount, PingUrl, UrlProblem};
 
 /// Collects errors and warnings while values are checked.
-pub struct Checker {
+pub(crate) struct Checker {
     /// The config file's directory: relative paths in the file are relative to it.
     pub base_dir: PathBuf,
     /// Whether the agent runs as root (`user`/`group` apply only then).
@@ -27,7 +27,7 @@ pub struct Checker {
 
 /// Where a value is: the section's name for messages and the key as written.
 #[derive(Clone, Copy)]
-pub struct At<'a> {
+pub(crate) struct At<'a> {
     /// `[agent]`, `job "backup"`, ...
     pub context: &'a str,
     /// `timeout`, `watch.timeout`, ...
@@ -36,7 +36,7 @@ pub struct At<'a> {
 
 impl Checker {
     /// Records an error about `at`, with `example(key)` as the hint when none is given.
-    pub fn error(
+    pub(crate) fn error(
         &mut self,
         span: Option<Range<usize>>,
         at: At<'_>,
@@ -47,7 +47,7 @@ impl Checker {
     }
 
     /// Records a warning about `at`.
-    pub fn warn(
+    pub(crate) fn warn(
         &mut self,
         span: Option<Range<usize>>,
         at: At<'_>,
@@ -58,7 +58,7 @@ impl Checker {
     }
 
     /// A duration with a unit; a bare number is an error suggesting the unit.
-    pub fn duration(
+    pub(crate) fn duration(
         &mut self,
         at: At<'_>,
         value: &Option<Spanned<RawDuration>>,
@@ -86,7 +86,7 @@ impl Checker {
     }
 
     /// A number of bytes: `"10KiB"` or a bare integer.
-    pub fn bytes(&mut self, at: At<'_>, value: &Option<Spanned<RawSize>>) -> Option<u64> {
+    pub(crate) fn bytes(&mut self, at: At<'_>, value: &Option<Spanned<RawSize>>) -> Option<u64> {
         let value = value.as_ref()?;
         let parsed = match value.get_ref() {
             RawSize::Text(text) => size::parse_bytes(text),
@@ -96,7 +96,11 @@ impl Checker {
     }
 
     /// Bytes or a percentage: `"10GiB"`, `"15%"` or a bare integer.
-    pub fn amount(&mut self, at: At<'_>, value: &Option<Spanned<RawSize>>) -> Option<Amount> {
+    pub(crate) fn amount(
+        &mut self,
+        at: At<'_>,
+        value: &Option<Spanned<RawSize>>,
+    ) -> Option<Amount> {
         let value = value.as_ref()?;
         let parsed = match value.get_ref() {
             RawSize::Text(text) => size::parse_amount(text),
@@ -122,7 +126,7 @@ impl Checker {
     }
 
     /// An IANA time zone name; an unknown one gets the closest known name as a suggestion.
-    pub fn timezone(&mut self, at: At<'_>, value: &Option<Spanned<String>>) -> Option<Tz> {
+    pub(crate) fn timezone(&mut self, at: At<'_>, value: &Option<Spanned<String>>) -> Option<Tz> {
         let value = value.as_ref()?;
         let name = value.get_ref().trim();
         if let Ok(tz) = Tz::from_str(name) {
@@ -144,7 +148,7 @@ impl Checker {
     }
 
     /// An http or https URL with a host. When `secret`, the URL is never part of a message.
-    pub fn http_url(
+    pub(crate) fn http_url(
         &mut self,
         at: At<'_>,
         value: &Option<Spanned<String>>,
@@ -155,7 +159,7 @@ impl Checker {
     }
 
     /// [`Checker::http_url`], parsed: a ping URL, which is a secret.
-    pub fn url(
+    pub(crate) fn url(
         &mut self,
         at: At<'_>,
         value: &Option<Spanned<String>>,
@@ -182,7 +186,11 @@ impl Checker {
     }
 
     /// A string that must not be empty (after trimming).
-    pub fn non_empty(&mut self, at: At<'_>, value: &Option<Spanned<String>>) -> Option<String> {
+    pub(crate) fn non_empty(
+        &mut self,
+        at: At<'_>,
+        value: &Option<Spanned<String>>,
+    ) -> Option<String> {
         let value = value.as_ref()?;
         let text = value.get_ref().trim();
         if text.is_empty() {
@@ -194,13 +202,13 @@ impl Checker {
     }
 
     /// A path; relative ones are taken relative to the config file's directory.
-    pub fn path(&mut self, at: At<'_>, value: &Option<Spanned<String>>) -> Option<PathBuf> {
+    pub(crate) fn path(&mut self, at: At<'_>, value: &Option<Spanned<String>>) -> Option<PathBuf> {
         self.non_empty(at, value)
             .map(|p| self.resolve(Path::new(&p)))
     }
 
     /// `path` made absolute against the config file's directory.
-    pub fn resolve(&self, path: &Path) -> PathBuf {
+    pub(crate) fn resolve(&self, path: &Path) -> PathBuf {
         if path.is_absolute() {
             path.to_owned()
         } else {
@@ -209,7 +217,7 @@ impl Checker {
     }
 
     /// A percentage from 0 to 100.
-    pub fn percent(&mut self, at: At<'_>, value: &Option<Spanned<f64>>) -> Option<f64> {
+    pub(crate) fn percent(&mut self, at: At<'_>, value: &Option<Spanned<f64>>) -> Option<f64> {
         let value = value.as_ref()?;
         let percent = *value.get_ref();
         if (0.0..=100.0).contains(&percent) {
@@ -242,6 +250,6 @@ fn problem(
 }
 
 /// The last part of a dotted key (`watch.timeout` -> `timeout`).
-pub fn leaf(key: &str) -> &str {
+pub(crate) fn leaf(key: &str) -> &str {
     key.rsplit('.').next().unwrap_or(key)
 }

@@ -34,7 +34,7 @@ use crate::process::{self, CommandSpec, Running, SpawnError};
 
 /// The process groups of running jobs (each job process leads its own group).
 #[derive(Debug, Default)]
-pub struct Children {
+pub(crate) struct Children {
     live: Mutex<HashSet<i32>>,
     /// Whether the orphan reaper runs (PID 1): only then must a spawn and its record be one
     /// critical section; otherwise spawns on different threads need not wait for each other.
@@ -43,7 +43,7 @@ pub struct Children {
 
 impl Children {
     /// The job processes of a daemon that reaps orphans (`reaping`, as PID 1) or not.
-    pub fn new(reaping: bool) -> Children {
+    pub(crate) fn new(reaping: bool) -> Children {
         Children {
             live: Mutex::default(),
             reaping,
@@ -51,7 +51,7 @@ impl Children {
     }
 
     /// Spawns `spec` and records its pid (in the same critical section when reaping).
-    pub fn spawn(&self, spec: &CommandSpec) -> Result<Running, SpawnError> {
+    pub(crate) fn spawn(&self, spec: &CommandSpec) -> Result<Running, SpawnError> {
         let held = self.reaping.then(|| self.lock());
         let running = process::spawn(spec)?;
         let mut live = held.unwrap_or_else(|| self.lock());
@@ -62,26 +62,26 @@ impl Children {
     }
 
     /// Forgets `pid` once its supervision returned (tokio reaped it).
-    pub fn ended(&self, pid: u32) {
+    pub(crate) fn ended(&self, pid: u32) {
         if let Ok(pid) = i32::try_from(pid) {
             self.lock().remove(&pid);
         }
     }
 
     /// How many job processes are running.
-    pub fn running(&self) -> usize {
+    pub(crate) fn running(&self) -> usize {
         self.lock().len()
     }
 
     /// Sends `signal` to every running job's process group (a forced exit).
-    pub fn signal_all(&self, signal: Signal) {
+    pub(crate) fn signal_all(&self, signal: Signal) {
         for &pid in self.lock().iter() {
             let _ = nix::sys::signal::killpg(Pid::from_raw(pid), signal);
         }
     }
 
     /// Reaps every zombie child of this process that is not a job process; returns how many.
-    pub fn reap_orphans(&self) -> usize {
+    pub(crate) fn reap_orphans(&self) -> usize {
         self.reap_where(|_| true)
     }
 
@@ -132,7 +132,7 @@ fn zombie_child_of(stat: &str, parent: i32) -> bool {
 }
 
 /// The reaper task (only started when the daemon is PID 1).
-pub async fn reap(children: std::sync::Arc<Children>, cancel: CancellationToken) {
+pub(crate) async fn reap(children: std::sync::Arc<Children>, cancel: CancellationToken) {
     let mut sigchld = match signal(SignalKind::child()) {
         Ok(stream) => Some(stream),
         Err(err) => {

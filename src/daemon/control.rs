@@ -19,14 +19,14 @@ pub enum Request {
 }
 
 /// The sending side: cheap to clone, one per source.
-pub type Controller = tokio::sync::mpsc::UnboundedSender<Request>;
+pub(crate) type Controller = tokio::sync::mpsc::UnboundedSender<Request>;
 
-/// The receiving side, handed to [`super::run`]. When every [`Controller`] is gone, the daemon
+/// The receiving side, handed to [`super::run()`]. When every [`Controller`] is gone, the daemon
 /// stops as if asked to: nothing could stop it any more.
-pub type Control = tokio::sync::mpsc::UnboundedReceiver<Request>;
+pub(crate) type Control = tokio::sync::mpsc::UnboundedReceiver<Request>;
 
 /// A new control channel.
-pub fn channel() -> (Controller, Control) {
+pub(crate) fn channel() -> (Controller, Control) {
     tokio::sync::mpsc::unbounded_channel()
 }
 

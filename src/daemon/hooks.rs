@@ -3,7 +3,7 @@
 //! that live as long as the daemon (the sync engine, the status listener).
 //!
 //! The daemon knows none of them: `cli/assemble.rs` builds a [`Plugins`] value and hands it to
-//! [`super::run`]. Each background task gets a [`Context`] and a [`CancellationToken`] that is
+//! [`super::run()`]. Each background task gets a [`Context`] and a [`CancellationToken`] that is
 //! cancelled at shutdown, and is awaited (up to the shutdown timeout) before the daemon exits.
 
 use std::future::Future;
@@ -19,7 +19,7 @@ use super::state::DaemonState;
 use crate::config::{Config, Job};
 
 /// Called after every run of a job (not after skips), once its ping (if any) was sent.
-pub trait AfterRun: Send + Sync {
+pub(crate) trait AfterRun: Send + Sync {
     /// `fire` is the scheduled time the run belongs to; `ping_accepted` tells whether the
     /// success ping was accepted by the server (false for failures and for jobs that ping
     /// nothing). Runs on the run's task: do not block; hand heavy work to your own task.
@@ -39,12 +39,12 @@ pub struct Context {
 
 /// A background task: started after the jobs, before `READY=1`; must return soon after its
 /// token is cancelled.
-pub type Task =
+pub(crate) type Task =
     Box<dyn FnOnce(Context, CancellationToken) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// The plug-ins of one daemon.
 #[derive(Default)]
-pub struct Plugins {
+pub(crate) struct Plugins {
     /// Told about every finished run.
     pub after_run: Vec<Arc<dyn AfterRun>>,
     /// Background tasks by name (the name is logged when one ends early).

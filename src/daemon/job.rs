@@ -29,7 +29,7 @@ use crate::config::{Job, Overlap};
 use crate::watch::Probes;
 
 /// The longest single sleep of a job task.
-pub const MAX_SLEEP: Duration = Duration::from_secs(60);
+pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// Settings of the agent that a reload may change; runs read the current ones when they start.
 #[derive(Debug, Clone)]
@@ -80,12 +80,12 @@ pub(super) struct Shared {
 
 impl Shared {
     /// The probe context.
-    pub fn probes(&self) -> &Probes {
+    pub(crate) fn probes(&self) -> &Probes {
         self.probes.get_or_init(Probes::new)
     }
 
     /// The settings in force.
-    pub fn settings(&self) -> Arc<Settings> {
+    pub(crate) fn settings(&self) -> Arc<Settings> {
         Arc::clone(&self.settings.read().unwrap_or_else(|e| e.into_inner()))
     }
 }
@@ -291,7 +291,7 @@ pub(super) async fn trim_when_quiet(shared: Arc<Shared>, cancel: CancellationTok
 
 /// A delay in `[0, jitter)` that depends only on the host and the job, so restarts keep each
 /// job's slot while a fleet of hosts spreads out.
-pub fn jitter_delay(host: &str, job: &str, jitter: Duration) -> TimeDelta {
+pub(crate) fn jitter_delay(host: &str, job: &str, jitter: Duration) -> TimeDelta {
     let span = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
     if span == 0 {
         return TimeDelta::zero();
@@ -308,7 +308,7 @@ pub fn jitter_delay(host: &str, job: &str, jitter: Duration) -> TimeDelta {
 }
 
 /// RFC 3339 with milliseconds, for log fields.
-pub fn millis(t: DateTime<Utc>) -> String {
+pub(crate) fn millis(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 

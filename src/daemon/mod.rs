@@ -1,7 +1,7 @@
-//! The long-running supervisor: one task per job, reload on SIGHUP, orderly shutdown, systemd
-//! notification.
+//! The long-running supervisor: one task per job, reload and stop on request (the caller adapts
+//! signals into [`control`] requests), orderly shutdown, systemd notification.
 //!
-//! - `supervisor`: start-up, the main loop (signals, watchdog), reload and shutdown;
+//! - `supervisor`: start-up, the main loop (control requests, watchdog), reload and shutdown;
 //! - `job`: one task per job that waits for its fire times and applies the overlap policy;
 //! - `run`: one run of a job (a command or a watch probe), its record and its ping;
 //! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;
@@ -15,21 +15,21 @@
 use std::path::PathBuf;
 
 mod children;
-pub mod control;
-pub mod hooks;
+pub(crate) mod control;
+pub(crate) mod hooks;
 mod job;
-pub mod notify;
+pub(crate) mod notify;
 mod run;
-pub mod state;
+pub(crate) mod state;
 mod supervisor;
 
-pub use control::{Control, Controller, Request};
-pub use hooks::{AfterRun, Context, Plugins, Task};
-pub use supervisor::run;
+pub(crate) use control::{Controller, Request};
+pub(crate) use hooks::{AfterRun, Context, Plugins, Task};
+pub(crate) use supervisor::run;
 
 /// What the daemon is started with besides the validated config.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// The config file, re-read on SIGHUP.
     pub config_path: PathBuf,
     /// The state directory (`--state-dir`, else the config's, else the default). A reload does
@@ -42,7 +42,7 @@ pub struct Options {
 
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// An orderly shutdown (exit 0).
     Stopped,
     /// A [`Request::Kill`] during shutdown: every job was killed, nothing was waited for
@@ -52,7 +52,7 @@ pub enum Ended {
 
 /// Raises the soft limit of open files to the hard limit, so many jobs at once (three pipes
 /// each, plus sockets for pings) do not run out of descriptors; returns the new soft limit.
-pub fn raise_open_files_limit() -> Option<u64> {
+pub(crate) fn raise_open_files_limit() -> Option<u64> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
     if soft >= hard {
@@ -71,7 +71,7 @@ pub fn raise_open_files_limit() -> Option<u64> {
 /// arena (up to 8 per core), and memory freed in one cannot serve another: with a
 /// multi-threaded runtime and thousands of small job records that fragmentation is most of the
 /// resident size. Call before any thread is started.
-pub fn limit_malloc_arenas() {
+pub(crate) fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator tuning; called before other threads exist.
     unsafe {
@@ -81,7 +81,7 @@ pub fn limit_malloc_arenas() {
 
 /// Hands freed heap memory back to the system. Parsing a large config allocates far more than
 /// the validated model keeps; without this the daemon's resident size would stay at that peak.
-pub fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns unused pages of glibc's heap to the kernel.
     unsafe {

@@ -36,7 +36,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why `NOTIFY_SOCKET` could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum NotifyError {
+pub(crate) enum NotifyError {
     /// The variable is neither an absolute path nor an abstract `@name`.
     #[error("NOTIFY_SOCKET={0:?} is not a socket path or @abstract name; notifications are off")]
     Unsupported(String),
@@ -60,7 +60,7 @@ pub enum NotifyError {
 
 /// Sends service notifications to systemd; a no-op when not started by systemd.
 #[derive(Debug)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     /// The socket and where to send, if `NOTIFY_SOCKET` was set and usable.
     target: Option<Target>,
     /// Half of `WATCHDOG_USEC`, if the watchdog is on for this process.
@@ -81,7 +81,7 @@ struct Target {
 impl Notifier {
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from this process's
     /// environment. An unusable socket is logged as a warning and notifications are off.
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         let socket = std::env::var_os("NOTIFY_SOCKET");
         let usec = std::env::var("WATCHDOG_USEC").ok();
         let pid = std::env::var("WATCHDOG_PID").ok();
@@ -92,7 +92,7 @@ impl Notifier {
     }
 
     /// A notifier from the given variable values (as [`from_env`](Self::from_env) reads them).
-    pub fn from_vars(
+    pub(crate) fn from_vars(
         notify_socket: Option<&OsStr>,
         watchdog_usec: Option<&str>,
         watchdog_pid: Option<&str>,
@@ -106,7 +106,7 @@ impl Notifier {
     }
 
     /// A notifier that sends nothing (not under systemd, or in tests).
-    pub fn disabled() -> Self {
+    pub(crate) fn disabled() -> Self {
         Notifier {
             target: None,
             watchdog: None,
@@ -114,47 +114,48 @@ impl Notifier {
     }
 
     /// Whether notifications go anywhere.
-    pub fn is_enabled(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_enabled(&self) -> bool {
         self.target.is_some()
     }
 
     /// How often to send `WATCHDOG=1`: half of `WATCHDOG_USEC`, or `None` when the watchdog is
     /// off, meant for another process (`WATCHDOG_PID`), or there is no socket to send to.
-    pub fn watchdog_interval(&self) -> Option<Duration> {
+    pub(crate) fn watchdog_interval(&self) -> Option<Duration> {
         self.target.as_ref().and(self.watchdog)
     }
 
     /// `READY=1`: start-up finished (config valid, signal handlers installed, listener bound).
     /// Also sent after a reload.
-    pub fn ready(&self) -> Result<(), NotifyError> {
+    pub(crate) fn ready(&self) -> Result<(), NotifyError> {
         self.notify(&[NotifyState::Ready])
     }
 
     /// `RELOADING=1` with `MONOTONIC_USEC=` (systemd 253 and later match it against the reload
     /// request); follow with [`ready`](Self::ready) when the reload is done.
-    pub fn reloading(&self) -> Result<(), NotifyError> {
+    pub(crate) fn reloading(&self) -> Result<(), NotifyError> {
         let now = NotifyState::MonotonicUsec(monotonic_usec().into());
         self.notify(&[NotifyState::Reloading, now])
     }
 
     /// `STOPPING=1`: shutdown began.
-    pub fn stopping(&self) -> Result<(), NotifyError> {
+    pub(crate) fn stopping(&self) -> Result<(), NotifyError> {
         self.notify(&[NotifyState::Stopping])
     }
 
     /// `STATUS=text`, shown by `systemctl status`; newlines become spaces (one line only).
-    pub fn status(&self, text: &str) -> Result<(), NotifyError> {
+    pub(crate) fn status(&self, text: &str) -> Result<(), NotifyError> {
         self.notify(&[NotifyState::Status(&text.replace(['\n', '\r'], " "))])
     }
 
     /// `WATCHDOG=1`: the service is alive. Send only while the main loop makes progress.
-    pub fn watchdog(&self) -> Result<(), NotifyError> {
+    pub(crate) fn watchdog(&self) -> Result<(), NotifyError> {
         self.notify(&[NotifyState::Watchdog])
     }
 
     /// `EXTEND_TIMEOUT_USEC=`: asks for `extra` more time in the current start-up or shutdown
     /// phase (a shutdown that waits for jobs longer than `TimeoutStopSec`).
-    pub fn extend_timeout(&self, extra: Duration) -> Result<(), NotifyError> {
+    pub(crate) fn extend_timeout(&self, extra: Duration) -> Result<(), NotifyError> {
         // Written here: the crate's `ExtendTimeoutUsec` holds a u32 (at most 71 minutes).
         self.send(&format!("EXTEND_TIMEOUT_USEC={}", extra.as_micros()))
     }
@@ -176,7 +177,7 @@ impl Notifier {
 
     /// Sends `message` (newline-separated `KEY=value` assignments) as one datagram; `Ok` without
     /// sending when disabled.
-    pub fn send(&self, message: &str) -> Result<(), NotifyError> {
+    pub(crate) fn send(&self, message: &str) -> Result<(), NotifyError> {
         let Some(target) = &self.target else {
             return Ok(());
         };

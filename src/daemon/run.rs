@@ -1,6 +1,7 @@
 //! One run of a job: a command (captured output logged line by line, the last `output_tail`
-//! bytes kept) or a watch probe; its [`RunRecord`]; the success ping through
-//! [`crate::ping::deliver_or_queue`] (the same code as `run`); then the after-run hooks.
+//! bytes kept) or a watch probe; its [`RunRecord`]; the ping through
+//! [`crate::ping::outbox::deliver_or_queue_for`] (the same call as `run` and `ping`); then the
+//! after-run hooks.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -22,11 +22,11 @@ use tokio::sync::Notify;
 use crate::run_end::{RunEnd, RunOutcome};
 
 /// Where the kernel publishes the id of the current boot.
-pub const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+pub(crate) const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
 
 /// One run of a job, as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     /// The fire time the run belongs to (before jitter).
     pub scheduled: DateTime<Utc>,
     /// When it started (the child was spawned, the probe began, or the skip was decided).
@@ -46,14 +46,14 @@ pub struct RunRecord {
 
 impl RunRecord {
     /// Whether it counts as a success (and so was pinged).
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.outcome == RunOutcome::Success
     }
 }
 
 /// The last ping of a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PingRecord {
+pub(crate) struct PingRecord {
     /// When it was sent.
     pub at: DateTime<Utc>,
     /// Whether the server accepted it (2xx).
@@ -64,7 +64,7 @@ pub struct PingRecord {
 
 /// The part of a job's state behind the lock.
 #[derive(Debug, Clone, Default)]
-pub struct JobSnapshot {
+pub(crate) struct JobSnapshot {
     /// The next fire time the scheduler waits for (`None` for `@reboot`, external or disabled).
     pub next_fire: Option<DateTime<Utc>>,
     /// The most recent run.
@@ -77,7 +77,7 @@ pub struct JobSnapshot {
 
 /// One job's live state, shared by its scheduling task, its runs and readers.
 #[derive(Debug, Default)]
-pub struct JobState {
+pub(crate) struct JobState {
     snapshot: Mutex<JobSnapshot>,
     /// Runs in progress (more than one only with `overlap = "allow"`).
     running: AtomicUsize,
@@ -95,28 +95,28 @@ pub struct JobState {
 
 impl JobState {
     /// A copy of the state behind the lock.
-    pub fn snapshot(&self) -> JobSnapshot {
+    pub(crate) fn snapshot(&self) -> JobSnapshot {
         lock(&self.snapshot).clone()
     }
 
     /// How many runs are in progress.
-    pub fn running(&self) -> usize {
+    pub(crate) fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }
 
     /// How many runs finished since the daemon started.
-    pub fn runs(&self) -> u64 {
+    pub(crate) fn runs(&self) -> u64 {
         self.runs.load(Ordering::Relaxed)
     }
 
     /// How many fires were skipped because the previous run was still going.
-    pub fn skipped(&self) -> u64 {
+    pub(crate) fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
 
     /// Asks the job's scheduling task to fire now (outside the schedule), under the job's
     /// overlap rule. Does nothing for jobs without a task (external or disabled ones).
-    pub fn request_run(&self) {
+    pub(crate) fn request_run(&self) {
         self.run_requested.notify_one();
     }
 
@@ -164,7 +164,7 @@ pub struct DaemonState {
 impl DaemonState {
     /// When the daemon's main loop (which controls scheduling) last ticked, and how often it
     /// ticks: a liveness probe compares the two (`None` before the first tick).
-    pub fn last_beat(&self) -> Option<(DateTime<Utc>, Duration)> {
+    pub(crate) fn last_beat(&self) -> Option<(DateTime<Utc>, Duration)> {
         let at = self.beat.load(Ordering::Relaxed);
         let at = DateTime::from_timestamp_millis(i64::try_from(at).ok()?).filter(|_| at > 0)?;
         Some((
@@ -183,12 +183,12 @@ impl DaemonState {
     }
 
     /// The state of job `name`, if it is configured.
-    pub fn job(&self, name: &str) -> Option<Arc<JobState>> {
+    pub(crate) fn job(&self, name: &str) -> Option<Arc<JobState>> {
         self.read().get(name).cloned()
     }
 
     /// Every job's name and state, by name.
-    pub fn jobs(&self) -> Vec<(String, Arc<JobState>)> {
+    pub(crate) fn jobs(&self) -> Vec<(String, Arc<JobState>)> {
         self.read()
             .iter()
             .map(|(name, state)| (name.clone(), Arc::clone(state)))
@@ -214,20 +214,20 @@ impl DaemonState {
 
 /// The persistent part under `<state_dir>/daemon/`.
 #[derive(Debug, Clone)]
-pub struct Persisted {
+pub(crate) struct Persisted {
     dir: PathBuf,
 }
 
 impl Persisted {
     /// The daemon's files under `state_dir`.
-    pub fn new(state_dir: &Path) -> Persisted {
+    pub(crate) fn new(state_dir: &Path) -> Persisted {
         Persisted {
             dir: state_dir.join("daemon"),
         }
     }
 
     /// The last fire time recorded for `job`, if any (and readable).
-    pub fn last_fire(&self, job: &str) -> Option<DateTime<Utc>> {
+    pub(crate) fn last_fire(&self, job: &str) -> Option<DateTime<Utc>> {
         let text = std::fs::read_to_string(self.dir.join("fires").join(job)).ok()?;
         DateTime::parse_from_rfc3339(text.trim())
             .ok()
@@ -235,27 +235,27 @@ impl Persisted {
     }
 
     /// Records `fire` as `job`'s last fire time.
-    pub fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
+    pub(crate) fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
         write_line(&self.dir.join("fires"), job, &fire.to_rfc3339())
             .inspect_err(|_| crate::persist::failed(crate::persist::What::FireTime))
     }
 
     /// The boot id `job` (an `@reboot` job) last ran in.
-    pub fn reboot_marker(&self, job: &str) -> Option<String> {
+    pub(crate) fn reboot_marker(&self, job: &str) -> Option<String> {
         std::fs::read_to_string(self.dir.join("reboot").join(job))
             .ok()
             .map(|s| s.trim().to_owned())
     }
 
     /// Records that `job` ran in boot `boot_id`.
-    pub fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
+    pub(crate) fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
         write_line(&self.dir.join("reboot"), job, boot_id)
             .inspect_err(|_| crate::persist::failed(crate::persist::What::RebootMarker))
     }
 }
 
 /// The current boot's id, from [`BOOT_ID_FILE`].
-pub fn boot_id() -> io::Result<String> {
+pub(crate) fn boot_id() -> io::Result<String> {
     Ok(std::fs::read_to_string(BOOT_ID_FILE)?.trim().to_owned())
 }
 

@@ -61,7 +61,7 @@ struct Supervisor {
 }
 
 /// Runs the daemon with an already validated `config` until `control` asks it to stop.
-pub async fn run(
+pub(crate) async fn run(
     options: Options,
     config: Arc<Config>,
     plugins: Plugins,

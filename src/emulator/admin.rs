@@ -1,6 +1,7 @@
 //! The admin API under `/_emulator/` on the API listener (no authentication, never recorded,
 //! never faulted): add fixtures, record events of any state, read recorded requests and pings,
-//! move the clock forward, inject and clear faults, reset. The in-process handle calls the same `Shared` methods.
+//! move the clock forward, inject and clear faults, reset. The in-process handle calls the same
+//! `Shared` methods.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use super::validate::{bad, parse_object};
 impl Shared {
     /// Loads a fixtures document on top of the current resources, all or nothing; returns the
     /// heartbeat checks it created (with `pingUrl`).
-    pub fn load_fixtures(&self, fixtures: &Fixtures) -> Result<Vec<Value>, FixtureError> {
+    pub(crate) fn load_fixtures(&self, fixtures: &Fixtures) -> Result<Vec<Value>, FixtureError> {
         let (mut store, now) = self.store();
         let mut scratch = store.clone();
         fixtures.load(&mut scratch, &self.config.account, now)?;
@@ -31,7 +32,7 @@ impl Shared {
     }
 
     /// Adds one heartbeat check (fixture shape); returns it with `pingUrl`.
-    pub fn add_heartbeat_check(&self, check: &Value) -> Result<Value, ApiError> {
+    pub(crate) fn add_heartbeat_check(&self, check: &Value) -> Result<Value, ApiError> {
         let body = check
             .as_object()
             .ok_or_else(|| bad("value", "must be of type object"))?;
@@ -43,7 +44,11 @@ impl Shared {
     }
 
     /// Records an event of any state on a check (see `Store::inject_event`); returns it.
-    pub fn add_heartbeat_event(&self, check_id: &str, event: &Value) -> Result<Value, ApiError> {
+    pub(crate) fn add_heartbeat_event(
+        &self,
+        check_id: &str,
+        event: &Value,
+    ) -> Result<Value, ApiError> {
         let body = event
             .as_object()
             .ok_or_else(|| bad("value", "must be of type object"))?;
@@ -52,13 +57,13 @@ impl Shared {
     }
 
     /// A heartbeat check as the API would answer it, with `pingUrl`.
-    pub fn heartbeat_check(&self, id: &str) -> Option<Value> {
+    pub(crate) fn heartbeat_check(&self, id: &str) -> Option<Value> {
         let (store, _) = self.store();
         store.check_json(id, &self.config.ping_base)
     }
 
     /// Recorded requests of one listener (or both), oldest first.
-    pub fn recorded(&self, listener: Option<Listener>) -> Vec<RecordedRequest> {
+    pub(crate) fn recorded(&self, listener: Option<Listener>) -> Vec<RecordedRequest> {
         lock(&self.log)
             .iter()
             .filter(|r| listener.map_or(true, |l| r.listener == l))
@@ -68,7 +73,7 @@ impl Shared {
 
     /// Back to the start: the initial fixtures only, no records, faults, rate-limit windows or
     /// clock offset.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         let mut fresh = Store::default();
         let now = self.clock.now();
         // The initial fixtures loaded once at start, so they load again.
@@ -88,7 +93,7 @@ impl Shared {
 }
 
 /// Answers one admin request.
-pub fn handle(
+pub(crate) fn handle(
     shared: &Shared,
     method: &Method,
     path: &str,

@@ -112,7 +112,7 @@ fn fixture_table() -> Vec<Field> {
 
 impl Store {
     /// Adds a check from a fixture object; returns its id.
-    pub fn add_check(
+    pub(crate) fn add_check(
         &mut self,
         body: &Map<String, Value>,
         now: DateTime<Utc>,
@@ -147,7 +147,7 @@ impl Store {
 
     /// `PUT /v1/checks/heartbeat/{id}`: replaces the definition; fields not sent return to
     /// their defaults (the name, which has none, is kept), the token is kept unless one is sent.
-    pub fn put_check(
+    pub(crate) fn put_check(
         &mut self,
         id: &str,
         body: &Map<String, Value>,
@@ -200,7 +200,7 @@ impl Store {
     }
 
     /// The check as the API answers it, with `heartbeat.pingUrl` on the ping host.
-    pub fn check_json(&self, id: &str, ping_base: &str) -> Option<Value> {
+    pub(crate) fn check_json(&self, id: &str, ping_base: &str) -> Option<Value> {
         let check = self.checks.get(id)?;
         let mut object = check.object.clone();
         let url = format!("{ping_base}/{}", check.token());
@@ -211,7 +211,7 @@ impl Store {
     }
 
     /// Records a `FAILING` event for every activated check whose period + grace ran out.
-    pub fn tick(&mut self, now: DateTime<Utc>) {
+    pub(crate) fn tick(&mut self, now: DateTime<Utc>) {
         for check in self.checks.values_mut() {
             let Some(last) = check.last_ping else {
                 continue;
@@ -233,7 +233,7 @@ impl Store {
     }
 
     /// Records a ping of the check owning `token`; `None` when no check does.
-    pub fn ping(
+    pub(crate) fn ping(
         &mut self,
         token: &str,
         now: DateTime<Utc>,
@@ -257,7 +257,12 @@ impl Store {
     }
 
     /// `GET /v1/checks/heartbeats/{checkId}/events/{id}`: the event and its statistics.
-    pub fn event_json(&self, check_id: &str, event_id: &str, now: DateTime<Utc>) -> Option<Value> {
+    pub(crate) fn event_json(
+        &self,
+        check_id: &str,
+        event_id: &str,
+        now: DateTime<Utc>,
+    ) -> Option<Value> {
         let check = self.checks.get(check_id)?;
         let event = check.events.iter().find(|e| e.id == event_id)?;
         Some(json!({"event": event.to_json(), "stats": check_stats(check, now)}))
@@ -266,7 +271,7 @@ impl Store {
     /// `GET /v1/checks/heartbeats/{checkId}/events`, outside the spec: the real service answers
     /// `[{"events": [...], "stats": {...}}]`, one object holding every event (newest first)
     /// and the check's statistics. The emulator answers the same shape.
-    pub fn events_json(&self, check_id: &str, now: DateTime<Utc>) -> Option<Value> {
+    pub(crate) fn events_json(&self, check_id: &str, now: DateTime<Utc>) -> Option<Value> {
         let check = self.checks.get(check_id)?;
         let events: Vec<Value> = check.events.iter().rev().map(Event::to_json).collect();
         Some(json!([{"events": events, "stats": check_stats(check, now)}]))
@@ -275,7 +280,7 @@ impl Store {
     /// Records an event with any state (admin API), without touching the check's timer: lets
     /// tests prove that clients keep event states they do not know. Fields: `state` (required),
     /// `timestamp` (default now), `source`, `userAgent`.
-    pub fn inject_event(
+    pub(crate) fn inject_event(
         &mut self,
         check_id: &str,
         body: &Map<String, Value>,
@@ -311,7 +316,7 @@ impl Store {
     }
 
     /// `GET /v1/check-statuses`: one entry per heartbeat check (by id), then the fixtures' extras.
-    pub fn statuses_json(&self) -> Value {
+    pub(crate) fn statuses_json(&self) -> Value {
         let mut items: Vec<Value> = self
             .checks
             .values()

@@ -111,7 +111,7 @@ impl Fault {
     }
 
     /// Checks what the admin API cannot express in types.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         match (self.kind, self.status) {
             (FaultKind::Status, None) => Err("a \"status\" fault needs \"status\"".into()),
             (FaultKind::Status, Some(code)) if !(100..=599).contains(&code) => {
@@ -124,14 +124,14 @@ impl Fault {
 
 /// The active faults, first match wins.
 #[derive(Debug, Default)]
-pub struct Faults {
+pub(crate) struct Faults {
     active: Vec<Fault>,
     next_id: u64,
 }
 
 impl Faults {
     /// Adds a fault; returns its id.
-    pub fn add(&mut self, mut fault: Fault) -> u64 {
+    pub(crate) fn add(&mut self, mut fault: Fault) -> u64 {
         self.next_id += 1;
         fault.id = self.next_id;
         self.active.push(fault);
@@ -139,7 +139,7 @@ impl Faults {
     }
 
     /// The first fault matching the request, counting it against its `times`.
-    pub fn take(&mut self, listener: Listener, method: &str, path: &str) -> Option<Fault> {
+    pub(crate) fn take(&mut self, listener: Listener, method: &str, path: &str) -> Option<Fault> {
         let index = self
             .active
             .iter()
@@ -156,19 +156,19 @@ impl Faults {
     }
 
     /// Removes one fault; false when no fault has that id.
-    pub fn remove(&mut self, id: u64) -> bool {
+    pub(crate) fn remove(&mut self, id: u64) -> bool {
         let before = self.active.len();
         self.active.retain(|f| f.id != id);
         before != self.active.len()
     }
 
     /// Removes every fault.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.active.clear();
     }
 
     /// The active faults.
-    pub fn list(&self) -> &[Fault] {
+    pub(crate) fn list(&self) -> &[Fault] {
         &self.active
     }
 }

@@ -82,7 +82,7 @@ impl Fixtures {
 
     /// Loads every item into `store`. Stops at the first bad item; the store may then hold the
     /// items before it, so callers load into a scratch store first when that matters.
-    pub fn load(
+    pub(crate) fn load(
         &self,
         store: &mut Store,
         account: &str,

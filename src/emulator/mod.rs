@@ -34,18 +34,17 @@ mod validate;
 
 pub use faults::{Fault, FaultKind};
 pub use fixtures::{FixtureError, Fixtures};
-pub use openapi::document as openapi_document;
-pub use server::{ApiError, ADMIN_PREFIX};
+pub(crate) use server::ApiError;
 pub use state::{Listener, RecordedRequest};
 
 use state::{lock, Clock, Config, RateLimiter, Shared, Store};
 
 /// Default `--listen` of the command: the API.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8465";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8465";
 /// Default `--ping-listen` of the command: the ping host.
-pub const DEFAULT_PING_LISTEN: &str = "127.0.0.1:8466";
+pub(crate) const DEFAULT_PING_LISTEN: &str = "127.0.0.1:8466";
 /// Default API key (`--api-key`): any client must send `Authorization: Bearer <it>`.
-pub const DEFAULT_API_KEY: &str = "emulator-api-key";
+pub(crate) const DEFAULT_API_KEY: &str = "emulator-api-key";
 /// Default account id (`--account`), the value `x-service-account` must carry.
 pub const DEFAULT_ACCOUNT: &str = "00000000-0000-4000-8000-000000000001";
 
@@ -168,7 +167,7 @@ impl Emulator {
     }
 
     /// Starts serving on listeners the caller bound (`options.*_addr` are ignored).
-    pub fn start_on(
+    pub(crate) fn start_on(
         api: TcpListener,
         ping: TcpListener,
         options: EmulatorOptions,
@@ -222,7 +221,6 @@ impl Emulator {
             shared,
             base_url: url_of(api_addr),
             ping_url,
-            api_addr,
             ping_addr,
             cancel,
             tasks,
@@ -262,8 +260,6 @@ pub struct EmulatorHandle {
     base_url: String,
     /// `http://127.0.0.1:PORT` of the ping host.
     ping_url: String,
-    /// Where the API listens.
-    api_addr: SocketAddr,
     /// Where the ping host listens.
     ping_addr: SocketAddr,
     /// Stops both accept loops and every open connection.
@@ -281,11 +277,6 @@ impl EmulatorHandle {
     /// Base URL of the ping host (`[api] ping_base_url`); a check's ping URL is this + `/token`.
     pub fn ping_url(&self) -> &str {
         &self.ping_url
-    }
-
-    /// Address of the API listener.
-    pub fn api_addr(&self) -> SocketAddr {
-        self.api_addr
     }
 
     /// Address of the ping listener.
@@ -359,11 +350,6 @@ impl EmulatorHandle {
     /// Removes every fault.
     pub fn clear_faults(&self) {
         lock(&self.shared.faults).clear();
-    }
-
-    /// Back to the initial fixtures, no records, faults, rate-limit windows or clock offset.
-    pub fn reset(&self) {
-        self.shared.reset();
     }
 
     /// Stops both listeners (open connections are closed) and waits for them.

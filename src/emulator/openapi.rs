@@ -8,7 +8,7 @@ use serde_json::Value;
 const DOCUMENT: &str = include_str!("openapi.json");
 
 /// The OpenAPI document as JSON.
-pub fn document() -> Value {
+pub(crate) fn document() -> Value {
     serde_json::from_str(DOCUMENT).unwrap_or(Value::Null)
 }
 

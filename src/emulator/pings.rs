@@ -24,13 +24,13 @@ const BOT_AGENTS: &[&str] = &[
 ];
 
 /// Whether a User-Agent looks like a chat or search bot.
-pub fn is_bot(user_agent: &str) -> bool {
+pub(crate) fn is_bot(user_agent: &str) -> bool {
     let lower = user_agent.to_ascii_lowercase();
     BOT_AGENTS.iter().any(|bot| lower.contains(bot))
 }
 
 /// Answers one request on the ping listener.
-pub fn handle(shared: &Shared, method: &Method, path: &str, headers: &HeaderMap) -> Reply {
+pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, headers: &HeaderMap) -> Reply {
     let token = path.trim_start_matches('/');
     if token.is_empty() || token.contains('/') {
         return ApiError::not_found().into();

@@ -18,7 +18,7 @@ const MAX_LIMIT: usize = 100;
 
 /// Query parameters of `GET /v1/status-pages/services`.
 #[derive(Debug, Default)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// Page size as sent.
     pub limit: Option<String>,
     /// Cursor: id of the first entry of the page.
@@ -115,13 +115,13 @@ fn error_group_table() -> Vec<Field> {
 }
 
 /// Parses a path segment that the spec types as an integer.
-pub fn int_id(name: &str, raw: &str) -> Result<u64, ApiError> {
+pub(crate) fn int_id(name: &str, raw: &str) -> Result<u64, ApiError> {
     raw.parse().map_err(|_| bad(name, "must be a number"))
 }
 
 impl Store {
     /// Adds a status page service (the create operation and fixtures share it).
-    pub fn add_service(
+    pub(crate) fn add_service(
         &mut self,
         body: &Map<String, Value>,
         account: &str,
@@ -143,7 +143,7 @@ impl Store {
     }
 
     /// `POST /v1/status-pages/services`: only `name` may be sent.
-    pub fn create_service(
+    pub(crate) fn create_service(
         &mut self,
         body: &Map<String, Value>,
         account: &str,
@@ -157,7 +157,7 @@ impl Store {
 
     /// `GET /v1/status-pages/services`: pages in creation order; `nextId` is the id of the first
     /// entry of the next page.
-    pub fn list_services(&self, query: &ListQuery) -> Result<Value, ApiError> {
+    pub(crate) fn list_services(&self, query: &ListQuery) -> Result<Value, ApiError> {
         let limit = match &query.limit {
             None => DEFAULT_LIMIT,
             Some(raw) => raw
@@ -190,7 +190,7 @@ impl Store {
     }
 
     /// Adds a maintenance from a fixture.
-    pub fn add_maintenance(
+    pub(crate) fn add_maintenance(
         &mut self,
         body: &Map<String, Value>,
         now: DateTime<Utc>,
@@ -212,7 +212,7 @@ impl Store {
     }
 
     /// `GET /v1/maintenance-windows/{id}/maintenances/{maintenanceId}`.
-    pub fn maintenance(&self, window: &str, id: &str) -> Result<Value, ApiError> {
+    pub(crate) fn maintenance(&self, window: &str, id: &str) -> Result<Value, ApiError> {
         let window = int_id("id", window)?;
         self.maintenances
             .get(&(window, id.to_owned()))
@@ -222,7 +222,7 @@ impl Store {
 
     /// `PATCH .../maintenances/{maintenanceId}`: moves the dates and records an `updates` entry
     /// with the previous dates and the adjustment.
-    pub fn patch_maintenance(
+    pub(crate) fn patch_maintenance(
         &mut self,
         window: &str,
         id: &str,
@@ -276,7 +276,7 @@ impl Store {
     }
 
     /// Adds a check group from a fixture (`id` required).
-    pub fn add_group(
+    pub(crate) fn add_group(
         &mut self,
         body: &Map<String, Value>,
         now: DateTime<Utc>,
@@ -311,7 +311,7 @@ impl Store {
     }
 
     /// `GET /v1/check-groups/{id}`.
-    pub fn group(&self, id: &str) -> Result<Value, ApiError> {
+    pub(crate) fn group(&self, id: &str) -> Result<Value, ApiError> {
         let id = int_id("id", id)?;
         self.groups
             .get(&id)
@@ -320,7 +320,7 @@ impl Store {
     }
 
     /// `PUT /v2/check-groups/{id}`: replaces the group; fields not sent return to defaults.
-    pub fn put_group(
+    pub(crate) fn put_group(
         &mut self,
         id: &str,
         body: &Map<String, Value>,
@@ -338,7 +338,7 @@ impl Store {
 
     /// Adds a snippet from a fixture: `id` (integer) required, other fields free (the spec does
     /// not show them).
-    pub fn add_snippet(&mut self, body: &Map<String, Value>) -> Result<Value, ApiError> {
+    pub(crate) fn add_snippet(&mut self, body: &Map<String, Value>) -> Result<Value, ApiError> {
         let table = [
             Field::required(
                 "id",
@@ -361,7 +361,7 @@ impl Store {
     }
 
     /// `DELETE /v1/snippets/{id}`.
-    pub fn delete_snippet(&mut self, id: &str) -> Result<(), ApiError> {
+    pub(crate) fn delete_snippet(&mut self, id: &str) -> Result<(), ApiError> {
         let id = int_id("id", id)?;
         self.snippets
             .remove(&id)
@@ -370,7 +370,11 @@ impl Store {
     }
 
     /// Adds error groups of a project from a fixture (an empty list makes the project known).
-    pub fn add_error_groups(&mut self, project: &str, items: &[Value]) -> Result<(), ApiError> {
+    pub(crate) fn add_error_groups(
+        &mut self,
+        project: &str,
+        items: &[Value],
+    ) -> Result<(), ApiError> {
         if !validate::is_uuid(project) {
             return Err(bad("projectId", "must be a valid GUID"));
         }
@@ -393,7 +397,7 @@ impl Store {
     }
 
     /// `GET /v1/test-session-error-groups/projects/{projectId}`.
-    pub fn error_groups_json(&self, project: &str) -> Result<Value, ApiError> {
+    pub(crate) fn error_groups_json(&self, project: &str) -> Result<Value, ApiError> {
         if !validate::is_uuid(project) {
             return Err(bad("projectId", "must be a valid GUID"));
         }

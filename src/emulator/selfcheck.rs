@@ -13,7 +13,7 @@ use crate::api::model::{
 use crate::api::Operation;
 
 /// Whether `answer` decodes as the client's type for `operation`; the serde message if not.
-pub fn readable(operation: Operation, answer: &Value) -> Result<(), String> {
+pub(crate) fn readable(operation: Operation, answer: &Value) -> Result<(), String> {
     match operation {
         Operation::CreateStatusPageService => decode::<StatusPageService>(answer),
         Operation::ListStatusPageServices => decode::<StatusPageServicePage>(answer),

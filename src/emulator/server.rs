@@ -31,7 +31,7 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Recorded requests kept (oldest dropped first), so a long simulation stays bounded.
 const MAX_RECORDED: usize = 10_000;
 /// Prefix of the admin API on the API listener.
-pub const ADMIN_PREFIX: &str = "/_emulator";
+pub(crate) const ADMIN_PREFIX: &str = "/_emulator";
 
 /// An error answer in the spec's shape `{statusCode, error, message, attributes?}`.
 #[derive(Debug, Clone)]
@@ -46,7 +46,7 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error of any status.
-    pub fn new(status: u16, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
         ApiError {
             status,
             message: message.into(),
@@ -55,22 +55,22 @@ impl ApiError {
     }
 
     /// 400 `Bad Request`.
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, message)
     }
 
     /// 404 `Not Found`.
-    pub fn not_found() -> Self {
+    pub(crate) fn not_found() -> Self {
         Self::new(404, "Not Found")
     }
 
     /// 405 `Method Not Allowed`.
-    pub fn method_not_allowed() -> Self {
+    pub(crate) fn method_not_allowed() -> Self {
         Self::new(405, "Method Not Allowed")
     }
 
     /// 401 `Unauthorized` / `Bad Token`, with (empty) attributes as the spec shows.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         ApiError {
             attributes: Some(json!({})),
             ..Self::new(401, "Bad Token")
@@ -78,7 +78,7 @@ impl ApiError {
     }
 
     /// 429 `Too Many Requests` with attributes describing the limit.
-    pub fn too_many(limit: u32, window: Duration) -> Self {
+    pub(crate) fn too_many(limit: u32, window: Duration) -> Self {
         ApiError {
             attributes: Some(json!({"limit": limit, "windowSeconds": window.as_secs()})),
             ..Self::new(429, "Too Many Requests")
@@ -86,7 +86,7 @@ impl ApiError {
     }
 
     /// The JSON body, built with the client's own [`ErrorBody`] so both sides share one shape.
-    pub fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> Value {
         let reason = StatusCode::from_u16(self.status)
             .ok()
             .and_then(|s| s.canonical_reason())
@@ -103,7 +103,7 @@ impl ApiError {
 
 /// An answer before it becomes an HTTP response.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// HTTP status.
     pub status: u16,
     /// JSON body; `None` for 204.
@@ -114,7 +114,7 @@ pub struct Reply {
 
 impl Reply {
     /// 200 with a JSON body.
-    pub fn ok(body: Value) -> Self {
+    pub(crate) fn ok(body: Value) -> Self {
         Reply {
             status: 200,
             body: Some(body),
@@ -123,7 +123,7 @@ impl Reply {
     }
 
     /// A status with a JSON body.
-    pub fn json(status: u16, body: Value) -> Self {
+    pub(crate) fn json(status: u16, body: Value) -> Self {
         Reply {
             status,
             body: Some(body),
@@ -132,7 +132,7 @@ impl Reply {
     }
 
     /// 204 No Content.
-    pub fn no_content() -> Self {
+    pub(crate) fn no_content() -> Self {
         Reply {
             status: 204,
             body: None,
@@ -179,7 +179,7 @@ impl std::fmt::Display for Dropped {
 impl std::error::Error for Dropped {}
 
 /// Accepts connections on `listener` until `cancel`; open connections are aborted then.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     kind: Listener,
     shared: Arc<Shared>,
@@ -407,7 +407,7 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The query parameters as (name, value) pairs, percent-decoded.
-pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     let Some(query) = query else {
         return Vec::new();
     };

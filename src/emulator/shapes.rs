@@ -9,14 +9,14 @@ use super::server::ApiError;
 use super::validate::{bad, normalize, Field, Kind, STR};
 
 /// A count: an integer from 0 to `u32::MAX` (the client reads counts as `u32`).
-pub const COUNT: Kind = Kind::Num {
+pub(crate) const COUNT: Kind = Kind::Num {
     integer: true,
     min: Some(0.0),
     max: Some(u32::MAX as f64),
 };
 
 /// Checks an `alertSettings` object.
-pub fn alert_settings(name: &str, value: &Value) -> Result<Value, ApiError> {
+pub(crate) fn alert_settings(name: &str, value: &Value) -> Result<Value, ApiError> {
     let table = [
         Field::optional("escalationType", STR),
         Field::optional("runBasedEscalation", Kind::Object),
@@ -61,7 +61,7 @@ pub fn alert_settings(name: &str, value: &Value) -> Result<Value, ApiError> {
 }
 
 /// Checks a `triggerIncident` object.
-pub fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiError> {
+pub(crate) fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiError> {
     let table = [
         Field::optional("serviceId", STR),
         Field::optional("name", STR),
@@ -72,7 +72,7 @@ pub fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiError> {
 }
 
 /// Checks a check group's `apiCheckDefaults`; lists not sent become `[]`.
-pub fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> {
+pub(crate) fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> {
     let table = [
         Field::optional("url", STR),
         Field::new("headers", Kind::Array, json!([])),
@@ -111,7 +111,7 @@ pub fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> 
 }
 
 /// Checks an `alertChannels` object (fixtures only; the API answers it, never takes it).
-pub fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
+pub(crate) fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
     let lists = [
         Field::new("email", Kind::Array, json!([])),
         Field::new("webhook", Kind::Array, json!([])),
@@ -163,7 +163,7 @@ pub fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
 
 /// Checks an extra item of the check statuses list (fixtures): `null`, or a check status
 /// object with `name` and the spec's types.
-pub fn check_status(name: &str, value: &Value) -> Result<Value, ApiError> {
+pub(crate) fn check_status(name: &str, value: &Value) -> Result<Value, ApiError> {
     if value.is_null() {
         return Ok(Value::Null);
     }
@@ -191,7 +191,7 @@ pub fn check_status(name: &str, value: &Value) -> Result<Value, ApiError> {
 
 /// Which list of fixture-only objects [`objects`] checks.
 #[derive(Debug, Clone, Copy)]
-pub enum List {
+pub(crate) enum List {
     /// An error group's `pwtMetadata`.
     PwtMetadata,
     /// An error group's `rootCauseAnalyses`.
@@ -201,7 +201,7 @@ pub enum List {
 }
 
 /// Checks a list of objects that only fixtures carry (the API builds them itself).
-pub fn objects(name: &str, value: &Value, list: List) -> Result<Value, ApiError> {
+pub(crate) fn objects(name: &str, value: &Value, list: List) -> Result<Value, ApiError> {
     let table = match list {
         List::PwtMetadata => vec![
             Field::optional("projectName", STR),

@@ -21,7 +21,7 @@ use crate::redact::Secret;
 /// `now = start_wall + elapsed_real * scale + offset`: with scale 1 it follows the wall clock;
 /// a scale of 60 makes a real second an emulated minute (for large simulations).
 #[derive(Debug)]
-pub struct Clock {
+pub(crate) struct Clock {
     /// Wall time when the emulator started: the origin of emulated time.
     start_wall: DateTime<Utc>,
     /// Monotonic start, so a wall clock step does not move emulated time.
@@ -34,7 +34,7 @@ pub struct Clock {
 
 impl Clock {
     /// A clock starting at the current wall time, running `scale` times faster than real time.
-    pub fn new(scale: f64) -> Self {
+    pub(crate) fn new(scale: f64) -> Self {
         Clock {
             start_wall: Utc::now(),
             start: Instant::now(),
@@ -48,50 +48,50 @@ impl Clock {
     }
 
     /// The emulated current time.
-    pub fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         let scaled = self.start.elapsed().mul_f64(self.scale);
         let elapsed = chrono::Duration::from_std(scaled).unwrap_or(chrono::Duration::MAX);
         self.start_wall + elapsed + *lock(&self.offset)
     }
 
     /// Moves the clock forward by `by`; returns the new time.
-    pub fn advance(&self, by: Duration) -> DateTime<Utc> {
+    pub(crate) fn advance(&self, by: Duration) -> DateTime<Utc> {
         let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::zero());
         *lock(&self.offset) += by;
         self.now()
     }
 
     /// Undoes every advance.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         *lock(&self.offset) = chrono::Duration::zero();
     }
 
     /// The scale factor (emulated seconds per real second).
-    pub fn scale(&self) -> f64 {
+    pub(crate) fn scale(&self) -> f64 {
         self.scale
     }
 }
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it (the emulator's state
 /// stays usable: every update is a single assignment or push).
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A date-time in the service's format: RFC 3339, milliseconds, `Z`.
-pub fn timestamp(at: DateTime<Utc>) -> String {
+pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// A calendar date `YYYY-MM-DD`.
-pub fn date(at: DateTime<Utc>) -> String {
+pub(crate) fn date(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d").to_string()
 }
 
 /// A random version-4 UUID, for ids and ping tokens the emulator hands out.
-pub fn uuid() -> String {
+pub(crate) fn uuid() -> String {
     let b: [u8; 16] = rand::random();
     format!(
         "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-4{:01x}{:02x}-{:01x}{:01x}{:02x}-{}",
@@ -115,7 +115,7 @@ pub fn uuid() -> String {
 
 /// A recorded heartbeat event.
 #[derive(Debug, Clone)]
-pub struct Event {
+pub(crate) struct Event {
     /// The id clients fetch statistics with.
     pub id: String,
     /// `EARLY`, `RECEIVED`, `GRACE`, `LATE` or `FAILING`; any other text when injected through
@@ -131,7 +131,7 @@ pub struct Event {
 
 impl Event {
     /// The event object of the spec.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({
             "id": self.id,
             "state": self.state,
@@ -144,7 +144,7 @@ impl Event {
 
 /// A heartbeat check: its definition as answered by the API, and its timer.
 #[derive(Debug, Clone)]
-pub struct HeartbeatCheck {
+pub(crate) struct HeartbeatCheck {
     /// The check object without `heartbeat.pingUrl` (added on output from the ping base).
     pub object: Map<String, Value>,
     /// Last ping that reset the timer; `None` until the first ping arms it.
@@ -157,12 +157,12 @@ pub struct HeartbeatCheck {
 
 impl HeartbeatCheck {
     /// The check's id.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.object.get("id").and_then(Value::as_str).unwrap_or("")
     }
 
     /// The ping token.
-    pub fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &str {
         self.object
             .get("heartbeat")
             .and_then(|h| h.get("pingToken"))
@@ -173,7 +173,7 @@ impl HeartbeatCheck {
 
 /// Every resource the emulated account holds.
 #[derive(Debug, Clone, Default)]
-pub struct Store {
+pub(crate) struct Store {
     /// Heartbeat checks by id.
     pub checks: BTreeMap<String, HeartbeatCheck>,
     /// Check id by ping token, for the ping host.
@@ -227,7 +227,7 @@ pub struct RecordedRequest {
 
 /// The per-key sliding-window rate limiter of the API.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     /// Requests allowed per window.
     pub limit: u32,
     /// The window length.
@@ -238,7 +238,7 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     /// A limiter allowing `limit` requests per `window`.
-    pub fn new(limit: u32, window: Duration) -> Self {
+    pub(crate) fn new(limit: u32, window: Duration) -> Self {
         RateLimiter {
             limit,
             window,
@@ -247,7 +247,7 @@ impl RateLimiter {
     }
 
     /// Counts a request of `key` at `now`; false when it is over the limit.
-    pub fn admit(&mut self, key: &str, now: DateTime<Utc>) -> bool {
+    pub(crate) fn admit(&mut self, key: &str, now: DateTime<Utc>) -> bool {
         let window = chrono::Duration::from_std(self.window).unwrap_or(chrono::Duration::MAX);
         let hits = self.hits.entry(key.to_owned()).or_default();
         while hits.front().is_some_and(|t| *t <= now - window) {
@@ -258,14 +258,14 @@ impl RateLimiter {
     }
 
     /// Forgets every window.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.hits.clear();
     }
 }
 
 /// Settings fixed at start.
 #[derive(Debug)]
-pub struct Config {
+pub(crate) struct Config {
     /// The bearer token the API accepts.
     pub api_key: Secret,
     /// The account id `x-service-account` must name.
@@ -278,7 +278,7 @@ pub struct Config {
 
 /// Everything the listeners and the handle share.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Settings fixed at start.
     pub config: Config,
     /// The emulated clock.
@@ -296,7 +296,7 @@ pub struct Shared {
 impl Shared {
     /// The store, with every check timer brought up to the current time (so a check whose
     /// period + grace ran out shows its `FAILING` event before anyone reads it).
-    pub fn store(&self) -> (MutexGuard<'_, Store>, DateTime<Utc>) {
+    pub(crate) fn store(&self) -> (MutexGuard<'_, Store>, DateTime<Utc>) {
         let now = self.clock.now();
         let mut store = lock(&self.store);
         store.tick(now);

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::server::ApiError;
 
 /// The locations of the spec's `Location values` enumeration.
-pub const LOCATIONS: &[&str] = &[
+pub(crate) const LOCATIONS: &[&str] = &[
     "us-east-1",
     "us-east-2",
     "us-west-1",
@@ -36,12 +36,12 @@ pub const LOCATIONS: &[&str] = &[
 ];
 
 /// The runtimes of the spec's `Runtime values` enumeration.
-pub const RUNTIMES: &[&str] = &[
+pub(crate) const RUNTIMES: &[&str] = &[
     "2026.04", "2025.04", "2024.09", "2024.02", "2023.09", "2023.02", "2022.10",
 ];
 
 /// Heartbeat period and grace units, with their length in seconds.
-pub const UNITS: &[(&str, f64)] = &[
+pub(crate) const UNITS: &[(&str, f64)] = &[
     ("seconds", 1.0),
     ("minutes", 60.0),
     ("hours", 3600.0),
@@ -49,15 +49,15 @@ pub const UNITS: &[(&str, f64)] = &[
 ];
 
 /// Longest heartbeat period or grace: 365 days, in seconds.
-pub const MAX_HEARTBEAT_SECONDS: f64 = 365.0 * 86400.0;
+pub(crate) const MAX_HEARTBEAT_SECONDS: f64 = 365.0 * 86400.0;
 /// Shortest heartbeat period, in seconds.
-pub const MIN_PERIOD_SECONDS: f64 = 30.0;
+pub(crate) const MIN_PERIOD_SECONDS: f64 = 30.0;
 /// Most environment variables in one array.
-pub const MAX_ENV_VARS: usize = 100;
+pub(crate) const MAX_ENV_VARS: usize = 100;
 
 /// What a field may hold.
 #[derive(Debug, Clone, Copy)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `true` or `false`.
     Bool,
     /// A string of at most `max_len` characters (when given), not empty when `non_empty`.
@@ -114,7 +114,7 @@ pub enum Kind {
 
 /// One field of a resource table.
 #[derive(Debug, Clone)]
-pub struct Field {
+pub(crate) struct Field {
     /// The JSON key.
     pub name: &'static str,
     /// What it may hold.
@@ -129,7 +129,7 @@ pub struct Field {
 
 impl Field {
     /// An optional, non-nullable field with a default.
-    pub fn new(name: &'static str, kind: Kind, default: Value) -> Self {
+    pub(crate) fn new(name: &'static str, kind: Kind, default: Value) -> Self {
         Field {
             name,
             kind,
@@ -140,7 +140,7 @@ impl Field {
     }
 
     /// A field the body must carry.
-    pub fn required(name: &'static str, kind: Kind) -> Self {
+    pub(crate) fn required(name: &'static str, kind: Kind) -> Self {
         Field {
             name,
             kind,
@@ -151,7 +151,7 @@ impl Field {
     }
 
     /// An optional field that may be `null`, defaulting to `default`.
-    pub fn nullable(name: &'static str, kind: Kind, default: Value) -> Self {
+    pub(crate) fn nullable(name: &'static str, kind: Kind, default: Value) -> Self {
         Field {
             nullable: true,
             ..Field::new(name, kind, default)
@@ -159,7 +159,7 @@ impl Field {
     }
 
     /// An optional field left out of the object when not sent.
-    pub fn optional(name: &'static str, kind: Kind) -> Self {
+    pub(crate) fn optional(name: &'static str, kind: Kind) -> Self {
         Field {
             default: None,
             ..Field::new(name, kind, Value::Null)
@@ -168,33 +168,33 @@ impl Field {
 }
 
 /// A string field without bounds.
-pub const STR: Kind = Kind::Str {
+pub(crate) const STR: Kind = Kind::Str {
     max_len: None,
     non_empty: false,
 };
 /// A string field that must not be empty.
-pub const NON_EMPTY: Kind = Kind::Str {
+pub(crate) const NON_EMPTY: Kind = Kind::Str {
     max_len: None,
     non_empty: true,
 };
 /// An integer field.
 /// Bounded to JavaScript's safe integers, as a Node.js service (and a client reading `i64`)
 /// can hold them exactly.
-pub const INT: Kind = Kind::Num {
+pub(crate) const INT: Kind = Kind::Num {
     integer: true,
     min: Some(-MAX_SAFE_INTEGER),
     max: Some(MAX_SAFE_INTEGER),
 };
 /// `Number.MAX_SAFE_INTEGER`: 2^53 - 1.
-pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A 400 naming `field`: `"field" <what>`.
-pub fn bad(field: &str, what: impl std::fmt::Display) -> ApiError {
+pub(crate) fn bad(field: &str, what: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(format!("\"{field}\" {what}"))
 }
 
 /// Parses a request body as a JSON object, or the 400 a malformed body gets.
-pub fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub(crate) fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("\"value\" must be of type object"));
     }
@@ -208,7 +208,7 @@ pub fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
 
 /// Checks `body` against `table` and returns the complete object: every field of the table,
 /// sent or defaulted. Keys outside the table are refused unless `allow_unknown` (kept as sent).
-pub fn normalize(
+pub(crate) fn normalize(
     body: &Map<String, Value>,
     table: &[Field],
     prefix: &str,
@@ -257,7 +257,7 @@ fn path(prefix: &str, key: &str) -> String {
 
 /// Checks one value of the given kind; returns it normalized (the heartbeat object gains its
 /// defaults, everything else is returned as sent).
-pub fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiError> {
+pub(crate) fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiError> {
     match kind {
         Kind::Bool if !value.is_boolean() => Err(bad(name, "must be a boolean")),
         Kind::Str { max_len, non_empty } => {
@@ -427,7 +427,7 @@ fn check_retry_strategy(name: &str, value: &Value) -> Result<Value, ApiError> {
 }
 
 /// The heartbeat object a check gets when the body carries none: period 1 day, grace 1 hour.
-pub fn default_heartbeat() -> Value {
+pub(crate) fn default_heartbeat() -> Value {
     json!({"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours"})
 }
 
@@ -479,7 +479,7 @@ fn check_heartbeat(name: &str, value: &Value) -> Result<Value, ApiError> {
 }
 
 /// The length in seconds of a validated heartbeat `amount` + `unit` pair.
-pub fn seconds(heartbeat: &Map<String, Value>, amount: &str, unit: &str) -> f64 {
+pub(crate) fn seconds(heartbeat: &Map<String, Value>, amount: &str, unit: &str) -> f64 {
     let amount = heartbeat.get(amount).and_then(Value::as_f64).unwrap_or(0.0);
     let unit = heartbeat.get(unit).and_then(Value::as_str).unwrap_or("");
     let factor = UNITS
@@ -490,7 +490,7 @@ pub fn seconds(heartbeat: &Map<String, Value>, amount: &str, unit: &str) -> f64 
 }
 
 /// Whether `text` is a UUID in its canonical 8-4-4-4-12 hex form.
-pub fn is_uuid(text: &str) -> bool {
+pub(crate) fn is_uuid(text: &str) -> bool {
     let groups: Vec<&str> = text.split('-').collect();
     groups.len() == 5
         && groups

@@ -1,4 +1,4 @@
-//! Importing job definitions from other schedulers into `[[jobs]]` tables: for now crontab(5)
+//! Importing job definitions from other schedulers into `[[jobs]]` tables: crontab(5)
 //! (`heartbeat-agent import crontab`). Everything here returns text and problems; printing is
 //! the CLI's job. `docs/import.md` is the user's description.
 

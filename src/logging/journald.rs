@@ -35,10 +35,10 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 /// Where journald listens for native-protocol datagrams.
-pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+pub(crate) const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
 
 /// `SYSLOG_IDENTIFIER` of every entry: what `journalctl -t` selects.
-pub const SYSLOG_IDENTIFIER: &str = "heartbeat-agent";
+pub(crate) const SYSLOG_IDENTIFIER: &str = "heartbeat-agent";
 
 /// Field names the layer sets itself; event fields with these names get a `FIELD_` prefix.
 const RESERVED: [&str; 6] = [

@@ -16,14 +16,14 @@ use rand::Rng;
 const TEMP_PREFIX: &str = ".tmp.";
 
 /// Creates `dir` (and parents) with mode 0700 when missing.
-pub fn private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a temp
 /// file in the same directory (mode 0600), fsync, rename over `path`, fsync the directory. The
 /// directory must exist; the temp file is removed when a step fails.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let temp = temp_path(dir);
     let result = (|| {
@@ -44,7 +44,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Renames `from` to `to` and makes the rename durable (both directories fsynced).
-pub fn rename_durable(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn rename_durable(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::rename(from, to)?;
     if let Some(dir) = to.parent() {
         sync_dir(dir)?;
@@ -57,7 +57,7 @@ pub fn rename_durable(from: &Path, to: &Path) -> io::Result<()> {
 
 /// Removes `path`; a file already gone is fine (another process removed it). True when this
 /// call removed it.
-pub fn remove_if_present(path: &Path) -> io::Result<bool> {
+pub(crate) fn remove_if_present(path: &Path) -> io::Result<bool> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(true),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -66,17 +66,17 @@ pub fn remove_if_present(path: &Path) -> io::Result<bool> {
 }
 
 /// fsyncs a directory, so renames and unlinks in it survive a crash.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
 /// Whether `name` is the name of a temp file of [`write_atomic`].
-pub fn is_temp(name: &str) -> bool {
+pub(crate) fn is_temp(name: &str) -> bool {
     name.starts_with(TEMP_PREFIX)
 }
 
 /// The pid of the process that wrote the temp file named `name`.
-pub fn temp_writer(name: &str) -> Option<u32> {
+pub(crate) fn temp_writer(name: &str) -> Option<u32> {
     name.strip_prefix(TEMP_PREFIX)?
         .split('.')
         .next()?

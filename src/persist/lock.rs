@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// A lock file held with an exclusive `flock(2)`; released when dropped.
 #[derive(Debug)]
-pub struct FileLock {
+pub(crate) struct FileLock {
     /// Kept open: closing the file releases the lock.
     file: File,
 }
@@ -19,7 +19,7 @@ pub struct FileLock {
 impl FileLock {
     /// Takes the lock on `path` (created with mode 0600 when missing), waiting while another
     /// process holds it.
-    pub fn acquire(path: &Path) -> io::Result<FileLock> {
+    pub(crate) fn acquire(path: &Path) -> io::Result<FileLock> {
         let file = open(path)?;
         loop {
             match flock(&file, libc::LOCK_EX) {
@@ -32,7 +32,7 @@ impl FileLock {
 
     /// Takes the lock on `path` (created with mode 0600 when missing) without waiting: `None`
     /// when another process holds it.
-    pub fn try_acquire(path: &Path) -> io::Result<Option<FileLock>> {
+    pub(crate) fn try_acquire(path: &Path) -> io::Result<Option<FileLock>> {
         let file = open(path)?;
         match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
             Ok(()) => Ok(Some(FileLock { file })),
@@ -42,7 +42,7 @@ impl FileLock {
     }
 
     /// The lock file, e.g. to note in it who holds the lock.
-    pub fn file(&self) -> &File {
+    pub(crate) fn file(&self) -> &File {
         &self.file
     }
 }

@@ -12,14 +12,14 @@
 //! that did not happen; the site itself still logs what failed and where. The counts are per
 //! process and start at zero: the daemon serves its own.
 
-pub mod file;
-pub mod lock;
+pub(crate) mod file;
+pub(crate) mod lock;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What could not be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum What {
+pub(crate) enum What {
     /// A pending ping of the outbox (`outbox/*.ping`, or one set aside in `failed/`).
     OutboxEntry,
     /// The outbox's counters (`outbox/stats.json`).
@@ -34,7 +34,7 @@ pub enum What {
 
 impl What {
     /// Every kind, in the order they are shown.
-    pub const ALL: [What; 5] = [
+    pub(crate) const ALL: [What; 5] = [
         What::OutboxEntry,
         What::OutboxStats,
         What::FireTime,
@@ -43,7 +43,7 @@ impl What {
     ];
 
     /// The name shown in the status document and the metric's `what` label.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             What::OutboxEntry => "outbox_entry",
             What::OutboxStats => "outbox_stats",
@@ -57,12 +57,12 @@ impl What {
 static FAILURES: [AtomicU64; What::ALL.len()] = [const { AtomicU64::new(0) }; What::ALL.len()];
 
 /// Counts one failed write of `what`.
-pub fn failed(what: What) {
+pub(crate) fn failed(what: What) {
     FAILURES[what as usize].fetch_add(1, Ordering::Relaxed);
 }
 
 /// The failures so far, by kind (every kind, zeros included), in [`What::ALL`] order.
-pub fn snapshot() -> Vec<(&'static str, u64)> {
+pub(crate) fn snapshot() -> Vec<(&'static str, u64)> {
     What::ALL
         .iter()
         .map(|what| {

@@ -3,8 +3,8 @@
 //! A [`Ping`] is a validated URL, a method and a source (sent as `Origin`). [`send`] delivers it
 //! with up to [`Budget::attempts`] attempts, capped exponential backoff with full jitter between
 //! them, all inside [`Budget::total`], and returns a [`PingOutcome`] that tells a delivered ping
-//! from a failure worth retrying later and a permanent one. [`deliver_or_queue`] is the one call
-//! sites use: it is where the durable outbox plugs in.
+//! from a failure worth retrying later and a permanent one. [`outbox::deliver_or_queue_for`] is
+//! the one call sites use: it sends, and keeps in the durable outbox what could not be sent.
 //!
 //! `http://` URLs go through a minimal HTTP/1.1 client (`http1.rs`): `run` must start and ping
 //! faster than curl, and building a TLS client costs more than the whole request. `https://`
@@ -13,7 +13,6 @@
 //! A ping URL is a secret (its path carries the token): everything printed about it goes
 //! through [`crate::redact::url`], and no error below carries the URL.
 
-use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -105,7 +104,7 @@ impl Ping {
     }
 
     /// A ping to an already validated URL (a job's `ping_url`); only `source` is checked.
-    pub fn to(url: &PingUrl, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
+    pub(crate) fn to(url: &PingUrl, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
         if source.chars().any(char::is_control) {
             return Err(InvalidPing::Source(source.escape_debug().to_string()));
         }
@@ -117,12 +116,12 @@ impl Ping {
     }
 
     /// The URL itself: a secret, only for sending and for keying state (outbox, locks).
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         self.url.as_str()
     }
 
     /// The URL as it may be shown: scheme, host and a fingerprint.
-    pub fn redacted(&self) -> String {
+    pub(crate) fn redacted(&self) -> String {
         crate::redact::url(self.url.as_str())
     }
 }
@@ -171,7 +170,7 @@ pub enum PingError {
 
 impl PingError {
     /// Whether trying again later can help: everything but a 4xx other than 408 and 429.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             PingError::Status(code) => !(400..500).contains(code) || matches!(code, 408 | 429),
             _ => true,
@@ -181,7 +180,7 @@ impl PingError {
 
 /// What one attempt got back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The HTTP status.
     pub status: u16,
     /// `Retry-After` in seconds, when given (429, 503).
@@ -221,7 +220,7 @@ const BACKOFF_BASE: Duration = Duration::from_millis(250);
 const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
 /// Sends `ping` within `budget`; see the module documentation.
-pub async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
+pub(crate) async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
     let end = Instant::now() + budget.total;
     let attempts = budget.attempts.max(1);
     let mut last = (PingError::Timeout, None);
@@ -266,7 +265,7 @@ pub async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
 }
 
 /// One attempt, ending by `deadline`: the building block of [`send`] and of outbox draining.
-pub async fn send_once(
+pub(crate) async fn send_once(
     ping: &Ping,
     connect_timeout: Duration,
     deadline: Instant,
@@ -331,26 +330,6 @@ async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingErro
         status: response.status().as_u16(),
         retry_after,
     })
-}
-
-/// Delivers `ping` now, or keeps it in the outbox under `state_dir` for later: the single place
-/// where a finished run hands over its ping. Failures are logged as warnings, redacted; the
-/// outcome is returned for counting. Without a job context (see
-/// [`outbox::deliver_or_queue_for`], which callers that know the job should use) a stored
-/// success is kept for [`outbox::DEFAULT_MAX_AGE`].
-pub async fn deliver_or_queue(
-    ping: &Ping,
-    budget: &Budget,
-    state_dir: Option<&Path>,
-) -> PingOutcome {
-    let outbox = state_dir.map(|dir| outbox::Outbox::new(dir, outbox::DEFAULT_MAX_ENTRIES));
-    outbox::deliver_or_queue_for(
-        ping,
-        budget,
-        outbox.as_ref(),
-        &outbox::PingContext::default(),
-    )
-    .await
 }
 
 #[cfg(test)]

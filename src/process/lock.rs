@@ -10,16 +10,14 @@ use crate::persist::lock::FileLock;
 
 /// A held run lock; released when dropped (or when the process ends).
 #[derive(Debug)]
-pub struct RunLock {
+pub(crate) struct RunLock {
     /// Kept: dropping it releases the lock.
     _lock: FileLock,
-    /// The lock file, for messages.
-    pub path: PathBuf,
 }
 
 /// Why a lock could not be taken.
 #[derive(Debug, thiserror::Error)]
-pub enum LockError {
+pub(crate) enum LockError {
     /// Another process holds it: the job is running.
     #[error("another run holds the lock {}", .path.display())]
     Busy {
@@ -39,7 +37,7 @@ pub enum LockError {
 impl RunLock {
     /// Takes the lock named `key` under `state_dir` without waiting. The state directory is
     /// created (mode 0700) when missing. `key` should be a short, file-name-safe identifier.
-    pub fn try_acquire(state_dir: &Path, key: &str) -> Result<RunLock, LockError> {
+    pub(crate) fn try_acquire(state_dir: &Path, key: &str) -> Result<RunLock, LockError> {
         let dir = state_dir.join("locks");
         private_dir(&dir).map_err(|source| LockError::Unusable {
             path: dir.clone(),
@@ -55,13 +53,13 @@ impl RunLock {
         let mut file = lock.file();
         let _ = file.set_len(0);
         let _ = writeln!(file, "{}", std::process::id());
-        Ok(RunLock { _lock: lock, path })
+        Ok(RunLock { _lock: lock })
     }
 }
 
 /// A file-name-safe lock key: letters, digits, `-`, `_` and `.` kept, anything else `_`,
 /// with a fingerprint of the original appended so different names never collide.
-pub fn lock_key(kind: &str, name: &str) -> String {
+pub(crate) fn lock_key(kind: &str, name: &str) -> String {
     let safe: String = name
         .chars()
         .take(64)

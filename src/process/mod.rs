@@ -1,15 +1,16 @@
 //! Spawning and supervising child processes: own process group, signal forwarding, timeouts
 //! (SIGTERM to the group, then SIGKILL), exit status as code or signal, environment hygiene.
 //!
-//! Used by `run` (one command, stdio inherited) and meant for the daemon (many jobs, output
-//! captured into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
+//! Used by `run` (one command, stdio inherited) and by the daemon (many jobs, output captured
+//! into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
 //! [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
 //! an [`Outcome`] whose [`RunEnd`] says who ended the run and keeps an exit code and a
 //! terminating signal apart. A command that cannot start is a [`SpawnError`], which is a
 //! [`RunEnd`] too.
 //!
 //! Nothing here knows about the wrapper's own signals: the caller turns received signals into
-//! [`Control::Forward`], and reads its status off the [`RunEnd`] ([`RunEnd::exit_status`]).
+//! [`Control::Forward`], and reads its status off the [`RunEnd`]
+//! ([`crate::run_end::RunEnd::exit_status`]).
 
 use std::ffi::OsString;
 use std::io;
@@ -17,21 +18,20 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-pub mod lock;
+pub(crate) mod lock;
 mod supervise;
 mod tail;
 mod tty;
 
-pub use crate::run_end::{ProcessEnd, RunEnd};
-pub use supervise::{Control, Limits, Outcome};
-pub use tail::{LineSink, Stream, Tail, MAX_LINE};
+pub(crate) use crate::run_end::{ProcessEnd, RunEnd};
+pub(crate) use supervise::{Control, Limits, Outcome};
+pub(crate) use tail::{LineSink, Tail};
 
 /// Environment variables that carry the agent's own secrets or its service-manager channel,
 /// removed from every child's environment (variables starting with `WATCHDOG_` go too).
-pub const SECRET_ENV: &[&str] = &[
+pub(crate) const SECRET_ENV: &[&str] = &[
     "HEARTBEAT_AGENT_API_KEY",
     "HEARTBEAT_AGENT_PING_URL",
     "NOTIFY_SOCKET",
@@ -39,14 +39,14 @@ pub const SECRET_ENV: &[&str] = &[
 ];
 
 /// The variable naming the job a child runs for (set when the job is known).
-pub const JOB_ENV: &str = "HEARTBEAT_AGENT_JOB";
+pub(crate) const JOB_ENV: &str = "HEARTBEAT_AGENT_JOB";
 
 /// The variable naming the heartbeat check a child reports to (set when known).
-pub const CHECK_ENV: &str = "HEARTBEAT_AGENT_CHECK_ID";
+pub(crate) const CHECK_ENV: &str = "HEARTBEAT_AGENT_CHECK_ID";
 
 /// What to run and how.
 #[derive(Debug, Clone)]
-pub struct CommandSpec {
+pub(crate) struct CommandSpec {
     /// The program: a path, or a name looked up in `PATH` (no shell is involved).
     pub program: OsString,
     /// Its arguments, without the program.
@@ -71,7 +71,7 @@ pub struct CommandSpec {
 /// Credentials a child switches to before it executes the program, resolved by the caller
 /// (looking up names is not allowed between fork and exec).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunAs {
+pub(crate) struct RunAs {
     /// The user id.
     pub uid: u32,
     /// The primary group id.
@@ -82,7 +82,7 @@ pub struct RunAs {
 
 /// Where a child's standard streams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Io {
+pub(crate) enum Io {
     /// Inherited untouched (byte-exact), as `run` needs. When stdin is the controlling terminal
     /// and the caller is in its foreground, the child's group becomes the foreground group for
     /// the run, so interactive commands work.
@@ -99,7 +99,7 @@ impl CommandSpec {
     /// A spec for `argv` (program first) with inherited stdio and no extra environment.
     ///
     /// Returns `None` when `argv` is empty or the program is the empty string.
-    pub fn from_argv<S: Into<OsString> + Clone>(argv: &[S]) -> Option<CommandSpec> {
+    pub(crate) fn from_argv<S: Into<OsString> + Clone>(argv: &[S]) -> Option<CommandSpec> {
         let (program, args) = argv.split_first()?;
         let program: OsString = program.clone().into();
         if program.is_empty() {
@@ -118,14 +118,14 @@ impl CommandSpec {
     }
 
     /// The program as text, for messages.
-    pub fn program_display(&self) -> String {
+    pub(crate) fn program_display(&self) -> String {
         self.program.to_string_lossy().into_owned()
     }
 }
 
 /// Why a command could not be started.
 #[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
+pub(crate) enum SpawnError {
     /// No such program (in `PATH`, or at the given path). Shells report 127.
     #[error("{program}: command not found")]
     NotFound {
@@ -162,7 +162,7 @@ impl From<&SpawnError> for RunEnd {
 
 /// A started child in its own process group (its pid is the group id).
 #[derive(Debug)]
-pub struct Running {
+pub(crate) struct Running {
     child: tokio::process::Child,
     pid: Pid,
     tail: Option<tail::Capture>,
@@ -171,13 +171,8 @@ pub struct Running {
 
 impl Running {
     /// The child's pid, which is also its process group id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         u32::try_from(self.pid.as_raw()).unwrap_or_default()
-    }
-
-    /// Sends `signal` to the child's whole process group.
-    pub fn signal_group(&self, signal: Signal) -> nix::Result<()> {
-        supervise::signal_group(self.pid, signal)
     }
 }
 
@@ -187,7 +182,7 @@ impl Running {
 /// cron. Threads
 /// created by the calling thread reset too, so call it on each thread once it exists. Without a
 /// raised priority it changes nothing; it cannot fail in a way that matters (errors ignored).
-pub fn children_at_default_priority() {
+pub(crate) fn children_at_default_priority() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: applies to the calling thread only, with a valid parameter; SCHED_OTHER keeps the
     // thread's nice value, the flag only affects its future children.
@@ -200,7 +195,7 @@ pub fn children_at_default_priority() {
 ///
 /// Must be called inside a tokio runtime. The child is not killed when the [`Running`] is
 /// dropped: supervise it to the end.
-pub fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
+pub(crate) fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
     let mut cmd = tokio::process::Command::new(&spec.program);
     cmd.args(&spec.args).process_group(0);
     for (key, _) in std::env::vars_os() {
@@ -299,7 +294,7 @@ fn classify(program: String, source: io::Error) -> SpawnError {
 /// many. Orphans are reparented to PID 1, so this matters when the agent is a container's
 /// entrypoint. Call it only when no supervised child is still running: `waitpid(-1)` would
 /// otherwise steal that child's exit status from its supervisor.
-pub fn reap_orphans() -> usize {
+pub(crate) fn reap_orphans() -> usize {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     let mut reaped = 0;
     while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {

@@ -21,7 +21,7 @@ use super::{ProcessEnd, RunEnd, Running, Tail, PIPE_GRACE};
 
 /// Limits on one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// After this long the group gets SIGTERM; `None` lets it run as long as it wants.
     pub timeout: Option<Duration>,
     /// How long after that SIGTERM until SIGKILL.
@@ -30,7 +30,7 @@ pub struct Limits {
 
 /// Requests to the supervisor while the child runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
+pub(crate) enum Control {
     /// Send this signal to the child's group (the wrapper received it).
     Forward(Signal),
     /// Stop the run: SIGTERM to the group, SIGKILL after `grace` (daemon shutdown).
@@ -42,7 +42,7 @@ pub enum Control {
 
 /// How a supervised run ended.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// How it ended: by itself, at its timeout or by a stop, and how its process ended.
     pub end: RunEnd,
     /// Wall time from the start of supervision to the child's end.
@@ -92,7 +92,7 @@ struct Waited {
 impl Running {
     /// Waits for the child to end, obeying `limits` and the `control` channel; see the module
     /// documentation for what happens to the rest of its process group.
-    pub async fn supervise(
+    pub(crate) async fn supervise(
         mut self,
         limits: Limits,
         control: UnboundedReceiver<Control>,

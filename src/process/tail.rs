@@ -7,7 +7,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// A ring buffer holding the most recent `capacity` bytes written to it.
 #[derive(Debug, Clone, Default)]
-pub struct Tail {
+pub(crate) struct Tail {
     bytes: VecDeque<u8>,
     capacity: usize,
     /// How many bytes were dropped from the front, so a reader can say "output truncated".
@@ -16,7 +16,7 @@ pub struct Tail {
 
 impl Tail {
     /// An empty tail keeping at most `capacity` bytes.
-    pub fn new(capacity: usize) -> Tail {
+    pub(crate) fn new(capacity: usize) -> Tail {
         Tail {
             // No up-front allocation: the buffer grows only with actual output, so thousands of
             // quiet jobs cost nothing here.
@@ -27,7 +27,7 @@ impl Tail {
     }
 
     /// Appends `data`, dropping the oldest bytes beyond the capacity.
-    pub fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         let keep = &data[data.len().saturating_sub(self.capacity)..];
         self.dropped += (data.len() - keep.len()) as u64;
         let overflow = (self.bytes.len() + keep.len()).saturating_sub(self.capacity);
@@ -37,12 +37,13 @@ impl Tail {
     }
 
     /// The kept bytes, oldest first.
-    pub fn contents(&self) -> Vec<u8> {
+    pub(crate) fn contents(&self) -> Vec<u8> {
         self.bytes.iter().copied().collect()
     }
 
     /// How many bytes were written but are no longer kept.
-    pub fn dropped(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 }
@@ -140,7 +141,7 @@ async fn read_some(pipe: Option<&mut (impl AsyncRead + Unpin)>, buf: &mut [u8]) 
 
 /// Which standard stream a line of output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub(crate) enum Stream {
     /// The child's stdout.
     Stdout,
     /// The child's stderr.
@@ -149,7 +150,7 @@ pub enum Stream {
 
 impl Stream {
     /// `"stdout"` or `"stderr"`, for log fields.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
@@ -161,14 +162,14 @@ impl Stream {
 /// can log output line by line with the job's name. A line longer than [`MAX_LINE`] is passed
 /// on in pieces; a last line without a newline is passed on when the pipe closes.
 #[derive(Clone)]
-pub struct LineSink(Arc<LineFn>);
+pub(crate) struct LineSink(Arc<LineFn>);
 
 /// The callback behind a [`LineSink`].
 type LineFn = dyn Fn(Stream, &[u8]) + Send + Sync;
 
 impl LineSink {
     /// A sink calling `f` for every line.
-    pub fn new(f: impl Fn(Stream, &[u8]) + Send + Sync + 'static) -> LineSink {
+    pub(crate) fn new(f: impl Fn(Stream, &[u8]) + Send + Sync + 'static) -> LineSink {
         LineSink(Arc::new(f))
     }
 }
@@ -181,7 +182,7 @@ impl std::fmt::Debug for LineSink {
 
 /// The longest line handed to a [`LineSink`] in one piece: a child that writes megabytes
 /// without a newline must not make the reader buffer all of it.
-pub const MAX_LINE: usize = 4096;
+pub(crate) const MAX_LINE: usize = 4096;
 
 /// Hands every complete line of `pending` (and pieces of [`MAX_LINE`] bytes of an overlong
 /// one) to `emit`, without the `\n` or `\r\n`, and keeps the rest.

@@ -14,7 +14,8 @@ pub(super) struct Foreground {
     previous: libc::pid_t,
 }
 
-/// The terminal hand-over prepared in the child, waiting for the parent's half ([`Pending::hand_to`]).
+/// The terminal hand-over prepared in the child, waiting for the parent's half
+/// ([`Pending::hand_to`]).
 #[derive(Debug)]
 pub(super) struct Pending {
     previous: libc::pid_t,

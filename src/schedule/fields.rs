@@ -26,7 +26,7 @@ const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
 impl FieldKind {
     /// The field's name as used in error messages and the docs.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             FieldKind::Second => "second",
             FieldKind::Minute => "minute",
@@ -60,7 +60,7 @@ impl FieldKind {
 
 /// The parsed values of one field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     /// Bit `n` is set when value `n` matches (for day-of-week, 7 is folded into 0).
     pub bits: u64,
     /// The field text starts with `*`: cronie's `*_STAR` flag, which decides the day-field OR
@@ -70,12 +70,12 @@ pub struct Field {
 
 impl Field {
     /// Whether value `n` matches.
-    pub fn contains(self, n: u32) -> bool {
+    pub(crate) fn contains(self, n: u32) -> bool {
         n < 64 && self.bits & (1 << n) != 0
     }
 
     /// The smallest matching value at least `from`.
-    pub fn next_from(self, from: u32) -> Option<u32> {
+    pub(crate) fn next_from(self, from: u32) -> Option<u32> {
         if from >= 64 {
             return None;
         }
@@ -84,14 +84,14 @@ impl Field {
     }
 
     /// The smallest matching value (every parsed field has at least one).
-    pub fn first(self) -> u32 {
+    pub(crate) fn first(self) -> u32 {
         self.bits.trailing_zeros()
     }
 }
 
 /// Parses the text of one field; the error says what is wrong with it, without the field name
 /// (the caller adds the context).
-pub fn parse_field(kind: FieldKind, text: &str) -> Result<Field, String> {
+pub(crate) fn parse_field(kind: FieldKind, text: &str) -> Result<Field, String> {
     let mut bits = 0u64;
     for item in text.split(',') {
         if item.is_empty() {

@@ -15,7 +15,7 @@ use super::Schedule;
 
 /// Schedules whose longest gap is at most this keep one period (the longest gap) even when
 /// irregular: adapting would cost a PUT per run for little gain.
-pub const ADAPT_ABOVE: Duration = Duration::from_secs(3_600);
+pub(crate) const ADAPT_ABOVE: Duration = Duration::from_secs(3_600);
 
 /// How far ahead the cadence is measured: a year and a bit, so every DST change is seen.
 const LOOK_AHEAD_DAYS: i64 = 400;
@@ -46,7 +46,7 @@ impl Cadence {
     /// 25 h days; a skipped or repeated local time moves a fixed-time job by up to one shift on
     /// each side), so the period is the typical gap and the grace covers the longest; or the
     /// longest gap is at most [`ADAPT_ABOVE`], so the period is the longest gap.
-    pub fn steady(&self) -> Option<(Duration, Duration)> {
+    pub(crate) fn steady(&self) -> Option<(Duration, Duration)> {
         if self.longest - self.shortest <= self.dst_shift * 2 {
             Some((self.typical, self.longest - self.typical))
         } else if self.longest <= ADAPT_ABOVE {
@@ -59,7 +59,7 @@ impl Cadence {
 
 impl Schedule {
     /// The time from the fire at `fire` to the next one; None when there is no next fire.
-    pub fn gap_after(&self, fire: DateTime<Utc>, tz: Tz) -> Option<Duration> {
+    pub(crate) fn gap_after(&self, fire: DateTime<Utc>, tz: Tz) -> Option<Duration> {
         let next = self.next_after(fire, tz)?;
         (next - fire).to_std().ok()
     }
@@ -69,7 +69,7 @@ impl Schedule {
 /// latest fire at or before `now` (so the gap being timed counts; at most 5,000 fires), plus
 /// those around every change of the zone's offset in that time. `None` when the schedule has
 /// no two fires (`@reboot`).
-pub fn cadence(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option<Cadence> {
+pub(crate) fn cadence(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option<Cadence> {
     let mut gaps: BTreeMap<Duration, usize> = BTreeMap::new();
     let from = now
         .checked_add_signed(TimeDelta::nanoseconds(1))
@@ -160,7 +160,7 @@ fn offset_changes(
 /// fire whose ping was), the check still times the gap before it, so the longer of the two.
 /// This way a longer gap is covered as soon as its fire comes, and a shorter one is sent only
 /// after the ping that starts it was accepted.
-pub fn upcoming_gap(
+pub(crate) fn upcoming_gap(
     schedule: &Schedule,
     tz: Tz,
     now: DateTime<Utc>,
@@ -190,7 +190,7 @@ pub fn upcoming_gap(
 /// `now + 365 d`, `now + 730 d`, and `next_after` from that point lands more than a year later;
 /// `prev_before` then gives the gap's start. A few `next_after` probes instead of a walk over
 /// every fire keep this cheap enough for config loading.
-pub fn long_gap(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option<Duration> {
+pub(crate) fn long_gap(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option<Duration> {
     let year = TimeDelta::days(365);
     let mut longest = Duration::ZERO;
     let mut any = false;

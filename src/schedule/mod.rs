@@ -14,11 +14,11 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 
-pub use fields::FieldKind;
-pub use gap::{cadence, long_gap, upcoming_gap, Cadence, ADAPT_ABOVE};
+pub(crate) use fields::FieldKind;
+pub(crate) use gap::{cadence, long_gap, upcoming_gap, Cadence};
 use parse::Parsed;
 
 /// A parsed schedule expression (5 or 6 fields, or an `@` macro).
@@ -61,19 +61,19 @@ impl Schedule {
     }
 
     /// `@reboot`: runs once per boot of the machine and has no fire times.
-    pub fn is_reboot(&self) -> bool {
+    pub(crate) fn is_reboot(&self) -> bool {
         self.parsed == Parsed::Reboot
     }
 
     /// A leading seconds field was written (a sub-minute schedule is possible).
-    pub fn has_seconds(&self) -> bool {
+    pub(crate) fn has_seconds(&self) -> bool {
         matches!(self.parsed, Parsed::Times { seconds: true, .. })
     }
 
     /// A job at a particular time of day in the sense of cron(8): neither the minute nor the
     /// hour field starts with `*` (so not `@hourly`). Such jobs fire once at a DST jump that
     /// skips their time, and only at the first occurrence of a repeated time.
-    pub fn is_fixed_time(&self) -> bool {
+    pub(crate) fn is_fixed_time(&self) -> bool {
         match &self.parsed {
             Parsed::Times { fields, .. } => !fields.minute.star && !fields.hour.star,
             Parsed::Reboot => false,
@@ -81,7 +81,8 @@ impl Schedule {
     }
 
     /// Whether a local (wall-clock) time matches every field; false for `@reboot`.
-    pub fn matches_local(&self, local: NaiveDateTime) -> bool {
+    #[cfg(test)]
+    pub(crate) fn matches_local(&self, local: chrono::NaiveDateTime) -> bool {
         match &self.parsed {
             Parsed::Times { fields, .. } => fields.matches(local),
             Parsed::Reboot => false,
@@ -100,7 +101,7 @@ impl Schedule {
     }
 
     /// The fire times strictly after `after`, in order.
-    pub fn fire_times(&self, after: DateTime<Utc>, tz: Tz) -> FireTimes<'_> {
+    pub(crate) fn fire_times(&self, after: DateTime<Utc>, tz: Tz) -> FireTimes<'_> {
         FireTimes {
             schedule: self,
             tz,
@@ -110,7 +111,7 @@ impl Schedule {
 
     /// The last fire time strictly before `before` (within 28 years), e.g. to know which run
     /// a check is waiting for at start-up. Consistent with [`Schedule::fire_times`].
-    pub fn prev_before(&self, before: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    pub(crate) fn prev_before(&self, before: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         let mut window = TimeDelta::minutes(2);
         while window <= TimeDelta::days(28 * 366) {
             let found = self
@@ -142,7 +143,7 @@ impl std::fmt::Display for Schedule {
 
 /// Iterator over fire times, from [`Schedule::fire_times`].
 #[derive(Debug, Clone)]
-pub struct FireTimes<'a> {
+pub(crate) struct FireTimes<'a> {
     /// The schedule being followed.
     schedule: &'a Schedule,
     /// The zone its fields are read in.

@@ -28,7 +28,7 @@ const PROBE: TimeDelta = TimeDelta::days(1);
 impl Fields {
     /// Whether a date matches the day fields: both restricted (neither starts with `*`) means
     /// either may match, as in cronie; otherwise both must.
-    pub fn day_matches(&self, date: NaiveDate) -> bool {
+    pub(crate) fn day_matches(&self, date: NaiveDate) -> bool {
         let dom = self.dom.contains(date.day());
         let dow = self.dow.contains(date.weekday().num_days_from_sunday());
         if self.dom.star || self.dow.star {
@@ -39,7 +39,8 @@ impl Fields {
     }
 
     /// Whether a local time matches every field.
-    pub fn matches(&self, local: NaiveDateTime) -> bool {
+    #[cfg(test)]
+    pub(crate) fn matches(&self, local: NaiveDateTime) -> bool {
         self.month.contains(local.month())
             && self.day_matches(local.date())
             && self.hour.contains(local.hour())
@@ -66,7 +67,11 @@ impl Fields {
     }
 
     /// The first matching local time at or after `from`, no later than the date `until`.
-    pub fn next_local(&self, from: NaiveDateTime, until: NaiveDate) -> Option<NaiveDateTime> {
+    pub(crate) fn next_local(
+        &self,
+        from: NaiveDateTime,
+        until: NaiveDate,
+    ) -> Option<NaiveDateTime> {
         let mut date = from.date();
         let mut lower = from.time();
         while date <= until {
@@ -92,7 +97,7 @@ impl Fields {
 
 /// The first fire strictly after `after`. `fixed` selects the DST rules for jobs at a fixed
 /// time of day (see the module header).
-pub fn next_fire(
+pub(crate) fn next_fire(
     fields: &Fields,
     fixed: bool,
     after: DateTime<Utc>,

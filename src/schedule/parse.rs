@@ -5,7 +5,7 @@ use super::fields::{parse_field, Field, FieldKind};
 use super::ScheduleError;
 
 /// The `@` macros of crontab(5) and what they stand for (`None`: `@reboot`, no time at all).
-pub const MACROS: [(&str, Option<&str>); 8] = [
+pub(crate) const MACROS: [(&str, Option<&str>); 8] = [
     ("@reboot", None),
     ("@yearly", Some("0 0 1 1 *")),
     ("@annually", Some("0 0 1 1 *")),
@@ -18,7 +18,7 @@ pub const MACROS: [(&str, Option<&str>); 8] = [
 
 /// The matching values of every field of a time-based schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fields {
+pub(crate) struct Fields {
     /// Seconds; `{0}` for a 5-field expression.
     pub second: Field,
     /// Minutes.
@@ -35,7 +35,7 @@ pub struct Fields {
 
 /// What an expression describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parsed {
+pub(crate) enum Parsed {
     /// `@reboot`: once per boot of the machine, no clock time.
     Reboot,
     /// Clock times; `seconds` says whether a seconds field was written.
@@ -48,7 +48,7 @@ pub enum Parsed {
 }
 
 /// Parses an expression; `expr` is quoted in every error.
-pub fn parse(expr: &str) -> Result<Parsed, ScheduleError> {
+pub(crate) fn parse(expr: &str) -> Result<Parsed, ScheduleError> {
     let text = expr.trim();
     if text.starts_with('@') {
         return match MACROS

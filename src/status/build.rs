@@ -14,7 +14,7 @@ use crate::daemon::state::RunRecord;
 use crate::ping::outbox::Outbox;
 
 /// The bound check ids of `config`.
-pub fn check_ids(config: &Config) -> BTreeSet<String> {
+pub(crate) fn check_ids(config: &Config) -> BTreeSet<String> {
     config
         .jobs
         .iter()
@@ -60,7 +60,7 @@ fn secrets(app: &App, config: &Config) -> Vec<String> {
 }
 
 /// The document; `refresh` bypasses the remote view's cache.
-pub async fn document(app: &App, refresh: bool) -> StatusDoc {
+pub(crate) async fn document(app: &App, refresh: bool) -> StatusDoc {
     let config = app.config();
     let now = Utc::now();
     let remote = app.sources.remote.get(&check_ids(&config), refresh).await;
@@ -179,7 +179,7 @@ fn run_doc(run: &RunRecord, secrets: &[&str]) -> RunDoc {
 }
 
 /// The metrics text.
-pub fn metrics(app: &App) -> String {
+pub(crate) fn metrics(app: &App) -> String {
     let config = app.config();
     let outbox = outbox(app, &config);
     let scrape = Scrape {

@@ -78,7 +78,7 @@ impl Endpoint {
     }
 
     /// The endpoint a daemon listening on `listen` serves (`0.0.0.0` is reached on loopback).
-    pub fn from_listen(listen: &Listen) -> Endpoint {
+    pub(crate) fn from_listen(listen: &Listen) -> Endpoint {
         match listen {
             Listen::Tcp(addr) => {
                 let mut addr = *addr;

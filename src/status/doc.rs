@@ -11,7 +11,7 @@ use crate::api::model::CheckStatus;
 
 /// The whole document.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StatusDoc {
+pub(crate) struct StatusDoc {
     /// The agent's version, so a fleet can be audited.
     pub version: String,
     /// When this document was made: the reference for the ages the table shows.
@@ -35,7 +35,7 @@ pub struct StatusDoc {
 
 /// Which configuration the daemon runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ConfigInfo {
+pub(crate) struct ConfigInfo {
     /// The file (re-read on SIGHUP).
     pub path: String,
     /// When it was last loaded successfully (start, or the last good reload).
@@ -44,7 +44,7 @@ pub struct ConfigInfo {
 
 /// One job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JobDoc {
+pub(crate) struct JobDoc {
     /// The job's name.
     pub name: String,
     /// `command`, `shell`, `watch` or `external` (run elsewhere, only shown).
@@ -83,7 +83,7 @@ pub struct JobDoc {
 
 /// One run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunDoc {
+pub(crate) struct RunDoc {
     /// The fire time it belongs to.
     pub scheduled: DateTime<Utc>,
     /// When it started.
@@ -111,7 +111,7 @@ pub struct RunDoc {
 
 /// One ping.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PingDoc {
+pub(crate) struct PingDoc {
     /// When it was sent.
     pub at: DateTime<Utc>,
     /// `accepted` or `failed` (a failed ping may wait in the outbox).
@@ -123,7 +123,7 @@ pub struct PingDoc {
 /// The service's view of a job's check.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
-pub enum Remote {
+pub(crate) enum Remote {
     /// Fetched (possibly from the 60 s cache).
     Available {
         /// When it was fetched.
@@ -144,7 +144,7 @@ pub enum Remote {
 /// Heartbeat statistics of a check.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
-pub enum Heartbeat {
+pub(crate) enum Heartbeat {
     /// From the check's latest event.
     Available {
         /// Success ratio of the last 24 hours (0 to 1; `null` without data).
@@ -163,7 +163,7 @@ pub enum Heartbeat {
 
 /// A heartbeat event.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EventDoc {
+pub(crate) struct EventDoc {
     /// The event id.
     pub id: String,
     /// The event's state as the service names it.
@@ -174,7 +174,7 @@ pub struct EventDoc {
 
 /// Check sync of one job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SyncDoc {
+pub(crate) struct SyncDoc {
     /// The check id.
     pub check_id: String,
     /// `in_sync`, `pending` or `failed`.

@@ -16,7 +16,7 @@ use crate::daemon::AfterRun;
 use crate::ping::outbox::Stats;
 
 /// Upper bounds (seconds) of the run duration histogram's buckets.
-pub const DURATION_BUCKETS: [f64; 12] = [
+pub(crate) const DURATION_BUCKETS: [f64; 12] = [
     0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0,
 ];
 
@@ -34,14 +34,14 @@ struct JobCounters {
 /// Counts runs by job and outcome, their durations and pings: told about every run by the
 /// daemon ([`AfterRun`]), reading the run's record from the daemon's state.
 #[derive(Debug, Default)]
-pub struct RunMetrics {
+pub(crate) struct RunMetrics {
     state: OnceLock<Arc<DaemonState>>,
     jobs: Mutex<BTreeMap<String, JobCounters>>,
 }
 
 impl RunMetrics {
     /// Where the runs' records are read (set when the status task starts, before any run ends).
-    pub fn attach(&self, state: Arc<DaemonState>) {
+    pub(crate) fn attach(&self, state: Arc<DaemonState>) {
         let _ = self.state.set(state);
     }
 
@@ -91,7 +91,7 @@ impl AfterRun for RunMetrics {
 
 /// What a scrape reads besides the run counters.
 #[derive(Debug)]
-pub struct Scrape<'a> {
+pub(crate) struct Scrape<'a> {
     /// The daemon's job state.
     pub state: &'a DaemonState,
     /// Seconds since the Unix epoch at which the daemon started.
@@ -105,7 +105,7 @@ pub struct Scrape<'a> {
 }
 
 /// Prometheus text of one scrape.
-pub fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
+pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     let mut out = Text::default();
     out.family(
         "heartbeat_agent_build_info",
@@ -339,7 +339,7 @@ impl Text {
 }
 
 /// A label value with `\`, `"` and newlines escaped.
-pub fn escape_label(value: &str) -> String {
+pub(crate) fn escape_label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

@@ -10,10 +10,10 @@
 
 mod build;
 pub mod client;
-pub mod doc;
-pub mod metrics;
-pub mod remote;
-pub mod server;
-pub mod table;
+pub(crate) mod doc;
+pub(crate) mod metrics;
+pub(crate) mod remote;
+pub(crate) mod server;
+pub(crate) mod table;
 
-pub use server::{bind, task, Bound, Sources};
+pub(crate) use server::{bind, task, Sources};

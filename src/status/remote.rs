@@ -20,10 +20,10 @@ use crate::api::model::{CheckStatus, HeartbeatEvent, HeartbeatStats};
 use crate::api::ApiClient;
 
 /// How long a fetched view is served before the next request fetches again.
-pub const CACHE_FOR: Duration = Duration::from_secs(60);
+pub(crate) const CACHE_FOR: Duration = Duration::from_secs(60);
 
 /// Upper bound of one refresh, so a hanging API cannot hold `/status`.
-pub const FETCH_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const FETCH_LIMIT: Duration = Duration::from_secs(10);
 
 /// One fetch: the result for every check id asked, or why nothing could be fetched.
 #[derive(Debug, Clone)]
@@ -43,14 +43,14 @@ struct View {
 /// The remote view's cache and client (`None` when no API is configured: every check is then
 /// `unavailable` with that reason).
 #[derive(Debug, Clone)]
-pub struct RemoteView {
+pub(crate) struct RemoteView {
     client: Option<ApiClient>,
     cache: Arc<Mutex<Option<Fetched>>>,
 }
 
 impl RemoteView {
     /// A view fetched through `client` (give it `Priority::Low` and a single attempt).
-    pub fn new(client: Option<ApiClient>) -> RemoteView {
+    pub(crate) fn new(client: Option<ApiClient>) -> RemoteView {
         RemoteView {
             client,
             cache: Arc::new(Mutex::new(None)),
@@ -59,7 +59,11 @@ impl RemoteView {
 
     /// The view of each of `ids` by check id: from the cache when it is younger than
     /// [`CACHE_FOR`] and covers them, else fetched now (`refresh` forces a fetch).
-    pub async fn get(&self, ids: &BTreeSet<String>, refresh: bool) -> BTreeMap<String, Remote> {
+    pub(crate) async fn get(
+        &self,
+        ids: &BTreeSet<String>,
+        refresh: bool,
+    ) -> BTreeMap<String, Remote> {
         let Some(client) = &self.client else {
             let reason = "no API configured ([api] base_url and a key)".to_owned();
             return unavailable_all(ids, &reason);

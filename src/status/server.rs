@@ -31,7 +31,7 @@ use crate::sync::{SyncState, SyncStatus};
 
 /// A bound listener, not yet served.
 #[derive(Debug)]
-pub enum Bound {
+pub(crate) enum Bound {
     /// A TCP listener.
     Tcp(std::net::TcpListener),
     /// A unix socket listener and its path (removed at shutdown).
@@ -41,7 +41,7 @@ pub enum Bound {
 /// Why the listener could not be bound.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot listen on {listen} ([status] listen): {source}; free it or set another address")]
-pub struct BindError {
+pub(crate) struct BindError {
     /// The address or path.
     pub listen: String,
     /// The OS error.
@@ -49,7 +49,7 @@ pub struct BindError {
 }
 
 /// Binds `listen` now (a stale unix socket file is replaced; the socket gets mode 0660).
-pub fn bind(listen: &Listen) -> Result<Bound, BindError> {
+pub(crate) fn bind(listen: &Listen) -> Result<Bound, BindError> {
     let err = |source| BindError {
         listen: listen.to_string(),
         source,
@@ -81,7 +81,7 @@ fn remove_stale_socket(path: &Path) {
 
 /// What the endpoint reads besides the daemon's context.
 #[derive(Debug, Clone)]
-pub struct Sources {
+pub(crate) struct Sources {
     /// Sync status, once the sync engine runs: set at start, or by the reload that binds the
     /// first job to a check (the daemon's `DeferredSync`).
     pub sync: Arc<OnceLock<SyncStatus>>,
@@ -102,12 +102,12 @@ pub(super) struct App {
 }
 
 impl App {
-    pub fn config(&self) -> Arc<Config> {
+    pub(crate) fn config(&self) -> Arc<Config> {
         Arc::clone(&self.context.config.borrow())
     }
 
     /// Ready once the first sync pass was attempted (or when nothing is synced).
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         let Some(sync) = self.sources.sync.get() else {
             return true;
         };
@@ -116,7 +116,7 @@ impl App {
     }
 
     /// Jobs per sync state, for metrics.
-    pub fn sync_counts(&self) -> Option<BTreeMap<&'static str, u64>> {
+    pub(crate) fn sync_counts(&self) -> Option<BTreeMap<&'static str, u64>> {
         let sync = self.sources.sync.get()?;
         let mut counts = BTreeMap::new();
         for job in sync.snapshot().values() {
@@ -132,7 +132,7 @@ impl App {
 }
 
 /// The endpoint as a daemon background task, serving `bound` until shutdown.
-pub fn task(bound: Bound, sources: Sources) -> Task {
+pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
     Box::new(move |context: Context, cancel: CancellationToken| {
         sources.metrics.attach(Arc::clone(&context.state));
         let now = Utc::now();

@@ -18,7 +18,7 @@ enum Tone {
 }
 
 /// The table for `doc` (ages relative to its `generated_at`), with a header line.
-pub fn render(doc: &StatusDoc, color: bool) -> String {
+pub(crate) fn render(doc: &StatusDoc, color: bool) -> String {
     let rows: Vec<[(String, Tone); 6]> =
         doc.jobs.iter().map(|j| row(j, doc.generated_at)).collect();
     let mut widths = HEADERS.map(str::len);

@@ -23,7 +23,7 @@ mod system;
 /// How long a probe that runs on the blocking pool (process table, file, disk) may take before
 /// it counts as unhealthy. The blocked thread itself cannot be cancelled; it finishes (or stays
 /// stuck) on its own while the job carries on.
-pub const BLOCKING_PROBE_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const BLOCKING_PROBE_LIMIT: Duration = Duration::from_secs(30);
 
 /// The outcome of one probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub struct Probe {
 
 impl Probe {
     /// A healthy outcome with its reason.
-    pub fn healthy(reason: impl Into<String>) -> Self {
+    pub(crate) fn healthy(reason: impl Into<String>) -> Self {
         Probe {
             healthy: true,
             reason: reason.into(),
@@ -45,7 +45,7 @@ impl Probe {
     }
 
     /// An unhealthy outcome with its reason.
-    pub fn unhealthy(reason: impl Into<String>) -> Self {
+    pub(crate) fn unhealthy(reason: impl Into<String>) -> Self {
         Probe {
             healthy: false,
             reason: reason.into(),
@@ -143,12 +143,6 @@ impl Probes {
             } => net::http(&self.http, url, *expect_status, *timeout).await,
         }
     }
-}
-
-/// Probes `spec` once with a fresh [`Probes`] context: for one-off checks. A daemon keeps one
-/// [`Probes`] and calls [`Probes::probe`].
-pub async fn probe(spec: &WatchSpec) -> Probe {
-    Probes::new().probe(spec).await
 }
 
 /// Runs a blocking probe on the blocking pool, unhealthy if it takes longer than

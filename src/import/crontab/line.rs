@@ -4,7 +4,7 @@
 
 /// What one line of a crontab is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     /// A blank line or a comment (`#` as the first non-blank character).
     Skip,
     /// `NAME=value`, `NAME = value` or `NAME = "value"`: applies to the lines after it.
@@ -20,7 +20,7 @@ pub enum Line {
 
 /// A job line, its parts as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// cronie's leading `-` (do not log the run to syslog); kept when rewriting.
     pub quiet: bool,
     /// The five time fields joined by one space, or the `@` macro.
@@ -33,7 +33,7 @@ pub struct Entry {
 
 /// A command with crontab's `%` rules applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Command {
+pub(crate) struct Command {
     /// What the shell runs: up to the first bare `%`, each `\%` turned into `%`.
     pub script: String,
     /// What cron writes to the command's standard input: the text after the first bare `%`,
@@ -58,7 +58,7 @@ const MACROS: [&str; 8] = [
 
 /// Classifies one line (without its newline); `system` expects the user column. The error says
 /// what is wrong with the line and why it cannot be read.
-pub fn classify(line: &str, system: bool) -> Result<Line, String> {
+pub(crate) fn classify(line: &str, system: bool) -> Result<Line, String> {
     let text = line.trim_start();
     if text.trim_end().is_empty() || text.starts_with('#') {
         return Ok(Line::Skip);
@@ -205,7 +205,7 @@ fn check_user(user: &str) -> Result<(), String> {
 /// Applies crontab's `%` rules as cronie does: in the command, `\%` becomes `%` (a backslash
 /// before anything else stays) and the first bare `%` ends it; in the text after it, bare `%`
 /// become newlines and `\%` becomes `%`.
-pub fn split_percent(raw: &str) -> Command {
+pub(crate) fn split_percent(raw: &str) -> Command {
     let mut script = String::new();
     let mut escaped = false;
     let mut raw_stdin = "";

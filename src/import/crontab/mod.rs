@@ -15,7 +15,7 @@ use chrono_tz::Tz;
 
 use crate::schedule::Schedule;
 use line::{Entry, Line};
-pub use render::JobTable;
+pub(crate) use render::JobTable;
 
 /// How to read the crontab and what to produce.
 #[derive(Debug, Clone, Default)]
@@ -44,7 +44,7 @@ pub struct Problem {
 
 impl Problem {
     /// `SOURCE:LINE: message`, the way the CLI reports it.
-    pub fn render(&self, source: &str) -> String {
+    pub(crate) fn render(&self, source: &str) -> String {
         format!("{source}:{}: {}", self.line, self.message)
     }
 }

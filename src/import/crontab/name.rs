@@ -33,14 +33,14 @@ const INTERPRETERS: [&str; 12] = [
 
 /// Hands out unique job names.
 #[derive(Debug, Default)]
-pub struct Names {
+pub(crate) struct Names {
     /// Names already given out.
     taken: HashSet<String>,
 }
 
 impl Names {
     /// A unique name for a job running `script`: the derived name, else with `-2`, `-3`, ...
-    pub fn unique_for(&mut self, script: &str) -> String {
+    pub(crate) fn unique_for(&mut self, script: &str) -> String {
         let base = derive(script);
         let mut name = base.clone();
         let mut n = 2;
@@ -57,7 +57,7 @@ impl Names {
 
 /// The name for a command, before making it unique: at most 100 of `[A-Za-z0-9._-]`, starting
 /// with a letter or digit; `job` when nothing is left.
-pub fn derive(script: &str) -> String {
+pub(crate) fn derive(script: &str) -> String {
     let word = program_word(script).unwrap_or_default();
     let base = word.rsplit('/').find(|part| !part.is_empty()).unwrap_or("");
     sanitize(base)

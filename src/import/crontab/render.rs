@@ -10,7 +10,7 @@ use super::Rewrite;
 
 /// One `[[jobs]]` table, with the config's key names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct JobTable {
+pub(crate) struct JobTable {
     /// `name`: derived from the command, unique in this import.
     pub name: String,
     /// `schedule`: the crontab's fields or macro.
@@ -44,7 +44,7 @@ struct Document<'a> {
 
 impl JobTable {
     /// An external job: cron runs it (through `run --job`), the daemon only syncs and shows it.
-    pub fn external(
+    pub(crate) fn external(
         name: String,
         schedule: String,
         timezone: Option<String>,
@@ -63,7 +63,7 @@ impl JobTable {
     }
 
     /// The table as TOML, `[[jobs]]` header included.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         toml::to_string(&Document { jobs: [self] })
             .expect("a table of strings and a string map always serializes")
     }
@@ -72,7 +72,7 @@ impl JobTable {
 /// The `shell` value of a command: the script itself, or with standard input
 /// `printf '%s' 'DATA' | {` on its own line, the script, and `}` on the last line, so the
 /// whole script (all its commands) reads the same bytes cron would have written.
-pub fn shell_script(command: &Command) -> String {
+pub(crate) fn shell_script(command: &Command) -> String {
     match &command.stdin {
         None => command.script.clone(),
         Some(data) => format!(
@@ -84,9 +84,9 @@ pub fn shell_script(command: &Command) -> String {
 }
 
 /// A crontab line running `entry` through `PROGRAM run --job NAME -- SHELL -c 'SCRIPT'`, its
-/// schedule, user column and `%` standard input unchanged; `shell` is cron's `SHELL`. The script is quoted for the shell,
-/// then each `%` in it is escaped as `\%` so cron passes it through.
-pub fn wrap(entry: &Entry, name: &str, shell: Option<&str>, rewrite: &Rewrite) -> String {
+/// schedule, user column and `%` standard input unchanged; `shell` is cron's `SHELL`. The script
+/// is quoted for the shell, then each `%` in it is escaped as `\%` so cron passes it through.
+pub(crate) fn wrap(entry: &Entry, name: &str, shell: Option<&str>, rewrite: &Rewrite) -> String {
     let command = super::line::split_percent(&entry.raw_command);
     let shell = shell.unwrap_or("/bin/sh");
     let mut line = String::new();
@@ -113,7 +113,7 @@ pub fn wrap(entry: &Entry, name: &str, shell: Option<&str>, rewrite: &Rewrite) -
 
 /// `text` as one POSIX shell word: unchanged when it is made of safe characters, else in single
 /// quotes (a `'` inside written as `'\''`).
-pub fn quote(text: &str) -> String {
+pub(crate) fn quote(text: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:=@+,".contains(c);
     if !text.is_empty() && text.chars().all(safe) {
         return text.to_owned();

@@ -19,7 +19,7 @@ use crate::ping::{send, Budget, Ping, PingOutcome};
 /// Delivers `ping` within `budget`; when that fails but may succeed later, stores it in
 /// `outbox` (when there is one). A success delivered now makes an older pending success for
 /// the same target pointless (dropped, counted as coalesced). Logs failures, redacted.
-pub async fn deliver_or_queue_for(
+pub(crate) async fn deliver_or_queue_for(
     ping: &Ping,
     budget: &Budget,
     outbox: Option<&Outbox>,
@@ -122,7 +122,12 @@ pub async fn deliver_pending(
 /// within `left` of its ping budget (entries under a `Retry-After` are left alone), so hosts
 /// without the daemon still catch up. `stored` (the ping the run just failed to send and
 /// stored) is not tried again. Problems are logged.
-pub async fn catch_up(outbox: &Outbox, budget: &Budget, left: Duration, stored: Option<Ping>) {
+pub(crate) async fn catch_up(
+    outbox: &Outbox,
+    budget: &Budget,
+    left: Duration,
+    stored: Option<Ping>,
+) {
     if left.is_zero() {
         return;
     }

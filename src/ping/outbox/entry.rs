@@ -10,14 +10,14 @@ use sha2::{Digest, Sha256};
 use crate::ping::{InvalidPing, Ping, PingMethod};
 
 /// Suffix of a pending entry.
-pub const PENDING: &str = ".ping";
+pub(crate) const PENDING: &str = ".ping";
 /// Suffix of a claimed entry.
-pub const CLAIM: &str = ".claim";
+pub(crate) const CLAIM: &str = ".claim";
 
 /// A pending ping: everything needed to send it again and to decide when to stop trying.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The ping URL (a secret: the file is 0600 in a 0700 directory).
     pub url: String,
     /// `GET` or `POST`.
@@ -40,7 +40,7 @@ pub struct Entry {
 
 impl Entry {
     /// A fresh entry for `ping`, created now and valid for `max_age`.
-    pub fn new(ping: &Ping, job: Option<&str>, max_age: Duration, now_ms: u64) -> Entry {
+    pub(crate) fn new(ping: &Ping, job: Option<&str>, max_age: Duration, now_ms: u64) -> Entry {
         Entry {
             url: ping.url().to_owned(),
             method: ping.method.as_str().to_owned(),
@@ -55,7 +55,7 @@ impl Entry {
     }
 
     /// The ping to send.
-    pub fn ping(&self) -> Result<Ping, InvalidPing> {
+    pub(crate) fn ping(&self) -> Result<Ping, InvalidPing> {
         let method = if self.method.eq_ignore_ascii_case("POST") {
             PingMethod::Post
         } else {
@@ -65,14 +65,14 @@ impl Entry {
     }
 
     /// The file name key of its target.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         key(&self.url)
     }
 }
 
 /// The key of a target: 16 hex digits of the SHA-256 of the URL (names files without showing
 /// the token; one pending file per target is what coalesces).
-pub fn key(url: &str) -> String {
+pub(crate) fn key(url: &str) -> String {
     Sha256::digest(url.as_bytes())[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -80,13 +80,13 @@ pub fn key(url: &str) -> String {
 }
 
 /// The name of a claim of `key` by `pid`, leased until `lease_ms`.
-pub fn claim_name(key: &str, pid: u32, lease_ms: u64) -> String {
+pub(crate) fn claim_name(key: &str, pid: u32, lease_ms: u64) -> String {
     format!("{key}.{pid}.{lease_ms}{CLAIM}")
 }
 
 /// What a file name in the outbox directory is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     /// `<key>.ping`.
     Pending {
         /// The target's key.
@@ -108,7 +108,7 @@ pub enum FileKind {
 }
 
 /// Classifies a file name.
-pub fn classify(name: &str) -> FileKind {
+pub(crate) fn classify(name: &str) -> FileKind {
     if crate::persist::file::is_temp(name) {
         return FileKind::Temp;
     }
@@ -141,12 +141,12 @@ fn is_key(text: &str) -> bool {
 }
 
 /// Milliseconds of a duration, saturating.
-pub fn millis(duration: Duration) -> u64 {
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Now, in Unix milliseconds.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     millis(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -32,11 +32,10 @@ mod deliver;
 mod entry;
 mod stats;
 
-pub use deliver::{
-    catch_up, deliver_or_queue_for, deliver_pending, drain, DrainOptions, PassOptions, PassReport,
-};
-pub use entry::Entry;
-pub use stats::Stats;
+pub(crate) use deliver::{catch_up, deliver_or_queue_for};
+pub use deliver::{deliver_pending, drain, DrainOptions, PassOptions, PassReport};
+pub(crate) use entry::Entry;
+pub(crate) use stats::Stats;
 
 use entry::{classify, millis, now_ms, FileKind, PENDING};
 
@@ -45,7 +44,7 @@ pub use crate::config::defaults::OUTBOX_MAX_ENTRIES as DEFAULT_MAX_ENTRIES;
 
 /// How long a pending success is kept when neither `outbox_max_age` nor the job's period is
 /// known (the config's default, named for the outbox).
-pub use crate::config::defaults::OUTBOX_MAX_AGE as DEFAULT_MAX_AGE;
+pub(crate) use crate::config::defaults::OUTBOX_MAX_AGE as DEFAULT_MAX_AGE;
 
 /// The directory lock's file, in the outbox directory.
 const LOCK_FILE: &str = ".lock";
@@ -86,7 +85,7 @@ impl Default for PingContext {
 
 /// An entry claimed by this process for one delivery attempt.
 #[derive(Debug, Clone)]
-pub struct Claimed {
+pub(crate) struct Claimed {
     /// The target's key.
     pub key: String,
     /// The claim file.
@@ -160,7 +159,7 @@ impl Outbox {
     }
 
     /// Resolves when this handle (or a clone) stored an entry since the last call.
-    pub async fn stored(&self) {
+    pub(crate) async fn stored(&self) {
         self.notify.notified().await;
     }
 
@@ -256,7 +255,7 @@ impl Outbox {
 
     /// A success for `ping` was just delivered: an older pending one for the same target is
     /// pointless now (counted as coalesced).
-    pub fn delivered_directly(&self, ping: &Ping) -> Result<(), OutboxError> {
+    pub(crate) fn delivered_directly(&self, ping: &Ping) -> Result<(), OutboxError> {
         let path = self.pending_path(&entry::key(ping.url()));
         if !path.exists() {
             return Ok(());
@@ -271,7 +270,7 @@ impl Outbox {
 
     /// A run of `job` (or for `ping`'s target) failed: its pending successes would claim the
     /// job is fine, so they are dropped (counted, logged). Returns how many.
-    pub fn drop_after_failure(
+    pub(crate) fn drop_after_failure(
         &self,
         job: Option<&str>,
         ping: Option<&Ping>,
@@ -298,7 +297,7 @@ impl Outbox {
 
     /// Claims up to `limit` pending entries for which `due` says yes, after putting back
     /// claims of dead processes and dropping expired and unreadable entries.
-    pub fn claim(
+    pub(crate) fn claim(
         &self,
         limit: usize,
         due: impl Fn(&str, &Entry) -> bool,
@@ -384,7 +383,11 @@ impl Outbox {
     /// Records the result of a delivery attempt of `claimed`: delivered (removed), retryable
     /// (put back with the attempt counted, unless a newer success arrived meanwhile), or
     /// permanent (moved to `failed/`).
-    pub fn finish(&self, claimed: Claimed, outcome: &PingOutcome) -> Result<(), OutboxError> {
+    pub(crate) fn finish(
+        &self,
+        claimed: Claimed,
+        outcome: &PingOutcome,
+    ) -> Result<(), OutboxError> {
         let target = crate::redact::url(&claimed.entry.url);
         let job = claimed.entry.job.clone().unwrap_or_default();
         self.locked(|counters| match outcome {
@@ -426,7 +429,7 @@ impl Outbox {
     }
 
     /// Gives a claim back untouched (a drainer stopping mid-attempt).
-    pub fn release(&self, claimed: Claimed) -> Result<(), OutboxError> {
+    pub(crate) fn release(&self, claimed: Claimed) -> Result<(), OutboxError> {
         let entry = claimed.entry.clone();
         self.locked(|counters| self.put_back(&claimed, &entry, counters))
     }
@@ -480,7 +483,7 @@ impl Outbox {
     }
 
     /// Deletes every pending entry (in-flight ones finish); returns how many.
-    pub fn purge(&self) -> Result<usize, OutboxError> {
+    pub(crate) fn purge(&self) -> Result<usize, OutboxError> {
         self.locked(|counters| {
             self.recover(counters)?;
             let mut purged = 0;

@@ -33,10 +33,10 @@ pub struct Stats {
 }
 
 /// The file name of the counters.
-pub const FILE: &str = "stats.json";
+pub(crate) const FILE: &str = "stats.json";
 
 /// Reads the counters of the outbox in `dir`; missing or unreadable counters start from zero.
-pub fn load(dir: &Path) -> Stats {
+pub(crate) fn load(dir: &Path) -> Stats {
     let path = dir.join(FILE);
     match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
@@ -48,7 +48,7 @@ pub fn load(dir: &Path) -> Stats {
 }
 
 /// Writes the counters (call with the directory lock held).
-pub fn save(dir: &Path, stats: &Stats) -> std::io::Result<()> {
+pub(crate) fn save(dir: &Path, stats: &Stats) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(stats).map_err(std::io::Error::other)?;
     file::write_atomic(&dir.join(FILE), &bytes)
         .inspect_err(|_| crate::persist::failed(crate::persist::What::OutboxStats))
