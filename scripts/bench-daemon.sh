@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of `heartbeat-agent daemon` (issue 4, "Performance").
+# Benchmark of `heartbeat-agent daemon`: memory, idle CPU and spawn delay (targets in BENCHMARKS.md).
 #
 #   1. memory: a daemon with 100, 1,000 and 10,000 jobs (`echo ok`, each due once, spread over
 #      the first seconds after start); resident memory (VmRSS) once every job ran once.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of `heartbeat-agent run` against curl (issue 2, "Performance").
+# Benchmark of `heartbeat-agent run` against curl (targets in BENCHMARKS.md).
 #
 #   A: heartbeat-agent run --ping-url http://127.0.0.1:PORT/TOKEN -- true
 #   B: curl -fsS -o /dev/null http://127.0.0.1:PORT/TOKEN
