@@ -41,15 +41,26 @@ pub(crate) fn up_to(max: Duration, rng: &mut impl Rng) -> Duration {
     Duration::from_nanos(rng.gen_range(0..=nanos))
 }
 
+/// The longest wait a `Retry-After` can ask for: longer values (up to 2^64-1 seconds, or a date
+/// centuries ahead) are read as this. A server may ask a ping or an API client to wait, not to
+/// stop for ever, and every later time computation (`now + wait`, milliseconds since the epoch
+/// in the outbox) stays far inside its range.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
 /// Reads a `Retry-After` value: delay-seconds, or an HTTP date relative to `now` (a date in the
-/// past is zero). `None` when unreadable.
+/// past is zero), at most [`MAX_RETRY_AFTER`]. `None` when unreadable.
 pub(crate) fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    let wait = match value.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        // Delay-seconds beyond 2^64-1.
+        Err(_) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => MAX_RETRY_AFTER,
+        Err(_) => {
+            let at = httpdate::parse_http_date(value).ok()?;
+            at.duration_since(now).unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 #[cfg(test)]
@@ -105,5 +116,41 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(retry_after("soon", now), None);
+    }
+
+    #[test]
+    fn retry_after_is_clamped_over_the_whole_input_range() {
+        let now = SystemTime::now();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut values: Vec<u64> = vec![
+            0,
+            1,
+            3599,
+            3600,
+            3601,
+            u64::from(u32::MAX),
+            i64::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        values.extend((0..10_000).map(|_| rng.gen::<u64>()));
+        values.extend((0..64).map(|bit| 1u64 << bit));
+        for seconds in values {
+            let wait = retry_after(&seconds.to_string(), now).expect("a number is readable");
+            assert_eq!(
+                wait,
+                Duration::from_secs(seconds).min(MAX_RETRY_AFTER),
+                "{seconds}"
+            );
+            // What every caller does with it must not overflow.
+            let _ = std::time::Instant::now() + wait;
+            let _ = now + wait;
+            let _ = tokio::time::Instant::now() + wait;
+            let _ = chrono::Utc::now() + chrono::TimeDelta::from_std(wait).expect("an hour fits");
+        }
+        let far = "Fri, 31 Dec 9999 23:59:59 GMT";
+        assert_eq!(retry_after(far, now), Some(MAX_RETRY_AFTER));
+        let beyond_u64 = "18446744073709551616999";
+        assert_eq!(retry_after(beyond_u64, now), Some(MAX_RETRY_AFTER));
     }
 }

@@ -27,6 +27,8 @@ pub enum Mode {
     Drop,
     /// Answer 200 after this many milliseconds.
     Slow(u64),
+    /// Answer this status with this `Retry-After` value.
+    RetryAfter(u16, &'static str),
 }
 
 /// One request as the server saw it.
@@ -195,6 +197,12 @@ fn serve(stream: TcpStream, shared: &Shared) {
                 stream,
                 "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
+            );
+        }
+        Mode::RetryAfter(code, value) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {code} X\r\nRetry-After: {value}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             );
         }
         Mode::Hang => {
