@@ -512,6 +512,30 @@ fn bad_arguments_exit_2_without_running_anything() {
     assert!(stderr(&out).contains("\"30s\""), "{}", stderr(&out));
 }
 
+/// Durations beyond ten years on the command line are a usage error before anything runs (they
+/// used to abort the wrapper after the command started, leaving it unsupervised).
+#[test]
+fn absurd_durations_exit_2_without_running_anything() {
+    let env = Env::new();
+    for (flag, value) in [
+        ("--timeout", "18446744073709551615s"),
+        ("--kill-after", "10000000000d"),
+        ("--ping-timeout", "18446744073709551615s"),
+    ] {
+        let out = output(env.run(&[flag, value, "--", "touch", "ran"]));
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = stderr(&out);
+        let expected = format!(
+            "duration \"{value}\" is longer than the longest allowed (3650d): give at most \"3650d\""
+        );
+        assert!(
+            err.contains(&expected) && err.contains(flag),
+            "{flag}: {err}"
+        );
+        assert!(!env.path("ran").exists(), "{flag} ran the command");
+    }
+}
+
 #[test]
 fn lock_refuses_a_second_concurrent_run() {
     let env = Env::new();

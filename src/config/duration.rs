@@ -1,9 +1,15 @@
 //! Durations in the config and on the command line: strings with a unit (`"30s"`, `"5m"`,
 //! `"2h"`, `"1d"`, also `"1h30m"` and `"250ms"`). A bare number is an error that suggests a unit.
+//! No duration may exceed [`MAX`] (3650 days, ten times the service's longest heartbeat period,
+//! so the check limits keep their own, more precise message): a larger one (such as
+//! `"18446744073709551615s"`) is refused here, so no later `now + duration` can overflow.
 
 use std::time::Duration;
 
-/// Parses a duration with units; the error says what was expected.
+/// The longest duration the config or a flag may give: 3650 days.
+pub(crate) const MAX: Duration = Duration::from_secs(3650 * 86_400);
+
+/// Parses a duration with units, at most [`MAX`]; the error says what was expected.
 pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.is_empty() {
@@ -49,6 +55,11 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
         total = total.saturating_add(piece);
         rest = tail;
     }
+    if total > MAX {
+        return Err(format!(
+            "duration \"{text}\" is longer than the longest allowed (3650d): give at most \"3650d\""
+        ));
+    }
     Ok(total)
 }
 
@@ -64,6 +75,26 @@ mod tests {
         assert_eq!(parse("1d"), Ok(Duration::from_secs(86_400)));
         assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn durations_beyond_ten_years_are_refused() {
+        assert_eq!(parse("3650d"), Ok(MAX));
+        assert_eq!(parse("87600h"), Ok(MAX));
+        for text in [
+            "3651d",
+            "18446744073709551615s",
+            "10000000000d",
+            "87600h1ms",
+        ] {
+            let err = parse(text).unwrap_err();
+            assert_eq!(
+                err,
+                format!("duration \"{text}\" is longer than the longest allowed (3650d): give at most \"3650d\"")
+            );
+        }
+        let err = parse("99999999999999999999999s").unwrap_err();
+        assert!(err.contains("number too large"), "{err}");
     }
 
     #[test]
