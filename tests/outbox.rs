@@ -647,9 +647,9 @@ fn ping_command_queues_on_failure_and_delivers_through_the_same_path() {
     );
 }
 
-/// A ping host asking to wait 2^64-1 seconds (or a date far ahead) must not crash `run`, the
-/// outbox or `flush` with an overflow: the ping is kept, the wrapper passes the command's status
-/// through, and `flush` later delivers it.
+/// A ping host asking to wait 2^64-1 seconds (or a date far ahead): `run`, `ping` and `flush`
+/// keep the ping (their own time arithmetic saturates; the drainer's did not, see the next
+/// test), the wrapper passes the command's status through, and `flush` later delivers it.
 #[test]
 fn a_huge_retry_after_is_clamped_and_the_ping_kept() {
     for value in [

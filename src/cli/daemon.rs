@@ -139,10 +139,12 @@ fn reconciler(
     }
     match context::config_client(config.api.clone(), &options.config_path, global) {
         // The reconciler makes one attempt per request and paces itself (see Reconciler::new).
-        Ok(client) => Some(
-            crate::sync::Reconciler::new(Arc::clone(config), client, options.state_dir.clone())
-                .with_learned(options.ping_urls.clone()),
-        ),
+        Ok(client) => Some(crate::sync::Reconciler::sharing(
+            Arc::clone(config),
+            client,
+            options.state_dir.clone(),
+            options.ping_urls.clone(),
+        )),
         Err((_, message)) => {
             warn!("check sync is off: {message}");
             None

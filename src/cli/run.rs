@@ -175,7 +175,9 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
     let method = PingMethod::from(args.ping.options.ping_method);
     let source = args.ping.options.source();
     let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
-    let Lenient { config, state_dir } = Lenient::resolve(global, args.job.as_deref());
+    let resolved = Lenient::resolve(global, args.job.as_deref());
+    let outbox_max_entries = resolved.outbox_max_entries();
+    let Lenient { config, state_dir } = resolved;
     let job = args
         .job
         .as_deref()
@@ -218,11 +220,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
                 job,
             ),
         },
-        outbox_max_entries: config
-            .as_ref()
-            .map_or(crate::config::defaults::OUTBOX_MAX_ENTRIES, |c| {
-                c.agent.outbox_max_entries
-            }),
+        outbox_max_entries,
         lock_key,
         lock_what,
     })

@@ -41,9 +41,7 @@ fn secrets(app: &App, config: &Config) -> Vec<String> {
     for job in &config.jobs {
         let url = match &job.target {
             PingTarget::Url(url) => Some(url.as_str().to_owned()),
-            PingTarget::Check(id) => {
-                crate::sync::learned_ping_url(&app.context.state_dir, &job.name, id)
-            }
+            PingTarget::Check(id) => app.context.ping_urls.get(&job.name, id),
             PingTarget::None => None,
         };
         if let Some(url) = url {

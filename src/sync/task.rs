@@ -177,6 +177,18 @@ impl Reconciler {
     /// paces and retries PUTs itself, and quick repeats of a 429 only keep a fleet sharing one
     /// key locked out longer (429 answers count against the limit; see BENCHMARKS.md).
     pub fn new(config: Arc<Config>, client: ApiClient, state_dir: PathBuf) -> Self {
+        let learned = LearnedUrls::new(&state_dir);
+        Self::sharing(config, client, state_dir, learned)
+    }
+
+    /// [`Reconciler::new`], recording learned ping URLs in `learned` (the daemon's, so its runs
+    /// find them in memory) instead of a map of its own.
+    pub fn sharing(
+        config: Arc<Config>,
+        client: ApiClient,
+        state_dir: PathBuf,
+        learned: LearnedUrls,
+    ) -> Self {
         let status = SyncStatus::default();
         status.reset(&config);
         let client = client.with_retry(RetryPolicy {
@@ -192,20 +204,9 @@ impl Reconciler {
                 status,
                 timing: Mutex::new(None),
                 pacer: Pacer::default(),
-                learned: LearnedUrls::new(&state_dir),
+                learned,
             }),
         }
-    }
-
-    /// Records learned ping URLs in `learned` (the daemon's, so its runs find them in memory)
-    /// instead of a map of its own. Call on the new reconciler, before it is cloned.
-    pub fn with_learned(mut self, learned: LearnedUrls) -> Self {
-        let inner = Arc::get_mut(&mut self.inner);
-        debug_assert!(inner.is_some(), "with_learned is called before any clone");
-        if let Some(inner) = inner {
-            inner.learned = learned;
-        }
-        self
     }
 
     /// Overrides the pacing rule (tests, the fleet simulation; by default [`PaceRule::default`]).

@@ -129,12 +129,12 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
         ApiClient::new(options).map_err(|e| format!("cannot build the API client: {e}"))
     };
     let ping_urls = LearnedUrls::new(&state_dir);
-    let reconciler = Reconciler::new(
+    let reconciler = Reconciler::sharing(
         Arc::clone(&config),
         client(RetryPolicy::default())?,
         state_dir.clone(),
-    )
-    .with_learned(ping_urls.clone());
+        ping_urls.clone(),
+    );
     let once = RetryPolicy {
         max_attempts: 1,
         ..RetryPolicy::default()
