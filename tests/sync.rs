@@ -490,6 +490,53 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     runtime.block_on(task).unwrap();
 }
 
+/// A 429 asking to wait 2^64-1 seconds on a check update: the background task keeps running
+/// (before the clamp in `backoff::retry_after`, the pacer's next-send time overflowed, which
+/// aborts a release daemon at every restart) and waits at most an hour.
+#[test]
+fn the_background_task_survives_a_429_asking_for_an_endless_wait() {
+    let setup = Setup::new(&["c1"]);
+    setup.write_config(&job("j", "@hourly", "c1", ""));
+    let mut storm = Fault::new(FaultKind::RateLimit).times(1);
+    storm.retry_after = Some(json!(u64::MAX));
+    setup.emulator.add_fault(storm);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = client(&setup, RetryPolicy::none());
+    let reconciler = sync::Reconciler::new(Arc::new(load(&setup)), client, setup.state_dir())
+        .with_timing(sync::task::TaskTiming {
+            start_jitter: Duration::from_millis(20),
+            resync_interval: Duration::from_secs(3600),
+            retry_base: Duration::from_millis(10),
+            retry_cap: Duration::from_millis(50),
+        });
+    let status = reconciler.status();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = runtime.spawn(reconciler.run(cancel.clone()));
+    runtime.block_on(util::eventually_async(
+        Duration::from_secs(10),
+        "the 429 answered",
+        || match setup.puts().len() {
+            0 => Err("no PUT yet".to_owned()),
+            _ => Ok(()),
+        },
+    ));
+    runtime.block_on(async { tokio::time::sleep(Duration::from_millis(300)).await });
+    assert!(!task.is_finished(), "the sync task is still running");
+    assert_ne!(status.get("j").unwrap().state, sync::SyncState::InSync);
+    cancel.cancel();
+    runtime
+        .block_on(task)
+        .expect("the sync task ended without a panic");
+    assert_eq!(
+        setup.puts().len(),
+        1,
+        "no second PUT within the hour asked for"
+    );
+}
+
 /// The daemon's pacing on a clock 6,000 times faster (one request per 10 ms after a 429).
 fn fast_pace() -> sync::PaceRule {
     sync::PaceRule::default().scaled(6000.0)

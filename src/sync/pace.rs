@@ -32,6 +32,8 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
+use crate::backoff::MAX_RETRY_AFTER;
+
 /// The constants of the pacing rule (the defaults suit the service's 600 requests per 60 s;
 /// the fleet simulation divides the durations by its clock scale).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -191,7 +193,8 @@ impl Pacer {
         }
     }
 
-    /// A PUT got 429: decrease the rate, and wait at least `retry_after` before the next.
+    /// A PUT got 429: decrease the rate, and wait at least `retry_after` (read as at most
+    /// [`MAX_RETRY_AFTER`], whoever computed it) before the next.
     pub fn limited(&self, now: Instant, retry_after: Option<Duration>, rng: &mut impl Rng) {
         let mut inner = self.lock();
         let rule = inner.rule;
@@ -203,7 +206,8 @@ impl Pacer {
         inner.base = Some(base);
         inner.since = now;
         inner.hold = rule.hold.mul_f64(inner.jitter_factor(rng));
-        let gap = inner.gap(now, rng).max(retry_after.unwrap_or_default());
+        let asked = retry_after.unwrap_or_default().min(MAX_RETRY_AFTER);
+        let gap = inner.gap(now, rng).max(asked);
         inner.next = Some(now + gap);
     }
 }
@@ -305,6 +309,23 @@ mod tests {
     /// Whether a gap matches the expected one (the pacer adds up its pace numerically).
     fn near(gap: Duration, expected: f64) -> bool {
         (secs(gap) - expected).abs() < 1e-3
+    }
+
+    #[test]
+    fn a_huge_retry_after_is_read_as_at_most_an_hour_and_never_overflows() {
+        // Before: `now + Duration::MAX` panicked ("overflow when adding duration to
+        // instant"), which aborted the daemon (`panic = "abort"`).
+        for asked in [
+            Duration::MAX,
+            Duration::from_secs(u64::MAX),
+            Duration::from_secs(7200),
+        ] {
+            let pacer = Pacer::new(rule());
+            let mut rng = StdRng::seed_from_u64(2);
+            let now = Instant::now();
+            pacer.limited(now, Some(asked), &mut rng);
+            assert_eq!(pacer.delay(now), MAX_RETRY_AFTER, "asked {asked:?}");
+        }
     }
 
     #[test]
