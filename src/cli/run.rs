@@ -10,12 +10,14 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use clap::Args;
 use nix::sys::signal::Signal;
 use tokio::signal::unix::SignalKind;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::context::{self, Lenient, PingOptions};
@@ -24,6 +26,7 @@ use crate::config::{Config, Job};
 use crate::job::NoPing;
 use crate::ping::outbox::{self, Outbox, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
+use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
 
@@ -353,23 +356,32 @@ async fn execute(plan: Plan) -> u8 {
             outbox::deliver_or_queue_for(&ping, &budget, Some(&outbox), &context).await
         })
     });
-    let end = match process::spawn(&plan.spec) {
+    // A container's entrypoint (PID 1) inherits every orphan of the command's tree: they are
+    // reaped while the command runs, never its own status (see process::children).
+    let reaping = children::inherits_orphans();
+    let children = Arc::new(Children::new(reaping));
+    let reaper = reaping.then(|| {
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(children::reap(Arc::clone(&children), cancel.clone()));
+        (cancel, task)
+    });
+    let end = match children.spawn(&plan.spec) {
         Err(err) => {
             print_error(&err);
             RunEnd::from(&err)
         }
         Ok(running) => {
+            let pid = running.pid();
             let outcome = supervise(running, plan.limits, &mut signals).await;
-            if std::process::id() == 1 {
-                // A container's entrypoint inherits every orphan; the command is reaped, so
-                // waitpid(-1) cannot steal its status any more.
-                let reaped = process::reap_orphans();
-                debug!(reaped, "reaped orphaned processes (running as PID 1)");
-            }
+            children.ended(pid);
             report(&outcome, &plan);
             outcome.end
         }
     };
+    if let Some((cancel, task)) = reaper {
+        cancel.cancel();
+        let _ = task.await;
+    }
     let (status, success) = (end.exit_status(), end.succeeded(&plan.success_codes));
     if !success {
         let job = plan.ping_context.job.as_deref();
@@ -397,7 +409,7 @@ async fn execute(plan: Plan) -> u8 {
     };
     tokio::select! {
         () = pings => {}
-        signal = signals.recv() => warn!(signal = %signal, "ping abandoned: the agent was asked to stop"),
+        signal = signals.recv_stop() => warn!(signal = %signal, "ping abandoned: the agent was asked to stop"),
     }
     status
 }
@@ -444,33 +456,71 @@ fn ignored(signal: Signal) -> bool {
     }
 }
 
-/// The signals `run` forwards to the command: SIGTERM, SIGINT, SIGHUP, SIGQUIT. Installed before
-/// the command starts, so none is lost (or kills the wrapper) in between.
+/// The signals `run` forwards to the command's group: every signal a process is sent to be told
+/// something, so that a command's own handlers (SIGUSR1 to reopen logs, SIGHUP to reload) work
+/// through the wrapper as they would without it, and no signal kills the wrapper and orphans the
+/// command. Left alone: SIGCHLD (the wrapper's own), job control (SIGTSTP, SIGTTIN, SIGTTOU,
+/// SIGCONT keep their meaning for a shell), faults and resource limits the kernel raises for the
+/// wrapper itself (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ),
+/// the uncatchable SIGKILL and SIGSTOP, and the real-time signals. A signal ignored at start is
+/// not forwarded (the command inherits the ignoring).
+const FORWARDED: [Signal; 13] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGWINCH,
+    Signal::SIGURG,
+    Signal::SIGIO,
+    Signal::SIGPWR,
+];
+
+/// Of [`FORWARDED`], the signals that ask the wrapper itself to stop once the command ended.
+const STOPPING: [Signal; 4] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// The [`FORWARDED`] signals, installed before the command starts, so none is lost (or kills
+/// the wrapper) in between.
 struct Signals {
     streams: Vec<(Signal, tokio::signal::unix::Signal)>,
 }
 
 impl Signals {
     fn install() -> Signals {
-        let wanted = [
-            (Signal::SIGTERM, SignalKind::terminate()),
-            (Signal::SIGINT, SignalKind::interrupt()),
-            (Signal::SIGHUP, SignalKind::hangup()),
-            (Signal::SIGQUIT, SignalKind::quit()),
-        ];
-        let mut streams = Vec::with_capacity(wanted.len());
-        for (signal, kind) in wanted {
+        let mut streams = Vec::with_capacity(FORWARDED.len());
+        for signal in FORWARDED {
             if ignored(signal) {
                 // Started with it ignored (nohup, `cmd &` in a script): leave it so, and the
                 // command inherits the ignoring, as under a shell.
                 continue;
             }
-            match tokio::signal::unix::signal(kind) {
+            match tokio::signal::unix::signal(SignalKind::from_raw(signal as libc::c_int)) {
                 Ok(stream) => streams.push((signal, stream)),
                 Err(err) => warn!(signal = %signal, error = %err, "cannot forward this signal"),
             }
         }
         Signals { streams }
+    }
+
+    /// The next [`STOPPING`] signal received; the others are read and dropped (the command
+    /// they were for has ended).
+    async fn recv_stop(&mut self) -> Signal {
+        loop {
+            let signal = self.recv().await;
+            if STOPPING.contains(&signal) {
+                return signal;
+            }
+            debug!(signal = %signal, "ignored: the command has ended");
+        }
     }
 
     /// The next signal received (pending forever when none could be installed).

@@ -22,10 +22,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use super::children::Children;
 use super::hooks::AfterRun;
 use super::state::{DaemonState, JobState, Persisted};
 use crate::config::{Job, Overlap};
+use crate::process::children::Children;
 use crate::watch::Probes;
 
 /// The longest single sleep of a job task.

@@ -14,7 +14,6 @@
 
 use std::path::PathBuf;
 
-mod children;
 pub(crate) mod control;
 pub(crate) mod hooks;
 mod job;

@@ -22,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
-use super::children::{self, Children};
 use super::control::{self, Control, Request};
 use super::hooks::{Context, Plugins};
 use super::job::{self, JobTask, Settings, Shared};
@@ -31,6 +30,7 @@ use super::state::{boot_id, DaemonState, Persisted};
 use super::{Ended, Options};
 use crate::config::{ApiKeySource, Config, Job, JobAction};
 use crate::ping::outbox::{self, DrainOptions, Outbox};
+use crate::process::children::{self, Children};
 
 /// Extra time over `shutdown_timeout` for runs to report and tasks to end.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -76,7 +76,7 @@ pub(crate) async fn run(
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),
         clock: watch::channel(0).0,
-        children: Arc::new(Children::new(std::process::id() == 1)),
+        children: Arc::new(Children::new(children::inherits_orphans())),
         after_run: plugins.after_run,
         runs: TaskTracker::new(),
         runs_idle: tokio::sync::Notify::new(),
@@ -207,7 +207,7 @@ impl Supervisor {
         let shared = Arc::clone(&self.shared);
         self.tasks
             .spawn(job::trim_when_quiet(shared, self.scheduling.child_token()));
-        if std::process::id() == 1 {
+        if children::inherits_orphans() {
             let children = Arc::clone(&self.shared.children);
             self.tasks.spawn(children::reap(children, cancel.clone()));
         }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use nix::unistd::Pid;
 
+pub(crate) mod children;
 pub(crate) mod lock;
 mod supervise;
 mod tail;
@@ -288,22 +289,6 @@ fn classify(program: String, source: io::Error) -> SpawnError {
         }
         _ => SpawnError::Other { program, source },
     }
-}
-
-/// Reaps every exited process that was reparented to this one, without blocking; returns how
-/// many. Orphans are reparented to PID 1, so this matters when the agent is a container's
-/// entrypoint. Call it only when no supervised child is still running: `waitpid(-1)` would
-/// otherwise steal that child's exit status from its supervisor.
-pub(crate) fn reap_orphans() -> usize {
-    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-    let mut reaped = 0;
-    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-        if status == WaitStatus::StillAlive {
-            break;
-        }
-        reaped += 1;
-    }
-    reaped
 }
 
 /// How long to wait for a capture pipe to close after the child ended (a background grandchild

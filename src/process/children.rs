@@ -1,7 +1,9 @@
-//! The daemon's direct children, and reaping orphans when the daemon is PID 1.
+//! The agent's direct children, and reaping orphans when the agent inherits them (PID 1).
 //!
-//! In a container the daemon may be PID 1: every orphaned process (a job's background
-//! grandchild whose parent exited) is reparented to it and stays a zombie until it is reaped.
+//! In a container the daemon, or `run` as the entrypoint of a CronJob, may be PID 1: every
+//! orphaned process (a job's background grandchild whose parent exited) is reparented to it and
+//! stays a zombie until it is reaped. A process a supervisor made a child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`) inherits orphans the same way; [`inherits_orphans`] covers both.
 //! A `waitpid(-1)` reaper would also collect the exit status of our own job processes, which
 //! tokio waits for by pid: tokio would then see `ECHILD` and the run's status would be lost.
 //!
@@ -16,8 +18,8 @@
 //! - `waitpid(pid)` for an orphan's pid cannot touch any other process's status.
 //!
 //! The scan runs on every SIGCHLD and every 30 s (a pid reused between tokio's reaping and
-//! the set update is caught by the next scan). Outside PID 1 orphans go to the real init and
-//! no reaper runs.
+//! the set update is caught by the next scan), while jobs run, not only once they ended. Where
+//! orphans go to the real init no reaper runs.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
@@ -31,6 +33,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::process::{self, CommandSpec, Running, SpawnError};
+
+/// Whether orphaned processes are reparented to this one: it is PID 1 (of its namespace) or a
+/// child subreaper.
+pub(crate) fn inherits_orphans() -> bool {
+    std::process::id() == 1 || nix::sys::prctl::get_child_subreaper().unwrap_or(false)
+}
 
 /// The process groups of running jobs (each job process leads its own group).
 #[derive(Debug, Default)]
@@ -131,7 +139,7 @@ fn zombie_child_of(stat: &str, parent: i32) -> bool {
     state == Some("Z") && ppid == Some(parent)
 }
 
-/// The reaper task (only started when the daemon is PID 1).
+/// The reaper task (only started when [`inherits_orphans`]).
 pub(crate) async fn reap(children: std::sync::Arc<Children>, cancel: CancellationToken) {
     let mut sigchld = match signal(SignalKind::child()) {
         Ok(stream) => Some(stream),
@@ -149,7 +157,7 @@ pub(crate) async fn reap(children: std::sync::Arc<Children>, cancel: Cancellatio
         }
         let reaped = children.reap_orphans();
         if reaped > 0 {
-            debug!(reaped, "reaped orphaned processes (running as PID 1)");
+            debug!(reaped, "reaped orphaned processes");
         }
     }
     children.reap_orphans();
