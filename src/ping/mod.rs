@@ -11,7 +11,8 @@
 //! (and anything unusual, such as a redirect) goes through reqwest with rustls, built lazily.
 //!
 //! A ping URL is a secret (its path carries the token): everything printed about it goes
-//! through [`crate::redact::url`], and no error below carries the URL.
+//! through [`crate::redact::url`], no error below carries the URL, and no request sends it
+//! on as `Referer` after a redirect.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -287,6 +288,9 @@ fn client() -> Result<&'static reqwest::Client, PingError> {
             reqwest::Client::builder()
                 .user_agent(crate::user_agent())
                 .connect_timeout(Budget::default().connect_timeout)
+                // reqwest's default Referer would carry the ping URL, token and all, to
+                // whichever host a redirect points at.
+                .referer(false)
                 .build()
                 .map_err(|err| crate::redact::reqwest_error(&err))
         })

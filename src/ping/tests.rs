@@ -127,3 +127,32 @@ async fn redirects_are_followed_by_the_full_client() {
     // The built-in client's request, then the full client's and the redirected one.
     assert_eq!(count.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn a_redirect_to_another_host_carries_no_referer() {
+    let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = target.local_addr().expect("addr").port();
+    let seen = tokio::spawn(async move {
+        let (mut sock, _) = target.accept().await.expect("accept");
+        let mut buf = [0u8; 4096];
+        let n = sock.read(&mut buf).await.unwrap_or(0);
+        let _ = sock
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .await;
+        String::from_utf8_lossy(&buf[..n]).to_lowercase()
+    });
+    let redirect: &'static str = Box::leak(
+        format!("HTTP/1.1 302 Found\r\nLocation: http://localhost:{port}/landed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .into_boxed_str(),
+    );
+    let (url, _) = server(vec![redirect]).await;
+    let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert!(
+        matches!(outcome, PingOutcome::Delivered { status: 200, .. }),
+        "{outcome:?}"
+    );
+    let head = seen.await.expect("the other host got the ping");
+    assert!(!head.contains("referer"), "{head}");
+    assert!(!head.contains("secret-token"), "{head}");
+}
