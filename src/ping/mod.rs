@@ -272,11 +272,18 @@ pub(crate) async fn send_once(
     deadline: Instant,
 ) -> Result<Answer, PingError> {
     if ping.url.scheme() == "http" && ping.url.username().is_empty() {
-        let answer = http1::request(ping, connect_timeout, deadline).await?;
-        if !(300..400).contains(&answer.status) {
+        let (answer, location) = http1::request(ping, connect_timeout, deadline).await?;
+        let target = location.and_then(|l| ping.url.join(&l).ok());
+        let Some(url) = target.filter(|_| (300..400).contains(&answer.status)) else {
             return Ok(answer);
-        }
-        // A redirect (say, to https): let the full client follow it.
+        };
+        // A redirect (say, to https): the full client goes on from the new address, not from
+        // the first one again (that sent the ping twice to the first host).
+        let moved = Ping {
+            url,
+            ..ping.clone()
+        };
+        return send_reqwest(&moved, deadline).await;
     }
     send_reqwest(ping, deadline).await
 }

@@ -156,3 +156,39 @@ async fn a_redirect_to_another_host_carries_no_referer() {
     assert!(!head.contains("referer"), "{head}");
     assert!(!head.contains("secret-token"), "{head}");
 }
+
+#[tokio::test]
+async fn a_redirected_ping_reaches_the_first_address_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = lines.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let n = sock.read(&mut buf).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let line = head.lines().next().unwrap_or_default().to_owned();
+            let answer: &[u8] = if line.contains("/secret-token") {
+                b"HTTP/1.1 302 Found\r\nLocation: /moved\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            } else {
+                b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            };
+            seen.lock().expect("lock").push(line);
+            let _ = sock.write_all(answer).await;
+        }
+    });
+    let ping = Ping::new(
+        &format!("http://{addr}/secret-token"),
+        PingMethod::Get,
+        "host",
+    )
+    .expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert!(
+        matches!(outcome, PingOutcome::Delivered { status: 200, .. }),
+        "{outcome:?}"
+    );
+    let lines = lines.lock().expect("lock").clone();
+    assert_eq!(lines, ["GET /secret-token HTTP/1.1", "GET /moved HTTP/1.1"]);
+}
