@@ -24,6 +24,8 @@ pub(crate) struct ResponseHead<'a> {
     /// The raw `Retry-After` value, when given as text (the last one counts); see
     /// [`crate::backoff::retry_after`].
     pub retry_after: Option<&'a str>,
+    /// The raw `Location` value, when given as text (the last one counts).
+    pub location: Option<&'a str>,
     /// Whether a `Transfer-Encoding` header names `chunked`.
     pub chunked: bool,
 }
@@ -60,6 +62,7 @@ fn parse_into<'b>(
         len,
         content_length: None,
         retry_after: None,
+        location: None,
         chunked: false,
     };
     for header in response.headers.iter() {
@@ -68,6 +71,8 @@ fn parse_into<'b>(
             head.content_length = text(header.value).and_then(|v| v.parse().ok());
         } else if name.eq_ignore_ascii_case("retry-after") {
             head.retry_after = text(header.value);
+        } else if name.eq_ignore_ascii_case("location") {
+            head.location = text(header.value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             head.chunked |= header
                 .value

@@ -1,6 +1,7 @@
 //! [`ApiClient`]: one async method per operation of the spec. Every request carries the bearer
 //! key, the account header and the agent's `User-Agent`, goes through the shared rate limiter,
-//! and is retried as [`super::retry`] allows.
+//! and is retried as [`super::retry`] allows; redirects and answer sizes are bounded by
+//! [`super::limits`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::error::excerpt;
+use super::limits::BodyError;
 use super::model::*;
 use super::retry::{is_retryable, Failure, RetryPolicy};
 use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
@@ -108,6 +110,8 @@ impl ApiClient {
         }
         let http = reqwest::Client::builder()
             .default_headers(headers)
+            .referer(false)
+            .redirect(super::limits::redirect_policy())
             .user_agent(crate::user_agent())
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
@@ -425,15 +429,27 @@ impl ApiClient {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| crate::backoff::retry_after(v, SystemTime::now()));
-        let bytes = match response.bytes().await {
+        let bytes = match super::limits::read_body(response, super::limits::MAX_BODY).await {
             Ok(bytes) => bytes,
-            Err(e) => {
+            Err(BodyError::Transport(e)) => {
                 let error = self.transport_error(label, &e);
                 return Err(Failed::new(Failure::NoAnswer, error, None));
             }
+            Err(BodyError::TooLarge(limit)) => {
+                let error = ApiError::Transport {
+                    request: label.clone(),
+                    detail: format!(
+                        "the answer is larger than {} MiB and was not read; check that the API base URL points at the monitoring API",
+                        limit >> 20
+                    ),
+                    not_sent: false,
+                    timed_out: false,
+                };
+                return Err(Failed::new(Failure::Status(status.as_u16()), error, None));
+            }
         };
         if status.is_success() {
-            return Ok((status.as_u16(), bytes.to_vec()));
+            return Ok((status.as_u16(), bytes));
         }
         let error = self.status_error(label, status, &bytes, retry_after);
         Err(Failed::new(

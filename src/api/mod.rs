@@ -4,12 +4,14 @@
 //! - [`model`]: requests, responses and the error body, shared with the emulator.
 //! - [`ApiClient`]: one async method per operation.
 //! - [`ApiError`]: what went wrong, never with the key or a ping token in it.
+//! - [`limits`]: no redirect to another origin, no `Referer`, answers of at most 16 MiB.
 //! - [`retry`]: retry settings, and which failures may be repeated.
 //! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
 
 pub(crate) mod client;
 pub mod counters;
 pub(crate) mod error;
+pub(crate) mod limits;
 pub mod model;
 pub(crate) mod operation;
 pub(crate) mod ratelimit;

@@ -105,6 +105,9 @@ pub enum HeartbeatCommand {
         /// Subscribe a new check to all alert channels [service default: true]
         #[arg(long, value_name = "BOOL")]
         auto_assign_alerts: Option<bool>,
+        /// Print the answer's pingToken and pingUrl as they are (redacted by default)
+        #[arg(long)]
+        show_secrets: bool,
     },
     /// Show a heartbeat event with the check's statistics
     Event {
@@ -188,7 +191,7 @@ enum Call {
     CreateService(CreateStatusPageService),
     GetMaintenance(i64, String),
     SetDates(i64, String, MaintenanceDates),
-    UpdateHeartbeat(String, Box<HeartbeatCheckUpdate>, Option<bool>),
+    UpdateHeartbeat(String, Box<HeartbeatCheckUpdate>, Option<bool>, bool),
     Event(String, String),
     Events(String),
     GetGroup(i64),
@@ -229,10 +232,12 @@ impl Call {
                 id,
                 body,
                 auto_assign_alerts,
+                show_secrets,
             }) => Call::UpdateHeartbeat(
                 id,
                 Box::new(read_body(&body, "heartbeat check")?),
                 auto_assign_alerts,
+                show_secrets,
             ),
             ApiCommand::Heartbeat(HeartbeatCommand::Event { check, event }) => {
                 Call::Event(check, event)
@@ -280,8 +285,15 @@ impl Call {
             Call::SetDates(window, id, dates) => {
                 json(client.update_maintenance_dates(window, &id, &dates).await?)
             }
-            Call::UpdateHeartbeat(id, body, auto) => {
-                json(client.update_heartbeat_check(&id, &body, auto).await?)
+            Call::UpdateHeartbeat(id, body, auto, show_secrets) => {
+                let answer = json(client.update_heartbeat_check(&id, &body, auto).await?);
+                answer.map(|a| {
+                    if show_secrets {
+                        a
+                    } else {
+                        redact_ping_secrets(a)
+                    }
+                })
             }
             Call::Event(check, event) => json(client.get_heartbeat_event(&check, &event).await?),
             Call::Events(check) => json(client.list_heartbeat_events(&check).await?),
@@ -322,6 +334,22 @@ fn read_body<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T, String> 
 }
 
 /// Prints `answer` on stdout: pretty on a terminal, one line otherwise.
+/// The answer with `heartbeat.pingToken` shown as `[redacted]` and `heartbeat.pingUrl` as
+/// [`crate::redact::url`] shows it.
+fn redact_ping_secrets(mut answer: serde_json::Value) -> serde_json::Value {
+    if let Some(beat) = answer.get_mut("heartbeat").and_then(|b| b.as_object_mut()) {
+        if let Some(token) = beat.get_mut("pingToken").filter(|t| t.is_string()) {
+            *token = "[redacted]".into();
+        }
+        if let Some(url) = beat.get_mut("pingUrl") {
+            if let Some(raw) = url.as_str() {
+                *url = crate::redact::url(raw).into();
+            }
+        }
+    }
+    answer
+}
+
 fn print_json(answer: &serde_json::Value) -> u8 {
     let mut stdout = std::io::stdout().lock();
     let text = if stdout.is_terminal() {

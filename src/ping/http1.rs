@@ -23,12 +23,12 @@ const MAX_BODY: usize = 64 * 1024;
 /// How long draining the body may take once the status is known.
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 
-/// Sends `ping` and reads the answer's status, all by `deadline`.
+/// Sends `ping` and reads the answer's status (and a redirect's `Location`), all by `deadline`.
 pub(super) async fn request(
     ping: &Ping,
     connect_timeout: Duration,
     deadline: Instant,
-) -> Result<Answer, PingError> {
+) -> Result<(Answer, Option<String>), PingError> {
     let mut stream = tokio::time::timeout_at(deadline, connect(&ping.url, connect_timeout))
         .await
         .map_err(|_| PingError::Timeout)??;
@@ -93,7 +93,7 @@ fn request_head(ping: &Ping) -> String {
     )
 }
 
-async fn read_answer(stream: &mut TcpStream) -> Result<Answer, PingError> {
+async fn read_answer(stream: &mut TcpStream) -> Result<(Answer, Option<String>), PingError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -107,10 +107,10 @@ async fn read_answer(stream: &mut TcpStream) -> Result<Answer, PingError> {
             ));
         }
         buf.extend_from_slice(&chunk[..n]);
-        if let Some((answer, head_len, length)) = parse_head(&buf)? {
+        if let Some((answer, head_len, length, location)) = parse_head(&buf)? {
             let already = buf.len() - head_len;
             drain(stream, length.map(|l| l.saturating_sub(already))).await;
-            return Ok(answer);
+            return Ok((answer, location));
         }
         if buf.len() >= MAX_HEAD {
             return Err(PingError::Protocol("response head too large".to_owned()));
@@ -119,8 +119,9 @@ async fn read_answer(stream: &mut TcpStream) -> Result<Answer, PingError> {
 }
 
 /// The answer in the response head at the start of `buf`, the head's length and the
-/// Content-Length; `None` while the head is incomplete.
-fn parse_head(buf: &[u8]) -> Result<Option<(Answer, usize, Option<usize>)>, PingError> {
+/// Content-Length and `Location`; `None` while the head is incomplete.
+type Head = (Answer, usize, Option<usize>, Option<String>);
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, PingError> {
     let Some(head) = crate::response_head::parse(buf)
         .map_err(|err| PingError::Protocol(format!("not an HTTP/1.x response: {err}")))?
     else {
@@ -133,7 +134,8 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Answer, usize, Option<usize>)>, Ping
         status: head.status,
         retry_after,
     };
-    Ok(Some((answer, head.len, head.content_length)))
+    let location = head.location.map(str::to_owned);
+    Ok(Some((answer, head.len, head.content_length, location)))
 }
 
 /// Reads and drops the body (up to [`MAX_BODY`] and [`DRAIN_TIME`]) so the server sees a clean
@@ -174,7 +176,7 @@ mod tests {
     #[test]
     fn parses_status_and_headers() {
         let head = b"HTTP/1.1 429 Too Many\r\nRetry-After: 7\r\ncontent-length: 12\r\n\r\n";
-        let (answer, head_len, length) = parse_head(head).expect("parses").expect("complete");
+        let (answer, head_len, length, _) = parse_head(head).expect("parses").expect("complete");
         assert_eq!(answer.status, 429);
         assert_eq!(answer.retry_after, Some(Duration::from_secs(7)));
         assert_eq!(length, Some(12));

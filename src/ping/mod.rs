@@ -11,7 +11,8 @@
 //! (and anything unusual, such as a redirect) goes through reqwest with rustls, built lazily.
 //!
 //! A ping URL is a secret (its path carries the token): everything printed about it goes
-//! through [`crate::redact::url`], and no error below carries the URL.
+//! through [`crate::redact::url`], no error below carries the URL, and no request sends it
+//! on as `Referer` after a redirect.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -271,11 +272,18 @@ pub(crate) async fn send_once(
     deadline: Instant,
 ) -> Result<Answer, PingError> {
     if ping.url.scheme() == "http" && ping.url.username().is_empty() {
-        let answer = http1::request(ping, connect_timeout, deadline).await?;
-        if !(300..400).contains(&answer.status) {
+        let (answer, location) = http1::request(ping, connect_timeout, deadline).await?;
+        let target = location.and_then(|l| ping.url.join(&l).ok());
+        let Some(url) = target.filter(|_| (300..400).contains(&answer.status)) else {
             return Ok(answer);
-        }
-        // A redirect (say, to https): let the full client follow it.
+        };
+        // A redirect (say, to https): the full client goes on from the new address, not from
+        // the first one again (that sent the ping twice to the first host).
+        let moved = Ping {
+            url,
+            ..ping.clone()
+        };
+        return send_reqwest(&moved, deadline).await;
     }
     send_reqwest(ping, deadline).await
 }
@@ -287,6 +295,9 @@ fn client() -> Result<&'static reqwest::Client, PingError> {
             reqwest::Client::builder()
                 .user_agent(crate::user_agent())
                 .connect_timeout(Budget::default().connect_timeout)
+                // reqwest's default Referer would carry the ping URL, token and all, to
+                // whichever host a redirect points at.
+                .referer(false)
                 .build()
                 .map_err(|err| crate::redact::reqwest_error(&err))
         })

@@ -127,3 +127,68 @@ async fn redirects_are_followed_by_the_full_client() {
     // The built-in client's request, then the full client's and the redirected one.
     assert_eq!(count.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn a_redirect_to_another_host_carries_no_referer() {
+    let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = target.local_addr().expect("addr").port();
+    let seen = tokio::spawn(async move {
+        let (mut sock, _) = target.accept().await.expect("accept");
+        let mut buf = [0u8; 4096];
+        let n = sock.read(&mut buf).await.unwrap_or(0);
+        let _ = sock
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .await;
+        String::from_utf8_lossy(&buf[..n]).to_lowercase()
+    });
+    let redirect: &'static str = Box::leak(
+        format!("HTTP/1.1 302 Found\r\nLocation: http://localhost:{port}/landed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .into_boxed_str(),
+    );
+    let (url, _) = server(vec![redirect]).await;
+    let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert!(
+        matches!(outcome, PingOutcome::Delivered { status: 200, .. }),
+        "{outcome:?}"
+    );
+    let head = seen.await.expect("the other host got the ping");
+    assert!(!head.contains("referer"), "{head}");
+    assert!(!head.contains("secret-token"), "{head}");
+}
+
+#[tokio::test]
+async fn a_redirected_ping_reaches_the_first_address_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = lines.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let n = sock.read(&mut buf).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let line = head.lines().next().unwrap_or_default().to_owned();
+            let answer: &[u8] = if line.contains("/secret-token") {
+                b"HTTP/1.1 302 Found\r\nLocation: /moved\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            } else {
+                b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            };
+            seen.lock().expect("lock").push(line);
+            let _ = sock.write_all(answer).await;
+        }
+    });
+    let ping = Ping::new(
+        &format!("http://{addr}/secret-token"),
+        PingMethod::Get,
+        "host",
+    )
+    .expect("valid");
+    let outcome = send(&ping, &budget(5000)).await;
+    assert!(
+        matches!(outcome, PingOutcome::Delivered { status: 200, .. }),
+        "{outcome:?}"
+    );
+    let lines = lines.lock().expect("lock").clone();
+    assert_eq!(lines, ["GET /secret-token HTTP/1.1", "GET /moved HTTP/1.1"]);
+}

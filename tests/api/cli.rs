@@ -203,6 +203,21 @@ fn heartbeat_update_sends_the_body_from_stdin_and_the_query() {
         &body.to_string(),
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let shown = stdout_json(&output);
+    let url = shown["heartbeat"]["pingUrl"].as_str().unwrap();
+    assert!(url.starts_with("http://ping.invalid/…#"), "{url}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("/tok"));
+    assert_eq!(shown["heartbeat"]["pingToken"], "[redacted]");
+    let args = [
+        "heartbeat",
+        "update",
+        "hb-1",
+        "--body",
+        "-",
+        "--show-secrets",
+    ];
+    let output = api(&server, &args, &body.to_string());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout_json(&output)["heartbeat"]["pingUrl"],
         "http://ping.invalid/tok"
