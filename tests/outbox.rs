@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::{self, Home};
 
+mod death;
 mod faults;
 
 /// Every token in these tests contains this, so output can be searched for a leak.

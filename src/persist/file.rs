@@ -1,6 +1,13 @@
 //! Crash-safe files: a write leaves either the old file or the new one (temp file 0600 in the
 //! same directory, write, fsync, rename over the target, fsync the directory), renames and
-//! removals that survive a crash, and private directories (0700).
+//! removals that survive a crash, and private directories (0700). [`write_fast`] is the same
+//! without the fsyncs, for a file that only has to outlive its process (the page cache does),
+//! not the machine.
+//!
+//! Files are read with [`read_regular`]: opened without blocking and without following a final
+//! symbolic link, and refused unless they are regular files of a bounded size, so a FIFO or a
+//! device planted in a state directory cannot freeze the reader (another local user may be
+//! able to write there).
 //!
 //! Temp files are named `.tmp.<pid>.<random>`: a reader of the directory can tell them from
 //! its own files ([`is_temp`]) and whether their writer still runs ([`temp_writer`]).
@@ -41,6 +48,85 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&temp);
     }
     result
+}
+
+/// Writes `bytes` to a new temp file in `dir` (mode 0600) without fsync, and returns it open
+/// with its path: the caller renames it into place (after taking a lock on it, say). The temp
+/// file is removed when the write fails.
+pub(crate) fn write_fast(dir: &Path, bytes: &[u8]) -> io::Result<(File, PathBuf)> {
+    let temp = temp_path(dir);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)?;
+    if let Err(err) = file.write_all(bytes) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(err);
+    }
+    Ok((file, temp))
+}
+
+/// Opens `path` for reading without blocking (a FIFO with no writer would block a plain open)
+/// and without following a symbolic link; anything but a regular file is refused with
+/// `InvalidData` ("not a regular file").
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|err| {
+            if err.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a symbolic link, not a regular file",
+                )
+            } else {
+                err
+            }
+        })?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not a regular file ({})", describe(kind)),
+        ));
+    }
+    Ok(file)
+}
+
+/// Reads the regular file at `path` (see [`open_regular`]), refusing one longer than `limit`
+/// bytes with `InvalidData`.
+pub(crate) fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// What kind of file `kind` is, in words.
+fn describe(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    }
 }
 
 /// Renames `from` to `to` and makes the rename durable (both directories fsynced).
@@ -144,6 +230,28 @@ mod tests {
         assert_eq!(temp_writer(name), Some(std::process::id()));
         assert!(!is_temp("stats.json"));
         assert_eq!(temp_writer(".tmp.x.1"), None);
+    }
+
+    #[test]
+    fn a_fifo_a_link_and_a_large_file_are_refused_without_blocking() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let fifo = root.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        let err = read_regular(&fifo, 10).expect_err("a FIFO is refused");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            err.to_string().contains("not a regular file (a FIFO)"),
+            "{err}"
+        );
+        let big = root.path().join("big");
+        std::fs::write(&big, [b'x'; 11]).expect("write");
+        let err = read_regular(&big, 10).expect_err("too large");
+        assert!(err.to_string().contains("larger than 10 bytes"), "{err}");
+        assert_eq!(read_regular(&big, 11).expect("at the limit").len(), 11);
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&big, &link).expect("symlink");
+        let err = read_regular(&link, 100).expect_err("a link is not followed");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
     }
 
     #[test]

@@ -47,15 +47,36 @@ impl FileLock {
     }
 }
 
+/// Takes an exclusive lock on the open `file` without waiting: false when another open file
+/// holds it (in this process or another). For a lock that marks a file as owned (an outbox
+/// claim): the kernel lets it go when its holder dies, however it dies.
+pub(crate) fn try_lock(file: &File) -> io::Result<bool> {
+    match flock(file, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => Ok(true),
+        Err(err) if err.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
 /// Opens (creating) a lock file; its content is left alone. std opens with `O_CLOEXEC`, so a
 /// child process does not inherit the lock.
+/// `O_NONBLOCK` and `O_NOFOLLOW`: a FIFO or a link planted in its place fails instead of
+/// blocking or pointing the lock elsewhere.
 fn open(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .open(path)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("lock file {} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
 }
 
 fn flock(file: &File, operation: libc::c_int) -> io::Result<()> {

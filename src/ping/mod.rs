@@ -222,6 +222,16 @@ const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
 /// Sends `ping` within `budget`; see the module documentation.
 pub(crate) async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
+    send_with(ping, budget, |_| {}).await
+}
+
+/// [`send`], calling `failed` after each attempt that failed (the outbox makes its entry
+/// durable then).
+pub(crate) async fn send_with(
+    ping: &Ping,
+    budget: &Budget,
+    mut failed: impl FnMut(&PingError),
+) -> PingOutcome {
     let end = Instant::now() + budget.total;
     let attempts = budget.attempts.max(1);
     let mut last = (PingError::Timeout, None);
@@ -244,6 +254,7 @@ pub(crate) async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
             Ok(answer) => last = (PingError::Status(answer.status), answer.retry_after),
             Err(err) => last = (err, None),
         }
+        failed(&last.0);
         if !last.0.is_retryable() {
             return PingOutcome::Permanent {
                 error: last.0,

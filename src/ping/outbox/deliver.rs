@@ -14,35 +14,40 @@ use tracing::{debug, warn};
 use super::entry::now_ms;
 use super::{Claimed, Outbox, OutboxError, PingContext};
 use crate::backoff;
-use crate::ping::{send, Budget, Ping, PingOutcome};
+use crate::ping::{send, send_with, Budget, Ping, PingOutcome};
 
-/// Delivers `ping` within `budget`; when that fails but may succeed later, stores it in
-/// `outbox` (when there is one). A success delivered now makes an older pending success for
-/// the same target pointless (dropped, counted as coalesced). Logs failures, redacted.
+/// Delivers `ping` within `budget`, through `outbox` when there is one: the ping is written
+/// to it before the first attempt ([`Outbox::begin`]), made durable once an attempt failed,
+/// removed when delivered, and kept as a pending entry when the budget runs out or this future
+/// is dropped (the process is stopping). A success delivered now makes an older pending
+/// success for the same target pointless (dropped, counted as coalesced). Logs failures,
+/// redacted.
 pub(crate) async fn deliver_or_queue_for(
     ping: &Ping,
     budget: &Budget,
     outbox: Option<&Outbox>,
     context: &PingContext,
 ) -> PingOutcome {
-    let outcome = send(ping, budget).await;
     let job = context.job.as_deref().unwrap_or("");
+    let mut ahead = Ahead::begin(ping, budget, outbox, context);
+    let outcome = send_with(ping, budget, |_| ahead.attempt_failed()).await;
     match &outcome {
         PingOutcome::Delivered { status, attempts } => {
             debug!(job, target_url = %ping.redacted(), status, attempts, "ping delivered");
-            if let Some(Err(err)) = outbox.map(|o| o.delivered_directly(ping)) {
-                warn!(job, error = %err, "cannot clear the older pending ping of this target");
+            if let Some(Err(err)) = ahead.delivered(ping) {
+                warn!(job, error = %err, "cannot clear this ping's outbox entry (it may be sent once more)");
             }
         }
         PingOutcome::Retryable {
             error,
             attempts,
             retry_after,
-        } => match outbox
-            .map(|o| o.store(ping, context, *attempts, *retry_after, &error.to_string()))
-        {
-            Some(Ok(())) => {
+        } => match ahead.keep(ping, context, *attempts, *retry_after, &error.to_string()) {
+            Some(Ok(true)) => {
                 warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping not delivered; kept in the outbox for a later retry");
+            }
+            Some(Ok(false)) => {
+                warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping not delivered; not kept: a later run of the job failed meanwhile");
             }
             Some(Err(err)) => {
                 warn!(job, target_url = %ping.redacted(), attempts, error = %error, outbox_error = %err, "ping not delivered and not kept: the outbox is unusable");
@@ -52,10 +57,114 @@ pub(crate) async fn deliver_or_queue_for(
             }
         },
         PingOutcome::Permanent { error, attempts } => {
+            ahead.discard();
             warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping refused by the server; check the ping URL");
         }
     }
     outcome
+}
+
+/// A fresh ping's outbox entry while it is being delivered: written before the first attempt,
+/// and kept for later when dropped unsettled (the process stopping mid-delivery).
+struct Ahead<'a> {
+    outbox: Option<&'a Outbox>,
+    claim: Option<Claimed>,
+    /// Attempts that failed so far.
+    failed: u32,
+    job: String,
+    target: String,
+}
+
+impl<'a> Ahead<'a> {
+    fn begin(
+        ping: &Ping,
+        budget: &Budget,
+        outbox: Option<&'a Outbox>,
+        context: &PingContext,
+    ) -> Ahead<'a> {
+        let claim = outbox.and_then(|o| {
+            o.begin(ping, context, budget.total)
+                .inspect_err(|err| warn!(job = context.job.as_deref().unwrap_or(""), error = %err, "cannot write the ping to the outbox before sending it; sending it anyway"))
+                .ok()
+        });
+        Ahead {
+            outbox,
+            claim,
+            failed: 0,
+            job: context.job.clone().unwrap_or_default(),
+            target: ping.redacted(),
+        }
+    }
+
+    fn attempt_failed(&mut self) {
+        self.failed = self.failed.saturating_add(1);
+        if self.failed > 1 {
+            return;
+        }
+        if let (Some(outbox), Some(claim)) = (self.outbox, &self.claim) {
+            if let Err(err) = outbox.attempt_failed(claim) {
+                warn!(job = %self.job, error = %err, "cannot make the ping's outbox entry durable");
+            }
+        }
+    }
+
+    fn delivered(&mut self, ping: &Ping) -> Option<Result<(), OutboxError>> {
+        let outbox = self.outbox?;
+        Some(match self.claim.take() {
+            Some(claim) => outbox.delivered_fresh(claim, ping),
+            None => outbox.delivered_directly(ping),
+        })
+    }
+
+    /// Keeps the ping for later: its own entry when it has one, else a new one (`Ok(false)`:
+    /// not kept, a later failed run dropped it).
+    fn keep(
+        &mut self,
+        ping: &Ping,
+        context: &PingContext,
+        attempts: u32,
+        retry_after: Option<Duration>,
+        error: &str,
+    ) -> Option<Result<bool, OutboxError>> {
+        let outbox = self.outbox?;
+        Some(match self.claim.take() {
+            Some(claim) => outbox.keep(claim, attempts, retry_after, error),
+            None => outbox
+                .store(ping, context, attempts, retry_after, error)
+                .map(|()| true),
+        })
+    }
+
+    fn discard(&mut self) {
+        if let (Some(outbox), Some(claim)) = (self.outbox, self.claim.take()) {
+            if let Err(err) = outbox.discard(claim) {
+                warn!(job = %self.job, error = %err, "cannot remove the refused ping's outbox entry");
+            }
+        }
+    }
+}
+
+impl Drop for Ahead<'_> {
+    /// The delivery was abandoned (the process is stopping): the ping stays in the outbox.
+    fn drop(&mut self) {
+        let (Some(outbox), Some(claim)) = (self.outbox, self.claim.take()) else {
+            return;
+        };
+        match outbox.keep(
+            claim,
+            self.failed,
+            None,
+            "abandoned: the agent stopped mid-delivery",
+        ) {
+            Ok(true) => {
+                warn!(job = %self.job, target_url = %self.target, "ping not delivered yet: the agent is stopping; kept in the outbox (the next run, `outbox flush` or the daemon sends it)")
+            }
+            Ok(false) => {}
+            Err(err) => {
+                warn!(job = %self.job, target_url = %self.target, error = %err, "ping not delivered and not kept: the agent is stopping and the outbox is unusable")
+            }
+        }
+    }
 }
 
 /// How one pass over the pending entries goes.
@@ -91,9 +200,11 @@ pub async fn deliver_pending(
 ) -> Result<PassReport, OutboxError> {
     let skip = options.skip.as_ref().map(|p| super::entry::key(p.url()));
     let now = now_ms();
-    let claimed = outbox.claim(usize::MAX, |key, entry| {
-        Some(key) != skip.as_deref() && (!options.honour_retry_after || entry.not_before_ms <= now)
-    })?;
+    let claimed = outbox.claim(
+        usize::MAX,
+        |key| Some(key) != skip.as_deref(),
+        |_, entry| !options.honour_retry_after || entry.not_before_ms <= now,
+    )?;
     let mut tasks = JoinSet::new();
     for claim in claimed {
         let budget = options.budget;
@@ -192,6 +303,10 @@ impl Default for DrainOptions {
 /// A target's failures in a row and when it may be tried again.
 type Backoff = HashMap<String, (u32, Instant)>;
 
+/// The longest a target waits for a `Retry-After` read from an entry before its entry is read
+/// again (the entry may have been replaced or removed by another process meanwhile).
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
 /// Delivers the outbox's entries until `cancel`: the daemon's task. Entries stored through
 /// `outbox` (or a clone) are noticed at once, others within `options.poll`. Each target backs
 /// off on its own; the server's `Retry-After` is honoured. On cancellation, attempts in flight
@@ -215,13 +330,33 @@ pub async fn drain(outbox: Outbox, cancel: CancellationToken, options: DrainOpti
             let wall = now_ms();
             // A target already in flight is not claimed again: a newer success stored for it
             // meanwhile waits, else the second claim would replace the first in `in_flight`
-            // and the first would stay claimed (in flight) until its lease ran out.
-            let due = |key: &str, entry: &super::Entry| {
-                !in_flight.contains_key(key)
-                    && entry.not_before_ms <= wall
-                    && backoff.get(key).map_or(true, |(_, at)| *at <= now)
+            // and the first would stay claimed (in flight) until its lease ran out. A target
+            // backing off is skipped before its file is read: an idle drainer with many
+            // pending entries reads none of them at a wake-up.
+            let wanted = |key: &str| {
+                !in_flight.contains_key(key) && backoff.get(key).map_or(true, |(_, at)| *at <= now)
             };
-            match outbox.claim(free, due) {
+            // An entry under the server's `Retry-After` (stored by another process) is read
+            // once; its target then waits in `backoff` until the time the server gave.
+            let waiting = std::cell::RefCell::new(Vec::new());
+            let due = |key: &str, entry: &super::Entry| {
+                let due = entry.not_before_ms <= wall;
+                if !due {
+                    waiting
+                        .borrow_mut()
+                        .push((key.to_owned(), entry.not_before_ms - wall));
+                }
+                due
+            };
+            let claimed = outbox.claim(free, wanted, due);
+            for (key, wait_ms) in waiting.take() {
+                let failures = backoff.get(&key).map_or(0, |(n, _)| *n);
+                let until = now
+                    .checked_add(Duration::from_millis(wait_ms).min(MAX_WAIT))
+                    .unwrap_or(now);
+                backoff.insert(key, (failures, until));
+            }
+            match claimed {
                 Ok(claimed) => {
                     last_error.clear();
                     for claim in claimed {

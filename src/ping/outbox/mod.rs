@@ -1,22 +1,36 @@
-//! The durable outbox: pings that could not be delivered within their budget, kept on disk
-//! under `<state_dir>/outbox/` until they are delivered, replaced by a newer success, or too
-//! old to matter (user documentation in `docs/outbox.md`).
+//! The durable outbox: every ping on its way (written before its first attempt), and the pings
+//! that could not be delivered within their budget, kept on disk under `<state_dir>/outbox/`
+//! until they are delivered, replaced by a newer success, or too old to matter (user
+//! documentation in `docs/outbox.md`).
 //!
 //! One file per target (`<key>.ping`, the key a hash of the URL): storing a newer success for
 //! the same target replaces the older one, which is what coalescing means here. Every process
 //! sharing the outbox (`run`s, `ping`, `outbox flush`, the daemon) takes the directory lock
 //! (`flock`) only for file steps, never across a network request. To deliver an entry a
-//! process *claims* it by renaming it to `<key>.<pid>.<lease>.claim`; only one rename can win,
-//! so two drainers never send the same entry. A claim whose process died (or whose lease ran
-//! out) is put back by whoever looks next: an entry in flight at a crash may be sent twice,
-//! any other is sent once. Writes are crash-safe (temp, fsync, rename, fsync the directory);
-//! an unreadable entry is moved to `failed/` with a warning. Counters live in `stats.json`.
+//! process *claims* it: renames it to `<key>.<pid>.<lease>.claim` and holds an exclusive
+//! `flock` on the file for as long as it owns the claim; only one rename can win, so two
+//! drainers never send the same entry. A fresh ping is written straight into a claim
+//! ([`Outbox::begin`]) before its first attempt, without fsync (the page cache outlives the
+//! process, which is the death that matters here), made durable once an attempt failed, and
+//! removed when delivered.
+//!
+//! Whoever looks next takes back a claim whose lock is free (its process died, however it
+//! died: the kernel drops the lock with the process, so this works at once, across pid
+//! namespaces and with a zombie not yet reaped) or whose lease ran out (a hung process); such
+//! an entry may have reached the host just before the death, so it is counted as `recovered`:
+//! at most one duplicate each. Durable writes are crash-safe (temp, fsync, rename, fsync the
+//! directory); an unreadable entry, or anything but a regular file where an entry should be
+//! (a FIFO would block a reader), is moved to `failed/` with a warning. Counters live in
+//! `stats.json`.
 //!
 //! The ping URL is a secret: files are 0600 in a 0700 directory, and everything logged shows
-//! targets through [`crate::redact::url`].
+//! targets through [`crate::redact::url`]. An `outbox` that is a symbolic link to a directory
+//! of another user is refused, never followed.
 
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +38,7 @@ use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use crate::persist::file;
-use crate::persist::lock::FileLock;
+use crate::persist::lock::{self, FileLock};
 use crate::persist::What;
 use crate::ping::{Ping, PingOutcome};
 
@@ -50,8 +64,13 @@ pub(crate) use crate::config::defaults::OUTBOX_MAX_AGE as DEFAULT_MAX_AGE;
 const LOCK_FILE: &str = ".lock";
 
 /// How long a claim holds an entry before others may take it back even though the claiming
-/// process still runs (a hung or reused pid): longer than any single attempt.
+/// process still holds it (a hung process): longer than any single attempt. A fresh ping's
+/// claim adds its whole budget.
 const CLAIM_LEASE: Duration = Duration::from_secs(300);
+
+/// The largest entry file read: a ping URL is at most a few KiB; anything larger is not an
+/// entry this agent wrote.
+const MAX_ENTRY_BYTES: u64 = 64 * 1024;
 
 /// What went wrong with the outbox directory.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +111,9 @@ pub(crate) struct Claimed {
     path: PathBuf,
     /// The entry as claimed.
     pub entry: Entry,
+    /// The claim file, open with an exclusive `flock` held while this process owns the claim
+    /// (dropping the last clone lets others take it back).
+    held: Arc<File>,
 }
 
 /// One entry as `outbox list` shows it (no secret in it).
@@ -136,11 +158,33 @@ impl Outbox {
         }
     }
 
-    /// Creates the directory (and `failed/`) with mode 0700, tightening an existing one.
+    /// Creates the directory (and `failed/`) with mode 0700, tightening an existing one of
+    /// this user's. An `outbox` that is a symbolic link to another user's directory is refused
+    /// (following it, a root process would change the mode of whatever it points at).
     fn create(&self) -> io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let me = nix::unistd::geteuid().as_raw();
+        if let Ok(link) = std::fs::symlink_metadata(&self.dir) {
+            if link.file_type().is_symlink() {
+                let owner = std::fs::metadata(&self.dir).map_or(link.uid(), |m| m.uid());
+                if owner != me || link.uid() != me {
+                    return Err(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "is a symbolic link to a directory of another user (uid {owner}); \
+                             refusing to follow it: remove the link or point --state-dir at a \
+                             directory of this user"
+                        ),
+                    ));
+                }
+            }
+        }
         file::private_dir(&self.failed_dir())?;
-        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+        let meta = std::fs::metadata(&self.dir)?;
+        if meta.uid() == me && meta.mode() & 0o777 != 0o700 {
+            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(())
     }
 
     /// The outbox directory.
@@ -186,7 +230,7 @@ impl Outbox {
             let mut counters = before;
             let value = step(&mut counters)?;
             if counters != before {
-                stats::save(&self.dir, &counters)?;
+                stats::save_or_carry(&self.dir, &before, &counters);
             }
             Ok(value)
         };
@@ -220,6 +264,115 @@ impl Outbox {
         })?;
         self.notify.notify_one();
         Ok(())
+    }
+
+    /// Writes `ping` into a claim of this process before its first attempt (see the module
+    /// documentation): no fsync and no directory lock, so the fast path stays fast. The claim
+    /// is leased for `budget` plus [`CLAIM_LEASE`]. Then one of [`Outbox::attempt_failed`],
+    /// [`Outbox::delivered_fresh`], [`Outbox::keep`] or [`Outbox::discard`].
+    pub(crate) fn begin(
+        &self,
+        ping: &Ping,
+        context: &PingContext,
+        budget: Duration,
+    ) -> Result<Claimed, OutboxError> {
+        let now = now_ms();
+        let entry = Entry::new(ping, context.job.as_deref(), context.max_age, now);
+        let bytes = serde_json::to_vec(&entry).map_err(|err| self.error(io::Error::other(err)))?;
+        let linked = std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink());
+        if linked {
+            self.create().map_err(|err| self.error(err))?;
+        }
+        let written = match file::write_fast(&self.dir, &bytes) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => self
+                .create()
+                .and_then(|()| file::write_fast(&self.dir, &bytes)),
+            written => written,
+        };
+        let (held, temp) = written.map_err(|err| self.error(err))?;
+        let key = entry.key();
+        let lease = unique_lease(now.saturating_add(millis(budget.saturating_add(CLAIM_LEASE))));
+        let path = self
+            .dir
+            .join(entry::claim_name(&key, std::process::id(), lease));
+        let placed = lock::try_lock(&held).and_then(|locked| {
+            if !locked {
+                return Err(io::Error::other("a new file is locked by another process"));
+            }
+            std::fs::rename(&temp, &path)
+        });
+        if let Err(err) = placed {
+            let _ = std::fs::remove_file(&temp);
+            return Err(self.error(err));
+        }
+        Ok(Claimed {
+            key,
+            path,
+            entry,
+            held: Arc::new(held),
+        })
+    }
+
+    /// The first attempt of a fresh claim failed: the entry may now live long, so it is made
+    /// durable (file and directory fsynced).
+    pub(crate) fn attempt_failed(&self, claimed: &Claimed) -> Result<(), OutboxError> {
+        claimed
+            .held
+            .sync_all()
+            .and_then(|()| file::sync_dir(&self.dir))
+            .map_err(|err| self.error(err))
+    }
+
+    /// A fresh claim was delivered: its file goes, and so does an older pending success of the
+    /// same target (pointless now; counted as coalesced).
+    pub(crate) fn delivered_fresh(&self, claimed: Claimed, ping: &Ping) -> Result<(), OutboxError> {
+        file::remove_if_present(&claimed.path).map_err(|err| self.error(err))?;
+        drop(claimed);
+        self.delivered_directly(ping)
+    }
+
+    /// A fresh claim that was refused for good: nothing to keep.
+    pub(crate) fn discard(&self, claimed: Claimed) -> Result<(), OutboxError> {
+        file::remove_if_present(&claimed.path)
+            .map(drop)
+            .map_err(|err| self.error(err))
+    }
+
+    /// Keeps a fresh claim for a later delivery (its budget ran out, or this process is
+    /// stopping): it becomes the target's pending entry, durably, unless a newer success of
+    /// the target is pending already or a later failed run dropped it meanwhile. Returns
+    /// whether it is kept.
+    pub(crate) fn keep(
+        &self,
+        claimed: Claimed,
+        attempts: u32,
+        retry_after: Option<Duration>,
+        error: &str,
+    ) -> Result<bool, OutboxError> {
+        let mut entry = claimed.entry.clone();
+        entry.attempts = entry.attempts.saturating_add(attempts);
+        entry.last_error = Some(error.to_owned());
+        entry.not_before_ms = retry_after.map_or(0, |after| now_ms().saturating_add(millis(after)));
+        self.create().map_err(|err| self.error(err))?;
+        let kept = self.locked(|counters| {
+            if !claimed.path.exists() {
+                return Ok(false);
+            }
+            let pending = self.pending_path(&claimed.key);
+            let newer = read_entry(&pending).is_ok_and(|p| p.created_ms > entry.created_ms);
+            if pending.exists() {
+                counters.coalesced += 1;
+            }
+            if !newer {
+                write_entry(&pending, &entry)?;
+            }
+            file::remove_if_present(&claimed.path)?;
+            counters.queued += 1;
+            self.enforce_bound(counters)?;
+            Ok(true)
+        })?;
+        self.notify.notify_one();
+        Ok(kept)
     }
 
     /// Drops pending entries beyond `max_entries`, oldest first (counted and logged).
@@ -295,11 +448,14 @@ impl Outbox {
         })
     }
 
-    /// Claims up to `limit` pending entries for which `due` says yes, after putting back
-    /// claims of dead processes and dropping expired and unreadable entries.
+    /// Claims up to `limit` pending entries whose key `wanted` accepts (asked before the file
+    /// is read, so an idle drainer does not re-read entries it is waiting for) and for which
+    /// `due` says yes, after taking back claims of dead processes and dropping expired and
+    /// unreadable entries.
     pub(crate) fn claim(
         &self,
         limit: usize,
+        wanted: impl Fn(&str) -> bool,
         due: impl Fn(&str, &Entry) -> bool,
     ) -> Result<Vec<Claimed>, OutboxError> {
         let pid = std::process::id();
@@ -311,7 +467,10 @@ impl Outbox {
                 let FileKind::Pending { key } = kind else {
                     continue;
                 };
-                let Some(entry) = self.readable(&path, counters)? else {
+                if claimed.len() >= limit || !wanted(&key) {
+                    continue;
+                }
+                let Some((held, entry)) = self.readable(&path, counters)? else {
                     continue;
                 };
                 if entry.expires_ms <= now {
@@ -320,26 +479,36 @@ impl Outbox {
                     warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), "pending success dropped: older than outbox_max_age");
                     continue;
                 }
-                if claimed.len() >= limit || !due(&key, &entry) {
+                if !due(&key, &entry) || !lock::try_lock(&held)? {
                     continue;
                 }
-                let lease = now.saturating_add(millis(CLAIM_LEASE));
+                let lease = unique_lease(now.saturating_add(millis(CLAIM_LEASE)));
                 let claim = self.dir.join(entry::claim_name(&key, pid, lease));
                 std::fs::rename(&path, &claim)?;
                 claimed.push(Claimed {
                     key,
                     path: claim,
                     entry,
+                    held: Arc::new(held),
                 });
             }
             Ok(claimed)
         })
     }
 
-    /// The entry at `path`, or `None` after moving an unreadable one to `failed/`.
-    fn readable(&self, path: &Path, counters: &mut Stats) -> io::Result<Option<Entry>> {
-        match read_entry(path) {
-            Ok(entry) => Ok(Some(entry)),
+    /// The entry at `path`, open, or `None` after moving an unreadable one (or anything but a
+    /// regular file) to `failed/`, or when it is gone.
+    fn readable(&self, path: &Path, counters: &mut Stats) -> io::Result<Option<(File, Entry)>> {
+        let opened = match file::open_regular(path) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            opened => opened,
+        };
+        let read = opened.map_err(|err| err.to_string()).and_then(|held| {
+            let entry = parse_entry(&held)?;
+            Ok((held, entry))
+        });
+        match read {
+            Ok(found) => Ok(Some(found)),
             Err(reason) => {
                 let name = path.file_name().unwrap_or_default().to_string_lossy();
                 file::private_dir(&self.failed_dir())?;
@@ -352,23 +521,41 @@ impl Outbox {
         }
     }
 
-    /// Puts back claims whose process is gone or whose lease ran out, and removes temp files
-    /// of dead writers. Call with the lock held.
+    /// Takes back claims whose lock is free (their process is gone) or whose lease ran out,
+    /// and removes temp files of dead writers. Call with the lock held.
     fn recover(&self, counters: &mut Stats) -> io::Result<()> {
         let now = now_ms();
         for (path, kind) in self.scan()? {
             match kind {
-                FileKind::Claimed { key, pid, lease_ms } if lease_ms <= now || !alive(pid) => {
+                FileKind::Claimed { key, pid, lease_ms } => {
+                    let owner_gone = match file::open_regular(&path) {
+                        Ok(claim) => lock::try_lock(&claim)?,
+                        Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                        // Not a regular file: put back, and set aside by the next claim.
+                        Err(_) => true,
+                    };
+                    if !owner_gone && lease_ms > now {
+                        continue;
+                    }
                     let pending = self.pending_path(&key);
                     if pending.exists() {
                         file::remove_if_present(&path)?;
                         counters.coalesced += 1;
-                    } else {
+                    } else if owner_gone {
                         file::rename_durable(&path, &pending)?;
+                    } else {
+                        // Its hung holder still locks the file: the entry moves to a new one.
+                        match read_entry(&path) {
+                            Ok(entry) => write_entry(&pending, &entry)?,
+                            Err(_) => file::rename_durable(&path, &pending)?,
+                        }
+                        file::remove_if_present(&path)?;
                     }
+                    counters.recovered += 1;
                     info!(
                         pid,
-                        "took back an outbox entry claimed by a process that is gone"
+                        "took back an outbox entry claimed by a process that is gone (it may have \
+                         reached the host already: counted as recovered)"
                     );
                 }
                 FileKind::Temp if temp_writer(&path).is_some_and(|pid| !alive(pid)) => {
@@ -520,11 +707,38 @@ fn write_entry(path: &Path, entry: &Entry) -> io::Result<()> {
     file::write_atomic(path, &bytes).inspect_err(|_| crate::persist::failed(What::OutboxEntry))
 }
 
+/// The entry at `path` (a regular file of bounded size: a FIFO is refused, not waited on).
 fn read_entry(path: &Path) -> Result<Entry, String> {
-    let bytes = std::fs::read(path).map_err(|err| err.to_string())?;
+    let file = file::open_regular(path).map_err(|err| err.to_string())?;
+    parse_entry(&file)
+}
+
+fn parse_entry(file: &File) -> Result<Entry, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| err.to_string())?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES {
+        return Err(format!("larger than {MAX_ENTRY_BYTES} bytes"));
+    }
     let entry: Entry = serde_json::from_slice(&bytes).map_err(|err| err.to_string())?;
     entry.ping().map_err(|err| err.to_string())?;
     Ok(entry)
+}
+
+/// A lease end (Unix ms) no earlier than `at` and unique in this process, so two claims of one
+/// target by one process never share a file name.
+fn unique_lease(at: u64) -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = at.max(last.saturating_add(1));
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
 }
 
 /// Whether process `pid` exists (a process of another user counts as alive).

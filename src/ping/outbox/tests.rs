@@ -34,9 +34,9 @@ fn a_claim_is_exclusive_and_a_failed_attempt_puts_it_back_with_retry_after() {
     let home = tempfile::tempdir().unwrap();
     let outbox = open(home.path(), 10);
     store(&outbox, "a", None);
-    let claimed = outbox.claim(10, |_, _| true).unwrap();
+    let claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
     assert_eq!(claimed.len(), 1);
-    assert!(outbox.claim(10, |_, _| true).unwrap().is_empty());
+    assert!(outbox.claim(10, |_| true, |_, _| true).unwrap().is_empty());
     assert_eq!(
         outbox.list().unwrap()[0].in_flight_pid,
         Some(std::process::id())
@@ -51,37 +51,181 @@ fn a_claim_is_exclusive_and_a_failed_attempt_puts_it_back_with_retry_after() {
 }
 
 #[test]
-fn claims_of_dead_processes_and_expired_leases_are_taken_back() {
+fn claims_whose_lock_is_free_or_whose_lease_ran_out_are_taken_back_at_once() {
     let home = tempfile::tempdir().unwrap();
     let outbox = open(home.path(), 10);
     outbox.create().unwrap();
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let dead = child.id();
-    child.wait().unwrap();
-    let entry = Entry::new(&ping("dead"), None, Duration::from_secs(60), now_ms());
-    let far = now_ms() + 600_000;
-    write_entry(
-        &outbox.dir.join(entry::claim_name(&entry.key(), dead, far)),
-        &entry,
-    )
-    .unwrap();
-    let stale = Entry::new(&ping("stale"), None, Duration::from_secs(60), now_ms());
+    // A claim file nobody holds a lock on: its process died (whatever its pid says, even this
+    // process's own pid, as after a pid reuse or in another pid namespace).
     let own = std::process::id();
+    let far = now_ms() + 600_000;
+    let dead = Entry::new(&ping("dead"), None, Duration::from_secs(60), now_ms());
     write_entry(
-        &outbox.dir.join(entry::claim_name(&stale.key(), own, 1)),
-        &stale,
+        &outbox.dir.join(entry::claim_name(&dead.key(), own, far)),
+        &dead,
     )
     .unwrap();
-    let live = Entry::new(&ping("live"), None, Duration::from_secs(60), now_ms());
-    write_entry(
-        &outbox.dir.join(entry::claim_name(&live.key(), own, far)),
-        &live,
-    )
-    .unwrap();
-    let claimed = outbox.claim(10, |_, _| true).unwrap();
+    // A claim whose lease ran out, although its holder still holds it (a hung process).
+    let context = PingContext::default();
+    let mut hung = outbox
+        .begin(&ping("hung"), &context, Duration::ZERO)
+        .unwrap();
+    let expired = outbox.dir.join(entry::claim_name(&hung.key, own, 1));
+    std::fs::rename(&hung.path, &expired).unwrap();
+    hung.path = expired;
+    // A live claim: held, leased.
+    let live = outbox
+        .begin(&ping("live"), &context, Duration::from_secs(30))
+        .unwrap();
+    let claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
     let mut urls: Vec<_> = claimed.iter().map(|c| c.entry.url.clone()).collect();
     urls.sort();
-    assert_eq!(urls, [entry.url, stale.url], "a live, leased claim stays");
+    assert_eq!(
+        urls,
+        [dead.url, hung.entry.url.clone()],
+        "a live, leased claim stays"
+    );
+    assert_eq!(outbox.stats().recovered, 2);
+    // Its holder dies (the lock goes with it): the next look takes it back.
+    drop(live);
+    let claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(claimed[0].entry.url.ends_with("/live"));
+    assert_eq!(outbox.stats().recovered, 3);
+}
+
+#[test]
+fn a_fresh_ping_is_in_flight_until_delivered_kept_or_discarded() {
+    let home = tempfile::tempdir().unwrap();
+    let outbox = open(home.path(), 10);
+    let context = PingContext {
+        job: Some("backup".to_owned()),
+        max_age: Duration::from_secs(60),
+    };
+    // Delivered: nothing stays, an older pending success of the target is coalesced.
+    store(&outbox, "a", None);
+    let fresh = outbox
+        .begin(&ping("a"), &context, Duration::from_secs(5))
+        .unwrap();
+    let listed = outbox.list().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed
+        .iter()
+        .any(|l| l.in_flight_pid == Some(std::process::id())));
+    outbox.attempt_failed(&fresh).unwrap();
+    outbox.delivered_fresh(fresh, &ping("a")).unwrap();
+    assert!(outbox.list().unwrap().is_empty());
+    assert_eq!(outbox.stats().coalesced, 1);
+    // Kept: it becomes the pending entry, with its attempts and the server's Retry-After.
+    let fresh = outbox
+        .begin(&ping("b"), &context, Duration::from_secs(5))
+        .unwrap();
+    assert!(outbox
+        .keep(fresh, 3, Some(Duration::from_secs(30)), "HTTP 503")
+        .unwrap());
+    let listed = outbox.list().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].attempts, listed[0].in_flight_pid), (3, None));
+    assert!((28..=30).contains(&listed[0].next_attempt_secs));
+    assert_eq!(outbox.stats().queued, 2, "the stored a, then the kept b");
+    // A newer pending success of the target wins over an older fresh one kept later.
+    let older = outbox
+        .begin(&ping("b"), &context, Duration::from_secs(5))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3));
+    store(&outbox, "b", Some("newer"));
+    assert!(outbox.keep(older, 1, None, "down").unwrap());
+    let listed = outbox.list().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].job.as_deref(), Some("newer"));
+    // Dropped by a failed run while in flight: not kept.
+    let fresh = outbox
+        .begin(&ping("c"), &context, Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(outbox.drop_after_failure(Some("backup"), None).unwrap(), 1);
+    assert!(!outbox.keep(fresh, 1, None, "down").unwrap());
+    // Refused for good: nothing stays.
+    let fresh = outbox
+        .begin(&ping("d"), &context, Duration::from_secs(5))
+        .unwrap();
+    outbox.discard(fresh).unwrap();
+    assert_eq!(outbox.list().unwrap().len(), 1);
+}
+
+#[test]
+fn a_fifo_where_an_entry_should_be_is_set_aside_without_blocking() {
+    let home = tempfile::tempdir().unwrap();
+    let outbox = open(home.path(), 10);
+    store(&outbox, "a", None);
+    let fifo = outbox.dir.join(format!("{}{PENDING}", "0123456789abcdef"));
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    nix::unistd::mkfifo(&outbox.dir.join(stats::FILE), nix::sys::stat::Mode::S_IRWXU).ok();
+    let claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
+    assert_eq!(claimed.len(), 1, "the real entry is claimed");
+    assert!(!fifo.exists());
+    assert!(outbox
+        .failed_dir()
+        .join("0123456789abcdef.ping.corrupt")
+        .exists());
+    assert_eq!(outbox.stats().corrupt, 1);
+}
+
+#[test]
+fn an_outbox_linked_to_another_users_directory_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let home = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = if nix::unistd::geteuid().is_root() {
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        nix::unistd::chown(elsewhere.path(), Some(nobody), None).unwrap();
+        elsewhere.path().to_owned()
+    } else {
+        // A directory of root's, as seen by another user.
+        PathBuf::from("/")
+    };
+    let mode_before = std::fs::metadata(&target).unwrap().mode();
+    std::os::unix::fs::symlink(&target, home.path().join("outbox")).unwrap();
+    let outbox = open(home.path(), 10);
+    let err = outbox
+        .begin(&ping("a"), &PingContext::default(), Duration::ZERO)
+        .map(drop)
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("symbolic link to a directory of another user"),
+        "{text}"
+    );
+    let err = outbox
+        .store(&ping("a"), &PingContext::default(), 1, None, "down")
+        .expect_err("refused");
+    assert!(err.to_string().contains("refusing to follow it"), "{err}");
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().mode(),
+        mode_before,
+        "not chmodded"
+    );
+}
+
+#[test]
+fn counters_that_cannot_be_written_are_carried_to_the_next_write() {
+    let home = tempfile::tempdir().unwrap();
+    let outbox = open(home.path(), 10);
+    store(&outbox, "a", None);
+    // stats.json cannot be replaced while a directory stands in its way.
+    let path = outbox.dir.join(stats::FILE);
+    let aside = outbox.dir.join("stats.aside");
+    std::fs::rename(&path, &aside).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    store(&outbox, "b", None);
+    assert_eq!(
+        outbox.list().unwrap().len(),
+        2,
+        "the entry is kept all the same"
+    );
+    std::fs::remove_dir(&path).unwrap();
+    std::fs::rename(&aside, &path).unwrap();
+    store(&outbox, "c", None);
+    assert_eq!(outbox.stats().queued, 3, "{:?}", outbox.stats());
 }
 
 #[test]
@@ -89,7 +233,11 @@ fn a_newer_success_during_an_attempt_wins_over_the_put_back() {
     let home = tempfile::tempdir().unwrap();
     let outbox = open(home.path(), 10);
     store(&outbox, "a", None);
-    let claimed = outbox.claim(10, |_, _| true).unwrap().pop().unwrap();
+    let claimed = outbox
+        .claim(10, |_| true, |_, _| true)
+        .unwrap()
+        .pop()
+        .unwrap();
     store(&outbox, "a", None);
     outbox.release(claimed).unwrap();
     assert_eq!(outbox.list().unwrap().len(), 1);
@@ -104,7 +252,7 @@ fn a_failed_run_drops_pending_and_in_flight_successes_of_its_job() {
     store(&outbox, "a", Some("backup"));
     store(&outbox, "b", Some("other"));
     let claimed = outbox
-        .claim(10, |_, e| e.job.as_deref() == Some("backup"))
+        .claim(10, |_| true, |_, e| e.job.as_deref() == Some("backup"))
         .unwrap();
     assert_eq!(outbox.drop_after_failure(Some("backup"), None).unwrap(), 1);
     // The in-flight attempt then fails: nothing comes back.

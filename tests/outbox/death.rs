@@ -1,0 +1,280 @@
+//! Sudden death mid-ping (issue 18 item 3): `run` and the daemon killed with SIGKILL or stopped
+//! with SIGTERM while their ping hangs, is slow or fails. The ping was written to the outbox
+//! before its first attempt, so an `outbox flush` right after the death delivers it: no success
+//! lost, exactly one delivery when the host never answered, at most one (counted) duplicate
+//! when the host may have received it.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use rand::Rng;
+
+use crate::util::outbox::{Behaviour, PingHost};
+use crate::util::{self, wait_exit};
+
+use super::{assert_no_secret, text, token, Env};
+
+/// How the death comes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Death {
+    Kill,
+    Term,
+}
+
+/// Cycles per host behaviour and death (kept small: each spawns two processes).
+const CYCLES: usize = 6;
+
+/// `run --ping-url URL --ping-timeout 20s -- true`, output captured.
+fn spawn_run(env: &Env, url: &str) -> Child {
+    env.cmd(&[
+        "run",
+        "--ping-url",
+        url,
+        "--ping-timeout",
+        "20s",
+        "--",
+        "true",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn run")
+}
+
+/// Whether a claim (a ping in flight) is in the outbox directory.
+fn in_flight(env: &Env) -> bool {
+    std::fs::read_dir(env.state().join("outbox"))
+        .map(|items| {
+            items
+                .filter_map(Result::ok)
+                .any(|i| i.file_name().to_string_lossy().ends_with(".claim"))
+        })
+        .unwrap_or(false)
+}
+
+/// Waits until the ping is known to be on its way (the host holds the request, or for a host
+/// that drops connections, the claim is on disk), then a random moment more.
+fn wait_mid_ping(env: &Env, host: &PingHost, path: &str, behaviour: Behaviour) {
+    let seen = match behaviour {
+        Behaviour::Drop => {
+            util::wait_until(Duration::from_secs(10), Duration::from_millis(2), || {
+                in_flight(env)
+            })
+        }
+        _ => host.wait_until(Duration::from_secs(10), |paths| {
+            paths.iter().any(|p| p == path)
+        }),
+    };
+    assert!(seen, "{behaviour:?}: the ping never started");
+    let extra = rand::thread_rng().gen_range(0..300);
+    std::thread::sleep(Duration::from_millis(extra));
+}
+
+/// Kills (or stops) `child` and waits for it; for SIGTERM, checks it exits promptly with the
+/// command's status and says the ping was kept.
+fn die(mut child: Child, death: Death) {
+    let pid = Pid::from_raw(child.id() as i32);
+    let sent = Instant::now();
+    match death {
+        Death::Kill => kill(pid, Signal::SIGKILL).expect("SIGKILL"),
+        Death::Term => kill(pid, Signal::SIGTERM).expect("SIGTERM"),
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(5)).expect("it ends at once");
+    let out = child.wait_with_output().expect("output");
+    assert_no_secret(&out);
+    if death == Death::Term {
+        assert!(
+            sent.elapsed() < Duration::from_secs(3),
+            "SIGTERM took {:?}",
+            sent.elapsed()
+        );
+        assert_eq!(status.code(), Some(0), "{}", text(&out));
+        assert!(text(&out).contains("kept in the outbox"), "{}", text(&out));
+    }
+}
+
+/// `outbox flush`, right after the death, with the host answering 200 again.
+fn flush(env: &Env) {
+    let out = env.output(&["outbox", "flush"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+fn run_dies_mid_ping(behaviour: Behaviour, death: Death) {
+    let env = Env::new();
+    let host = PingHost::start(behaviour);
+    let outbox = env.outbox();
+    for cycle in 0..CYCLES {
+        host.set(behaviour);
+        let path = token(&format!("{death:?}-{cycle}"));
+        let child = spawn_run(&env, &host.url(&path));
+        wait_mid_ping(&env, &host, &path, behaviour);
+        let heard_before = host.count(&path);
+        die(child, death);
+        host.set(Behaviour::Status(200));
+        let recovered_before = outbox.stats().recovered;
+        flush(&env);
+        let sent = host.count(&path) - heard_before;
+        assert_eq!(
+            sent, 1,
+            "cycle {cycle}: delivered {sent} times after the death"
+        );
+        assert!(outbox.list().expect("list").is_empty(), "cycle {cycle}");
+        let recovered = outbox.stats().recovered - recovered_before;
+        match death {
+            // The claim of the dead process is taken back at once, and counted: the host may
+            // have had it (a hanging or slow host) or not (dropped connections).
+            Death::Kill => assert_eq!(recovered, 1, "cycle {cycle}"),
+            // A stopping `run` put it back itself: nothing to recover.
+            Death::Term => assert_eq!(recovered, 0, "cycle {cycle}"),
+        }
+        if behaviour == Behaviour::Drop {
+            assert_eq!(
+                host.count(&path),
+                1,
+                "cycle {cycle}: exactly one delivery in all"
+            );
+        } else {
+            assert!(
+                host.count(&path) <= 2,
+                "cycle {cycle}: at most one duplicate"
+            );
+        }
+    }
+}
+
+#[test]
+fn run_killed_while_the_host_hangs_loses_no_success() {
+    run_dies_mid_ping(Behaviour::Hang, Death::Kill);
+}
+
+#[test]
+fn run_killed_while_the_host_is_slow_loses_no_success() {
+    run_dies_mid_ping(Behaviour::Slow(5_000), Death::Kill);
+}
+
+#[test]
+fn run_killed_while_the_host_drops_connections_delivers_exactly_once_later() {
+    run_dies_mid_ping(Behaviour::Drop, Death::Kill);
+}
+
+#[test]
+fn run_stopped_while_the_host_hangs_keeps_the_ping_and_exits_at_once() {
+    run_dies_mid_ping(Behaviour::Hang, Death::Term);
+}
+
+#[test]
+fn run_stopped_while_the_host_fails_keeps_the_ping_and_exits_at_once() {
+    run_dies_mid_ping(Behaviour::Drop, Death::Term);
+}
+
+/// The daemon runs a job every second whose ping hangs; it is killed (or stopped) at a random
+/// moment while pings are in flight, then `outbox flush` delivers the job's latest success
+/// (several fires of one job share one target: the newest success stands for them).
+fn daemon_dies_mid_ping(death: Death) {
+    let env = Env::new();
+    let host = PingHost::start(Behaviour::Hang);
+    let outbox = env.outbox();
+    for cycle in 0..4 {
+        host.set(Behaviour::Hang);
+        let path = token(&format!("daemon-{death:?}-{cycle}"));
+        // A success of a job firing every second is stale after a second by default (see
+        // `a_stale_success_is_dropped_and_counted`): these cycles keep theirs for an hour.
+        let config = env.write_config(&format!(
+            "[agent]\noutbox_max_age = \"1h\"\n\n\
+             [[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
+             ping_url = \"{}\"\n",
+            host.url(&path)
+        ));
+        let config = config.to_str().expect("utf8").to_owned();
+        let child = env
+            .cmd(&["--config", &config, "daemon"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the daemon");
+        let fires = rand::thread_rng().gen_range(1..4);
+        let heard = host.wait_until(Duration::from_secs(15), |paths| {
+            paths.iter().filter(|p| *p == &path).count() >= fires
+        });
+        assert!(heard, "cycle {cycle}: the daemon never pinged");
+        std::thread::sleep(Duration::from_millis(rand::thread_rng().gen_range(0..500)));
+        let pid = Pid::from_raw(child.id() as i32);
+        let mut child = child;
+        let sent = Instant::now();
+        match death {
+            Death::Kill => kill(pid, Signal::SIGKILL).expect("SIGKILL"),
+            Death::Term => kill(pid, Signal::SIGTERM).expect("SIGTERM"),
+        }
+        let status = wait_exit(&mut child, Duration::from_secs(10)).expect("the daemon ends");
+        let out = child.wait_with_output().expect("output");
+        assert_no_secret(&out);
+        if death == Death::Term {
+            assert!(
+                sent.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                sent.elapsed()
+            );
+            assert_eq!(status.code(), Some(0), "{}", text(&out));
+            assert!(text(&out).contains("kept in the outbox"), "{}", text(&out));
+        }
+        let heard_before = host.count(&path);
+        host.set(Behaviour::Status(200));
+        flush(&env);
+        assert_eq!(
+            host.count(&path) - heard_before,
+            1,
+            "cycle {cycle}: the latest success is delivered once"
+        );
+        assert!(outbox.list().expect("list").is_empty(), "cycle {cycle}");
+    }
+}
+
+#[test]
+fn daemon_killed_while_pings_hang_loses_no_success() {
+    daemon_dies_mid_ping(Death::Kill);
+}
+
+#[test]
+fn daemon_stopped_while_pings_hang_keeps_them_and_exits_promptly() {
+    daemon_dies_mid_ping(Death::Term);
+}
+
+/// A success older than its job's period (the default `outbox_max_age` of a job) is not worth
+/// sending once the job has run again: after a death it is dropped, counted and logged.
+#[test]
+fn a_stale_success_is_dropped_and_counted() {
+    let env = Env::new();
+    let host = PingHost::start(Behaviour::Hang);
+    let path = token("stale");
+    let config = env.write_config(&format!(
+        "[[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
+         ping_url = \"{}\"\n",
+        host.url(&path)
+    ));
+    let config = config.to_str().expect("utf8").to_owned();
+    let mut child = env
+        .cmd(&["--config", &config, "daemon"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the daemon");
+    assert!(host.wait_until(Duration::from_secs(15), |paths| paths.contains(&path)));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    std::thread::sleep(Duration::from_millis(1500));
+    let heard_before = host.count(&path);
+    host.set(Behaviour::Status(200));
+    let out = env.output(&["outbox", "flush"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("older than outbox_max_age"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(host.count(&path), heard_before, "nothing stale is sent");
+    let stats = env.outbox().stats();
+    assert!(stats.dropped_expired >= 1, "{stats:?}");
+    assert!(env.outbox().list().expect("list").is_empty());
+}
