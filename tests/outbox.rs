@@ -16,6 +16,7 @@ use crate::util::{self, Home};
 
 mod death;
 mod faults;
+mod hostile;
 
 /// Every token in these tests contains this, so output can be searched for a leak.
 const SECRET: &str = "SECRETtok";

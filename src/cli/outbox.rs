@@ -118,7 +118,8 @@ fn table(outbox: &Outbox, entries: &[Listed], stats: &Stats) -> String {
     };
     text.push_str(&format!(
         "queued {}, coalesced {}, delivered {}, dropped after a failed run {}, dropped as too old {}, \
-         dropped over the limit {}, refused {}, unreadable {}, purged {}\n",
+         dropped over the limit {}, refused {}, unreadable {}, purged {}, taken back from a dead \
+         process {}\n",
         stats.queued,
         stats.coalesced,
         stats.delivered,
@@ -127,7 +128,8 @@ fn table(outbox: &Outbox, entries: &[Listed], stats: &Stats) -> String {
         stats.dropped_overflow,
         stats.permanent,
         stats.corrupt,
-        stats.purged
+        stats.purged,
+        stats.recovered
     ));
     text
 }

@@ -69,7 +69,15 @@ fn open(path: &Path) -> io::Result<File> {
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(path)?;
+        .open(path)
+        .map_err(|err| match err.raw_os_error() {
+            // A FIFO without a reader (ENXIO) or a symbolic link (ELOOP) in its place.
+            Some(libc::ENXIO | libc::ELOOP) => io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("lock file {} is not a regular file ({err})", path.display()),
+            ),
+            _ => err,
+        })?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

@@ -183,7 +183,7 @@ pub(crate) fn metrics(app: &App) -> String {
     let scrape = Scrape {
         state: &app.context.state,
         start_time: app.started.timestamp_millis() as f64 / 1000.0,
-        outbox_depth: outbox.list().map(|l| l.len()).unwrap_or(0),
+        outbox_depth: outbox.depth().unwrap_or(0),
         outbox: outbox.stats(),
         sync: app.sync_counts(),
     };

@@ -259,6 +259,17 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
         s.delivered as f64,
     );
     out.family(
+        "heartbeat_agent_outbox_recovered_total",
+        "counter",
+        "Pings in flight taken back from a process that died mid-delivery (each may be one \
+         duplicate at the ping host).",
+    );
+    out.sample(
+        "heartbeat_agent_outbox_recovered_total",
+        &[],
+        s.recovered as f64,
+    );
+    out.family(
         "heartbeat_agent_outbox_dropped_total",
         "counter",
         "Pending pings dropped, by reason.",

@@ -64,6 +64,13 @@ impl Entry {
         Ping::new(&self.url, method, &self.source)
     }
 
+    /// Whether it is a ping written before its first attempt ([`super::Outbox::begin`]) and
+    /// never stored as pending since: not yet counted as queued. A stored entry always has
+    /// the error of the attempt that failed.
+    pub(crate) fn fresh(&self) -> bool {
+        self.last_error.is_none()
+    }
+
     /// The file name key of its target.
     pub(crate) fn key(&self) -> String {
         key(&self.url)

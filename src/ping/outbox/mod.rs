@@ -363,10 +363,17 @@ impl Outbox {
             if pending.exists() {
                 counters.coalesced += 1;
             }
-            if !newer {
-                write_entry(&pending, &entry)?;
+            if newer {
+                file::remove_if_present(&claimed.path)?;
+            } else if let Err(err) = write_entry(&pending, &entry) {
+                // A full disk: the claim as first written becomes the entry (a rename needs
+                // no space); only this delivery's attempts and Retry-After are not recorded.
+                warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), error = %err, "cannot record the failed attempts of the ping; it is kept as first written");
+                claimed.held.sync_all()?;
+                file::rename_durable(&claimed.path, &pending)?;
+            } else {
+                file::remove_if_present(&claimed.path)?;
             }
-            file::remove_if_present(&claimed.path)?;
             counters.queued += 1;
             self.enforce_bound(counters)?;
             Ok(true)
@@ -378,6 +385,14 @@ impl Outbox {
     /// Drops pending entries beyond `max_entries`, oldest first (counted and logged).
     fn enforce_bound(&self, counters: &mut Stats) -> io::Result<()> {
         let files = self.scan()?;
+        let entries = files
+            .iter()
+            .filter(|(_, kind)| matches!(kind, FileKind::Pending { .. } | FileKind::Claimed { .. }))
+            .count();
+        if entries <= self.max_entries {
+            // The usual case: no entry needs reading.
+            return Ok(());
+        }
         let claimed = files
             .iter()
             .filter(|(_, kind)| matches!(kind, FileKind::Claimed { .. }))
@@ -436,10 +451,14 @@ impl Outbox {
                     FileKind::Pending { key } | FileKind::Claimed { key, .. } => key,
                     _ => continue,
                 };
-                let same_job = job.is_some()
-                    && read_entry(&path).is_ok_and(|e| e.job.as_deref() == job);
+                let entry = read_entry(&path).ok();
+                let same_job =
+                    job.is_some() && entry.as_ref().is_some_and(|e| e.job.as_deref() == job);
                 if (target.as_ref() == Some(key) || same_job) && file::remove_if_present(&path)? {
                     dropped += 1;
+                    if entry.as_ref().is_some_and(Entry::fresh) {
+                        counters.queued += 1;
+                    }
                     counters.dropped_failed_run += 1;
                     warn!(job = job.unwrap_or(""), target_url = %ping.map(Ping::redacted).unwrap_or_default(), "pending success dropped: a later run failed");
                 }
@@ -536,6 +555,9 @@ impl Outbox {
                     };
                     if !owner_gone && lease_ms > now {
                         continue;
+                    }
+                    if read_entry(&path).is_ok_and(|e| e.fresh()) {
+                        counters.queued += 1;
                     }
                     let pending = self.pending_path(&key);
                     if pending.exists() {
@@ -667,6 +689,16 @@ impl Outbox {
         }
         listed.sort_by_key(|(created, _)| *created);
         Ok(listed.into_iter().map(|(_, l)| l).collect())
+    }
+
+    /// How many entries are pending or in flight, from the directory listing alone (no entry
+    /// is read: cheap for a metrics scrape however many are waiting).
+    pub fn depth(&self) -> Result<usize, OutboxError> {
+        let files = self.scan().map_err(|err| self.error(err))?;
+        Ok(files
+            .iter()
+            .filter(|(_, kind)| matches!(kind, FileKind::Pending { .. } | FileKind::Claimed { .. }))
+            .count())
     }
 
     /// Deletes every pending entry (in-flight ones finish); returns how many.
