@@ -102,9 +102,7 @@ impl<'a> Ahead<'a> {
             return;
         }
         if let (Some(outbox), Some(claim)) = (self.outbox, &self.claim) {
-            if let Err(err) = outbox.attempt_failed(claim) {
-                warn!(job = %self.job, error = %err, "cannot make the ping's outbox entry durable");
-            }
+            outbox.attempt_failed(claim);
         }
     }
 

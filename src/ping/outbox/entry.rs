@@ -65,8 +65,9 @@ impl Entry {
     }
 
     /// Whether it is a ping written before its first attempt ([`super::Outbox::begin`]) and
-    /// never stored as pending since: not yet counted as queued. A stored entry always has
-    /// the error of the attempt that failed.
+    /// not counted as queued yet (taken back as is from a process that died); the step that
+    /// changes or removes it counts it. A stored entry always has the error of the attempt
+    /// that failed.
     pub(crate) fn fresh(&self) -> bool {
         self.last_error.is_none()
     }

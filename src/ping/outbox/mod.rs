@@ -257,6 +257,7 @@ impl Outbox {
         self.locked(|counters| {
             if path.exists() {
                 counters.coalesced += 1;
+                settle(read_entry(&path).ok().as_ref(), counters);
             }
             write_entry(&path, &entry)?;
             counters.queued += 1;
@@ -314,13 +315,19 @@ impl Outbox {
     }
 
     /// The first attempt of a fresh claim failed: the entry may now live long, so it is made
-    /// durable (file and directory fsynced).
-    pub(crate) fn attempt_failed(&self, claimed: &Claimed) -> Result<(), OutboxError> {
-        claimed
-            .held
-            .sync_all()
-            .and_then(|()| file::sync_dir(&self.dir))
-            .map_err(|err| self.error(err))
+    /// durable (file and directory fsynced). Inside a runtime the fsyncs run on its blocking
+    /// pool, so a slow disk never holds up the task that fires jobs.
+    pub(crate) fn attempt_failed(&self, claimed: &Claimed) {
+        let (held, dir) = (Arc::clone(&claimed.held), self.dir.clone());
+        let sync = move || {
+            if let Err(err) = held.sync_all().and_then(|()| file::sync_dir(&dir)) {
+                warn!(dir = %dir.display(), error = %err, "cannot make the ping's outbox entry durable");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(sync)),
+            Err(_) => sync(),
+        }
     }
 
     /// A fresh claim was delivered: its file goes, and so does an older pending success of the
@@ -359,18 +366,26 @@ impl Outbox {
                 return Ok(false);
             }
             let pending = self.pending_path(&claimed.key);
-            let newer = read_entry(&pending).is_ok_and(|p| p.created_ms > entry.created_ms);
+            let older = read_entry(&pending).ok();
+            let newer = older.as_ref().is_some_and(|p| p.created_ms > entry.created_ms);
             if pending.exists() {
+                // One of the two goes: this one, or the older pending one.
                 counters.coalesced += 1;
+                if !newer {
+                    settle(older.as_ref(), counters);
+                }
             }
             if newer {
                 file::remove_if_present(&claimed.path)?;
             } else if let Err(err) = write_entry(&pending, &entry) {
                 // A full disk: the claim as first written becomes the entry (a rename needs
                 // no space); only this delivery's attempts and Retry-After are not recorded.
+                // Uncounted as it is, it is counted as queued when it leaves (see `settle`).
                 warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), error = %err, "cannot record the failed attempts of the ping; it is kept as first written");
                 claimed.held.sync_all()?;
                 file::rename_durable(&claimed.path, &pending)?;
+                self.enforce_bound(counters)?;
+                return Ok(true);
             } else {
                 file::remove_if_present(&claimed.path)?;
             }
@@ -410,6 +425,7 @@ impl Outbox {
         for (_, path, entry) in pending.into_iter().take(excess) {
             if file::remove_if_present(&path)? {
                 counters.dropped_overflow += 1;
+                settle(entry.as_ref(), counters);
                 let target = entry.map(|e| crate::redact::url(&e.url));
                 warn!(
                     target_url = target.as_deref().unwrap_or("?"),
@@ -429,8 +445,10 @@ impl Outbox {
             return Ok(());
         }
         self.locked(|counters| {
+            let entry = read_entry(&path).ok();
             if file::remove_if_present(&path)? {
                 counters.coalesced += 1;
+                settle(entry.as_ref(), counters);
             }
             Ok(())
         })
@@ -456,9 +474,7 @@ impl Outbox {
                     job.is_some() && entry.as_ref().is_some_and(|e| e.job.as_deref() == job);
                 if (target.as_ref() == Some(key) || same_job) && file::remove_if_present(&path)? {
                     dropped += 1;
-                    if entry.as_ref().is_some_and(Entry::fresh) {
-                        counters.queued += 1;
-                    }
+                    settle(entry.as_ref(), counters);
                     counters.dropped_failed_run += 1;
                     warn!(job = job.unwrap_or(""), target_url = %ping.map(Ping::redacted).unwrap_or_default(), "pending success dropped: a later run failed");
                 }
@@ -495,6 +511,7 @@ impl Outbox {
                 if entry.expires_ms <= now {
                     file::remove_if_present(&path)?;
                     counters.dropped_expired += 1;
+                    settle(Some(&entry), counters);
                     warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), "pending success dropped: older than outbox_max_age");
                     continue;
                 }
@@ -556,13 +573,12 @@ impl Outbox {
                     if !owner_gone && lease_ms > now {
                         continue;
                     }
-                    if read_entry(&path).is_ok_and(|e| e.fresh()) {
-                        counters.queued += 1;
-                    }
                     let pending = self.pending_path(&key);
                     if pending.exists() {
+                        let entry = read_entry(&path).ok();
                         file::remove_if_present(&path)?;
                         counters.coalesced += 1;
+                        settle(entry.as_ref(), counters);
                     } else if owner_gone {
                         file::rename_durable(&path, &pending)?;
                     } else {
@@ -601,8 +617,11 @@ impl Outbox {
         let job = claimed.entry.job.clone().unwrap_or_default();
         self.locked(|counters| match outcome {
             PingOutcome::Delivered { status, .. } => {
-                file::remove_if_present(&claimed.path)?;
-                counters.delivered += 1;
+                // Gone meanwhile: dropped by a later failed run, and counted there.
+                if file::remove_if_present(&claimed.path)? {
+                    counters.delivered += 1;
+                    settle(Some(&claimed.entry), counters);
+                }
                 info!(job = %job, target_url = %target, status, "pending ping delivered");
                 Ok(())
             }
@@ -629,8 +648,9 @@ impl Outbox {
                     file::private_dir(&self.failed_dir())?;
                     write_entry(&aside, &entry)?;
                     file::remove_if_present(&claimed.path)?;
+                    counters.permanent += 1;
+                    settle(Some(&claimed.entry), counters);
                 }
-                counters.permanent += 1;
                 warn!(job = %job, target_url = %target, error = %error, kept_in = %aside.display(), "ping refused by the server for good; not retried (check the ping URL)");
                 Ok(())
             }
@@ -643,6 +663,8 @@ impl Outbox {
         self.locked(|counters| self.put_back(&claimed, &entry, counters))
     }
 
+    /// Puts `entry` back as the pending entry of `claimed`'s target (unless a newer success
+    /// is pending, or the claim was dropped meanwhile) and ends the claim.
     fn put_back(&self, claimed: &Claimed, entry: &Entry, counters: &mut Stats) -> io::Result<()> {
         if !claimed.path.exists() {
             // Dropped meanwhile (a later run failed, or a purge).
@@ -651,8 +673,12 @@ impl Outbox {
         let pending = self.pending_path(&claimed.key);
         if pending.exists() {
             counters.coalesced += 1;
+            settle(Some(&claimed.entry), counters);
         } else {
             write_entry(&pending, entry)?;
+            if !entry.fresh() {
+                settle(Some(&claimed.entry), counters);
+            }
         }
         file::remove_if_present(&claimed.path)?;
         Ok(())
@@ -707,8 +733,13 @@ impl Outbox {
             self.recover(counters)?;
             let mut purged = 0;
             for (path, kind) in self.scan()? {
-                if matches!(kind, FileKind::Pending { .. }) && file::remove_if_present(&path)? {
+                if !matches!(kind, FileKind::Pending { .. }) {
+                    continue;
+                }
+                let entry = read_entry(&path).ok();
+                if file::remove_if_present(&path)? {
                     purged += 1;
+                    settle(entry.as_ref(), counters);
                 }
             }
             counters.purged += purged as u64;
@@ -737,6 +768,17 @@ impl Outbox {
 fn write_entry(path: &Path, entry: &Entry) -> io::Result<()> {
     let bytes = serde_json::to_vec(entry).map_err(io::Error::other)?;
     file::write_atomic(path, &bytes).inspect_err(|_| crate::persist::failed(What::OutboxEntry))
+}
+
+/// Counts `entry` as queued when it was not yet (a ping written before its first attempt and
+/// taken back from a process that died: see [`Entry::fresh`]), in the step that changes or
+/// removes it. Counting it there, in the same write of the counters as where it went, keeps
+/// `queued` equal to what left plus what is pending even when a process dies between a file
+/// step and the write of the counters.
+fn settle(entry: Option<&Entry>, counters: &mut Stats) {
+    if entry.is_some_and(Entry::fresh) {
+        counters.queued += 1;
+    }
 }
 
 /// The entry at `path` (a regular file of bounded size: a FIFO is refused, not waited on).
