@@ -2,7 +2,9 @@
 # Checks the systemd unit with systemd-analyze: `verify` must pass for the unit alone and with
 # the drop-in packaging/systemd/heartbeat-agent.service.d/jobs-need-more.conf (every commented
 # option enabled), and the offline security exposure scores of both are printed (recorded in
-# docs/packaging.md). Installs systemd's tools if missing.
+# docs/packaging.md). Installs systemd's tools if missing. Then the Debian maintainer scripts
+# must parse (`sh -n`, and shellcheck when installed), and the package must install the config
+# with mode 640 (postinst gives it to group heartbeat-agent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v systemd-analyze >/dev/null 2>&1; then
@@ -35,3 +37,13 @@ sed 's/^#\([A-Z]\)/\1/' packaging/systemd/heartbeat-agent.service.d/jobs-need-mo
 SYSTEMD_UNIT_PATH="$unit_dir:" verify "$unit_dir/heartbeat-agent.service"
 SYSTEMD_UNIT_PATH="$unit_dir:" systemd-analyze security --offline=true \
   "$unit_dir/heartbeat-agent.service" | tail -n 1
+
+echo "== Debian maintainer scripts"
+for script in packaging/debian/postinst packaging/debian/postrm; do
+  sh -n "$script"
+  if command -v shellcheck >/dev/null 2>&1; then shellcheck -s sh "$script"; fi
+  echo "$script: ok"
+done
+grep -q '"etc/heartbeat-agent/config.toml", "640"' Cargo.toml \
+  || { echo "Cargo.toml: the config must be installed with mode 640"; exit 1; }
+echo "config.toml: installed 0640, root:heartbeat-agent (postinst)"

@@ -14,6 +14,7 @@
 //! - [`ping`]: building and sending pings.
 //! - [`api`]: the typed client of the monitoring API.
 //! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
+//! - `bearer`: the `Authorization: Bearer` credential of a request (status endpoint, emulator).
 //! - [`sync`]: keeping heartbeat checks in sync with the config.
 //! - [`daemon`]: the long-running supervisor.
 //! - [`status`]: the local status endpoint.
@@ -30,6 +31,7 @@
 
 pub mod api;
 pub mod backoff;
+mod bearer;
 pub mod cli;
 pub mod config;
 pub mod daemon;

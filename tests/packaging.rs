@@ -1,6 +1,7 @@
 //! The files under `packaging/` against the code: the sidecar example's embedded config passes
-//! `config check`, the container build copies everything the binary embeds, and the systemd
-//! unit's stop timeout covers the daemon's shutdown.
+//! `config check`, the container build copies everything the binary embeds, the systemd
+//! unit's stop timeout covers the daemon's shutdown, and the Debian package keeps the config
+//! from other users.
 
 use std::path::{Path, PathBuf};
 
@@ -211,5 +212,54 @@ fn the_link_order_file_is_well_formed() {
             .iter()
             .any(|n| n.contains("heartbeat_agent") && n.contains("run")),
         "no function of `run` in the list"
+    );
+}
+
+/// The config can hold secrets: the package installs it 0640 (`Cargo.toml`), and postinst
+/// gives it to group `heartbeat-agent` through a statoverride (kept by dpkg on upgrades), after
+/// creating that group; postrm drops the override on purge. Both scripts parse (`sh -n`) and
+/// keep the `#DEBHELPER#` place where cargo-deb adds the systemd steps.
+#[test]
+fn the_debian_config_is_readable_by_root_and_the_agent_group_only() {
+    let cargo = read("Cargo.toml");
+    let asset = cargo
+        .lines()
+        .find(|l| l.contains("\"etc/heartbeat-agent/config.toml\""))
+        .expect("the config among the package's assets");
+    assert!(asset.trim_end().ends_with("\"640\"],"), "{asset}");
+    for script in ["packaging/debian/postinst", "packaging/debian/postrm"] {
+        let parsed = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(repo().join(script))
+            .output()
+            .expect("sh runs");
+        let stderr = String::from_utf8_lossy(&parsed.stderr);
+        assert!(parsed.status.success(), "{script}: {stderr}");
+        assert!(read(script).contains("\n#DEBHELPER#\n"), "{script}");
+    }
+    let postinst = read("packaging/debian/postinst");
+    assert!(postinst.contains("\nCONFIG=/etc/heartbeat-agent/config.toml\n"));
+    let configure = postinst
+        .split("if [ \"$1\" = \"configure\" ]; then")
+        .nth(1)
+        .expect("a configure branch");
+    let user = configure
+        .find("adduser --system --group")
+        .expect("the group is created");
+    let mode = configure
+        .find("dpkg-statoverride --update --add root heartbeat-agent 0640 \"$CONFIG\"")
+        .expect("the config's owner, group and mode");
+    assert!(
+        user < mode,
+        "the group must exist before the override names it"
+    );
+    let postrm = read("packaging/debian/postrm");
+    let purge = postrm
+        .split("if [ \"$1\" = \"purge\" ]; then")
+        .nth(1)
+        .expect("a purge branch");
+    assert!(
+        purge.contains("dpkg-statoverride --remove \"$CONFIG\""),
+        "{postrm}"
     );
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::util::{eventually, exists, read_pid, Home};
 
 mod job;
+mod ping_url_file;
 mod signals;
 mod terminal;
 use crate::util::http::{refused_url, Mode, Server};

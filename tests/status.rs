@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::util::{self, emulator::Background, Home};
 
+mod local_users;
 mod prom;
 use prom::{parse_metrics, promtool, sample};
 
@@ -68,29 +69,7 @@ impl StatusHome for Home {
     }
 
     fn daemon(&self, key: &str) -> Daemon {
-        let log = std::fs::File::create(self.path("daemon.log")).expect("log file");
-        let child = self
-            .agent()
-            .args(["daemon", "--log-format", "json", "--config"])
-            .arg(self.config_path())
-            .env("EMULATOR_KEY", key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start the daemon");
-        let daemon = Daemon {
-            child,
-            log: self.path("daemon.log"),
-        };
-        let endpoint = self.endpoint();
-        daemon.until("the endpoint answers", Duration::from_secs(10), || {
-            endpoint
-                .request("GET", "/healthz", None, SECOND)
-                .ok()
-                .map(|_| ())
-        });
-        daemon
+        Daemon::start(self, key, &[], &self.endpoint())
     }
 }
 
@@ -102,6 +81,37 @@ struct Daemon {
 }
 
 impl Daemon {
+    /// Starts the daemon on `home`'s config through `wrapper` (a program and its arguments,
+    /// or nothing) and waits until `endpoint` answers.
+    fn start(home: &Home, key: &str, wrapper: &[&str], endpoint: &Endpoint) -> Daemon {
+        let log = std::fs::File::create(home.path("daemon.log")).expect("log file");
+        let mut command = if wrapper.is_empty() {
+            home.agent()
+        } else {
+            home.agent_via(wrapper)
+        };
+        let child = command
+            .args(["daemon", "--log-format", "json", "--config"])
+            .arg(home.config_path())
+            .env("EMULATOR_KEY", key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start the daemon");
+        let daemon = Daemon {
+            child,
+            log: home.path("daemon.log"),
+        };
+        daemon.until("the endpoint answers", Duration::from_secs(10), || {
+            endpoint
+                .request("GET", "/healthz", None, SECOND)
+                .ok()
+                .map(|_| ())
+        });
+        daemon
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -129,13 +139,20 @@ fn get(endpoint: &Endpoint, path: &str) -> Answer {
         .expect("request")
 }
 
+/// The `/status` document; a refresh carries the token (without it, refreshes are
+/// rate-limited: `local_users`).
 fn status_doc(endpoint: &Endpoint, refresh: bool) -> Value {
-    let path = if refresh {
-        "/status?refresh=1"
+    let answer = if refresh {
+        endpoint.request(
+            "GET",
+            "/status?refresh=1",
+            Some(TOKEN),
+            Duration::from_secs(15),
+        )
     } else {
-        "/status"
-    };
-    let answer = get(endpoint, path);
+        endpoint.request("GET", "/status", None, Duration::from_secs(15))
+    }
+    .expect("request");
     assert_eq!(answer.status, 200, "{}", answer.body);
     serde_json::from_str(&answer.body).expect("JSON")
 }
@@ -176,7 +193,10 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
     );
     home.write(
         Some(&emulator),
-        &format!("listen = \"{}\"", home.socket().display()),
+        &format!(
+            "listen = \"{}\"\ntoken = \"{TOKEN}\"",
+            home.socket().display()
+        ),
         &jobs,
     );
     let daemon = home.daemon(&key);
@@ -195,17 +215,10 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         },
     );
     // Within 60 s the remote view comes from the cache: no further API request.
-    let fetches = || {
-        emulator
-            .requests()
-            .iter()
-            .filter(|r| r.path == "/v1/check-statuses")
-            .count()
-    };
-    let before = fetches();
+    let before = api_fetches(&emulator);
     status_doc(&endpoint, false);
     status_doc(&endpoint, false);
-    assert_eq!(fetches(), before, "cached for 60 s");
+    assert_eq!(api_fetches(&emulator), before, "cached for 60 s");
     assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
     assert!(doc["config"]["path"]
         .as_str()
@@ -460,38 +473,41 @@ fn trigger_needs_the_token_and_follows_the_overlap_rule() {
     assert_eq!(lines.lines().count(), 1, "one run only");
 }
 
+/// A free TCP port on 127.0.0.1 (bound, then released for the daemon).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The daemon on `home`'s config, whose `[status]` listens on 127.0.0.1:`port` (see
+/// [`Daemon::start`]).
+fn tcp_daemon(home: &Home, port: u16, key: &str, wrapper: &[&str]) -> Daemon {
+    let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).expect("url");
+    Daemon::start(home, key, wrapper, &endpoint)
+}
+
+/// `GET /v1/check-statuses` requests the emulator received: one per remote view fetched.
+fn api_fetches(emulator: &Background) -> usize {
+    emulator
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/v1/check-statuses")
+        .count()
+}
+
 #[test]
 fn without_a_token_triggers_are_off_and_tcp_works() {
     let home = Home::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     home.write(
         None,
         &format!("listen = \"127.0.0.1:{port}\""),
         "[[jobs]]\nname = \"j\"\nschedule = \"0 0 1 1 *\"\ncommand = [\"true\"]\n",
     );
-    let log = std::fs::File::create(home.path("daemon.log")).expect("log");
-    let child = home
-        .agent()
-        .args(["daemon", "--config"])
-        .arg(home.config_path())
-        .stderr(log)
-        .spawn()
-        .expect("daemon");
-    let daemon = Daemon {
-        child,
-        log: home.path("daemon.log"),
-    };
+    let _daemon = tcp_daemon(&home, port, "", &[]);
     let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).expect("url");
-    daemon.until("the endpoint answers", Duration::from_secs(10), || {
-        endpoint
-            .request("GET", "/readyz", None, SECOND)
-            .ok()
-            .filter(|a| a.status == 200)
-    });
     let refused = endpoint
         .request("POST", "/jobs/j/run", Some("x"), SECOND)
         .expect("request");

@@ -1,8 +1,9 @@
 //! `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`: wrap one command, ping on success.
 //!
 //! Monitoring never stops the job: a broken or missing config, an unknown `--job`, an unusable
-//! state directory, an invalid `HEARTBEAT_AGENT_PING_URL` or a failed ping are warnings, and the
-//! command's status passes through. Only argument errors exit 2 without running anything.
+//! state directory, an invalid `HEARTBEAT_AGENT_PING_URL`, an unusable `--ping-url-file` or a
+//! failed ping are warnings, and the command's status passes through. Only argument errors exit
+//! 2 without running anything.
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
 //! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
@@ -78,9 +79,16 @@ pub struct RunArgs {
 /// The ping options of `run`.
 #[derive(Debug, Args)]
 pub struct PingArgs {
-    /// Ping this URL when the command succeeds (a secret: only shown redacted)
+    /// Ping this URL when the command succeeds. Its token is visible to every local user in
+    /// the process list (`ps`): prefer --ping-url-file or $HEARTBEAT_AGENT_PING_URL
     #[arg(long, value_name = "URL")]
     pub ping_url: Option<String>,
+
+    /// Read the ping URL from FILE (one line; a regular file of at most 4096 bytes, mode 600):
+    /// unlike --ping-url, it stays out of the process list. A file that cannot be used is a
+    /// warning: the command runs, nothing is pinged
+    #[arg(long, value_name = "FILE", conflicts_with = "ping_url")]
+    pub ping_url_file: Option<PathBuf>,
 
     /// Ping this URL when the command fails (healthchecks-style services; off by default)
     #[arg(long, value_name = "URL")]
@@ -186,12 +194,15 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         .as_deref()
         .and_then(|name| find_job(config.as_ref(), name));
     let spec = command_spec(&args, config.as_ref(), job)?;
-    let success = ping_url.or_else(|| {
-        job.and_then(|j| job_ping(j, method, &source, &state_dir))
-            .or_else(|| env_ping(method, &source))
-    });
+    let success = match (ping_url, &args.ping.ping_url_file) {
+        (Some(ping), _) => Some(ping),
+        (None, Some(file)) => file_ping(file, method, &source),
+        (None, None) => job
+            .and_then(|j| job_ping(j, method, &source, &state_dir))
+            .or_else(|| env_ping(method, &source)),
+    };
     if success.is_none() {
-        debug!("no ping URL (--ping-url, --job or {PING_URL_ENV}): nothing will be pinged");
+        debug!("no ping URL (--ping-url, --ping-url-file, --job or {PING_URL_ENV}): nothing will be pinged");
     }
     let (lock_key, lock_what) = lock_identity(args.job.as_deref(), success.as_ref(), &spec);
     Ok(Plan {
@@ -337,6 +348,22 @@ fn job_ping(
             None
         }
     }
+}
+
+/// The ping of `--ping-url-file`; a file that cannot be used, or holds no valid URL, is a
+/// warning naming the file (never its content), and nothing is pinged.
+fn file_ping(path: &std::path::Path, method: PingMethod, source: &str) -> Option<Ping> {
+    let shown = path.display();
+    let url = crate::config::secrets::read_secret_file(path)
+        .inspect_err(|err| warn!("--ping-url-file {shown} not used: {err}; nothing will be pinged"))
+        .ok()?;
+    let fix = "chmod 600 it: it holds the check's ping token";
+    if let Some(warning) = crate::config::secrets::exposed_warning("ping URL file", path, fix) {
+        warn!("{warning}");
+    }
+    Ping::new(&url, method, source)
+        .inspect_err(|err| warn!("--ping-url-file {shown} not used: {err}; nothing will be pinged"))
+        .ok()
 }
 
 fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {

@@ -1,8 +1,17 @@
-//! Reading the API key: from `api_key_file`, `api_key_env`, the systemd credential `api-key`
-//! under `$CREDENTIALS_DIRECTORY`, or `$HEARTBEAT_AGENT_API_KEY`. The key is only ever held in
-//! a [`Secret`]; no message here contains it.
+//! Secrets kept in files and the environment.
+//!
+//! - The API key: from `api_key_file`, `api_key_env`, the systemd credential `api-key` under
+//!   `$CREDENTIALS_DIRECTORY`, or `$HEARTBEAT_AGENT_API_KEY`. It is only ever held in a
+//!   [`Secret`]; no message here contains it.
+//! - A one-line secret file (`run --ping-url-file`): [`read_secret_file`] opens it without
+//!   blocking and reads it only when it is a regular file of at most [`SECRET_FILE_MAX`]
+//!   bytes, so a FIFO or a device in its place cannot hang the reader, nor a huge file fill
+//!   its memory. Links are followed: Kubernetes mounts secrets through them.
+//! - Who else can read a file holding secrets (the key file, `token_file`, the config file):
+//!   [`exposed_warning`] warns when others can, or a group the agent does not run as.
 
-use std::os::unix::fs::PermissionsExt;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::redact::Secret;
@@ -113,15 +122,12 @@ pub(crate) fn key_file_error(path: &Path) -> Option<String> {
     }
 }
 
-/// A warning when the key file at `path` is readable by group or others, or cannot be
-/// inspected; `None` when it is private. Only metadata is read, never the key.
+/// A warning when the key file at `path` is readable by group or others (see
+/// [`exposed_warning`]), or cannot be inspected; `None` when it is private. Only metadata is
+/// read, never the key.
 pub(crate) fn key_file_warning(path: &Path) -> Option<String> {
     match std::fs::metadata(path) {
-        Ok(meta) if meta.permissions().mode() & 0o044 != 0 => Some(format!(
-            "api key file {} is readable by group/others; chmod 600 it",
-            path.display()
-        )),
-        Ok(_) => None,
+        Ok(_) => exposed_warning("api key file", path, "chmod 600 it"),
         Err(err) => Some(format!(
             "api key file {} cannot be read: {err}",
             path.display()
@@ -129,10 +135,92 @@ pub(crate) fn key_file_warning(path: &Path) -> Option<String> {
     }
 }
 
+/// The group of the system user the packages create (`heartbeat-agent`): a file of that group
+/// is readable by the agent, not by other users.
+pub(crate) const AGENT_GROUP: &str = "heartbeat-agent";
+
+/// A warning when the `what` at `path` ("api key file", "config file", ...) can be read by
+/// others, or by a group that is neither this process's own nor [`AGENT_GROUP`]; `fix` says
+/// what to do. `None` when it is private, or cannot be inspected (reading it reports that).
+pub(crate) fn exposed_warning(what: &str, path: &Path, fix: &str) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    let mut trusted = vec![nix::unistd::getegid().as_raw()];
+    if let Ok(Some(group)) = nix::unistd::Group::from_name(AGENT_GROUP) {
+        trusted.push(group.gid.as_raw());
+    }
+    exposed(meta.mode(), meta.gid(), &trusted).then(|| {
+        format!(
+            "{what} {} is readable by group/others; {fix}",
+            path.display()
+        )
+    })
+}
+
+/// Whether a file of `mode` and group `gid` is readable by others, or by its group when that
+/// is not one of `trusted`.
+fn exposed(mode: u32, gid: u32, trusted: &[u32]) -> bool {
+    mode & 0o004 != 0 || (mode & 0o040 != 0 && !trusted.contains(&gid))
+}
+
+/// Largest file [`read_secret_file`] reads: far more than any token or ping URL.
+pub(crate) const SECRET_FILE_MAX: u64 = 4096;
+
+/// The one-line secret in the file at `path`, whitespace trimmed. Opened without blocking;
+/// anything but a regular file of at most [`SECRET_FILE_MAX`] bytes of UTF-8 is refused. The
+/// error says why, never what the file holds.
+pub(crate) fn read_secret_file(path: &Path) -> Result<String, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|err| format!("cannot read it: {err}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|err| format!("cannot read it: {err}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "it is {}, not a regular file",
+            kind(meta.file_type())
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(SECRET_FILE_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("cannot read it: {err}"))?;
+    if bytes.len() as u64 > SECRET_FILE_MAX {
+        return Err(format!(
+            "it is larger than {SECRET_FILE_MAX} bytes; it should hold one line"
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        return Err("it is empty; write the secret into it (one line)".to_owned());
+    }
+    Ok(secret.to_owned())
+}
+
+/// What kind of file `kind` is, in words.
+fn kind(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     fn key_file(dir: &Path, content: &str, mode: u32) -> PathBuf {
         let path = dir.join("key");
@@ -163,6 +251,48 @@ mod tests {
             "{warning}"
         );
         assert!(!warning.contains("sk_test"));
+    }
+
+    #[test]
+    fn a_group_is_trusted_only_when_it_is_the_agents() {
+        assert!(exposed(0o644, 5, &[5]), "others can read");
+        assert!(exposed(0o604, 5, &[5]), "others can read");
+        assert!(exposed(0o640, 7, &[5, 6]), "a group the agent is not");
+        assert!(!exposed(0o640, 6, &[5, 6]), "the agent's group");
+        assert!(!exposed(0o600, 7, &[5]));
+        assert!(!exposed(0o400, 7, &[5]));
+    }
+
+    #[test]
+    fn secret_files_are_read_only_when_small_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_file(dir.path(), "  https://ping.example/t0k\n", 0o600);
+        assert_eq!(
+            read_secret_file(&path).as_deref(),
+            Ok("https://ping.example/t0k")
+        );
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert_eq!(
+            read_secret_file(&link).as_deref(),
+            Ok("https://ping.example/t0k")
+        );
+        fs::write(&path, "x".repeat(SECRET_FILE_MAX as usize + 1)).unwrap();
+        let err = read_secret_file(&path).unwrap_err();
+        assert_eq!(err, "it is larger than 4096 bytes; it should hold one line");
+        fs::write(&path, "\n").unwrap();
+        assert!(read_secret_file(&path).unwrap_err().contains("is empty"));
+        assert!(read_secret_file(dir.path())
+            .unwrap_err()
+            .starts_with("it is a directory, not a regular file"));
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // In a thread, so a reader that blocks on the FIFO fails the test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(read_secret_file(&fifo)));
+        let read = rx.recv_timeout(std::time::Duration::from_secs(5));
+        let err = read.expect("the FIFO was not opened blocking").unwrap_err();
+        assert!(err.starts_with("it is a FIFO, not a regular file"), "{err}");
     }
 
     #[test]

@@ -165,6 +165,13 @@ fn token(check: &mut Checker, raw: &RawStatus) -> Option<Secret> {
         (Some(token), None) => (token.get_ref().trim().to_owned(), "token", token.span()),
         (None, Some(file)) => {
             let path = check.path(at("token_file"), &raw.token_file)?;
+            let fix = format!(
+                "chmod 600 it (or 640 with group {})",
+                super::secrets::AGENT_GROUP
+            );
+            if let Some(warning) = super::secrets::exposed_warning("token file", &path, &fix) {
+                check.warn(Some(file.span()), at("token_file"), warning, None);
+            }
             match std::fs::read_to_string(&path) {
                 Ok(text) => (text.trim().to_owned(), "token_file", file.span()),
                 Err(err) => {

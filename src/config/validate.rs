@@ -45,6 +45,7 @@ pub(crate) fn build(
     if !check.errors.is_empty() {
         return (None, check);
     }
+    warn_if_secrets_exposed(&mut check, &file, path);
     let config = Config {
         path: path.to_owned(),
         agent,
@@ -53,6 +54,26 @@ pub(crate) fn build(
         jobs: jobs.into_iter().flatten().map(Arc::new).collect(),
     };
     (Some(config), check)
+}
+
+/// A warning when the config file holds secrets (a job's `ping_url`, the status `token`) and
+/// others can read it (see [`super::secrets::exposed_warning`]).
+fn warn_if_secrets_exposed(check: &mut Checker, file: &RawFile, path: &Path) {
+    let ping_url = file.jobs.iter().find_map(|j| j.job.raw.ping_url.as_ref());
+    let (span, key) = match (ping_url, &file.status.raw.token) {
+        (Some(url), _) => (url.span(), "`ping_url`"),
+        (None, Some(token)) => (token.span(), "[status] `token`"),
+        (None, None) => return,
+    };
+    let fix = format!(
+        "it holds secrets ({key}): chmod 600 it, or 640 with group {}",
+        super::secrets::AGENT_GROUP
+    );
+    if let Some(warning) = super::secrets::exposed_warning("config file", path, &fix) {
+        check
+            .warnings
+            .push(super::problem::Problem::new(Some(span), "", warning));
+    }
 }
 
 fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {

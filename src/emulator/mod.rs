@@ -217,6 +217,15 @@ impl Emulator {
             )),
         ];
         tracing::info!(api = %api_addr, ping = %ping_addr, "emulator listening");
+        if !api_addr.ip().is_loopback() {
+            tracing::warn!(
+                listen = %api_addr,
+                "the emulator's admin API ({}/) needs no authentication and listens on {api_addr}, \
+                 not on loopback: anyone who can reach it can change its checks, faults and \
+                 clock; listen on 127.0.0.1 unless other hosts must reach it",
+                server::ADMIN_PREFIX
+            );
+        }
         Ok(EmulatorHandle {
             shared,
             base_url: url_of(api_addr),

@@ -382,17 +382,13 @@ fn json_body(headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
     }
 }
 
-/// 401 for a missing or wrong bearer token, 429 over the rate limit (every authenticated request
+/// 401 for a missing or wrong bearer token (the scheme in any case), 429 over the rate limit (every authenticated request
 /// counts, refused ones too), 403 for an `x-service-account` naming another account.
 fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
-    let key = shared.config.api_key.expose();
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if token != Some(key) {
+    if !crate::bearer::carries(headers, &shared.config.api_key) {
         return Err(ApiError::unauthorized());
     }
+    let key = shared.config.api_key.expose();
     let mut limiter = lock(&shared.limiter);
     if !limiter.admit(key, shared.clock.now()) {
         return Err(ApiError::too_many(limiter.limit, limiter.window));

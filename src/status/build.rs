@@ -8,6 +8,7 @@ use chrono::Utc;
 
 use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc};
 use super::metrics::{self, Scrape};
+use super::remote::Refresh;
 use super::server::App;
 use crate::config::{Config, Job, JobAction, Overlap, PingTarget};
 use crate::daemon::state::RunRecord;
@@ -57,8 +58,8 @@ fn secrets(app: &App, config: &Config) -> Vec<String> {
     secrets
 }
 
-/// The document; `refresh` bypasses the remote view's cache.
-pub(crate) async fn document(app: &App, refresh: bool) -> StatusDoc {
+/// The document, with the remote view as fresh as `refresh` asks.
+pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
     let config = app.config();
     let now = Utc::now();
     let remote = app.sources.remote.get(&check_ids(&config), refresh).await;

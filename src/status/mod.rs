@@ -2,6 +2,7 @@
 //! triggered runs (docs/status.md).
 //!
 //! - [`server`]: binding (TCP or unix socket) and the routes, as a daemon background task;
+//! - `connections`: serving connections, with a cap on open ones and a header timeout;
 //! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from state;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
@@ -10,6 +11,7 @@
 
 mod build;
 pub mod client;
+mod connections;
 pub(crate) mod doc;
 pub(crate) mod metrics;
 pub(crate) mod remote;

@@ -1,6 +1,8 @@
 //! The remote view: what the service thinks of each bound check, fetched only when someone
 //! asks (a `/status` request), cached for 60 s, at the lowest priority of the shared rate
-//! limiter. One `GET /v1/check-statuses` per refresh, plus one events request per bound check
+//! limiter. A request can ask for a fresh view (`?refresh=1`); without the status token such a
+//! request fetches at most once per [`REFRESH_EVERY`] (else it gets the cached view), so no
+//! local user can spend the account's API quota through the endpoint. One `GET /v1/check-statuses` per refresh, plus one events request per bound check
 //! (`GET /v1/checks/heartbeats/{id}/events`; its newest event's id, and the event's statistics,
 //! from `GET .../events/{id}` when the list carries none). The agent's ping code does not keep
 //! the `eventId` of ping answers, so the events list is where ids come from.
@@ -24,6 +26,21 @@ pub(crate) const CACHE_FOR: Duration = Duration::from_secs(60);
 
 /// Upper bound of one refresh, so a hanging API cannot hold `/status`.
 pub(crate) const FETCH_LIMIT: Duration = Duration::from_secs(10);
+
+/// Least time between two fetches forced by requests without the token.
+pub(crate) const REFRESH_EVERY: Duration = Duration::from_secs(10);
+
+/// Whether a request wants the cached view or a fresh one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refresh {
+    /// The cached view while it is younger than [`CACHE_FOR`].
+    Cached,
+    /// A fresh view unless the cached one is younger than [`REFRESH_EVERY`] (`?refresh=1`
+    /// from anyone).
+    Limited,
+    /// A fresh view (`?refresh=1` with the status token, and the background refresh).
+    Now,
+}
 
 /// One fetch: the result for every check id asked, or why nothing could be fetched.
 #[derive(Debug, Clone)]
@@ -57,12 +74,12 @@ impl RemoteView {
         }
     }
 
-    /// The view of each of `ids` by check id: from the cache when it is younger than
-    /// [`CACHE_FOR`] and covers them, else fetched now (`refresh` forces a fetch).
+    /// The view of each of `ids` by check id: from the cache when it covers them and is
+    /// young enough for `refresh`, else fetched now.
     pub(crate) async fn get(
         &self,
         ids: &BTreeSet<String>,
-        refresh: bool,
+        refresh: Refresh,
     ) -> BTreeMap<String, Remote> {
         let Some(client) = &self.client else {
             let reason = "no API configured ([api] base_url and a key)".to_owned();
@@ -74,9 +91,14 @@ impl RemoteView {
         // Held during the fetch: concurrent requests wait for one fetch instead of each making
         // their own.
         let mut cache = self.cache.lock().await;
+        let young_enough = match refresh {
+            Refresh::Cached => CACHE_FOR,
+            Refresh::Limited => REFRESH_EVERY,
+            Refresh::Now => Duration::ZERO,
+        };
         let fresh = cache
             .as_ref()
-            .is_some_and(|f| !refresh && f.at.elapsed() < CACHE_FOR && ids.is_subset(&f.ids));
+            .is_some_and(|f| f.at.elapsed() < young_enough && ids.is_subset(&f.ids));
         if !fresh {
             let result = match tokio::time::timeout(FETCH_LIMIT, fetch(client, ids)).await {
                 Ok(result) => result,

@@ -2,28 +2,34 @@
 //! [`bind`] before the daemon starts (so `READY=1` means "listener bound"); [`task`] serves
 //! it as a daemon background task until shutdown.
 //!
-//! Routes: `GET /status` (JSON, `?refresh=1` bypasses the remote cache), `GET /metrics`,
-//! `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run` (always needs the bearer token).
-//! On a bind that is not loopback, `/status` and `/metrics` need the token too.
+//! Routes: `GET /status` (JSON, `?refresh=1` asks for a fresh remote view, rate-limited
+//! without the token), `GET /metrics`, `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run`
+//! (always needs the bearer token). On a bind that is not loopback, `/status` and `/metrics`
+//! need the token too. On a loopback TCP bind every request must name the loopback in `Host`
+//! (`127.0.0.1`, `localhost` or `[::1]`, with the port), so a web page whose host name was
+//! rebound to 127.0.0.1 (DNS rebinding) cannot read job output through a browser.
+//! Connections are served by [`super::connections`] (a connection cap, a header timeout).
 
 use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use axum::extract::{Path as UrlPath, Query, State};
+use axum::extract::{Path as UrlPath, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::build;
+use super::connections;
 use super::metrics::RunMetrics;
-use super::remote::RemoteView;
+use super::remote::{Refresh, RemoteView};
 use crate::config::{Config, JobAction, Listen, Overlap};
 use crate::daemon::{Context, Task};
 use crate::redact::Secret;
@@ -147,19 +153,19 @@ pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
 }
 
 async fn serve(bound: Bound, app: Arc<App>, cancel: CancellationToken) {
-    let router = router(Arc::clone(&app));
     tokio::spawn(track_reloads(Arc::clone(&app), cancel.clone()));
     if let Some(every) = app.config().status.remote_refresh {
         tokio::spawn(refresh_remote(Arc::clone(&app), every, cancel.clone()));
     }
-    let stop = cancel.clone();
     let result = match bound {
-        Bound::Tcp(listener) => match tokio::net::TcpListener::from_std(listener) {
-            Ok(listener) => {
-                info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "status endpoint listening");
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(async move { stop.cancelled().await })
-                    .await
+        Bound::Tcp(listener) => match tokio::net::TcpListener::from_std(listener)
+            .and_then(|l| l.local_addr().map(|addr| (l, addr)))
+        {
+            Ok((listener, addr)) => {
+                info!(listen = %addr, "status endpoint listening");
+                let loopback = addr.ip().is_loopback().then_some(addr.port());
+                connections::serve(listener, router(app, loopback), cancel).await;
+                Ok(())
             }
             Err(err) => Err(err),
         },
@@ -167,9 +173,8 @@ async fn serve(bound: Bound, app: Arc<App>, cancel: CancellationToken) {
             let served = match tokio::net::UnixListener::from_std(listener) {
                 Ok(listener) => {
                     info!(listen = %path.display(), "status endpoint listening");
-                    axum::serve(listener, router)
-                        .with_graceful_shutdown(async move { stop.cancelled().await })
-                        .await
+                    connections::serve(listener, router(app, None), cancel).await;
+                    Ok(())
                 }
                 Err(err) => Err(err),
             };
@@ -206,18 +211,75 @@ async fn refresh_remote(app: Arc<App>, every: Duration, cancel: CancellationToke
             () = tokio::time::sleep(every) => {}
         }
         let ids = build::check_ids(&app.config());
-        app.sources.remote.get(&ids, true).await;
+        app.sources.remote.get(&ids, Refresh::Now).await;
     }
 }
 
-fn router(app: Arc<App>) -> Router {
-    Router::new()
+/// The routes; on a loopback TCP bind (`loopback_port`), behind the `Host` check.
+fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
+    let router = Router::new()
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/jobs/{name}/run", post(trigger))
-        .with_state(app)
+        .with_state(app);
+    match loopback_port {
+        Some(port) => router.layer(axum::middleware::from_fn(move |request, next| {
+            loopback_host(port, request, next)
+        })),
+        None => router,
+    }
+}
+
+/// Refuses (421) a request whose `Host` does not name the loopback with `port`.
+async fn loopback_host(port: u16, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if host.as_deref().is_some_and(|h| names_loopback(h, port)) {
+        return next.run(request).await;
+    }
+    let given = host.map_or_else(|| "no Host header".to_owned(), |h| format!("Host {h:?}"));
+    error(
+        StatusCode::MISDIRECTED_REQUEST,
+        format!(
+            "{given} does not name this endpoint: on a loopback address it answers only Host \
+             127.0.0.1:{port}, localhost:{port} or [::1]:{port} (a guard against DNS rebinding); \
+             use one of those names in the URL"
+        ),
+    )
+}
+
+/// Whether a `Host` value names the loopback with `port`: `localhost`, an IPv4 loopback
+/// address or `[::1]`, followed by `:port` (or by nothing when the port is 80). Names are
+/// compared in any case; anything else, a DNS name that resolves to 127.0.0.1 included, is not.
+pub(crate) fn names_loopback(host: &str, port: u16) -> bool {
+    let (name_ok, rest) = match host.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((ip, rest)) => (
+                ip.parse::<Ipv6Addr>().is_ok_and(|ip| ip.is_loopback()),
+                rest,
+            ),
+            None => return false,
+        },
+        None => {
+            let (name, rest) = host.find(':').map_or((host, ""), |at| host.split_at(at));
+            let ok = name.eq_ignore_ascii_case("localhost")
+                || name.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
+            (ok, rest)
+        }
+    };
+    let port_ok = match rest.strip_prefix(':') {
+        Some(digits) => {
+            !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && digits.parse() == Ok(port)
+        }
+        None => rest.is_empty() && port == 80,
+    };
+    name_ok && port_ok
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -228,17 +290,6 @@ struct StatusQuery {
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = Json(serde_json::json!({ "error": message.into() }));
     (status, body).into_response()
-}
-
-/// Whether the request carries the configured token (compared through digests, so timing
-/// tells nothing about the token).
-fn authorized(headers: &HeaderMap, token: &Secret) -> bool {
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    Sha256::digest(given.trim().as_bytes()) == Sha256::digest(token.expose().as_bytes())
 }
 
 fn unauthorized() -> Response {
@@ -258,7 +309,9 @@ fn guard(app: &App, headers: &HeaderMap) -> Option<Response> {
     let config = app.config();
     let status = &config.status;
     match &status.token {
-        Some(token) if status.token_required_for_all() && !authorized(headers, token) => {
+        Some(token)
+            if status.token_required_for_all() && !crate::bearer::carries(headers, token) =>
+        {
             Some(unauthorized())
         }
         _ => None,
@@ -273,9 +326,15 @@ async fn status(
     if let Some(denied) = guard(&app, &headers) {
         return denied;
     }
-    let refresh = query
+    let wants_fresh = query
         .refresh
         .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
+    let token = app.config().status.token.clone();
+    let refresh = match token {
+        _ if !wants_fresh => Refresh::Cached,
+        Some(token) if crate::bearer::carries(&headers, &token) => Refresh::Now,
+        _ => Refresh::Limited,
+    };
     Json(build::document(&app, refresh).await).into_response()
 }
 
@@ -340,7 +399,7 @@ async fn trigger(
             "triggering runs is off: set [status] token (or token_file) in the config",
         );
     };
-    if !authorized(&headers, token) {
+    if !crate::bearer::carries(&headers, token) {
         return unauthorized();
     }
     let (Some(job), Some(state)) = (config.job(&name), app.context.state.job(&name)) else {
@@ -372,4 +431,42 @@ async fn trigger(
     info!(job = %name, queued, "run requested through the status endpoint");
     let body = serde_json::json!({ "job": name, "accepted": true, "queued": queued });
     (StatusCode::ACCEPTED, Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_loopback;
+
+    #[test]
+    fn only_loopback_names_with_the_port_pass() {
+        for host in [
+            "127.0.0.1:9465",
+            "localhost:9465",
+            "LocalHost:9465",
+            "[::1]:9465",
+            "127.0.0.2:9465",
+        ] {
+            assert!(names_loopback(host, 9465), "{host}");
+        }
+        for host in [
+            "rebound.example:9465",
+            "localhost.example:9465",
+            "localhost.:9465",
+            "127.0.0.1.nip.io:9465",
+            "localhost:9466",
+            "localhost",
+            "127.0.0.1",
+            "[::1]",
+            "localhost:",
+            "localhost:+9465",
+            "localhost:9465:9465",
+            "[::ffff:127.0.0.1]:9465",
+            "[::1:9465",
+            "10.0.0.1:9465",
+            "",
+        ] {
+            assert!(!names_loopback(host, 9465), "{host}");
+        }
+        assert!(names_loopback("localhost", 80) && names_loopback("[::1]", 80));
+    }
 }

@@ -190,3 +190,87 @@ fn background_emulator_serves_synchronous_tests() {
     assert_eq!(pings.len(), 1);
     assert_eq!(pings[0].method, "POST");
 }
+
+/// Reads both lines the emulator prints (so it never writes to a closed pipe); returns the
+/// `base_url=` one's URL.
+fn base_url(child: &mut Child) -> String {
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+    let mut next = || lines.next().expect("a line").expect("readable");
+    let base = next();
+    assert!(next().starts_with("ping_url="));
+    base.strip_prefix("base_url=")
+        .expect("base_url= line")
+        .to_owned()
+}
+
+/// One `GET path` with `Authorization: {auth}` to `base` (`http://HOST:PORT`): the status.
+fn get_with_auth(base: &str, path: &str, auth: &str) -> u16 {
+    let authority = base.strip_prefix("http://").expect("an http URL");
+    let host = format!("Host: {authority}");
+    let auth = format!("Authorization: {auth}");
+    util::http::exchange(authority, &format!("GET {path} HTTP/1.1"), &[&host, &auth]).0
+}
+
+#[test]
+fn the_bearer_scheme_is_read_in_any_case_and_an_open_admin_api_is_warned_about_once() {
+    let home = Home::new();
+    let start = |listen: &str, log: &str| {
+        let stderr = std::fs::File::create(home.path(log)).expect("log file");
+        home.agent()
+            .args([
+                "emulator",
+                "--listen",
+                listen,
+                "--ping-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--api-key", "k-test"])
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("the binary starts")
+    };
+    let stop = |mut child: Child| {
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+        let status = wait_with_deadline(&mut child, Duration::from_secs(10));
+        assert_eq!(status.code(), Some(0));
+    };
+    let warning = "admin API (/_emulator/) needs no authentication";
+
+    let mut open = start("0.0.0.0:0", "open.log");
+    let base = base_url(&mut open);
+    for auth in [
+        "Bearer k-test",
+        "bearer k-test",
+        "BEARER k-test",
+        "bEaReR  k-test",
+    ] {
+        assert_eq!(
+            get_with_auth(&base, "/v1/check-statuses", auth),
+            200,
+            "{auth}"
+        );
+    }
+    for auth in ["Basic k-test", "bearer k-tes", "bearerk-test"] {
+        assert_eq!(
+            get_with_auth(&base, "/v1/check-statuses", auth),
+            401,
+            "{auth}"
+        );
+    }
+    stop(open);
+    let log = std::fs::read_to_string(home.path("open.log")).expect("log");
+    assert_eq!(log.matches(warning).count(), 1, "{log}");
+    assert!(
+        log.contains("not on loopback") && log.contains("listen on 127.0.0.1"),
+        "{log}"
+    );
+
+    let mut private = start("127.0.0.1:0", "loopback.log");
+    base_url(&mut private);
+    stop(private);
+    let log = std::fs::read_to_string(home.path("loopback.log")).expect("log");
+    assert!(!log.contains(warning), "{log}");
+    assert!(!log.contains("k-test"), "the key is never logged: {log}");
+}

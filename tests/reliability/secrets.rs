@@ -104,6 +104,9 @@ impl Scan {
             dead = self.dead_url(),
         );
         std::fs::write(self.path("config.toml"), text).expect("write the config");
+        // It holds ping URLs: private, as `config check` asks.
+        let private = std::fs::Permissions::from_mode(0o600);
+        std::fs::set_permissions(self.path("config.toml"), private).expect("chmod the config");
     }
 
     /// The agent with the config, secrets in its environment (the key and a ping URL, which

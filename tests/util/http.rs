@@ -3,7 +3,8 @@
 //! never (hang), or by closing the connection unanswered (drop). A request is sent on the
 //! channel before it is answered, so once the client has its answer the test holds the request
 //! without waiting; a test waiting for a request the agent sends on its own receives with a
-//! timeout. [`refused_url`] gives a URL where nothing listens.
+//! timeout. [`refused_url`] gives a URL where nothing listens; [`exchange`] sends one request
+//! written by hand (headers exactly as given) and reads the answer.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -219,4 +220,33 @@ pub fn refused_url(path: &str) -> String {
     let addr = listener.local_addr().expect("addr");
     drop(listener);
     format!("http://{addr}{path}")
+}
+
+/// Sends `request_line` with `headers` (each `Name: value`, sent as given, then
+/// `Connection: close`) to `authority` (`HOST:PORT`) on a new connection; returns the answer's
+/// status and body.
+pub fn exchange(authority: &str, request_line: &str, headers: &[&str]) -> (u16, String) {
+    let mut stream = TcpStream::connect(authority).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("read timeout");
+    let mut request = format!("{request_line}\r\n");
+    for header in headers {
+        request.push_str(header);
+        request.push_str("\r\n");
+    }
+    request.push_str("Connection: close\r\nContent-Length: 0\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read the answer");
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
 }
