@@ -369,8 +369,9 @@ impl Config {
     /// paths).
     pub fn from_text(path: &Path, text: &str) -> Result<Loaded, LoadError> {
         let is_root = nix::unistd::geteuid().is_root();
+        let lines = problem::Lines::new(text);
         let render = |problems: Vec<problem::Problem>| -> Vec<String> {
-            problems.iter().map(|p| p.render(path, text)).collect()
+            problems.iter().map(|p| p.render(path, &lines)).collect()
         };
         let (raw, mut problems) = parse::parse(text);
         let Some(raw) = raw else {
@@ -378,7 +379,7 @@ impl Config {
                 problems: render(problems),
             });
         };
-        let (config, check) = validate::build(raw, path, text, is_root);
+        let (config, check) = validate::build(raw, path, &lines, is_root);
         problems.extend(check.errors);
         match config {
             Some(config) if problems.is_empty() => Ok(Loaded {
