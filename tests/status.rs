@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::util::{self, emulator::Background, Home};
 
+mod next_run;
 mod prom;
 use prom::{parse_metrics, promtool, sample};
 

@@ -136,6 +136,16 @@ impl ApiClient {
         }
     }
 
+    /// The API's host and port (`api.example.com:443`), for messages about an API that cannot
+    /// be reached.
+    pub fn host(&self) -> String {
+        let host = self.base.host_str().unwrap_or_default();
+        match self.base.port_or_known_default() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        }
+    }
+
     /// The retry policy of this client.
     pub(crate) fn retry_policy(&self) -> &RetryPolicy {
         &self.retry
