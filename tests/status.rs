@@ -16,6 +16,7 @@ use crate::util::{self, emulator::Background, Home};
 
 mod next_run;
 mod prom;
+mod scrub;
 use prom::{parse_metrics, promtool, sample};
 
 const TOKEN: &str = "s3cret-status-token";

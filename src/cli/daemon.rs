@@ -85,12 +85,11 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         let build = move |config: &Arc<Config>| self::reconciler(config, &options, &global);
         plugins.tasks.push(("sync", deferred.task(build)));
     }
-    let (client, api_key) = context::remote_client(&config, global);
+    let client = context::remote_client(&config, global);
     let sources = crate::status::Sources {
         sync: sync_status,
         remote: crate::status::remote::RemoteView::new(client),
         metrics: Arc::default(),
-        api_key,
     };
     plugins
         .after_run

@@ -89,8 +89,6 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
-    /// Secrets removed from job output shown in status: the API key (if any).
-    pub api_key: Option<Secret>,
 }
 
 /// The endpoint's shared state.
