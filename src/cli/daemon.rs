@@ -32,6 +32,10 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         warn!("{warning}");
     }
     let state_dir = loaded.config.state_dir(global.state_dir.as_deref());
+    if let Err(message) = crate::paths::check_state_dir(&state_dir) {
+        print_error(format!("{message}; the daemon did not start"));
+        return exit::FAILURE;
+    }
     let options = Options {
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         state_dir,

@@ -165,7 +165,7 @@ fn token(check: &mut Checker, raw: &RawStatus) -> Option<Secret> {
         (Some(token), None) => (token.get_ref().trim().to_owned(), "token", token.span()),
         (None, Some(file)) => {
             let path = check.path(at("token_file"), &raw.token_file)?;
-            match std::fs::read_to_string(&path) {
+            match super::secrets::read_secret_file(&path) {
                 Ok(text) => (text.trim().to_owned(), "token_file", file.span()),
                 Err(err) => {
                     check.error(
@@ -173,7 +173,9 @@ fn token(check: &mut Checker, raw: &RawStatus) -> Option<Secret> {
                         at("token_file"),
                         format!("cannot read the token file {}: {err}", path.display()),
                         Some(
-                            "write the token into it (one line), readable by the agent".to_owned(),
+                            "write the token into it (one line), a regular file readable by the \
+                             agent"
+                                .to_owned(),
                         ),
                     );
                     return None;
