@@ -13,7 +13,7 @@
 //! added, never forgotten (a URL dropped by a reload is still a secret). One Aho-Corasick
 //! automaton (the `aho-corasick` crate, as regex uses it) finds them all in one pass over the
 //! text, so a daemon with hundreds of jobs scrubs each output line in time linear in the line;
-//! it is rebuilt only when a new secret is learned.
+//! it is rebuilt only by the first scrub after a new secret was learned.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -85,37 +85,54 @@ const MIN_TOKEN: usize = 8;
 /// The secrets this process knows, and the automaton that finds them.
 struct Known {
     secrets: BTreeSet<String>,
-    /// `None` while there is no secret.
-    matcher: Option<AhoCorasick>,
+    /// Built from `secrets` by the first [`scrub`] after a change (`None` until then), so
+    /// loading a config with thousands of ping URLs builds it once, not once per URL.
+    matcher: Option<Arc<AhoCorasick>>,
 }
 
 /// Every secret this process has learned (see the module header).
-static KNOWN: RwLock<Option<Arc<Known>>> = RwLock::new(None);
-
-fn known() -> Option<Arc<Known>> {
-    KNOWN.read().unwrap_or_else(|e| e.into_inner()).clone()
-}
+static KNOWN: RwLock<Known> = RwLock::new(Known {
+    secrets: BTreeSet::new(),
+    matcher: None,
+});
 
 /// Adds `secret` to those [`scrub`] removes (one shorter than 4 characters is ignored).
 pub(crate) fn remember(secret: &str) {
     let secret = secret.trim();
-    if secret.chars().count() < MIN_SECRET || known().is_some_and(|k| k.secrets.contains(secret)) {
+    let known = |k: &Known| k.secrets.contains(secret);
+    if secret.chars().count() < MIN_SECRET
+        || known(&KNOWN.read().unwrap_or_else(|e| e.into_inner()))
+    {
         return;
     }
-    let mut slot = KNOWN.write().unwrap_or_else(|e| e.into_inner());
-    let mut secrets = slot.as_ref().map(|k| k.secrets.clone()).unwrap_or_default();
-    if !secrets.insert(secret.to_owned()) {
-        return;
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    if known.secrets.insert(secret.to_owned()) {
+        known.matcher = None;
     }
-    // Leftmost-longest: a URL is replaced whole, not only the token inside it. A contiguous
-    // NFA builds in time linear in the secrets' length (a DFA of a 16 KiB key took a minute in
-    // a debug build) and still finds them all in one pass.
-    let matcher = AhoCorasick::builder()
-        .kind(Some(AhoCorasickKind::ContiguousNFA))
-        .match_kind(MatchKind::LeftmostLongest)
-        .build(&secrets)
-        .ok();
-    *slot = Some(Arc::new(Known { secrets, matcher }));
+}
+
+/// The automaton finding every known secret, built when the secrets changed since the last
+/// call; `None` while there is no secret.
+fn matcher() -> Option<Arc<AhoCorasick>> {
+    {
+        let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+        if known.matcher.is_some() || known.secrets.is_empty() {
+            return known.matcher.clone();
+        }
+    }
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    if known.matcher.is_none() {
+        // Leftmost-longest: a URL is replaced whole, not only the token inside it. A
+        // contiguous NFA builds in time linear in the secrets' length (a DFA of a 16 KiB key
+        // took a minute in a debug build) and still finds them all in one pass.
+        known.matcher = AhoCorasick::builder()
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&known.secrets)
+            .ok()
+            .map(Arc::new);
+    }
+    known.matcher.clone()
 }
 
 /// Adds a ping URL to the secrets [`scrub`] removes: the whole URL and its token (the last
@@ -136,7 +153,7 @@ pub(crate) fn remember_url(url: &str) {
 /// defence for text the agent does not write itself (job output, API error bodies, reqwest's
 /// `Display`, which includes the URL).
 pub(crate) fn scrub(text: &str) -> String {
-    match known().as_ref().and_then(|k| k.matcher.as_ref()) {
+    match matcher() {
         Some(matcher) if matcher.is_match(text) => {
             let replacements = vec!["[redacted]"; matcher.patterns_len()];
             matcher.replace_all(text, &replacements)
