@@ -1,6 +1,8 @@
 //! Where the configuration file and the state directory are: the flag, else the configured
 //! or environment value, else the default, which follows the XDG base directory rules for users
-//! and `/etc`, `/var/lib` for root.
+//! and `/etc`, `/var/lib` for root. A state directory that is a symbolic link is followed only
+//! when this user or root owns both the link and the directory it leads to
+//! ([`check_state_dir`]).
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +66,45 @@ pub(crate) fn state_dir(flag: Option<&Path>, configured: Option<&Path>) -> PathB
         .map_or_else(default_state_dir, Path::to_path_buf)
 }
 
+/// Refuses a state directory that is a symbolic link owned by another user than this one or
+/// root, or that leads to a directory such a user owns: that user could point it anywhere, and
+/// the agent (often root) would create, write and chmod its files there. A link this user or
+/// root owns, to a directory this user or root owns, is followed (a state directory moved to
+/// another disk). A missing directory is fine: it is created when first written. The error
+/// names the link, its owner and what to do.
+pub(crate) fn check_state_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let trusted = |uid: u32| uid == me || uid == 0;
+    let shown = dir.display();
+    let link = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(format!("cannot inspect the state directory {shown}: {err}")),
+    };
+    if !link.file_type().is_symlink() {
+        return Ok(());
+    }
+    let fix = format!(
+        "replace it with a directory owned by uid {me}, or set state_dir (or --state-dir) to one"
+    );
+    if !trusted(link.uid()) {
+        return Err(format!(
+            "the state directory {shown} is a symbolic link owned by uid {}, not by this user \
+             (uid {me}) or root; it is not followed: {fix}",
+            link.uid()
+        ));
+    }
+    match std::fs::metadata(dir) {
+        Ok(target) if !trusted(target.uid()) => Err(format!(
+            "the state directory {shown} is a symbolic link to a directory owned by uid {}, \
+             not by this user (uid {me}) or root; it is not followed: {fix}",
+            target.uid()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `$STATE_DIRECTORY` (first entry) when systemd set it, else `/var/lib/heartbeat-agent` for
 /// root, else `$XDG_STATE_HOME/heartbeat-agent` (`~/.local/state/heartbeat-agent` when unset).
 /// Each user has their own by default.
@@ -83,6 +124,18 @@ pub(crate) fn default_state_dir() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_state_dir_link_of_this_user_is_followed_and_a_missing_dir_is_fine() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let real = root.path().join("real");
+        std::fs::create_dir(&real).expect("dir");
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        assert_eq!(super::check_state_dir(&link), Ok(()));
+        assert_eq!(super::check_state_dir(&real), Ok(()));
+        assert_eq!(super::check_state_dir(&root.path().join("absent")), Ok(()));
+    }
+
     use super::*;
 
     #[test]

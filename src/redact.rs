@@ -3,8 +3,23 @@
 //! The API key and ping URLs (whose path carries the check's token) are secrets. A ping URL is
 //! shown only as scheme, host and a short fingerprint, so users can still tell targets apart;
 //! the key is held in [`Secret`], whose `Debug` and `Display` never show the value.
+//!
+//! Text the agent does not write itself (a job's output, the body of an API error, a transport
+//! error) may still hold a secret. [`scrub`] is the one scrubber for all of it, wherever it goes
+//! (the daemon's log, `/status`, error messages): it replaces every secret this process knows
+//! with `[redacted]`. The process learns its secrets where they enter it: every [`Secret`] (the
+//! API key, the status token) when it is made, every ping URL of the config when it is loaded
+//! ([`remember_url`]), every ping URL and token sync learns or reads back. Secrets are only
+//! added, never forgotten (a URL dropped by a reload is still a secret). One Aho-Corasick
+//! automaton (the `aho-corasick` crate, as regex uses it) finds them all in one pass over the
+//! text, so a daemon with hundreds of jobs scrubs each output line in time linear in the line;
+//! it is rebuilt only by the first scrub after a new secret was learned.
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use sha2::{Digest, Sha256};
 
@@ -13,9 +28,11 @@ use sha2::{Digest, Sha256};
 pub struct Secret(String);
 
 impl Secret {
-    /// Wraps a secret value.
+    /// Wraps a secret value, which [`scrub`] removes from then on.
     pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
+        let value = value.into();
+        remember(&value);
+        Secret(value)
     }
 
     /// The value itself, for the one place that must send it (an HTTP header).
@@ -58,14 +75,91 @@ pub fn url(raw: &str) -> String {
     }
 }
 
-/// Removes every occurrence of each secret from `text`: the last line of defence for messages
-/// built from third-party errors (reqwest's `Display` includes the URL).
-pub(crate) fn scrub(text: &str, secrets: &[&str]) -> String {
-    let mut out = text.to_owned();
-    for secret in secrets.iter().filter(|s| s.len() >= 4) {
-        out = out.replace(secret, "[redacted]");
+/// Secrets shorter than this are not scrubbed: they would match ordinary words.
+const MIN_SECRET: usize = 4;
+
+/// A ping URL's last path segment is taken for its token when it is at least this long (a
+/// path such as `/ping` is not a token, and scrubbing the word would garble output).
+const MIN_TOKEN: usize = 8;
+
+/// The secrets this process knows, and the automaton that finds them.
+struct Known {
+    secrets: BTreeSet<String>,
+    /// Built from `secrets` by the first [`scrub`] after a change (`None` until then), so
+    /// loading a config with thousands of ping URLs builds it once, not once per URL.
+    matcher: Option<Arc<AhoCorasick>>,
+}
+
+/// Every secret this process has learned (see the module header).
+static KNOWN: RwLock<Known> = RwLock::new(Known {
+    secrets: BTreeSet::new(),
+    matcher: None,
+});
+
+/// Adds `secret` to those [`scrub`] removes (one shorter than 4 characters is ignored).
+pub(crate) fn remember(secret: &str) {
+    let secret = secret.trim();
+    let known = |k: &Known| k.secrets.contains(secret);
+    if secret.chars().count() < MIN_SECRET
+        || known(&KNOWN.read().unwrap_or_else(|e| e.into_inner()))
+    {
+        return;
     }
-    out
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    if known.secrets.insert(secret.to_owned()) {
+        known.matcher = None;
+    }
+}
+
+/// The automaton finding every known secret, built when the secrets changed since the last
+/// call; `None` while there is no secret.
+fn matcher() -> Option<Arc<AhoCorasick>> {
+    {
+        let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+        if known.matcher.is_some() || known.secrets.is_empty() {
+            return known.matcher.clone();
+        }
+    }
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    if known.matcher.is_none() {
+        // Leftmost-longest: a URL is replaced whole, not only the token inside it. A
+        // contiguous NFA builds in time linear in the secrets' length (a DFA of a 16 KiB key
+        // took a minute in a debug build) and still finds them all in one pass.
+        known.matcher = AhoCorasick::builder()
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&known.secrets)
+            .ok()
+            .map(Arc::new);
+    }
+    known.matcher.clone()
+}
+
+/// Adds a ping URL to the secrets [`scrub`] removes: the whole URL and its token (the last
+/// path segment, when it is 8 characters or more).
+pub(crate) fn remember_url(url: &str) {
+    remember(url);
+    if let Ok(parsed) = reqwest::Url::parse(url.trim()) {
+        let token = parsed
+            .path_segments()
+            .and_then(|mut segments| segments.rfind(|s| !s.is_empty()));
+        if let Some(token) = token.filter(|t| t.chars().count() >= MIN_TOKEN) {
+            remember(token);
+        }
+    }
+}
+
+/// `text` with every secret this process knows replaced by `[redacted]`: the last line of
+/// defence for text the agent does not write itself (job output, API error bodies, reqwest's
+/// `Display`, which includes the URL).
+pub(crate) fn scrub(text: &str) -> String {
+    match matcher() {
+        Some(matcher) if matcher.is_match(text) => {
+            let replacements = vec!["[redacted]"; matcher.patterns_len()];
+            matcher.replace_all(text, &replacements)
+        }
+        _ => text.to_owned(),
+    }
 }
 
 /// Formats a reqwest error without the URL it carries (which may hold a ping token).
@@ -133,10 +227,30 @@ mod tests {
     }
 
     #[test]
-    fn scrub_replaces_every_occurrence() {
+    fn scrub_replaces_every_occurrence_of_every_known_secret() {
+        remember("tok1-scrub-test");
+        let _key = Secret::new("sk_scrub_test_key");
         assert_eq!(
-            scrub("a tok1 b tok1", &["tok1"]),
-            "a [redacted] b [redacted]"
+            scrub("a tok1-scrub-test b tok1-scrub-test sk_scrub_test_key"),
+            "a [redacted] b [redacted] [redacted]"
+        );
+        // Too short to be told from a word: left alone.
+        remember("ab");
+        assert_eq!(scrub("ab cd"), "ab cd");
+    }
+
+    #[test]
+    fn a_ping_url_is_scrubbed_whole_and_its_token_alone() {
+        remember_url("https://ping.example.com/scrub-test-token-42");
+        assert_eq!(
+            scrub("GET https://ping.example.com/scrub-test-token-42 then scrub-test-token-42"),
+            "GET [redacted] then [redacted]"
+        );
+        // A short last segment is not a token; the host is never a secret.
+        remember_url("http://127.0.0.1:9/ping");
+        assert_eq!(
+            scrub("ping http://127.0.0.1:9/ping 127.0.0.1:9"),
+            "ping [redacted] 127.0.0.1:9"
         );
     }
 }

@@ -10,6 +10,7 @@ mod disk;
 mod faults;
 mod journal;
 mod kill;
+mod local_files;
 mod properties;
 mod secrets;
 

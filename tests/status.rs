@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 use crate::util::{self, emulator::Background, Home};
 
 mod local_users;
+mod next_run;
 mod prom;
+mod scrub;
 use prom::{parse_metrics, promtool, sample};
 
 const TOKEN: &str = "s3cret-status-token";

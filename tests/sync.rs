@@ -252,6 +252,63 @@ fn a_failed_put_exits_1_with_a_message_per_job() {
     assert_eq!(text(&only.stdout), "good (check c1): in sync\n");
 }
 
+/// With the API refusing connections, the first PUT spends its retry budget (up to 3.5 s) and
+/// the rest of the pass is deferred at once, naming the API host: before, each of the 8 jobs
+/// spent its own budget in turn (about 14 s on average).
+#[test]
+fn with_the_api_down_sync_gives_up_after_one_jobs_retries_naming_the_host() {
+    let home = Home::new();
+    let api = crate::util::http::refused_url("");
+    let host = api.trim_start_matches("http://").to_owned();
+    let jobs: String = (1..=8)
+        .map(|i| job(&format!("job{i}"), "@daily", &format!("c{i}"), ""))
+        .collect();
+    home.write_config(&format!(
+        "[agent]\nstate_dir = \"{}\"\n\n[api]\nbase_url = \"{api}\"\n\
+         api_key_env = \"EMULATOR_KEY\"\n\n{jobs}",
+        home.state_dir().display()
+    ));
+    let started = std::time::Instant::now();
+    let output = home
+        .agent()
+        .arg("--config")
+        .arg(home.config_path())
+        .arg("sync")
+        .env("EMULATOR_KEY", "sk_test_down")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("heartbeat-agent: "))
+        .collect();
+    assert_eq!(lines.len(), 8, "one message per job: {stderr}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "heartbeat-agent: job \"job1\": check c1: the API at {host} did not answer: \
+             connection failed"
+        )),
+        "{stderr}"
+    );
+    for (i, line) in lines.iter().enumerate().skip(1) {
+        let n = i + 1;
+        assert_eq!(
+            *line,
+            format!(
+                "heartbeat-agent: job \"job{n}\": check c{n}: not sent: the API at {host} could \
+                 not be reached earlier in this pass; it is retried later (run sync again once \
+                 the API answers)"
+            )
+        );
+    }
+    // One job's budget (3 waits of at most 0.5 + 1 + 2 s) and the process's start.
+    assert!(took < Duration::from_secs(6), "sync took {took:?}");
+    // Nothing was recorded as accepted: the next sync sends every job again.
+    assert!(sync::state::jobs(&home.state_dir()).is_empty());
+}
+
 #[test]
 fn sync_converges_through_a_429_storm_and_a_5xx_burst() {
     let setup = Setup::new(&["c1"]);

@@ -136,6 +136,16 @@ impl ApiClient {
         }
     }
 
+    /// The API's host and port (`api.example.com:443`), for messages about an API that cannot
+    /// be reached.
+    pub fn host(&self) -> String {
+        let host = self.base.host_str().unwrap_or_default();
+        match self.base.port_or_known_default() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        }
+    }
+
     /// The retry policy of this client.
     pub(crate) fn retry_policy(&self) -> &RetryPolicy {
         &self.retry
@@ -348,7 +358,7 @@ impl ApiClient {
         serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode {
             operation,
             status,
-            detail: excerpt(&e.to_string(), &[self.key.expose()]),
+            detail: excerpt(&e.to_string()),
         })
     }
 
@@ -462,7 +472,7 @@ impl ApiClient {
     fn transport_error(&self, label: &RequestLabel, err: &reqwest::Error) -> ApiError {
         ApiError::Transport {
             request: label.clone(),
-            detail: crate::redact::scrub(&crate::redact::reqwest_error(err), &[self.key.expose()]),
+            detail: crate::redact::scrub(&crate::redact::reqwest_error(err)),
             not_sent: err.is_connect(),
             timed_out: err.is_timeout(),
         }
@@ -475,26 +485,21 @@ impl ApiClient {
         bytes: &[u8],
         retry_after: Option<Duration>,
     ) -> ApiError {
-        let secrets = [self.key.expose()];
         let reason = status.canonical_reason().unwrap_or("error").to_owned();
         let (error, message, attributes) = match serde_json::from_slice::<ErrorBody>(bytes) {
             Ok(body) => {
-                let error = excerpt(&body.error, &secrets);
+                let error = excerpt(&body.error);
                 let message = body
                     .message
-                    .map(|m| excerpt(&m, &secrets))
+                    .map(|m| excerpt(&m))
                     .unwrap_or_else(|| error.clone());
                 (
                     error,
                     message,
-                    body.attributes.map(|a| Box::new(scrub_value(a, &secrets))),
+                    body.attributes.map(|a| Box::new(scrub_value(a))),
                 )
             }
-            Err(_) => (
-                reason,
-                excerpt(&String::from_utf8_lossy(bytes), &secrets),
-                None,
-            ),
+            Err(_) => (reason, excerpt(&String::from_utf8_lossy(bytes)), None),
         };
         if status.as_u16() == 429 {
             ApiError::RateLimited {
@@ -541,9 +546,9 @@ fn auto_assign_query(auto_assign_alerts: Option<bool>) -> Vec<(&'static str, Str
 }
 
 /// Removes secrets from a JSON value (error `attributes` are echoed into messages and logs).
-fn scrub_value(value: serde_json::Value, secrets: &[&str]) -> serde_json::Value {
+fn scrub_value(value: serde_json::Value) -> serde_json::Value {
     let text = value.to_string();
-    let scrubbed = crate::redact::scrub(&text, secrets);
+    let scrubbed = crate::redact::scrub(&text);
     if scrubbed == text {
         value
     } else {

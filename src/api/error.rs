@@ -1,5 +1,5 @@
 //! The errors of the API client. No message ever contains the API key or a ping token: bodies
-//! and transport errors are scrubbed before they are stored.
+//! and transport errors go through [`crate::redact::scrub`] before they are stored.
 
 use std::time::Duration;
 
@@ -113,8 +113,8 @@ impl ApiError {
 pub(crate) const EXCERPT_CHARS: usize = 200;
 
 /// A short, single-line excerpt of `text` with every secret removed.
-pub(crate) fn excerpt(text: &str, secrets: &[&str]) -> String {
-    let scrubbed = crate::redact::scrub(text, secrets);
+pub(crate) fn excerpt(text: &str) -> String {
+    let scrubbed = crate::redact::scrub(text);
     let flat: String = scrubbed
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -154,7 +154,8 @@ mod tests {
     #[test]
     fn excerpt_is_short_single_line_and_scrubbed() {
         let body = format!("<html>\nkey sk_123456 {}</html>", "x".repeat(500));
-        let short = excerpt(&body, &["sk_123456"]);
+        let _key = crate::redact::Secret::new("sk_123456");
+        let short = excerpt(&body);
         assert!(!short.contains("sk_123456"));
         assert!(!short.contains('\n'));
         assert!(short.chars().count() <= EXCERPT_CHARS + 1);

@@ -272,12 +272,9 @@ pub(crate) fn endpoint(
 }
 
 /// What the daemon's status endpoint needs from the config: the remote view's client (low
-/// priority in the shared rate limiter, one attempt, short timeouts) and the API key to keep
-/// out of job output. `None`s when no API is configured.
-pub(crate) fn remote_client(
-    config: &Config,
-    global: &GlobalArgs,
-) -> (Option<crate::api::ApiClient>, Option<Secret>) {
+/// priority in the shared rate limiter, one attempt, short timeouts). `None` when no API is
+/// configured.
+pub(crate) fn remote_client(config: &Config, global: &GlobalArgs) -> Option<crate::api::ApiClient> {
     use crate::api::{ApiClient, ApiClientConfig, Priority, RetryPolicy};
     let key = crate::config::read_api_key(&config.api.api_key)
         .ok()
@@ -287,19 +284,19 @@ pub(crate) fn remote_client(
         .clone()
         .or_else(|| config.api.base_url.clone());
     let (Some(base), Some(key)) = (base, key) else {
-        return (None, None);
+        return None;
     };
-    let mut settings = ApiClientConfig::new(base, key.clone());
+    let mut settings = ApiClientConfig::new(base, key);
     settings.account_id.clone_from(&config.api.account_id);
     settings.connect_timeout = Duration::from_secs(3);
     settings.request_timeout = Duration::from_secs(8);
     settings.retry = RetryPolicy::none();
     settings.priority = Priority::Low;
     match ApiClient::new(settings) {
-        Ok(client) => (Some(client), Some(key)),
+        Ok(client) => Some(client),
         Err(err) => {
             tracing::warn!(error = %err, "the status endpoint's remote view is off");
-            (None, Some(key))
+            None
         }
     }
 }

@@ -32,6 +32,10 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         warn!("{warning}");
     }
     let state_dir = loaded.config.state_dir(global.state_dir.as_deref());
+    if let Err(message) = crate::paths::check_state_dir(&state_dir) {
+        print_error(format!("{message}; the daemon did not start"));
+        return exit::FAILURE;
+    }
     let options = Options {
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         state_dir,
@@ -85,12 +89,11 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         let build = move |config: &Arc<Config>| self::reconciler(config, &options, &global);
         plugins.tasks.push(("sync", deferred.task(build)));
     }
-    let (client, api_key) = context::remote_client(&config, global);
+    let client = context::remote_client(&config, global);
     let sources = crate::status::Sources {
         sync: sync_status,
         remote: crate::status::remote::RemoteView::new(client),
         metrics: Arc::default(),
-        api_key,
     };
     plugins
         .after_run

@@ -84,7 +84,7 @@ pub struct PingArgs {
     #[arg(long, value_name = "URL")]
     pub ping_url: Option<String>,
 
-    /// Read the ping URL from FILE (one line; a regular file of at most 4096 bytes, mode 600):
+    /// Read the ping URL from FILE (one line; a regular file of at most 16 KiB, mode 600):
     /// unlike --ping-url, it stays out of the process list. A file that cannot be used is a
     /// warning: the command runs, nothing is pinged
     #[arg(long, value_name = "FILE", conflicts_with = "ping_url")]
@@ -354,7 +354,7 @@ fn job_ping(
 /// warning naming the file (never its content), and nothing is pinged.
 fn file_ping(path: &std::path::Path, method: PingMethod, source: &str) -> Option<Ping> {
     let shown = path.display();
-    let url = crate::config::secrets::read_secret_file(path)
+    let url = crate::config::secrets::read_secret_line(path)
         .inspect_err(|err| warn!("--ping-url-file {shown} not used: {err}; nothing will be pinged"))
         .ok()?;
     let fix = "chmod 600 it: it holds the check's ping token";

@@ -52,6 +52,10 @@ pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
         }
     };
     let state_dir = config.state_dir(global.state_dir.as_deref());
+    if let Err(message) = crate::paths::check_state_dir(&state_dir) {
+        print_error(message);
+        return exit::FAILURE;
+    }
     if let Some(job) = &args.job {
         let known =
             config.job(job).is_some() || crate::sync::state::load(&state_dir, job).is_some();

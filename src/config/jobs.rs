@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::defaults::{KILL_AFTER, OUTPUT_TAIL, SHELL};
 use super::parse::RawJobEntry;
-use super::problem::line_col;
+use super::problem::Lines;
 use super::raw::{example, RawSettings};
 use super::values::{At, Checker};
 use super::{AgentSettings, Job, JobAction, Overlap, PingTarget};
@@ -174,13 +174,13 @@ pub(super) fn job(
     entry: &RawJobEntry,
     agent: &AgentSettings,
     defaults: &Settings,
-    text: &str,
+    lines: &Lines<'_>,
     names: &mut HashMap<String, usize>,
 ) -> Option<Job> {
     let context = entry.context.as_str();
     let at = |key| At { context, key };
     let raw = &entry.job.raw;
-    let name = job_name(check, entry, text, names);
+    let name = job_name(check, entry, lines, names);
     let schedule = match (&raw.schedule, entry.job.broken.contains("schedule")) {
         (Some(value), _) => {
             let parsed = if value.get_ref().trim().is_empty() {
@@ -248,7 +248,7 @@ pub(super) fn missing(
 fn job_name(
     check: &mut Checker,
     entry: &RawJobEntry,
-    text: &str,
+    lines: &Lines<'_>,
     names: &mut HashMap<String, usize>,
 ) -> Option<String> {
     let at = At {
@@ -286,7 +286,7 @@ fn job_name(
         check.error(Some(value.span()), at, message, Some(hint));
         return None;
     }
-    let line = line_col(text, value.span().start).0;
+    let line = lines.line_col(value.span().start).0;
     if let Some(first) = names.get(name) {
         let message = format!(
             "duplicate job name {name:?}: the first job with this name is at line {first}, \
@@ -356,16 +356,40 @@ fn action(check: &mut Checker, entry: &RawJobEntry, settings: &Settings) -> Opti
             );
             return None;
         }
+        if let Some(n) = command.get_ref().iter().position(|arg| arg.contains('\0')) {
+            let which = if n == 0 {
+                "the program".to_owned()
+            } else {
+                format!("argument {n}")
+            };
+            check.error(
+                Some(command.span()),
+                At {
+                    context,
+                    key: "command",
+                },
+                format!("{which} of the command contains a NUL byte (\\u0000), which no program can be given"),
+                Some("remove the \\u0000 from the value".to_owned()),
+            );
+            return None;
+        }
         return Some(JobAction::Command(command.get_ref().clone()));
     }
-    if raw.shell.is_some() {
-        let script = check.non_empty(
-            At {
-                context,
-                key: "shell",
-            },
-            &raw.shell,
-        )?;
+    if let Some(shell) = &raw.shell {
+        let at = At {
+            context,
+            key: "shell",
+        };
+        let script = check.non_empty(at, &raw.shell)?;
+        if script.contains('\0') {
+            check.error(
+                Some(shell.span()),
+                at,
+                "the script contains a NUL byte (\\u0000), which no shell can be given",
+                Some("remove the \\u0000 from the value".to_owned()),
+            );
+            return None;
+        }
         let program = settings
             .shell_program
             .clone()

@@ -198,14 +198,19 @@ pub enum PingTarget {
 pub struct PingUrl(reqwest::Url);
 
 impl PingUrl {
-    /// Parses `text` as a ping URL; the error never repeats the text.
+    /// Parses `text` as a ping URL; the error never repeats the text. A ping URL is a secret
+    /// from then on: [`crate::redact::scrub`] removes it (and its token) from any text.
     pub(crate) fn parse(text: &str) -> Result<PingUrl, UrlProblem> {
         match reqwest::Url::parse(text) {
             Ok(url) if !matches!(url.scheme(), "http" | "https") => {
                 Err(UrlProblem::Scheme(url.scheme().to_owned()))
             }
             Ok(url) if url.host_str().map_or(true, str::is_empty) => Err(UrlProblem::NoHost),
-            Ok(url) => Ok(PingUrl(url)),
+            Ok(url) => {
+                crate::redact::remember_url(text);
+                crate::redact::remember_url(url.as_str());
+                Ok(PingUrl(url))
+            }
             Err(err) => Err(UrlProblem::Malformed(err.to_string())),
         }
     }
@@ -369,8 +374,9 @@ impl Config {
     /// paths).
     pub fn from_text(path: &Path, text: &str) -> Result<Loaded, LoadError> {
         let is_root = nix::unistd::geteuid().is_root();
+        let lines = problem::Lines::new(text);
         let render = |problems: Vec<problem::Problem>| -> Vec<String> {
-            problems.iter().map(|p| p.render(path, text)).collect()
+            problems.iter().map(|p| p.render(path, &lines)).collect()
         };
         let (raw, mut problems) = parse::parse(text);
         let Some(raw) = raw else {
@@ -378,7 +384,7 @@ impl Config {
                 problems: render(problems),
             });
         };
-        let (config, check) = validate::build(raw, path, text, is_root);
+        let (config, check) = validate::build(raw, path, &lines, is_root);
         problems.extend(check.errors);
         match config {
             Some(config) if problems.is_empty() => Ok(Loaded {

@@ -2,7 +2,9 @@
 //! `path:line:col: job "backup": key `schedule`: what is wrong; hint: what to do`.
 //!
 //! Problems carry byte spans into the file text; they become line and column (1-based, columns
-//! counted in characters) only when rendered, against the text they came from.
+//! counted in characters) only when rendered, through the [`Lines`] of the text they came from:
+//! the line starts are found once, so rendering every problem of a file with thousands of them
+//! takes time linear in the file, not in the file times the problems.
 
 use std::ops::Range;
 use std::path::Path;
@@ -51,10 +53,10 @@ impl Problem {
     }
 
     /// The one-line message: `path:line:col: context: key `k`: message; hint: ...`.
-    pub(crate) fn render(&self, path: &Path, text: &str) -> String {
+    pub(crate) fn render(&self, path: &Path, lines: &Lines<'_>) -> String {
         let mut out = path.display().to_string();
         if let Some(span) = &self.span {
-            let (line, col) = line_col(text, span.start);
+            let (line, col) = lines.line_col(span.start);
             out.push_str(&format!(":{line}:{col}"));
         }
         out.push_str(": ");
@@ -74,17 +76,36 @@ impl Problem {
     }
 }
 
-/// The 1-based line and column (in characters) of byte `offset` in `text`.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
+/// The start of every line of a text, found once: line and column of a byte offset by binary
+/// search.
+#[derive(Debug)]
+pub(crate) struct Lines<'a> {
+    text: &'a str,
+    /// Byte offset of the start of each line; the first is 0.
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    /// The lines of `text`.
+    pub(crate) fn new(text: &'a str) -> Lines<'a> {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Lines { text, starts }
     }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let col = before[line_start..].chars().count() + 1;
-    (line, col)
+
+    /// The 1-based line and column (in characters) of byte `offset`.
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        // The last line starting at or before `offset`.
+        let line = self.starts.partition_point(|&start| start <= offset);
+        let line_start = self.starts[line - 1];
+        let col = self.text[line_start..offset].chars().count() + 1;
+        (line, col)
+    }
 }
 
 /// The candidate closest to `word` by edit distance, when it is close enough to be a likely
@@ -135,12 +156,16 @@ mod tests {
 
     #[test]
     fn line_and_column_are_one_based_in_characters() {
-        let text = "a = 1\nbé = \"x\"\n";
-        assert_eq!(line_col(text, 0), (1, 1));
-        assert_eq!(line_col(text, 6), (2, 1));
+        let lines = Lines::new("a = 1\nbé = \"x\"\n");
+        assert_eq!(lines.line_col(0), (1, 1));
+        assert_eq!(lines.line_col(5), (1, 6));
+        assert_eq!(lines.line_col(6), (2, 1));
         // "bé = " is 6 bytes but 5 characters: the value starts at column 6.
-        assert_eq!(line_col(text, 6 + 6), (2, 6));
-        assert_eq!(line_col(text, 999), (3, 1));
+        assert_eq!(lines.line_col(6 + 6), (2, 6));
+        // Inside the two bytes of 'é': the character's own column.
+        assert_eq!(lines.line_col(6 + 2), (2, 2));
+        assert_eq!(lines.line_col(999), (3, 1));
+        assert_eq!(Lines::new("").line_col(3), (1, 1));
     }
 
     #[test]
@@ -149,11 +174,14 @@ mod tests {
             .key("schedule")
             .hint("fix it");
         assert_eq!(
-            p.render(Path::new("c.toml"), "a = 1\nb = 2\n"),
+            p.render(Path::new("c.toml"), &Lines::new("a = 1\nb = 2\n")),
             "c.toml:2:1: job \"backup\": key `schedule`: bad; hint: fix it"
         );
         let bare = Problem::new(None, "", "empty");
-        assert_eq!(bare.render(Path::new("c.toml"), ""), "c.toml: empty");
+        assert_eq!(
+            bare.render(Path::new("c.toml"), &Lines::new("")),
+            "c.toml: empty"
+        );
     }
 
     #[test]

@@ -3,15 +3,19 @@
 //! - The API key: from `api_key_file`, `api_key_env`, the systemd credential `api-key` under
 //!   `$CREDENTIALS_DIRECTORY`, or `$HEARTBEAT_AGENT_API_KEY`. It is only ever held in a
 //!   [`Secret`]; no message here contains it.
-//! - A one-line secret file (`run --ping-url-file`): [`read_secret_file`] opens it without
-//!   blocking and reads it only when it is a regular file of at most [`SECRET_FILE_MAX`]
-//!   bytes, so a FIFO or a device in its place cannot hang the reader, nor a huge file fill
-//!   its memory. Links are followed: Kubernetes mounts secrets through them.
+//! - Key, token and ping-URL files (`api_key_file`, `token_file`, `run --ping-url-file`) are read
+//!   by [`read_secret_file`]: opened without blocking (a FIFO with no writer would block a plain
+//!   open forever, and the daemon with it), checked with `fstat` on the open file (so nothing can
+//!   be swapped in between the check and the read), refused unless a regular file, and read up
+//!   to [`SECRET_FILE_MAX`] bytes. A symbolic link is followed: systemd credentials and
+//!   Kubernetes secrets are links to the real file. [`read_secret_line`] is the same for a
+//!   one-line secret, trimmed.
 //! - Who else can read a file holding secrets (the key file, `token_file`, the config file):
 //!   [`exposed_warning`] warns when others can, or a group the agent does not run as.
 
-use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::redact::Secret;
@@ -93,7 +97,7 @@ fn read_key_file(path: &Path) -> Result<Secret, ApiKeyError> {
     if let Some(warning) = key_file_warning(path) {
         tracing::warn!(path = %path.display(), "{warning}");
     }
-    let text = std::fs::read_to_string(path).map_err(|source| ApiKeyError::Unreadable {
+    let text = read_secret_file(path).map_err(|source| ApiKeyError::Unreadable {
         path: path.to_owned(),
         source,
     })?;
@@ -106,15 +110,69 @@ fn read_key_file(path: &Path) -> Result<Secret, ApiKeyError> {
     Ok(Secret::new(key))
 }
 
-/// Why the key file at `path` cannot serve as one: it does not exist, cannot be inspected, or
-/// is not a regular file (a directory). `None` when it is a file. Only metadata is read.
+/// The largest key or token file read, in bytes. A key or a token is one short line; a larger
+/// file is not one, and is not read into memory.
+pub(crate) const SECRET_FILE_MAX: u64 = 16 * 1024;
+
+/// Reads a key or token file (see the module header): its text, or an error saying why it is
+/// not one (`InvalidData`: not a regular file, or larger than [`SECRET_FILE_MAX`]).
+pub(crate) fn read_secret_file(path: &Path) -> io::Result<String> {
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if let Some(problem) = not_a_secret_file(&file.metadata()?) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, problem));
+    }
+    let mut bytes = Vec::new();
+    file.take(SECRET_FILE_MAX + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > SECRET_FILE_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it is larger than {SECRET_FILE_MAX} bytes, the most a key or token file may hold"
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "it is not UTF-8 text"))
+}
+
+/// Why a file with `meta` cannot hold a key or token: not a regular file, or too large.
+fn not_a_secret_file(meta: &Metadata) -> Option<String> {
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return (meta.len() > SECRET_FILE_MAX).then(|| {
+            format!(
+                "it is {} bytes, more than the {SECRET_FILE_MAX} a key or token file may hold",
+                meta.len()
+            )
+        });
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    };
+    Some(format!("it is {what}, not a regular file"))
+}
+
+/// Why the key file at `path` cannot serve as one: it does not exist, cannot be inspected, is
+/// not a regular file (a directory, a FIFO, a device) or is too large. `None` when it is a
+/// file. Only metadata is read: nothing is opened, so a FIFO cannot block.
 pub(crate) fn key_file_error(path: &Path) -> Option<String> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Some(format!(
             "api key file {} is a directory, not a file",
             path.display()
         )),
-        Ok(_) => None,
+        Ok(meta) => not_a_secret_file(&meta)
+            .map(|problem| format!("api key file {}: {problem}", path.display())),
         Err(err) => Some(format!(
             "api key file {} cannot be read: {err}",
             path.display()
@@ -162,58 +220,18 @@ fn exposed(mode: u32, gid: u32, trusted: &[u32]) -> bool {
     mode & 0o004 != 0 || (mode & 0o040 != 0 && !trusted.contains(&gid))
 }
 
-/// Largest file [`read_secret_file`] reads: far more than any token or ping URL.
-pub(crate) const SECRET_FILE_MAX: u64 = 4096;
-
-/// The one-line secret in the file at `path`, whitespace trimmed. Opened without blocking;
-/// anything but a regular file of at most [`SECRET_FILE_MAX`] bytes of UTF-8 is refused. The
-/// error says why, never what the file holds.
-pub(crate) fn read_secret_file(path: &Path) -> Result<String, String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|err| format!("cannot read it: {err}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|err| format!("cannot read it: {err}"))?;
-    if !meta.is_file() {
-        return Err(format!(
-            "it is {}, not a regular file",
-            kind(meta.file_type())
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(SECRET_FILE_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| format!("cannot read it: {err}"))?;
-    if bytes.len() as u64 > SECRET_FILE_MAX {
-        return Err(format!(
-            "it is larger than {SECRET_FILE_MAX} bytes; it should hold one line"
-        ));
-    }
-    let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())?;
+/// The one-line secret in the file at `path` (see [`read_secret_file`]), whitespace trimmed.
+/// The error says why it cannot be used, never what the file holds.
+pub(crate) fn read_secret_line(path: &Path) -> Result<String, String> {
+    let text = read_secret_file(path).map_err(|err| match err.kind() {
+        io::ErrorKind::InvalidData => err.to_string(),
+        _ => format!("cannot read it: {err}"),
+    })?;
     let secret = text.trim();
     if secret.is_empty() {
         return Err("it is empty; write the secret into it (one line)".to_owned());
     }
     Ok(secret.to_owned())
-}
-
-/// What kind of file `kind` is, in words.
-fn kind(kind: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
-    } else {
-        "not a file"
-    }
 }
 
 #[cfg(test)]
@@ -227,6 +245,51 @@ mod tests {
         fs::write(&path, content).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
         path
+    }
+
+    #[test]
+    fn a_fifo_or_an_oversized_key_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("key-fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // Nothing writes to the FIFO: a blocking open would never return. Bounded by a thread.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_api_key(&ApiKeySource::File(path)).map(|_| ()));
+        });
+        let err = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("reading a FIFO key file returned")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot read the api key file {}: it is a FIFO, not a regular file; check \
+                 `api_key_file` in [api]",
+                fifo.display()
+            )
+        );
+        assert_eq!(
+            key_file_error(&fifo).as_deref(),
+            Some(&*format!(
+                "api key file {}: it is a FIFO, not a regular file",
+                fifo.display()
+            ))
+        );
+        let big = key_file(dir.path(), &"k".repeat(SECRET_FILE_MAX as usize + 1), 0o600);
+        let err = read_api_key(&ApiKeySource::File(big.clone())).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("it is 16385 bytes, more than the 16384 a key or token file may hold"),
+            "{err}"
+        );
+        assert!(key_file_error(&big)
+            .unwrap()
+            .contains("16385 bytes, more than the 16384"));
+        // At the limit: read.
+        let full = key_file(dir.path(), &"k".repeat(SECRET_FILE_MAX as usize), 0o600);
+        assert!(read_api_key(&ApiKeySource::File(full)).unwrap().is_some());
     }
 
     #[test]
@@ -268,28 +331,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = key_file(dir.path(), "  https://ping.example/t0k\n", 0o600);
         assert_eq!(
-            read_secret_file(&path).as_deref(),
+            read_secret_line(&path).as_deref(),
             Ok("https://ping.example/t0k")
         );
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&path, &link).unwrap();
         assert_eq!(
-            read_secret_file(&link).as_deref(),
+            read_secret_line(&link).as_deref(),
             Ok("https://ping.example/t0k")
         );
         fs::write(&path, "x".repeat(SECRET_FILE_MAX as usize + 1)).unwrap();
-        let err = read_secret_file(&path).unwrap_err();
-        assert_eq!(err, "it is larger than 4096 bytes; it should hold one line");
+        let err = read_secret_line(&path).unwrap_err();
+        assert!(
+            err.contains("more than the 16384 a key or token file may hold"),
+            "{err}"
+        );
         fs::write(&path, "\n").unwrap();
-        assert!(read_secret_file(&path).unwrap_err().contains("is empty"));
-        assert!(read_secret_file(dir.path())
+        assert!(read_secret_line(&path).unwrap_err().contains("is empty"));
+        assert!(read_secret_line(dir.path())
             .unwrap_err()
             .starts_with("it is a directory, not a regular file"));
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         // In a thread, so a reader that blocks on the FIFO fails the test instead of hanging it.
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(read_secret_file(&fifo)));
+        std::thread::spawn(move || tx.send(read_secret_line(&fifo)));
         let read = rx.recv_timeout(std::time::Duration::from_secs(5));
         let err = read.expect("the FIFO was not opened blocking").unwrap_err();
         assert!(err.starts_with("it is a FIFO, not a regular file"), "{err}");

@@ -172,7 +172,7 @@ fn token(check: &mut Checker, raw: &RawStatus) -> Option<Secret> {
             if let Some(warning) = super::secrets::exposed_warning("token file", &path, &fix) {
                 check.warn(Some(file.span()), at("token_file"), warning, None);
             }
-            match std::fs::read_to_string(&path) {
+            match super::secrets::read_secret_file(&path) {
                 Ok(text) => (text.trim().to_owned(), "token_file", file.span()),
                 Err(err) => {
                     check.error(
@@ -180,7 +180,9 @@ fn token(check: &mut Checker, raw: &RawStatus) -> Option<Secret> {
                         at("token_file"),
                         format!("cannot read the token file {}: {err}", path.display()),
                         Some(
-                            "write the token into it (one line), readable by the agent".to_owned(),
+                            "write the token into it (one line), a regular file readable by the \
+                             agent"
+                                .to_owned(),
                         ),
                     );
                     return None;

@@ -386,12 +386,13 @@ fn user_and_group_warn_unless_root() {
     let (raw, problems) = parse::parse(&text);
     assert!(problems.is_empty());
     let path = Path::new("c.toml");
-    let (config, check) = validate::build(raw.unwrap(), path, &text, false);
+    let lines = problem::Lines::new(&text);
+    let (config, check) = validate::build(raw.unwrap(), path, &lines, false);
     assert!(config.is_some());
     let warnings: Vec<String> = check
         .warnings
         .iter()
-        .map(|w| w.render(path, &text))
+        .map(|w| w.render(path, &lines))
         .collect();
     assert_eq!(
         warnings,
@@ -401,7 +402,7 @@ fn user_and_group_warn_unless_root() {
         ]
     );
     let (raw, _) = parse::parse(&text);
-    let (_, check) = validate::build(raw.unwrap(), path, &text, true);
+    let (_, check) = validate::build(raw.unwrap(), path, &lines, true);
     assert!(check.warnings.is_empty());
 }
 

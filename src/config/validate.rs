@@ -12,17 +12,18 @@ use toml::Spanned;
 
 use super::defaults::{OUTBOX_MAX_ENTRIES, RESYNC_INTERVAL, SHUTDOWN_TIMEOUT, SYNC_JITTER};
 use super::parse::{RawFile, Section};
+use super::problem::Lines;
 use super::raw::{example, RawApi, RawDuration};
 use super::secrets::{key_file_error, key_file_warning};
 use super::values::{At, Checker};
 use super::{AgentSettings, ApiKeySource, ApiSettings, Config, Job};
 
-/// Validates `file` (read from `path`, whose text is `text`). Returns the model when there is
+/// Validates `file` (read from `path`, whose text's lines are `lines`). Returns the model when there is
 /// no error, and the checker holding errors and warnings either way.
 pub(crate) fn build(
     file: RawFile,
     path: &Path,
-    text: &str,
+    lines: &Lines<'_>,
     is_root: bool,
 ) -> (Option<Config>, Checker) {
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -39,7 +40,7 @@ pub(crate) fn build(
     let jobs: Vec<Option<Job>> = file
         .jobs
         .iter()
-        .map(|entry| super::jobs::job(&mut check, entry, &agent, &defaults, text, &mut names))
+        .map(|entry| super::jobs::job(&mut check, entry, &agent, &defaults, lines, &mut names))
         .collect();
     let status = super::status::validate(&mut check, &file.status);
     if !check.errors.is_empty() {

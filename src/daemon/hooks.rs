@@ -35,8 +35,6 @@ pub struct Context {
     pub state: Arc<DaemonState>,
     /// The state directory (outbox, learned ping URLs, the daemon's files).
     pub state_dir: PathBuf,
-    /// The ping URLs sync learned, in memory (the same map the daemon's runs read).
-    pub ping_urls: crate::sync::LearnedUrls,
 }
 
 /// A background task: started after the jobs, before `READY=1`; must return soon after its

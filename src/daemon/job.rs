@@ -111,6 +111,7 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         }
     }
     let job = &task.job;
+    // Every fire starts `jitter` late; what status shows as the next run includes it.
     let jitter = jitter_delay(&task.shared.host, &job.name, job.jitter);
     let mut base = Utc::now();
     if let Some(missed) = task.missed_fire(base) {
@@ -120,7 +121,7 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
     let mut queued: Option<DateTime<Utc>> = None;
     let mut clock = task.shared.clock.subscribe();
     let mut next = job.schedule.next_after(base, job.timezone);
-    task.state.set_next_fire(next);
+    task.state.set_next_fire(next.map(|fire| fire + jitter));
     loop {
         let Some(fire_at) = next else {
             warn!(job = %job.name, "the schedule has no upcoming fire time; the job is not scheduled");
@@ -133,14 +134,14 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
             task.fire(fire_at, &mut queued);
             base = fire_at.max(now);
             next = job.schedule.next_after(base, job.timezone);
-            task.state.set_next_fire(next);
+            task.state.set_next_fire(next.map(|fire| fire + jitter));
             continue;
         }
         if base > now + TimeDelta::seconds(1) {
             debug!(job = %job.name, "the wall clock went back; recomputing the next fire time");
             base = now;
             next = job.schedule.next_after(base, job.timezone);
-            task.state.set_next_fire(next);
+            task.state.set_next_fire(next.map(|fire| fire + jitter));
             continue;
         }
         let wait = (due - now).to_std().unwrap_or_default();

@@ -1,5 +1,5 @@
-//! One run of a job: a command (captured output logged line by line, the last `output_tail`
-//! bytes kept) or a watch probe; its [`RunRecord`]; the ping through
+//! One run of a job: a command (captured output logged line by line, scrubbed of the agent's
+//! secrets by [`crate::redact::scrub`], the last `output_tail` bytes kept) or a watch probe; its [`RunRecord`]; the ping through
 //! [`crate::ping::outbox::deliver_or_queue_for`] (the same call as `run` and `ping`); then the
 //! after-run hooks.
 
@@ -230,7 +230,9 @@ fn command_spec(job: &Job, settings: &Settings) -> Result<CommandSpec, crate::jo
     };
     let name = job.name.clone();
     spec.output_lines = Some(LineSink::new(move |stream, line| {
-        info!(job = %name, stream = stream.as_str(), line = %String::from_utf8_lossy(line), "output");
+        // The line goes through the same scrubber as the output shown by `/status`.
+        let line = crate::redact::scrub(&String::from_utf8_lossy(line));
+        info!(job = %name, stream = stream.as_str(), line = %line, "output");
     }));
     spec.run_as = crate::job::run_as(job)?;
     Ok(spec)

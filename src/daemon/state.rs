@@ -65,7 +65,8 @@ pub(crate) struct PingRecord {
 /// The part of a job's state behind the lock.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct JobSnapshot {
-    /// The next fire time the scheduler waits for (`None` for `@reboot`, external or disabled).
+    /// When the next run starts: the next fire time plus the job's stable jitter (`None` for
+    /// `@reboot`, external or disabled).
     pub next_fire: Option<DateTime<Utc>>,
     /// The most recent run.
     pub last_run: Option<RunRecord>,

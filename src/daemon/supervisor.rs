@@ -225,7 +225,6 @@ impl Supervisor {
                 config: self.config.subscribe(),
                 state: Arc::clone(&self.shared.state),
                 state_dir: self.options.state_dir.clone(),
-                ping_urls: self.options.ping_urls.clone(),
             };
             let future = task(context, cancel.clone());
             self.tasks.spawn(async move {

@@ -1,12 +1,14 @@
 //! Builds the `/status` document and the `/metrics` text from the daemon's live state, the
-//! outbox, sync and the remote view. Job output is scrubbed of the agent's own secrets (the API
-//! key, the status token, every job's ping URL and its token).
+//! outbox, sync and the remote view. Every text the agent did not write itself (job output, a
+//! run's reason, a ping's detail, sync's last error, the remote view's reason) goes through
+//! [`crate::redact::scrub`], which knows the API key, the status token, every job's ping URL
+//! and its token.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
 
-use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc};
+use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc, SyncDoc};
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
 use super::server::App;
@@ -30,41 +32,11 @@ fn outbox(app: &App, config: &Config) -> Outbox {
     Outbox::new(&app.context.state_dir, config.agent.outbox_max_entries)
 }
 
-/// Secrets that must not appear in job output shown by status.
-fn secrets(app: &App, config: &Config) -> Vec<String> {
-    let mut secrets: Vec<String> = Vec::new();
-    if let Some(key) = &app.sources.api_key {
-        secrets.push(key.expose().to_owned());
-    }
-    if let Some(token) = &config.status.token {
-        secrets.push(token.expose().to_owned());
-    }
-    for job in &config.jobs {
-        let url = match &job.target {
-            PingTarget::Url(url) => Some(url.as_str().to_owned()),
-            PingTarget::Check(id) => app.context.ping_urls.get(&job.name, id),
-            PingTarget::None => None,
-        };
-        if let Some(url) = url {
-            // The token is the URL's last path segment; the whole URL goes too.
-            if let Some(token) = url.trim_end_matches('/').rsplit('/').next() {
-                secrets.push(token.to_owned());
-            }
-            secrets.push(url);
-        }
-    }
-    // Longest first, so a URL is replaced whole before its token.
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    secrets
-}
-
 /// The document, with the remote view as fresh as `refresh` asks.
 pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
     let config = app.config();
     let now = Utc::now();
     let remote = app.sources.remote.get(&check_ids(&config), refresh).await;
-    let secrets = secrets(app, &config);
-    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
     let mut pending: BTreeMap<String, usize> = BTreeMap::new();
     for entry in outbox(app, &config).list().unwrap_or_default() {
         if let Some(job) = entry.job {
@@ -81,13 +53,19 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
         .jobs
         .iter()
         .map(|job| {
-            let mut doc = job_doc(app, job, &secrets);
+            let mut doc = job_doc(app, job);
             doc.outbox_pending = pending.get(&job.name).copied().unwrap_or(0);
-            doc.sync = sync.get(&job.name).cloned().map(Into::into);
+            doc.sync = sync.get(&job.name).cloned().map(sync_doc);
             doc.remote = match &job.target {
-                PingTarget::Check(id) => remote.get(id).cloned().unwrap_or(Remote::Unavailable {
-                    reason: "not fetched".to_owned(),
-                }),
+                PingTarget::Check(id) => {
+                    remote
+                        .get(id)
+                        .cloned()
+                        .map(scrub_remote)
+                        .unwrap_or(Remote::Unavailable {
+                            reason: "not fetched".to_owned(),
+                        })
+                }
                 _ => Remote::Unavailable {
                     reason: "the job is not bound to a check (check_id)".to_owned(),
                 },
@@ -123,7 +101,7 @@ fn kind(job: &Job) -> &'static str {
     }
 }
 
-fn job_doc(app: &App, job: &Job, secrets: &[&str]) -> JobDoc {
+fn job_doc(app: &App, job: &Job) -> JobDoc {
     let state = app.context.state.job(&job.name);
     let snapshot = state.as_ref().map(|s| s.snapshot()).unwrap_or_default();
     let overlap = match job.overlap {
@@ -147,11 +125,11 @@ fn job_doc(app: &App, job: &Job, secrets: &[&str]) -> JobDoc {
         runs: state.as_ref().map_or(0, |s| s.runs()),
         skipped: state.as_ref().map_or(0, |s| s.skipped()),
         last_skipped: snapshot.last_skipped,
-        last_run: snapshot.last_run.as_ref().map(|r| run_doc(r, secrets)),
+        last_run: snapshot.last_run.as_ref().map(run_doc),
         last_ping: snapshot.last_ping.map(|p| PingDoc {
             at: p.at,
             result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
-            detail: crate::redact::scrub(&p.detail, secrets),
+            detail: crate::redact::scrub(&p.detail),
         }),
         outbox_pending: 0,
         sync: None,
@@ -161,7 +139,7 @@ fn job_doc(app: &App, job: &Job, secrets: &[&str]) -> JobDoc {
     }
 }
 
-fn run_doc(run: &RunRecord, secrets: &[&str]) -> RunDoc {
+fn run_doc(run: &RunRecord) -> RunDoc {
     RunDoc {
         scheduled: run.scheduled,
         started: run.started,
@@ -172,8 +150,26 @@ fn run_doc(run: &RunRecord, secrets: &[&str]) -> RunDoc {
         signal: run.end.signal(),
         timed_out: run.end.timed_out(),
         stopped: run.end.stopped(),
-        reason: run.end.reason().map(|r| crate::redact::scrub(r, secrets)),
-        output_tail: crate::redact::scrub(&run.output_tail, secrets),
+        reason: run.end.reason().map(crate::redact::scrub),
+        output_tail: crate::redact::scrub(&run.output_tail),
+    }
+}
+
+/// A job's sync status, its last error scrubbed (it may quote an API answer).
+fn sync_doc(status: crate::sync::JobSyncStatus) -> SyncDoc {
+    let mut doc = SyncDoc::from(status);
+    doc.last_error = doc.last_error.as_deref().map(crate::redact::scrub);
+    doc
+}
+
+/// The remote view of a check, the reason it is unavailable scrubbed (it may quote an API
+/// answer).
+fn scrub_remote(remote: Remote) -> Remote {
+    match remote {
+        Remote::Unavailable { reason } => Remote::Unavailable {
+            reason: crate::redact::scrub(&reason),
+        },
+        other => other,
     }
 }
 

@@ -59,7 +59,8 @@ pub(crate) struct JobDoc {
     pub overlap: String,
     /// The bound check, for `check_id` jobs.
     pub check_id: Option<String>,
-    /// The next fire time (none for `@reboot`, external and disabled jobs).
+    /// When the next run starts: the next fire time plus the job's stable `jitter` (none for
+    /// `@reboot`, external and disabled jobs).
     pub next_run: Option<DateTime<Utc>>,
     /// Runs in progress.
     pub running: usize,

@@ -32,7 +32,6 @@ use super::metrics::RunMetrics;
 use super::remote::{Refresh, RemoteView};
 use crate::config::{Config, JobAction, Listen, Overlap};
 use crate::daemon::{Context, Task};
-use crate::redact::Secret;
 use crate::sync::{SyncState, SyncStatus};
 
 /// A bound listener, not yet served.
@@ -95,8 +94,6 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
-    /// Secrets removed from job output shown in status: the API key (if any).
-    pub api_key: Option<Secret>,
 }
 
 /// The endpoint's shared state.

@@ -2,7 +2,10 @@
 //! service last accepted; a PUT only where they differ (or with `force`), the answer persisted.
 //! Jobs that left the config (a state file, no job) or are disabled get their check
 //! deactivated. A failing API fails that job's entry, never the pass; once the API keeps
-//! answering 429 the rest of the pass is deferred (429 answers count against the limit). The
+//! answering 429 the rest of the pass is deferred (429 answers count against the limit), and
+//! once a PUT got no answer at all after its retries (the API host refuses connections, is
+//! unreachable or does not answer in time) the rest is deferred too: each job would only spend
+//! the same retry budget against the same dead host, so the pass ends in one job's budget. The
 //! daemon's passes also go through a [`Pacer`]: a PUT it does not allow yet is deferred.
 
 use std::collections::HashMap;
@@ -70,8 +73,9 @@ pub enum SyncOutcome {
     /// The PUT (or saving its answer) failed; the message names the job and check.
     Failed(String),
     /// Not sent: the API kept answering 429 to an earlier PUT of this pass, and more requests
-    /// would only prolong that (429 answers count against the limit), or the daemon's pacing
-    /// after a 429 does not allow the next PUT yet. Retried later.
+    /// would only prolong that (429 answers count against the limit), or an earlier PUT of this
+    /// pass could not reach the API at all, or the daemon's pacing after a 429 does not allow
+    /// the next PUT yet. Retried later.
     Deferred(String),
 }
 
@@ -184,7 +188,7 @@ pub async fn sync_paced(
     learned: Option<&LearnedUrls>,
 ) -> SyncReport {
     let mut report = SyncReport::default();
-    let mut limited = false;
+    let mut halted = None;
     let pass = Pass {
         client,
         state_dir,
@@ -208,7 +212,7 @@ pub async fn sync_paced(
             known,
             definition,
             Action::Update,
-            &mut limited,
+            &mut halted,
         );
         report.jobs.push(entry.await);
     }
@@ -230,11 +234,20 @@ pub async fn sync_paced(
             Some(known),
             definition,
             Action::Deactivate,
-            &mut limited,
+            &mut halted,
         );
         report.jobs.push(entry.await);
     }
     report
+}
+
+/// Why the rest of a pass is not sent.
+#[derive(Debug, Clone)]
+enum Halt {
+    /// The API kept answering 429.
+    RateLimited,
+    /// A PUT got no answer from the API at this host (`host:port`) after its retries.
+    Unreachable(String),
 }
 
 /// What every job of a pass shares.
@@ -255,7 +268,7 @@ impl Pass<'_> {
         known: Option<CheckRecord>,
         definition: Definition,
         action: Action,
-        limited: &mut bool,
+        halted: &mut Option<Halt>,
     ) -> JobReport {
         let accepted = known.as_ref().and_then(|s| s.accepted.as_ref());
         let changes = diff(accepted, &definition);
@@ -267,11 +280,18 @@ impl Pass<'_> {
             SyncOutcome::InSync
         } else if self.opts.dry_run {
             SyncOutcome::WouldUpdate
-        } else if *limited {
-            SyncOutcome::Deferred(format!(
-                "job \"{job}\": check {check_id}: not sent: the API kept answering 429 (too many \
-                 requests) this pass; it is retried later (run sync again)"
-            ))
+        } else if let Some(halt) = halted {
+            SyncOutcome::Deferred(match halt {
+                Halt::RateLimited => format!(
+                    "job \"{job}\": check {check_id}: not sent: the API kept answering 429 (too \
+                     many requests) this pass; it is retried later (run sync again)"
+                ),
+                Halt::Unreachable(host) => format!(
+                    "job \"{job}\": check {check_id}: not sent: the API at {host} could not be \
+                     reached earlier in this pass; it is retried later (run sync again once the \
+                     API answers)"
+                ),
+            })
         } else if !paced.is_zero() {
             SyncOutcome::Deferred(format!(
                 "job \"{job}\": check {check_id}: not sent yet: after a 429 (too many requests) \
@@ -287,11 +307,17 @@ impl Pass<'_> {
                     PutAnswer::RateLimited(retry_after) => {
                         pacer.limited(Instant::now(), retry_after, &mut rng);
                     }
-                    PutAnswer::Other => pacer.sent(Instant::now(), &mut rng),
+                    PutAnswer::Other | PutAnswer::Unanswered => {
+                        pacer.sent(Instant::now(), &mut rng)
+                    }
                 }
             }
             rate_limited = matches!(answer, PutAnswer::RateLimited(_));
-            *limited |= rate_limited;
+            if rate_limited {
+                *halted = Some(Halt::RateLimited);
+            } else if matches!(answer, PutAnswer::Unanswered) {
+                *halted = Some(Halt::Unreachable(self.client.host()));
+            }
             outcome
         };
         JobReport {
@@ -310,6 +336,8 @@ impl Pass<'_> {
 enum PutAnswer {
     /// 429, with the service's `Retry-After` if it sent one.
     RateLimited(Option<Duration>),
+    /// No answer at all (connection refused, unreachable, timed out) after the retries.
+    Unanswered,
     /// Anything else (accepted, another error, no answer): it counted against the limit.
     Other,
 }
@@ -333,12 +361,18 @@ async fn put(
         Ok(answer) => answer,
         Err(err) => {
             tracing::warn!(job, check = check_id, error = %err, "check update failed");
-            let answer = match &err {
-                ApiError::RateLimited { retry_after, .. } => PutAnswer::RateLimited(*retry_after),
-                _ => PutAnswer::Other,
+            let (answer, message) = match &err {
+                ApiError::RateLimited { retry_after, .. } => {
+                    (PutAnswer::RateLimited(*retry_after), err.to_string())
+                }
+                ApiError::Transport { .. } => (
+                    PutAnswer::Unanswered,
+                    format!("the API at {} did not answer: {err}", client.host()),
+                ),
+                _ => (PutAnswer::Other, err.to_string()),
             };
             return (
-                SyncOutcome::Failed(format!("job \"{job}\": check {check_id}: {err}")),
+                SyncOutcome::Failed(format!("job \"{job}\": check {check_id}: {message}")),
                 answer,
             );
         }

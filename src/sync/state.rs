@@ -83,12 +83,25 @@ pub fn path(state_dir: &Path, job: &str) -> PathBuf {
 /// afresh, which costs one PUT).
 pub fn load(state_dir: &Path, job: &str) -> Option<CheckRecord> {
     let text = fs::read(path(state_dir, job)).ok()?;
-    match serde_json::from_slice(&text) {
-        Ok(state) => Some(state),
+    match serde_json::from_slice::<CheckRecord>(&text) {
+        Ok(state) => {
+            remember_secrets(&state);
+            Some(state)
+        }
         Err(err) => {
             tracing::warn!(job, error = %err, "sync state file is not valid; it will be rewritten");
             None
         }
+    }
+}
+
+/// Makes the ping URL and token of `state` secrets that [`crate::redact::scrub`] removes.
+fn remember_secrets(state: &CheckRecord) {
+    if let Some(url) = &state.ping_url {
+        crate::redact::remember_url(url);
+    }
+    if let Some(token) = &state.ping_token {
+        crate::redact::remember(token);
     }
 }
 
@@ -121,6 +134,7 @@ pub fn update(
             ..CheckRecord::default()
         });
     change(&mut state);
+    remember_secrets(&state);
     write(state_dir, job, &state)
         .inspect_err(|_| crate::persist::failed(crate::persist::What::SyncState))?;
     Ok(state)
@@ -188,6 +202,7 @@ impl LearnedUrls {
 
     /// Records the URL sync just learned (and wrote to the state file) for `job`.
     pub fn record(&self, job: &str, check_id: &str, url: &str) {
+        crate::redact::remember_url(url);
         self.known
             .write()
             .unwrap_or_else(|e| e.into_inner())

@@ -361,6 +361,7 @@ fn crontab_line(rng: &mut StdRng) -> String {
         "sh -c 'exit 3' # comment",
         "ü 😀",
         "\u{0}",
+        "/usr/bin/backup\u{0} --to /srv",
     ];
     match rng.gen_range(0..8) {
         0 => format!(
@@ -408,6 +409,12 @@ fn random_crontabs_never_panic_and_what_is_imported_always_loads() {
             continue;
         }
         imported_jobs += result.job_count;
+        // No program can be given a NUL byte, and the config refuses one: never imported.
+        assert!(
+            !result.jobs.contains('\0') && !result.jobs.to_lowercase().contains("\\u0000"),
+            "a NUL byte was imported:\ncrontab:\n{text:?}\njobs:\n{:?}",
+            result.jobs
+        );
         if let Err(err) = Config::from_text(Path::new("imported.toml"), &result.jobs) {
             panic!(
                 "imported jobs do not load: {:?}\ncrontab:\n{text}\njobs:\n{}",

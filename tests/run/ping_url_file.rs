@@ -72,7 +72,7 @@ fn an_unusable_ping_url_file_is_a_warning_and_the_command_still_runs() {
     let server = Server::start(Mode::Status(200));
     let fifo = env.path("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
-    let large = format!("{}{}", ping_url(&server), "x".repeat(5000));
+    let large = format!("{}{}", ping_url(&server), "x".repeat(17_000));
     let cases = [
         (
             fifo.to_str().expect("utf-8").to_owned(),
@@ -80,7 +80,7 @@ fn an_unusable_ping_url_file_is_a_warning_and_the_command_still_runs() {
         ),
         (
             url_file(&env, "large", &large, 0o600),
-            "it is larger than 4096 bytes",
+            "more than the 16384 a key or token file may hold",
         ),
         (
             env.path("missing").display().to_string(),

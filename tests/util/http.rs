@@ -1,10 +1,10 @@
 //! A small loopback HTTP/1.1 server for the tests: hands every request (method, path, headers,
 //! body) to the test through a channel and answers as told: a status, a status after a delay,
-//! never (hang), or by closing the connection unanswered (drop). A request is sent on the
-//! channel before it is answered, so once the client has its answer the test holds the request
-//! without waiting; a test waiting for a request the agent sends on its own receives with a
-//! timeout. [`refused_url`] gives a URL where nothing listens; [`exchange`] sends one request
-//! written by hand (headers exactly as given) and reads the answer.
+//! a status with a JSON body, never (hang), or by closing the connection unanswered (drop). A
+//! request is sent on the channel before it is answered, so once the client has its answer the
+//! test holds the request without waiting; a test waiting for a request the agent sends on its
+//! own receives with a timeout. [`refused_url`] gives a URL where nothing listens; [`exchange`]
+//! sends one request written by hand (headers exactly as given) and reads the answer.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -30,6 +30,8 @@ pub enum Mode {
     Slow(u64),
     /// Answer this status with this `Retry-After` value.
     RetryAfter(u16, &'static str),
+    /// Answer this status with this JSON body.
+    Json(u16, &'static str),
 }
 
 /// One request as the server saw it.
@@ -197,6 +199,14 @@ fn serve(stream: TcpStream, shared: &Shared) {
             let _ = write!(
                 stream,
                 "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        Mode::Json(code, body) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
                 body.len()
             );
         }

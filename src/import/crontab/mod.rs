@@ -202,6 +202,10 @@ fn job_table(
     options: &Options,
 ) -> Result<JobTable, String> {
     Schedule::parse(&entry.schedule).map_err(|err| err.to_string())?;
+    if entry.raw_command.contains('\0') || entry.user.as_deref().is_some_and(|u| u.contains('\0')) {
+        // No program can be given it (and the config refuses it).
+        return Err("the line contains a NUL byte".to_owned());
+    }
     let timezone = match settings.zone {
         Some(Err(line)) => {
             return Err(format!(

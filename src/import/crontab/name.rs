@@ -6,10 +6,113 @@ use std::collections::HashSet;
 /// The longest job name the config accepts.
 const MAX_LEN: usize = 100;
 
-/// Words that only start another program; the name comes from the program after them.
-const WRAPPERS: [&str; 12] = [
-    "sudo", "nice", "ionice", "nohup", "timeout", "flock", "exec", "env", "command", "time",
-    "chronic", "setsid",
+/// A program that only starts another one: the name comes from the program after it, its own
+/// options (and their values) and arguments skipped.
+struct Wrapper {
+    /// The wrapper's program name.
+    name: &'static str,
+    /// Its options that take the next word as their value (`sudo -u app`).
+    valued: &'static [&'static str],
+    /// How many arguments of its own come before the command (`timeout 60 cmd`: 1).
+    arguments: usize,
+    /// Options whose value is the command itself (`su app -c 'cmd'`).
+    command: &'static [&'static str],
+}
+
+impl Wrapper {
+    const fn new(name: &'static str, valued: &'static [&'static str]) -> Wrapper {
+        Wrapper {
+            name,
+            valued,
+            arguments: 0,
+            command: &[],
+        }
+    }
+
+    /// The index of the wrapped command's first word in `words`, the wrapper's options and
+    /// arguments starting at `start`.
+    fn skip(&self, words: &[&str], start: usize) -> usize {
+        let mut i = start;
+        let mut arguments = self.arguments;
+        let mut options = true;
+        while let Some(word) = words.get(i) {
+            if options && self.command.contains(word) {
+                return i + 1;
+            }
+            if options && *word == "--" {
+                options = false;
+                i += 1;
+            } else if options && word.starts_with('-') {
+                i += if self.valued.contains(word) { 2 } else { 1 };
+            } else if arguments > 0 {
+                arguments -= 1;
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        i
+    }
+}
+
+/// The programs that only start another one.
+const WRAPPERS: [Wrapper; 14] = [
+    Wrapper::new(
+        "sudo",
+        &[
+            "-u",
+            "-g",
+            "-C",
+            "-D",
+            "-h",
+            "-p",
+            "-r",
+            "-t",
+            "-T",
+            "-U",
+            "--user",
+            "--group",
+            "--chdir",
+            "--host",
+            "--prompt",
+            "--role",
+            "--type",
+            "--other-user",
+            "--close-from",
+            "--command-timeout",
+        ],
+    ),
+    Wrapper {
+        name: "su",
+        valued: &["-s", "-g", "-G", "--shell", "--group", "--supp-group", "-w"],
+        arguments: 1,
+        command: &["-c", "--command", "--session-command"],
+    },
+    Wrapper::new("nice", &["-n", "--adjustment"]),
+    Wrapper::new("ionice", &["-c", "-n", "--class", "--classdata"]),
+    Wrapper::new("nohup", &[]),
+    Wrapper {
+        name: "timeout",
+        valued: &["-s", "-k", "--signal", "--kill-after"],
+        arguments: 1,
+        command: &[],
+    },
+    Wrapper {
+        name: "flock",
+        valued: &["-w", "-E", "--timeout", "--wait", "--conflict-exit-code"],
+        arguments: 1,
+        command: &["-c", "--command"],
+    },
+    Wrapper::new("exec", &["-a"]),
+    Wrapper::new(
+        "env",
+        &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],
+    ),
+    Wrapper::new("command", &[]),
+    Wrapper::new("time", &["-o", "-f", "--output", "--format"]),
+    Wrapper::new("chronic", &[]),
+    Wrapper::new("setsid", &[]),
+    Wrapper::new("stdbuf", &["-i", "-o", "-e"]),
 ];
 
 /// Commands that prepare or guard the real work (`cd /srv && ./run`, `test -x X || ...`).
@@ -74,21 +177,37 @@ fn program_word(script: &str) -> Option<String> {
 }
 
 /// The program of one simple command, `None` for a prelude such as `cd DIR` unless
-/// `allow_prelude`.
+/// `allow_prelude`. Assignments (`LANG=C`) and wrappers (`sudo -u app`, `nice -n 10`,
+/// `timeout 60`, `flock /run/lock`, `su app -c`) before it are skipped.
 fn segment_program(segment: &str, allow_prelude: bool) -> Option<String> {
-    let mut words = segment
+    let words: Vec<&str> = segment
         .split_whitespace()
         .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
         .filter(|w| !w.is_empty())
-        .skip_while(|w| is_assignment(w) || WRAPPERS.contains(w) || w.starts_with('-'));
-    let program = words.next()?;
+        .collect();
+    let mut i = 0;
+    let program = loop {
+        let word = *words.get(i)?;
+        let base = word.rsplit('/').next().unwrap_or(word);
+        if is_assignment(word) {
+            i += 1;
+        } else if let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == base) {
+            i = wrapper.skip(&words, i + 1);
+        } else {
+            break word;
+        }
+    };
     let base = program.rsplit('/').next().unwrap_or(program);
     if PRELUDES.contains(&base) && !allow_prelude {
         return None;
     }
     if INTERPRETERS.contains(&base) {
-        if let Some(script) = words.find(|w| !w.starts_with('-') && !w.contains('>')) {
-            return Some(script.to_owned());
+        let rest = &words[i + 1..];
+        if let Some(script) = rest
+            .iter()
+            .find(|w| !w.starts_with('-') && !w.contains('>'))
+        {
+            return Some((*script).to_owned());
         }
     }
     Some(program.to_owned())
@@ -148,6 +267,39 @@ mod tests {
         assert_eq!(derive("/bin/true"), "true");
         assert_eq!(derive("sleep 30"), "sleep");
         assert_eq!(derive(&"a".repeat(300)).len(), 100);
+    }
+
+    #[test]
+    fn wrappers_and_their_options_are_skipped() {
+        let cases = [
+            ("sudo -u app backup.sh", "backup.sh"),
+            ("sudo -u app -- /opt/bin/backup.sh --full", "backup.sh"),
+            ("/usr/bin/sudo -H -u app /srv/sync-all", "sync-all"),
+            ("sudo --user=app rotate-logs", "rotate-logs"),
+            ("su app -c '/usr/local/bin/backup.sh --full'", "backup.sh"),
+            ("su -c \"/usr/local/bin/report\" app", "report"),
+            ("su - app -c 'nice -n 10 /srv/reindex'", "reindex"),
+            ("env VAR=x LANG=C cleanup", "cleanup"),
+            ("env -u HOME -i PATH=/bin purge-cache", "purge-cache"),
+            ("nice -n 19 ionice -c 3 /usr/bin/rsync -a /a /b", "rsync"),
+            ("nice -19 compress-old", "compress-old"),
+            ("ionice -c2 -n7 dump-db", "dump-db"),
+            (
+                "flock -n /run/lock/backup.lock /usr/local/bin/backup.sh",
+                "backup.sh",
+            ),
+            ("flock -w 10 /tmp/x.lock -c 'mirror-sync'", "mirror-sync"),
+            ("timeout 1h /usr/bin/certbot renew", "certbot"),
+            ("timeout -s KILL -k 5 60 fetch-feeds", "fetch-feeds"),
+            ("timeout --signal=TERM 60 fetch-feeds", "fetch-feeds"),
+            ("sudo -u app timeout 60 nice /srv/app/bin/worker", "worker"),
+            ("sudo -u app sh -c 'run-me'", "run-me"),
+        ];
+        for (script, name) in cases {
+            assert_eq!(derive(script), name, "{script}");
+        }
+        // A wrapper with nothing after it is named after itself, not after its options.
+        assert_eq!(derive("sudo -u app"), "job");
     }
 
     #[test]

@@ -115,6 +115,41 @@ fn a_variable_with_a_nul_byte_is_reported_and_the_jobs_still_load() {
     load(&imported.jobs);
 }
 
+/// A NUL byte in a job's command or user column: the line is reported, never imported as a
+/// `shell` or `user` the config would refuse; the other jobs still load.
+#[test]
+fn a_job_line_with_a_nul_byte_is_reported_and_not_imported() {
+    let text = "@daily /usr/bin/backup\0 --full\n@hourly /usr/bin/rotate\n";
+    let imported = run(text, &Options::default());
+    assert_eq!(imported.job_count, 1);
+    assert!(
+        !imported.jobs.to_lowercase().contains("\\u0000") && !imported.jobs.contains('\0'),
+        "{:?}",
+        imported.jobs
+    );
+    assert!(
+        imported.jobs.contains("/usr/bin/rotate"),
+        "{}",
+        imported.jobs
+    );
+    assert_eq!(
+        imported.problems[0].message,
+        "the line contains a NUL byte; the line is not imported"
+    );
+    let system = Options {
+        system: true,
+        ..Options::default()
+    };
+    let imported = run("17 * * * * ro\0ot run-parts /etc/cron.hourly\n", &system);
+    assert_eq!(imported.job_count, 0);
+    assert!(
+        !imported.jobs.to_lowercase().contains("\\u0000") && !imported.jobs.contains('\0'),
+        "{:?}",
+        imported.jobs
+    );
+    load(&imported.jobs);
+}
+
 /// Found by the crontab property test (tests/reliability/properties.rs): `SHELL=` made every
 /// later job `shell_program = ""`, which the config refuses.
 #[test]
