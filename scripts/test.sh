@@ -3,6 +3,8 @@
 # Uses cargo-nextest when installed (parallel processes, per-test timeouts), else cargo test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Debian tools some tests drive (tinyproxy): installed when missing (as root), else named.
+bash scripts/install-test-tools.sh
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --all-targets --no-fail-fast "$@"
   cargo test --doc --quiet

@@ -13,6 +13,7 @@
 //! - [`watch`]: condition probes.
 //! - [`ping`]: building and sending pings.
 //! - [`api`]: the typed client of the monitoring API.
+//! - [`net`]: outgoing connections: the trusted CAs and the proxy rule of every request.
 //! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
 //! - `bearer`: the `Authorization: Bearer` credential of a request (status endpoint, emulator).
 //! - [`sync`]: keeping heartbeat checks in sync with the config.
@@ -41,6 +42,7 @@ pub mod host;
 pub mod import;
 pub mod job;
 pub mod logging;
+pub mod net;
 pub mod paths;
 pub mod persist;
 pub mod ping;

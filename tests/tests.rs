@@ -9,6 +9,7 @@ mod daemon;
 mod demo;
 mod emulator;
 mod import;
+mod net;
 mod outbox;
 mod packaging;
 mod reliability;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub mod emulator;
 pub mod http;
 pub mod outbox;
+pub mod tls;
 
 /// The `heartbeat-agent` binary built for these tests.
 pub fn bin() -> PathBuf {

@@ -108,11 +108,9 @@ impl ApiClient {
             })?;
             headers.insert(ACCOUNT_HEADER, value);
         }
-        let http = reqwest::Client::builder()
+        let http = crate::net::client_builder(base.scheme() == "https")
             .default_headers(headers)
-            .referer(false)
             .redirect(super::limits::redirect_policy())
-            .user_agent(crate::user_agent())
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .build()
@@ -424,6 +422,15 @@ impl ApiClient {
             Ok(response) => response,
             Err(e) => {
                 super::counters::record(label.operation, None);
+                if let Some(problem) = crate::net::certificate_problem(&e) {
+                    let error = ApiError::Transport {
+                        request: label.clone(),
+                        detail: problem,
+                        not_sent: true,
+                        timed_out: false,
+                    };
+                    return Err(Failed::new(Failure::Untrusted, error, None));
+                }
                 let failure = if e.is_connect() {
                     Failure::NotSent
                 } else {

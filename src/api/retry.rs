@@ -64,6 +64,8 @@ pub(crate) enum Failure {
     NoAnswer,
     /// The service answered with this status.
     Status(u16),
+    /// The server's certificate is not trusted: no retry helps until the trust store changes.
+    Untrusted,
 }
 
 /// Whether a failure may be repeated. 429 and a failed connection are always safe (the service
@@ -73,7 +75,7 @@ pub(crate) fn is_retryable(failure: Failure, idempotent: bool) -> bool {
         Failure::NotSent | Failure::Status(429) => true,
         Failure::NoAnswer => idempotent,
         Failure::Status(status) if (500..=599).contains(&status) => idempotent,
-        Failure::Status(_) => false,
+        Failure::Status(_) | Failure::Untrusted => false,
     }
 }
 

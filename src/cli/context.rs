@@ -71,6 +71,11 @@ pub struct PingOptions {
     /// Total time for one ping, all attempts and pauses included
     #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
     pub ping_timeout: Duration,
+
+    /// Also trust the CA certificates (PEM) in FILE for https pings, besides the system's
+    /// store (SSL_CERT_FILE, SSL_CERT_DIR); overrides [api] ca_file
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl PingOptions {
@@ -123,10 +128,23 @@ pub(crate) struct Lenient {
 }
 
 impl Lenient {
-    /// Resolves the context; `job` is the `--job` the command was given, if any.
-    pub(crate) fn resolve(global: &GlobalArgs, job: Option<&str>) -> Lenient {
+    /// Resolves the context; `job` is the `--job` the command was given, if any, and
+    /// `ca_file` its `--ca-file`. Sets up outgoing connections ([`crate::net::configure`]).
+    pub(crate) fn resolve(
+        global: &GlobalArgs,
+        job: Option<&str>,
+        ca_file: Option<&Path>,
+    ) -> Lenient {
         let config = load_config(global, job);
         let state_dir = state_dir(global, config.as_ref());
+        let ca_file = ca_file.map(Path::to_path_buf);
+        crate::net::configure(match &config {
+            Some(config) => config.api.net(ca_file),
+            None => crate::net::NetSettings {
+                ca_file,
+                ..crate::net::NetSettings::default()
+            },
+        });
         Lenient { config, state_dir }
     }
 
@@ -224,6 +242,7 @@ fn config_credentials(
     global: &GlobalArgs,
 ) -> Result<Credentials, (u8, String)> {
     let shown = path.display();
+    crate::net::configure(api.net(None));
     let base_url = global.base_url.clone().or(api.base_url).ok_or_else(|| {
         let msg = format!("no API base URL: set [api] base_url in {shown}, or pass --base-url URL");
         (exit::FAILURE, msg)

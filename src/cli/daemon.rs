@@ -31,6 +31,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     for warning in &loaded.warnings {
         warn!("{warning}");
     }
+    crate::net::configure(loaded.config.api.net(None));
     let state_dir = loaded.config.state_dir(global.state_dir.as_deref());
     if let Err(message) = crate::paths::check_state_dir(&state_dir) {
         print_error(format!("{message}; the daemon did not start"));

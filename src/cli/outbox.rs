@@ -39,7 +39,7 @@ pub enum OutboxCommand {
 
 /// Runs an `outbox` subcommand; returns the exit code.
 pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
-    let outbox = context::Lenient::resolve(global, None).outbox();
+    let outbox = context::Lenient::resolve(global, None, None).outbox();
     match args.command.unwrap_or(OutboxCommand::List { json: false }) {
         OutboxCommand::List { json } => list(&outbox, json),
         OutboxCommand::Flush { timeout } => flush(&outbox, timeout),

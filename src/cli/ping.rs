@@ -32,7 +32,7 @@ pub struct PingArgs {
 pub fn run(args: PingArgs, global: &GlobalArgs) -> u8 {
     let method = PingMethod::from(args.options.ping_method);
     let source = args.options.source();
-    let resolved = Lenient::resolve(global, args.job.as_deref());
+    let resolved = Lenient::resolve(global, args.job.as_deref(), args.options.ca_file.as_deref());
     let (ping, ping_context) = match target(&args, &resolved, method, &source) {
         Ok(found) => found,
         Err(code) => return code,

@@ -186,7 +186,11 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
     let method = PingMethod::from(args.ping.options.ping_method);
     let source = args.ping.options.source();
     let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
-    let resolved = Lenient::resolve(global, args.job.as_deref());
+    let resolved = Lenient::resolve(
+        global,
+        args.job.as_deref(),
+        args.ping.options.ca_file.as_deref(),
+    );
     let outbox_max_entries = resolved.outbox_max_entries();
     let Lenient { config, state_dir } = resolved;
     let job = args

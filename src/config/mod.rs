@@ -84,6 +84,21 @@ pub struct ApiSettings {
     pub account_id: Option<String>,
     /// Where the API key comes from.
     pub api_key: ApiKeySource,
+    /// `ca_file`: extra CA certificates (PEM) for every TLS connection.
+    pub ca_file: Option<PathBuf>,
+    /// `proxy`: a proxy for every request, or none; unset: the environment decides.
+    pub proxy: Option<crate::net::ProxySetting>,
+}
+
+impl ApiSettings {
+    /// What these settings say about outgoing connections (`run --ca-file` wins over
+    /// `ca_file`).
+    pub fn net(&self, ca_file: Option<PathBuf>) -> crate::net::NetSettings {
+        crate::net::NetSettings {
+            ca_file: ca_file.or_else(|| self.ca_file.clone()),
+            proxy: self.proxy.clone(),
+        }
+    }
 }
 
 /// Where the API key is read from; the key itself is read only when a command needs it.

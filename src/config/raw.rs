@@ -43,6 +43,10 @@ pub(crate) struct RawApi {
     pub api_key_file: Option<Spanned<String>>,
     /// An environment variable holding the API key.
     pub api_key_env: Option<Spanned<String>>,
+    /// Extra CA certificates (PEM) trusted besides the system's.
+    pub ca_file: Option<Spanned<String>>,
+    /// A proxy URL for every request, or `none`.
+    pub proxy: Option<Spanned<String>>,
 }
 
 /// The settings a `[defaults]` table gives and each job may override.
@@ -321,6 +325,8 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
         "account_id" => "account_id = \"acc_123\"",
         "api_key_file" => "api_key_file = \"/etc/heartbeat-agent/api-key\"",
         "api_key_env" => "api_key_env = \"MONITORING_API_KEY\"",
+        "ca_file" => "ca_file = \"/etc/heartbeat-agent/company-ca.pem\"",
+        "proxy" => "proxy = \"http://proxy.example:3128\" (or \"none\")",
         "timeout" => "timeout = \"5m\"",
         "kill_after" => "kill_after = \"10s\"",
         "success_exit_codes" => "success_exit_codes = [0, 3]",

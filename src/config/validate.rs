@@ -192,10 +192,34 @@ fn api(check: &mut Checker, section: &Section<RawApi>) -> ApiSettings {
         }
         (None, None) => ApiKeySource::Default,
     };
+    let ca_file = check.path(at("ca_file"), &raw.ca_file);
+    if let (Some(path), Some(value)) = (&ca_file, &raw.ca_file) {
+        let trust = crate::net::Trust::load(Some(path), |_| None);
+        if let Some(problem) = trust.problems.iter().find(|p| p.starts_with("ca_file")) {
+            let hint = "name a file of PEM certificates (-----BEGIN CERTIFICATE-----), such as \
+                        the company CA that signs the API's or ping host's certificate";
+            check.error(
+                Some(value.span()),
+                at("ca_file"),
+                problem.clone(),
+                Some(hint.to_owned()),
+            );
+        }
+    }
+    let proxy = raw.proxy.as_ref().and_then(|value| {
+        crate::net::ProxySetting::parse(value.get_ref())
+            .map_err(|problem| {
+                let hint = example("proxy").map(|e| format!("for example: {e}"));
+                check.error(Some(value.span()), at("proxy"), problem, hint);
+            })
+            .ok()
+    });
     ApiSettings {
         base_url: check.http_url(at("base_url"), &raw.base_url, false),
         ping_base_url: check.http_url(at("ping_base_url"), &raw.ping_base_url, false),
         account_id: check.non_empty(at("account_id"), &raw.account_id),
         api_key,
+        ca_file,
+        proxy,
     }
 }

@@ -167,6 +167,11 @@ pub enum PingError {
     /// Any other failure of the HTTP client (already redacted).
     #[error("{0}")]
     Http(String),
+    /// The server's certificate is not trusted (the text says which host, which trust
+    /// source, and what to set). Not tried again within the budget; kept in the outbox, so a
+    /// fixed trust store delivers it.
+    #[error("{0}")]
+    Certificate(String),
 }
 
 impl PingError {
@@ -255,6 +260,10 @@ pub(crate) async fn send_with(
             Err(err) => last = (err, None),
         }
         failed(&last.0);
+        if let PingError::Certificate(problem) = &last.0 {
+            report_certificate(ping, problem);
+            break;
+        }
         if !last.0.is_retryable() {
             return PingOutcome::Permanent {
                 error: last.0,
@@ -282,7 +291,10 @@ pub(crate) async fn send_once(
     connect_timeout: Duration,
     deadline: Instant,
 ) -> Result<Answer, PingError> {
-    if ping.url.scheme() == "http" && ping.url.username().is_empty() {
+    if ping.url.scheme() == "http"
+        && ping.url.username().is_empty()
+        && crate::net::proxy_for(&ping.url).is_none()
+    {
         let (answer, location) = http1::request(ping, connect_timeout, deadline).await?;
         let target = location.and_then(|l| ping.url.join(&l).ok());
         let Some(url) = target.filter(|_| (300..400).contains(&answer.status)) else {
@@ -299,16 +311,29 @@ pub(crate) async fn send_once(
     send_reqwest(ping, deadline).await
 }
 
+/// A refused certificate is an error once per host in full (which host, which trust source,
+/// what to set), then at debug level: the outbox keeps the ping and retries it with backoff.
+fn report_certificate(ping: &Ping, problem: &str) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let host = ping.url.host_str().unwrap_or("?").to_owned();
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.contains(&host) {
+        debug!(target_url = %ping.redacted(), "{problem}");
+    } else {
+        tracing::error!(target_url = %ping.redacted(), "{problem}");
+        seen.push(host);
+    }
+}
+
 fn client() -> Result<&'static reqwest::Client, PingError> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            reqwest::Client::builder()
-                .user_agent(crate::user_agent())
+            // Through the proxy rule and the trust store of crate::net, without Referer.
+            crate::net::client_builder(true)
                 .connect_timeout(Budget::default().connect_timeout)
-                // reqwest's default Referer would carry the ping URL, token and all, to
-                // whichever host a redirect points at.
-                .referer(false)
                 .build()
                 .map_err(|err| crate::redact::reqwest_error(&err))
         })
@@ -333,7 +358,9 @@ async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingErro
         request
     };
     let response = request.send().await.map_err(|err| {
-        if err.is_timeout() {
+        if let Some(problem) = crate::net::certificate_problem(&err) {
+            PingError::Certificate(problem)
+        } else if err.is_timeout() {
             PingError::Timeout
         } else if err.is_connect() {
             let text = crate::redact::reqwest_error(&err);

@@ -138,6 +138,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         }
     }
     api_families(&mut out);
+    tls_families(&mut out);
     out.family(
         "heartbeat_agent_persist_failures_total",
         "counter",
@@ -285,6 +286,21 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
         out.sample(
             "heartbeat_agent_outbox_dropped_total",
             &[("reason", reason)],
+            n as f64,
+        );
+    }
+}
+
+fn tls_families(out: &mut Text) {
+    out.family(
+        "heartbeat_agent_tls_errors_total",
+        "counter",
+        "Connections refused because the server's certificate is not trusted, by host.",
+    );
+    for (host, n) in crate::net::trust::error_counts() {
+        out.sample(
+            "heartbeat_agent_tls_errors_total",
+            &[("host", &host)],
             n as f64,
         );
     }

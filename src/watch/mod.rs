@@ -103,8 +103,7 @@ impl Probes {
         FILES_LIMIT.call_once(|| {
             sysinfo::set_open_files_limit(0);
         });
-        let http = reqwest::Client::builder()
-            .user_agent(crate::user_agent())
+        let http = crate::net::client_builder(true)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());

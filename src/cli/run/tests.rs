@@ -112,6 +112,8 @@ fn job_targets_and_environment() {
             ping_base_url: None,
             account_id: None,
             api_key: ApiKeySource::Env("MY_SERVICE_KEY".to_owned()),
+            ca_file: None,
+            proxy: None,
         },
         jobs: vec![std::sync::Arc::new(checked.clone())],
         status: Default::default(),

@@ -1,0 +1,327 @@
+//! Outgoing connections over real TLS and through a real proxy (issue 16): a loopback TLS front
+//! with a CA the tests carry (`tests/data/tls`), Debian's tinyproxy, IPv6 loopback.
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::json;
+
+use crate::util::emulator::Background;
+use crate::util::outbox::{Behaviour, PingHost};
+use crate::util::tls::{self, Cert, Front, TinyProxy};
+use crate::util::Home;
+
+/// Every token here contains this, so output can be searched for a leak.
+const SECRET: &str = "SECRETnet";
+
+fn token(name: &str) -> String {
+    format!("{SECRET}-{name}")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `heartbeat-agent --state-dir STATE ARGS`, without inherited proxies or trust settings.
+fn agent(home: &Home, args: &[&str]) -> Command {
+    let mut cmd = home.agent();
+    for var in [
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--state-dir")
+        .arg(home.state_dir())
+        .args(args)
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn output(mut cmd: Command) -> Output {
+    let out = cmd.output().expect("run the agent");
+    let all = text(&out);
+    assert!(!all.contains(SECRET), "a token was printed:\n{all}");
+    out
+}
+
+fn run_ping(home: &Home, url: &str, extra: &[&str]) -> Command {
+    let mut args = vec!["run", "--ping-url", url, "--ping-timeout", "5s"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "true"]);
+    agent(home, &args)
+}
+
+#[test]
+fn run_pings_over_https_trusting_ca_file_or_ssl_cert_file() {
+    let home = Home::new();
+    let host = PingHost::start(Behaviour::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Trusted);
+    let ca = tls::ca_file();
+    let ca = ca.to_str().expect("utf8");
+    let out = output(run_ping(&home, &front.url(&token("a")), &["--ca-file", ca]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("a")), 1, "{}", text(&out));
+    let mut cmd = run_ping(&home, &front.url(&token("b")), &[]);
+    cmd.env("SSL_CERT_FILE", ca);
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("b")), 1, "{}", text(&out));
+    // The system store alone does not know the test CA: refused, never sent.
+    let out = output(run_ping(&home, &front.url(&token("c")), &[]));
+    assert_eq!(host.count(&token("c")), 0);
+    assert!(text(&out).contains("is not trusted"), "{}", text(&out));
+    assert!(text(&out).contains("system bundle"), "{}", text(&out));
+}
+
+#[test]
+fn an_untrusted_certificate_is_reported_once_clearly_and_the_ping_is_kept() {
+    let home = Home::new();
+    let host = PingHost::start(Behaviour::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Untrusted);
+    let ca = tls::ca_file();
+    let started = std::time::Instant::now();
+    let out = output(run_ping(
+        &home,
+        &front.url(&token("u")),
+        &["--ca-file", ca.to_str().expect("utf8")],
+    ));
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "the command's status: {all}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "a certificate error is not retried for the whole budget: {:?}",
+        started.elapsed()
+    );
+    for needle in [
+        "127.0.0.1",
+        "is not trusted",
+        "ca_file",
+        "SSL_CERT_FILE",
+        "UnknownIssuer",
+    ] {
+        assert!(all.contains(needle), "{needle} missing in:\n{all}");
+    }
+    assert_eq!(
+        all.matches("is not trusted").count(),
+        2,
+        "once as the error, once as kept: {all}"
+    );
+    // Kept: once the trust store holds the ping host's CA, a flush delivers it.
+    let out = output(agent(&home, &["outbox", "list", "--json"]));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        listed["entries"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let mut flush = agent(&home, &["outbox", "flush"]);
+    flush.env("SSL_CERT_FILE", tls::data("other-ca.pem"));
+    let out = output(flush);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("u")), 1);
+}
+
+#[test]
+fn ipv6_loopback_pings_over_http_and_https() {
+    let home = Home::new();
+    let host = PingHost::start(Behaviour::Status(200));
+    let backend = tls::addr_of(&host.url("x"));
+    let plain = Front::start("[::1]:0", backend, Cert::Plain);
+    let secure = Front::start("[::1]:0", backend, Cert::Trusted);
+    assert!(plain.url("t").starts_with("http://[::1]:"));
+    let ca = tls::ca_file();
+    let ca = ca.to_str().expect("utf8");
+    for (front, name) in [(&plain, "v6http"), (&secure, "v6https")] {
+        let out = output(run_ping(
+            &home,
+            &front.url(&token(name)),
+            &["--ca-file", ca],
+        ));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(host.count(&token(name)), 1, "{name}: {}", text(&out));
+    }
+}
+
+#[test]
+fn every_request_goes_through_the_proxy_http_and_https_unless_exempted() {
+    let home = Home::new();
+    let proxy = TinyProxy::start();
+    let host = PingHost::start(Behaviour::Status(200));
+    let backend = tls::addr_of(&host.url("x"));
+    let secure = Front::start("127.0.0.1:0", backend, Cert::Trusted);
+    let ca = tls::ca_file();
+    let ca = ca.to_str().expect("utf8");
+    let with_proxy = |url: &str| {
+        let mut cmd = run_ping(&home, url, &["--ca-file", ca]);
+        cmd.env("HTTP_PROXY", proxy.url()).env(
+            "HTTPS_PROXY",
+            format!("http://user:{SECRET}pw@127.0.0.1:{}", &proxy.url()[17..]),
+        );
+        cmd
+    };
+    // http:// through the proxy: the built-in client steps aside, the proxy sees the request.
+    let out = output(with_proxy(&host.url(&token("plain"))));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("plain")), 1);
+    let seen = proxy.requests();
+    assert!(
+        seen.iter()
+            .any(|r| r.starts_with("GET http://") && r.contains(&token("plain"))),
+        "{seen:?}"
+    );
+    // https:// through the proxy: a CONNECT to the TLS front.
+    let out = output(with_proxy(&secure.url(&token("tls"))));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("tls")), 1);
+    let port = secure.base().rsplit(':').next().expect("port").to_owned();
+    assert!(
+        proxy
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("CONNECT 127.0.0.1:") && r.contains(&port)),
+        "{:?}",
+        proxy.requests()
+    );
+    // NO_PROXY exempts the host: direct, the proxy sees nothing more.
+    let before = proxy.requests().len();
+    let mut cmd = with_proxy(&host.url(&token("direct")));
+    cmd.env("NO_PROXY", "localhost,127.0.0.1");
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("direct")), 1);
+    assert_eq!(proxy.requests().len(), before, "{:?}", proxy.requests());
+    // `[api] proxy = "none"` in the config turns the environment's proxy off.
+    let config = home.write_config("[api]\nproxy = \"none\"\n");
+    let mut cmd = with_proxy(&host.url(&token("none")));
+    cmd.arg("--config").arg(&config);
+    let mut cmd2 = agent(&home, &["--config", config.to_str().expect("utf8")]);
+    cmd2.args(["run", "--ping-url", &host.url(&token("none")), "--", "true"])
+        .env("HTTP_PROXY", proxy.url());
+    let out = output(cmd2);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("none")), 1);
+    assert_eq!(proxy.requests().len(), before, "{:?}", proxy.requests());
+    drop(cmd);
+}
+
+#[test]
+fn sync_the_daemon_and_an_http_watch_work_over_https_through_the_proxy() {
+    let home = Home::new();
+    let proxy = TinyProxy::start();
+    let emulator = Background::start();
+    let check = emulator
+        .add_heartbeat_check(&json!({"name": "tls check",
+            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours"}}))
+        .expect("check");
+    let id = check["id"].as_str().expect("id").to_owned();
+    let ping_url = check["heartbeat"]["pingUrl"]
+        .as_str()
+        .expect("ping url")
+        .to_owned();
+    let ping_token = ping_url.rsplit('/').next().expect("token");
+    let api = Front::start(
+        "127.0.0.1:0",
+        tls::addr_of(emulator.base_url()),
+        Cert::Trusted,
+    );
+    let pings = Front::start("127.0.0.1:0", emulator.ping_addr(), Cert::Trusted);
+    let health = PingHost::start(Behaviour::Status(200));
+    let health = Front::start("127.0.0.1:0", tls::addr_of(&health.url("x")), Cert::Trusted);
+    let config = home.write_config(&format!(
+        "[agent]\nstate_dir = \"{state}\"\n\n[api]\nbase_url = \"{api}\"\nping_base_url = \"{ping}\"\n\
+         account_id = \"{account}\"\napi_key_env = \"EMULATOR_KEY\"\nca_file = \"{ca}\"\n\n\
+         [[jobs]]\nname = \"nightly\"\nschedule = \"@daily\"\ncheck_id = \"{id}\"\n\n\
+         [[jobs]]\nname = \"probe\"\nschedule = \"*/1 * * * * *\"\nping_url = \"{ping_url}\"\n\n\
+         [jobs.watch]\nkind = \"http\"\nurl = \"{url}\"\n",
+        ping_url = pings.url(ping_token),
+        state = home.state_dir().display(),
+        api = api.base(),
+        ping = pings.base(),
+        account = emulator.account(),
+        ca = tls::ca_file().display(),
+        url = health.url("health"),
+    ));
+    let config = config.to_str().expect("utf8").to_owned();
+    let with_env = |mut cmd: Command| {
+        cmd.env("EMULATOR_KEY", emulator.api_key())
+            .env("HTTPS_PROXY", proxy.url());
+        cmd
+    };
+    let out = output(with_env(agent(&home, &["--config", &config, "sync"])));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        emulator.requests().iter().any(|r| r.method == "PUT"),
+        "no PUT reached the emulator: {}",
+        text(&out)
+    );
+    let mut daemon = with_env(agent(&home, &["--config", &config, "daemon"]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("daemon");
+    let pinged = crate::util::wait_until(
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(100),
+        || !emulator.pings().is_empty(),
+    );
+    daemon.kill().expect("kill");
+    let out = daemon.wait_with_output().expect("output");
+    assert!(
+        pinged,
+        "the daemon never pinged over https:\n{}",
+        text(&out)
+    );
+    let connects: Vec<String> = proxy
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("CONNECT "))
+        .collect();
+    for front in [&api, &pings, &health] {
+        let port = front.base().rsplit(':').next().expect("port").to_owned();
+        assert!(
+            connects.iter().any(|r| r.contains(&format!(":{port} "))),
+            "no CONNECT to {port}: {connects:?}"
+        );
+    }
+}
+
+#[test]
+fn config_check_names_a_bad_ca_file_or_proxy_with_its_place() {
+    let home = Home::new();
+    let garbage = home.path("garbage.pem");
+    std::fs::write(&garbage, "not a certificate\n").expect("write");
+    let config = home.write_config(&format!(
+        "[api]\nca_file = \"{}\"\nproxy = \"socks5://user:{SECRET}@p:1080\"\n",
+        garbage.display()
+    ));
+    let out = output(agent(
+        &home,
+        &[
+            "--config",
+            config.to_str().expect("utf8"),
+            "config",
+            "check",
+        ],
+    ));
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(78), "{all}");
+    assert!(all.contains(":2:11: [api]: key `ca_file`"), "{all}");
+    assert!(all.contains("no certificate in it"), "{all}");
+    assert!(all.contains(":3:9: [api]: key `proxy`"), "{all}");
+    assert!(
+        all.contains("proxy scheme \"socks5\" is not supported"),
+        "{all}"
+    );
+}
