@@ -127,12 +127,21 @@ fn render_job(entry: &JobReport) -> String {
         SyncOutcome::InSync => "in sync",
         SyncOutcome::Updated => "updated",
         SyncOutcome::WouldUpdate => "would update (dry run: nothing sent)",
+        SyncOutcome::Held => "held (nothing sent)",
         SyncOutcome::Failed(_) => "failed",
         SyncOutcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
     let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);
     for change in &entry.changes {
         out.push_str(&format!("  {change}\n"));
+    }
+    if !entry.held.is_empty() {
+        out.push_str(
+            "  held until the job's next accepted ping (a new period or a re-activation restarts the service's timer):\n",
+        );
+    }
+    for change in &entry.held {
+        out.push_str(&format!("    {change}\n"));
     }
     out
 }
