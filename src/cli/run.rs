@@ -6,7 +6,9 @@
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
 //! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
-//! supervises the command, forwarding signals, then pings.
+//! supervises the command, forwarding signals, then pings; for a job bound to a check, right
+//! after an accepted ping it records the ping and sends the job's held period change
+//! (`sync::timer`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
