@@ -551,6 +551,43 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     assert_eq!(puts.len(), 8);
     assert_eq!(puts[7].2["tags"], json!(["reloaded"]));
     assert_eq!(puts[7].2["heartbeat"]["pingToken"], "c1-token");
+    // A reload with a new period: held (it would restart the service's timer) until the job's
+    // next accepted ping, then sent by the pass that ping triggers.
+    setup.write_config(&job(
+        "j",
+        "*/30 * * * *",
+        "c1",
+        "[jobs.check]\ntags = [\"reloaded\"]",
+    ));
+    let before = status.get("j").unwrap().last_attempt;
+    reconciler.set_config(Arc::new(load(&setup)));
+    let attempted = |before: Option<DateTime<Utc>>| {
+        let status = status.clone();
+        move || match status.get("j") {
+            Some(job) if job.last_attempt != before => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    };
+    runtime.block_on(util::eventually_async(
+        left(),
+        "a pass after the reload",
+        attempted(before),
+    ));
+    assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
+    assert_eq!(setup.puts().len(), 8, "the new period is held");
+    let now = Utc::now();
+    let fire = now - chrono::Duration::seconds(now.timestamp() % 1800);
+    let fire = fire - chrono::Duration::nanoseconds(i64::from(fire.timestamp_subsec_nanos()));
+    reconciler.after_run("j", fire, true);
+    runtime.block_on(util::eventually_async(
+        left(),
+        "the held period sent after the ping",
+        in_sync,
+    ));
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 9);
+    assert_eq!(puts[8].2["heartbeat"]["period"], 30);
+    assert_eq!(puts[8].2["heartbeat"]["periodUnit"], "minutes");
     cancel.cancel();
     runtime.block_on(task).unwrap();
 }
