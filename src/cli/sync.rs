@@ -25,7 +25,8 @@ pub struct SyncArgs {
     /// Show what would change; send nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// PUT every definition even when nothing differs (repairs changes made elsewhere)
+    /// PUT every definition even when nothing differs (repairs changes made elsewhere); a new
+    /// period still waits for the job's next accepted ping
     #[arg(long)]
     pub force: bool,
     /// Print the result as one JSON document
