@@ -496,8 +496,9 @@ async fn ping_flow_events_failing_state_and_unknown_states() {
         Some(100.0)
     );
 
-    // Period 1 hour + grace 10 minutes pass without a ping.
-    emulator.advance_clock(Duration::from_secs(3600 + 600 + 1));
+    // Period 1 hour + grace 10 minutes pass without a ping, and the few seconds (5) between
+    // the end of the grace and the failing mark.
+    emulator.advance_clock(Duration::from_secs(3600 + 600 + 6));
     let statuses = api.list_check_statuses().await.expect("statuses");
     let status = statuses
         .iter()

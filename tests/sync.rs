@@ -401,7 +401,7 @@ fn pass(setup: &Setup, client: &ApiClient, now: &str) -> Vec<SyncOutcome> {
 }
 
 #[test]
-fn weekdays_across_a_weekend_three_days_on_friday_one_day_after_mondays_ping() {
+fn weekdays_across_a_weekend_three_days_after_fridays_ping_one_day_after_mondays() {
     let setup = Setup::new(&["w"]);
     setup.write_config(&job("weekday", "0 9 * * 1-5", "w", ""));
     let client = client(&setup, RetryPolicy::none());
@@ -409,14 +409,24 @@ fn weekdays_across_a_weekend_three_days_on_friday_one_day_after_mondays_ping() {
         json!({"period": period, "periodUnit": "days", "grace": grace, "graceUnit": unit,
                "pingToken": "w-token"})
     };
+    let ping = |fire: &str, when: &str| {
+        sync::timer::record_ping(&setup.state_dir(), "weekday", "w", at(fire), at(when)).unwrap();
+    };
     // Thursday: one day (the first PUT learns the token, so it carries none).
     assert_eq!(
         pass(&setup, &client, "2026-11-19T10:00:00Z"),
         [SyncOutcome::Updated]
     );
-    // Friday's fire: three days at once.
+    // Friday's fire, before its run pinged: three days would restart the service's timer and
+    // hide a failure of Friday's run, so the change is held.
     assert_eq!(
         pass(&setup, &client, "2026-11-20T09:00:01Z"),
+        [SyncOutcome::Held]
+    );
+    // Right after Friday's accepted ping: three days.
+    ping("2026-11-20T09:00:00Z", "2026-11-20T09:02:00Z");
+    assert_eq!(
+        pass(&setup, &client, "2026-11-20T09:02:01Z"),
         [SyncOutcome::Updated]
     );
     assert_eq!(
@@ -428,19 +438,74 @@ fn weekdays_across_a_weekend_three_days_on_friday_one_day_after_mondays_ping() {
         pass(&setup, &client, "2026-11-23T09:00:01Z"),
         [SyncOutcome::InSync]
     );
-    sync::state::update(&setup.state_dir(), "weekday", "w", |s| {
-        s.acked_fire = Some(at("2026-11-23T09:00:00Z"));
-    })
-    .unwrap();
+    ping("2026-11-23T09:00:00Z", "2026-11-23T09:00:04Z");
     assert_eq!(
         pass(&setup, &client, "2026-11-23T09:00:05Z"),
         [SyncOutcome::Updated]
     );
+    // Friday's run fails (no ping): nothing changes at or after its fire, so the one-day
+    // period set after Thursday's ping alarms on time.
+    ping("2026-11-26T09:00:00Z", "2026-11-26T09:00:04Z");
+    assert_eq!(
+        pass(&setup, &client, "2026-11-26T09:00:05Z"),
+        [SyncOutcome::InSync]
+    );
+    for now in [
+        "2026-11-27T09:00:01Z",
+        "2026-11-27T12:00:00Z",
+        "2026-11-28T12:00:00Z",
+    ] {
+        assert_eq!(pass(&setup, &client, now), [SyncOutcome::Held], "at {now}");
+    }
     let puts = heartbeat_puts(&setup);
     assert_eq!(puts.len(), 3);
     assert_eq!(puts[0]["period"], 1);
     assert_eq!(puts[1], hb(3, 1, "hours"));
     assert_eq!(puts[2], hb(1, 1, "hours"));
+}
+
+#[test]
+fn sync_shows_a_held_period_change_and_sends_the_rest() {
+    let setup = Setup::new(&["h"]);
+    setup.write_config(&job("hourly", "@hourly", "h", ""));
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    // A new schedule and a tag: the tag goes now, the period waits for the next ping.
+    setup.write_config(&job(
+        "hourly",
+        "*/30 * * * *",
+        "h",
+        "[jobs.check]\ntags = [\"new\"]",
+    ));
+    let out = setup.agent(&["sync"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("hourly (check h): updated\n  tags: [] -> [\"new\"]\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  held until the job's next accepted ping (a new period or a re-activation restarts the service's timer):\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n    heartbeat.period: 1 -> 30\n"),
+        "{stdout}"
+    );
+    let last = setup.puts().pop().unwrap().2;
+    assert_eq!(last["heartbeat"]["period"], 1, "the period is not sent yet");
+    assert_eq!(last["tags"], json!(["new"]));
+    let again = setup.agent(&["sync", "--json"]);
+    let report: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(report["jobs"][0]["result"], "held", "{report}");
+    let held = report["jobs"][0]["held"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        held.iter().any(|c| c["field"] == "heartbeat.period"),
+        "{report}"
+    );
+    assert_eq!(again.status.code(), Some(0), "a held change is no failure");
 }
 
 #[test]
@@ -543,6 +608,43 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     assert_eq!(puts.len(), 8);
     assert_eq!(puts[7].2["tags"], json!(["reloaded"]));
     assert_eq!(puts[7].2["heartbeat"]["pingToken"], "c1-token");
+    // A reload with a new period: held (it would restart the service's timer) until the job's
+    // next accepted ping, then sent by the pass that ping triggers.
+    setup.write_config(&job(
+        "j",
+        "*/30 * * * *",
+        "c1",
+        "[jobs.check]\ntags = [\"reloaded\"]",
+    ));
+    let before = status.get("j").unwrap().last_attempt;
+    reconciler.set_config(Arc::new(load(&setup)));
+    let attempted = |before: Option<DateTime<Utc>>| {
+        let status = status.clone();
+        move || match status.get("j") {
+            Some(job) if job.last_attempt != before => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    };
+    runtime.block_on(util::eventually_async(
+        left(),
+        "a pass after the reload",
+        attempted(before),
+    ));
+    assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
+    assert_eq!(setup.puts().len(), 8, "the new period is held");
+    let now = Utc::now();
+    let fire = now - chrono::Duration::seconds(now.timestamp() % 1800);
+    let fire = fire - chrono::Duration::nanoseconds(i64::from(fire.timestamp_subsec_nanos()));
+    reconciler.after_run("j", fire, true);
+    runtime.block_on(util::eventually_async(
+        left(),
+        "the held period sent after the ping",
+        in_sync,
+    ));
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 9);
+    assert_eq!(puts[8].2["heartbeat"]["period"], 30);
+    assert_eq!(puts[8].2["heartbeat"]["periodUnit"], "minutes");
     cancel.cancel();
     runtime.block_on(task).unwrap();
 }
@@ -659,4 +761,44 @@ fn run_and_ping_with_a_bound_job_use_the_learned_ping_url() {
     assert_eq!(moved.status.code(), Some(0));
     assert!(text(&moved.stderr).contains("no ping URL learned"));
     assert_eq!(setup.emulator.pings().len(), 2);
+}
+
+mod scenarios;
+
+#[test]
+fn run_job_sends_a_held_period_change_right_after_its_ping_and_never_after_a_failure() {
+    let setup = Setup::new(&["e"]);
+    setup.write_config(&job("ext", "*/30 * * * *", "e", ""));
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    // A new schedule: the period change waits for the job's next accepted ping.
+    setup.write_config(&job("ext", "@hourly", "e", ""));
+    let held = setup.agent(&["sync", "--json"]);
+    let report: Value = serde_json::from_slice(&held.stdout).unwrap();
+    assert_eq!(report["jobs"][0]["result"], "held", "{report}");
+    let puts_before = setup.puts().len();
+    // A failed run pings nothing and sends nothing.
+    let failed = setup.agent(&["run", "--job", "ext", "--", "false"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed.stderr));
+    assert_eq!(setup.puts().len(), puts_before, "no PUT after a failed run");
+    // A good run: its ping, then at once the held period.
+    let good = setup.agent(&["run", "--job", "ext", "--", "true"]);
+    assert_eq!(good.status.code(), Some(0), "{}", text(&good.stderr));
+    let requests = setup.emulator.requests();
+    let ping = requests
+        .iter()
+        .find(|r| r.path.ends_with("/e-token"))
+        .expect("the run pinged");
+    let put = requests.iter().rfind(|r| r.method == "PUT").unwrap();
+    assert!(put.seq > ping.seq, "the PUT follows the ping");
+    let body: Value = serde_json::from_str(&put.body).unwrap();
+    assert_eq!(body["heartbeat"]["period"], 1);
+    assert_eq!(body["heartbeat"]["periodUnit"], "hours");
+    assert_eq!(setup.puts().len(), puts_before + 1);
+    let state = sync::state::load(&setup.state_dir(), "ext").unwrap();
+    assert!(
+        state.acked_at.is_some() && state.acked_fire.is_some(),
+        "{state:?}"
+    );
+    let again = setup.agent(&["sync"]);
+    assert!(text(&again.stdout).starts_with("ext (check e): in sync\n"));
 }

@@ -53,6 +53,15 @@ impl Home {
         }
     }
 
+    /// A new, empty home on a memory file system (`/dev/shm`) when there is one, for tests
+    /// that write state files many thousand times (fsync there costs nothing); else [`Home::new`].
+    pub fn in_memory() -> Home {
+        match tempfile::tempdir_in("/dev/shm") {
+            Ok(dir) => Home { dir },
+            Err(_) => Home::new(),
+        }
+    }
+
     /// The home directory itself.
     pub fn root(&self) -> &Path {
         self.dir.path()

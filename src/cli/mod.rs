@@ -140,7 +140,9 @@ pub enum Command {
     Ping(ping::PingArgs),
     /// Show and manage pending pings: list, flush, purge
     Outbox(outbox::OutboxArgs),
-    /// Bring every bound heartbeat check's definition in line with the config now
+    /// Bring every bound heartbeat check's definition in line with the config now (a new
+    /// period or a re-activation waits for the job's next accepted ping: it restarts the
+    /// service's timer)
     Sync(sync::SyncArgs),
     /// Run and watch the config's jobs on their schedules, ping on success
     Daemon(daemon::DaemonArgs),

@@ -7,7 +7,9 @@
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
 //! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
-//! supervises the command, forwarding signals, then pings.
+//! supervises the command, forwarding signals, then pings; for a job bound to a check, right
+//! after an accepted ping it records the ping and sends the job's held period change
+//! (`sync::timer`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -133,6 +135,20 @@ struct Plan {
     lock_key: String,
     /// What is locked, for the message.
     lock_what: String,
+    /// A job bound to a check, with API credentials: right after its accepted ping, a period
+    /// change held for that ping is sent (`sync::timer`).
+    sync: Option<SyncAfterPing>,
+}
+
+/// What `run --job` needs to send its job's held period change right after its ping.
+#[derive(Debug)]
+struct SyncAfterPing {
+    config: Config,
+    client: Option<crate::api::ApiClient>,
+    job: String,
+    check_id: String,
+    /// The fire this run belongs to (the latest at or before its start).
+    fire: chrono::DateTime<chrono::Utc>,
 }
 
 /// Runs the command; returns the exit code to pass through.
@@ -209,7 +225,9 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         debug!("no ping URL (--ping-url, --ping-url-file, --job or {PING_URL_ENV}): nothing will be pinged");
     }
     let (lock_key, lock_what) = lock_identity(args.job.as_deref(), success.as_ref(), &spec);
+    let sync = job.and_then(|job| sync_after_ping(job, config.as_ref()?, global));
     Ok(Plan {
+        sync,
         limits: Limits {
             timeout: args.timeout.or(job.and_then(|j| j.timeout)),
             kill_after: args
@@ -241,6 +259,27 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         outbox_max_entries,
         lock_key,
         lock_what,
+    })
+}
+
+/// A job bound to a check gets its held period change sent after its ping; without API
+/// credentials only the ping is recorded (the daemon or `sync` sends the change later).
+fn sync_after_ping(job: &Job, config: &Config, global: &GlobalArgs) -> Option<SyncAfterPing> {
+    let crate::config::PingTarget::Check(check_id) = &job.target else {
+        return None;
+    };
+    let path = crate::paths::config_file(global.config.as_ref());
+    let client = context::config_client(config.api.clone(), &path, global)
+        .inspect_err(
+            |(_, message)| debug!(job = %job.name, "no check update after the ping: {message}"),
+        )
+        .ok();
+    Some(SyncAfterPing {
+        config: config.clone(),
+        client,
+        job: job.name.clone(),
+        check_id: check_id.clone(),
+        fire: crate::sync::timer::fire_of_run(job, chrono::Utc::now()),
     })
 }
 
@@ -427,6 +466,7 @@ async fn execute(plan: Plan) -> u8 {
             let _ = task.await;
         }
         let mut stored = None;
+        let mut accepted = false;
         if let Some(ping) = finish {
             let outcome =
                 outbox::deliver_or_queue_for(ping, &plan.budget, Some(&outbox), &plan.ping_context)
@@ -434,6 +474,10 @@ async fn execute(plan: Plan) -> u8 {
             if matches!(outcome, PingOutcome::Retryable { .. }) {
                 stored = Some(ping.clone());
             }
+            accepted = success && matches!(outcome, PingOutcome::Delivered { .. });
+        }
+        if let (true, Some(sync)) = (accepted, &plan.sync) {
+            sync_after_accepted_ping(sync, &plan.state_dir).await;
         }
         let left = plan.budget.total.saturating_sub(began.elapsed());
         outbox::catch_up(&outbox, &plan.budget, left, stored).await;
@@ -443,6 +487,41 @@ async fn execute(plan: Plan) -> u8 {
         signal = signals.recv_stop() => warn!(signal = %signal, "ping abandoned: the agent was asked to stop"),
     }
     status
+}
+
+/// How long `run --job` waits for its check update after the ping before it exits anyway.
+const SYNC_AFTER_PING_LIMIT: Duration = Duration::from_secs(30);
+
+/// Records the accepted ping and sends the job's check definition if it differs (a held
+/// period change may go now); a failure is a warning, never the run's status.
+async fn sync_after_accepted_ping(sync: &SyncAfterPing, state_dir: &std::path::Path) {
+    let now = chrono::Utc::now();
+    let recorded =
+        crate::sync::timer::record_ping(state_dir, &sync.job, &sync.check_id, sync.fire, now);
+    if let Err(err) = recorded {
+        warn!(job = %sync.job, error = %err, "cannot record the accepted ping for sync");
+        return;
+    }
+    let Some(client) = &sync.client else {
+        return;
+    };
+    let opts = crate::sync::SyncOptions {
+        job: Some(sync.job.clone()),
+        ..crate::sync::SyncOptions::at(chrono::Utc::now())
+    };
+    let mut cache = crate::sync::CadenceCache::default();
+    let pass = crate::sync::sync_all(&sync.config, client, state_dir, &opts, &mut cache);
+    let Ok(report) = tokio::time::timeout(SYNC_AFTER_PING_LIMIT, pass).await else {
+        warn!(job = %sync.job, "check update after the ping not done: no answer within {}s", SYNC_AFTER_PING_LIMIT.as_secs());
+        return;
+    };
+    for entry in &report.jobs {
+        if let crate::sync::SyncOutcome::Failed(message)
+        | crate::sync::SyncOutcome::Deferred(message) = &entry.outcome
+        {
+            warn!(job = %sync.job, "check update after the ping not done: {message}");
+        }
+    }
 }
 
 /// Supervises `running`, forwarding the signals the wrapper receives to the command's group.

@@ -25,7 +25,8 @@ pub struct SyncArgs {
     /// Show what would change; send nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// PUT every definition even when nothing differs (repairs changes made elsewhere)
+    /// PUT every definition even when nothing differs (repairs changes made elsewhere); a new
+    /// period still waits for the job's next accepted ping
     #[arg(long)]
     pub force: bool,
     /// Print the result as one JSON document
@@ -131,12 +132,21 @@ fn render_job(entry: &JobReport) -> String {
         SyncOutcome::InSync => "in sync",
         SyncOutcome::Updated => "updated",
         SyncOutcome::WouldUpdate => "would update (dry run: nothing sent)",
+        SyncOutcome::Held => "held (nothing sent)",
         SyncOutcome::Failed(_) => "failed",
         SyncOutcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
     let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);
     for change in &entry.changes {
         out.push_str(&format!("  {change}\n"));
+    }
+    if !entry.held.is_empty() {
+        out.push_str(
+            "  held until the job's next accepted ping (a new period or a re-activation restarts the service's timer):\n",
+        );
+    }
+    for change in &entry.held {
+        out.push_str(&format!("    {change}\n"));
     }
     out
 }

@@ -1,15 +1,42 @@
 //! Heartbeat checks: the definition (`PUT /v1/checks/heartbeat/{id}`), the timer that turns
 //! pings and silence into events, event statistics and the check statuses list.
 //!
-//! Event states, with `elapsed` the time since the previous ping:
+//! The timer follows the real service's public documentation; sources are named by key, as in
+//! docs/dev/emulator-sources.md section 1: **D** = `checkly/docs` at `28f3298`
+//! (`detect/uptime-monitoring/heartbeat-monitors/overview.mdx`), **O** =
+//! `checkly/docs.checklyhq.com` at `5bf1be4` (`site/content/docs/heartbeat-monitors/_index.md`).
+//! The ledger in docs/emulator.md lists the same rules.
+//!
+//! - The first ping arms the timer (D overview.mdx:67, O _index.md:87); a check never pinged
+//!   never fails.
+//! - Every ping restarts it (D overview.mdx:68, O _index.md:91).
+//! - The deadline is the timer's start + period + grace (O _index.md:57).
+//! - After an alert the timer restarts (D overview.mdx:69, O _index.md:87,91): at each failing
+//!   mark, `LATE_WINDOW` after the deadline, one `FAILING` event is recorded (timestamped at the
+//!   deadline, "no ping by the end of the grace period") and the timer restarts at the mark, so
+//!   silence records another `FAILING` every period + grace (+ the window). ASSUMPTION: the
+//!   failing mark is the alert (no escalation or reminders are modelled), and a repeated failure
+//!   records a new event each time.
+//! - Re-activating a check (`activated` false -> true) or changing its period starts the timer
+//!   when the check is saved (O _index.md:95, D overview.mdx:70). ASSUMPTIONS: the period is
+//!   compared in seconds (60 minutes -> 1 hour is no change); a grace-only change restarts
+//!   nothing (the deadline moves with it); a check never pinged stays unarmed; a period change
+//!   keeps `hasFailures` until the next ping, a re-activation clears it.
+//! - A deactivated check records no `FAILING` (D overview.mdx:70 "pausing"). ASSUMPTION: a ping
+//!   to a deactivated check is recorded, judged as a first ping (`RECEIVED`), and restarts the
+//!   timer.
+//!
+//! Event states (D overview.mdx:110-114), with `elapsed` the time since the timer started:
 //! - first ping ever (nothing armed the timer yet): `RECEIVED`;
-//! - `elapsed < period / 2`: `EARLY`;
+//! - `elapsed < period / 2`: `EARLY` (ASSUMPTION: no source gives the threshold);
 //! - `elapsed <= period`: `RECEIVED`;
 //! - `elapsed <= period + grace`: `GRACE`;
-//! - later (the check is failing): `LATE`, and the check recovers.
+//! - within `LATE_WINDOW` after that, before the failing mark: `LATE` ("the few seconds between
+//!   the end of the grace period and before the monitor is marked as failing"; ASSUMPTION: 5 s).
+//!   A ping after a failing mark is judged against the restarted timer, so it is rarely `LATE`.
 //!
-//! When `period + grace` pass after the last ping of an activated check, one `FAILING` event is
-//! recorded at that deadline and the status shows `hasFailures` until the next ping.
+//! The timer is advanced lazily: [`Store::tick`] runs before every read and every ping, and
+//! records every mark that passed since the last one, at the time each happened.
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
@@ -137,7 +164,7 @@ impl Store {
         self.tokens.insert(token, id.clone());
         let check = HeartbeatCheck {
             object,
-            last_ping: None,
+            timer_start: None,
             failing: false,
             events: Vec::new(),
         };
@@ -173,7 +200,9 @@ impl Store {
         self.tokens.remove(&old_token);
         self.tokens.insert(token, id.to_owned());
         if let Some(check) = self.checks.get_mut(id) {
+            let before = (activated(check), timer(check).0);
             check.object = object;
+            restart_on_save(check, before, now);
         }
         Ok(())
     }
@@ -210,29 +239,37 @@ impl Store {
         Some(Value::Object(object))
     }
 
-    /// Records a `FAILING` event for every activated check whose period + grace ran out.
+    /// Brings every activated, armed check's timer up to `now`: each failing mark that passed
+    /// records a `FAILING` event and restarts the timer (see the module header).
     pub(crate) fn tick(&mut self, now: DateTime<Utc>) {
         for check in self.checks.values_mut() {
-            let Some(last) = check.last_ping else {
-                continue;
-            };
-            let (period, grace) = timer(check);
-            let deadline = last + period + grace;
-            if check.failing || !activated(check) || now <= deadline {
+            if !activated(check) {
                 continue;
             }
-            check.failing = true;
-            check.events.push(Event {
-                id: uuid(),
-                state: "FAILING".into(),
-                at: deadline,
-                source: String::new(),
-                user_agent: String::new(),
-            });
+            let (period, grace) = timer(check);
+            // Periods are at least 30 s (validated); the guard keeps a zero span from looping.
+            let span = (period + grace).max(chrono::Duration::seconds(1));
+            while let Some(start) = check.timer_start {
+                let deadline = start + span;
+                let mark = deadline + late_window();
+                if now <= mark {
+                    break;
+                }
+                check.failing = true;
+                check.timer_start = Some(mark);
+                check.events.push(Event {
+                    id: uuid(),
+                    state: "FAILING".into(),
+                    at: deadline,
+                    source: String::new(),
+                    user_agent: String::new(),
+                });
+            }
         }
     }
 
-    /// Records a ping of the check owning `token`; `None` when no check does.
+    /// Records a ping of the check owning `token`; `None` when no check does. The caller has
+    /// ticked the store to `now` (so a mark that passed is already recorded).
     pub(crate) fn ping(
         &mut self,
         token: &str,
@@ -251,7 +288,7 @@ impl Store {
             user_agent,
         };
         check.events.push(event.clone());
-        check.last_ping = Some(now);
+        check.timer_start = Some(now);
         check.failing = false;
         Some((id, event))
     }
@@ -362,14 +399,41 @@ fn timer(check: &HeartbeatCheck) -> (chrono::Duration, chrono::Duration) {
     (span("period", "periodUnit"), span("grace", "graceUnit"))
 }
 
+/// How long after the deadline a check is marked failing: a ping in between is `LATE`.
+/// ASSUMPTION: the sources say "a few seconds" (D overview.mdx:113); 5 s of emulated time.
+pub(crate) const LATE_WINDOW_SECS: i64 = 5;
+
+fn late_window() -> chrono::Duration {
+    chrono::Duration::seconds(LATE_WINDOW_SECS)
+}
+
+/// The timer part of a `PUT` (O _index.md:95): re-activation, or a new period (in seconds),
+/// restarts an armed timer at the save time `now`; `before` is (activated, period) before it.
+fn restart_on_save(
+    check: &mut HeartbeatCheck,
+    before: (bool, chrono::Duration),
+    now: DateTime<Utc>,
+) {
+    if check.timer_start.is_none() {
+        return;
+    }
+    let reactivated = !before.0 && activated(check);
+    if reactivated {
+        check.failing = false;
+    }
+    if reactivated || (activated(check) && timer(check).0 != before.1) {
+        check.timer_start = Some(now);
+    }
+}
+
 /// The state of a ping arriving at `now` (see the module header).
 fn ping_state(check: &HeartbeatCheck, now: DateTime<Utc>) -> &'static str {
-    let Some(last) = check.last_ping else {
+    let Some(start) = check.timer_start.filter(|_| activated(check)) else {
         return "RECEIVED";
     };
     let (period, grace) = timer(check);
-    let elapsed = now - last;
-    if check.failing || elapsed > period + grace {
+    let elapsed = now - start;
+    if elapsed > period + grace {
         "LATE"
     } else if elapsed > period {
         "GRACE"
@@ -432,44 +496,125 @@ mod tests {
         store
     }
 
+    fn ping_at(store: &mut Store, at: DateTime<Utc>) -> String {
+        store.tick(at);
+        store
+            .ping("tok", at, String::new(), String::new())
+            .expect("known token")
+            .1
+            .state
+    }
+
+    fn failing_at(store: &Store) -> Vec<DateTime<Utc>> {
+        let check = &store.checks["c1"];
+        let failing = check.events.iter().filter(|e| e.state == "FAILING");
+        failing.map(|e| e.at).collect()
+    }
+
+    fn put(store: &mut Store, heartbeat: Value, activated: bool, at: DateTime<Utc>) {
+        store.tick(at);
+        let body = json!({"script": "", "name": "backup", "activated": activated,
+            "heartbeat": heartbeat});
+        store
+            .put_check("c1", body.as_object().expect("object"), at)
+            .expect("valid PUT");
+    }
+
+    fn hours_period(hours: u32, grace_minutes: u32) -> Value {
+        json!({"period": hours, "periodUnit": "hours", "grace": grace_minutes,
+            "graceUnit": "minutes", "pingToken": "tok"})
+    }
+
     #[test]
     fn states_follow_the_timer() {
         let t0 = Utc::now();
         let mut store = store_with_check(t0);
-        let mins = chrono::Duration::minutes;
-        let mut ping = |at| {
-            store.tick(at);
-            store
-                .ping("tok", at, String::new(), String::new())
-                .expect("known token")
-                .1
-                .state
-        };
-        assert_eq!(ping(t0), "RECEIVED");
-        assert_eq!(ping(t0 + mins(10)), "EARLY");
-        assert_eq!(ping(t0 + mins(70)), "RECEIVED");
-        assert_eq!(ping(t0 + mins(135)), "GRACE");
-        assert_eq!(ping(t0 + mins(300)), "LATE");
+        let (mins, secs) = (chrono::Duration::minutes, chrono::Duration::seconds);
+        assert_eq!(ping_at(&mut store, t0), "RECEIVED");
+        assert_eq!(ping_at(&mut store, t0 + mins(10)), "EARLY");
+        assert_eq!(ping_at(&mut store, t0 + mins(70)), "RECEIVED");
+        assert_eq!(ping_at(&mut store, t0 + mins(135)), "GRACE");
+        // Within the few seconds between the end of grace and the failing mark: LATE.
+        let late = t0 + mins(135 + 70) + secs(LATE_WINDOW_SECS);
+        assert_eq!(ping_at(&mut store, late), "LATE");
+        assert!(failing_at(&store).is_empty(), "a LATE ping is no failure");
+        // Past the mark, the check failed and its timer restarted at the mark: the ping is
+        // judged against the restarted timer, not LATE.
+        let mark = late + mins(70) + secs(LATE_WINDOW_SECS);
+        assert_eq!(ping_at(&mut store, mark + mins(5)), "EARLY");
+        assert_eq!(failing_at(&store), vec![late + mins(70)]);
+        assert!(!store.checks["c1"].failing, "the ping recovers the check");
     }
 
     #[test]
-    fn silence_records_one_failing_event_at_the_deadline() {
+    fn silence_records_a_failing_event_at_every_restarted_deadline() {
         let t0 = Utc::now();
         let mut store = store_with_check(t0);
-        store.ping("tok", t0, String::new(), String::new());
-        store.tick(t0 + chrono::Duration::minutes(70));
-        assert!(!store.checks["c1"].failing);
-        store.tick(t0 + chrono::Duration::minutes(71));
-        store.tick(t0 + chrono::Duration::minutes(500));
-        let check = &store.checks["c1"];
-        assert!(check.failing);
-        let failing: Vec<&Event> = check
-            .events
-            .iter()
-            .filter(|e| e.state == "FAILING")
-            .collect();
-        assert_eq!(failing.len(), 1);
-        assert_eq!(failing[0].at, t0 + chrono::Duration::minutes(70));
+        let (mins, secs) = (chrono::Duration::minutes, chrono::Duration::seconds);
+        store.tick(t0 + mins(500));
+        assert!(
+            failing_at(&store).is_empty(),
+            "a check never pinged is unarmed"
+        );
+        ping_at(&mut store, t0);
+        store.tick(t0 + mins(70) + secs(LATE_WINDOW_SECS));
+        assert!(
+            !store.checks["c1"].failing,
+            "the mark comes after the LATE window"
+        );
+        store.tick(t0 + mins(70) + secs(LATE_WINDOW_SECS + 1));
+        assert!(store.checks["c1"].failing);
+        assert_eq!(failing_at(&store), vec![t0 + mins(70)]);
+        // The alert restarted the timer at the mark: one more FAILING per period + grace.
+        let mark = t0 + mins(70) + secs(LATE_WINDOW_SECS);
+        store.tick(mark + mins(70) + secs(LATE_WINDOW_SECS + 1));
+        assert_eq!(
+            failing_at(&store),
+            vec![t0 + mins(70), mark + mins(70)],
+            "the second deadline is the mark + period + grace"
+        );
+    }
+
+    #[test]
+    fn a_new_period_or_reactivation_restarts_the_timer_when_saved() {
+        let t0 = Utc::now();
+        let (mins, hours) = (chrono::Duration::minutes, chrono::Duration::hours);
+        let mut store = store_with_check(t0);
+        // Never pinged: a period change does not arm the timer.
+        put(&mut store, hours_period(2, 10), true, t0);
+        assert_eq!(store.checks["c1"].timer_start, None);
+        put(&mut store, hours_period(1, 10), true, t0);
+        ping_at(&mut store, t0);
+        // Same period in other units, and a grace-only change: no restart.
+        let same = json!({"period": 60, "periodUnit": "minutes", "grace": 20,
+            "graceUnit": "minutes", "pingToken": "tok"});
+        put(&mut store, same, true, t0 + mins(50));
+        assert_eq!(store.checks["c1"].timer_start, Some(t0));
+        // A new period restarts the timer at the save: 2 h + 10 min from t0 + 65 min.
+        put(&mut store, hours_period(2, 10), true, t0 + mins(65));
+        store.tick(t0 + mins(65) + hours(2) + mins(10));
+        assert!(
+            failing_at(&store).is_empty(),
+            "the deadline moved with the save"
+        );
+        store.tick(t0 + mins(65) + hours(3));
+        assert_eq!(
+            failing_at(&store),
+            vec![t0 + mins(65) + hours(2) + mins(10)]
+        );
+        // Deactivated: no FAILING however long; re-activation restarts the timer at the save.
+        let off = t0 + hours(4);
+        put(&mut store, hours_period(1, 10), false, off);
+        store.tick(off + hours(48));
+        assert_eq!(failing_at(&store).len(), 1, "nothing while deactivated");
+        put(&mut store, hours_period(1, 10), true, off + hours(48));
+        assert!(
+            !store.checks["c1"].failing,
+            "re-activation clears the failure"
+        );
+        assert_eq!(store.checks["c1"].timer_start, Some(off + hours(48)));
+        store.tick(off + hours(48) + mins(70));
+        assert_eq!(failing_at(&store).len(), 1);
     }
 
     #[test]

@@ -331,6 +331,14 @@ impl EmulatorHandle {
         self.shared.heartbeat_check(id)
     }
 
+    /// Every event of a heartbeat check, oldest first, with the timer brought up to now (no
+    /// window or limit: for simulations that judge a whole year of events).
+    pub fn heartbeat_events(&self, id: &str) -> Option<Vec<Value>> {
+        let (store, _) = self.shared.store();
+        let check = store.checks.get(id)?;
+        Some(check.events.iter().map(state::Event::to_json).collect())
+    }
+
     /// Loads more fixtures, all or nothing; returns the heartbeat checks created.
     pub fn load_fixtures(&self, fixtures: &Fixtures) -> Result<Vec<Value>, FixtureError> {
         self.shared.load_fixtures(fixtures)

@@ -147,9 +147,11 @@ impl Event {
 pub(crate) struct HeartbeatCheck {
     /// The check object without `heartbeat.pingUrl` (added on output from the ping base).
     pub object: Map<String, Value>,
-    /// Last ping that reset the timer; `None` until the first ping arms it.
-    pub last_ping: Option<DateTime<Utc>>,
-    /// Whether period + grace ran out since the last ping (a `FAILING` event was recorded).
+    /// When the timer last (re)started: the last ping, failing mark, re-activation or period
+    /// change; `None` until the first ping arms it (see `checks.rs` for each rule's source).
+    pub timer_start: Option<DateTime<Utc>>,
+    /// Whether the check was marked failing since its last ping (a `FAILING` event was
+    /// recorded); shown as `hasFailures`.
     pub failing: bool,
     /// Every event, oldest first.
     pub events: Vec<Event>,

@@ -5,6 +5,8 @@
 //!   service's limits (pure functions of `now`);
 //! - `desired`: the complete PUT body and the difference between two definitions;
 //! - `state`: what the service last accepted, persisted per job in the state directory;
+//! - `timer`: when a period change or re-activation (which restarts the service's timer) may
+//!   be sent: only right after an accepted ping of the check;
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
 //! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
@@ -15,6 +17,7 @@ pub mod period;
 pub mod reconcile;
 pub mod state;
 pub mod task;
+pub mod timer;
 
 pub use desired::{Change, Definition};
 pub use pace::{PaceRule, Pacer};

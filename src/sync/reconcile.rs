@@ -1,5 +1,7 @@
 //! One reconciliation pass: for every bound check, the desired definition against the one the
 //! service last accepted; a PUT only where they differ (or with `force`), the answer persisted.
+//! A change that would restart the service's timer waits for the job's next accepted ping
+//! ([`super::timer`]).
 //! Jobs that left the config (a state file, no job) or are disabled get their check
 //! deactivated. A failing API fails that job's entry, never the pass; once the API keeps
 //! answering 429 the rest of the pass is deferred (429 answers count against the limit), and
@@ -21,6 +23,7 @@ use super::desired::{deactivated, desired, diff, Change, Definition};
 use super::pace::Pacer;
 use super::period::timing;
 use super::state::{self, CheckRecord, LearnedUrls};
+use super::timer;
 use crate::api::{ApiClient, ApiError};
 use crate::config::{Config, Job, PingTarget};
 use crate::schedule::{cadence, Cadence};
@@ -68,6 +71,9 @@ pub enum SyncOutcome {
     InSync,
     /// The PUT was accepted.
     Updated,
+    /// Nothing to send now: the only changes would restart the service's timer, and wait for
+    /// the job's next accepted ping (listed in `held`).
+    Held,
     /// `--dry-run`: a PUT would be sent.
     WouldUpdate,
     /// The PUT (or saving its answer) failed; the message names the job and check.
@@ -88,8 +94,12 @@ pub struct JobReport {
     pub check_id: String,
     /// Keep in sync, or deactivate.
     pub action: Action,
-    /// The fields that differ between last accepted and desired.
+    /// The fields that differ between last accepted and what is sent.
     pub changes: Vec<Change>,
+    /// Changes that would restart the service's timer, held until the job's next accepted
+    /// ping (`super::timer`); not in the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<Change>,
     /// What happened.
     #[serde(flatten)]
     pub outcome: SyncOutcome,
@@ -206,11 +216,12 @@ pub async fn sync_paced(
             // `@reboot` with an auto period: no fire times, the check is left alone.
             continue;
         };
+        let (definition, held) = timer::hold(job, known.as_ref(), definition, opts.now);
         let entry = pass.reconcile_one(
             &job.name,
             check_id,
             known,
-            definition,
+            (definition, held),
             Action::Update,
             &mut halted,
         );
@@ -232,7 +243,7 @@ pub async fn sync_paced(
             &name,
             &check_id,
             Some(known),
-            definition,
+            (definition, Vec::new()),
             Action::Deactivate,
             &mut halted,
         );
@@ -266,7 +277,7 @@ impl Pass<'_> {
         job: &str,
         check_id: &str,
         known: Option<CheckRecord>,
-        definition: Definition,
+        (definition, held): (Definition, Vec<Change>),
         action: Action,
         halted: &mut Option<Halt>,
     ) -> JobReport {
@@ -277,7 +288,11 @@ impl Pass<'_> {
             .map_or(Duration::ZERO, |p| p.delay(Instant::now()));
         let mut rate_limited = false;
         let outcome = if changes.is_empty() && !self.opts.force {
-            SyncOutcome::InSync
+            if held.is_empty() {
+                SyncOutcome::InSync
+            } else {
+                SyncOutcome::Held
+            }
         } else if self.opts.dry_run {
             SyncOutcome::WouldUpdate
         } else if let Some(halt) = halted {
@@ -325,6 +340,7 @@ impl Pass<'_> {
             check_id: check_id.to_owned(),
             action,
             changes,
+            held,
             outcome,
             rate_limited,
         }
@@ -385,7 +401,7 @@ async fn put(
     }
     let saved = state::update(state_dir, job, check_id, |s| {
         s.accepted = Some(definition);
-        s.accepted_at = Some(Utc::now());
+        s.accepted_at = Some(pass.opts.now);
         if answer.heartbeat.ping_url.is_some() {
             s.ping_url.clone_from(&answer.heartbeat.ping_url);
         }

@@ -1,7 +1,7 @@
 //! What the service last accepted for each bound check, persisted in
 //! `<state_dir>/sync/<job>.json` (one file per job; job names are a safe file-name charset):
 //! the accepted definition, the answer's ping URL and token, and the latest fire whose ping
-//! was accepted. Written crash-safely ([`crate::persist::file::write_atomic`]) and private
+//! was accepted (and when). Written crash-safely ([`crate::persist::file::write_atomic`]) and private
 //! (mode 0600, the directory created 0700: the ping URL is a secret).
 
 use std::fs;
@@ -39,6 +39,10 @@ pub struct CheckRecord {
     /// after the ping that starts the shorter gap.
     #[serde(default)]
     pub acked_fire: Option<DateTime<Utc>>,
+    /// When that ping was accepted: a period change may follow it only if no `PUT` did yet
+    /// (`super::timer`).
+    #[serde(default)]
+    pub acked_at: Option<DateTime<Utc>>,
 }
 
 impl std::fmt::Debug for CheckRecord {
@@ -52,6 +56,7 @@ impl std::fmt::Debug for CheckRecord {
                 &self.ping_url.as_deref().map(crate::redact::url),
             )
             .field("acked_fire", &self.acked_fire)
+            .field("acked_at", &self.acked_at)
             .finish()
     }
 }

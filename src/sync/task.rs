@@ -1,6 +1,6 @@
 //! The daemon's side of sync: [`Reconciler`], a cloneable handle whose [`Reconciler::run`] task
-//! waits a random `0..sync_jitter`, then reconciles every `resync_interval` (plus jitter), at
-//! the next fire of an irregular schedule, on demand (after a run, on reload), sooner after a
+//! waits a random `0..sync_jitter`, then reconciles every `resync_interval` (plus jitter), on
+//! demand (right after a run's accepted ping, on reload), sooner after a
 //! failure (capped backoff), and, while PUTs are paced after a 429 ([`Pacer`]), as soon as the
 //! pace allows the next one. Per-job status is kept for the status endpoint.
 
@@ -16,11 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::pace::{PaceRule, Pacer};
 use super::reconcile::{sync_paced, CadenceCache, SyncOptions, SyncOutcome, SyncReport};
-use super::state::{self, LearnedUrls};
+use super::state::LearnedUrls;
+use super::timer;
 use crate::api::{ApiClient, RetryPolicy};
 use crate::backoff;
 use crate::config::{CheckDuration, Config, PingTarget};
-use crate::schedule::Cadence;
 
 /// Where a job's check stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -111,7 +111,9 @@ impl SyncStatus {
                     status.state = SyncState::Failed;
                     status.last_error = Some(message.clone());
                 }
-                SyncOutcome::WouldUpdate => status.state = SyncState::Pending,
+                SyncOutcome::WouldUpdate | SyncOutcome::Held => {
+                    status.state = SyncState::Pending;
+                }
                 SyncOutcome::Deferred(message) => {
                     status.state = SyncState::Pending;
                     status.last_error = Some(message.clone());
@@ -239,9 +241,9 @@ impl Reconciler {
     }
 
     /// Tells sync that `job`'s run for the fire at `fire` ended, and whether the service
-    /// accepted its ping. An accepted ping is recorded (it lets a shorter period go out); a
-    /// pass is triggered when the job's check has an auto period (its upcoming gap may have
-    /// changed). Never fails: a state file that cannot be written is logged.
+    /// accepted its ping. An accepted ping is recorded and a pass triggered at once: a period
+    /// change or re-activation held until this ping goes out now ([`super::timer`]). Never
+    /// fails: a state file that cannot be written is logged.
     pub fn after_run(&self, job: &str, fire: DateTime<Utc>, ping_accepted: bool) {
         let config = self.config();
         let Some(bound) = config.job(job) else {
@@ -251,14 +253,13 @@ impl Reconciler {
             return;
         };
         if ping_accepted {
-            let recorded = state::update(&self.inner.state_dir, job, check_id, |s| {
-                s.acked_fire = Some(s.acked_fire.map_or(fire, |old| old.max(fire)));
-            });
+            let recorded =
+                timer::record_ping(&self.inner.state_dir, job, check_id, fire, Utc::now());
             if let Err(err) = recorded {
                 tracing::warn!(job, error = %err, "cannot record the accepted ping for sync");
             }
         }
-        if bound.check.period == CheckDuration::Auto {
+        if ping_accepted {
             self.trigger();
         }
     }
@@ -341,9 +342,6 @@ impl Reconciler {
             } else if report.failed() {
                 wait = wait.min(paced.max(PACED_MIN_WAIT));
             }
-            if let Some(fire) = next_irregular_fire(&config, Utc::now(), &mut cache) {
-                wait = wait.min(fire);
-            }
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = self.inner.wake.notified() => {}
@@ -356,31 +354,6 @@ impl Reconciler {
 /// The shortest wait before a pass that retries deferred PUTs (their pace may allow the next
 /// one at once; this keeps a pass from spinning).
 const PACED_MIN_WAIT: Duration = Duration::from_millis(1);
-
-/// Time until the next fire of a bound job whose period follows an irregular schedule (its
-/// upcoming gap changes then, also for jobs the daemon does not run itself), plus a second.
-fn next_irregular_fire(
-    config: &Config,
-    now: DateTime<Utc>,
-    cache: &mut CadenceCache,
-) -> Option<Duration> {
-    config
-        .jobs
-        .iter()
-        .filter(|j| matches!(j.target, PingTarget::Check(_)))
-        .filter(|j| j.check.period == CheckDuration::Auto)
-        .filter(|j| {
-            cache
-                .get(j, now)
-                .as_ref()
-                .and_then(Cadence::steady)
-                .is_none()
-        })
-        .filter_map(|j| j.schedule.next_after(now, j.timezone))
-        .min()
-        .and_then(|fire| (fire - now).to_std().ok())
-        .map(|wait| wait + Duration::from_secs(1))
-}
 
 /// A random duration in `[0, max]`.
 fn random_up_to(max: Duration) -> Duration {

@@ -1,5 +1,7 @@
 //! Heartbeat checks end to end: PUT replace semantics, pings turning into events and
-//! statistics, and the emulator's clock making a silent check fail.
+//! statistics, and the emulator's clock driving the service's timer (a silent check fails
+//! again every period + grace, a ping a few seconds late is `LATE`, a new period restarts the
+//! timer when saved).
 
 use super::*;
 
@@ -142,12 +144,13 @@ async fn silence_past_period_and_grace_fails_the_check() {
     assert_eq!(api.ping(TOKEN).await.0, 200);
     let statuses = api.call("GET", "/v1/check-statuses", None).await.1;
     assert_eq!(statuses[0]["hasFailures"], false);
-    // Period 1 day + grace 30 minutes, moved through the admin API.
+    // Period 1 day + grace 30 minutes, moved through the admin API: the check is marked
+    // failing a few seconds (the LATE window, 5 s) after the end of the grace.
     let (status, clock) = api
         .raw(
             "POST",
             &api.admin("/clock/advance"),
-            Some(json!({"seconds": 86400 + 1800 + 1})),
+            Some(json!({"seconds": 86400 + 1800 + 6})),
         )
         .await;
     assert_eq!(status, 200, "{clock}");
@@ -190,11 +193,104 @@ async fn silence_past_period_and_grace_fails_the_check() {
         event["stats"]["last7Days"]["successRatio"]["currentPeriod"],
         50.0
     );
-    let (_, late) = api.ping(TOKEN).await;
-    assert_eq!(late["state"], "LATE");
+    // The alert restarted the timer at the failing mark: a ping now is judged against it.
+    let (_, recovery) = api.ping(TOKEN).await;
+    assert_eq!(recovery["state"], "EARLY", "{recovery}");
     let statuses = api.call("GET", "/v1/check-statuses", None).await.1;
     assert_eq!(
         statuses[0]["hasFailures"], false,
         "a ping recovers the check"
+    );
+    // A ping in the few seconds after the grace, before the failing mark, is LATE.
+    api.emulator
+        .advance_clock(std::time::Duration::from_secs(86400 + 1800 + 2));
+    let (_, late) = api.ping(TOKEN).await;
+    assert_eq!(late["state"], "LATE", "{late}");
+    assert_eq!(
+        failing_events(&api).await.len(),
+        1,
+        "a LATE ping is no failure"
+    );
+}
+
+/// The timestamps of the check's `FAILING` events, newest first.
+async fn failing_events(api: &Api) -> Vec<String> {
+    // The whole history, whatever window the list applies by default.
+    let path = format!("/v1/checks/heartbeats/{CHECK}/events?startTime=2000-01-01");
+    let (_, events) = api.call("GET", &path, None).await;
+    let list = events[0]["events"].as_array().cloned().unwrap_or_default();
+    list.iter()
+        .filter(|e| e["state"] == "FAILING")
+        .map(|e| e["timestamp"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn parse_time(text: &Value) -> chrono::DateTime<chrono::Utc> {
+    let text = text.as_str().expect("a timestamp");
+    chrono::DateTime::parse_from_rfc3339(text)
+        .expect("RFC 3339")
+        .with_timezone(&chrono::Utc)
+}
+
+#[tokio::test]
+async fn silence_fails_again_every_period_and_grace_after_an_alert() {
+    let api = start().await;
+    assert_eq!(api.ping(TOKEN).await.0, 200);
+    let day = 86_400 + 1_800 + 5;
+    api.emulator
+        .advance_clock(std::time::Duration::from_secs(3 * day + 1));
+    let failing = failing_events(&api).await;
+    assert_eq!(
+        failing.len(),
+        3,
+        "one alert per restarted timer: {failing:?}"
+    );
+    let times: Vec<_> = failing.iter().map(|t| parse_time(&json!(t))).collect();
+    for pair in times.windows(2) {
+        assert_eq!(
+            pair[0] - pair[1],
+            chrono::Duration::seconds(day as i64),
+            "each deadline is the previous mark + period + grace: {failing:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_new_period_restarts_the_timer_when_the_check_is_saved() {
+    let api = start().await;
+    assert_eq!(api.ping(TOKEN).await.0, 200);
+    let hours = |n: u64| std::time::Duration::from_secs(n * 3600);
+    api.emulator.advance_clock(hours(23));
+    let path = format!("/v1/checks/heartbeat/{CHECK}");
+    let (status, saved) = api
+        .call("PUT", &path, Some(heartbeat_body(2, "days")))
+        .await;
+    assert_eq!(status, 200, "{saved}");
+    let saved_at = parse_time(&saved["updated_at"]);
+    // The old deadline (1 day + 30 min after the ping) passes without a failure ...
+    api.emulator.advance_clock(hours(25));
+    assert!(
+        failing_events(&api).await.is_empty(),
+        "the save restarted the timer"
+    );
+    // ... the new one is the save + 2 days + 10 minutes.
+    api.emulator.advance_clock(hours(24));
+    let failing = failing_events(&api).await;
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    let expected = saved_at + chrono::Duration::minutes(2 * 24 * 60 + 10);
+    assert_eq!(parse_time(&json!(failing[0])), expected);
+    // The same period again (in other units) restarts nothing.
+    let (_, pinged) = api.ping(TOKEN).await;
+    assert_eq!(pinged["state"], "EARLY", "{pinged}");
+    api.emulator.advance_clock(hours(40));
+    let (status, _) = api
+        .call("PUT", &path, Some(heartbeat_body(48, "hours")))
+        .await;
+    assert_eq!(status, 200);
+    api.emulator.advance_clock(hours(9));
+    assert_eq!(
+        failing_events(&api).await.len(),
+        2,
+        "48 hours is 2 days: no restart"
     );
 }
