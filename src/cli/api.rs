@@ -296,7 +296,11 @@ impl Call {
                 })
             }
             Call::Event(check, event) => json(client.get_heartbeat_event(&check, &event).await?),
-            Call::Events(check) => json(client.list_heartbeat_events(&check).await?),
+            Call::Events(check) => json(
+                client
+                    .list_heartbeat_events(&check, &crate::api::model::EventsWindow::default())
+                    .await?,
+            ),
             Call::GetGroup(id) => json(client.get_check_group(id).await?),
             Call::UpdateGroup(id, body, auto) => {
                 json(client.update_check_group(id, &body, auto).await?)

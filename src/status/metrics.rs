@@ -100,7 +100,7 @@ pub(crate) struct Scrape<'a> {
     pub outbox_depth: usize,
     /// The outbox's counters.
     pub outbox: Stats,
-    /// Jobs per sync state (`in_sync`, `pending`, `failed`), when sync runs.
+    /// Jobs per sync state (`in_sync`, `pending`, `failed`, `missing`), when sync runs.
     pub sync: Option<BTreeMap<&'static str, u64>>,
 }
 
@@ -132,7 +132,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             "gauge",
             "Bound jobs by the state of their check's sync.",
         );
-        for state in ["in_sync", "pending", "failed"] {
+        for state in ["in_sync", "pending", "failed", "missing"] {
             let n = sync.get(state).copied().unwrap_or(0);
             out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
         }

@@ -27,7 +27,7 @@ use super::remote::RemoteView;
 use crate::config::{Config, JobAction, Listen, Overlap};
 use crate::daemon::{Context, Task};
 use crate::redact::Secret;
-use crate::sync::{SyncState, SyncStatus};
+use crate::sync::SyncStatus;
 
 /// A bound listener, not yet served.
 #[derive(Debug)]
@@ -120,12 +120,7 @@ impl App {
         let sync = self.sources.sync.get()?;
         let mut counts = BTreeMap::new();
         for job in sync.snapshot().values() {
-            let state = match job.state {
-                SyncState::InSync => "in_sync",
-                SyncState::Pending => "pending",
-                SyncState::Failed => "failed",
-            };
-            *counts.entry(state).or_default() += 1;
+            *counts.entry(job.state.as_str()).or_default() += 1;
         }
         Some(counts)
     }
