@@ -7,12 +7,16 @@ use super::*;
 
 const SERVICE: &str = "123e4567-e89b-12d3-a456-426614174000";
 
-/// A PUT as someone editing the check in the web UI would make it.
-fn edit_elsewhere(setup: &Setup, id: &str, body: Value) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// A PUT as someone editing the check in the web UI would make it.
+fn edit_elsewhere(setup: &Setup, id: &str, body: Value) {
+    let runtime = runtime();
     let url = format!("{}/v1/checks/heartbeat/{id}", setup.emulator.base_url());
     let status = runtime.block_on(async {
         reqwest::Client::new()
@@ -131,10 +135,7 @@ fn the_daemon_reasserts_each_definition_and_repairs_an_edit_made_elsewhere() {
         json!({"heartbeat": {"period": 7, "periodUnit": "days", "grace": 1,
                              "graceUnit": "minutes"}}),
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let reconciler = reconciler(&setup, Duration::from_millis(400));
     let cancel = tokio_util::sync::CancellationToken::new();
     let task = runtime.spawn(reconciler.clone().run(cancel.clone()));
@@ -190,10 +191,7 @@ fn a_deleted_check_is_missing_named_and_not_retried_in_a_loop() {
         text(&out.stdout)
     );
     // The daemon's task: missing in the status, and PUT again only at its re-assertions.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let reconciler = reconciler(&setup, Duration::from_millis(500));
     let status = reconciler.status();
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -228,4 +226,62 @@ fn a_deleted_check_is_missing_named_and_not_retried_in_a_loop() {
     );
     cancel.cancel();
     runtime.block_on(task).unwrap();
+}
+
+#[test]
+fn a_reassertion_that_changes_no_period_does_not_postpone_the_alarm() {
+    let setup = Setup::new(&["c1"]);
+    setup.write_config(&job(
+        "backup",
+        "0 3 * * *",
+        "c1",
+        "[jobs.check]\ngrace = \"1h\"\n",
+    ));
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    let url = sync::learned_ping_url(&setup.state_dir(), "backup", "c1").unwrap();
+    assert_eq!(ping(&url), 200);
+    // Ten minutes before the deadline (1 day + 1 hour after the ping) the definition is
+    // re-asserted (the same PUT the daemon sends), unchanged.
+    setup
+        .emulator
+        .advance_clock(Duration::from_secs(24 * 3600 + 50 * 60));
+    let forced = setup.agent(&["sync", "--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", text(&forced.stderr));
+    assert_eq!(setup.puts().len(), 2);
+    // Twenty minutes later the deadline has passed: the check fails at the ping's deadline,
+    // not a day after the re-assertion.
+    setup.emulator.advance_clock(Duration::from_secs(20 * 60));
+    let check = setup.emulator.heartbeat_check("c1").unwrap();
+    assert_eq!(check["heartbeat"]["period"], 1);
+    let runtime = runtime();
+    // The list's default window is the last 24 hours: ask for three days.
+    let events: Value = runtime.block_on(async {
+        reqwest::Client::new()
+            .get(format!(
+                "{}/v1/checks/heartbeats/c1/events?startTime={}",
+                setup.emulator.base_url(),
+                (setup.emulator.now() - chrono::Duration::days(3)).date_naive()
+            ))
+            .bearer_auth(setup.emulator.api_key())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    let time = |state: &str| {
+        let event = events[0]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["state"] == state)
+            .unwrap_or_else(|| panic!("no {state} event: {events}"));
+        at(event["timestamp"].as_str().unwrap())
+    };
+    assert_eq!(
+        time("FAILING") - time("RECEIVED"),
+        chrono::Duration::hours(25),
+        "the re-assertion restarted the timer"
+    );
 }
