@@ -279,13 +279,19 @@ mod tests {
         assert_eq!(plain.jobs[0].check, CheckSettings::default());
         assert_eq!(plain.agent.resync_interval, Duration::from_secs(6 * 3600));
         assert_eq!(plain.agent.sync_jitter, Duration::from_secs(30));
+        assert_eq!(plain.agent.reassert_interval, Duration::from_secs(86_400));
+        let hourly = format!("[agent]\nreassert_interval = \"1h\"\n{JOB}");
+        let config = Config::from_text(Path::new("c.toml"), &hourly)
+            .unwrap()
+            .config;
+        assert_eq!(config.agent.reassert_interval, Duration::from_secs(3600));
     }
 
     #[test]
     fn bad_check_values_are_reported_with_their_place() {
         let long = "x".repeat(501);
         let text = format!(
-            "[agent]\nresync_interval = \"0s\"\n{JOB}[jobs.check]\ndescription = \"{long}\"\n\
+            "[agent]\nresync_interval = \"0s\"\nreassert_interval = \"0s\"\n{JOB}[jobs.check]\ndescription = \"{long}\"\n\
              period = \"soon\"\ngrace = \"400d\"\ncolour = 1\ntags = [\"\"]\n"
         );
         assert_eq!(
@@ -293,19 +299,21 @@ mod tests {
             [
                 "c.toml:2:19: [agent]: key `resync_interval`: must be more than zero; hint: \
                  for example: resync_interval = \"6h\"",
-                "c.toml:8:15: job \"b\": key `check.description`: the description is 501 \
+                "c.toml:3:21: [agent]: key `reassert_interval`: must be more than zero; hint: \
+                 for example: reassert_interval = \"1d\"",
+                "c.toml:9:15: job \"b\": key `check.description`: the description is 501 \
                  characters long; the service accepts at most 500; hint: shorten it",
-                "c.toml:9:10: job \"b\": key `check.period`: invalid duration \"soon\": expected \
+                "c.toml:10:10: job \"b\": key `check.period`: invalid duration \"soon\": expected \
                  a number before \"soon\"; hint: use a number with a unit (ms, s, m, h or d), \
                  for example: period = \"auto\" (or a duration such as \"1d\")",
-                "c.toml:10:9: job \"b\": key `check.grace`: grace is longer than the service's \
+                "c.toml:11:9: job \"b\": key `check.grace`: grace is longer than the service's \
                  limit of 365 days; hint: for example: grace = \"auto\" (or a duration such as \
                  \"30m\")",
-                "c.toml:11:1: job \"b\": key `check.colour`: unknown key; hint: known keys here: \
+                "c.toml:12:1: job \"b\": key `check.colour`: unknown key; hint: known keys here: \
                  name, activated, muted, tags, description, alert_settings, \
                  use_global_alert_settings, alert_channel_subscriptions, trigger_incident, \
                  auto_assign_alerts, period, grace",
-                "c.toml:12:9: job \"b\": key `check.tags`: a tag must not be empty; hint: for \
+                "c.toml:13:9: job \"b\": key `check.tags`: a tag must not be empty; hint: for \
                  example: tags = [\"backup\", \"prod\"]",
             ]
         );

@@ -359,6 +359,26 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_check_is_a_sync_state_of_its_own() {
+        let state = DaemonState::default();
+        let scrape = Scrape {
+            state: &state,
+            start_time: 0.0,
+            outbox_depth: 0,
+            outbox: Stats::default(),
+            sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
+        };
+        let text = render(&RunMetrics::default(), &scrape);
+        for line in [
+            "heartbeat_agent_sync_jobs{state=\"in_sync\"} 2",
+            "heartbeat_agent_sync_jobs{state=\"failed\"} 0",
+            "heartbeat_agent_sync_jobs{state=\"missing\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+    }
+
+    #[test]
     fn durations_fill_cumulative_buckets() {
         let metrics = RunMetrics::default();
         let now = Utc::now();
