@@ -50,8 +50,8 @@ ping_url=$(sed -n 's/^ping_url=//p' "$work/emu.out")
     step=$(( (i % 5) + 1 ))        # every 1..5 seconds
     printf '[[jobs]]\nname = "soak-%d"\nschedule = "*/%d * * * * *"\n' "$i" "$step"
     case $(( i % 4 )) in
-      0) printf 'shell = "echo out-%d; echo err-%d >&2"\nping_url = "%s/nightly-backup-token"\n' "$i" "$i" "$ping_url" ;;
-      1) printf 'command = ["/bin/true"]\nping_url = "%s/nightly-backup-token"\n' "$ping_url" ;;
+      0) printf 'shell = "echo out-%d; echo err-%d >&2"\nping_url = "%s/3f2a9c1e-5b7d-4e8f-9a6b-1c2d3e4f5a01"\n' "$i" "$i" "$ping_url" ;;
+      1) printf 'command = ["/bin/true"]\nping_url = "%s/3f2a9c1e-5b7d-4e8f-9a6b-1c2d3e4f5a01"\n' "$ping_url" ;;
       2) printf 'command = ["/bin/false"]\n' ;;
       3) printf 'shell = "sleep 0.3 & exit 0"\n' ;;   # leaves an orphan behind for a moment
     esac

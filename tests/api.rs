@@ -141,7 +141,7 @@ async fn every_operation_sends_its_method_path_and_auth_headers() {
         Some("http://ping.invalid/tok")
     );
     let event = api.get_heartbeat_event("hb-1", "ev-1").await.unwrap();
-    assert_eq!(event.event.state, EventState::Other("SNOOZED".into()));
+    assert_eq!(event.event.state, Some(EventState::Other("SNOOZED".into())));
     assert_eq!(api.get_check_group(7).await.unwrap().id, 7);
     let group_update = CheckGroupUpdate {
         name: "group".into(),
@@ -569,4 +569,60 @@ fn a_bad_base_url_is_a_setup_error() {
         assert!(matches!(err, ApiError::Setup(_)), "{url}: {err:?}");
         assert!(err.to_string().contains("not an http(s) URL"), "{err}");
     }
+}
+
+/// The service's published schema requires only `event.id`, and lets `last24Hours` and
+/// `last7Days` be `null`: the client decodes every such answer, and the events list sends the
+/// window it asks for.
+#[tokio::test]
+async fn the_client_decodes_the_nullable_shapes_the_service_may_send() {
+    let server = Server::start(|request, _| match request.path.as_str() {
+        "/v1/checks/heartbeats/hb-1/events" => reply(
+            200,
+            json!([{"events": [{"id": "e1"}, {"id": "e2", "state": null, "timestamp": null,
+                                "source": null, "userAgent": null}],
+                    "stats": {"last24Hours": null, "last7Days": null}}]),
+        ),
+        "/v1/checks/heartbeats/hb-1/events/e1" => reply(
+            200,
+            json!({"event": {"id": "e1"},
+                   "stats": {"last24Hours": {"successRatio": {"currentPeriod": 99.5}},
+                             "last7Days": null}}),
+        ),
+        "/v1/checks/heartbeats/hb-1/events/e2" => reply(200, json!({"event": {"id": "e2"}})),
+        _ => error_reply(404, "Not Found", "Not Found", None),
+    });
+    let api = client(&server, RetryPolicy::none());
+    let start = chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let lists = api
+        .list_heartbeat_events("hb-1", &EventsWindow::newest_since(start))
+        .await
+        .expect("a list with bare events and null statistics decodes");
+    assert_eq!(lists[0].events.len(), 2);
+    assert_eq!(lists[0].events[1].state, None);
+    let stats = lists[0].stats.as_ref().expect("stats");
+    assert_eq!((&stats.last_24_hours, &stats.last_7_days), (&None, &None));
+    let seen = server.seen();
+    assert_eq!(
+        seen[0].query,
+        "limit=1&startTime=2026-11-24T10%3A00%3A00.000Z"
+    );
+    let event = api.get_heartbeat_event("hb-1", "e1").await.unwrap();
+    assert_eq!(event.event.timestamp, None);
+    let day = event.stats.last_24_hours.expect("present");
+    assert_eq!(day.success_ratio.current_period, Some(99.5));
+    assert_eq!(day.success_ratio.previous_period, None);
+    assert_eq!(day.total_entities_current_period, 0);
+    let bare = api.get_heartbeat_event("hb-1", "e2").await.unwrap();
+    assert_eq!(bare.stats, HeartbeatStats::default());
+    assert_eq!(
+        api.list_heartbeat_events("hb-1", &EventsWindow::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(server.seen()[3].query, "", "no window: nothing sent");
 }

@@ -6,6 +6,7 @@ mod binary;
 mod heartbeats;
 mod operations;
 mod schema;
+mod shapes;
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ use crate::util::emulator::{example_fixtures, start_with as start_emulator};
 use serde_json::{json, Value};
 
 const CHECK: &str = "7b3c1a52-0d5e-4f7a-9c1e-2f6d8b4a1001";
-const TOKEN: &str = "nightly-backup-token";
+const TOKEN: &str = crate::util::emulator::FIXTURE_TOKEN;
 const PROJECT: &str = "5f0c2f4e-8a51-4c7b-9f0a-3c2d1e0b9a77";
 
 async fn start_with(rate_limit: RateLimit) -> Api {

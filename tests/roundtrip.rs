@@ -23,7 +23,7 @@ use crate::util::emulator::{example_fixtures, start_with};
 const KEY: &str = "sk_roundtrip_5e3a9d71c2";
 /// The first heartbeat check of `config/emulator-fixtures.json` and its token.
 const CHECK: &str = "7b3c1a52-0d5e-4f7a-9c1e-2f6d8b4a1001";
-const TOKEN: &str = "nightly-backup-token";
+const TOKEN: &str = crate::util::emulator::FIXTURE_TOKEN;
 /// The project of the example error groups.
 const PROJECT: &str = "5f0c2f4e-8a51-4c7b-9f0a-3c2d1e0b9a77";
 
@@ -163,7 +163,7 @@ async fn every_operation_round_trips_through_the_typed_client() {
     assert_eq!(update.date_adjustments.as_ref(), Some(&dates));
 
     let mut body = heartbeat_update("nightly backup", 1, TimeUnit::Days);
-    body.description = Some("round trip".into());
+    body.description = Some(Some("round trip".into()));
     body.alert_settings = Some(AlertSettings {
         escalation_type: Some("RUN_BASED".into()),
         reminders: Some(Reminders {
@@ -199,8 +199,11 @@ async fn every_operation_round_trips_through_the_typed_client() {
         .await
         .expect("get event");
     assert_eq!(event.event.id, event_id);
-    assert_eq!(event.event.state, EventState::Received);
-    let lists = api.list_heartbeat_events(CHECK).await.expect("events list");
+    assert_eq!(event.event.state, Some(EventState::Received));
+    let lists = api
+        .list_heartbeat_events(CHECK, &EventsWindow::default())
+        .await
+        .expect("events list");
     assert_eq!(lists.len(), 1);
     assert_eq!(lists[0].events[0].id, event_id);
 
@@ -299,7 +302,9 @@ async fn each_listed_error_status_becomes_its_typed_error() {
         api.get_heartbeat_event(CHECK, "nope")
             .await
             .expect_err("404"),
-        api.list_heartbeat_events("nope").await.expect_err("404"),
+        api.list_heartbeat_events("nope", &EventsWindow::default())
+            .await
+            .expect_err("404"),
     ] {
         assert_eq!(api_error(&err), (404, "Not Found", "Not Found", None));
         assert_no_key(&err);
@@ -318,7 +323,7 @@ async fn each_listed_error_status_becomes_its_typed_error() {
     assert_eq!((status, error), (400, "Bad Request"));
     assert!(message.starts_with("\"concurrency\""), "{message}");
     let mut long = heartbeat_update("x", 1, TimeUnit::Hours);
-    long.description = Some("d".repeat(501));
+    long.description = Some(Some("d".repeat(501)));
     let err = api
         .update_heartbeat_check(CHECK, &long, None)
         .await
@@ -484,17 +489,15 @@ async fn ping_flow_events_failing_state_and_unknown_states() {
         .get_heartbeat_event("hb-flow", event_id)
         .await
         .expect("event");
-    assert_eq!(event.event.state, EventState::Received);
+    assert_eq!(event.event.state, Some(EventState::Received));
     assert_eq!(event.event.source.as_deref(), Some("backup-host"));
     assert_eq!(
         event.event.user_agent.as_deref(),
         Some("heartbeat-agent/roundtrip")
     );
-    assert_eq!(event.stats.last_24_hours.total_entities_current_period, 1);
-    assert_eq!(
-        event.stats.last_24_hours.success_ratio.current_period,
-        Some(100.0)
-    );
+    let day = event.stats.last_24_hours.as_ref().expect("stats");
+    assert_eq!(day.total_entities_current_period, 1);
+    assert_eq!(day.success_ratio.current_period, Some(100.0));
 
     // Period 1 hour + grace 10 minutes pass without a ping, and the few seconds (5) between
     // the end of the grace and the failing mark.
@@ -506,16 +509,25 @@ async fn ping_flow_events_failing_state_and_unknown_states() {
         .find(|s| s.check_id.as_deref() == Some("hb-flow"))
         .expect("the check's status");
     assert!(status.has_failures);
-    let list = api.list_heartbeat_events("hb-flow").await.expect("events");
+    let list = api
+        .list_heartbeat_events("hb-flow", &EventsWindow::default())
+        .await
+        .expect("events");
     let failing = &list[0].events[0];
-    assert_eq!(failing.state, EventState::Failing);
+    assert_eq!(failing.state, Some(EventState::Failing));
     let fetched = api
         .get_heartbeat_event("hb-flow", &failing.id)
         .await
         .expect("failing event");
-    assert_eq!(fetched.event.state, EventState::Failing);
+    assert_eq!(fetched.event.state, Some(EventState::Failing));
     assert_eq!(
-        fetched.stats.last_24_hours.success_ratio.current_period,
+        fetched
+            .stats
+            .last_24_hours
+            .as_ref()
+            .expect("stats")
+            .success_ratio
+            .current_period,
         Some(50.0)
     );
 
@@ -534,8 +546,14 @@ async fn ping_flow_events_failing_state_and_unknown_states() {
     let injected: Value = answer.json().await.expect("the event");
     let id = injected["id"].as_str().expect("id");
     let unknown = api.get_heartbeat_event("hb-flow", id).await.expect("event");
-    assert_eq!(unknown.event.state, EventState::Other("PAUSED".into()));
-    assert_eq!(unknown.event.state.as_str(), "PAUSED");
+    assert_eq!(
+        unknown.event.state,
+        Some(EventState::Other("PAUSED".into()))
+    );
+    assert_eq!(
+        unknown.event.state.as_ref().map(EventState::as_str),
+        Some("PAUSED")
+    );
 }
 
 #[tokio::test]

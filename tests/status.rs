@@ -176,7 +176,7 @@ fn emulator_with_check() -> Background {
     emulator
         .add_heartbeat_check(&json!({"id": "c1", "name": "check c1",
             "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
-                          "graceUnit": "hours", "pingToken": "c1-token"}}))
+                          "graceUnit": "hours", "pingToken": "c1000000-0000-4000-8000-0000000000c1"}}))
         .expect("add check");
     emulator
 }
@@ -188,7 +188,7 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
     let home = Home::new();
     let jobs = format!(
         "[[jobs]]\nname = \"good\"\nschedule = \"*/1 * * * * *\"\n\
-         shell = \"echo key={key} token=c1-token url={base}/c1-token; echo done\"\ncheck_id = \"c1\"\n\
+         shell = \"echo key={key} token=c1000000-0000-4000-8000-0000000000c1 url={base}/c1000000-0000-4000-8000-0000000000c1; echo done\"\ncheck_id = \"c1\"\n\
          [jobs.check]\nperiod = \"1m\"\n\n\
          [[jobs]]\nname = \"bad\"\nschedule = \"*/1 * * * * *\"\nshell = \"echo oops; exit 3\"\n",
         base = emulator.base_url()
@@ -337,8 +337,8 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
     assert!(
         good_line.contains("success")
             && good_line.contains("in sync")
-            && good_line.contains("ok 24h"),
-        "{table}"
+            && good_line.contains("ok 24h 100.0%"),
+        "the service's success ratio is a percentage, printed as it is: {table}"
     );
     assert!(
         !table.contains('\x1b'),
@@ -358,7 +358,7 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         metrics.body,
         table
     );
-    for secret in [key.as_str(), "c1-token"] {
+    for secret in [key.as_str(), "c1000000-0000-4000-8000-0000000000c1"] {
         assert!(
             !everything.contains(secret),
             "{secret} shown in:\n{everything}"

@@ -33,7 +33,7 @@ impl Setup {
             emulator
                 .add_heartbeat_check(&json!({"id": id, "name": format!("check {id}"),
                     "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
-                                  "graceUnit": "hours", "pingToken": format!("{id}-token")}}))
+                                  "graceUnit": "hours", "pingToken": crate::util::emulator::token_for(id)}}))
                 .unwrap();
         }
         Setup {
@@ -107,7 +107,10 @@ fn every_five_minutes_sends_the_complete_definition_once() {
         out.contains("  heartbeat.periodUnit: (none) -> \"minutes\"\n"),
         "{out}"
     );
-    assert!(!out.contains("c5-token"), "the token is a secret: {out}");
+    assert!(
+        !out.contains(&crate::util::emulator::token_for("c5")),
+        "the token is a secret: {out}"
+    );
     let puts = setup.puts();
     assert_eq!(puts.len(), 1);
     let (path, query, body) = &puts[0];
@@ -115,15 +118,17 @@ fn every_five_minutes_sends_the_complete_definition_once() {
     assert_eq!(query.as_deref(), Some("autoAssignAlerts=true"));
     assert_eq!(
         body,
-        &json!({"script": "", "name": "five", "activated": true, "muted": false, "tags": [],
-                "useGlobalAlertSettings": true,
+        &json!({"name": "five", "activated": true,
                 "heartbeat": {"period": 5, "periodUnit": "minutes", "grace": 1,
                               "graceUnit": "minutes"}})
     );
     // The ping URL of the answer is learned, and it is the check's.
     let check = setup.emulator.heartbeat_check("c5").unwrap();
     let url = check["heartbeat"]["pingUrl"].as_str().unwrap().to_owned();
-    assert!(url.ends_with("/c5-token"), "{url}");
+    assert!(
+        url.ends_with(&format!("/{}", crate::util::emulator::token_for("c5"))),
+        "{url}"
+    );
     assert_eq!(
         sync::learned_ping_url(&setup.state_dir(), "five", "c5"),
         Some(url)
@@ -152,7 +157,7 @@ fn a_config_change_is_sent_with_the_learned_token_and_the_url_keeps_working() {
         out.contains("backup (check c1): would update (dry run: nothing sent)"),
         "{out}"
     );
-    assert!(out.contains("  tags: [] -> [\"prod\"]\n"), "{out}");
+    assert!(out.contains("  tags: (none) -> [\"prod\"]\n"), "{out}");
     assert!(out.contains("  heartbeat.grace: 1 -> 2\n"), "{out}");
     assert!(out.contains("  autoAssignAlerts: true -> false\n"), "{out}");
     assert_eq!(setup.puts().len(), 1, "--dry-run sends nothing");
@@ -164,20 +169,23 @@ fn a_config_change_is_sent_with_the_learned_token_and_the_url_keeps_working() {
     assert_eq!(puts[1].1.as_deref(), Some("autoAssignAlerts=false"));
     assert_eq!(
         puts[1].2,
-        json!({"script": "", "name": "Nightly backup", "activated": true, "muted": true,
-               "tags": ["prod"], "useGlobalAlertSettings": true, "description": "pg_dump",
+        json!({"name": "Nightly backup", "activated": true, "muted": true,
+               "tags": ["prod"], "description": "pg_dump",
                "alertChannelSubscriptions": [{"alertChannelId": 7, "activated": true}],
                "heartbeat": {"period": 1, "periodUnit": "days", "grace": 2,
-                             "graceUnit": "hours", "pingToken": "c1-token"}})
+                             "graceUnit": "hours", "pingToken": crate::util::emulator::token_for("c1")}})
     );
     // The token never rotated: the learned URL still pings the check.
     let url = sync::learned_ping_url(&setup.state_dir(), "backup", "c1").unwrap();
-    assert!(url.ends_with("/c1-token"));
+    assert!(url.ends_with(&format!("/{}", crate::util::emulator::token_for("c1"))));
     let status = ping(&url);
     assert_eq!(status, 200);
     let pings = setup.emulator.pings();
     assert_eq!(pings.len(), 1);
-    assert_eq!(pings[0].path, "/c1-token");
+    assert_eq!(
+        pings[0].path,
+        format!("/{}", crate::util::emulator::token_for("c1"))
+    );
     // --force sends again although nothing differs.
     let forced = setup.agent(&["sync", "--force", "--json"]);
     assert_eq!(forced.status.code(), Some(0));
@@ -223,7 +231,10 @@ fn removed_and_disabled_jobs_get_their_checks_deactivated() {
     }
     let puts = setup.puts();
     assert_eq!(puts.len(), 4);
-    assert_eq!(puts[3].2["heartbeat"]["pingToken"], "b-token");
+    assert_eq!(
+        puts[3].2["heartbeat"]["pingToken"],
+        crate::util::emulator::token_for("b").as_str()
+    );
     // Deactivated once: nothing more to send.
     let again = setup.agent(&["sync"]);
     assert_eq!(setup.puts().len(), 4, "{}", text(&again.stdout));
@@ -241,8 +252,9 @@ fn a_failed_put_exits_1_with_a_message_per_job() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         text(&output.stderr).lines().last().unwrap(),
-        "heartbeat-agent: job \"typo\": check nope: api error 404 Not Found: Not Found \
-         (PUT /v1/checks/heartbeat/nope)"
+        "heartbeat-agent: job \"typo\": check nope: the service has no such check (404): it \
+         was deleted, or check_id is wrong; recreate the check and set the job's check_id to \
+         its id (not retried until the next re-assertion or reload)"
     );
     assert!(text(&output.stdout).contains("good (check c1): updated"));
     let unknown = setup.agent(&["sync", "--job", "other"]);
@@ -407,7 +419,7 @@ fn weekdays_across_a_weekend_three_days_after_fridays_ping_one_day_after_mondays
     let client = client(&setup, RetryPolicy::none());
     let hb = |period: u64, grace: u64, unit: &str| {
         json!({"period": period, "periodUnit": "days", "grace": grace, "graceUnit": unit,
-               "pingToken": "w-token"})
+               "pingToken": crate::util::emulator::token_for("w")})
     };
     let ping = |fire: &str, when: &str| {
         sync::timer::record_ping(&setup.state_dir(), "weekday", "w", at(fire), at(when)).unwrap();
@@ -480,7 +492,7 @@ fn sync_shows_a_held_period_change_and_sends_the_rest() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
-        stdout.starts_with("hourly (check h): updated\n  tags: [] -> [\"new\"]\n"),
+        stdout.starts_with("hourly (check h): updated\n  tags: (none) -> [\"new\"]\n"),
         "{stdout}"
     );
     assert!(
@@ -553,6 +565,8 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
             resync_interval: Duration::from_secs(3600),
             retry_base: Duration::from_millis(10),
             retry_cap: Duration::from_millis(50),
+            reassert_interval: Duration::from_secs(86_400),
+            reassert_start_spread: sync::task::REASSERT_START_SPREAD,
         })
         .with_pace(fast_pace());
     let status = reconciler.status();
@@ -571,7 +585,7 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     assert!(reconciler
         .ping_url("j", "c1")
         .unwrap()
-        .ends_with("/c1-token"));
+        .ends_with(&format!("/{}", crate::util::emulator::token_for("c1"))));
     // An accepted ping triggers a pass; nothing changed, so no PUT.
     let before = status.get("j").unwrap().last_attempt;
     reconciler.after_run("j", at("2026-11-22T01:00:00Z"), true);
@@ -607,7 +621,10 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
     let puts = setup.puts();
     assert_eq!(puts.len(), 8);
     assert_eq!(puts[7].2["tags"], json!(["reloaded"]));
-    assert_eq!(puts[7].2["heartbeat"]["pingToken"], "c1-token");
+    assert_eq!(
+        puts[7].2["heartbeat"]["pingToken"],
+        crate::util::emulator::token_for("c1").as_str()
+    );
     // A reload with a new period: held (it would restart the service's timer) until the job's
     // next accepted ping, then sent by the pass that ping triggers.
     setup.write_config(&job(
@@ -670,6 +687,8 @@ fn the_background_task_survives_a_429_asking_for_an_endless_wait() {
             resync_interval: Duration::from_secs(3600),
             retry_base: Duration::from_millis(10),
             retry_cap: Duration::from_millis(50),
+            reassert_interval: Duration::from_secs(86_400),
+            reassert_start_spread: sync::task::REASSERT_START_SPREAD,
         });
     let status = reconciler.status();
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -737,6 +756,7 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
 }
 
+mod ownership;
 mod scale;
 
 #[test]
@@ -754,7 +774,8 @@ fn run_and_ping_with_a_bound_job_use_the_learned_ping_url() {
     let ping = setup.agent(&["ping", "--job", "backup"]);
     assert_eq!(ping.status.code(), Some(0), "{}", text(&ping.stderr));
     let paths: Vec<String> = setup.emulator.pings().into_iter().map(|p| p.path).collect();
-    assert_eq!(paths, ["/c1-token", "/c1-token"]);
+    let c1 = format!("/{}", crate::util::emulator::token_for("c1"));
+    assert_eq!(paths, [c1.as_str(), c1.as_str()]);
     // Bound to another check now (not yet synced): the old check's URL is not used.
     setup.write_config(&job("backup", "0 3 * * *", "c2", ""));
     let moved = setup.agent(&["run", "--job", "backup", "--", "true"]);
@@ -786,7 +807,10 @@ fn run_job_sends_a_held_period_change_right_after_its_ping_and_never_after_a_fai
     let requests = setup.emulator.requests();
     let ping = requests
         .iter()
-        .find(|r| r.path.ends_with("/e-token"))
+        .find(|r| {
+            r.path
+                .ends_with(&format!("/{}", crate::util::emulator::token_for("e")))
+        })
         .expect("the run pinged");
     let put = requests.iter().rfind(|r| r.method == "PUT").unwrap();
     assert!(put.seq > ping.seq, "the PUT follows the ping");

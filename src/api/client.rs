@@ -274,13 +274,19 @@ impl ApiClient {
             .await
     }
 
-    /// `GET /v1/checks/heartbeats/{checkId}/events`, outside the spec: every event of a check
-    /// (newest first) with its statistics, so callers can learn event ids.
+    /// `GET /v1/checks/heartbeats/{checkId}/events`, outside the seed spec (published by the
+    /// service): the events of a check in `window` (newest first, at most its limit) with the
+    /// check's statistics, so callers can learn event ids. The service's defaults are at most
+    /// 10 events of the last 24 hours.
     pub async fn list_heartbeat_events(
         &self,
         check_id: &str,
+        window: &EventsWindow,
     ) -> Result<Vec<HeartbeatEventList>, ApiError> {
-        let url = self.url(&["v1", "checks", "heartbeats", check_id, "events"], &[]);
+        let url = self.url(
+            &["v1", "checks", "heartbeats", check_id, "events"],
+            &window.query(),
+        );
         self.call(Operation::ListHeartbeatEvents, url, None::<&()>)
             .await
     }

@@ -116,10 +116,20 @@ pub enum HeartbeatCommand {
         /// Event id
         event: String,
     },
-    /// List a check's events, newest first (outside the spec; how to learn event ids)
+    /// List a check's events, newest first (outside the seed spec; how to learn event ids).
+    /// The service answers at most 10, of the last 24 hours unless a window is given
     Events {
         /// Check id
         check: String,
+        /// At most this many events (1 to 10; the service's default is 10)
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Events from this time on (RFC 3339, e.g. 2026-11-20T00:00:00Z)
+        #[arg(long, value_parser = parse_time)]
+        start_time: Option<chrono::DateTime<chrono::Utc>>,
+        /// Events up to this time (RFC 3339)
+        #[arg(long, value_parser = parse_time)]
+        end_time: Option<chrono::DateTime<chrono::Utc>>,
     },
 }
 
@@ -193,7 +203,7 @@ enum Call {
     SetDates(i64, String, MaintenanceDates),
     UpdateHeartbeat(String, Box<HeartbeatCheckUpdate>, Option<bool>, bool),
     Event(String, String),
-    Events(String),
+    Events(String, crate::api::model::EventsWindow),
     GetGroup(i64),
     UpdateGroup(i64, Box<CheckGroupUpdate>, Option<bool>),
     ErrorGroups(String),
@@ -242,7 +252,19 @@ impl Call {
             ApiCommand::Heartbeat(HeartbeatCommand::Event { check, event }) => {
                 Call::Event(check, event)
             }
-            ApiCommand::Heartbeat(HeartbeatCommand::Events { check }) => Call::Events(check),
+            ApiCommand::Heartbeat(HeartbeatCommand::Events {
+                check,
+                limit,
+                start_time,
+                end_time,
+            }) => Call::Events(
+                check,
+                crate::api::model::EventsWindow {
+                    limit,
+                    start: start_time,
+                    end: end_time,
+                },
+            ),
             ApiCommand::CheckGroup(CheckGroupCommand::Get { id }) => Call::GetGroup(id),
             ApiCommand::CheckGroup(CheckGroupCommand::Update {
                 id,
@@ -296,7 +318,9 @@ impl Call {
                 })
             }
             Call::Event(check, event) => json(client.get_heartbeat_event(&check, &event).await?),
-            Call::Events(check) => json(client.list_heartbeat_events(&check).await?),
+            Call::Events(check, window) => {
+                json(client.list_heartbeat_events(&check, &window).await?)
+            }
             Call::GetGroup(id) => json(client.get_check_group(id).await?),
             Call::UpdateGroup(id, body, auto) => {
                 json(client.update_check_group(id, &body, auto).await?)
@@ -367,4 +391,11 @@ fn print_json(answer: &serde_json::Value) -> u8 {
             exit::FAILURE
         }
     }
+}
+
+/// An RFC 3339 time, for `--start-time`/`--end-time`.
+fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{e}: expected an RFC 3339 time such as 2026-11-20T00:00:00Z"))
 }

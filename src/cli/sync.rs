@@ -83,7 +83,7 @@ pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
         dry_run: args.dry_run,
         force: args.force,
         job: args.job.clone(),
-        now: Utc::now(),
+        ..SyncOptions::at(Utc::now())
     };
     let mut cache = CadenceCache::default();
     let report = runtime.block_on(sync_all(&config, &client, &state_dir, &opts, &mut cache));
@@ -100,7 +100,10 @@ pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
         return exit::FAILURE;
     }
     for entry in &report.jobs {
-        if let SyncOutcome::Failed(message) | SyncOutcome::Deferred(message) = &entry.outcome {
+        if let SyncOutcome::Failed(message)
+        | SyncOutcome::Deferred(message)
+        | SyncOutcome::Missing(message) = &entry.outcome
+        {
             print_error(message);
         }
     }
@@ -134,6 +137,7 @@ fn render_job(entry: &JobReport) -> String {
         SyncOutcome::WouldUpdate => "would update (dry run: nothing sent)",
         SyncOutcome::Held => "held (nothing sent)",
         SyncOutcome::Failed(_) => "failed",
+        SyncOutcome::Missing(_) => "failed: the service has no such check (404)",
         SyncOutcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
     let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);

@@ -1,19 +1,17 @@
 //! `[jobs.check]`: the definition of the heartbeat check a job with `check_id` is bound to,
 //! which sync keeps true to the config and the schedule; and its validation (description
-//! length, period and grace values, and whether the schedule fits the service's limits).
+//! length, period and grace values, whether the schedule fits the service's limits, and, in
+//! `alerting`, the alert settings and incident trigger values).
 
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::parse::{RawJobEntry, Section};
-use super::raw::{example, RawAlertSettings, RawCheck, RawDuration};
+use super::raw::{example, RawCheck, RawDuration};
 use super::values::{At, Checker};
 use super::{Job, PingTarget};
-use crate::api::model::{
-    AlertChannelSubscription, AlertSettings, ParallelRunFailureThreshold, Reminders,
-    RunBasedEscalation, TriggerIncident,
-};
+use crate::api::model::{AlertChannelSubscription, AlertSettings, TriggerIncident};
 
 /// The longest check description the service accepts.
 pub(crate) const MAX_DESCRIPTION: usize = 500;
@@ -29,23 +27,25 @@ pub enum CheckDuration {
 }
 
 /// `[jobs.check]`, validated, with defaults. Fields not set are not sent by sync (so the
-/// service keeps its own default) unless the field says otherwise.
+/// service keeps what the check has: a mute or alert channel set in the web UI stays) unless
+/// the field says otherwise; a field that was set and is removed is cleared once (docs/sync.md,
+/// "Who owns which field").
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckSettings {
     /// `name`: the check's name; `None` means the job's name (always sent).
     pub name: Option<String>,
     /// `activated` (default true; always sent, false when the job is disabled).
     pub activated: bool,
-    /// `muted` (default false; always sent).
-    pub muted: bool,
-    /// `tags` (default none; always sent).
-    pub tags: Vec<String>,
+    /// `muted`.
+    pub muted: Option<bool>,
+    /// `tags`.
+    pub tags: Option<Vec<String>>,
     /// `description`, at most 500 characters.
     pub description: Option<String>,
     /// `alert_settings`: the check's own alerting.
     pub alert_settings: Option<AlertSettings>,
-    /// `use_global_alert_settings` (default true; always sent).
-    pub use_global_alert_settings: bool,
+    /// `use_global_alert_settings`.
+    pub use_global_alert_settings: Option<bool>,
     /// `alert_channel_subscriptions`.
     pub alert_channel_subscriptions: Option<Vec<AlertChannelSubscription>>,
     /// `trigger_incident`: status page automation.
@@ -63,11 +63,11 @@ impl Default for CheckSettings {
         CheckSettings {
             name: None,
             activated: true,
-            muted: false,
-            tags: Vec::new(),
+            muted: None,
+            tags: None,
             description: None,
             alert_settings: None,
-            use_global_alert_settings: true,
+            use_global_alert_settings: None,
             alert_channel_subscriptions: None,
             trigger_incident: None,
             auto_assign_alerts: true,
@@ -107,7 +107,7 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
             );
         }
     }
-    let mut tags = Vec::new();
+    let mut tags = raw.tags.as_ref().map(|_| Vec::new());
     for tag in raw.tags.iter().flat_map(|t| t.get_ref()) {
         if tag.get_ref().trim().is_empty() {
             ok = false;
@@ -118,7 +118,7 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
                 "a tag must not be empty",
                 hint,
             );
-        } else {
+        } else if let Some(tags) = tags.as_mut() {
             tags.push(tag.get_ref().trim().to_owned());
         }
     }
@@ -135,14 +135,20 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
             );
         }
     }
+    // `Some(None)`: set, but with a value the service would refuse (reported).
+    let alert_settings =
+        (raw.alert_settings.as_ref()).map(|r| super::alerting::alert_settings(check, context, r));
+    let trigger_incident = (raw.trigger_incident.as_ref())
+        .map(|r| super::alerting::trigger_incident(check, context, r));
+    ok &= !matches!(alert_settings, Some(None)) && !matches!(trigger_incident, Some(None));
     let settings = CheckSettings {
         name,
         activated: raw.activated.unwrap_or(true),
-        muted: raw.muted.unwrap_or(false),
+        muted: raw.muted,
         tags,
         description,
-        alert_settings: raw.alert_settings.as_ref().map(alert_settings),
-        use_global_alert_settings: raw.use_global_alert_settings.unwrap_or(true),
+        alert_settings: alert_settings.flatten(),
+        use_global_alert_settings: raw.use_global_alert_settings,
         alert_channel_subscriptions: raw.alert_channel_subscriptions.as_ref().map(|subs| {
             subs.iter()
                 .map(|s| AlertChannelSubscription {
@@ -151,12 +157,7 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
                 })
                 .collect()
         }),
-        trigger_incident: raw.trigger_incident.as_ref().map(|t| TriggerIncident {
-            service_id: t.service_id.clone(),
-            name: t.name.clone(),
-            description: t.description.clone(),
-            notify_subscribers: t.notify_subscribers,
-        }),
+        trigger_incident: trigger_incident.flatten(),
         auto_assign_alerts: raw.auto_assign_alerts.unwrap_or(true),
         period: period?,
         grace: grace?,
@@ -174,28 +175,6 @@ fn check_duration(
         None => Some(CheckDuration::Auto),
         Some(RawDuration::Text(text)) if text.trim() == "auto" => Some(CheckDuration::Auto),
         Some(_) => check.duration(at, value).map(CheckDuration::Fixed),
-    }
-}
-
-fn alert_settings(raw: &RawAlertSettings) -> AlertSettings {
-    AlertSettings {
-        escalation_type: raw.escalation_type.clone(),
-        run_based_escalation: raw
-            .run_based_escalation
-            .as_ref()
-            .map(|r| RunBasedEscalation {
-                failed_run_threshold: r.failed_run_threshold,
-            }),
-        reminders: raw.reminders.as_ref().map(|r| Reminders {
-            amount: r.amount,
-            interval: r.interval,
-        }),
-        parallel_run_failure_threshold: raw.parallel_run_failure_threshold.as_ref().map(|p| {
-            ParallelRunFailureThreshold {
-                enabled: p.enabled,
-                percentage: p.percentage,
-            }
-        }),
     }
 }
 
@@ -260,6 +239,7 @@ mod tests {
     use crate::config::Config;
 
     const JOB: &str = "[[jobs]]\nname = \"b\"\nschedule = \"0 3 * * *\"\ncheck_id = \"c1\"\n";
+    const SERVICE: &str = "123e4567-e89b-12d3-a456-426614174000";
 
     fn problems(text: &str) -> Vec<String> {
         match Config::from_text(Path::new("c.toml"), text) {
@@ -274,7 +254,7 @@ mod tests {
             "[agent]\nresync_interval = \"1h\"\nsync_jitter = \"5s\"\n{JOB}[jobs.check]\n\
              name = \"Backup\"\ntags = [\"a\"]\nperiod = \"auto\"\ngrace = \"10m\"\n\
              alert_settings = {{ escalation_type = \"RUN_BASED\", reminders = {{ amount = 2 }} }}\n\
-             trigger_incident = {{ service_id = \"s1\" }}\n"
+             trigger_incident = {{ service_id = \"{SERVICE}\", name = \"down\", severity = \"MINOR\" }}\n"
         );
         let config = Config::from_text(Path::new("c.toml"), &text)
             .unwrap()
@@ -285,29 +265,33 @@ mod tests {
         assert_eq!(check.name.as_deref(), Some("Backup"));
         assert_eq!(check.period, CheckDuration::Auto);
         assert_eq!(check.grace, CheckDuration::Fixed(Duration::from_secs(600)));
-        assert!(check.activated && check.auto_assign_alerts && check.use_global_alert_settings);
+        assert!(check.activated && check.auto_assign_alerts);
+        assert_eq!((check.muted, check.use_global_alert_settings), (None, None));
+        assert_eq!(check.tags.as_deref(), Some(&["a".to_owned()][..]));
         let alerts = check.alert_settings.as_ref().unwrap();
         assert_eq!(alerts.reminders.as_ref().unwrap().amount, Some(2));
-        assert_eq!(
-            check
-                .trigger_incident
-                .as_ref()
-                .unwrap()
-                .service_id
-                .as_deref(),
-            Some("s1")
-        );
+        let incident = check.trigger_incident.as_ref().unwrap();
+        assert_eq!(incident.service_id.as_deref(), Some(SERVICE));
+        assert_eq!(incident.severity.as_deref(), Some("MINOR"));
+        assert_eq!(incident.description.as_deref(), Some(""));
+        assert_eq!(incident.notify_subscribers, Some(false));
         let plain = Config::from_text(Path::new("c.toml"), JOB).unwrap().config;
         assert_eq!(plain.jobs[0].check, CheckSettings::default());
         assert_eq!(plain.agent.resync_interval, Duration::from_secs(6 * 3600));
         assert_eq!(plain.agent.sync_jitter, Duration::from_secs(30));
+        assert_eq!(plain.agent.reassert_interval, Duration::from_secs(86_400));
+        let hourly = format!("[agent]\nreassert_interval = \"1h\"\n{JOB}");
+        let config = Config::from_text(Path::new("c.toml"), &hourly)
+            .unwrap()
+            .config;
+        assert_eq!(config.agent.reassert_interval, Duration::from_secs(3600));
     }
 
     #[test]
     fn bad_check_values_are_reported_with_their_place() {
         let long = "x".repeat(501);
         let text = format!(
-            "[agent]\nresync_interval = \"0s\"\n{JOB}[jobs.check]\ndescription = \"{long}\"\n\
+            "[agent]\nresync_interval = \"0s\"\nreassert_interval = \"0s\"\n{JOB}[jobs.check]\ndescription = \"{long}\"\n\
              period = \"soon\"\ngrace = \"400d\"\ncolour = 1\ntags = [\"\"]\n"
         );
         assert_eq!(
@@ -315,20 +299,67 @@ mod tests {
             [
                 "c.toml:2:19: [agent]: key `resync_interval`: must be more than zero; hint: \
                  for example: resync_interval = \"6h\"",
-                "c.toml:8:15: job \"b\": key `check.description`: the description is 501 \
+                "c.toml:3:21: [agent]: key `reassert_interval`: must be more than zero; hint: \
+                 for example: reassert_interval = \"1d\"",
+                "c.toml:9:15: job \"b\": key `check.description`: the description is 501 \
                  characters long; the service accepts at most 500; hint: shorten it",
-                "c.toml:9:10: job \"b\": key `check.period`: invalid duration \"soon\": expected \
+                "c.toml:10:10: job \"b\": key `check.period`: invalid duration \"soon\": expected \
                  a number before \"soon\"; hint: use a number with a unit (ms, s, m, h or d), \
                  for example: period = \"auto\" (or a duration such as \"1d\")",
-                "c.toml:10:9: job \"b\": key `check.grace`: grace is longer than the service's \
+                "c.toml:11:9: job \"b\": key `check.grace`: grace is longer than the service's \
                  limit of 365 days; hint: for example: grace = \"auto\" (or a duration such as \
                  \"30m\")",
-                "c.toml:11:1: job \"b\": key `check.colour`: unknown key; hint: known keys here: \
+                "c.toml:12:1: job \"b\": key `check.colour`: unknown key; hint: known keys here: \
                  name, activated, muted, tags, description, alert_settings, \
                  use_global_alert_settings, alert_channel_subscriptions, trigger_incident, \
                  auto_assign_alerts, period, grace",
-                "c.toml:12:9: job \"b\": key `check.tags`: a tag must not be empty; hint: for \
+                "c.toml:13:9: job \"b\": key `check.tags`: a tag must not be empty; hint: for \
                  example: tags = [\"backup\", \"prod\"]",
+            ]
+        );
+    }
+
+    #[test]
+    fn alert_values_and_the_incident_trigger_are_checked_against_the_service() {
+        let text = format!(
+            "{JOB}[jobs.check]\n\
+             alert_settings = {{ escalation_type = \"SOMETIMES\", reminders = {{ amount = 6, interval = 7 }}, run_based_escalation = {{ failed_run_threshold = 0 }}, time_based_escalation = {{ minutes_failing_threshold = 1 }}, parallel_run_failure_threshold = {{ percentage = 15 }} }}\n\
+             trigger_incident = {{ service_id = \"svc_1\", name = \"down\" }}\n"
+        );
+        assert_eq!(
+            problems(&text),
+            [
+                "c.toml:6:38: job \"b\": key `check.alert_settings.escalation_type`: \"SOMETIMES\" \
+                 is not a value the service accepts; hint: one of RUN_BASED, TIME_BASED",
+                "c.toml:6:74: job \"b\": key `check.alert_settings.reminders.amount`: 6 is not a \
+                 value the service accepts; hint: one of [0, 1, 2, 3, 4, 5, 100000]",
+                "c.toml:6:88: job \"b\": key `check.alert_settings.reminders.interval`: 7 is not \
+                 a value the service accepts; hint: one of [1, 2, 3, 4, 5, 10, 15, 30]",
+                "c.toml:6:141: job \"b\": key \
+                 `check.alert_settings.run_based_escalation.failed_run_threshold`: 0 is not a \
+                 value the service accepts; hint: one of [1, 2, 3, 4, 5]",
+                "c.toml:6:200: job \"b\": key \
+                 `check.alert_settings.time_based_escalation.minutes_failing_threshold`: 1 is not \
+                 a value the service accepts; hint: one of [5, 10, 15, 30]",
+                "c.toml:6:253: job \"b\": key \
+                 `check.alert_settings.parallel_run_failure_threshold.percentage`: 15 is not a \
+                 value the service accepts; hint: one of [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]",
+                "c.toml:7:20: job \"b\": key `check.trigger_incident.severity`: missing: the \
+                 service requires it for an incident trigger; hint: add severity = \"MAJOR\" (one \
+                 of CRITICAL, MAJOR, MEDIUM, MINOR)",
+                "c.toml:7:35: job \"b\": key `check.trigger_incident.service_id`: \"svc_1\" is \
+                 not a status page service id: the service expects a UUID; hint: copy the \
+                 service's id (8-4-4-4-12 hex digits) from the status page settings",
+            ]
+        );
+        let bad_severity = format!(
+            "{JOB}[jobs.check]\ntrigger_incident = {{ service_id = \"{SERVICE}\", name = \"x\", severity = \"LOW\" }}\n"
+        );
+        assert_eq!(
+            problems(&bad_severity),
+            [
+                "c.toml:6:98: job \"b\": key `check.trigger_incident.severity`: \"LOW\" is not a \
+              value the service accepts; hint: one of CRITICAL, MAJOR, MEDIUM, MINOR"
             ]
         );
     }

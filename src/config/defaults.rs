@@ -13,6 +13,8 @@ pub(crate) const OUTPUT_TAIL: usize = 10 * 1024;
 pub(crate) const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default `resync_interval`.
 pub(crate) const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+/// The default `reassert_interval`.
+pub(crate) const REASSERT_INTERVAL: Duration = Duration::from_secs(86_400);
 /// The default `sync_jitter`.
 pub(crate) const SYNC_JITTER: Duration = Duration::from_secs(30);
 /// The default `shell_program`.

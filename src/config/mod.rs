@@ -14,6 +14,7 @@ use chrono_tz::Tz;
 
 use crate::schedule::Schedule;
 
+mod alerting;
 mod check;
 pub(crate) mod defaults;
 pub(crate) mod duration;
@@ -71,6 +72,10 @@ pub struct AgentSettings {
     /// `sync_jitter`: upper bound of the random delay before the daemon's first sync, so a
     /// fleet restarted together does not stampede the API (default 30s).
     pub sync_jitter: Duration,
+    /// `reassert_interval`: how often the daemon sends each bound check's definition even when
+    /// its local record says the service has it, so an edit in the web UI or a deleted check
+    /// comes to light (the API has no `GET` for a heartbeat check); default 1 day.
+    pub reassert_interval: Duration,
 }
 
 /// `[api]`.

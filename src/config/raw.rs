@@ -27,6 +27,8 @@ pub(crate) struct RawAgent {
     pub resync_interval: Option<Spanned<RawDuration>>,
     /// Upper bound of the random delay before the daemon's first sync.
     pub sync_jitter: Option<Spanned<RawDuration>>,
+    /// How often each bound check's definition is sent even when the local record matches.
+    pub reassert_interval: Option<Spanned<RawDuration>>,
 }
 
 /// `[api]`.
@@ -150,7 +152,7 @@ pub(crate) struct RawCheck {
     /// Alert channels the check notifies.
     pub alert_channel_subscriptions: Option<Vec<RawSubscription>>,
     /// Status page automation.
-    pub trigger_incident: Option<RawTriggerIncident>,
+    pub trigger_incident: Option<Spanned<RawTriggerIncident>>,
     /// The `autoAssignAlerts` query flag.
     pub auto_assign_alerts: Option<bool>,
     /// `"auto"` or a duration.
@@ -163,10 +165,12 @@ pub(crate) struct RawCheck {
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAlertSettings {
-    /// `RUN_BASED`, ...
-    pub escalation_type: Option<String>,
+    /// `RUN_BASED` or `TIME_BASED`.
+    pub escalation_type: Option<Spanned<String>>,
     /// `{ failed_run_threshold = N }`.
     pub run_based_escalation: Option<RawRunBased>,
+    /// `{ minutes_failing_threshold = N }`.
+    pub time_based_escalation: Option<RawTimeBased>,
     /// `{ amount = N, interval = MINUTES }`.
     pub reminders: Option<RawReminders>,
     /// `{ enabled = true, percentage = 10.0 }`.
@@ -178,7 +182,15 @@ pub(crate) struct RawAlertSettings {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRunBased {
     /// Failed runs in a row before an alert.
-    pub failed_run_threshold: Option<u32>,
+    pub failed_run_threshold: Option<Spanned<u32>>,
+}
+
+/// `time_based_escalation`.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTimeBased {
+    /// Minutes failing before an alert.
+    pub minutes_failing_threshold: Option<Spanned<u32>>,
 }
 
 /// `reminders`.
@@ -186,9 +198,9 @@ pub(crate) struct RawRunBased {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawReminders {
     /// How many reminders.
-    pub amount: Option<u32>,
+    pub amount: Option<Spanned<u32>>,
     /// Minutes between reminders.
-    pub interval: Option<u32>,
+    pub interval: Option<Spanned<u32>>,
 }
 
 /// `parallel_run_failure_threshold`.
@@ -198,7 +210,7 @@ pub(crate) struct RawParallelThreshold {
     /// Whether it applies.
     pub enabled: Option<bool>,
     /// Percentage of failing locations.
-    pub percentage: Option<f64>,
+    pub percentage: Option<Spanned<f64>>,
 }
 
 /// One entry of `alert_channel_subscriptions`.
@@ -215,10 +227,12 @@ pub(crate) struct RawSubscription {
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTriggerIncident {
-    /// The status page service.
-    pub service_id: Option<String>,
+    /// The status page service (a UUID).
+    pub service_id: Option<Spanned<String>>,
+    /// `CRITICAL`, `MAJOR`, `MEDIUM` or `MINOR`.
+    pub severity: Option<Spanned<String>>,
     /// Incident name.
-    pub name: Option<String>,
+    pub name: Option<Spanned<String>>,
     /// Incident description.
     pub description: Option<String>,
     /// Whether subscribers are told.
@@ -303,6 +317,7 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
         "outbox_max_age" => "outbox_max_age = \"1h\"",
         "resync_interval" => "resync_interval = \"6h\"",
         "sync_jitter" => "sync_jitter = \"30s\"",
+        "reassert_interval" => "reassert_interval = \"1d\"",
         "listen" => "listen = \"127.0.0.1:9465\"",
         "token_file" => "token_file = \"/etc/heartbeat-agent/status-token\"",
         "remote_refresh" => "remote_refresh = \"5m\"",
@@ -316,7 +331,7 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
             "alert_channel_subscriptions = [{ alert_channel_id = 1, activated = true }]"
         }
         "trigger_incident" => {
-            "trigger_incident = { service_id = \"svc_1\", name = \"backup down\" }"
+            "trigger_incident = { service_id = \"<a UUID>\", name = \"backup down\", severity = \"MAJOR\" }"
         }
         "period" => "period = \"auto\" (or a duration such as \"1d\")",
         "grace" => "grace = \"auto\" (or a duration such as \"30m\")",
@@ -428,7 +443,8 @@ mod tests {
                 "outbox_max_entries",
                 "outbox_max_age",
                 "resync_interval",
-                "sync_jitter"
+                "sync_jitter",
+                "reassert_interval"
             ]
         );
         assert!(keys_of::<RawWatch>().contains(&"expect_status"));

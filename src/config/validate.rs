@@ -10,7 +10,9 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use toml::Spanned;
 
-use super::defaults::{OUTBOX_MAX_ENTRIES, RESYNC_INTERVAL, SHUTDOWN_TIMEOUT, SYNC_JITTER};
+use super::defaults::{
+    OUTBOX_MAX_ENTRIES, REASSERT_INTERVAL, RESYNC_INTERVAL, SHUTDOWN_TIMEOUT, SYNC_JITTER,
+};
 use super::parse::{RawFile, Section};
 use super::problem::Lines;
 use super::raw::{example, RawApi, RawDuration};
@@ -104,7 +106,18 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
                 }
                 !zero
             }),
-        resync_interval: resync_interval(check, &raw.resync_interval),
+        resync_interval: positive_interval(
+            check,
+            at("resync_interval"),
+            &raw.resync_interval,
+            RESYNC_INTERVAL,
+        ),
+        reassert_interval: positive_interval(
+            check,
+            at("reassert_interval"),
+            &raw.reassert_interval,
+            REASSERT_INTERVAL,
+        ),
         sync_jitter: check
             .duration(at("sync_jitter"), &raw.sync_jitter)
             .unwrap_or(SYNC_JITTER),
@@ -129,19 +142,20 @@ fn positive_count(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<i64>>) -
     }
 }
 
-/// `resync_interval`: a positive duration.
-fn resync_interval(check: &mut Checker, raw: &Option<Spanned<RawDuration>>) -> Duration {
-    let at = At {
-        context: "[agent]",
-        key: "resync_interval",
-    };
+/// `resync_interval`, `reassert_interval`: a positive duration, `default` when not set.
+fn positive_interval(
+    check: &mut Checker,
+    at: At<'_>,
+    raw: &Option<Spanned<RawDuration>>,
+    default: Duration,
+) -> Duration {
     match (check.duration(at, raw), raw) {
         (Some(Duration::ZERO), Some(value)) => {
-            let hint = "for example: resync_interval = \"6h\"".to_owned();
-            check.error(Some(value.span()), at, "must be more than zero", Some(hint));
-            RESYNC_INTERVAL
+            let hint = example(at.key).map(|e| format!("for example: {e}"));
+            check.error(Some(value.span()), at, "must be more than zero", hint);
+            default
         }
-        (interval, _) => interval.unwrap_or(RESYNC_INTERVAL),
+        (interval, _) => interval.unwrap_or(default),
     }
 }
 

@@ -62,6 +62,13 @@ impl Shared {
         store.check_json(id, &self.config.ping_base)
     }
 
+    /// Deletes a heartbeat check, as someone could in the web UI (its token stops pinging, a PUT
+    /// on it is answered 404); false when there is none.
+    pub(crate) fn delete_heartbeat_check(&self, id: &str) -> bool {
+        let (mut store, _) = self.store();
+        store.delete_check(id)
+    }
+
     /// Recorded requests of one listener (or both), oldest first.
     pub(crate) fn recorded(&self, listener: Option<Listener>) -> Vec<RecordedRequest> {
         lock(&self.log)
@@ -140,6 +147,12 @@ fn route(
         }
         (Method::GET, ["heartbeat-checks", id]) => {
             shared.heartbeat_check(id).ok_or_else(ApiError::not_found)?
+        }
+        (Method::DELETE, ["heartbeat-checks", id]) => {
+            if !shared.delete_heartbeat_check(id) {
+                return Err(ApiError::not_found());
+            }
+            return Ok(Reply::no_content());
         }
         (Method::GET, ["requests"]) => {
             let listener = match query_pairs(query)

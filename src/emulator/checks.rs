@@ -1,5 +1,15 @@
 //! Heartbeat checks: the definition (`PUT /v1/checks/heartbeat/{id}`), the timer that turns
-//! pings and silence into events, event statistics and the check statuses list.
+//! pings and silence into events, the events list and event statistics, and the check statuses
+//! list.
+//!
+//! A `PUT` merges, as the service does ("Our PUT endpoints however act like PATCH would […]
+//! When a property is not set, it is kept intact": `checkly/checkly-go-sdk` commit d19fe3ba):
+//! a field not sent keeps its value, `null` clears a nullable field (the Terraform provider
+//! clears a description that way: `checkly/terraform-provider-checkly` 05c41685,
+//! `resource_heartbeat_monitor_test.go` `TestAccHeartbeatMonitorDescriptionRemoval`), a sent
+//! `heartbeat` object replaces the old one (its four timing fields are required) but keeps the
+//! token unless a new one is sent. Keys the request schema does not have (read-only fields such
+//! as `id`, `created_at`, `alertChannels`, which the Go SDK sends back) are ignored.
 //!
 //! The timer follows the real service's public documentation; sources are named by key, as in
 //! docs/dev/emulator-sources.md section 1: **D** = `checkly/docs` at `28f3298`
@@ -43,7 +53,7 @@ use serde_json::{json, Map, Value};
 
 use super::server::ApiError;
 use super::state::{date, timestamp, uuid, Event, HeartbeatCheck, Store};
-use super::validate::{self, default_heartbeat, Field, Kind, INT, NON_EMPTY, STR};
+use super::validate::{self, default_heartbeat, Field, Kind, Unknown, INT, NON_EMPTY, STR};
 use crate::api::model::{HeartbeatStats, PeriodStats, SuccessRatio};
 
 /// The fields of a heartbeat check as `PUT` takes them, with the spec's defaults.
@@ -60,8 +70,17 @@ fn request_table() -> Vec<Field> {
         )
     };
     vec![
-        Field::required("script", STR),
+        Field::nullable("script", STR, json!("")),
         Field::optional("name", NON_EMPTY),
+        Field::optional("checkType", Kind::OneOf(&["HEARTBEAT"])),
+        Field {
+            nullable: true,
+            ..Field::optional("intent", Kind::Object)
+        },
+        Field {
+            nullable: true,
+            ..Field::optional("aiAutoRepairEnabled", Kind::Bool)
+        },
         Field::new("activated", Kind::Bool, json!(true)),
         Field::new("muted", Kind::Bool, json!(false)),
         Field::new("doubleCheck", Kind::Bool, json!(true)),
@@ -116,20 +135,17 @@ fn request_table() -> Vec<Field> {
     ]
 }
 
-/// The fields a fixture (or the admin API) may give a check: the request fields without a
-/// required `script`, plus the response-only ones.
+/// The fields a fixture (or the admin API) may give a check: the request fields with a
+/// required `name`, plus the response-only ones.
 fn fixture_table() -> Vec<Field> {
     let mut table = request_table();
     for field in &mut table {
-        match field.name {
-            "script" => *field = Field::new("script", STR, json!("")),
-            "name" => field.required = true,
-            _ => {}
+        if field.name == "name" {
+            field.required = true;
         }
     }
     table.extend([
         Field::optional("id", NON_EMPTY),
-        Field::optional("checkType", STR),
         Field::nullable("alertChannels", Kind::AlertChannels, Value::Null),
         Field::optional("created_at", Kind::Date),
         Field::nullable("updated_at", Kind::DateTime, Value::Null),
@@ -145,9 +161,6 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<String, ApiError> {
         let mut object = validate::normalize(body, &fixture_table(), "", false)?;
-        if object.get("checkType").is_some_and(|t| t != "HEARTBEAT") {
-            return Err(validate::bad("checkType", "must be [HEARTBEAT]"));
-        }
         let id = match object.get("id").and_then(Value::as_str) {
             Some(id) => id.to_owned(),
             None => uuid(),
@@ -172,23 +185,18 @@ impl Store {
         Ok(id)
     }
 
-    /// `PUT /v1/checks/heartbeat/{id}`: replaces the definition; fields not sent return to
-    /// their defaults (the name, which has none, is kept), the token is kept unless one is sent.
+    /// `PUT /v1/checks/heartbeat/{id}`: merges the sent fields into the definition (see the
+    /// module header); the token is kept unless one is sent.
     pub(crate) fn put_check(
         &mut self,
         id: &str,
         body: &Map<String, Value>,
         now: DateTime<Utc>,
     ) -> Result<(), ApiError> {
-        let mut object = validate::normalize(body, &request_table(), "", false)?;
+        let sent = validate::sent(body, &request_table(), "", Unknown::Ignore)?;
         let old = self.checks.get(id).ok_or_else(ApiError::not_found)?;
-        // Response-only fields, and the name when not sent (it has no default).
-        for kept in ["id", "name", "created_at", "alertChannels"] {
-            if let Some(value) = old.object.get(kept) {
-                object.entry(kept).or_insert_with(|| value.clone());
-            }
-        }
-        object.insert("checkType".into(), json!("HEARTBEAT"));
+        let mut object = old.object.clone();
+        object.extend(sent);
         object.insert("updated_at".into(), json!(timestamp(now)));
         let old_token = old.token().to_owned();
         if let Some(heartbeat) = object.get_mut("heartbeat").and_then(Value::as_object_mut) {
@@ -205,6 +213,15 @@ impl Store {
             restart_on_save(check, before, now);
         }
         Ok(())
+    }
+
+    /// Removes a check and its token; false when there is none.
+    pub(crate) fn delete_check(&mut self, id: &str) -> bool {
+        let Some(check) = self.checks.remove(id) else {
+            return false;
+        };
+        self.tokens.remove(check.token());
+        true
     }
 
     /// Makes sure the object's heartbeat has a token no other check uses; returns it.
@@ -305,12 +322,24 @@ impl Store {
         Some(json!({"event": event.to_json(), "stats": check_stats(check, now)}))
     }
 
-    /// `GET /v1/checks/heartbeats/{checkId}/events`, outside the spec: the real service answers
-    /// `[{"events": [...], "stats": {...}}]`, one object holding every event (newest first)
-    /// and the check's statistics. The emulator answers the same shape.
-    pub(crate) fn events_json(&self, check_id: &str, now: DateTime<Utc>) -> Option<Value> {
+    /// `GET /v1/checks/heartbeats/{checkId}/events`: `[{"events": [...], "stats": {...}}]`, one
+    /// object holding the events of the window (newest first, at most `limit`) and the check's
+    /// statistics.
+    pub(crate) fn events_json(
+        &self,
+        check_id: &str,
+        now: DateTime<Utc>,
+        query: &EventsQuery,
+    ) -> Option<Value> {
         let check = self.checks.get(check_id)?;
-        let events: Vec<Value> = check.events.iter().rev().map(Event::to_json).collect();
+        let events: Vec<Value> = check
+            .events
+            .iter()
+            .rev()
+            .filter(|e| query.from <= e.at && e.at <= query.to)
+            .take(query.limit)
+            .map(Event::to_json)
+            .collect();
         Some(json!([{"events": events, "stats": check_stats(check, now)}]))
     }
 
@@ -377,6 +406,88 @@ impl Store {
             .collect();
         items.extend(self.extra_statuses.iter().cloned());
         Value::Array(items)
+    }
+}
+
+/// The query of the events list: a window and a count.
+///
+/// `limit`: default 10, at most 10 (published schema: `maximum: 10, default: 10`); below 1 or a
+/// fraction is a 400 (assumption: the schema gives no minimum). `startTime`/`endTime`: a date
+/// (`YYYY-MM-DD`, the published `format: date`; an `endTime` date covers that whole day) or an
+/// RFC 3339 time; the default window is the 24 hours before now (the published defaults up to
+/// `checkly/docs` e1bc5530 were two timestamps exactly 24 h apart). An end before the start is
+/// a 400.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventsQuery {
+    /// Oldest event time included.
+    pub from: DateTime<Utc>,
+    /// Newest event time included.
+    pub to: DateTime<Utc>,
+    /// Most events answered.
+    pub limit: usize,
+}
+
+/// Most events one list answer holds, and its default.
+pub(crate) const EVENTS_LIMIT: usize = 10;
+
+impl EventsQuery {
+    /// The query from the request's parameters, at `now`.
+    pub(crate) fn parse(
+        param: impl Fn(&str) -> Option<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Self, ApiError> {
+        let limit = match param("limit") {
+            None => EVENTS_LIMIT,
+            Some(text) => match text.trim().parse::<f64>() {
+                Ok(n) if n.fract() == 0.0 && (1.0..=EVENTS_LIMIT as f64).contains(&n) => n as usize,
+                Ok(n) if n.fract() == 0.0 && n > EVENTS_LIMIT as f64 => {
+                    return Err(validate::bad(
+                        "limit",
+                        format!("must be less than or equal to {EVENTS_LIMIT}"),
+                    ))
+                }
+                Ok(_) => {
+                    return Err(validate::bad(
+                        "limit",
+                        format!("must be an integer from 1 to {EVENTS_LIMIT}"),
+                    ))
+                }
+                Err(_) => return Err(validate::bad("limit", "must be a number")),
+            },
+        };
+        let time = |name: &str, end: bool| -> Result<Option<DateTime<Utc>>, ApiError> {
+            let Some(text) = param(name) else {
+                return Ok(None);
+            };
+            if let Ok(at) = DateTime::parse_from_rfc3339(&text) {
+                return Ok(Some(at.with_timezone(&Utc)));
+            }
+            let day = chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d").map_err(|_| {
+                validate::bad(name, "must be a date (YYYY-MM-DD) or an ISO 8601 date-time")
+            })?;
+            let day = if end {
+                day.succ_opt().unwrap_or(day)
+            } else {
+                day
+            };
+            let midnight = day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+            Ok(Some(if end {
+                midnight - chrono::Duration::milliseconds(1)
+            } else {
+                midnight
+            }))
+        };
+        let day = chrono::Duration::hours(24);
+        let (from, to) = match (time("startTime", false)?, time("endTime", true)?) {
+            (Some(from), Some(to)) => (from, to),
+            (Some(from), None) => (from, now),
+            (None, Some(to)) => (to - day, to),
+            (None, None) => (now - day, now),
+        };
+        if to < from {
+            return Err(validate::bad("endTime", "must not be before startTime"));
+        }
+        Ok(EventsQuery { from, to, limit })
     }
 }
 
@@ -448,8 +559,8 @@ fn ping_state(check: &HeartbeatCheck, now: DateTime<Utc>) -> &'static str {
 /// disagree on field names.
 fn check_stats(check: &HeartbeatCheck, now: DateTime<Utc>) -> Value {
     let stats = HeartbeatStats {
-        last_24_hours: stats(&check.events, now, chrono::Duration::hours(24)),
-        last_7_days: stats(&check.events, now, chrono::Duration::days(7)),
+        last_24_hours: Some(stats(&check.events, now, chrono::Duration::hours(24))),
+        last_7_days: Some(stats(&check.events, now, chrono::Duration::days(7))),
     };
     serde_json::to_value(stats).unwrap_or(Value::Null)
 }
@@ -485,11 +596,13 @@ fn stats(events: &[Event], now: DateTime<Utc>, window: chrono::Duration) -> Peri
 mod tests {
     use super::*;
 
+    const TOKEN: &str = "123e4567-e89b-12d3-a456-426614174000";
+
     fn store_with_check(now: DateTime<Utc>) -> Store {
         let mut store = Store::default();
         let body = json!({"id": "c1", "name": "backup", "heartbeat": {
             "period": 1, "periodUnit": "hours", "grace": 10, "graceUnit": "minutes",
-            "pingToken": "tok"}});
+            "pingToken": TOKEN}});
         store
             .add_check(body.as_object().expect("object"), now)
             .expect("valid fixture");
@@ -499,7 +612,7 @@ mod tests {
     fn ping_at(store: &mut Store, at: DateTime<Utc>) -> String {
         store.tick(at);
         store
-            .ping("tok", at, String::new(), String::new())
+            .ping(TOKEN, at, String::new(), String::new())
             .expect("known token")
             .1
             .state
@@ -522,7 +635,7 @@ mod tests {
 
     fn hours_period(hours: u32, grace_minutes: u32) -> Value {
         json!({"period": hours, "periodUnit": "hours", "grace": grace_minutes,
-            "graceUnit": "minutes", "pingToken": "tok"})
+            "graceUnit": "minutes", "pingToken": TOKEN})
     }
 
     #[test]
@@ -587,7 +700,7 @@ mod tests {
         ping_at(&mut store, t0);
         // Same period in other units, and a grace-only change: no restart.
         let same = json!({"period": 60, "periodUnit": "minutes", "grace": 20,
-            "graceUnit": "minutes", "pingToken": "tok"});
+            "graceUnit": "minutes", "pingToken": TOKEN});
         put(&mut store, same, true, t0 + mins(50));
         assert_eq!(store.checks["c1"].timer_start, Some(t0));
         // A new period restarts the timer at the save: 2 h + 10 min from t0 + 65 min.

@@ -339,6 +339,11 @@ impl EmulatorHandle {
         Some(check.events.iter().map(state::Event::to_json).collect())
     }
 
+    /// Deletes a heartbeat check, as someone could in the web UI; false when there is none.
+    pub fn delete_heartbeat_check(&self, id: &str) -> bool {
+        self.shared.delete_heartbeat_check(id)
+    }
+
     /// Loads more fixtures, all or nothing; returns the heartbeat checks created.
     pub fn load_fixtures(&self, fixtures: &Fixtures) -> Result<Vec<Value>, FixtureError> {
         self.shared.load_fixtures(fixtures)

@@ -1,7 +1,8 @@
 //! The ping host: `GET`/`POST /{pingToken}` records a heartbeat event whose state follows the
 //! check's timer (see `checks`), with `source` from `Origin` (else `Referer`) and `userAgent`
-//! from `User-Agent`. Pings from chat or search bots (link previews) are ignored, as the real
-//! service does; `PUT`, `PATCH` and `DELETE` are answered 405 and not recorded.
+//! from `User-Agent`. Pings from the eight bots the service documents (link previews) are
+//! ignored, as the real service does; `PUT`, `PATCH` and `DELETE` are answered 405 and not
+//! recorded.
 
 use axum::http::{header, HeaderMap, Method};
 use serde_json::json;
@@ -10,20 +11,24 @@ use tracing::debug;
 use super::server::{ApiError, Reply};
 use super::state::{timestamp, Shared};
 
-/// User-Agent fragments (lowercase) of link-preview and crawler bots whose pings are ignored.
+/// The user agents whose pings the service ignores, exactly as documented: "**Blocked user
+/// agents**: Twitterbot, Slackbot, Googlebot, Discordbot, Facebot, TelegramBot, WhatsApp,
+/// LinkedInBot" (`checkly/docs` 28f32985, `detect/uptime-monitoring/heartbeat-monitors/
+/// examples.mdx`). Any other agent, `Dependabot` or `my-backup-bot/1.0` included, pings.
 const BOT_AGENTS: &[&str] = &[
-    "bot",
-    "crawler",
-    "spider",
-    "slurp",
-    "facebookexternalhit",
+    "twitterbot",
+    "slackbot",
+    "googlebot",
+    "discordbot",
+    "facebot",
+    "telegrambot",
     "whatsapp",
-    "skypeuripreview",
-    "embedly",
-    "preview",
+    "linkedinbot",
 ];
 
-/// Whether a User-Agent looks like a chat or search bot.
+/// Whether a User-Agent names one of the documented bots. Matching is a case-insensitive
+/// substring (assumption: the documentation gives names, not a matching rule; real agents
+/// carry them inside longer strings such as `Slackbot-LinkExpanding 1.0`).
 pub(crate) fn is_bot(user_agent: &str) -> bool {
     let lower = user_agent.to_ascii_lowercase();
     BOT_AGENTS.iter().any(|bot| lower.contains(bot))
@@ -77,7 +82,21 @@ mod tests {
     fn bots_are_recognised() {
         assert!(is_bot("Slackbot-LinkExpanding 1.0"));
         assert!(is_bot("Mozilla/5.0 (compatible; Googlebot/2.1)"));
-        assert!(is_bot("facebookexternalhit/1.1"));
+        assert!(is_bot("WhatsApp/2.23.20.0"));
+        assert!(is_bot("LinkedInBot/1.0 (compatible; Mozilla/5.0)"));
+        for bot in [
+            "Twitterbot/1.0",
+            "Discordbot/2.0",
+            "Facebot",
+            "TelegramBot (like TwitterBot)",
+        ] {
+            assert!(is_bot(bot), "{bot}");
+        }
+        // Not on the documented list: these ping.
+        assert!(!is_bot("facebookexternalhit/1.1"));
+        assert!(!is_bot("Dependabot/1.0"));
+        assert!(!is_bot("my-backup-bot/1.0"));
+        assert!(!is_bot("Mozilla/5.0 (compatible; bingbot/2.0)"));
         assert!(!is_bot("heartbeat-agent/0.1.0"));
         assert!(!is_bot("curl/8.0"));
     }

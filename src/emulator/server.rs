@@ -477,7 +477,8 @@ fn route(
             )
         }
         (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => {
-            let events = store.events_json(check, now);
+            let query = super::checks::EventsQuery::parse(param, now)?;
+            let events = store.events_json(check, now, &query);
             (
                 Op::ListHeartbeatEvents,
                 events.ok_or_else(ApiError::not_found)?,

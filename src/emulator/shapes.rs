@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::server::ApiError;
 use super::validate::{bad, normalize, Field, Kind, STR};
+use crate::api::model::limits;
 
 /// A count: an integer from 0 to `u32::MAX` (the client reads counts as `u32`).
 pub(crate) const COUNT: Kind = Kind::Num {
@@ -15,39 +16,53 @@ pub(crate) const COUNT: Kind = Kind::Num {
     max: Some(u32::MAX as f64),
 };
 
-/// Checks an `alertSettings` object.
+/// Checks an `alertSettings` object: each value out of the set the service's published
+/// schema gives (`crate::api::model::limits`); the deprecated `sslCertificates` object is
+/// accepted (the official Go SDK still sends it) and kept.
 pub(crate) fn alert_settings(name: &str, value: &Value) -> Result<Value, ApiError> {
     let table = [
-        Field::optional("escalationType", STR),
+        Field::optional("escalationType", Kind::OneOf(limits::ESCALATION_TYPES)),
         Field::optional("runBasedEscalation", Kind::Object),
+        Field::optional("timeBasedEscalation", Kind::Object),
         Field::optional("reminders", Kind::Object),
         Field::optional("parallelRunFailureThreshold", Kind::Object),
+        Field::optional("sslCertificates", Kind::Object),
     ];
     let mut out = object(name, value, &table)?;
-    let nested: [(&str, Vec<Field>); 3] = [
+    let nested: [(&str, Vec<Field>); 5] = [
         (
             "runBasedEscalation",
-            vec![Field::optional("failedRunThreshold", COUNT)],
+            vec![Field::optional(
+                "failedRunThreshold",
+                Kind::IntIn(limits::FAILED_RUN_THRESHOLDS),
+            )],
+        ),
+        (
+            "timeBasedEscalation",
+            vec![Field::optional(
+                "minutesFailingThreshold",
+                Kind::IntIn(limits::MINUTES_FAILING_THRESHOLDS),
+            )],
         ),
         (
             "reminders",
             vec![
-                Field::optional("amount", COUNT),
-                Field::optional("interval", COUNT),
+                Field::optional("amount", Kind::IntIn(limits::REMINDER_AMOUNTS)),
+                Field::optional("interval", Kind::IntIn(limits::REMINDER_INTERVALS)),
             ],
         ),
         (
             "parallelRunFailureThreshold",
             vec![
                 Field::optional("enabled", Kind::Bool),
-                Field::optional(
-                    "percentage",
-                    Kind::Num {
-                        integer: false,
-                        min: Some(0.0),
-                        max: Some(100.0),
-                    },
-                ),
+                Field::optional("percentage", Kind::IntIn(limits::FAILURE_PERCENTAGES)),
+            ],
+        ),
+        (
+            "sslCertificates",
+            vec![
+                Field::optional("enabled", Kind::Bool),
+                Field::optional("alertThreshold", super::validate::INT),
             ],
         ),
     ];
@@ -60,13 +75,15 @@ pub(crate) fn alert_settings(name: &str, value: &Value) -> Result<Value, ApiErro
     Ok(Value::Object(out))
 }
 
-/// Checks a `triggerIncident` object.
+/// Checks a `triggerIncident` object: all five fields are required and `serviceId` is a UUID,
+/// as the service's published schema says.
 pub(crate) fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiError> {
     let table = [
-        Field::optional("serviceId", STR),
-        Field::optional("name", STR),
-        Field::optional("description", STR),
-        Field::optional("notifySubscribers", Kind::Bool),
+        Field::required("serviceId", Kind::Uuid),
+        Field::required("severity", Kind::OneOf(limits::SEVERITIES)),
+        Field::required("name", STR),
+        Field::required("description", STR),
+        Field::required("notifySubscribers", Kind::Bool),
     ];
     object(name, value, &table).map(Value::Object)
 }
@@ -282,19 +299,92 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_must_be_non_negative_integers() {
-        let err = alert_settings("alertSettings", &json!({"reminders": {"amount": 1.5}}))
-            .expect_err("fraction");
+    fn alert_settings_values_come_from_the_published_sets() {
+        let refused = |body: Value| {
+            alert_settings("alertSettings", &body)
+                .expect_err("outside the set")
+                .message
+        };
         assert_eq!(
-            err.message,
+            refused(json!({"reminders": {"amount": 1.5}})),
             "\"alertSettings.reminders.amount\" must be an integer"
+        );
+        assert_eq!(
+            refused(json!({"reminders": {"amount": 6}})),
+            "\"alertSettings.reminders.amount\" must be one of [0, 1, 2, 3, 4, 5, 100000]"
+        );
+        assert_eq!(
+            refused(json!({"reminders": {"interval": 7}})),
+            "\"alertSettings.reminders.interval\" must be one of [1, 2, 3, 4, 5, 10, 15, 30]"
+        );
+        assert_eq!(
+            refused(json!({"runBasedEscalation": {"failedRunThreshold": 0}})),
+            "\"alertSettings.runBasedEscalation.failedRunThreshold\" must be one of [1, 2, 3, 4, 5]"
+        );
+        assert_eq!(
+            refused(json!({"parallelRunFailureThreshold": {"percentage": 15}})),
+            "\"alertSettings.parallelRunFailureThreshold.percentage\" must be one of [10, 20, 30, \
+             40, 50, 60, 70, 80, 90, 100]"
+        );
+        assert_eq!(
+            refused(json!({"escalationType": "SOMETIMES"})),
+            "\"alertSettings.escalationType\" must be one of [RUN_BASED, TIME_BASED]"
+        );
+        assert_eq!(
+            refused(json!({"timeBasedEscalation": {"minutesFailingThreshold": 1}})),
+            "\"alertSettings.timeBasedEscalation.minutesFailingThreshold\" must be one of [5, \
+             10, 15, 30]"
         );
         let ok = alert_settings(
             "alertSettings",
-            &json!({"escalationType": "RUN_BASED", "runBasedEscalation": {"failedRunThreshold": 2}}),
+            &json!({"escalationType": "TIME_BASED", "runBasedEscalation": {"failedRunThreshold": 2},
+                    "timeBasedEscalation": {"minutesFailingThreshold": 30},
+                    "reminders": {"amount": 100000, "interval": 30},
+                    "parallelRunFailureThreshold": {"enabled": true, "percentage": 100.0},
+                    "sslCertificates": {"enabled": false, "alertThreshold": 30}}),
         )
         .expect("valid");
         assert_eq!(ok["runBasedEscalation"]["failedRunThreshold"], 2);
+        assert_eq!(ok["parallelRunFailureThreshold"]["percentage"], 100);
+        assert_eq!(ok["sslCertificates"]["alertThreshold"], 30);
+    }
+
+    #[test]
+    fn trigger_incident_needs_all_five_fields_and_a_severity() {
+        let full = json!({"serviceId": "123e4567-e89b-12d3-a456-426614174000",
+                          "severity": "MAJOR", "name": "backup down", "description": "",
+                          "notifySubscribers": false});
+        assert_eq!(
+            trigger_incident("triggerIncident", &full).expect("valid"),
+            full
+        );
+        let mut no_severity = full.clone();
+        no_severity
+            .as_object_mut()
+            .expect("object")
+            .remove("severity");
+        assert_eq!(
+            trigger_incident("triggerIncident", &no_severity)
+                .expect_err("missing")
+                .message,
+            "\"triggerIncident.severity\" is required"
+        );
+        let mut bad_severity = full.clone();
+        bad_severity["severity"] = json!("LOW");
+        assert_eq!(
+            trigger_incident("triggerIncident", &bad_severity)
+                .expect_err("outside the set")
+                .message,
+            "\"triggerIncident.severity\" must be one of [CRITICAL, MAJOR, MEDIUM, MINOR]"
+        );
+        let mut bad_service = full;
+        bad_service["serviceId"] = json!("svc_1");
+        assert_eq!(
+            trigger_incident("triggerIncident", &bad_service)
+                .expect_err("not a UUID")
+                .message,
+            "\"triggerIncident.serviceId\" must be a valid GUID"
+        );
     }
 
     #[test]
@@ -327,10 +417,5 @@ mod tests {
             "{}",
             err.message
         );
-        let err = trigger_incident("triggerIncident", &json!({"notifySubscribers": "yes"}))
-            .expect_err("not a boolean");
-        assert!(err
-            .message
-            .starts_with("\"triggerIncident.notifySubscribers\""));
     }
 }

@@ -3,7 +3,9 @@
 //! (`"description" length must be less than or equal to 500 characters long`).
 //!
 //! Resources are described as tables of [`Field`]s; [`normalize`] checks a body against a table
-//! and returns the full object with every field not sent set to its default (PUT replaces).
+//! and returns the full object with every field not sent set to its default (creation, fixtures,
+//! the check group PUT); [`sent`] checks only the fields a body carries and ignores keys the
+//! table does not know (the heartbeat check PUT, which merges: see `checks`).
 
 use serde_json::{json, Map, Value};
 
@@ -102,6 +104,12 @@ pub(crate) enum Kind {
     AlertSettings,
     /// A `triggerIncident` object.
     TriggerIncident,
+    /// A string out of a fixed set.
+    OneOf(&'static [&'static str]),
+    /// An integer out of a fixed set.
+    IntIn(&'static [u32]),
+    /// A UUID string (canonical 8-4-4-4-12 hex form).
+    Uuid,
     /// A check group's `apiCheckDefaults` object.
     ApiCheckDefaults,
     /// An `alertChannels` object (response-only; fixtures set it).
@@ -206,6 +214,17 @@ pub(crate) fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> 
     }
 }
 
+/// What a body's keys outside the table become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unknown {
+    /// A 400 naming the key.
+    Refuse,
+    /// Kept as sent.
+    Keep,
+    /// Dropped without a word (read-only and unmodelled fields of a PUT the service ignores).
+    Ignore,
+}
+
 /// Checks `body` against `table` and returns the complete object: every field of the table,
 /// sent or defaulted. Keys outside the table are refused unless `allow_unknown` (kept as sent).
 pub(crate) fn normalize(
@@ -214,25 +233,12 @@ pub(crate) fn normalize(
     prefix: &str,
     allow_unknown: bool,
 ) -> Result<Map<String, Value>, ApiError> {
-    let mut out = Map::new();
-    for (key, value) in body {
-        let Some(field) = table.iter().find(|f| f.name == key) else {
-            if allow_unknown {
-                out.insert(key.clone(), value.clone());
-                continue;
-            }
-            return Err(bad(&path(prefix, key), "is not allowed"));
-        };
-        let name = path(prefix, key);
-        if value.is_null() {
-            if field.nullable {
-                out.insert(key.clone(), Value::Null);
-                continue;
-            }
-            return Err(bad(&name, "must not be null"));
-        }
-        out.insert(key.clone(), check(&name, field.kind, value)?);
-    }
+    let unknown = if allow_unknown {
+        Unknown::Keep
+    } else {
+        Unknown::Refuse
+    };
+    let mut out = sent(body, table, prefix, unknown)?;
     for field in table {
         if out.contains_key(field.name) {
             continue;
@@ -243,6 +249,39 @@ pub(crate) fn normalize(
         if let Some(default) = &field.default {
             out.insert(field.name.to_owned(), default.clone());
         }
+    }
+    Ok(out)
+}
+
+/// Checks the fields `body` carries against `table` and returns them checked (`null` kept for a
+/// nullable field); nothing is defaulted and required fields are not asked for.
+pub(crate) fn sent(
+    body: &Map<String, Value>,
+    table: &[Field],
+    prefix: &str,
+    unknown: Unknown,
+) -> Result<Map<String, Value>, ApiError> {
+    let mut out = Map::new();
+    for (key, value) in body {
+        let Some(field) = table.iter().find(|f| f.name == key) else {
+            match unknown {
+                Unknown::Keep => {
+                    out.insert(key.clone(), value.clone());
+                }
+                Unknown::Ignore => {}
+                Unknown::Refuse => return Err(bad(&path(prefix, key), "is not allowed")),
+            }
+            continue;
+        };
+        let name = path(prefix, key);
+        if value.is_null() {
+            if field.nullable {
+                out.insert(key.clone(), Value::Null);
+                continue;
+            }
+            return Err(bad(&name, "must not be null"));
+        }
+        out.insert(key.clone(), check(&name, field.kind, value)?);
     }
     Ok(out)
 }
@@ -314,6 +353,25 @@ pub(crate) fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiE
         Kind::ApiCheckDefaults => super::shapes::api_check_defaults(name, value),
         Kind::AlertChannels => super::shapes::alert_channels(name, value),
         Kind::List(list) => super::shapes::objects(name, value, list),
+        Kind::OneOf(allowed) => one_of(name, value, allowed).map(|()| value.clone()),
+        Kind::IntIn(allowed) => {
+            let number = check_number(name, value, true, None, None)?;
+            match number.as_u64() {
+                Some(n) if allowed.iter().any(|a| u64::from(*a) == n) => Ok(number),
+                _ => Err(bad(
+                    name,
+                    format!(
+                        "must be one of {}",
+                        crate::api::model::limits::list(allowed)
+                    ),
+                )),
+            }
+        }
+        Kind::Uuid => match value.as_str() {
+            Some(text) if is_uuid(text) => Ok(value.clone()),
+            Some(_) => Err(bad(name, "must be a valid GUID")),
+            None => Err(bad(name, "must be a string")),
+        },
         _ => Ok(value.clone()),
     }
 }
@@ -441,10 +499,22 @@ fn check_heartbeat(name: &str, value: &Value) -> Result<Value, ApiError> {
         Field::required("periodUnit", STR),
         Field::required("grace", INT),
         Field::required("graceUnit", STR),
-        Field::optional("pingToken", NON_EMPTY),
+        Field::nullable("pingToken", STR, Value::Null),
         Field::optional("pingUrl", STR),
     ];
     let mut out = normalize(object, &table, name, false)?;
+    // `null`, absent and `""` all keep the check's token (the official clients send `""`
+    // before they know the token); any other value must be a UUID, as the published schema
+    // says (`x-format: guid`).
+    match out.get("pingToken").and_then(Value::as_str) {
+        None | Some("") => {
+            out.remove("pingToken");
+        }
+        Some(token) if !is_uuid(token) => {
+            return Err(bad(&path(name, "pingToken"), "must be a valid GUID"));
+        }
+        Some(_) => {}
+    }
     for key in ["periodUnit", "graceUnit"] {
         one_of(&path(name, key), &out[key], &units)?;
     }
@@ -462,17 +532,6 @@ fn check_heartbeat(name: &str, value: &Value) -> Result<Value, ApiError> {
             "must be between 0 seconds and 365 days",
         ));
     }
-    if let Some(token) = out.get("pingToken").and_then(Value::as_str) {
-        if !token
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(bad(
-                &path(name, "pingToken"),
-                "must contain only letters, digits, '-' and '_'",
-            ));
-        }
-    }
     // The URL is the service's to hand out: a sent one is ignored.
     out.remove("pingUrl");
     Ok(Value::Object(out))
@@ -489,15 +548,7 @@ pub(crate) fn seconds(heartbeat: &Map<String, Value>, amount: &str, unit: &str) 
     amount * factor
 }
 
-/// Whether `text` is a UUID in its canonical 8-4-4-4-12 hex form.
-pub(crate) fn is_uuid(text: &str) -> bool {
-    let groups: Vec<&str> = text.split('-').collect();
-    groups.len() == 5
-        && groups
-            .iter()
-            .zip([8, 4, 4, 4, 12])
-            .all(|(g, len)| g.len() == len && g.chars().all(|c| c.is_ascii_hexdigit()))
-}
+pub(crate) use crate::api::model::limits::is_uuid;
 
 #[cfg(test)]
 mod tests {

@@ -148,12 +148,19 @@ pub(crate) enum Remote {
 pub(crate) enum Heartbeat {
     /// From the check's latest event.
     Available {
-        /// Success ratio of the last 24 hours (0 to 1; `null` without data).
+        /// Success ratio of the last 24 hours in percent (0 to 100, as the service sends it;
+        /// `null` without data).
         success_ratio_24h: Option<f64>,
-        /// Success ratio of the last 7 days.
+        /// Success ratio of the last 7 days, in percent.
         success_ratio_7d: Option<f64>,
-        /// The latest event.
+        /// The latest event (of the last 24 hours, else of the last 365 days).
         latest_event: EventDoc,
+    },
+    /// No event in the last `searched_days` days: the check was never pinged (or not for
+    /// longer than any heartbeat period).
+    NeverPinged {
+        /// How far back the service was asked.
+        searched_days: u32,
     },
     /// No event recorded yet, or the events could not be read.
     Unavailable {
@@ -167,10 +174,10 @@ pub(crate) enum Heartbeat {
 pub(crate) struct EventDoc {
     /// The event id.
     pub id: String,
-    /// The event's state as the service names it.
-    pub state: String,
-    /// When it was recorded.
-    pub time: DateTime<Utc>,
+    /// The event's state as the service names it (`null` when the answer had none).
+    pub state: Option<String>,
+    /// When it was recorded (`null` when the answer had no timestamp).
+    pub time: Option<DateTime<Utc>>,
 }
 
 /// Check sync of one job.
@@ -178,7 +185,7 @@ pub(crate) struct EventDoc {
 pub(crate) struct SyncDoc {
     /// The check id.
     pub check_id: String,
-    /// `in_sync`, `pending` or `failed`.
+    /// `in_sync`, `pending`, `failed` or `missing` (the service has no such check).
     pub state: String,
     /// The last failure's message (kept until a pass succeeds).
     pub last_error: Option<String>,
@@ -190,14 +197,9 @@ pub(crate) struct SyncDoc {
 
 impl From<crate::sync::JobSyncStatus> for SyncDoc {
     fn from(s: crate::sync::JobSyncStatus) -> SyncDoc {
-        let state = match s.state {
-            crate::sync::SyncState::InSync => "in_sync",
-            crate::sync::SyncState::Pending => "pending",
-            crate::sync::SyncState::Failed => "failed",
-        };
         SyncDoc {
             check_id: s.check_id,
-            state: state.to_owned(),
+            state: s.state.as_str().to_owned(),
             last_error: s.last_error,
             last_attempt: s.last_attempt,
             last_success: s.last_success,

@@ -100,7 +100,7 @@ pub(crate) struct Scrape<'a> {
     pub outbox_depth: usize,
     /// The outbox's counters.
     pub outbox: Stats,
-    /// Jobs per sync state (`in_sync`, `pending`, `failed`), when sync runs.
+    /// Jobs per sync state (`in_sync`, `pending`, `failed`, `missing`), when sync runs.
     pub sync: Option<BTreeMap<&'static str, u64>>,
 }
 
@@ -132,7 +132,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             "gauge",
             "Bound jobs by the state of their check's sync.",
         );
-        for state in ["in_sync", "pending", "failed"] {
+        for state in ["in_sync", "pending", "failed", "missing"] {
             let n = sync.get(state).copied().unwrap_or(0);
             out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
         }
@@ -383,6 +383,26 @@ mod tests {
         let mut text = Text::default();
         text.sample("m", &[("job", "x\"y")], 1.5);
         assert_eq!(text.0, "m{job=\"x\\\"y\"} 1.5\n");
+    }
+
+    #[test]
+    fn a_missing_check_is_a_sync_state_of_its_own() {
+        let state = DaemonState::default();
+        let scrape = Scrape {
+            state: &state,
+            start_time: 0.0,
+            outbox_depth: 0,
+            outbox: Stats::default(),
+            sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
+        };
+        let text = render(&RunMetrics::default(), &scrape);
+        for line in [
+            "heartbeat_agent_sync_jobs{state=\"in_sync\"} 2",
+            "heartbeat_agent_sync_jobs{state=\"failed\"} 0",
+            "heartbeat_agent_sync_jobs{state=\"missing\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
     }
 
     #[test]

@@ -2,10 +2,16 @@
 //! asks (a `/status` request), cached for 60 s, at the lowest priority of the shared rate
 //! limiter. A request can ask for a fresh view (`?refresh=1`); without the status token such a
 //! request fetches at most once per [`REFRESH_EVERY`] (else it gets the cached view), so no
-//! local user can spend the account's API quota through the endpoint. One `GET /v1/check-statuses` per refresh, plus one events request per bound check
-//! (`GET /v1/checks/heartbeats/{id}/events`; its newest event's id, and the event's statistics,
-//! from `GET .../events/{id}` when the list carries none). The agent's ping code does not keep
-//! the `eventId` of ping answers, so the events list is where ids come from.
+//! local user can spend the account's API quota through the endpoint. One `GET
+//! /v1/check-statuses` per refresh, plus one events request per bound check (`GET
+//! /v1/checks/heartbeats/{id}/events?limit=1&startTime=<24 h ago>`: its newest event, and the
+//! event's statistics from `GET .../events/{id}` when the list carries none). The agent's ping
+//! code does not keep the `eventId` of ping answers, so the events list is where ids come from.
+//!
+//! The events list only covers a window (the service's default is the last 24 hours), so an
+//! empty answer does not mean "never pinged": a check with no event in the last day is asked
+//! again over the last 365 days (the longest heartbeat period), and only an empty answer to
+//! that is reported as never pinged. A daily job pinged 30 hours ago shows its last event.
 //!
 //! Failures are data: an API that is down makes the view `unavailable` with the reason.
 
@@ -18,7 +24,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use super::doc::{EventDoc, Heartbeat, Remote};
-use crate::api::model::{CheckStatus, HeartbeatEvent, HeartbeatStats};
+use crate::api::model::{CheckStatus, EventsWindow, HeartbeatEvent, HeartbeatStats};
 use crate::api::ApiClient;
 
 /// How long a fetched view is served before the next request fetches again.
@@ -170,25 +176,40 @@ async fn fetch(client: &ApiClient, ids: &BTreeSet<String>) -> Result<View, Strin
     })
 }
 
+/// How far back a check with no event in the last day is searched before it counts as never
+/// pinged: the longest heartbeat period the service accepts.
+const NEVER_PINGED_WINDOW_DAYS: i64 = 365;
+
 /// The statistics of check `id` from its newest event.
 async fn heartbeat(client: &ApiClient, id: &str) -> Heartbeat {
     let unavailable = |reason: String| Heartbeat::Unavailable { reason };
-    let lists = match client.list_heartbeat_events(id).await {
-        Ok(lists) => lists,
-        Err(err) if err.is_not_found() => {
-            return unavailable(format!("the service has no heartbeat check {id}"))
+    let now = Utc::now();
+    let mut found = None;
+    for days in [1, NEVER_PINGED_WINDOW_DAYS] {
+        let window = EventsWindow::newest_since(now - chrono::Duration::days(days));
+        let lists = match client.list_heartbeat_events(id, &window).await {
+            Ok(lists) => lists,
+            Err(err) if err.is_not_found() => {
+                return unavailable(format!("the service has no heartbeat check {id}"))
+            }
+            Err(err) => return unavailable(format!("cannot read the events of check {id}: {err}")),
+        };
+        found = lists
+            .iter()
+            .flat_map(|list| list.events.iter().map(move |e| (e, list.stats.as_ref())))
+            .max_by_key(|(event, _)| event.timestamp)
+            .map(|(event, stats)| (event.clone(), stats.cloned()));
+        if found.is_some() {
+            break;
         }
-        Err(err) => return unavailable(format!("cannot read the events of check {id}: {err}")),
-    };
-    let newest = lists
-        .iter()
-        .flat_map(|list| list.events.iter().map(move |e| (e, list.stats.as_ref())))
-        .max_by_key(|(event, _)| event.timestamp);
-    let Some((event, stats)) = newest else {
-        return unavailable("no heartbeat event recorded yet (no ping received)".to_owned());
+    }
+    let Some((event, stats)) = found else {
+        return Heartbeat::NeverPinged {
+            searched_days: NEVER_PINGED_WINDOW_DAYS as u32,
+        };
     };
     let stats = match stats {
-        Some(stats) => stats.clone(),
+        Some(stats) => stats,
         None => match client.get_heartbeat_event(id, &event.id).await {
             Ok(with_stats) => with_stats.stats,
             Err(err) => {
@@ -199,21 +220,81 @@ async fn heartbeat(client: &ApiClient, id: &str) -> Heartbeat {
             }
         },
     };
-    available(event, &stats)
+    available(&event, &stats)
 }
 
 fn available(event: &HeartbeatEvent, stats: &HeartbeatStats) -> Heartbeat {
-    let state = match serde_json::to_value(&event.state) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => format!("{:?}", event.state),
+    let ratio = |period: &Option<crate::api::model::PeriodStats>| {
+        period.as_ref().and_then(|p| p.success_ratio.current_period)
     };
     Heartbeat::Available {
-        success_ratio_24h: stats.last_24_hours.success_ratio.current_period,
-        success_ratio_7d: stats.last_7_days.success_ratio.current_period,
+        success_ratio_24h: ratio(&stats.last_24_hours),
+        success_ratio_7d: ratio(&stats.last_7_days),
         latest_event: EventDoc {
             id: event.id.clone(),
-            state,
-            time: event.timestamp.with_timezone(&Utc),
+            state: event.state.as_ref().map(|s| s.as_str().to_owned()),
+            time: event.timestamp.map(|t| t.with_timezone(&Utc)),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ApiClientConfig;
+    use crate::emulator::{Emulator, EmulatorOptions, Fixtures};
+    use crate::redact::Secret;
+
+    /// Against the emulator (its events list is windowed like the service's): a daily job
+    /// pinged 30 hours ago shows its last event, a check never pinged says so.
+    #[tokio::test]
+    async fn a_ping_older_than_a_day_is_not_never_pinged() {
+        let emulator = Emulator::start(EmulatorOptions {
+            fixtures: Fixtures::default(),
+            ..EmulatorOptions::default()
+        })
+        .await
+        .expect("emulator");
+        for id in ["daily", "never"] {
+            emulator
+                .add_heartbeat_check(&serde_json::json!({"id": id, "name": id}))
+                .expect("check");
+        }
+        let ping_30h_ago = Utc::now() - chrono::Duration::hours(30);
+        let stamp = ping_30h_ago.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        emulator
+            .add_heartbeat_event(
+                "daily",
+                &serde_json::json!({"state": "RECEIVED", "timestamp": stamp}),
+            )
+            .expect("event");
+        let api = ApiClient::new(ApiClientConfig::new(
+            emulator.base_url(),
+            Secret::new(emulator.api_key().to_owned()),
+        ))
+        .expect("client");
+        let daily = heartbeat(&api, "daily").await;
+        let Heartbeat::Available { latest_event, .. } = &daily else {
+            panic!("{daily:?}");
+        };
+        assert_eq!(latest_event.state.as_deref(), Some("RECEIVED"));
+        let age = Utc::now() - latest_event.time.expect("a time");
+        assert!(age > chrono::Duration::hours(29), "{age}");
+        assert!(matches!(
+            heartbeat(&api, "never").await,
+            Heartbeat::NeverPinged { searched_days: 365 }
+        ));
+        let queries: Vec<String> = emulator
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/events"))
+            .filter_map(|r| r.query)
+            .collect();
+        assert_eq!(queries.len(), 4, "{queries:?}");
+        assert!(
+            queries.iter().all(|q| q.starts_with("limit=1&startTime=")),
+            "{queries:?}"
+        );
+        emulator.shutdown().await;
     }
 }

@@ -32,7 +32,7 @@ use super::metrics::RunMetrics;
 use super::remote::{Refresh, RemoteView};
 use crate::config::{Config, JobAction, Listen, Overlap};
 use crate::daemon::{Context, Task};
-use crate::sync::{SyncState, SyncStatus};
+use crate::sync::SyncStatus;
 
 /// A bound listener, not yet served.
 #[derive(Debug)]
@@ -123,12 +123,7 @@ impl App {
         let sync = self.sources.sync.get()?;
         let mut counts = BTreeMap::new();
         for job in sync.snapshot().values() {
-            let state = match job.state {
-                SyncState::InSync => "in_sync",
-                SyncState::Pending => "pending",
-                SyncState::Failed => "failed",
-            };
-            *counts.entry(state).or_default() += 1;
+            *counts.entry(job.state.as_str()).or_default() += 1;
         }
         Some(counts)
     }

@@ -102,6 +102,7 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
         Some(s) => match s.state.as_str() {
             "in_sync" => ("in sync".to_owned(), Tone::Good),
             "failed" => ("failed".to_owned(), Tone::Bad),
+            "missing" => ("check missing".to_owned(), Tone::Bad),
             other => (other.to_owned(), Tone::Warn),
         },
     };
@@ -122,22 +123,34 @@ fn remote(remote: &Remote, bound: bool) -> (String, Tone) {
         Remote::Available {
             check_status,
             heartbeat,
-            ..
+            fetched_at,
         } => {
             let failing = check_status
                 .as_ref()
                 .is_some_and(|s| s.has_failures || s.has_errors);
+            // The service's success ratio is a percentage already (0 to 100).
             let ratio = match heartbeat {
                 Heartbeat::Available {
                     success_ratio_24h: Some(r),
                     ..
-                } => format!("{:.1}%", r * 100.0),
+                } => format!("{r:.1}%"),
                 _ => "n/a".to_owned(),
             };
+            let note = match heartbeat {
+                Heartbeat::Available { latest_event, .. } => match latest_event.time {
+                    Some(time) if *fetched_at - time > TimeDelta::hours(24) => format!(
+                        ", no ping in the last 24 hours (last event {} ago)",
+                        span(*fetched_at - time)
+                    ),
+                    _ => String::new(),
+                },
+                Heartbeat::NeverPinged { .. } => ", never pinged".to_owned(),
+                Heartbeat::Unavailable { .. } => String::new(),
+            };
             if failing {
-                (format!("FAILING 24h {ratio}"), Tone::Bad)
+                (format!("FAILING 24h {ratio}{note}"), Tone::Bad)
             } else {
-                (format!("ok 24h {ratio}"), Tone::Good)
+                (format!("ok 24h {ratio}{note}"), Tone::Good)
             }
         }
     }
@@ -157,6 +170,35 @@ fn span(delta: TimeDelta) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remote_shows_the_percentage_and_tells_an_old_ping_from_none() {
+        let fetched_at = Utc::now();
+        let view = |heartbeat| Remote::Available {
+            fetched_at,
+            check_status: None,
+            heartbeat,
+        };
+        let event = |hours_ago| super::super::doc::EventDoc {
+            id: "e".into(),
+            state: Some("RECEIVED".into()),
+            time: Some(fetched_at - TimeDelta::hours(hours_ago)),
+        };
+        let available = |hours_ago| Heartbeat::Available {
+            success_ratio_24h: Some(100.0),
+            success_ratio_7d: Some(97.5),
+            latest_event: event(hours_ago),
+        };
+        assert_eq!(remote(&view(available(1)), true).0, "ok 24h 100.0%");
+        assert_eq!(
+            remote(&view(available(30)), true).0,
+            "ok 24h 100.0%, no ping in the last 24 hours (last event 30h ago)"
+        );
+        assert_eq!(
+            remote(&view(Heartbeat::NeverPinged { searched_days: 365 }), true).0,
+            "ok 24h n/a, never pinged"
+        );
+    }
 
     #[test]
     fn spans() {

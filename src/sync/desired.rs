@@ -1,7 +1,18 @@
-//! The desired definition of a bound check: the complete body of
-//! `PUT /v1/checks/heartbeat/{id}` built from the job's `[jobs.check]`, its schedule (through
-//! [`super::period`]) and the ping token learned earlier; and the field-by-field difference
-//! between two definitions, as `sync` shows it.
+//! The desired definition of a bound check: the body of `PUT /v1/checks/heartbeat/{id}` built
+//! from the job's `[jobs.check]`, its schedule (through [`super::period`]) and the ping token
+//! learned earlier; and the field-by-field difference between two definitions, as `sync` shows
+//! it.
+//!
+//! Sync owns exactly what the config sets. The service's PUT keeps a field it is not sent
+//! (`checkly/checkly-go-sdk` commit d19fe3ba: "When a property is not set, it is kept intact"),
+//! so a field the config does not set is left out and whatever the check has (a mute or an
+//! alert channel made in the web UI) stays. A field the config set earlier (it is in the last
+//! accepted definition) and no longer sets is cleared once: `null` for `description` and
+//! `triggerIncident` (the Terraform provider clears a description that way), the service's
+//! default for the others (`muted: false`, `tags: []`, `alertChannelSubscriptions: []`,
+//! `useGlobalAlertSettings: true`; removed `alert_settings` are switched off by
+//! `useGlobalAlertSettings: true`, as the request schema does not let `alertSettings` be
+//! `null`). `name`, `activated` and `heartbeat` are always sent. The table is in docs/sync.md.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -10,10 +21,6 @@ use super::period::Timing;
 use crate::api::model::limits::in_units;
 use crate::api::model::{HeartbeatCheckUpdate, HeartbeatSpec};
 use crate::config::Job;
-
-/// What is sent as `script`: the spec requires the field, and a heartbeat check runs no
-/// script, so an empty string (the service's own default for heartbeat checks).
-pub const SCRIPT: &str = "";
 
 /// A check definition: the PUT body and its `autoAssignAlerts` query flag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,22 +33,57 @@ pub struct Definition {
 }
 
 /// The definition `job` wants for its check at the given timing, keeping `ping_token` (the
-/// learned one, so the check's ping URL never changes). A disabled job's check is deactivated.
-pub fn desired(job: &Job, timing: Timing, ping_token: Option<String>) -> Definition {
+/// learned one, so the check's ping URL never changes) and clearing what the config no longer
+/// sets but `previous` (the last accepted definition) did. A disabled job's check is
+/// deactivated.
+pub fn desired(
+    job: &Job,
+    timing: Timing,
+    ping_token: Option<String>,
+    previous: Option<&Definition>,
+) -> Definition {
     let check = &job.check;
+    let before = previous.map(|p| &p.body);
     let (period, period_unit) = in_units(timing.period);
     let (grace, grace_unit) = in_units(timing.grace);
+    let was = |field: fn(&HeartbeatCheckUpdate) -> bool| before.is_some_and(field);
+    let dropped_alert_settings = check.alert_settings.is_none()
+        && was(|b| b.alert_settings.is_some())
+        && check.use_global_alert_settings.is_none();
     let body = HeartbeatCheckUpdate {
-        script: SCRIPT.to_owned(),
         name: Some(check.name.clone().unwrap_or_else(|| job.name.clone())),
         activated: Some(job.enabled && check.activated),
-        muted: Some(check.muted),
-        tags: Some(check.tags.clone()),
+        muted: owned(check.muted, was(|b| b.muted == Some(true)), false),
+        tags: owned(
+            check.tags.clone(),
+            was(|b| b.tags.as_ref().is_some_and(|t| !t.is_empty())),
+            Vec::new(),
+        ),
         alert_settings: check.alert_settings.clone(),
-        use_global_alert_settings: Some(check.use_global_alert_settings),
-        alert_channel_subscriptions: check.alert_channel_subscriptions.clone(),
-        trigger_incident: check.trigger_incident.clone(),
-        description: check.description.clone(),
+        use_global_alert_settings: owned(
+            check.use_global_alert_settings,
+            was(|b| b.use_global_alert_settings == Some(false)) || dropped_alert_settings,
+            true,
+        ),
+        alert_channel_subscriptions: owned(
+            check.alert_channel_subscriptions.clone(),
+            was(|b| {
+                b.alert_channel_subscriptions
+                    .as_ref()
+                    .is_some_and(|s| !s.is_empty())
+            }),
+            Vec::new(),
+        ),
+        trigger_incident: owned(
+            check.trigger_incident.clone().map(Some),
+            was(|b| matches!(b.trigger_incident, Some(Some(_)))),
+            None,
+        ),
+        description: owned(
+            check.description.clone().map(Some),
+            was(|b| matches!(b.description, Some(Some(_)))),
+            None,
+        ),
         heartbeat: Some(HeartbeatSpec {
             period,
             period_unit,
@@ -55,6 +97,12 @@ pub fn desired(job: &Job, timing: Timing, ping_token: Option<String>) -> Definit
         body,
         auto_assign_alerts: check.auto_assign_alerts,
     }
+}
+
+/// A field sync owns: the configured value; else `cleared` when the last accepted definition
+/// had a value the config set (`was_set`); else not sent.
+fn owned<T>(configured: Option<T>, was_set: bool, cleared: T) -> Option<T> {
+    configured.or_else(|| was_set.then_some(cleared))
 }
 
 /// `accepted` with the check deactivated: what a check gets whose job left the config.
@@ -89,10 +137,16 @@ impl std::fmt::Display for Change {
 }
 
 /// The fields that differ between the last accepted definition and the desired one, in a
-/// stable order. The ping token is never shown: it is a secret.
+/// stable order. A field the desired definition leaves out is not sync's (the service keeps
+/// it), so it is not compared. The ping token is never shown: it is a secret.
 pub fn diff(accepted: Option<&Definition>, desired: &Definition) -> Vec<Change> {
-    let old = accepted.map(flatten).unwrap_or_default();
     let new = flatten(desired);
+    let old: Vec<(String, String)> = accepted
+        .map(flatten)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(field, _)| new.iter().any(|(f, _)| f == field || owned_by(field, f)))
+        .collect();
     let mut fields: Vec<&String> = old.iter().chain(&new).map(|(k, _)| k).collect();
     fields.sort();
     fields.dedup();
@@ -112,6 +166,13 @@ pub fn diff(accepted: Option<&Definition>, desired: &Definition) -> Vec<Change> 
             })
         })
         .collect()
+}
+
+/// Whether leaf `old` (`alertSettings.reminders.amount`) belongs to the sent field whose leaf is
+/// `new` (`alertSettings.reminders.interval`): one top-level field is sent whole.
+fn owned_by(old: &str, new: &str) -> bool {
+    let top = |path: &str| path.split('.').next().unwrap_or(path).to_owned();
+    top(old) == top(new)
 }
 
 /// A definition as `(dotted path, JSON value)` leaves; arrays are leaves.

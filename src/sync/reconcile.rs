@@ -1,7 +1,10 @@
 //! One reconciliation pass: for every bound check, the desired definition against the one the
-//! service last accepted; a PUT only where they differ (or with `force`), the answer persisted.
-//! A change that would restart the service's timer waits for the job's next accepted ping
-//! ([`super::timer`]).
+//! service last accepted; a PUT only where they differ (or with `force`, or when the daemon
+//! re-asserts the check: `reassert`), the answer persisted. A change that would restart the
+//! service's timer waits for the job's next accepted ping ([`super::timer`]). A PUT answered 404
+//! means the check is gone (deleted, or a wrong `check_id`): [`SyncOutcome::Missing`], which
+//! names the job and check and is not retried by the pass (the daemon holds it until the next
+//! re-assertion).
 //! Jobs that left the config (a state file, no job) or are disabled get their check
 //! deactivated. A failing API fails that job's entry, never the pass; once the API keeps
 //! answering 429 the rest of the pass is deferred (429 answers count against the limit), and
@@ -10,7 +13,7 @@
 //! the same retry budget against the same dead host, so the pass ends in one job's budget. The
 //! daemon's passes also go through a [`Pacer`]: a PUT it does not allow yet is deferred.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
@@ -39,6 +42,12 @@ pub struct SyncOptions {
     pub job: Option<String>,
     /// The time the desired definitions are computed for.
     pub now: DateTime<Utc>,
+    /// Jobs whose definition is sent even when the local record matches (the daemon's
+    /// re-assertion: the API has no `GET` to notice a change made elsewhere).
+    pub reassert: BTreeSet<String>,
+    /// Jobs left out of this pass (the daemon's: a check the service answered 404 for, until
+    /// its next re-assertion).
+    pub hold: BTreeSet<String>,
 }
 
 impl SyncOptions {
@@ -49,6 +58,8 @@ impl SyncOptions {
             force: false,
             job: None,
             now,
+            reassert: BTreeSet::new(),
+            hold: BTreeSet::new(),
         }
     }
 }
@@ -78,6 +89,9 @@ pub enum SyncOutcome {
     WouldUpdate,
     /// The PUT (or saving its answer) failed; the message names the job and check.
     Failed(String),
+    /// The service answered 404: it has no such check (deleted in the web UI, or a wrong
+    /// `check_id`). The message names the job and check and says what to do.
+    Missing(String),
     /// Not sent: the API kept answering 429 to an earlier PUT of this pass, and more requests
     /// would only prolong that (429 answers count against the limit), or an earlier PUT of this
     /// pass could not reach the API at all, or the daemon's pacing after a 429 does not allow
@@ -119,13 +133,16 @@ pub struct SyncReport {
 impl SyncReport {
     /// Whether any PUT failed.
     pub fn failed(&self) -> bool {
-        self.jobs
-            .iter()
-            .any(|j| matches!(j.outcome, SyncOutcome::Failed(_) | SyncOutcome::Deferred(_)))
+        self.jobs.iter().any(|j| {
+            matches!(
+                j.outcome,
+                SyncOutcome::Failed(_) | SyncOutcome::Deferred(_) | SyncOutcome::Missing(_)
+            )
+        })
     }
 
     /// Whether a PUT failed for another reason than a 429 (those call for a retry backoff;
-    /// 429s and deferred PUTs are left to the pacing).
+    /// 429s and deferred PUTs are left to the pacing; a missing check is not retried).
     pub fn failed_otherwise(&self) -> bool {
         self.jobs
             .iter()
@@ -170,6 +187,7 @@ pub fn desired_for(
         job,
         timing,
         known.and_then(|s| s.ping_token.clone()),
+        known.and_then(|s| s.accepted.as_ref()),
     ))
 }
 
@@ -206,7 +224,9 @@ pub async fn sync_paced(
         pacer,
         learned,
     };
-    let wanted = |name: &str| opts.job.as_deref().map_or(true, |only| only == name);
+    let wanted = |name: &str| {
+        opts.job.as_deref().map_or(true, |only| only == name) && !opts.hold.contains(name)
+    };
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
         let PingTarget::Check(check_id) = &job.target else {
             continue;
@@ -287,7 +307,8 @@ impl Pass<'_> {
             .pacer
             .map_or(Duration::ZERO, |p| p.delay(Instant::now()));
         let mut rate_limited = false;
-        let outcome = if changes.is_empty() && !self.opts.force {
+        let reassert = self.opts.reassert.contains(job);
+        let outcome = if changes.is_empty() && !self.opts.force && !reassert {
             if held.is_empty() {
                 SyncOutcome::InSync
             } else {
@@ -375,6 +396,21 @@ async fn put(
         .await;
     let answer = match answer {
         Ok(answer) => answer,
+        Err(err) if err.is_not_found() => {
+            tracing::error!(
+                job,
+                check = check_id,
+                "the service has no such check: it was deleted or check_id is wrong"
+            );
+            return (
+                SyncOutcome::Missing(format!(
+                    "job \"{job}\": check {check_id}: the service has no such check (404): it \
+                     was deleted, or check_id is wrong; recreate the check and set the job's \
+                     check_id to its id (not retried until the next re-assertion or reload)"
+                )),
+                PutAnswer::Other,
+            );
+        }
         Err(err) => {
             tracing::warn!(job, check = check_id, error = %err, "check update failed");
             let (answer, message) = match &err {

@@ -3,8 +3,18 @@
 //! demand (right after a run's accepted ping, on reload), sooner after a
 //! failure (capped backoff), and, while PUTs are paced after a 429 ([`Pacer`]), as soon as the
 //! pace allows the next one. Per-job status is kept for the status endpoint.
+//!
+//! Re-assertion: the API has no `GET` for a heartbeat check, so a check edited in the web UI or
+//! deleted would go unnoticed while the local record says "in sync". Each bound check's
+//! definition is therefore sent whatever the record says, once soon after start (at a random
+//! point of the first [`REASSERT_START_SPREAD`], or of `reassert_interval` when that is
+//! shorter) and then every `reassert_interval` plus a random tenth of it, per check: a fleet
+//! restarted together spreads its PUTs instead of sending them at once (1000 checks over 10
+//! minutes is 100 per minute, far under the shared 600 per 60 s). A check the service answers
+//! 404 for is `missing`: it is held (no PUT) until its next re-assertion or a reload, never
+//! retried in a loop.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,7 +42,25 @@ pub enum SyncState {
     InSync,
     /// The last PUT failed; it is retried.
     Failed,
+    /// The service answered 404: the check is gone (deleted, or a wrong `check_id`). Not
+    /// retried until the next re-assertion or a reload.
+    Missing,
 }
+
+impl SyncState {
+    /// The name status and metrics use: `in_sync`, `pending`, `failed`, `missing`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncState::Pending => "pending",
+            SyncState::InSync => "in_sync",
+            SyncState::Failed => "failed",
+            SyncState::Missing => "missing",
+        }
+    }
+}
+
+/// How long after start the first re-assertions of a fleet are spread over.
+pub const REASSERT_START_SPREAD: Duration = Duration::from_secs(10 * 60);
 
 /// One job's sync status, as the status endpoint shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -86,7 +114,8 @@ impl SyncStatus {
                     last_success: None,
                 });
                 status.check_id.clone_from(id);
-                if status.state == SyncState::InSync {
+                // A reload retries a missing check once (its check_id may have been fixed).
+                if matches!(status.state, SyncState::InSync | SyncState::Missing) {
                     status.state = SyncState::Pending;
                 }
                 jobs.insert(job.name.clone(), status);
@@ -109,6 +138,10 @@ impl SyncStatus {
             match &entry.outcome {
                 SyncOutcome::Failed(message) => {
                     status.state = SyncState::Failed;
+                    status.last_error = Some(message.clone());
+                }
+                SyncOutcome::Missing(message) => {
+                    status.state = SyncState::Missing;
                     status.last_error = Some(message.clone());
                 }
                 SyncOutcome::WouldUpdate | SyncOutcome::Held => {
@@ -139,6 +172,12 @@ pub struct TaskTiming {
     pub retry_base: Duration,
     /// The longest retry delay.
     pub retry_cap: Duration,
+    /// How often each check's definition is sent whatever the local record says
+    /// (`reassert_interval`, plus a random tenth per check).
+    pub reassert_interval: Duration,
+    /// The first re-assertions after start fall at random points of this span (capped at
+    /// `reassert_interval`).
+    pub reassert_start_spread: Duration,
 }
 
 impl TaskTiming {
@@ -149,6 +188,8 @@ impl TaskTiming {
             resync_interval: config.agent.resync_interval,
             retry_base: Duration::from_secs(30),
             retry_cap: Duration::from_secs(15 * 60),
+            reassert_interval: config.agent.reassert_interval,
+            reassert_start_spread: REASSERT_START_SPREAD,
         }
     }
 }
@@ -169,6 +210,8 @@ struct Inner {
     pacer: Pacer,
     /// Where every ping URL a pass learns is recorded (shared with the daemon's runs).
     learned: LearnedUrls,
+    /// When each job's check is next re-asserted (filled at the first pass).
+    reassert_at: Mutex<BTreeMap<String, tokio::time::Instant>>,
 }
 
 impl Reconciler {
@@ -207,6 +250,7 @@ impl Reconciler {
                 timing: Mutex::new(None),
                 pacer: Pacer::default(),
                 learned,
+                reassert_at: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -296,11 +340,18 @@ impl Reconciler {
             .unwrap_or_else(|| TaskTiming::from_config(config))
     }
 
-    /// One pass now, recorded in the status.
+    /// One pass now, recorded in the status: checks due for re-assertion are sent whatever the
+    /// local record says, missing checks not due are held.
     pub async fn sync_once(&self, cache: &mut CadenceCache) -> SyncReport {
         let config = self.config();
+        let timing = self.timing(&config);
         let now = Utc::now();
-        let opts = SyncOptions::at(now);
+        let (reassert, hold) = self.reassert_plan(&config, &timing);
+        let opts = SyncOptions {
+            reassert: reassert.clone(),
+            hold,
+            ..SyncOptions::at(now)
+        };
         let report = sync_paced(
             &config,
             &self.inner.client,
@@ -312,7 +363,80 @@ impl Reconciler {
         )
         .await;
         self.inner.status.record(&report, now);
+        self.reassert_done(&report, &reassert, &timing);
         report
+    }
+
+    /// The jobs due for re-assertion now, and the missing ones held until theirs. A job seen for
+    /// the first time gets its first re-assertion at a random point of the start spread.
+    fn reassert_plan(
+        &self,
+        config: &Config,
+        timing: &TaskTiming,
+    ) -> (BTreeSet<String>, BTreeSet<String>) {
+        let now = tokio::time::Instant::now();
+        let status = self.inner.status.snapshot();
+        let mut due_at = self.lock_reassert();
+        let mut due = BTreeSet::new();
+        let mut hold = BTreeSet::new();
+        for job in config
+            .jobs
+            .iter()
+            .filter(|j| matches!(j.target, PingTarget::Check(_)))
+        {
+            let spread = timing.reassert_start_spread.min(timing.reassert_interval);
+            let at = *due_at
+                .entry(job.name.clone())
+                .or_insert_with(|| now + random_up_to(spread));
+            let missing = status
+                .get(&job.name)
+                .is_some_and(|s| s.state == SyncState::Missing);
+            if at <= now {
+                due.insert(job.name.clone());
+            } else if missing {
+                hold.insert(job.name.clone());
+            }
+        }
+        (due, hold)
+    }
+
+    /// Schedules the next re-assertion of every job whose definition went out (or was answered
+    /// 404) in `report`, and of every due job the pass did not defer; a failed one is tried again
+    /// after [`TaskTiming::retry_cap`] at the latest.
+    fn reassert_done(&self, report: &SyncReport, due: &BTreeSet<String>, timing: &TaskTiming) {
+        let now = tokio::time::Instant::now();
+        let mut due_at = self.lock_reassert();
+        let mut jobs: BTreeMap<&str, Option<&SyncOutcome>> =
+            due.iter().map(|job| (job.as_str(), None)).collect();
+        for entry in &report.jobs {
+            if due.contains(&entry.job) || entry.outcome == SyncOutcome::Updated {
+                jobs.insert(entry.job.as_str(), Some(&entry.outcome));
+            }
+        }
+        for (job, outcome) in jobs {
+            let next = match outcome {
+                Some(SyncOutcome::Deferred(_)) => continue,
+                Some(SyncOutcome::Failed(_)) => timing.retry_cap,
+                _ => timing.reassert_interval + random_up_to(timing.reassert_interval / 10),
+            };
+            due_at.insert(job.to_owned(), now + next);
+        }
+    }
+
+    /// Time until the earliest re-assertion is due.
+    fn next_reassert(&self) -> Option<Duration> {
+        let now = tokio::time::Instant::now();
+        self.lock_reassert()
+            .values()
+            .min()
+            .map(|at| at.saturating_duration_since(now))
+    }
+
+    fn lock_reassert(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, tokio::time::Instant>> {
+        self.inner
+            .reassert_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The background task: first pass after a random `0..sync_jitter`, then as described in
@@ -341,6 +465,9 @@ impl Reconciler {
                 wait = wait.min(timing.retry_base.max(backoff).max(paced));
             } else if report.failed() {
                 wait = wait.min(paced.max(PACED_MIN_WAIT));
+            }
+            if let Some(reassert) = self.next_reassert() {
+                wait = wait.min(reassert.max(paced).max(PACED_MIN_WAIT));
             }
             tokio::select! {
                 () = cancel.cancelled() => return,

@@ -139,7 +139,7 @@ mod tests {
             period: Duration::from_secs(days * 86_400),
             grace: Duration::from_secs(3_600),
         };
-        let mut definition = crate::sync::desired::desired(job, timing, None);
+        let mut definition = crate::sync::desired::desired(job, timing, None, None);
         definition.body.activated = Some(activated);
         definition
     }

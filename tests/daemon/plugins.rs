@@ -63,7 +63,10 @@ fn sync_learns_the_check_ping_url_and_runs_ping_it() {
         .filter(|r| r.method == "PUT" && r.path.ends_with("/c1"))
         .count();
     assert!(puts >= 1, "no PUT of the check");
-    assert_eq!(emulator.pings()[0].path, "/c1-token");
+    assert_eq!(
+        emulator.pings()[0].path,
+        format!("/{}", crate::util::emulator::token_for("c1"))
+    );
     daemon.stop();
 }
 
@@ -122,7 +125,10 @@ fn a_reload_binding_the_first_check_starts_sync() {
         },
     );
     assert!(puts() >= 1, "no PUT of the check");
-    assert_eq!(emulator.pings()[0].path, "/c1-token");
+    assert_eq!(
+        emulator.pings()[0].path,
+        format!("/{}", crate::util::emulator::token_for("c1"))
+    );
     // The status endpoint shows the sync started by the reload.
     let out = home
         .agent()
@@ -141,7 +147,7 @@ fn a_reload_binding_the_first_check_starts_sync() {
 }
 
 /// An emulator without fixtures holding one heartbeat check, `c1`, whose ping token is
-/// `c1-token`.
+/// `token_for("c1")`.
 fn emulator_with_check_c1() -> crate::util::emulator::Background {
     use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
     let emulator = crate::util::emulator::Background::start_with(EmulatorOptions {
@@ -151,7 +157,7 @@ fn emulator_with_check_c1() -> crate::util::emulator::Background {
     emulator
         .add_heartbeat_check(&serde_json::json!({"id": "c1", "name": "check c1",
             "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
-                          "graceUnit": "hours", "pingToken": "c1-token"}}))
+                          "graceUnit": "hours", "pingToken": crate::util::emulator::token_for("c1")}}))
         .expect("add check");
     emulator
 }

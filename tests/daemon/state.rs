@@ -79,12 +79,18 @@ ping_url = "{url}"
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
     let marker = std::fs::read_to_string(state_file(&home, "reboot", "warmup")).expect("marker");
     assert_eq!(marker.trim(), boot.trim());
-    // A restart in the same boot: not again.
+    // A restart in the same boot: not again. (A ping the server had received when the first
+    // daemon stopped, before the answer reached it, is kept and sent once more: the documented
+    // duplicate of docs/outbox.md. What counts here is that the job does not run.)
     let again = home.start();
     again.wait_for(1, 5 * SECOND, |l| message(l) == "daemon started");
     std::thread::sleep(Duration::from_millis(800));
-    again.stop();
-    assert_eq!(hits(&server, "/warmup"), 1);
+    let log = again.stop();
+    assert!(
+        !log.iter().any(|l| message(l) == "job started"),
+        "the @reboot job ran again in the same boot: {log:?}"
+    );
+    assert!((1..=2).contains(&hits(&server, "/warmup")));
     // As if the machine had rebooted since: runs again.
     seed(
         &home,
@@ -92,7 +98,9 @@ ping_url = "{url}"
         "warmup",
         "00000000-0000-0000-0000-000000000000",
     );
+    let before = hits(&server, "/warmup");
     let rebooted = home.start();
-    wait_hits(&server, "/warmup", 2, 5 * SECOND);
-    rebooted.stop();
+    wait_hits(&server, "/warmup", before + 1, 5 * SECOND);
+    let log = rebooted.stop();
+    assert!(log.iter().any(|l| message(l) == "job started"), "{log:?}");
 }

@@ -53,7 +53,7 @@ fn prints_urls_serves_and_exits_zero_on_sigterm() {
             .build()
             .expect("client");
         let pinged = http
-            .get(format!("{ping}/nightly-backup-token"))
+            .get(format!("{ping}/3f2a9c1e-5b7d-4e8f-9a6b-1c2d3e4f5a01"))
             .send()
             .await
             .expect("ping answered");
@@ -180,7 +180,7 @@ fn background_emulator_serves_synchronous_tests() {
     let emulator = util::emulator::Background::start();
     let mut stream = std::net::TcpStream::connect(emulator.ping_addr()).expect("connects");
     stream
-        .write_all(b"POST /nightly-backup-token HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+        .write_all(b"POST /3f2a9c1e-5b7d-4e8f-9a6b-1c2d3e4f5a01 HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
         .expect("written");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("answer read");

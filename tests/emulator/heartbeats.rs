@@ -1,4 +1,4 @@
-//! Heartbeat checks end to end: PUT replace semantics, pings turning into events and
+//! Heartbeat checks end to end: PUT merge semantics, pings turning into events and
 //! statistics, and the emulator's clock driving the service's timer (a silent check fails
 //! again every period + grace, a ping a few seconds late is `LATE`, a new period restarts the
 //! timer when saved).
@@ -6,14 +6,13 @@
 use super::*;
 
 #[tokio::test]
-async fn put_replaces_the_definition_and_keeps_the_token() {
+async fn put_merges_into_the_definition_and_keeps_the_token() {
     let api = start().await;
+    let path = format!("/v1/checks/heartbeat/{CHECK}");
     let mut body = heartbeat_body(2, "hours");
     body["muted"] = json!(true);
     body["description"] = json!("nightly");
-    let (status, check) = api
-        .call("PUT", &format!("/v1/checks/heartbeat/{CHECK}"), Some(body))
-        .await;
+    let (status, check) = api.call("PUT", &path, Some(body)).await;
     assert_eq!(status, 200, "{check}");
     assert_eq!(check["heartbeat"]["pingToken"], TOKEN);
     assert_eq!(
@@ -23,32 +22,45 @@ async fn put_replaces_the_definition_and_keeps_the_token() {
     assert_eq!(check["heartbeat"]["period"], 2);
     assert_eq!(check["muted"], true);
     assert_eq!(check["checkType"], "HEARTBEAT");
-    // A second PUT without muted, tags or description: they return to their defaults.
+    // A PUT that sends only `activated`: every other field keeps its value (the service's PUT
+    // acts like PATCH), `script` is not required.
+    let (status, check) = api
+        .call("PUT", &path, Some(json!({"activated": true})))
+        .await;
+    assert_eq!(status, 200, "{check}");
+    assert_eq!(check["muted"], true);
+    assert_eq!(check["tags"], json!(["a"]));
+    assert_eq!(check["description"], "nightly");
+    assert_eq!(check["name"], "nightly backup");
+    assert_eq!(check["heartbeat"]["period"], 2);
+    assert_eq!(check["heartbeat"]["periodUnit"], "hours");
+    assert_eq!(check["heartbeat"]["pingToken"], TOKEN);
+    // An explicit null clears a nullable field; `[]` clears the tags.
     let (_, check) = api
         .call(
             "PUT",
-            &format!("/v1/checks/heartbeat/{CHECK}"),
-            Some(json!({"script": ""})),
+            &path,
+            Some(json!({"description": null, "tags": [], "muted": false})),
         )
         .await;
-    assert_eq!(check["muted"], false);
-    assert_eq!(check["tags"], json!([]));
     assert_eq!(check["description"], Value::Null);
+    assert_eq!(check["tags"], json!([]));
+    assert_eq!(check["muted"], false);
+    assert_eq!(check["heartbeat"]["period"], 2, "the heartbeat is kept");
+    // null on a field that is not nullable is refused, and nothing changes.
+    let (status, err) = api.call("PUT", &path, Some(json!({"muted": null}))).await;
     assert_eq!(
-        check["name"], "nightly backup",
-        "the name has no default and is kept"
+        (status, err["message"].as_str()),
+        (400, Some("\"muted\" must not be null"))
     );
-    assert_eq!(check["heartbeat"]["periodUnit"], "days");
-    assert_eq!(check["heartbeat"]["pingToken"], TOKEN);
     // A sent token replaces the old one: the old URL stops working.
+    let fresh = crate::util::emulator::token_for("fresh");
     let mut body = heartbeat_body(1, "hours");
-    body["heartbeat"]["pingToken"] = json!("fresh-token");
-    let (_, check) = api
-        .call("PUT", &format!("/v1/checks/heartbeat/{CHECK}"), Some(body))
-        .await;
-    assert_eq!(check["heartbeat"]["pingToken"], "fresh-token");
+    body["heartbeat"]["pingToken"] = json!(fresh);
+    let (_, check) = api.call("PUT", &path, Some(body)).await;
+    assert_eq!(check["heartbeat"]["pingToken"], fresh.as_str());
     assert_eq!(api.ping(TOKEN).await.0, 404);
-    assert_eq!(api.ping("fresh-token").await.0, 200);
+    assert_eq!(api.ping(&fresh).await.0, 200);
 }
 
 #[tokio::test]

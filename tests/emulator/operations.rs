@@ -201,7 +201,8 @@ async fn invalid_bodies_get_400_naming_the_field() {
         .map(|i| json!({"key": format!("K{i}"), "value": "v"}))
         .collect();
     let cases = [
-        (json!({"name": "x"}), "\"script\" is required"),
+        (json!({"name": ""}), "\"name\" is not allowed to be empty"),
+        (with("script", json!(7)), "\"script\" must be a string"),
         (
             with("description", json!("x".repeat(501))),
             "\"description\" length must be less than or equal to 500",
@@ -238,7 +239,13 @@ async fn invalid_bodies_get_400_naming_the_field() {
             with("activated", json!("yes")),
             "\"activated\" must be a boolean",
         ),
-        (with("bogus", json!(1)), "\"bogus\" is not allowed"),
+        (
+            with(
+                "heartbeat",
+                json!({"period": 1, "periodUnit": "days", "grace": 1}),
+            ),
+            "\"heartbeat.graceUnit\" is required",
+        ),
         (
             heartbeat_body(29, "seconds"),
             "\"heartbeat.period\" must be between 30 seconds and 365 days",

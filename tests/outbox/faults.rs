@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::util;
 
-use super::{runtime, store, text, token, Env};
+use super::{runtime, store, text, Env};
 
 #[test]
 fn emulator_faults_then_every_pending_ping_is_delivered_once() {
@@ -22,11 +22,14 @@ fn emulator_faults_then_every_pending_ping_is_delivered_once() {
             .add_heartbeat_check(&serde_json::json!({
                 "name": format!("outbox-{i}"),
                 "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
-                              "pingToken": token(&format!("emu{i}"))}
+                              "pingToken": crate::util::emulator::token_for(&format!("emu{i}"))}
             }))
             .expect("add check");
         let url = check["heartbeat"]["pingUrl"].as_str().expect("ping url");
-        tokens.push(format!("/{}", token(&format!("emu{i}"))));
+        tokens.push(format!(
+            "/{}",
+            crate::util::emulator::token_for(&format!("emu{i}"))
+        ));
         store(&outbox, url);
     }
     let on_ping = |kind| Fault::new(kind).listener(Listener::Ping);
@@ -84,7 +87,7 @@ fn retry_after_is_honoured_by_later_runs_but_not_by_flush() {
             .add_heartbeat_check(&serde_json::json!({
                 "name": name,
                 "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
-                              "pingToken": token(name)}
+                              "pingToken": crate::util::emulator::token_for(name)}
             }))
             .expect("add check");
         urls.push(
@@ -109,7 +112,7 @@ fn retry_after_is_honoured_by_later_runs_but_not_by_flush() {
     let tried = emulator.pings().len();
     let out = env.output(&["run", "--ping-url", &urls[1], "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let path = format!("/{}", token("ra"));
+    let path = format!("/{}", crate::util::emulator::token_for("ra"));
     let after: Vec<_> = emulator.pings().into_iter().skip(tried).collect();
     assert!(
         after.iter().all(|r| r.path != path),

@@ -194,3 +194,39 @@ fn a_thousand_pending_pings_cost_an_idle_daemon_next_to_nothing() {
         || { outbox.depth().expect("depth") == 1000 }
     ));
 }
+
+/// A state directory that is a link to another user's directory is not followed by `run`: the
+/// job runs, the ping goes out, nothing is written there, and the log says why.
+#[test]
+fn run_does_not_follow_a_state_dir_linked_to_another_users_directory() {
+    let env = Env::new();
+    let elsewhere = tempfile::tempdir().expect("dir");
+    // As root the directory is given to nobody; as another user, root's `/` stands for it.
+    let target = if nix::unistd::geteuid().is_root() {
+        nix::unistd::chown(
+            elsewhere.path(),
+            Some(nix::unistd::Uid::from_raw(65534)),
+            None,
+        )
+        .expect("chown");
+        elsewhere.path().to_owned()
+    } else {
+        std::path::PathBuf::from("/")
+    };
+    std::os::unix::fs::symlink(&target, env.state()).expect("symlink");
+    let host = PingHost::start(Behaviour::Status(200));
+    let out = env.output(&[
+        "run",
+        "--ping-url",
+        &host.url(&token("linked")),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("linked")), 1, "the ping still goes out");
+    assert!(text(&out).contains("it is not followed"), "{}", text(&out));
+    assert!(
+        !target.join("outbox").exists(),
+        "nothing written through the link"
+    );
+}

@@ -23,7 +23,7 @@ pub struct Rig {
 }
 
 impl Rig {
-    /// An emulator with a check per job (token `tok-JOB`) and a synced check `c-sync`, and a
+    /// An emulator with a check per job (token `token_for(JOB)`) and a synced check `c-sync`, and a
     /// config with the every-second jobs pinging their tokens.
     pub fn new(extra_agent: &str) -> Rig {
         let emulator = Background::start_with(EmulatorOptions {
@@ -34,7 +34,7 @@ impl Rig {
             emulator
                 .add_heartbeat_check(&json!({"id": id, "name": id,
                     "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
-                                  "graceUnit": "hours", "pingToken": format!("tok-{id}")}}))
+                                  "graceUnit": "hours", "pingToken": crate::util::emulator::token_for(id)}}))
                 .expect("add a check");
         }
         let rig = Rig {
@@ -53,8 +53,9 @@ impl Rig {
         for job in JOBS {
             text += &format!(
                 "[[jobs]]\nname = \"{job}\"\nschedule = \"* * * * * *\"\n\
-                 command = [\"/bin/true\"]\nping_url = \"{}/tok-{job}\"\n\n",
-                rig.emulator.ping_url()
+                 command = [\"/bin/true\"]\nping_url = \"{}/{}\"\n\n",
+                rig.emulator.ping_url(),
+                crate::util::emulator::token_for(job)
             );
         }
         text +=
@@ -109,7 +110,7 @@ impl Rig {
 
     /// Pings of `token` answered 200, with their (emulator clock) times.
     pub fn delivered(&self, job: &str) -> Vec<DateTime<Utc>> {
-        let path = format!("/tok-{job}");
+        let path = format!("/{}", crate::util::emulator::token_for(job));
         self.emulator
             .pings()
             .into_iter()

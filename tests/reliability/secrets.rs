@@ -17,10 +17,10 @@ use super::journal::Journal;
 use crate::util::{emulator::Background, Home};
 
 const KEY: &str = "sk_live_RELIABILITY_KEY_4242";
-const TOKEN_OK: &str = "tok-SECRET-alpha-7777";
-const TOKEN_SYNCED: &str = "tok-SECRET-beta-8888";
-const TOKEN_UNKNOWN: &str = "tok-SECRET-gamma-9999";
-const TOKEN_DEAD: &str = "tok-SECRET-delta-0000";
+const TOKEN_OK: &str = "5ec7e700-a1fa-4777-8777-000000007777";
+const TOKEN_SYNCED: &str = "5ec7e700-be7a-4888-8888-000000008888";
+const TOKEN_UNKNOWN: &str = "5ec7e700-9a3a-4999-8999-000000009999";
+const TOKEN_DEAD: &str = "5ec7e700-de1a-4000-8000-000000000000";
 const SECRETS: [&str; 5] = [KEY, TOKEN_OK, TOKEN_SYNCED, TOKEN_UNKNOWN, TOKEN_DEAD];
 
 struct Scan {

@@ -92,6 +92,35 @@ fn commands_round_trip_through_the_binary() {
 
     let events = ok_json(&api(&emulator, KEY, &["heartbeat", "events", CHECK], ""));
     assert_eq!(events[0]["events"], json!([]), "never pinged");
+    let window = [
+        "heartbeat",
+        "events",
+        CHECK,
+        "--limit",
+        "3",
+        "--start-time",
+        "2026-11-20T00:00:00Z",
+    ];
+    let windowed = ok_json(&api(&emulator, KEY, &window, ""));
+    assert_eq!(windowed[0]["events"], json!([]));
+    let sent = emulator.requests();
+    let query = sent.last().and_then(|r| r.query.clone());
+    assert_eq!(
+        query.as_deref(),
+        Some("limit=3&startTime=2026-11-20T00%3A00%3A00.000Z")
+    );
+    let bad = api(
+        &emulator,
+        KEY,
+        &["heartbeat", "events", CHECK, "--start-time", "monday"],
+        "",
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("expected an RFC 3339 time"),
+        "{}",
+        stderr(&bad)
+    );
     let statuses = ok_json(&api(&emulator, KEY, &["check-statuses"], ""));
     assert_eq!(statuses[0]["checkId"], CHECK);
     let dates = [

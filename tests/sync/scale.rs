@@ -119,6 +119,8 @@ fn a_fleet_converges_under_the_shared_rate_limit() {
                     resync_interval: scaled(Duration::from_secs(6 * 3600)),
                     retry_base: scaled(Duration::from_secs(30)),
                     retry_cap: scaled(Duration::from_secs(15 * 60)),
+                    reassert_interval: scaled(Duration::from_secs(86_400)),
+                    reassert_start_spread: scaled(Duration::from_secs(10 * 60)),
                 })
                 .with_pace(rule.scaled(scale));
             reconcilers.push(reconciler);

@@ -140,7 +140,7 @@ fn simulate(shape: &Shape, seed: u64) -> Measured {
     emulator
         .add_heartbeat_check(&json!({"id": "s", "name": "scenario",
             "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
-                          "pingToken": "s-token"}}))
+                          "pingToken": crate::util::emulator::token_for("s")}}))
         .expect("check added");
     let setup = Setup {
         emulator,
@@ -161,7 +161,11 @@ fn simulate(shape: &Shape, seed: u64) -> Measured {
         .build()
         .expect("runtime");
     let http = reqwest::Client::new();
-    let ping_url = format!("{}/s-token", setup.emulator.ping_url());
+    let ping_url = format!(
+        "{}/{}",
+        setup.emulator.ping_url(),
+        crate::util::emulator::token_for("s")
+    );
     let emulator = &setup.emulator;
     let set_clock = |to: DateTime<Utc>| {
         let by = (to - emulator.now()).to_std().unwrap_or_default();

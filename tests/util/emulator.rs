@@ -20,6 +20,28 @@ pub fn example_fixtures() -> Fixtures {
     Fixtures::from_file(&example_fixtures_path()).expect("the example fixtures are valid")
 }
 
+/// The ping token the example fixtures give the "nightly backup" check.
+pub const FIXTURE_TOKEN: &str = "3f2a9c1e-5b7d-4e8f-9a6b-1c2d3e4f5a01";
+
+/// A ping token for a test check named `name`: a UUID (the emulator, like the service, takes
+/// only UUID tokens), the same for the same name, different for different names.
+pub fn token_for(name: &str) -> String {
+    let hash = |seed: u64| {
+        name.bytes().fold(seed, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    let (a, b) = (hash(0xcbf2_9ce4_8422_2325), hash(0x8422_2325_cbf2_9ce4));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
+}
+
 /// Starts an emulator with the example fixtures on 127.0.0.1 port 0 (inside a tokio runtime).
 pub async fn start() -> EmulatorHandle {
     start_with(EmulatorOptions {

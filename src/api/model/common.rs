@@ -23,12 +23,16 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AlertSettings {
-    /// `RUN_BASED` is the value the spec gives; others are kept as text.
+    /// `RUN_BASED` or `TIME_BASED` (the service's published set, `limits::ESCALATION_TYPES`);
+    /// others are kept as text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalation_type: Option<String>,
     /// How many failed runs before alerting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_based_escalation: Option<RunBasedEscalation>,
+    /// How long a check fails before alerting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_based_escalation: Option<TimeBasedEscalation>,
     /// Repeated alerts while the check keeps failing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reminders: Option<Reminders>,
@@ -44,6 +48,15 @@ pub struct RunBasedEscalation {
     /// Failed runs in a row that trigger an alert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_run_threshold: Option<u32>,
+}
+
+/// `alertSettings.timeBasedEscalation`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeBasedEscalation {
+    /// Minutes failing before an alert (5, 10, 15 or 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minutes_failing_threshold: Option<u32>,
 }
 
 /// `alertSettings.reminders`.
@@ -80,13 +93,17 @@ pub struct AlertChannelSubscription {
     pub activated: bool,
 }
 
-/// `triggerIncident`: status page automation for a check.
+/// `triggerIncident`: status page automation for a check. The service requires all five
+/// fields in a request (published schema); answers are read whatever they hold.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TriggerIncident {
-    /// The status page service the incident is opened on.
+    /// The status page service the incident is opened on (a UUID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_id: Option<String>,
+    /// `CRITICAL`, `MAJOR`, `MEDIUM` or `MINOR` (`limits::SEVERITIES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
     /// Incident name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -144,13 +144,15 @@ pub struct HeartbeatCheck {
 }
 
 /// The body of `PUT /v1/checks/heartbeat/{id}`. Fields left `None` are not sent, so the
-/// service applies its defaults.
+/// service keeps what the check has (its PUT merges); the `Option<Option<_>>` fields (see
+/// [`super::clearable`]) can also be sent as `null`, which clears them.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeartbeatCheckUpdate {
-    /// Required by the spec; heartbeat checks run no script, so send an empty string.
-    #[serde(default)]
-    pub script: String,
+    /// The seed spec calls it required; the service's published schema does not, and a
+    /// heartbeat check runs no script: sync leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
     /// Name of the check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -190,15 +192,23 @@ pub struct HeartbeatCheckUpdate {
     /// Alert channel subscriptions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_channel_subscriptions: Option<Vec<AlertChannelSubscription>>,
-    /// Status page automation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger_incident: Option<TriggerIncident>,
+    /// Status page automation; `Some(None)` (`null`) removes it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::clearable::deserialize"
+    )]
+    pub trigger_incident: Option<Option<TriggerIncident>>,
     /// Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_parallel: Option<bool>,
-    /// At most 500 characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    /// At most 500 characters; `Some(None)` (`null`) removes it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::clearable::deserialize"
+    )]
+    pub description: Option<Option<String>>,
     /// Minutes (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frequency: Option<u32>,
@@ -245,8 +255,50 @@ pub struct HeartbeatCheckUpdate {
 pub struct HeartbeatEventWithStats {
     /// The event.
     pub event: HeartbeatEvent,
-    /// Success ratios of the check.
+    /// Success ratios of the check (empty when the answer carries none).
+    #[serde(default)]
     pub stats: HeartbeatStats,
+}
+
+/// The query of the events list: at most `limit` events (the service's default and maximum is
+/// 10), between `start` and `end` (the service's default is the 24 hours before now). `None`
+/// leaves a parameter out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EventsWindow {
+    /// `limit` (1 to 10).
+    pub limit: Option<u32>,
+    /// `startTime`.
+    pub start: Option<DateTime<chrono::Utc>>,
+    /// `endTime`.
+    pub end: Option<DateTime<chrono::Utc>>,
+}
+
+impl EventsWindow {
+    /// The newest event between `start` and now.
+    pub fn newest_since(start: DateTime<chrono::Utc>) -> Self {
+        EventsWindow {
+            limit: Some(1),
+            start: Some(start),
+            end: None,
+        }
+    }
+
+    /// The query parameters, in RFC 3339 (UTC, milliseconds).
+    pub fn query(&self) -> Vec<(&'static str, String)> {
+        let time =
+            |t: DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut query = Vec::new();
+        if let Some(limit) = self.limit {
+            query.push(("limit", limit.to_string()));
+        }
+        if let Some(start) = self.start {
+            query.push(("startTime", time(start)));
+        }
+        if let Some(end) = self.end {
+            query.push(("endTime", time(end)));
+        }
+        query
+    }
 }
 
 /// An item of the events list (`GET /v1/checks/heartbeats/{checkId}/events`, outside the
@@ -261,16 +313,19 @@ pub struct HeartbeatEventList {
     pub stats: Option<HeartbeatStats>,
 }
 
-/// One recorded heartbeat event.
+/// One recorded heartbeat event. Only `id` is required (the service's published schema); the
+/// rest may be missing or `null`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeartbeatEvent {
     /// Event id.
     pub id: String,
     /// What the event says about the check's timer (open enum).
-    pub state: EventState,
+    #[serde(default)]
+    pub state: Option<EventState>,
     /// When it was recorded.
-    pub timestamp: DateTime<FixedOffset>,
+    #[serde(default)]
+    pub timestamp: Option<DateTime<FixedOffset>>,
     /// From the ping's `Origin` (else `Referer`).
     #[serde(default)]
     pub source: Option<String>,
@@ -279,30 +334,35 @@ pub struct HeartbeatEvent {
     pub user_agent: Option<String>,
 }
 
-/// `stats` of a heartbeat event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `stats` of a heartbeat event; either period may be `null` (published schema).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct HeartbeatStats {
     /// The last 24 hours.
-    #[serde(rename = "last24Hours")]
-    pub last_24_hours: PeriodStats,
+    #[serde(rename = "last24Hours", default)]
+    pub last_24_hours: Option<PeriodStats>,
     /// The last 7 days.
-    #[serde(rename = "last7Days")]
-    pub last_7_days: PeriodStats,
+    #[serde(rename = "last7Days", default)]
+    pub last_7_days: Option<PeriodStats>,
 }
 
-/// Statistics over one period.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Statistics over one period (nothing inside is required).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PeriodStats {
-    /// Success ratio now and in the period before.
+    /// Success ratio, in percent (0 to 100), now and in the period before.
+    #[serde(default)]
     pub success_ratio: SuccessRatio,
     /// How many events the current period holds.
     #[serde(default)]
     pub total_entities_current_period: u64,
 }
 
-/// A success ratio for the current and the previous period (null when there is no data).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A success ratio for the current and the previous period, in percent (0 to 100; null when
+/// there is no data). Percent, not a fraction: the service's reporting API documents its
+/// `successRatio` as "Percentage is in decimal form" with the example `50`, and the official
+/// CLI prints the value with a `%` as it is (`checkly/checkly-cli` c25a9045,
+/// `formatters/analytics.ts`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SuccessRatio {
     /// The period before.
@@ -333,7 +393,7 @@ mod tests {
         let json = serde_json::to_value(&body).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"script": "", "name": "backup", "heartbeat":
+            serde_json::json!({"name": "backup", "heartbeat":
                 {"period": 1, "periodUnit": "days", "grace": 30, "graceUnit": "minutes"}})
         );
     }
@@ -364,11 +424,55 @@ mod tests {
                         "totalEntitiesCurrentPeriod":9}}}"#,
         )
         .unwrap();
-        assert_eq!(event.event.state, EventState::Other("PAUSED".into()));
-        assert_eq!(event.stats.last_7_days.total_entities_current_period, 9);
+        assert_eq!(event.event.state, Some(EventState::Other("PAUSED".into())));
+        let week = event.stats.last_7_days.expect("present");
+        assert_eq!(week.total_entities_current_period, 9);
         assert_eq!(
-            event.stats.last_24_hours.success_ratio.current_period,
+            event
+                .stats
+                .last_24_hours
+                .expect("present")
+                .success_ratio
+                .current_period,
             Some(0.5)
         );
+    }
+
+    #[test]
+    fn nullable_shapes_of_the_published_schema_decode() {
+        let event: HeartbeatEventWithStats = serde_json::from_str(
+            r#"{"event":{"id":"e1"},"stats":{"last24Hours":null,"last7Days":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!((event.event.state, event.event.timestamp), (None, None));
+        assert_eq!(event.stats.last_24_hours, None);
+        assert_eq!(event.stats.last_7_days, Some(PeriodStats::default()));
+        let bare: HeartbeatEventWithStats =
+            serde_json::from_str(r#"{"event":{"id":"e2"}}"#).unwrap();
+        assert_eq!(bare.stats, HeartbeatStats::default());
+        let lists: Vec<HeartbeatEventList> = serde_json::from_str(
+            r#"[{"events":[{"id":"e3","state":null,"timestamp":null,"source":null,
+                           "userAgent":null}],"stats":{"last24Hours":null,"last7Days":null}}]"#,
+        )
+        .unwrap();
+        assert_eq!(lists[0].events[0].id, "e3");
+    }
+
+    #[test]
+    fn clearable_fields_tell_null_from_absent() {
+        let body = HeartbeatCheckUpdate {
+            description: Some(None),
+            trigger_incident: Some(None),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"description": null, "triggerIncident": null})
+        );
+        let back: HeartbeatCheckUpdate = serde_json::from_value(json).unwrap();
+        assert_eq!(back, body);
+        let absent: HeartbeatCheckUpdate = serde_json::from_str("{}").unwrap();
+        assert_eq!((absent.description, absent.trigger_incident), (None, None));
     }
 }

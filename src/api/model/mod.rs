@@ -99,6 +99,24 @@ pub mod opt_date {
     }
 }
 
+/// A request field that can be left out, sent as `null` (clears it: the service's PUT keeps
+/// a field not sent), or sent with a value: `Option<Option<T>>` with `None` = not sent,
+/// `Some(None)` = `null`, `Some(Some(v))` = `v`. Use with
+/// `#[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "clearable::deserialize")]`
+/// (plain serde would read `null` back as "not sent").
+pub mod clearable {
+    use serde::{Deserialize, Deserializer};
+
+    /// Reads a present field: `null` is `Some(None)`.
+    pub fn deserialize<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        Option::<T>::deserialize(d).map(Some)
+    }
+}
+
 /// `serde(default = ...)` helper for booleans whose documented default is true.
 pub(crate) fn default_true() -> bool {
     true

@@ -109,6 +109,7 @@ impl View {
                     SyncState::InSync => "in sync".to_owned(),
                     SyncState::Pending => "pending".to_owned(),
                     SyncState::Failed => "failed".to_owned(),
+                    SyncState::Missing => "check missing".to_owned(),
                 },
                 (PingTarget::Check(_), None) => "not managed".to_owned(),
                 _ => "-".to_owned(),
@@ -152,7 +153,11 @@ impl View {
             .iter()
             .find(|(_, check)| check.as_str() == id)
             .map_or(id, |(name, _)| name.as_str());
-        let events = match self.client.list_heartbeat_events(id).await {
+        let events = match self
+            .client
+            .list_heartbeat_events(id, &crate::api::model::EventsWindow::default())
+            .await
+        {
             Ok(lists) => lists.into_iter().flat_map(|l| l.events).collect::<Vec<_>>(),
             Err(err) => return format!("{name}: cannot ask ({err})"),
         };
@@ -165,7 +170,7 @@ impl View {
             Some(last) => format!(
                 "{name}: {} events, last {}, {failing}",
                 events.len(),
-                last.state
+                last.state.as_ref().map_or("?", |s| s.as_str())
             ),
             None => format!("{name}: no events, {failing}"),
         }

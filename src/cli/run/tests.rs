@@ -106,6 +106,7 @@ fn job_targets_and_environment() {
             outbox_max_age: None,
             resync_interval: Duration::from_secs(6 * 3600),
             sync_jitter: Duration::from_secs(30),
+            reassert_interval: Duration::from_secs(86_400),
         },
         api: crate::config::ApiSettings {
             base_url: None,

@@ -163,6 +163,7 @@ impl Outbox {
     /// (following it, a root process would change the mode of whatever it points at).
     fn create(&self) -> io::Result<()> {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        self.check_state_dir()?;
         let me = nix::unistd::geteuid().as_raw();
         if let Ok(link) = std::fs::symlink_metadata(&self.dir) {
             if link.file_type().is_symlink() {
@@ -185,6 +186,16 @@ impl Outbox {
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
         }
         Ok(())
+    }
+
+    /// Refuses a state directory that is a symbolic link of another user's, or to another
+    /// user's directory ([`crate::paths::check_state_dir`]): it is not followed.
+    fn check_state_dir(&self) -> io::Result<()> {
+        match self.dir.parent() {
+            Some(state) => crate::paths::check_state_dir(state)
+                .map_err(|message| io::Error::new(io::ErrorKind::PermissionDenied, message)),
+            None => Ok(()),
+        }
     }
 
     /// The outbox directory.
@@ -280,8 +291,9 @@ impl Outbox {
         let now = now_ms();
         let entry = Entry::new(ping, context.job.as_deref(), context.max_age, now);
         let bytes = serde_json::to_vec(&entry).map_err(|err| self.error(io::Error::other(err)))?;
-        let linked = std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink());
-        if linked {
+        let linked =
+            |dir: &Path| std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink());
+        if linked(&self.dir) || self.dir.parent().is_some_and(linked) {
             self.create().map_err(|err| self.error(err))?;
         }
         let written = match file::write_fast(&self.dir, &bytes) {
