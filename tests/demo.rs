@@ -136,9 +136,16 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no event count: {backup}"));
     assert!(events >= 3, "the emulator saw {events} pings: {backup}");
+    // The failing jobs' checks were pinged once, when the demo created them (as checks that
+    // once worked), and not since: within 8 s they are not failing yet.
     for job in ["report", "slow-export"] {
         let row = final_row(&stdout, job);
-        for expected in ["not pinged", "in sync", "no events"] {
+        for expected in [
+            "not pinged",
+            "in sync",
+            "1 events, last RECEIVED",
+            "no failures",
+        ] {
             assert!(row.contains(expected), "{expected}: {row}");
         }
     }
@@ -272,4 +279,28 @@ fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
         "{:?}",
         sandbox.entries("TMPDIR")
     );
+}
+
+/// The demo shows an alarm: the failing jobs' checks, armed at creation, are `FAILING` under
+/// the service's timer well within 90 seconds, and the table says so; the healthy ones are not.
+#[test]
+fn demo_shows_an_alarm_within_ninety_seconds() {
+    let sandbox = Sandbox::new();
+    let mut cmd = sandbox.command();
+    cmd.args(["demo", "--duration", "50s"]);
+    let started = std::time::Instant::now();
+    let (status, stdout, stderr) = run(cmd, Duration::from_secs(90));
+    assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(90));
+    for job in ["report", "slow-export"] {
+        let row = final_row(&stdout, job);
+        for expected in ["last FAILING", "hasFailures"] {
+            assert!(row.contains(expected), "{job}: {expected}: {row}\n{stdout}");
+        }
+    }
+    for job in ["backup", "api-up"] {
+        let row = final_row(&stdout, job);
+        assert!(row.contains("no failures"), "{job}: {row}");
+        assert!(!row.contains("FAILING"), "{job}: {row}");
+    }
 }

@@ -106,6 +106,7 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     .await
     .map_err(|e| format!("cannot start the emulator: {e}"))?;
     let (text, checks) = fill_template(TEMPLATE, &emulator)?;
+    arm(&emulator, &checks).await;
     write_private(&dir.join("api-key"), &format!("{key}\n"))?;
     let path = dir.join("config.toml");
     write_private(&path, &text)?;
@@ -170,6 +171,23 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     print!("{}", render(&last, Utc::now()));
     emulator.shutdown().await;
     Ok(())
+}
+
+/// Arms every demo check with one ping, as checks that once worked: under the service's timer
+/// a check never pinged never fails, and the demo's failing jobs must show an alarm. Their
+/// checks (period 30 s, no grace, config/demo.toml) are `FAILING` about 35 s after sync's first
+/// `PUT`, which restarts the timer when it is saved.
+async fn arm(emulator: &EmulatorHandle, checks: &CheckIds) {
+    for id in checks.values() {
+        let url = emulator
+            .heartbeat_check(id)
+            .and_then(|c| c["heartbeat"]["pingUrl"].as_str().map(str::to_owned));
+        let ping =
+            url.and_then(|u| crate::ping::Ping::new(&u, crate::ping::PingMethod::Get, "demo").ok());
+        if let Some(ping) = ping {
+            crate::ping::send(&ping, &crate::ping::Budget::default()).await;
+        }
+    }
 }
 
 /// The emulator's check ids by check name, as created for the `{{check:NAME}}` placeholders.
