@@ -15,7 +15,7 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::redact::Secret;
@@ -141,24 +141,15 @@ pub(crate) fn read_secret_file(path: &Path) -> io::Result<String> {
 /// Why a file with `meta` cannot hold a key or token: not a regular file, or too large.
 fn not_a_secret_file(meta: &Metadata) -> Option<String> {
     let kind = meta.file_type();
-    let what = if kind.is_file() {
+    if kind.is_file() {
         return (meta.len() > SECRET_FILE_MAX).then(|| {
             format!(
                 "it is {} bytes, more than the {SECRET_FILE_MAX} a key or token file may hold",
                 meta.len()
             )
         });
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
-    } else {
-        "not a file"
-    };
+    }
+    let what = crate::persist::file::describe(kind);
     Some(format!("it is {what}, not a regular file"))
 }
 

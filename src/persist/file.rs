@@ -111,8 +111,8 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// What kind of file `kind` is, in words.
-fn describe(kind: std::fs::FileType) -> &'static str {
+/// What kind of file `kind` is, in words ("a FIFO", "a directory", ...).
+pub(crate) fn describe(kind: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if kind.is_fifo() {
         "a FIFO"
