@@ -23,8 +23,10 @@ pub fn bin() -> PathBuf {
 }
 
 /// The variables of the developer's shell that would change what the agent does: an inherited
-/// config, API key or ping URL, systemd's sockets and credentials, the XDG dirs.
-const INHERITED: [&str; 10] = [
+/// config, API key or ping URL, the default time zone (`TZ`), systemd's sockets and credentials,
+/// the XDG dirs.
+const INHERITED: [&str; 11] = [
+    "TZ",
     "HEARTBEAT_AGENT_CONFIG",
     "HEARTBEAT_AGENT_API_KEY",
     "HEARTBEAT_AGENT_ACCOUNT",
@@ -112,6 +114,28 @@ impl Default for Home {
     fn default() -> Home {
         Home::new()
     }
+}
+
+/// Whether a test that needs `what` (a tool or a privilege) can run here: true when
+/// `available`. Otherwise, under CI (`CI` set, as `.ci/run` runs), the test fails, naming what is
+/// missing and `how` to get it (scripts/test-tools.sh installs the tools as root); elsewhere it
+/// prints that it is skipped and why, and returns false.
+pub fn require(available: bool, what: &str, how: &str) -> bool {
+    if available {
+        return true;
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    assert!(!in_ci, "{what} is missing under CI: {how}");
+    eprintln!("skipped: {what} is missing ({how})");
+    false
+}
+
+/// Whether `program` runs here (`program args` exits 0).
+pub fn runs(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// How often [`eventually`] looks again.
