@@ -522,3 +522,39 @@ fn tz_is_the_default_time_zone_when_agent_timezone_is_unset() {
         "{err}"
     );
 }
+
+/// Without `--config` or `$HEARTBEAT_AGENT_CONFIG`, the file is `config.toml` in systemd's
+/// `$CONFIGURATION_DIRECTORY`; the tests point it into their home, so none of them (run as root)
+/// reads the machine's /etc/heartbeat-agent.
+#[test]
+fn configuration_directory_names_the_default_file_and_tests_never_read_etc() {
+    let home = Home::new();
+    let missing = config_check(&home, &["config", "check"]);
+    assert_eq!(missing.code, 78, "{}", missing.stderr);
+    let expected = home.path("etc").join("config.toml");
+    assert!(
+        missing.stderr.contains(&expected.display().to_string()),
+        "{}",
+        missing.stderr
+    );
+    assert!(
+        !missing.stderr.contains("/etc/heartbeat-agent"),
+        "{}",
+        missing.stderr
+    );
+    std::fs::create_dir(home.path("etc")).expect("mkdir");
+    std::fs::write(
+        &expected,
+        "[[jobs]]\nname = \"a\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n",
+    )
+    .expect("write");
+    let found = config_check(&home, &["config", "check"]);
+    assert_eq!(found.code, 0, "{}", found.stderr);
+    assert!(
+        found
+            .stdout
+            .starts_with(&format!("{}: valid, 1 job", expected.display())),
+        "{}",
+        found.stdout
+    );
+}

@@ -83,7 +83,7 @@ impl Home {
 
     /// A `Command` for the agent binary with a clean, predictable environment: nothing inherited
     /// from the developer's shell (config, API key, ping URL, systemd sockets, XDG dirs),
-    /// `HOME` set to this home and the default state directory inside it.
+    /// `HOME` set to this home and the default state directory and config directory inside it.
     pub fn agent(&self) -> Command {
         self.clean(Command::new(bin()))
     }
@@ -106,6 +106,10 @@ impl Home {
         // The default state directory is /var/lib/heartbeat-agent for root: without this, tests
         // run as root would share one outbox and deliver each other's pending pings.
         cmd.env("STATE_DIRECTORY", self.state_dir());
+        // The default config file is /etc/heartbeat-agent/config.toml for root: a test must never
+        // read the machine's. `etc/` in the home is empty, as /etc is on a fresh machine; a test
+        // that wants a config passes --config (or writes `etc/config.toml`).
+        cmd.env("CONFIGURATION_DIRECTORY", self.path("etc"));
         cmd
     }
 }

@@ -156,6 +156,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     (crate::logging::LOG_ENV, "Log filter (error, warn, info, debug, trace, or a tracing filter)."),
     ("TZ", "The default time zone of job schedules and of schedule when [agent] timezone and --tz are not given (else UTC)."),
     (crate::paths::STATE_DIRECTORY_ENV, "Set by systemd's StateDirectory=: its first entry is the default state directory."),
+    (crate::paths::CONFIGURATION_DIRECTORY_ENV, "Set by systemd's ConfigurationDirectory=: config.toml in its first entry is the default configuration file."),
     ("CREDENTIALS_DIRECTORY", "Set by systemd's LoadCredential=: the credential api-key is an API key source."),
     ("NOTIFY_SOCKET, WATCHDOG_USEC", "Set by systemd for Type=notify and WatchdogSec=: the daemon reports readiness and keeps the watchdog fed."),
     ("XDG_CONFIG_HOME, XDG_STATE_HOME", "Non-root users: where the default config file and state directory are."),
@@ -164,7 +165,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
 
 /// Files the agent reads and writes by default.
 const FILES: &[(&str, &str)] = &[
-    ("/etc/heartbeat-agent/config.toml", "The configuration file for root (users: $XDG_CONFIG_HOME/heartbeat-agent/config.toml, else ~/.config/heartbeat-agent/config.toml)."),
+    ("/etc/heartbeat-agent/config.toml", "The configuration file for root ($CONFIGURATION_DIRECTORY/config.toml when set; users: $XDG_CONFIG_HOME/heartbeat-agent/config.toml, else ~/.config/heartbeat-agent/config.toml)."),
     ("/var/lib/heartbeat-agent/", "The state directory for root: the outbox of undelivered pings, learned ping URLs, sync state, locks (users: $XDG_STATE_HOME/heartbeat-agent, else ~/.local/state/heartbeat-agent; --state-dir and [agent] state_dir override)."),
     ("/usr/share/doc/heartbeat-agent/examples/config.toml", "Every configuration key, commented, with its default (Debian package)."),
 ];
