@@ -22,7 +22,7 @@ command -v python3 >/dev/null || { echo "bench-daemon: python3 is required" >&2;
 
 IDLE="${1:-60}"
 [ -n "${BENCH_NO_BUILD:-}" ] || [ -n "${BENCH_BIN:-}" ] || cargo build --release --quiet
-BIN="${BENCH_BIN:-$PWD/target/release/heartbeat-agent}"
+BIN="${BENCH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent}"
 export BENCH_NICE="${BENCH_NICE:-0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian package: installs cargo-deb if missing, builds the release binary, generates
-# the man pages and shell completions from it into target/assets/ (the package metadata in
-# Cargo.toml refers to them), runs `cargo deb` and lists the package's contents.
+# the man pages and shell completions from it and a stripped copy of it into target/assets/ (the
+# package metadata in Cargo.toml refers to them; always under the repository, wherever
+# CARGO_TARGET_DIR puts the build), runs `cargo deb`, checks that the packaged binary has no
+# symbol table and lists the package's contents.
 #
 # Usage: scripts/build-deb.sh [extra cargo-deb arguments, e.g. --target x86_64-unknown-linux-musl]
 # Prints the path of the .deb on the last line. A release build takes about 10 minutes.
@@ -14,7 +16,7 @@ if ! cargo deb --version >/dev/null 2>&1; then
 fi
 
 cargo build --release --locked
-bin=target/release/heartbeat-agent
+bin=${CARGO_TARGET_DIR:-target}/release/heartbeat-agent
 
 assets=target/assets
 rm -rf "$assets"
@@ -24,9 +26,20 @@ gzip -9n "$assets"/man/*.1
 "$bin" completions bash >"$assets/completions/heartbeat-agent.bash"
 "$bin" completions zsh >"$assets/completions/_heartbeat-agent"
 "$bin" completions fish >"$assets/completions/heartbeat-agent.fish"
+# The release profile keeps the symbol table (perf, scripts/link-order.sh); the package does not
+# need it.
+strip --strip-all -o "$assets/heartbeat-agent" "$bin"
 
 # The binary is already built; --no-build keeps cargo-deb from building it a second time.
 deb=$(cargo deb --no-build "$@" | tail -n 1)
+unpacked=$(mktemp -d)
+trap 'rm -rf "$unpacked"' EXIT
+dpkg-deb -x "$deb" "$unpacked"
+if readelf -S "$unpacked/usr/bin/heartbeat-agent" | grep -q '\.symtab'; then
+  echo "build-deb: /usr/bin/heartbeat-agent in $deb still has its symbol table" >&2
+  exit 1
+fi
+echo "build-deb: packaged binary stripped: $(stat -c %s "$unpacked/usr/bin/heartbeat-agent") bytes (built: $(stat -c %s "$bin"))" >&2
 echo "build-deb: contents of $deb" >&2
 dpkg-deb --info "$deb" >&2
 dpkg-deb -c "$deb" >&2

@@ -14,7 +14,7 @@ cargo build --quiet --bin heartbeat-agent
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # verify checks that ExecStart exists: point it at the binary just built.
-sed "s|/usr/bin/heartbeat-agent|$PWD/target/debug/heartbeat-agent|" \
+sed "s|/usr/bin/heartbeat-agent|${CARGO_TARGET_DIR:-$PWD/target}/debug/heartbeat-agent|" \
   packaging/systemd/heartbeat-agent.service >"$work/heartbeat-agent.service"
 # verify exits 0 on warnings such as "Unknown key": any output at all is a failure here.
 verify() {

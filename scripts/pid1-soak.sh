@@ -18,7 +18,7 @@ if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
   exit 1
 fi
 cargo build --quiet --bin heartbeat-agent
-bin=$PWD/target/debug/heartbeat-agent
+bin=${CARGO_TARGET_DIR:-$PWD/target}/debug/heartbeat-agent
 
 work=$(mktemp -d)
 daemon_pid=

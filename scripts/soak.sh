@@ -21,8 +21,9 @@ INTERVAL=${INTERVAL:-60}
 FD_SLACK=${FD_SLACK:-8}
 SETTLE=${SETTLE:-10}
 if [[ -z "${BIN:-}" ]]; then
-  if [[ -x target/release/heartbeat-agent ]]; then BIN=target/release/heartbeat-agent
-  else cargo build --quiet; BIN=target/debug/heartbeat-agent; fi
+  target=${CARGO_TARGET_DIR:-target}
+  if [[ -x $target/release/heartbeat-agent ]]; then BIN=$target/release/heartbeat-agent
+  else cargo build --quiet; BIN=$target/debug/heartbeat-agent; fi
 fi
 work=$(mktemp -d)
 emu_pid=""; daemon_pid=""

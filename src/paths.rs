@@ -1,5 +1,6 @@
 //! Where the configuration file and the state directory are: the flag, else the configured
-//! or environment value, else the default, which follows the XDG base directory rules for users
+//! or environment value, else the default: the directories systemd names
+//! (`$CONFIGURATION_DIRECTORY`, `$STATE_DIRECTORY`), else the XDG base directory rules for users
 //! and `/etc`, `/var/lib` for root. A state directory that is a symbolic link is followed only
 //! when this user or root owns both the link and the directory it leads to
 //! ([`check_state_dir`]).
@@ -45,9 +46,19 @@ pub(crate) fn config_file(flag: Option<&PathBuf>) -> PathBuf {
     default_config_file()
 }
 
-/// `/etc/heartbeat-agent/config.toml` for root, else `$XDG_CONFIG_HOME/heartbeat-agent/config.toml`
-/// (`~/.config/...` when `XDG_CONFIG_HOME` is unset, as it is under cron).
+/// The environment variable systemd sets for a unit with `ConfigurationDirectory=` (a
+/// colon-separated list of absolute paths); `config.toml` in its first entry is the default
+/// configuration file when set.
+pub(crate) const CONFIGURATION_DIRECTORY_ENV: &str = "CONFIGURATION_DIRECTORY";
+
+/// `$CONFIGURATION_DIRECTORY/config.toml` (first entry) when systemd set it, else
+/// `/etc/heartbeat-agent/config.toml` for root, else
+/// `$XDG_CONFIG_HOME/heartbeat-agent/config.toml` (`~/.config/...` when `XDG_CONFIG_HOME` is
+/// unset, as it is under cron).
 pub(crate) fn default_config_file() -> PathBuf {
+    if let Some(dir) = first_absolute(CONFIGURATION_DIRECTORY_ENV) {
+        return dir.join("config.toml");
+    }
     if is_root() {
         PathBuf::from("/etc/heartbeat-agent/config.toml")
     } else {
@@ -109,10 +120,7 @@ pub(crate) fn check_state_dir(dir: &Path) -> Result<(), String> {
 /// root, else `$XDG_STATE_HOME/heartbeat-agent` (`~/.local/state/heartbeat-agent` when unset).
 /// Each user has their own by default.
 pub(crate) fn default_state_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os(STATE_DIRECTORY_ENV)
-        .and_then(|list| std::env::split_paths(&list).next())
-        .filter(|dir| dir.is_absolute())
-    {
+    if let Some(dir) = first_absolute(STATE_DIRECTORY_ENV) {
         return dir;
     }
     if is_root() {
@@ -120,6 +128,13 @@ pub(crate) fn default_state_dir() -> PathBuf {
     } else {
         xdg_dir("XDG_STATE_HOME", ".local/state").join("heartbeat-agent")
     }
+}
+
+/// The first entry of the colon-separated list in `$var`, when it is an absolute path.
+fn first_absolute(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .and_then(|list| std::env::split_paths(&list).next())
+        .filter(|dir| dir.is_absolute())
 }
 
 #[cfg(test)]

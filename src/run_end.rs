@@ -138,6 +138,17 @@ pub(crate) enum RunOutcome {
 }
 
 impl RunOutcome {
+    /// Every outcome, in the order `/metrics` lists them.
+    pub(crate) const ALL: [RunOutcome; 7] = [
+        RunOutcome::Success,
+        RunOutcome::Failed,
+        RunOutcome::TimedOut,
+        RunOutcome::Signaled,
+        RunOutcome::NotStarted,
+        RunOutcome::Stopped,
+        RunOutcome::Unhealthy,
+    ];
+
     /// The name in `/status` and in the metric label.
     pub(crate) fn as_str(self) -> &'static str {
         match self {

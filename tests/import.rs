@@ -1,6 +1,7 @@
 //! Integration tests for `import crontab`, `completions` and `manpage`: the real binary on
 //! crontab samples in tests/data/crontab, the output loaded as configuration, and imported or
-//! rewritten jobs run for real to prove the `%` standard input survives.
+//! rewritten jobs run for real to prove the `%` standard input survives; the bash completion
+//! script driven in a real bash as bash-completion calls it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -411,6 +412,97 @@ fn completions_cover_the_subcommands() {
     let out = agent(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("invalid value 'tcsh'"));
+}
+
+/// What the generated bash completion offers for `words` (the command line so far, the word
+/// under the cursor last): the script sourced in a real `bash`, `COMP_WORDS` and `COMP_CWORD`
+/// set and the completion function called with the arguments bash gives it (command, current
+/// word, previous word), as bash-completion does on TAB.
+fn bash_completes(script: &Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let cword = words.len() - 1;
+    let prev = if cword == 0 { "" } else { words[cword - 1] };
+    let driver = format!(
+        "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={cword}\n\
+         _heartbeat__agent heartbeat-agent '{}' '{prev}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display(),
+        quoted.join(" "),
+        words[cword],
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &driver])
+        .output()
+        .expect("bash is installed (it runs the test scripts)");
+    assert!(out.status.success(), "bash: {}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "the script sources cleanly");
+    text(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn bash_completion_works_past_the_first_word() {
+    let out = agent(&["completions", "bash"]);
+    assert_eq!(out.status.code(), Some(0));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("heartbeat-agent.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+
+    assert_eq!(bash_completes(&script, &["heartbeat-agent", "ru"]), ["run"]);
+    let run = bash_completes(&script, &["heartbeat-agent", "run", "--pi"]);
+    assert_eq!(
+        run,
+        ["--ping-url", "--ping-method", "--ping-timeout"],
+        "run --pi<TAB>"
+    );
+    // Two levels down, through a hyphenated subcommand name.
+    let group = bash_completes(&script, &["heartbeat-agent", "api", "check-gr"]);
+    assert_eq!(group, ["check-group"]);
+    let get = bash_completes(&script, &["heartbeat-agent", "api", "check-group", "g"]);
+    assert_eq!(get, ["get"]);
+    let config = bash_completes(&script, &["heartbeat-agent", "config", "ch"]);
+    assert_eq!(config, ["check"]);
+}
+
+#[test]
+fn manpage_has_exit_status_environment_and_files() {
+    let out = agent(&["manpage"]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = text(&out.stdout);
+    let at = |title: &str| {
+        page.find(&format!(".SH \"{title}\"\n"))
+            .unwrap_or_else(|| panic!("no {title} section in:\n{page}"))
+    };
+    let (exit, env, files) = (at("EXIT STATUS"), at("ENVIRONMENT"), at("FILES"));
+    let options = page.find(".SH OPTIONS\n").expect("an OPTIONS section");
+    let version = page.find(".SH VERSION\n").expect("a VERSION section");
+    assert!(
+        options < exit && exit < env && env < files && files < version,
+        "man-pages(7) order"
+    );
+    let exit_section = &page[exit..env];
+    for code in ["0", "1", "2", "78", "124", "126", "127", "130", "137"] {
+        assert!(
+            exit_section.contains(&format!(".TP\n\\fB{code}\\fR\n")),
+            "code {code}"
+        );
+    }
+    for var in [
+        "HEARTBEAT_AGENT_CONFIG",
+        "HEARTBEAT_AGENT_API_KEY",
+        "HEARTBEAT_AGENT_PING_URL",
+        "HEARTBEAT_AGENT_LOG",
+        "STATE_DIRECTORY",
+        "TZ",
+    ] {
+        assert!(page[env..files].contains(&format!("\\fB{var}")), "{var}");
+    }
+    assert!(page[files..].contains("/etc/heartbeat\\-agent/config.toml"));
+    assert!(page[files..].contains("/var/lib/heartbeat\\-agent/"));
+    // The written main page is the same page, sections included.
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent(&["manpage", "--out-dir", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let written = std::fs::read_to_string(dir.path().join("heartbeat-agent.1")).unwrap();
+    assert_eq!(written, page);
 }
 
 #[test]

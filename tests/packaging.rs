@@ -1,10 +1,15 @@
 //! The files under `packaging/` against the code: the sidecar example's embedded config passes
-//! `config check`, the container build copies everything the binary embeds, the systemd
-//! unit's stop timeout covers the daemon's shutdown, and the Debian package keeps the config
-//! from other users.
+//! `config check`, the Kubernetes manifests (parsed as YAML) run non-root with a read-only root,
+//! the default seccomp profile, no capabilities and resources, the CronJob keeps its outbox on a
+//! claim that outlives the pod, the container build copies everything the binary embeds, the
+//! systemd unit's stop timeout covers the daemon's shutdown, and the Debian package keeps the
+//! config from other users.
 
 use std::path::{Path, PathBuf};
 
+use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::{self, Home};
 
 fn repo() -> PathBuf {
@@ -144,16 +149,254 @@ fn unit_stop_timeout_covers_the_daemon_shutdown() {
     assert!(value("ExecStart").starts_with("/usr/bin/heartbeat-agent daemon --config "));
 }
 
+/// Every document of the manifest `relative` (a path under the repository).
+fn manifest(relative: &str) -> Vec<Yaml> {
+    YamlLoader::load_from_str(&read(relative))
+        .unwrap_or_else(|e| panic!("{relative} is not valid YAML: {e}"))
+}
+
+/// The document of `kind` in `docs`.
+fn of_kind<'a>(docs: &'a [Yaml], kind: &str) -> &'a Yaml {
+    docs.iter()
+        .find(|d| d["kind"].as_str() == Some(kind))
+        .unwrap_or_else(|| panic!("no {kind} in {docs:?}"))
+}
+
+/// The pod spec of a Deployment or a CronJob.
+fn pod_spec(doc: &Yaml) -> &Yaml {
+    match doc["kind"].as_str() {
+        Some("CronJob") => &doc["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        _ => &doc["spec"]["template"]["spec"],
+    }
+}
+
+/// The container `name` of `pod`.
+fn container<'a>(pod: &'a Yaml, name: &str) -> &'a Yaml {
+    pod["containers"]
+        .as_vec()
+        .expect("a containers list")
+        .iter()
+        .find(|c| c["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// The agent's container is hardened as the Pod Security Standards' "restricted" profile asks,
+/// and has requests and a memory limit.
+fn assert_hardened(pod: &Yaml, c: &Yaml, what: &str) {
+    let sc = &c["securityContext"];
+    assert_eq!(
+        sc["runAsNonRoot"].as_bool(),
+        Some(true),
+        "{what}: runAsNonRoot"
+    );
+    assert!(
+        sc["runAsUser"].as_i64().is_some_and(|u| u > 0),
+        "{what}: runAsUser"
+    );
+    assert_eq!(
+        sc["readOnlyRootFilesystem"].as_bool(),
+        Some(true),
+        "{what}: read-only root"
+    );
+    assert_eq!(
+        sc["allowPrivilegeEscalation"].as_bool(),
+        Some(false),
+        "{what}: escalation"
+    );
+    let dropped = sc["capabilities"]["drop"]
+        .as_vec()
+        .expect("capabilities.drop");
+    assert_eq!(dropped, &[Yaml::String("ALL".into())], "{what}: drop ALL");
+    assert!(
+        sc["capabilities"]["add"].is_badvalue(),
+        "{what}: adds no capability"
+    );
+    for (level, ctx) in [("container", sc), ("pod", &pod["securityContext"])] {
+        let profile = ctx["seccompProfile"]["type"].as_str();
+        assert_eq!(
+            profile,
+            Some("RuntimeDefault"),
+            "{what}: {level} seccompProfile"
+        );
+    }
+    let resources = &c["resources"];
+    for key in ["cpu", "memory"] {
+        assert!(
+            resources["requests"][key].as_str().is_some(),
+            "{what}: requests.{key}"
+        );
+    }
+    assert!(
+        resources["limits"]["memory"].as_str().is_some(),
+        "{what}: limits.memory"
+    );
+    // Writable places are volumes: the state directory at least.
+    let mounts = c["volumeMounts"].as_vec().expect("volumeMounts");
+    let state = mounts
+        .iter()
+        .find(|m| m["mountPath"].as_str() == Some("/var/lib/heartbeat-agent"))
+        .unwrap_or_else(|| panic!("{what}: no volume for the state directory"));
+    assert_ne!(
+        state["readOnly"].as_bool(),
+        Some(true),
+        "{what}: state is writable"
+    );
+    let group = pod["securityContext"]["fsGroup"].as_i64();
+    assert_eq!(
+        group,
+        sc["runAsGroup"].as_i64(),
+        "{what}: fsGroup lets the agent write it"
+    );
+}
+
+/// The volume of `pod` mounted at `path` by `c`.
+fn volume_at<'a>(pod: &'a Yaml, c: &Yaml, path: &str) -> &'a Yaml {
+    let mount = c["volumeMounts"]
+        .as_vec()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| m["mountPath"].as_str() == Some(path))
+        .unwrap_or_else(|| panic!("nothing mounted at {path}"));
+    pod["volumes"]
+        .as_vec()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap_or_else(|| panic!("no volume {:?}", mount["name"]))
+}
+
+#[test]
+fn kubernetes_manifests_are_hardened_and_have_resources() {
+    let sidecar = manifest("packaging/kubernetes/sidecar.yaml");
+    let pod = pod_spec(of_kind(&sidecar, "Deployment"));
+    let agent = container(pod, "heartbeat-agent");
+    assert_hardened(pod, agent, "sidecar");
+    let args: Vec<&str> = agent["args"]
+        .as_vec()
+        .expect("args")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert!(
+        args.contains(&"--state-dir=/var/lib/heartbeat-agent"),
+        "{args:?}"
+    );
+    // The config is the ConfigMap mounted as a directory (not a subPath), so an update reaches
+    // the file and the daemon reloads it.
+    let config_volume = volume_at(pod, agent, "/etc/heartbeat-agent");
+    assert!(config_volume["configMap"]["name"].as_str().is_some());
+    let cron = manifest("packaging/kubernetes/cronjob.yaml");
+    let pod = pod_spec(of_kind(&cron, "CronJob"));
+    assert_hardened(pod, container(pod, "backup"), "cronjob");
+}
+
+/// The CronJob's undelivered ping survives its pod: the state directory is a claim (not an
+/// emptyDir), and a run with the manifest's own command line against a host that is down
+/// leaves the ping there, for the next pod's run to deliver.
+#[test]
+fn cronjob_keeps_an_undelivered_ping_for_the_next_pod() {
+    let docs = manifest("packaging/kubernetes/cronjob.yaml");
+    let cronjob = of_kind(&docs, "CronJob");
+    assert_eq!(
+        cronjob["spec"]["concurrencyPolicy"].as_str(),
+        Some("Forbid")
+    );
+    let pod = pod_spec(cronjob);
+    let backup = container(pod, "backup");
+    let claim = volume_at(pod, backup, "/var/lib/heartbeat-agent")["persistentVolumeClaim"]
+        ["claimName"]
+        .as_str()
+        .expect("the state directory is a persistentVolumeClaim");
+    assert_eq!(
+        of_kind(&docs, "PersistentVolumeClaim")["metadata"]["name"].as_str(),
+        Some(claim)
+    );
+
+    let home = Home::new();
+    let state = home.path("claim");
+    let mut argv = cronjob_argv(&docs);
+    // The backup script is the last word: a command that succeeds stands in for it.
+    *argv.last_mut().expect("a script") = "true".to_owned();
+    for arg in &mut argv {
+        if arg.starts_with("--state-dir=") {
+            *arg = format!("--state-dir={}", state.display());
+        }
+        // Five minutes of retries in the manifest; one second here.
+        if arg.starts_with("--ping-timeout=") {
+            *arg = "--ping-timeout=1s".to_owned();
+        }
+    }
+    let host = PingHost::start(Behaviour::Status(503));
+    let url = host.url("nightly-token");
+    let first_pod = home
+        .agent()
+        .args(&argv[1..])
+        .env("HEARTBEAT_AGENT_PING_URL", &url)
+        .output()
+        .expect("run");
+    assert_eq!(
+        first_pod.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first_pod.stderr)
+    );
+    assert!(host.count("nightly-token") >= 1, "attempted");
+    let kept = std::fs::read_dir(state.join("outbox"))
+        .expect("an outbox in the claim")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".ping"))
+        .count();
+    assert_eq!(kept, 1, "the ping is kept in the claim");
+
+    // The next pod (a new process, the same claim) delivers it before its own ping.
+    host.clear();
+    host.set(Behaviour::Status(200));
+    let flush = home
+        .agent()
+        .args(["outbox", "flush"])
+        .arg(format!("--state-dir={}", state.display()))
+        .output()
+        .expect("flush");
+    assert_eq!(
+        flush.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&flush.stderr)
+    );
+    assert_eq!(host.count("nightly-token"), 1, "delivered once");
+}
+
+/// The CronJob container's command line, from the parsed manifest.
+fn cronjob_argv(docs: &[Yaml]) -> Vec<String> {
+    let pod = pod_spec(of_kind(docs, "CronJob"));
+    let backup = container(pod, "backup");
+    backup["command"]
+        .as_vec()
+        .expect("a command list")
+        .iter()
+        .map(|a| a.as_str().expect("a string").to_owned())
+        .collect()
+}
+
 #[test]
 fn cronjob_command_runs_and_pings() {
-    let yaml = read("packaging/kubernetes/cronjob.yaml");
-    let mut lines = yaml.lines().skip_while(|l| l.trim() != "command:");
-    lines.next().expect("a command list");
-    let mut argv: Vec<String> = lines
-        .map_while(|l| l.trim().strip_prefix("- ").map(str::to_owned))
-        .collect();
+    let docs = manifest("packaging/kubernetes/cronjob.yaml");
+    let mut argv = cronjob_argv(&docs);
     assert_eq!(argv.first().map(String::as_str), Some("heartbeat-agent"));
-    assert!(yaml.contains("name: HEARTBEAT_AGENT_PING_URL"), "{yaml}");
+    let env = &container(pod_spec(of_kind(&docs, "CronJob")), "backup")["env"];
+    let names: Vec<&str> = env
+        .as_vec()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(names, ["HEARTBEAT_AGENT_PING_URL"]);
+    let home = Home::new();
+    for arg in &mut argv {
+        if arg.starts_with("--state-dir=") {
+            *arg = format!("--state-dir={}", home.state_dir().display());
+        }
+    }
     // The backup script is the last word: a command that succeeds stands in for it.
     *argv.last_mut().expect("a script") = "true".to_owned();
     let emulator = util::emulator::Background::start();
@@ -161,7 +404,6 @@ fn cronjob_command_runs_and_pings() {
         .add_heartbeat_check(&serde_json::json!({"name": "nightly-backup"}))
         .expect("check");
     let url = check["heartbeat"]["pingUrl"].as_str().expect("ping URL");
-    let home = Home::new();
     let status = home
         .agent()
         .args(&argv[1..])

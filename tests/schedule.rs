@@ -111,3 +111,57 @@ fn reboot_explains_itself_and_prints_no_times() {
         stderr(&out)
     );
 }
+
+/// Without `--tz`, the schedule is read in the zone `TZ` names (as cron reads it), else UTC;
+/// `--tz` wins; a `TZ` that names no zone is refused with what to do.
+#[test]
+fn without_tz_flag_the_zone_comes_from_tz_else_utc() {
+    let home = Home::new();
+    let run = |tz: Option<&str>, extra: &[&str]| {
+        let mut cmd = home.agent();
+        cmd.args([
+            "schedule",
+            "@daily",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--count",
+            "1",
+        ]);
+        cmd.args(extra);
+        if let Some(tz) = tz {
+            cmd.env("TZ", tz);
+        }
+        cmd.output().unwrap()
+    };
+    let utc = run(None, &[]);
+    assert_eq!(
+        stdout(&utc),
+        "2026-01-02T00:00:00+00:00\n",
+        "{}",
+        stderr(&utc)
+    );
+    for tz in [
+        "America/New_York",
+        ":America/New_York",
+        "/usr/share/zoneinfo/America/New_York",
+    ] {
+        let out = run(Some(tz), &[]);
+        assert_eq!(
+            stdout(&out),
+            "2026-01-01T00:00:00-05:00\n",
+            "TZ={tz}: {}",
+            stderr(&out)
+        );
+    }
+    let flag = run(Some("America/New_York"), &["--tz", "Asia/Tokyo"]);
+    assert_eq!(stdout(&flag), "2026-01-02T00:00:00+09:00\n");
+    let bad = run(Some("EST5EDT,M3.2.0,M11.1.0"), &[]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(stdout(&bad), "");
+    assert_eq!(
+        stderr(&bad),
+        "heartbeat-agent: TZ=\"EST5EDT,M3.2.0,M11.1.0\" in the environment is not an IANA time \
+         zone name (such as Europe/Berlin or UTC; POSIX rules such as CET-1CEST are not read): \
+         pass --tz ZONE, or fix or unset TZ\n"
+    );
+}

@@ -24,8 +24,10 @@ pub fn bin() -> PathBuf {
 }
 
 /// The variables of the developer's shell that would change what the agent does: an inherited
-/// config, API key or ping URL, systemd's sockets and credentials, the XDG dirs.
-const INHERITED: [&str; 10] = [
+/// config, API key or ping URL, the default time zone (`TZ`), systemd's sockets and credentials,
+/// the XDG dirs.
+const INHERITED: [&str; 11] = [
+    "TZ",
     "HEARTBEAT_AGENT_CONFIG",
     "HEARTBEAT_AGENT_API_KEY",
     "HEARTBEAT_AGENT_ACCOUNT",
@@ -91,7 +93,7 @@ impl Home {
 
     /// A `Command` for the agent binary with a clean, predictable environment: nothing inherited
     /// from the developer's shell (config, API key, ping URL, systemd sockets, XDG dirs),
-    /// `HOME` set to this home and the default state directory inside it.
+    /// `HOME` set to this home and the default state directory and config directory inside it.
     pub fn agent(&self) -> Command {
         self.clean(Command::new(bin()))
     }
@@ -114,6 +116,10 @@ impl Home {
         // The default state directory is /var/lib/heartbeat-agent for root: without this, tests
         // run as root would share one outbox and deliver each other's pending pings.
         cmd.env("STATE_DIRECTORY", self.state_dir());
+        // The default config file is /etc/heartbeat-agent/config.toml for root: a test must never
+        // read the machine's. `etc/` in the home is empty, as /etc is on a fresh machine; a test
+        // that wants a config passes --config (or writes `etc/config.toml`).
+        cmd.env("CONFIGURATION_DIRECTORY", self.path("etc"));
         cmd
     }
 }
@@ -122,6 +128,28 @@ impl Default for Home {
     fn default() -> Home {
         Home::new()
     }
+}
+
+/// Whether a test that needs `what` (a tool or a privilege) can run here: true when
+/// `available`. Otherwise, under CI (`CI` set, as `.ci/run` runs), the test fails, naming what is
+/// missing and `how` to get it (scripts/test-tools.sh installs the tools as root); elsewhere it
+/// prints that it is skipped and why, and returns false.
+pub fn require(available: bool, what: &str, how: &str) -> bool {
+    if available {
+        return true;
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    assert!(!in_ci, "{what} is missing under CI: {how}");
+    eprintln!("skipped: {what} is missing ({how})");
+    false
+}
+
+/// Whether `program` runs here (`program args` exits 0).
+pub fn runs(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// How often [`eventually`] looks again.

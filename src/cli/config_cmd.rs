@@ -1,6 +1,8 @@
 //! `heartbeat-agent config check`: validate the configuration file and show, per job, its
 //! schedule, next fire times and (redacted) ping target. Exit 0 when valid (warnings allowed),
-//! 78 (`EX_CONFIG`) with every problem on stderr when not.
+//! 78 (`EX_CONFIG`) with every problem on stderr when not. Beyond the file itself it warns when
+//! a job is bound to a check (`check_id`) but no API key can be found in this environment: such
+//! a job can neither learn its ping URL nor be kept in sync.
 
 use std::fmt::Write as _;
 
@@ -32,13 +34,55 @@ fn check(global: &GlobalArgs) -> u8 {
     match Config::load(&path) {
         Ok(loaded) => {
             print!("{}", report(&loaded.config, Utc::now()));
-            for warning in &loaded.warnings {
+            let key = crate::config::read_api_key(&loaded.config.api.api_key);
+            let missing_key = api_key_warning(&loaded.config, key.map(|k| k.is_some()));
+            for warning in loaded.warnings.iter().chain(&missing_key) {
                 eprintln!("heartbeat-agent: warning: {warning}");
             }
             exit::OK
         }
         Err(err) => context::invalid_config(&path, &err, ""),
     }
+}
+
+/// The warning for jobs bound to a check when no API key is found: `key_found` is whether the
+/// configured source gave a key (`Err` with why a configured source failed). None when no job
+/// is bound to a check or a key was found. Names the file and the jobs, never a key.
+pub(crate) fn api_key_warning(
+    config: &Config,
+    key_found: Result<bool, crate::config::secrets::ApiKeyError>,
+) -> Option<String> {
+    let bound: Vec<String> = config
+        .jobs
+        .iter()
+        .filter_map(|job| match &job.target {
+            PingTarget::Check(id) => Some(format!("job \"{}\" (check {id})", job.name)),
+            _ => None,
+        })
+        .collect();
+    let why = match key_found {
+        Ok(true) => return None,
+        Ok(false) => format!(
+            "no API key source is found: [api] sets neither api_key_file nor api_key_env, \
+             there is no systemd credential `{}` and ${} is unset",
+            crate::config::secrets::CREDENTIAL_NAME,
+            crate::config::secrets::API_KEY_ENV
+        ),
+        Err(err) => err.to_string(),
+    };
+    let (first, rest) = bound.split_first()?;
+    let more = match rest.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Some(format!(
+        "{}: {first}{more} bound to a check, but {why}; such a job cannot learn its ping URL or \
+         be kept in sync: set `api_key_file` (or `api_key_env`) in [api], or give the daemon \
+         ${} or the credential `{}`",
+        config.path.display(),
+        crate::config::secrets::API_KEY_ENV,
+        crate::config::secrets::CREDENTIAL_NAME,
+    ))
 }
 
 /// The text `config check` prints for a valid config, as of `now`.

@@ -6,13 +6,15 @@ use std::sync::Arc;
 use clap::Args;
 use tracing::{info, warn};
 
-use super::{assemble, context, exit, print_error, GlobalArgs};
+use super::{assemble, config_watch, context, exit, print_error, GlobalArgs};
 use crate::config::{Config, PingTarget};
 use crate::daemon::{self, Options, Plugins};
 
 /// Run and watch the config's jobs on their cron schedules and ping each job's check on success.
 ///
-/// Reloads the config on SIGHUP (an invalid one is logged and the running one kept); stops on
+/// Reloads the config on SIGHUP and when the file's content changes (its directory is watched,
+/// so a Kubernetes ConfigMap update is seen); an invalid one is logged and the running one
+/// kept. Stops on
 /// SIGTERM or SIGINT, giving running jobs `shutdown_timeout` before SIGKILL. Under systemd use
 /// `Type=notify`. Exit status: 0 after an orderly stop, 78 when the config is invalid, 1 when
 /// the daemon cannot start.
@@ -105,9 +107,18 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
             .push(("status", crate::status::task(bound, sources)));
     }
     let result = runtime.block_on(async {
-        let (_controller, control) = assemble::signal_control()
+        let (controller, control) = assemble::signal_control()
             .map_err(|err| format!("cannot install signal handlers: {err}"))?;
-        Ok::<_, String>(daemon::run(options, config, plugins, control).await)
+        let watching = tokio_util::sync::CancellationToken::new();
+        if let Err(err) = config_watch::spawn(&options.config_path, controller, watching.clone()) {
+            warn!(
+                error = %err,
+                "cannot watch the configuration file for changes; reload it with SIGHUP"
+            );
+        }
+        let ended = daemon::run(options, config, plugins, control).await;
+        watching.cancel();
+        Ok::<_, String>(ended)
     });
     match result {
         Ok(daemon::Ended::Stopped) => {

@@ -12,6 +12,7 @@ use clap::{Args, FromArgMatches, Parser, Subcommand};
 pub mod api;
 pub mod assemble;
 pub mod config_cmd;
+mod config_watch;
 pub mod context;
 pub mod daemon;
 pub mod demo;

@@ -21,9 +21,10 @@ pub struct ScheduleArgs {
     #[arg(value_name = "EXPR")]
     pub expr: String,
 
-    /// The time zone the schedule is read in (IANA name, e.g. Europe/Berlin)
-    #[arg(long, value_name = "ZONE", default_value = "UTC")]
-    pub tz: String,
+    /// The time zone the schedule is read in (IANA name, e.g. Europe/Berlin) [default: the zone
+    /// $TZ names, else UTC]
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
 
     /// Print fire times strictly after this moment (RFC 3339, e.g. 2026-03-29T00:00:00+01:00)
     /// [default: now]
@@ -73,13 +74,19 @@ enum Problem {
 /// The lines to print, given the current time.
 fn fire_times(args: &ScheduleArgs, now: DateTime<Utc>) -> Result<Vec<String>, Problem> {
     let schedule = Schedule::parse(&args.expr).map_err(|e| Problem::Invalid(e.message))?;
-    let tz: Tz = args.tz.parse().map_err(|_| {
-        Problem::Invalid(format!(
-            "unknown time zone \"{}\" in --tz: expected an IANA name such as UTC, \
-             Europe/Berlin or America/New_York",
-            args.tz
-        ))
-    })?;
+    let tz: Tz = match &args.tz {
+        Some(name) => name.parse().map_err(|_| {
+            Problem::Invalid(format!(
+                "unknown time zone \"{name}\" in --tz: expected an IANA name such as UTC, \
+                 Europe/Berlin or America/New_York"
+            ))
+        })?,
+        None => {
+            let env = std::env::var(crate::schedule::TZ_ENV).ok();
+            crate::schedule::zone_from_tz(env.as_deref())
+                .map_err(|m| Problem::Invalid(format!("{m}: pass --tz ZONE, or fix or unset TZ")))?
+        }
+    };
     let from = match &args.from {
         None => now,
         Some(text) => DateTime::parse_from_rfc3339(text)

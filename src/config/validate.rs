@@ -79,6 +79,17 @@ fn warn_if_secrets_exposed(check: &mut Checker, file: &RawFile, path: &Path) {
     }
 }
 
+/// `[agent] timezone` when unset: the zone `TZ` names (as for cron), else UTC. A `TZ` that names
+/// no zone is a warning, and UTC is used.
+fn default_timezone(check: &mut Checker, at: At<'_>) -> Tz {
+    let tz = std::env::var(crate::schedule::TZ_ENV).ok();
+    crate::schedule::zone_from_tz(tz.as_deref()).unwrap_or_else(|message| {
+        let hint = "set [agent] timezone, or fix or unset TZ; UTC is used meanwhile".to_owned();
+        check.warn(None, at, message, Some(hint));
+        Tz::UTC
+    })
+}
+
 fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
     let raw = &file.agent.raw;
     let at = |key| At {
@@ -87,9 +98,12 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
     };
     AgentSettings {
         state_dir: check.path(at("state_dir"), &raw.state_dir),
-        timezone: check
-            .timezone(at("timezone"), &raw.timezone)
-            .unwrap_or(Tz::UTC),
+        timezone: match &raw.timezone {
+            Some(_) => check
+                .timezone(at("timezone"), &raw.timezone)
+                .unwrap_or(Tz::UTC),
+            None => default_timezone(check, at("timezone")),
+        },
         shutdown_timeout: check
             .duration(at("shutdown_timeout"), &raw.shutdown_timeout)
             .unwrap_or(SHUTDOWN_TIMEOUT),

@@ -28,6 +28,21 @@ pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{AfterRun, Context, Plugins, Task};
 pub(crate) use supervisor::run;
 
+/// Reloads since start by result, for `/metrics`: `ok`, `invalid` (the running config kept).
+static RELOADS: [std::sync::atomic::AtomicU64; 2] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 2];
+
+/// Counts one reload: `valid` or not.
+fn count_reload(valid: bool) {
+    RELOADS[usize::from(!valid)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Reloads so far by result, both results always present (`ok`, then `invalid`).
+pub(crate) fn reload_counts() -> [(&'static str, u64); 2] {
+    let n = |i: usize| RELOADS[i].load(std::sync::atomic::Ordering::Relaxed);
+    [("ok", n(0)), ("invalid", n(1))]
+}
+
 /// What the daemon is started with besides the validated config.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {

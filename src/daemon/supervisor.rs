@@ -243,6 +243,7 @@ impl Supervisor {
                 for problem in &err.problems {
                     error!(problem = %problem, "invalid configuration");
                 }
+                super::count_reload(false);
                 error!(
                     config = %path.display(),
                     problems = err.problems.len(),
@@ -266,6 +267,7 @@ impl Supervisor {
                     .unwrap_or_else(|e| e.into_inner()) = Arc::new(settings(&config));
                 self.apply(&config);
                 self.config.send_replace(Arc::new(config));
+                super::count_reload(true);
                 info!(jobs = self.jobs.len(), "configuration reloaded");
                 super::release_free_memory();
             }

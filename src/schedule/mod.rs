@@ -5,7 +5,8 @@
 //! - `fields`: one field's syntax and values; `parse`: whole expressions and macros;
 //! - `next`: the next fire time and the DST rules; `gap`: gaps between fires in real time (a
 //!   schedule's cadence, the gap being timed now, gaps over a year), from which the sync
-//!   derives a check's heartbeat period and the config checks the service's limits.
+//!   derives a check's heartbeat period and the config checks the service's limits;
+//! - [`zone_from_tz`]: the default time zone, from `TZ` as cron and supercronic read it.
 
 mod fields;
 mod gap;
@@ -20,6 +21,32 @@ use chrono_tz::Tz;
 pub(crate) use fields::FieldKind;
 pub(crate) use gap::{cadence, long_gap, upcoming_gap, Cadence};
 use parse::Parsed;
+
+/// The environment variable naming the default time zone when neither `[agent] timezone` nor
+/// `schedule --tz` gives one (as for cron and supercronic).
+pub(crate) const TZ_ENV: &str = "TZ";
+
+/// The default time zone for the value of `TZ` (`None` when unset): UTC when unset or empty,
+/// else the IANA zone it names, written as `Europe/Berlin`, `:Europe/Berlin` (glibc's form) or
+/// a path into a zoneinfo directory (`/usr/share/zoneinfo/Europe/Berlin`). A POSIX rule such as
+/// `CET-1CEST,M3.5.0,M10.5.0/3` or an unknown name is an error saying so (the caller keeps UTC
+/// and warns, or refuses).
+pub(crate) fn zone_from_tz(value: Option<&str>) -> Result<Tz, String> {
+    let Some(raw) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(Tz::UTC);
+    };
+    let name = raw.strip_prefix(':').unwrap_or(raw);
+    let name = match name.rsplit_once("zoneinfo/") {
+        Some((_, zone)) if name.starts_with('/') => zone,
+        _ => name,
+    };
+    name.parse::<Tz>().map_err(|_| {
+        format!(
+            "{TZ_ENV}=\"{raw}\" in the environment is not an IANA time zone name (such as \
+             Europe/Berlin or UTC; POSIX rules such as CET-1CEST are not read)"
+        )
+    })
+}
 
 /// A parsed schedule expression (5 or 6 fields, or an `@` macro).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,39 @@ use chrono_tz::Tz;
 
 use super::*;
 
+#[test]
+fn tz_names_the_default_zone_as_cron_reads_it() {
+    assert_eq!(zone_from_tz(None), Ok(Tz::UTC));
+    assert_eq!(zone_from_tz(Some("")), Ok(Tz::UTC));
+    assert_eq!(zone_from_tz(Some(" ")), Ok(Tz::UTC));
+    let berlin = Ok(chrono_tz::Europe::Berlin);
+    assert_eq!(zone_from_tz(Some("Europe/Berlin")), berlin);
+    assert_eq!(zone_from_tz(Some(":Europe/Berlin")), berlin);
+    assert_eq!(
+        zone_from_tz(Some("/usr/share/zoneinfo/Europe/Berlin")),
+        berlin
+    );
+    assert_eq!(
+        zone_from_tz(Some(":/usr/share/zoneinfo/Europe/Berlin")),
+        berlin
+    );
+    assert_eq!(zone_from_tz(Some("UTC")), Ok(Tz::UTC));
+    for bad in [
+        "CET-1CEST,M3.5.0,M10.5.0/3",
+        "Europe/Berln",
+        "/etc/localtime",
+    ] {
+        let err = zone_from_tz(Some(bad)).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "TZ=\"{bad}\" in the environment is not an IANA time zone name (such as \
+                 Europe/Berlin or UTC; POSIX rules such as CET-1CEST are not read)"
+            )
+        );
+    }
+}
+
 fn zone(name: &str) -> Tz {
     name.parse().unwrap()
 }

@@ -2,7 +2,20 @@
 //!
 //! Run counters and the duration histogram are kept by [`RunMetrics`], an after-run hook of
 //! the daemon; everything else is read at scrape time (job state, outbox, sync status, API
-//! request counters, the rate limiter). Label values are escaped (`\\`, `\"`, `\n`).
+//! request counters, the rate limiter, reloads, the process's own resources). Label values are
+//! escaped (`\\`, `\"`, `\n`).
+//!
+//! Every label set an alert rule of docs/status.md selects exists from the first scrape: each
+//! configured job has `heartbeat_agent_runs_total` for every outcome and
+//! `heartbeat_agent_pings_total` for both results (zero until counted), and
+//! `heartbeat_agent_last_success_timestamp_seconds` (the daemon's start until its first
+//! success), so a job that has failed ever since a restart still trips "no success for N
+//! hours" instead of having no series at all.
+//!
+//! The standard `process_*` metrics of Prometheus clients are read from the kernel at scrape
+//! time: CPU time from `getrusage`, resident and virtual size from `/proc/self/status`, open
+//! descriptors from `/proc/self/fd`, the limit from `RLIMIT_NOFILE`; the start time is the
+//! daemon's. A value that cannot be read is left out (its family stays, empty).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,6 +27,7 @@ use crate::config::Job;
 use crate::daemon::state::{DaemonState, RunRecord};
 use crate::daemon::AfterRun;
 use crate::ping::outbox::Stats;
+use crate::run_end::RunOutcome;
 
 /// Upper bounds (seconds) of the run duration histogram's buckets.
 pub(crate) const DURATION_BUCKETS: [f64; 12] = [
@@ -124,7 +138,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     );
     out.sample("heartbeat_agent_start_time_seconds", &[], scrape.start_time);
     let counters = runs.counters();
-    run_families(&mut out, &counters, scrape.state);
+    run_families(&mut out, &counters, scrape);
     outbox_families(&mut out, scrape);
     if let Some(sync) = &scrape.sync {
         out.family(
@@ -140,6 +154,19 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     api_families(&mut out);
     tls_families(&mut out);
     out.family(
+        "heartbeat_agent_config_reloads_total",
+        "counter",
+        "Reloads of the configuration since start (SIGHUP or a change of the file), by result: ok, or invalid (the running configuration kept).",
+    );
+    for (result, n) in crate::daemon::reload_counts() {
+        out.sample(
+            "heartbeat_agent_config_reloads_total",
+            &[("result", result)],
+            n as f64,
+        );
+    }
+    process_families(&mut out, scrape.start_time);
+    out.family(
         "heartbeat_agent_persist_failures_total",
         "counter",
         "Writes under the state directory that failed (full or read-only disk), by what was written.",
@@ -154,18 +181,19 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     out.0
 }
 
-fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, state: &DaemonState) {
+fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape: &Scrape<'_>) {
     out.family("heartbeat_agent_runs_total", "counter", "Finished runs by job and outcome (and fires skipped because a run was still going) since start.");
-    let jobs = state.jobs();
+    let jobs = scrape.state.jobs();
+    let none = JobCounters::default();
     for (name, job) in &jobs {
-        if let Some(c) = counters.get(name) {
-            for (outcome, n) in &c.outcomes {
-                out.sample(
-                    "heartbeat_agent_runs_total",
-                    &[("job", name), ("outcome", outcome)],
-                    *n as f64,
-                );
-            }
+        let c = counters.get(name).unwrap_or(&none);
+        for outcome in RunOutcome::ALL.map(RunOutcome::as_str) {
+            let n = c.outcomes.get(outcome).copied().unwrap_or(0);
+            out.sample(
+                "heartbeat_agent_runs_total",
+                &[("job", name), ("outcome", outcome)],
+                n as f64,
+            );
         }
         out.sample(
             "heartbeat_agent_runs_total",
@@ -188,16 +216,16 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, state:
     out.family(
         "heartbeat_agent_last_success_timestamp_seconds",
         "gauge",
-        "When each job's last successful run ended (jobs that succeeded since start).",
+        "When each job's last successful run ended; the daemon's start for a job with no success since.",
     );
-    for (name, c) in counters {
-        if let Some(at) = c.last_success {
-            out.sample(
-                "heartbeat_agent_last_success_timestamp_seconds",
-                &[("job", name)],
-                at.timestamp_millis() as f64 / 1000.0,
-            );
-        }
+    for (name, _) in &jobs {
+        let last = counters.get(name).and_then(|c| c.last_success);
+        let at = last.map_or(scrape.start_time, |t| t.timestamp_millis() as f64 / 1000.0);
+        out.sample(
+            "heartbeat_agent_last_success_timestamp_seconds",
+            &[("job", name)],
+            at,
+        );
     }
     let hist = "heartbeat_agent_run_duration_seconds";
     out.family(hist, "histogram", "Run durations by job.");
@@ -226,13 +254,79 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, state:
         "counter",
         "Success pings sent after runs, by job and result (failed ones wait in the outbox).",
     );
-    for (name, c) in counters {
-        for (result, n) in &c.pings {
+    for (name, _) in &jobs {
+        let c = counters.get(name).unwrap_or(&none);
+        for result in ["accepted", "failed"] {
+            let n = c.pings.get(result).copied().unwrap_or(0);
             out.sample(
                 "heartbeat_agent_pings_total",
                 &[("job", name), ("result", result)],
-                *n as f64,
+                n as f64,
             );
+        }
+    }
+}
+
+/// The standard `process_*` families of Prometheus clients, read now.
+fn process_families(out: &mut Text, start_time: f64) {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+    let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    let cpu = usage.map(|u| seconds(u.user_time()) + seconds(u.system_time()));
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    // `VmRSS:     3912 kB`
+    let kib = |key: &str| {
+        let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+        let n: f64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(n * 1024.0)
+    };
+    let open = std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|d| d.count() as f64);
+    let max = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .ok()
+        .map(|(soft, _)| soft as f64);
+    let families: [(&str, &str, &str, Option<f64>); 6] = [
+        (
+            "process_cpu_seconds_total",
+            "counter",
+            "Total user and system CPU time spent in seconds.",
+            cpu,
+        ),
+        (
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+            kib("VmRSS:"),
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "gauge",
+            "Virtual memory size in bytes.",
+            kib("VmSize:"),
+        ),
+        (
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            open,
+        ),
+        (
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+            max,
+        ),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            Some(start_time),
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        out.family(name, kind, help);
+        if let Some(value) = value {
+            out.sample(name, &[], value);
         }
     }
 }

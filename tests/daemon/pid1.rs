@@ -38,11 +38,10 @@ fn child_of(parent: u32) -> u32 {
 
 #[test]
 fn as_pid_1_orphans_are_reaped_and_statuses_kept() {
-    let unshare = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status();
-    if !unshare.is_ok_and(|s| s.success()) {
-        return; // no PID namespaces here (needs root and util-linux's unshare)
+    let namespaces = util::runs("unshare", &["--pid", "--fork", "--mount-proc", "true"]);
+    let how = "PID namespaces need root and util-linux's unshare (scripts/test-tools.sh)";
+    if !util::require(namespaces, "unshare --pid", how) {
+        return;
     }
     let home = Home::new();
     home.write_jobs(

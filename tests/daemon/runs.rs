@@ -177,8 +177,13 @@ shell = "env"
 
 #[test]
 fn jobs_run_as_their_user_when_root() {
-    if !nix::unistd::geteuid().is_root() {
-        return; // switching users needs root; the config warns otherwise
+    let root = nix::unistd::geteuid().is_root();
+    if !util::require(
+        root,
+        "root",
+        "switching users needs root; the config warns otherwise",
+    ) {
+        return;
     }
     let home = Home::new();
     home.write_jobs(
@@ -256,11 +261,12 @@ fn nice_of(stat: &str) -> i32 {
 /// default one, as under cron (SCHED_RESET_ON_FORK on the threads that spawn them).
 #[test]
 fn jobs_run_at_the_default_priority_when_the_daemon_has_a_higher_one() {
-    let probe = std::process::Command::new("nice")
-        .args(["-n", "-5", "true"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) || !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: raising a priority needs root (CAP_SYS_NICE)");
+    let raised = util::runs("nice", &["-n", "-5", "true"]) && nix::unistd::geteuid().is_root();
+    if !util::require(
+        raised,
+        "nice -n -5",
+        "raising a priority needs root (CAP_SYS_NICE)",
+    ) {
         return;
     }
     let home = Home::new();

@@ -186,3 +186,72 @@ fn invalid_config_at_start_exits_78_with_every_problem() {
     );
     assert!(stderr.contains("the daemon did not start"), "{stderr}");
 }
+
+/// The config as Kubernetes mounts a ConfigMap: `config.toml` is a link to `..data/config.toml`
+/// and `..data` a link to a timestamped directory. An update writes a new directory, points a
+/// new link `..data_tmp` at it, renames that over `..data` and removes the old directory
+/// (kubelet's atomic writer): the file the daemon was given never changes itself.
+fn configmap_swap(dir: &Path, version: &str, text: &str) {
+    let target = dir.join(format!("..{version}"));
+    std::fs::create_dir(&target).expect("a new timestamped directory");
+    std::fs::write(target.join("config.toml"), text).expect("write");
+    let old = std::fs::read_link(dir.join("..data")).ok();
+    let tmp = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(format!("..{version}"), &tmp).expect("..data_tmp");
+    std::fs::rename(&tmp, dir.join("..data")).expect("swap ..data");
+    if let Some(old) = old {
+        std::fs::remove_dir_all(dir.join(old)).expect("remove the old directory");
+    }
+    let link = dir.join("config.toml");
+    if std::fs::symlink_metadata(&link).is_err() {
+        std::os::unix::fs::symlink("..data/config.toml", &link).expect("config.toml link");
+    }
+}
+
+#[test]
+fn a_configmap_update_reloads_without_a_signal_and_an_invalid_one_is_kept_out() {
+    let home = Home::new();
+    let server = ping_server();
+    let agent = format!(
+        "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n",
+        home.state_dir().display()
+    );
+    let first = format!("{agent}{}", job("first", &server.url("/first")));
+    configmap_swap(home.root(), "2026_01_01_00_00_00.1", &first);
+    let daemon = home.start();
+    daemon.wait_for(1, 5 * SECOND, |l| {
+        message(l) == "watching the configuration for changes"
+    });
+    wait_hits(&server, "/first", 1, 5 * SECOND);
+
+    let both = format!("{first}{}", job("second", &server.url("/second")));
+    configmap_swap(home.root(), "2026_01_01_00_01_00.2", &both);
+    daemon.wait_for(1, 5 * SECOND, |l| message(l) == "configuration reloaded");
+    wait_hits(&server, "/second", 1, 5 * SECOND);
+
+    // An invalid update: logged with its place, the running config kept, both jobs still run.
+    let broken = format!("{both}[[jobs]]\nname = \"third\"\nschedule = \"* * *\"\n");
+    configmap_swap(home.root(), "2026_01_01_00_02_00.3", &broken);
+    let failed = daemon.wait_for(1, 5 * SECOND, |l| message(l).starts_with("reload failed"));
+    assert!(failed[0]["config"]
+        .as_str()
+        .is_some_and(|c| c.ends_with("config.toml")));
+    assert!(daemon
+        .logs()
+        .iter()
+        .any(|l| message(l) == "invalid configuration"
+            && l["problem"]
+                .as_str()
+                .is_some_and(|p| p.contains(":") && p.contains("schedule"))));
+    let before = (hits(&server, "/first"), hits(&server, "/second"));
+    wait_hits(&server, "/first", before.0 + 2, 5 * SECOND);
+    wait_hits(&server, "/second", before.1 + 2, 5 * SECOND);
+
+    // One reload per update, and none for a file beside it or a rewrite with the same bytes.
+    std::fs::write(home.path("unrelated.txt"), "x").expect("write");
+    std::fs::write(home.root().join("..data/config.toml"), &broken).expect("same bytes");
+    std::thread::sleep(SECOND);
+    let reloads = daemon.count(|l| message(l) == "reloading the configuration");
+    assert_eq!(reloads, 2, "{}", daemon.dump());
+    daemon.stop();
+}

@@ -52,10 +52,14 @@ fn fill(dir: &Path) {
 fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
     let home = Home::new();
     let state = home.path("state");
-    let Some(_mounted) = Tmpfs::mount(&state) else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+    let mounted = Tmpfs::mount(&state);
+    if !crate::util::require(
+        mounted.is_some(),
+        "mount -t tmpfs",
+        "mounting a tmpfs needs root",
+    ) {
         return;
-    };
+    }
     // The daemon's directories exist (as after an earlier start), then the disk fills up.
     for dir in ["outbox", "daemon/fires", "sync"] {
         std::fs::create_dir_all(state.join(dir)).expect("state subdirectories");

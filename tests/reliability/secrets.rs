@@ -344,10 +344,9 @@ fn no_command_or_failure_path_shows_the_api_key_or_a_ping_token() {
 fn no_journald_field_shows_the_api_key_or_a_ping_token() {
     let started = Instant::now();
     let mut scan = Scan::new();
+    let how = "a mount namespace needs root and util-linux's unshare (scripts/test-tools.sh)";
     let Some(journal) = Journal::start(&scan.path("journal")) else {
-        eprintln!(
-            "skipped: cannot run the agent in a mount namespace here (needs root and unshare)"
-        );
+        crate::util::require(false, "unshare --mount", how);
         return;
     };
     scan.journal = Some(journal);

@@ -102,12 +102,12 @@ pub fn sample(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option
 /// Runs `promtool check metrics` on `text` when promtool is installed (the Debian package
 /// `prometheus`; `scripts/promtool-check.sh` does the same for a running daemon).
 pub fn promtool(text: &str) {
-    let found = std::process::Command::new("promtool")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("promtool not installed: exposition checked by the test's own parser only");
+    let how = "bash scripts/test-tools.sh installs the promtool binary (as root)";
+    if !crate::util::require(
+        crate::util::runs("promtool", &["--version"]),
+        "promtool",
+        how,
+    ) {
         return;
     }
     let mut child = std::process::Command::new("promtool")

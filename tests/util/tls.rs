@@ -3,7 +3,7 @@
 //! [`Front`] listens on 127.0.0.1 or [::1] and passes every connection on to a plain backend
 //! (a [`super::http::Server`], the emulator's API or ping host), terminating TLS with a
 //! certificate of `tests/data/tls` first (or not: a plain front puts an IPv4 backend on IPv6).
-//! [`TinyProxy`] runs Debian's `tinyproxy` (installed by `scripts/install-test-tools.sh`) on a
+//! [`TinyProxy`] runs Debian's `tinyproxy` (installed by `scripts/test-tools.sh`) on a
 //! free port and reads from its log every request it handled.
 
 use std::net::SocketAddr;
@@ -145,7 +145,7 @@ pub struct TinyProxy {
 
 impl TinyProxy {
     /// Starts it; panics naming the fix when tinyproxy is not installed (the test must not pass
-    /// without it: `scripts/install-test-tools.sh` installs it, CI runs that script).
+    /// without it: `scripts/test-tools.sh` installs it, CI runs that script).
     pub fn start() -> TinyProxy {
         let dir = tempfile::tempdir().expect("dir");
         for _ in 0..5 {
@@ -173,7 +173,7 @@ impl TinyProxy {
                 .spawn()
                 .unwrap_or_else(|e| {
                     panic!(
-                        "cannot start tinyproxy ({e}): run `bash scripts/install-test-tools.sh` \
+                        "cannot start tinyproxy ({e}): run `bash scripts/test-tools.sh` \
                          (Debian package tinyproxy)"
                     )
                 });
