@@ -7,7 +7,8 @@
 #
 # Names carry the compiler's hashes, so the list is tied to the code, the toolchain (pinned in
 # rust-toolchain.toml) and Cargo.lock: a stale entry is ignored by the linker and only costs
-# memory. CI runs scripts/check-link-order.sh on the release binary and fails when fewer than
+# memory. The profiled runs include an https ping (openssl s_server with tests/data/tls), so
+# the TLS client is placed as well. CI runs scripts/check-link-order.sh on the release binary and fails when fewer than
 # 98 % of the names are left, asking for this script to be rerun. Needs valgrind (callgrind
 # lists every function executed) and python3.
 #
@@ -15,7 +16,7 @@
 # LINK_ORDER_NO_BUILD=1 profiles the binary already built; LINK_ORDER_OUT=FILE writes elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for tool in valgrind python3; do
+for tool in valgrind python3 openssl curl; do
   command -v "$tool" >/dev/null || { echo "link-order: $tool is required" >&2; exit 1; }
 done
 [ -n "${LINK_ORDER_NO_BUILD:-}" ] || cargo build --release --quiet
@@ -49,6 +50,22 @@ profile run --ping-url "http://127.0.0.1:$port/TOKEN" -- true
 profile run --ping-url "http://127.0.0.1:$port/TOKEN" -- false
 profile --config "$work/config.toml" run --job backup -- true
 profile run --ping-url "http://127.0.0.1:1/TOKEN" --ping-timeout 1s -- true
+# An https ping with a whole system-sized trust store (the system bundle plus the test CA, as
+# scripts/bench-run.sh measures it): the TLS client's code is placed too.
+tls_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+openssl s_server -quiet -www -accept "127.0.0.1:$tls_port" -cert tests/data/tls/server.pem \
+  -key tests/data/tls/server.key >/dev/null 2>&1 &
+tls_pid=$!
+trap 'kill $tls_pid 2>/dev/null || true; stop_workdir' EXIT
+for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
+  [ -f "$f" ] && { cat "$f" >"$work/bundle.pem"; break; }
+done
+cat tests/data/tls/ca.pem >>"$work/bundle.pem"
+for _ in $(seq 1 100); do
+  curl -fsS -o /dev/null --cacert "$work/bundle.pem" "https://127.0.0.1:$tls_port/" 2>/dev/null && break
+  sleep 0.05
+done
+SSL_CERT_FILE="$work/bundle.pem" profile run --ping-url "https://127.0.0.1:$tls_port/TOKEN" -- true
 profile run --help
 
 python3 - "$BIN" "$OUT" "$work"/cg.* <<'PY'

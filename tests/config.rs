@@ -431,7 +431,12 @@ fn a_config_holding_secrets_others_can_read_warns_and_stays_valid() {
     let path = home.write_config(&format!("{JOB}check_id = \"c1\"\n"));
     let checked = check_with_mode(&home, &path, 0o644);
     assert_eq!(checked.code, 0, "{}", checked.stderr);
-    assert!(checked.stderr.is_empty(), "{}", checked.stderr);
+    // (The job bound to a check without an API key has its own warning; not this one.)
+    assert!(
+        !checked.stderr.contains("config file"),
+        "{}",
+        checked.stderr
+    );
 }
 
 #[test]
