@@ -450,7 +450,12 @@ fn bash_completion_works_past_the_first_word() {
     let run = bash_completes(&script, &["heartbeat-agent", "run", "--pi"]);
     assert_eq!(
         run,
-        ["--ping-url", "--ping-url-file", "--ping-method", "--ping-timeout"],
+        [
+            "--ping-url",
+            "--ping-url-file",
+            "--ping-method",
+            "--ping-timeout"
+        ],
         "run --pi<TAB>"
     );
     // Two levels down, through a hyphenated subcommand name.

@@ -72,7 +72,7 @@ pub(super) async fn execute(
         tokio::select! {
             accepted = tracing::Instrument::instrument(ping, span()) => accepted,
             () = shared.stop_runs.cancelled() => {
-                warn!(job = %job.name, "ping abandoned: the daemon is stopping");
+                warn!(job = %job.name, "ping interrupted: the daemon is stopping (the ping stays in the outbox)");
                 false
             }
         }
