@@ -724,3 +724,45 @@ tests:
     assert!(checked.contains("SUCCESS: 4 rules found"), "{checked}");
     run(&["test", "rules", "tests.yml"]);
 }
+
+/// A ping host whose certificate is not trusted: every refusal is counted by host in
+/// `/metrics`, and the full explanation (host, trust source, what to set) is logged once.
+#[test]
+fn refused_certificates_are_counted_by_host_and_explained_once() {
+    use crate::util::outbox::{Behaviour, PingHost};
+    use crate::util::tls::{self, Cert, Front};
+    let host = PingHost::start(Behaviour::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Untrusted);
+    let home = Home::new();
+    let jobs = format!(
+        "[[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
+         ping_url = \"{}\"\n",
+        front.url("untrusted-token")
+    );
+    home.write(
+        None,
+        &format!("listen = \"{}\"", home.socket().display()),
+        &jobs,
+    );
+    let daemon = home.daemon("");
+    let endpoint = home.endpoint();
+    daemon.until("two refusals counted", Duration::from_secs(15), || {
+        let body = get(&endpoint, "/metrics").body;
+        let refused = sample(
+            &parse_metrics(&body),
+            "heartbeat_agent_tls_errors_total",
+            &[("host", "127.0.0.1")],
+        );
+        refused.is_some_and(|n| n >= 2.0).then_some(())
+    });
+    let log = daemon.log();
+    assert_eq!(log.matches("UnknownIssuer").count(), 1, "{log}");
+    assert!(log.contains("SSL_CERT_FILE"), "{log}");
+    assert!(
+        log.matches("the certificate of 127.0.0.1 is not trusted")
+            .count()
+            >= 2,
+        "{log}"
+    );
+    assert_eq!(host.paths().len(), 0, "nothing reached the host");
+}

@@ -167,11 +167,18 @@ pub enum PingError {
     /// Any other failure of the HTTP client (already redacted).
     #[error("{0}")]
     Http(String),
-    /// The server's certificate is not trusted (the text says which host, which trust
-    /// source, and what to set). Not tried again within the budget; kept in the outbox, so a
-    /// fixed trust store delivers it.
-    #[error("{0}")]
-    Certificate(String),
+    /// The server's certificate is not trusted. Shown short; `detail` (which host, which trust
+    /// source, what to set) is logged in full once per host. Not tried again within the budget;
+    /// kept in the outbox, so a fixed trust store delivers it.
+    #[error(
+        "the certificate of {host} is not trusted (see the error logged at the first refusal)"
+    )]
+    Certificate {
+        /// The host whose certificate was refused.
+        host: String,
+        /// The whole explanation.
+        detail: String,
+    },
 }
 
 impl PingError {
@@ -260,8 +267,8 @@ pub(crate) async fn send_with(
             Err(err) => last = (err, None),
         }
         failed(&last.0);
-        if let PingError::Certificate(problem) = &last.0 {
-            report_certificate(ping, problem);
+        if let PingError::Certificate { detail, .. } = &last.0 {
+            report_certificate(ping, detail);
             break;
         }
         if !last.0.is_retryable() {
@@ -358,8 +365,9 @@ async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingErro
         request
     };
     let response = request.send().await.map_err(|err| {
-        if let Some(problem) = crate::net::certificate_problem(&err) {
-            PingError::Certificate(problem)
+        if let Some(detail) = crate::net::certificate_problem(&err) {
+            let host = ping.url.host_str().unwrap_or("?").to_owned();
+            PingError::Certificate { host, detail }
         } else if err.is_timeout() {
             PingError::Timeout
         } else if err.is_connect() {
