@@ -91,7 +91,8 @@ pub fn client_builder(https: bool) -> reqwest::ClientBuilder {
 }
 
 /// Whether a reqwest error is a refused server certificate; then the text to show: which host,
-/// which trust source, what to set. Counted, and logged in full once per host by the caller.
+/// which trust source, what to set. Counted by host, and logged here as an error the first time
+/// for each host (at debug level after that), so every client reports it once.
 pub fn certificate_problem(err: &reqwest::Error) -> Option<String> {
     let mut source = std::error::Error::source(err);
     while let Some(inner) = source {
@@ -102,14 +103,19 @@ pub fn certificate_problem(err: &reqwest::Error) -> Option<String> {
                 .and_then(|u| u.host_str())
                 .unwrap_or("?")
                 .to_owned();
-            trust::count_error(&host);
-            return Some(format!(
+            let problem = format!(
                 "the certificate of {host} is not trusted ({}); trusted: {}. If {host} uses a \
                  private CA or a TLS-inspecting proxy, add its CA certificate (PEM) with `[api] \
                  ca_file` (or `run --ca-file`), or point SSL_CERT_FILE at a bundle that holds it",
                 text.trim_start_matches("invalid peer certificate: "),
                 trust().describe()
-            ));
+            );
+            if trust::count_error(&host) {
+                tracing::error!("{problem}");
+            } else {
+                tracing::debug!("{problem}");
+            }
+            return Some(problem);
         }
         source = inner.source();
     }

@@ -168,7 +168,7 @@ pub enum PingError {
     #[error("{0}")]
     Http(String),
     /// The server's certificate is not trusted. Shown short; `detail` (which host, which trust
-    /// source, what to set) is logged in full once per host. Not tried again within the budget;
+    /// source, what to set) is logged in full once per host by [`crate::net`]. Not tried again within the budget;
     /// kept in the outbox, so a fixed trust store delivers it.
     #[error(
         "the certificate of {host} is not trusted (see the error logged at the first refusal)"
@@ -267,8 +267,8 @@ pub(crate) async fn send_with(
             Err(err) => last = (err, None),
         }
         failed(&last.0);
-        if let PingError::Certificate { detail, .. } = &last.0 {
-            report_certificate(ping, detail);
+        if matches!(last.0, PingError::Certificate { .. }) {
+            // Logged in full by crate::net, once per host; trying again cannot help.
             break;
         }
         if !last.0.is_retryable() {
@@ -316,22 +316,6 @@ pub(crate) async fn send_once(
         return send_reqwest(&moved, deadline).await;
     }
     send_reqwest(ping, deadline).await
-}
-
-/// A refused certificate is an error once per host in full (which host, which trust source,
-/// what to set), then at debug level: the outbox keeps the ping and retries it with backoff.
-fn report_certificate(ping: &Ping, problem: &str) {
-    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let host = ping.url.host_str().unwrap_or("?").to_owned();
-    let mut seen = SEEN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if seen.contains(&host) {
-        debug!(target_url = %ping.redacted(), "{problem}");
-    } else {
-        tracing::error!(target_url = %ping.redacted(), "{problem}");
-        seen.push(host);
-    }
 }
 
 fn client() -> Result<&'static reqwest::Client, PingError> {
