@@ -2,7 +2,10 @@
 # Installs the tools that some integration tests drive, when they are missing: `unshare`
 # (util-linux: PID and mount namespaces), `bash` (the completion test), `tinyproxy` (the forward
 # proxy of tests/net.rs; its system service is disabled again), `openssl` (the TLS server of
-# scripts/bench-run.sh) and `promtool` (checks /metrics and runs the alert rules' unit tests). scripts/test.sh calls it first; with CI set, a
+# scripts/bench-run.sh), `etcd` and `etcdctl` (Debian's etcd-server and etcd-client: the real
+# 3-member cluster the cluster tests start on 127.0.0.1; the packaged service is disabled
+# again), `faketime` (agents whose clocks differ) and `promtool` (checks /metrics and runs the
+# alert rules' unit tests). scripts/test.sh calls it first; with CI set, a
 # test whose tool is still missing fails instead of skipping (tests/util.rs, `require_tool`).
 #
 # promtool comes only with Debian's `prometheus` package (the server, its unit and a system
@@ -21,6 +24,9 @@ command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v tinyproxy >/dev/null 2>&1 || missing+=(tinyproxy)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 need_promtool=
 command -v promtool >/dev/null 2>&1 || need_promtool=1
 
@@ -39,9 +45,10 @@ apt_update() {
 if [ ${#missing[@]} -gt 0 ]; then
   apt_update
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # The tinyproxy package may start a system-wide proxy on port 8888; the tests start their own.
+  # The tinyproxy and etcd-server packages may start system-wide services (ports 8888, 2379);
+  # the tests start their own.
   if command -v systemctl >/dev/null 2>&1; then
-    systemctl disable --now tinyproxy >/dev/null 2>&1 || true
+    systemctl disable --now tinyproxy etcd >/dev/null 2>&1 || true
   fi
 fi
 if [ -n "$need_promtool" ]; then
