@@ -1,5 +1,6 @@
 //! A configured job made runnable: what runs (its command, the child's environment, the user
-//! it runs as) and what pings (its target turned into a [`Ping`]).
+//! it runs as) and what pings (its target turned into a [`Ping`], and the start and fail pings
+//! of `start_url` and `fail_url`, the latter with the run's exit status and output tail).
 //!
 //! `run --job`, `ping --job` and the daemon all go through here, so a job means the same
 //! thing to each of them. Nothing here prints: every function returns what it found or why it
@@ -9,8 +10,8 @@
 
 use std::ffi::{CString, OsString};
 
-use crate::config::{Job, PingTarget};
-use crate::ping::{InvalidPing, Ping, PingMethod};
+use crate::config::{FailBody, FailUrl, Job, PingTarget};
+use crate::ping::{InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::{self, CommandSpec, RunAs};
 
 /// Why a job's command cannot be made.
@@ -159,5 +160,86 @@ pub(crate) fn ping(
         PingTarget::None => Err(NoPing::NoTarget {
             job: job.name.clone(),
         }),
+    }
+}
+
+/// The start ping of `job` (`start_url`), if it has one.
+pub(crate) fn start_ping(
+    job: &Job,
+    method: PingMethod,
+    source: &str,
+) -> Option<Result<Ping, InvalidPing>> {
+    let url = job.start_fail.start_url.as_ref()?;
+    Some(Ping::to(url, method, source).map(|p| p.of_kind(PingKind::Start)))
+}
+
+/// How many bytes of output `job`'s fail ping carries: its `output_tail` with
+/// `fail_body = "output_tail"`, else none.
+pub(crate) fn fail_body_bytes(job: &Job) -> Option<usize> {
+    (job.start_fail.fail_body == FailBody::OutputTail).then_some(job.output_tail)
+}
+
+/// The fail ping of a run that ended with `status` (as `run` exits:
+/// [`crate::run_end::RunEnd::exit_status`]) to `url`, `{exit_code}` filled in; with `output`
+/// (the run's last output) a `POST` carrying it, made text, scrubbed of the agent's secrets
+/// and cut to its last `max` bytes.
+pub(crate) fn fail_ping(
+    url: &FailUrl,
+    status: u8,
+    output: Option<(&[u8], usize)>,
+    method: PingMethod,
+    source: &str,
+) -> Result<Ping, InvalidPing> {
+    let filled = url
+        .with_exit_code(status)
+        .map_err(|problem| InvalidPing::of(url.as_str(), problem))?;
+    let ping = Ping::to(&filled, method, source)?.of_kind(PingKind::Fail);
+    Ok(match output {
+        Some((bytes, max)) => ping.with_body(body(bytes, max)),
+        None => ping,
+    })
+}
+
+/// `output` as valid UTF-8 with every secret scrubbed, cut to its last `max` bytes (at a
+/// character boundary).
+fn body(output: &[u8], max: usize) -> String {
+    let text = crate::redact::scrub(&String::from_utf8_lossy(output));
+    let mut cut = text.len().saturating_sub(max);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text[cut..].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fail_body_is_text_scrubbed_and_bounded() {
+        crate::redact::remember("fail-body-secret-token");
+        let out = b"line 1\ntoken fail-body-secret-token\n\xffend\n";
+        let text = body(out, 1000);
+        assert_eq!(text, "line 1\ntoken [redacted]\n\u{fffd}end\n");
+        assert_eq!(body(out, 5), "end\n");
+        assert_eq!(body("ééé".as_bytes(), 3), "é");
+    }
+
+    #[test]
+    fn the_exit_status_fills_the_placeholder() {
+        let url = FailUrl::parse("http://127.0.0.1:9/fail-test-token-1/{exit_code}?x={exit_code}")
+            .unwrap();
+        let ping = fail_ping(&url, 137, Some((b"out", 10)), PingMethod::Get, "h").unwrap();
+        assert_eq!(ping.url(), "http://127.0.0.1:9/fail-test-token-1/137?x=137");
+        assert_eq!(
+            (ping.method, ping.kind, ping.body()),
+            (PingMethod::Post, PingKind::Fail, Some("out"))
+        );
+        assert!(
+            matches!(FailUrl::parse("http://h/{code}"), Err(crate::config::UrlProblem::Placeholder(p)) if p == "{code}")
+        );
+        assert!(
+            matches!(FailUrl::parse("http://h/x{"), Err(crate::config::UrlProblem::Placeholder(p)) if p == "{")
+        );
     }
 }

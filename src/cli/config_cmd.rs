@@ -129,6 +129,20 @@ fn job_report(job: &Job, now: DateTime<Utc>) -> String {
         label = "           ";
     }
     let _ = writeln!(out, "  ping:     {}", target(&job.target));
+    if let Some(url) = &job.start_fail.start_url {
+        let _ = writeln!(out, "  start:    {}", crate::redact::url(url.as_str()));
+    }
+    if let Some(url) = &job.start_fail.fail_url {
+        let body = match job.start_fail.fail_body {
+            crate::config::FailBody::OutputTail => " (POST, the last output as body)",
+            crate::config::FailBody::Empty => "",
+        };
+        let _ = writeln!(
+            out,
+            "  fail:     {}{body}",
+            crate::redact::url(url.as_str())
+        );
+    }
     out
 }
 

@@ -25,10 +25,10 @@ use tracing::{debug, warn};
 
 use super::context::{self, Lenient, PingOptions};
 use super::{exit, print_error, GlobalArgs};
-use crate::config::{Config, Job};
+use crate::config::{Config, FailUrl, Job};
 use crate::job::NoPing;
 use crate::ping::outbox::{self, Outbox, PingContext};
-use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
+use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod, PingOutcome};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
@@ -43,7 +43,9 @@ pub(crate) const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
 /// --timeout, 126 when it cannot be executed, 127 when not found, 2 on bad arguments.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Use job NAME from the config: its ping URL or check, timeout, success codes, and its
+    /// Use job NAME from the config: its ping URL or check, timeout, success codes, its
+    /// start_url and fail_url (with fail_body = "output_tail", the fail ping POSTs the last
+    /// output_tail bytes of output; stdout and stderr are then pipes passed through), and its
     /// command when none is given
     #[arg(long, value_name = "NAME")]
     pub job: Option<String>,
@@ -92,11 +94,14 @@ pub struct PingArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "ping_url")]
     pub ping_url_file: Option<PathBuf>,
 
-    /// Ping this URL when the command fails (healthchecks-style services; off by default)
+    /// Ping this URL when the command fails (healthchecks-style services; off by default).
+    /// `{exit_code}` in it is replaced by the exit status run exits with (the code, 128+N for
+    /// signal N, 124 or 137 after --timeout). Kept in the outbox when it cannot be delivered
     #[arg(long, value_name = "URL")]
     pub fail_url: Option<String>,
 
-    /// Ping this URL when the command starts (healthchecks-style services; off by default)
+    /// Ping this URL when the command starts (healthchecks-style services; off by default).
+    /// Sent once while the command runs, never kept in the outbox (a late start would mislead)
     #[arg(long, value_name = "URL")]
     pub start_url: Option<String>,
 
@@ -121,10 +126,16 @@ struct Plan {
     success_codes: Vec<i32>,
     /// Pinged when the command succeeds.
     success: Option<Ping>,
-    /// Pinged when it fails (`--fail-url`).
-    fail: Option<Ping>,
-    /// Pinged when it starts (`--start-url`).
+    /// Pinged when it fails (`--fail-url`, else the job's `fail_url`), `{exit_code}` filled in.
+    fail: Option<FailUrl>,
+    /// With `fail`: how many bytes of the last output its fail ping carries (the job's
+    /// `fail_body`); the output is then passed through by a copy that keeps them.
+    fail_body: Option<usize>,
+    /// Pinged when it starts (`--start-url`, else the job's `start_url`); never queued.
     start: Option<Ping>,
+    /// Method and source (`Origin`) of the pings.
+    method: PingMethod,
+    source: String,
     budget: Budget,
     state_dir: PathBuf,
     /// The job and age limit stored with a ping that goes to the outbox.
@@ -201,7 +212,7 @@ fn usage(message: impl std::fmt::Display) -> u8 {
 fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
     let method = PingMethod::from(args.ping.options.ping_method);
     let source = args.ping.options.source();
-    let [ping_url, fail, start] = check_arguments(&args, method, &source)?;
+    let (ping_url, fail, start) = check_arguments(&args, method, &source)?;
     let resolved = Lenient::resolve(
         global,
         args.job.as_deref(),
@@ -213,7 +224,15 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         .job
         .as_deref()
         .and_then(|name| find_job(config.as_ref(), name));
-    let spec = command_spec(&args, config.as_ref(), job)?;
+    let mut spec = command_spec(&args, config.as_ref(), job)?;
+    let start = start.or_else(|| job.and_then(|j| job_start_ping(j, method, &source)));
+    let fail = fail.or_else(|| job.and_then(|j| j.start_fail.fail_url.clone()));
+    let fail_body = job
+        .and_then(crate::job::fail_body_bytes)
+        .filter(|_| fail.is_some());
+    if let Some(tail_bytes) = fail_body {
+        spec.io = crate::process::Io::Tee { tail_bytes };
+    }
     let success = match (ping_url, &args.ping.ping_url_file) {
         (Some(ping), _) => Some(ping),
         (None, Some(file)) => file_ping(file, method, &source),
@@ -243,7 +262,10 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         spec,
         success,
         fail,
+        fail_body,
         start,
+        method,
+        source,
         budget: Budget {
             total: args.ping.options.ping_timeout,
             ..Budget::default()
@@ -283,24 +305,29 @@ fn sync_after_ping(job: &Job, config: &Config, global: &GlobalArgs) -> Option<Sy
     })
 }
 
-/// The checks that make `run` refuse to start (exit 2); returns the explicit `--ping-url`,
-/// `--fail-url` and `--start-url`, validated.
-fn check_arguments(
-    args: &RunArgs,
-    method: PingMethod,
-    source: &str,
-) -> Result<[Option<Ping>; 3], u8> {
+/// The explicit `--ping-url`, `--fail-url` and `--start-url` (a start ping), validated.
+type Explicit = (Option<Ping>, Option<FailUrl>, Option<Ping>);
+
+/// The checks that make `run` refuse to start (exit 2); returns the explicit URLs.
+fn check_arguments(args: &RunArgs, method: PingMethod, source: &str) -> Result<Explicit, u8> {
     let explicit = |flag: &str, url: &Option<String>| -> Result<Option<Ping>, u8> {
         url.as_deref()
             .map(|u| Ping::new(u, method, source))
             .transpose()
             .map_err(|err| usage(format!("invalid {flag}: {err}")))
     };
-    let pings = [
+    let fail = args
+        .ping
+        .fail_url
+        .as_deref()
+        .map(|u| FailUrl::parse(u).map_err(|problem| InvalidPing::of(u, problem)))
+        .transpose()
+        .map_err(|err| usage(format!("invalid --fail-url: {err}")))?;
+    let pings = (
         explicit("--ping-url", &args.ping.ping_url)?,
-        explicit("--fail-url", &args.ping.fail_url)?,
-        explicit("--start-url", &args.ping.start_url)?,
-    ];
+        fail,
+        explicit("--start-url", &args.ping.start_url)?.map(|p| p.of_kind(PingKind::Start)),
+    );
     if !args.stray.is_empty() {
         return Err(usage(
             "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
@@ -409,6 +436,26 @@ fn file_ping(path: &std::path::Path, method: PingMethod, source: &str) -> Option
         .ok()
 }
 
+/// The job's start ping; one that cannot be used is a warning.
+fn job_start_ping(job: &Job, method: PingMethod, source: &str) -> Option<Ping> {
+    crate::job::start_ping(job, method, source)?
+        .inspect_err(|err| warn!(job = %job.name, "job's start_url not used: {err}"))
+        .ok()
+}
+
+/// The fail ping of a run that ended with `status`, with the kept output when the job's
+/// `fail_body` asks for it; one that cannot be made is a warning.
+fn fail_ping(plan: &Plan, status: u8, tail: Option<&crate::process::Tail>) -> Option<Ping> {
+    let url = plan.fail.as_ref()?;
+    let contents = tail.map(crate::process::Tail::contents);
+    let output = plan
+        .fail_body
+        .map(|max| (contents.as_deref().unwrap_or_default(), max));
+    crate::job::fail_ping(url, status, output, plan.method, &plan.source)
+        .inspect_err(|err| warn!("fail ping not sent: {err}"))
+        .ok()
+}
+
 fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {
     let url = std::env::var(PING_URL_ENV).ok().filter(|u| !u.is_empty())?;
     Ping::new(&url, method, source)
@@ -435,17 +482,17 @@ async fn execute(plan: Plan) -> u8 {
         let task = tokio::spawn(children::reap(Arc::clone(&children), cancel.clone()));
         (cancel, task)
     });
-    let end = match children.spawn(&plan.spec) {
+    let (end, tail) = match children.spawn(&plan.spec) {
         Err(err) => {
             print_error(&err);
-            RunEnd::from(&err)
+            (RunEnd::from(&err), None)
         }
         Ok(running) => {
             let pid = running.pid();
             let outcome = supervise(running, plan.limits, &mut signals).await;
             children.ended(pid);
             report(&outcome, &plan);
-            outcome.end
+            (outcome.end, outcome.tail)
         }
     };
     if let Some((cancel, task)) = reaper {
@@ -459,7 +506,11 @@ async fn execute(plan: Plan) -> u8 {
             warn!(error = %err, "cannot drop the pending success of this failed run");
         }
     }
-    let finish = if success { &plan.success } else { &plan.fail };
+    let finish = if success {
+        plan.success.clone()
+    } else {
+        fail_ping(&plan, status, tail.as_ref())
+    };
     let pings = async {
         let began = tokio::time::Instant::now();
         if let Some(task) = start {
@@ -467,7 +518,7 @@ async fn execute(plan: Plan) -> u8 {
         }
         let mut stored = None;
         let mut accepted = false;
-        if let Some(ping) = finish {
+        if let Some(ping) = &finish {
             let outcome =
                 outbox::deliver_or_queue_for(ping, &plan.budget, Some(&outbox), &plan.ping_context)
                     .await;

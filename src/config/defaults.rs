@@ -9,6 +9,10 @@ use super::Job;
 pub(crate) const KILL_AFTER: Duration = Duration::from_secs(10);
 /// The default `output_tail`: 10 KiB.
 pub(crate) const OUTPUT_TAIL: usize = 10 * 1024;
+/// The most of a run's output a fail ping carries (`fail_body = "output_tail"` with a larger
+/// `output_tail` is an error): a body stays well below what heartbeat services store, and an
+/// undelivered fail ping stays a small outbox entry.
+pub(crate) const FAIL_BODY_MAX: usize = 100 * 1024;
 /// The default `shutdown_timeout`.
 pub(crate) const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default `resync_interval`.

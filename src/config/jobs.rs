@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::defaults::{KILL_AFTER, OUTPUT_TAIL, SHELL};
+use super::defaults::{FAIL_BODY_MAX, KILL_AFTER, OUTPUT_TAIL, SHELL};
 use super::parse::RawJobEntry;
 use super::problem::Lines;
 use super::raw::{example, RawSettings};
 use super::values::{At, Checker};
-use super::{AgentSettings, Job, JobAction, Overlap, PingTarget};
+use super::{AgentSettings, FailBody, Job, JobAction, Overlap, PingTarget, StartFail};
 use crate::schedule::Schedule;
 
 /// Job settings after validation, before defaults are applied: `None` means "not set here".
@@ -210,6 +210,8 @@ pub(super) fn job(
     let action = action(check, entry, &merged);
     let target = ping_target(check, entry);
     let check_settings = super::check::check_settings(check, entry);
+    let output_tail = merged.output_tail.unwrap_or(OUTPUT_TAIL);
+    let start_fail = start_fail(check, entry, output_tail);
     let job = Job {
         name: name?,
         schedule: schedule?,
@@ -226,9 +228,10 @@ pub(super) fn job(
         group: merged.group,
         enabled: merged.enabled.unwrap_or(true),
         catch_up: merged.catch_up.unwrap_or(false),
-        output_tail: merged.output_tail.unwrap_or(OUTPUT_TAIL),
+        output_tail,
         target: target?,
         check: check_settings?,
+        start_fail: start_fail?,
     };
     super::check::check_limits(check, entry, &job);
     Some(job)
@@ -454,6 +457,63 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
             Some(PingTarget::None)
         }
     }
+}
+
+/// `start_url`, `fail_url` (with its `{exit_code}`) and `fail_body`; `None` when one is
+/// invalid. The body is the output tail, so a tail larger than a fail body may be is refused
+/// at `fail_body`.
+fn start_fail(check: &mut Checker, entry: &RawJobEntry, output_tail: usize) -> Option<StartFail> {
+    let context = entry.context.as_str();
+    let at = |key| At { context, key };
+    let raw = &entry.job.raw;
+    let start_url = check.url(at("start_url"), &raw.start_url, true);
+    let fail_url = check.fail_url(at("fail_url"), &raw.fail_url);
+    let fail_body = match &raw.fail_body {
+        None => Some(FailBody::Empty),
+        Some(value) => match value.get_ref().as_str() {
+            "output_tail" if output_tail > FAIL_BODY_MAX => {
+                let message = format!(
+                    "fail_body sends the output tail, at most {} KiB, but output_tail is {output_tail} bytes",
+                    FAIL_BODY_MAX / 1024
+                );
+                let hint = format!(
+                    "lower output_tail to at most \"{}KiB\"",
+                    FAIL_BODY_MAX / 1024
+                );
+                check.error(Some(value.span()), at("fail_body"), message, Some(hint));
+                None
+            }
+            "output_tail" => Some(FailBody::OutputTail),
+            other => {
+                let hint = "fail_body = \"output_tail\" sends the run's last output with the fail ping; leave it out for none";
+                check.error(
+                    Some(value.span()),
+                    at("fail_body"),
+                    format!("unknown fail_body \"{other}\": expected \"output_tail\""),
+                    Some(hint.to_owned()),
+                );
+                None
+            }
+        },
+    };
+    if let (Some(value), None) = (&raw.fail_body, &raw.fail_url) {
+        check.warn(
+            Some(value.span()),
+            at("fail_body"),
+            "fail_body without fail_url: nothing carries it",
+            Some("add fail_url, or remove fail_body".to_owned()),
+        );
+    }
+    let valid = [
+        raw.start_url.is_none() || start_url.is_some(),
+        raw.fail_url.is_none() || fail_url.is_some(),
+    ];
+    Some(StartFail {
+        start_url,
+        fail_url,
+        fail_body: fail_body?,
+    })
+    .filter(|_| valid.iter().all(|v| *v))
 }
 
 /// A job's own settings over `[defaults]`; `env` is merged key by key.

@@ -168,6 +168,89 @@ pub struct Job {
     pub target: PingTarget,
     /// `[jobs.check]`: the definition sync keeps on the bound check (used with `check_id`).
     pub check: CheckSettings,
+    /// `start_url`, `fail_url`, `fail_body`: what else a run reports, besides its success.
+    pub start_fail: StartFail,
+}
+
+/// The pings a job sends besides its success, to a service that has such endpoints
+/// (healthchecks-style `/start` and `/fail` URLs). The seed service's own check is never sent
+/// either: its ping URL only ever receives successes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StartFail {
+    /// `start_url`: pinged when a run starts (a secret, like a ping URL).
+    pub start_url: Option<PingUrl>,
+    /// `fail_url`: pinged when a run fails, its `{exit_code}` filled in (a secret).
+    pub fail_url: Option<FailUrl>,
+    /// `fail_body`: what the fail ping carries.
+    pub fail_body: FailBody,
+}
+
+/// `fail_body`: what a fail ping carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailBody {
+    /// Nothing (default): the fail ping is sent with the job's method and no body.
+    #[default]
+    Empty,
+    /// `"output_tail"`: a `POST` whose body is the run's last output, the last `output_tail`
+    /// bytes (at most [`defaults::FAIL_BODY_MAX`]), scrubbed of the agent's secrets.
+    OutputTail,
+}
+
+/// A `fail_url` (or `run --fail-url`): a ping URL that may carry the run's exit status in the
+/// placeholder [`FailUrl::PLACEHOLDER`], which is filled in when the run has ended. A secret
+/// like [`PingUrl`]: `Debug` shows it redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FailUrl(String);
+
+impl FailUrl {
+    /// The one placeholder a fail URL may hold: the exit status as `run` reports it.
+    pub const PLACEHOLDER: &'static str = "{exit_code}";
+
+    /// Checks `text`: an http(s) URL with a host once the placeholder is filled in, and no
+    /// `{...}` but [`FailUrl::PLACEHOLDER`]. The error never repeats the URL. The URL and its
+    /// token (the last path segment without the placeholder) become secrets
+    /// ([`crate::redact::scrub`]).
+    pub(crate) fn parse(text: &str) -> Result<FailUrl, UrlProblem> {
+        let rest = text.replace(Self::PLACEHOLDER, "");
+        if let Some(at) = rest.find(['{', '}']) {
+            let found: String = rest[at..]
+                .chars()
+                .take_while(|c| *c != '/')
+                .take(20)
+                .collect();
+            let plain = found
+                .trim_matches(['{', '}'])
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let shown = if plain {
+                found
+            } else {
+                rest[at..at + 1].to_owned()
+            };
+            return Err(UrlProblem::Placeholder(shown));
+        }
+        PingUrl::parse(&text.replace(Self::PLACEHOLDER, "0"))?;
+        crate::redact::remember(text);
+        crate::redact::remember_url(&rest);
+        Ok(FailUrl(text.to_owned()))
+    }
+
+    /// The URL to ping for a run that ended with `status` (as `run` exits: the code, 128+N
+    /// for signal N, 124 or 137 after a timeout).
+    pub(crate) fn with_exit_code(&self, status: u8) -> Result<PingUrl, UrlProblem> {
+        PingUrl::parse(&self.0.replace(Self::PLACEHOLDER, &status.to_string()))
+    }
+
+    /// The URL as given, placeholder included: a secret, only for fingerprints.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for FailUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::redact::url(&self.0))
+    }
 }
 
 /// What a job does: exactly one of `command`, `shell`, `watch`, or nothing (external).
@@ -255,6 +338,8 @@ pub(crate) enum UrlProblem {
     NoHost,
     /// It does not parse: what the parser said (never the text).
     Malformed(String),
+    /// A `fail_url` holds a `{...}` other than [`FailUrl::PLACEHOLDER`] (shown short).
+    Placeholder(String),
 }
 
 impl std::fmt::Debug for PingUrl {

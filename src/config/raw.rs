@@ -101,6 +101,12 @@ pub(crate) struct RawJob {
     pub ping_url: Option<Spanned<String>>,
     /// Heartbeat check id.
     pub check_id: Option<Spanned<String>>,
+    /// Pinged when a run starts (secret).
+    pub start_url: Option<Spanned<String>>,
+    /// Pinged when a run fails; may hold `{exit_code}` (secret).
+    pub fail_url: Option<Spanned<String>>,
+    /// What a fail ping carries: `"output_tail"`.
+    pub fail_body: Option<Spanned<String>>,
 }
 
 /// `[jobs.watch]`: every key of every kind; which apply is checked against `kind` later.
@@ -361,6 +367,9 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
         "shell" => "shell = \"pg_dump app | gzip > /backup/app.sql.gz\"",
         "ping_url" => "ping_url = \"https://ping.example.com/TOKEN\"",
         "check_id" => "check_id = \"chk_123\"",
+        "start_url" => "start_url = \"https://hc-ping.com/UUID/start\"",
+        "fail_url" => "fail_url = \"https://hc-ping.com/UUID/{exit_code}\"",
+        "fail_body" => "fail_body = \"output_tail\"",
         "kind" => "kind = \"process\"",
         "pattern" => "pattern = \"nginx\"",
         "path" => "path = \"/var/backups/latest.tar\"",

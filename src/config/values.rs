@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::problem::{closest, Problem};
 use super::raw::{example, RawDuration, RawSize};
-use super::{duration, size, Amount, PingUrl, UrlProblem};
+use super::{duration, size, Amount, FailUrl, PingUrl, UrlProblem};
 
 /// Collects errors and warnings while values are checked.
 pub(crate) struct Checker {
@@ -172,17 +172,42 @@ impl Checker {
         } else {
             format!(" \"{text}\"")
         };
-        let problem = match PingUrl::parse(text) {
-            Ok(url) => return Some(url),
-            Err(UrlProblem::Scheme(scheme)) => {
+        PingUrl::parse(text)
+            .map_err(|problem| self.url_problem(at, value.span(), &shown, problem))
+            .ok()
+    }
+
+    /// A `fail_url`: a secret ping URL that may hold the `{exit_code}` placeholder.
+    pub(crate) fn fail_url(
+        &mut self,
+        at: At<'_>,
+        value: &Option<Spanned<String>>,
+    ) -> Option<FailUrl> {
+        let value = value.as_ref()?;
+        FailUrl::parse(value.get_ref().trim())
+            .map_err(|problem| self.url_problem(at, value.span(), "", problem))
+            .ok()
+    }
+
+    fn url_problem(&mut self, at: At<'_>, span: Range<usize>, shown: &str, problem: UrlProblem) {
+        let message = match problem {
+            UrlProblem::Scheme(scheme) => {
                 format!("URL{shown} has scheme \"{scheme}\"; expected http or https")
             }
-            Err(UrlProblem::NoHost) => format!("URL{shown} has no host"),
-            Err(UrlProblem::Malformed(reason)) => format!("not a valid URL{shown}: {reason}"),
+            UrlProblem::NoHost => format!("URL{shown} has no host"),
+            UrlProblem::Malformed(reason) => format!("not a valid URL{shown}: {reason}"),
+            UrlProblem::Placeholder(found) => {
+                let hint = format!(
+                    "the only placeholder is {}, filled in with the run's exit status",
+                    FailUrl::PLACEHOLDER
+                );
+                let message = format!("unknown placeholder \"{found}\" in the URL");
+                self.error(Some(span), at, message, Some(hint));
+                return;
+            }
         };
         let hint = example(leaf(at.key)).map(|e| format!("write a full URL, for example: {e}"));
-        self.error(Some(value.span()), at, problem, hint);
-        None
+        self.error(Some(span), at, message, hint);
     }
 
     /// A string that must not be empty (after trimming).

@@ -1,7 +1,8 @@
 //! One run of a job: a command (captured output logged line by line, scrubbed of the agent's
 //! secrets by [`crate::redact::scrub`], the last `output_tail` bytes kept) or a watch probe; its [`RunRecord`]; the ping through
-//! [`crate::ping::outbox::deliver_or_queue_for`] (the same call as `run` and `ping`); then the
-//! after-run hooks.
+//! [`crate::ping::outbox::deliver_or_queue_for`] (the same call as `run` and `ping`); the
+//! job's start ping while a command runs and its fail ping after a run that did not succeed
+//! (`start_url`, `fail_url`, through the same call); then the after-run hooks.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,8 +43,10 @@ pub(super) async fn execute(
     scheduled: DateTime<Utc>,
 ) {
     let settings = shared.settings();
+    let mut start = None;
     let ended = match &job.action {
         JobAction::Command(_) | JobAction::Shell { .. } => {
+            start = send_start_ping(&job, &shared, &settings);
             run_command(&job, &shared, &settings, scheduled).await
         }
         JobAction::Watch(spec) => probe(&job, &shared, spec).await,
@@ -65,10 +68,36 @@ pub(super) async fn execute(
     // The run ends when its process (or probe) does: the job's next fire must not wait for a
     // slow or hanging ping host, so the ping is sent after the run is recorded as finished.
     let success = ended.success();
+    let fail = (!success)
+        .then(|| fail_ping(&job, &shared, &ended))
+        .flatten();
     state.run_finished(record(scheduled, ended));
+    if let Some(ping) = fail.filter(|_| !shared.stop_runs.is_cancelled()) {
+        let send = async {
+            // After the start ping, so the service sees them in order.
+            if let Some(start) = start.take() {
+                let _ = start.await;
+            }
+            let context = context(&job, &settings);
+            outbox::deliver_or_queue_for(&ping, &Budget::default(), Some(&shared.outbox), &context)
+                .await
+        };
+        tokio::select! {
+            _ = tracing::Instrument::instrument(send, span()) => {}
+            () = shared.stop_runs.cancelled() => {
+                warn!(job = %job.name, "fail ping interrupted: the daemon is stopping (the ping stays in the outbox)");
+            }
+        }
+    }
     let pings = job.pings();
     let ping_accepted = if success && pings && !shared.stop_runs.is_cancelled() {
-        let ping = send_ping(&job, &shared, &state, &settings);
+        let ping = async {
+            // After the start ping, so the service sees them in order.
+            if let Some(start) = start.take() {
+                let _ = start.await;
+            }
+            send_ping(&job, &shared, &state, &settings).await
+        };
         tokio::select! {
             accepted = tracing::Instrument::instrument(ping, span()) => accepted,
             () = shared.stop_runs.cancelled() => {
@@ -269,16 +298,52 @@ fn drop_pending_success(job: &Job, shared: &Shared, state: &JobState) {
     }
 }
 
+/// The job and age limit stored with its pings in the outbox.
+fn context(job: &Job, settings: &Settings) -> PingContext {
+    PingContext {
+        job: Some(job.name.clone()),
+        max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),
+    }
+}
+
+/// Sends the job's start ping (`start_url`) in a task of its own, so the command starts at
+/// once; never through the outbox (see [`outbox::deliver_or_queue_for`]).
+fn send_start_ping(
+    job: &Job,
+    shared: &Shared,
+    settings: &Settings,
+) -> Option<tokio::task::JoinHandle<PingOutcome>> {
+    let ping = crate::job::start_ping(job, PingMethod::Get, &shared.host)?
+        .inspect_err(|err| warn!(job = %job.name, "job's start_url not used: {err}"))
+        .ok()?;
+    let context = context(job, settings);
+    let send = async move {
+        outbox::deliver_or_queue_for(&ping, &Budget::default(), None, &context).await
+    };
+    Some(tokio::spawn(tracing::Instrument::instrument(
+        send,
+        tracing::info_span!("run", job = %job.name),
+    )))
+}
+
+/// The fail ping of a run that did not succeed (`fail_url`, its `{exit_code}` the status `run`
+/// would exit with, and with `fail_body` the run's output tail), if the job has one.
+fn fail_ping(job: &Job, shared: &Shared, ended: &Ended) -> Option<Ping> {
+    let url = job.start_fail.fail_url.as_ref()?;
+    let output = crate::job::fail_body_bytes(job).map(|max| (ended.output_tail.as_bytes(), max));
+    let status = ended.end.exit_status();
+    crate::job::fail_ping(url, status, output, PingMethod::Get, &shared.host)
+        .inspect_err(|err| warn!(job = %job.name, "fail ping not sent: {err}"))
+        .ok()
+}
+
 /// Pings the job's target after a success, through the outbox (kept there when it cannot be
 /// delivered now); returns whether the server accepted it.
 async fn send_ping(job: &Job, shared: &Shared, state: &JobState, settings: &Settings) -> bool {
     let Some(ping) = job_ping(job, shared, state) else {
         return false;
     };
-    let context = PingContext {
-        job: Some(job.name.clone()),
-        max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),
-    };
+    let context = context(job, settings);
     let at = Utc::now();
     let outcome =
         outbox::deliver_or_queue_for(&ping, &Budget::default(), Some(&shared.outbox), &context)

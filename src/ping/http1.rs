@@ -34,8 +34,10 @@ pub(super) async fn request(
         .map_err(|_| PingError::Timeout)??;
     let head = request_head(ping);
     let exchange = async {
+        let body = ping.body().unwrap_or_default();
+        let request = [head.as_bytes(), body.as_bytes()].concat();
         stream
-            .write_all(head.as_bytes())
+            .write_all(&request)
             .await
             .map_err(|e| PingError::Connect(format!("sending the request: {e}")))?;
         read_answer(&mut stream).await
@@ -80,9 +82,14 @@ fn request_head(ping: &Ping) -> String {
     }
     let host = url.host_str().unwrap_or_default();
     let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
-    let length = match ping.method {
-        PingMethod::Post => "Content-Length: 0\r\n",
-        PingMethod::Get => "",
+    let length = match (ping.body(), ping.method) {
+        (Some(body), _) => format!(
+            "Content-Type: {}\r\nContent-Length: {}\r\n",
+            super::BODY_TYPE,
+            body.len()
+        ),
+        (None, PingMethod::Post) => "Content-Length: 0\r\n".to_owned(),
+        (None, PingMethod::Get) => String::new(),
     };
     format!(
         "{method} {target} HTTP/1.1\r\nHost: {host}{port}\r\nUser-Agent: {agent}\r\n\
@@ -171,6 +178,13 @@ mod tests {
         assert!(head.contains("Origin: web1\r\n"));
         assert!(head.contains("Content-Length: 0\r\n"));
         assert!(head.ends_with("Connection: close\r\n\r\n"));
+        let with_body = ping.with_body("tail\n".to_owned());
+        let head = request_head(&with_body);
+        assert!(head.contains("Content-Length: 5\r\n"), "{head}");
+        assert!(
+            head.contains("Content-Type: text/plain; charset=utf-8\r\n"),
+            "{head}"
+        );
     }
 
     #[test]

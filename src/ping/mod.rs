@@ -44,6 +44,27 @@ impl PingMethod {
     }
 }
 
+/// What a ping tells the service it goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PingKind {
+    /// The run succeeded: the check's own ping, the only kind its ping URL ever receives.
+    #[default]
+    Success,
+    /// The run started (`start_url`, `--start-url`): sent once and never kept in the outbox,
+    /// since a start delivered late would tell of a run that is long over.
+    Start,
+    /// The run failed (`fail_url`, `--fail-url`): kept in the outbox like a success.
+    Fail,
+}
+
+impl PingKind {
+    /// Whether it is a success (which a later failed run makes stale).
+    pub(crate) fn is_success(&self) -> bool {
+        *self == PingKind::Success
+    }
+}
+
 /// One ping to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ping {
@@ -52,6 +73,10 @@ pub struct Ping {
     pub method: PingMethod,
     /// Sent as `Origin`: the service shows it as the event's source (a host or job name).
     pub source: String,
+    /// What it tells the service.
+    pub kind: PingKind,
+    /// A `POST` body (a fail ping's output tail, scrubbed), sent as `text/plain`.
+    body: Option<String>,
 }
 
 /// Why a ping URL was refused.
@@ -82,25 +107,33 @@ pub enum InvalidPing {
     Source(String),
 }
 
+impl InvalidPing {
+    /// Why `url` (shown only redacted) was refused.
+    pub(crate) fn of(url: &str, problem: UrlProblem) -> InvalidPing {
+        let shown = crate::redact::url(url);
+        match problem {
+            UrlProblem::Malformed(reason) => InvalidPing::Malformed { shown, reason },
+            UrlProblem::Scheme(scheme) => InvalidPing::Scheme { shown, scheme },
+            UrlProblem::NoHost => InvalidPing::Malformed {
+                shown,
+                reason: "no host".to_owned(),
+            },
+            UrlProblem::Placeholder(found) => InvalidPing::Malformed {
+                shown,
+                reason: format!(
+                    "unknown placeholder \"{found}\"; the only one is {}",
+                    crate::config::FailUrl::PLACEHOLDER
+                ),
+            },
+        }
+    }
+}
+
 impl Ping {
     /// Validates `url` (absolute, http or https, with a host) and `source` (no control
     /// characters).
     pub fn new(url: &str, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
-        let shown = || crate::redact::url(url);
-        let parsed = PingUrl::parse(url).map_err(|problem| match problem {
-            UrlProblem::Malformed(reason) => InvalidPing::Malformed {
-                shown: shown(),
-                reason,
-            },
-            UrlProblem::Scheme(scheme) => InvalidPing::Scheme {
-                shown: shown(),
-                scheme,
-            },
-            UrlProblem::NoHost => InvalidPing::Malformed {
-                shown: shown(),
-                reason: "no host".to_owned(),
-            },
-        })?;
+        let parsed = PingUrl::parse(url).map_err(|problem| InvalidPing::of(url, problem))?;
         Ping::to(&parsed, method, source)
     }
 
@@ -113,7 +146,28 @@ impl Ping {
             url: url.url().clone(),
             method,
             source: source.to_owned(),
+            kind: PingKind::Success,
+            body: None,
         })
+    }
+
+    /// The same ping as a `kind` ping.
+    pub(crate) fn of_kind(self, kind: PingKind) -> Ping {
+        Ping { kind, ..self }
+    }
+
+    /// The same ping as a `POST` carrying `body`.
+    pub(crate) fn with_body(self, body: String) -> Ping {
+        Ping {
+            method: PingMethod::Post,
+            body: Some(body),
+            ..self
+        }
+    }
+
+    /// The body, if it has one.
+    pub(crate) fn body(&self) -> Option<&str> {
+        self.body.as_deref()
     }
 
     /// The URL itself: a secret, only for sending and for keying state (outbox, locks).
@@ -227,6 +281,9 @@ pub enum PingOutcome {
         attempts: u32,
     },
 }
+
+/// The `Content-Type` of a ping's body (job output, made valid UTF-8 when it was scrubbed).
+const BODY_TYPE: &str = "text/plain; charset=utf-8";
 
 /// Base and cap of the pause between attempts (`random(0, min(cap, base * 2^n))`).
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
@@ -343,10 +400,12 @@ async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingErro
         .request(method, ping.url.clone())
         .header(reqwest::header::ORIGIN, &ping.source)
         .timeout(timeout);
-    let request = if ping.method == PingMethod::Post {
-        request.body("")
-    } else {
-        request
+    let request = match (&ping.body, ping.method) {
+        (Some(body), _) => request
+            .header(reqwest::header::CONTENT_TYPE, BODY_TYPE)
+            .body(body.clone()),
+        (None, PingMethod::Post) => request.body(""),
+        (None, PingMethod::Get) => request,
     };
     let response = request.send().await.map_err(|err| {
         if let Some(detail) = crate::net::certificate_problem(&err) {

@@ -1,8 +1,8 @@
 //! Spawning and supervising child processes: own process group, signal forwarding, timeouts
 //! (SIGTERM to the group, then SIGKILL), exit status as code or signal, environment hygiene.
 //!
-//! Used by `run` (one command, stdio inherited) and by the daemon (many jobs, output captured
-//! into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
+//! Used by `run` (one command, stdio inherited, or passed through by a copy that keeps a
+//! bounded tail) and by the daemon (many jobs, output captured into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
 //! [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
 //! an [`Outcome`] whose [`RunEnd`] says who ended the run and keeps an exit code and a
 //! terminating signal apart. A command that cannot start is a [`SpawnError`], which is a
@@ -24,6 +24,7 @@ pub(crate) mod children;
 pub(crate) mod lock;
 mod supervise;
 mod tail;
+mod tee;
 mod tty;
 
 pub(crate) use crate::run_end::{ProcessEnd, RunEnd};
@@ -91,6 +92,14 @@ pub(crate) enum Io {
     /// stdin from `/dev/null`; stdout and stderr read by the supervisor, keeping only the last
     /// `tail_bytes` bytes of both (interleaved as they arrive), as the daemon needs.
     Capture {
+        /// How many bytes of the most recent output to keep.
+        tail_bytes: usize,
+    },
+    /// stdin inherited as with [`Io::Inherit`]; stdout and stderr passed through to the
+    /// caller's own, byte for byte, by a copy that keeps the last `tail_bytes` bytes of both
+    /// (`run` for a job whose fail ping carries the output). The command's stdout and stderr
+    /// are pipes then, not the terminal.
+    Tee {
         /// How many bytes of the most recent output to keep.
         tail_bytes: usize,
     },
@@ -167,6 +176,7 @@ pub(crate) struct Running {
     child: tokio::process::Child,
     pid: Pid,
     tail: Option<tail::Capture>,
+    tee: Option<tee::Tee>,
     terminal: Option<tty::Foreground>,
 }
 
@@ -226,6 +236,12 @@ pub(crate) fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
                 .stderr(Stdio::piped());
             None
         }
+        Io::Tee { .. } => {
+            cmd.stdin(Stdio::inherit())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            tty::Foreground::prepare(&mut cmd)
+        }
     };
     let program = spec.program_display();
     let mut child = cmd.spawn().map_err(|source| classify(program, source))?;
@@ -241,12 +257,17 @@ pub(crate) fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
             tail_bytes,
             spec.output_lines.clone(),
         )),
-        Io::Inherit => None,
+        Io::Inherit | Io::Tee { .. } => None,
+    };
+    let tee = match spec.io {
+        Io::Tee { tail_bytes } => Some(tee::Tee::start(&mut child, tail_bytes)),
+        Io::Inherit | Io::Capture { .. } => None,
     };
     Ok(Running {
         child,
         pid,
         tail,
+        tee,
         terminal,
     })
 }

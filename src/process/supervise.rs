@@ -47,7 +47,7 @@ pub(crate) struct Outcome {
     pub end: RunEnd,
     /// Wall time from the start of supervision to the child's end.
     pub elapsed: Duration,
-    /// The last output, when captured ([`super::Io::Capture`]).
+    /// The last output, when captured ([`super::Io::Capture`], [`super::Io::Tee`]).
     pub tail: Option<Tail>,
 }
 
@@ -135,11 +135,11 @@ impl Running {
         if let Some(capture) = output.capture.take() {
             let _ = tokio::time::timeout(PIPE_GRACE, capture.pump()).await;
         }
-        Outcome {
-            end,
-            elapsed,
-            tail: capture.map(super::tail::Capture::into_tail),
-        }
+        let tail = match self.tee.take() {
+            Some(tee) => Some(tee.finish().await),
+            None => capture.map(super::tail::Capture::into_tail),
+        };
+        Outcome { end, elapsed, tail }
     }
 }
 

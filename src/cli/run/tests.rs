@@ -49,6 +49,7 @@ fn job(action: JobAction, target: PingTarget) -> Job {
         output_tail: 1024,
         target,
         check: Default::default(),
+        start_fail: Default::default(),
     }
 }
 

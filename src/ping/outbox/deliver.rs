@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use super::entry::now_ms;
 use super::{Claimed, Outbox, OutboxError, PingContext};
 use crate::backoff;
-use crate::ping::{send, send_with, Budget, Ping, PingOutcome};
+use crate::ping::{send, send_with, Budget, Ping, PingKind, PingOutcome};
 
 /// Delivers `ping` within `budget`, through `outbox` when there is one: the ping is written
 /// to it before the first attempt ([`Outbox::begin`]), made durable once an attempt failed,
@@ -22,6 +22,10 @@ use crate::ping::{send, send_with, Budget, Ping, PingOutcome};
 /// is dropped (the process is stopping). A success delivered now makes an older pending
 /// success for the same target pointless (dropped, counted as coalesced). Logs failures,
 /// redacted.
+///
+/// A start ping ([`PingKind::Start`]) never touches the outbox: it gets its attempts within
+/// `budget` and is then given up, since a start delivered late would tell of a run that is
+/// long over. This is the one place that rule lives, for `run` and the daemon alike.
 pub(crate) async fn deliver_or_queue_for(
     ping: &Ping,
     budget: &Budget,
@@ -29,6 +33,8 @@ pub(crate) async fn deliver_or_queue_for(
     context: &PingContext,
 ) -> PingOutcome {
     let job = context.job.as_deref().unwrap_or("");
+    let start = ping.kind == PingKind::Start;
+    let outbox = outbox.filter(|_| !start);
     let mut ahead = Ahead::begin(ping, budget, outbox, context);
     let outcome = send_with(ping, budget, |_| ahead.attempt_failed()).await;
     match &outcome {
@@ -51,6 +57,9 @@ pub(crate) async fn deliver_or_queue_for(
             }
             Some(Err(err)) => {
                 warn!(job, target_url = %ping.redacted(), attempts, error = %error, outbox_error = %err, "ping not delivered and not kept: the outbox is unusable");
+            }
+            None if start => {
+                warn!(job, target_url = %ping.redacted(), attempts, error = %error, "start ping not delivered; not kept (a late start would mislead)");
             }
             None => {
                 warn!(job, target_url = %ping.redacted(), attempts, error = %error, "ping not delivered (no outbox to keep it)");

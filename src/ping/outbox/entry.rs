@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::ping::{InvalidPing, Ping, PingMethod};
+use crate::ping::{InvalidPing, Ping, PingKind, PingMethod};
 
 /// Suffix of a pending entry.
 pub(crate) const PENDING: &str = ".ping";
@@ -36,6 +36,12 @@ pub(crate) struct Entry {
     pub not_before_ms: u64,
     /// The last attempt's error (never contains the URL).
     pub last_error: Option<String>,
+    /// What the ping tells (absent: a success, as every entry of older versions is).
+    #[serde(default, skip_serializing_if = "PingKind::is_success")]
+    pub kind: PingKind,
+    /// The `POST` body of a fail ping that carries the output tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
 }
 
 impl Entry {
@@ -51,6 +57,8 @@ impl Entry {
             attempts: 0,
             not_before_ms: 0,
             last_error: None,
+            kind: ping.kind,
+            body: ping.body().map(str::to_owned),
         }
     }
 
@@ -61,7 +69,11 @@ impl Entry {
         } else {
             PingMethod::Get
         };
-        Ping::new(&self.url, method, &self.source)
+        let ping = Ping::new(&self.url, method, &self.source)?.of_kind(self.kind);
+        Ok(match &self.body {
+            Some(body) => ping.with_body(body.clone()),
+            None => ping,
+        })
     }
 
     /// Whether it is a ping written before its first attempt ([`super::Outbox::begin`]) and
@@ -195,5 +207,13 @@ mod tests {
         assert_eq!(entry.expires_ms, 61_000);
         assert_eq!(entry.ping().unwrap(), ping);
         assert_eq!(entry.key(), key(ping.url()));
+        let fail = ping
+            .of_kind(PingKind::Fail)
+            .with_body("last lines\n".to_owned());
+        let entry = Entry::new(&fail, None, Duration::from_secs(60), 1_000);
+        let text = serde_json::to_string(&entry).unwrap();
+        assert!(text.contains(r#""kind":"fail""#), "{text}");
+        let back: Entry = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.ping().unwrap(), fail);
     }
 }

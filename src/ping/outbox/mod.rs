@@ -70,9 +70,10 @@ const LOCK_FILE: &str = ".lock";
 /// claim adds its whole budget.
 const CLAIM_LEASE: Duration = Duration::from_secs(300);
 
-/// The largest entry file read: a ping URL is at most a few KiB; anything larger is not an
-/// entry this agent wrote.
-const MAX_ENTRY_BYTES: u64 = 64 * 1024;
+/// The largest entry file read: a ping URL is at most a few KiB, and a fail ping's body at
+/// most [`crate::config::defaults::FAIL_BODY_MAX`] bytes, each of which JSON writes in at most
+/// 6 (`\u0001`); anything larger is not an entry this agent wrote.
+const MAX_ENTRY_BYTES: u64 = 64 * 1024 + 6 * crate::config::defaults::FAIL_BODY_MAX as u64;
 
 /// What went wrong with the outbox directory.
 #[derive(Debug, thiserror::Error)]
@@ -338,7 +339,8 @@ impl Outbox {
     }
 
     /// A run of `job` (or for `ping`'s target) failed: its pending successes would claim the
-    /// job is fine, so they are dropped (counted, logged). Returns how many.
+    /// job is fine, so they are dropped (counted, logged); its pending fail pings stay, they
+    /// are still true. Returns how many.
     pub(crate) fn drop_after_failure(
         &self,
         job: Option<&str>,
@@ -353,6 +355,9 @@ impl Outbox {
                     _ => continue,
                 };
                 let entry = read_entry(&path).ok();
+                if entry.as_ref().is_some_and(|e| !e.kind.is_success()) {
+                    continue;
+                }
                 let same_job =
                     job.is_some() && entry.as_ref().is_some_and(|e| e.job.as_deref() == job);
                 if (target.as_ref() == Some(key) || same_job) && file::remove_if_present(&path)? {
