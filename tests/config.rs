@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::util::Home;
 
+mod start_fail;
+
 /// The result of one `config check`.
 struct Checked {
     code: i32,

@@ -17,6 +17,7 @@ mod pid1;
 mod plugins;
 mod runs;
 mod signals;
+mod start_fail;
 mod state;
 mod watches;
 

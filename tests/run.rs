@@ -9,6 +9,7 @@ use crate::util::{eventually, exists, read_pid, Home};
 mod job;
 mod ping_url_file;
 mod signals;
+mod start_fail;
 mod terminal;
 use crate::util::http::{refused_url, Mode, Server};
 

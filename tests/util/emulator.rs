@@ -71,6 +71,23 @@ impl Background {
         })
     }
 
+    /// Starts an emulator without fixtures, holding one heartbeat check (period 1 day, grace
+    /// 1 hour) per `(id, ping token)`.
+    pub fn with_checks(checks: &[(&str, &str)]) -> Self {
+        let emulator = Self::start_with(EmulatorOptions {
+            fixtures: Fixtures::default(),
+            ..EmulatorOptions::default()
+        });
+        for (id, token) in checks {
+            emulator
+                .add_heartbeat_check(&serde_json::json!({"id": id, "name": id,
+                    "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
+                                  "graceUnit": "hours", "pingToken": token}}))
+                .expect("add a heartbeat check");
+        }
+        emulator
+    }
+
     /// Starts an emulator with the given options.
     pub fn start_with(options: EmulatorOptions) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()

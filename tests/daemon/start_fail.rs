@@ -1,0 +1,83 @@
+//! The daemon's start and fail pings: a job's `start_url` is pinged as each run starts and its
+//! `fail_url` after each run that did not succeed, `{exit_code}` and the output tail filled in,
+//! on a loopback server standing for a second service; the seed service (the emulator) gets
+//! only the successes on the check's own ping URL; no token reaches the log.
+
+use super::*;
+use crate::util::emulator::Background;
+
+/// The second service's token.
+const TOKEN: &str = "daemon-second-TOKEN-77c1";
+/// The seed checks' ping tokens.
+const GOOD: &str = "5eed0000-aaaa-4bbb-8ccc-000000000191";
+const BAD: &str = "5eed0000-aaaa-4bbb-8ccc-000000000192";
+
+#[test]
+fn runs_report_start_and_failure_to_the_second_service_and_success_to_the_seed() {
+    let emulator = Background::with_checks(&[("c-good", GOOD), ("c-bad", BAD)]);
+    let second = ping_server();
+    let home = Home::new();
+    home.write_jobs(&format!(
+        r#"
+[[jobs]]
+name = "good"
+schedule = "*/1 * * * * *"
+command = ["true"]
+ping_url = "{seed}/{GOOD}"
+start_url = "{good_start}"
+fail_url = "{good_fail}"
+
+[[jobs]]
+name = "bad"
+schedule = "*/1 * * * * *"
+shell = "echo first; echo second-to-last; echo the-end; exit 4"
+ping_url = "{seed}/{BAD}"
+start_url = "{bad_start}"
+fail_url = "{bad_fail}"
+fail_body = "output_tail"
+output_tail = 20
+"#,
+        seed = emulator.ping_url(),
+        good_start = second.url(&format!("/{TOKEN}/good/start")),
+        good_fail = second.url(&format!("/{TOKEN}/good/{{exit_code}}")),
+        bad_start = second.url(&format!("/{TOKEN}/bad/start")),
+        bad_fail = second.url(&format!("/{TOKEN}/bad/fail?status={{exit_code}}")),
+    ));
+    let daemon = home.start();
+    wait_hits(
+        &second,
+        &format!("/{TOKEN}/bad/fail?status=4"),
+        2,
+        6 * SECOND,
+    );
+    wait_hits(&second, &format!("/{TOKEN}/good/start"), 2, 6 * SECOND);
+    let logs = daemon.stop();
+    let requests = second.requests();
+    let fail = requests
+        .iter()
+        .find(|r| r.path.starts_with(&format!("/{TOKEN}/bad/fail")))
+        .expect("a fail ping");
+    assert_eq!(fail.method, "POST");
+    // The last 20 bytes of the output.
+    assert_eq!(
+        String::from_utf8_lossy(&fail.body),
+        "ond-to-last\nthe-end\n"
+    );
+    assert!(
+        requests.iter().all(
+            |r| !r.path.contains("/good/4") && !r.path.starts_with(&format!("/{TOKEN}/good/0"))
+        ),
+        "a good run sends no fail ping"
+    );
+    assert!(hits(&second, &format!("/{TOKEN}/bad/start")) >= 2);
+    let seed: Vec<String> = emulator.pings().into_iter().map(|r| r.path).collect();
+    assert!(
+        !seed.is_empty() && seed.iter().all(|p| p.ends_with(GOOD)),
+        "{seed:?}"
+    );
+    let log: String = logs.iter().map(Value::to_string).collect();
+    assert!(
+        !log.contains(TOKEN) && !log.contains(GOOD) && !log.contains(BAD),
+        "{log}"
+    );
+}
