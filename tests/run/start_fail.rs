@@ -260,3 +260,34 @@ fn a_failed_start_ping_is_dropped_and_a_failed_fail_ping_is_kept_until_flushed()
     );
     assert_eq!(outbox_list(&env)["entries"], json!([]));
 }
+
+#[test]
+fn a_reader_that_goes_away_gives_the_command_its_broken_pipe_while_the_tail_is_kept() {
+    use std::io::Read;
+    let env = Env::new();
+    let (emulator, second) = (seed(), Server::start(Mode::Status(200)));
+    let config = write_job(&env, &emulator, &second, "fail_body = \"output_tail\"\n");
+    let mut cmd = env.run(&[
+        "--config", &config, "--job", "backup", "--", "yes", "endless",
+    ]);
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start run");
+    let mut first = [0u8; 8];
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    stdout.read_exact(&mut first).expect("read the first bytes");
+    assert_eq!(&first, b"endless\n");
+    drop(stdout);
+    let status = crate::util::wait_exit(&mut child, Duration::from_secs(10));
+    // 128 + SIGPIPE, as `yes` gets writing to a closed pipe without run in between.
+    assert_eq!(status.and_then(|s| s.code()), Some(141));
+    let requests = second.wait_for(2, Duration::from_secs(5));
+    assert_eq!(requests[1].path, format!("/{SECOND}/141"));
+    assert!(
+        requests[1].body.ends_with(b"endless\n"),
+        "the tail is the output"
+    );
+}
