@@ -7,7 +7,9 @@
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
 //! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
-//! supervises the command, forwarding signals, then pings; for a job bound to a check, right
+//! supervises the command, forwarding signals, then pings (a start ping while the command
+//! runs; after it, the success ping or the fail ping with its exit status and, for a job with
+//! `fail_body`, the output tail kept by [`crate::process::Io::Tee`]); for a job bound to a check, right
 //! after an accepted ping it records the ping and sends the job's held period change
 //! (`sync::timer`).
 

@@ -1,6 +1,8 @@
 //! Building and sending pings to a heartbeat check's ping URL.
 //!
-//! A [`Ping`] is a validated URL, a method and a source (sent as `Origin`). [`send`] delivers it
+//! A [`Ping`] is a validated URL, a method, a source (sent as `Origin`), what it tells
+//! ([`PingKind`]: a success, a start or a failure) and, for a fail ping, an optional body.
+//! [`send`] delivers it
 //! with up to [`Budget::attempts`] attempts, capped exponential backoff with full jitter between
 //! them, all inside [`Budget::total`], and returns a [`PingOutcome`] that tells a delivered ping
 //! from a failure worth retrying later and a permanent one. [`outbox::deliver_or_queue_for`] is
