@@ -7,7 +7,8 @@
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
 //! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
-//! supervises the command, forwarding signals, then pings; for a job bound to a check, right
+//! supervises the command (each of its attempts with `--retries`, see `attempts`), forwarding
+//! signals, then pings; for a job bound to a check, right
 //! after an accepted ping it records the ping and sends the job's held period change
 //! (`sync::timer`).
 
@@ -32,6 +33,7 @@ use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
+use crate::retries::Retries;
 
 /// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
 pub(crate) const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
@@ -67,6 +69,20 @@ pub struct RunArgs {
     /// Exit at once (status 1) if another run of the same job or ping URL is still running
     #[arg(long)]
     pub lock: bool,
+
+    /// Retries of the command within this run (its lock and --timeout apply to each attempt;
+    /// only the last attempt's result pings and is the exit status) [default: the job's, else 0]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::retries::MAX_RETRIES)))]
+    pub retries: Option<u32>,
+
+    /// Longest wait before the first retry, doubled after each attempt (drawn between half of
+    /// it and all of it) [default: the job's, else 10s]
+    #[arg(long, value_parser = parse_retry_delay, value_name = "DUR")]
+    pub retry_delay: Option<Duration>,
+
+    /// Cap of the doubled wait between attempts [default: the job's, else 5m or --retry-delay]
+    #[arg(long, value_parser = parse_retry_delay, value_name = "DUR")]
+    pub retry_delay_max: Option<Duration>,
 
     /// Words before `--` that are not options: always an error (the command goes after `--`),
     /// caught here to say so instead of clap's generic message.
@@ -105,6 +121,16 @@ pub struct PingArgs {
     pub options: PingOptions,
 }
 
+fn parse_retry_delay(text: &str) -> Result<Duration, String> {
+    let delay = crate::config::duration::parse(text)?;
+    if delay > crate::retries::MAX_RETRY_DELAY {
+        return Err(format!(
+            "\"{text}\" is longer than a day: a wait that long belongs to the next run"
+        ));
+    }
+    Ok(delay)
+}
+
 fn parse_code(text: &str) -> Result<i32, String> {
     text.trim()
         .parse::<u8>()
@@ -118,6 +144,8 @@ struct Plan {
     /// The command, its environment and stdio.
     spec: CommandSpec,
     limits: Limits,
+    /// `--retries` and its delays, else the job's.
+    retries: Retries,
     success_codes: Vec<i32>,
     /// Pinged when the command succeeds.
     success: Option<Ping>,
@@ -228,6 +256,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
     let sync = job.and_then(|job| sync_after_ping(job, config.as_ref()?, global));
     Ok(Plan {
         sync,
+        retries: retries(&args, job),
         limits: Limits {
             timeout: args.timeout.or(job.and_then(|j| j.timeout)),
             kill_after: args
@@ -260,6 +289,18 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         lock_key,
         lock_what,
     })
+}
+
+/// The flags' retries over the job's: a job's cap shorter than `--retry-delay` gives way to it.
+fn retries(args: &RunArgs, job: Option<&Job>) -> Retries {
+    let of_job = job.map(|j| j.retries).unwrap_or_default();
+    let delay = args.retry_delay.unwrap_or(of_job.delay);
+    let job_max = job.map(|j| j.retries.delay_max).filter(|max| *max >= delay);
+    Retries::new(
+        args.retries.unwrap_or(of_job.retries),
+        Some(delay),
+        args.retry_delay_max.or(job_max),
+    )
 }
 
 /// A job bound to a check gets its held period change sent after its ping; without API
@@ -301,6 +342,15 @@ fn check_arguments(
         explicit("--fail-url", &args.ping.fail_url)?,
         explicit("--start-url", &args.ping.start_url)?,
     ];
+    if let (Some(delay), Some(max)) = (args.retry_delay, args.retry_delay_max) {
+        if delay > max {
+            return Err(usage(format!(
+                "--retry-delay {} is longer than --retry-delay-max {}: give a cap at least as long",
+                crate::watch::human_duration(delay),
+                crate::watch::human_duration(max)
+            )));
+        }
+    }
     if !args.stray.is_empty() {
         return Err(usage(
             "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
@@ -435,19 +485,7 @@ async fn execute(plan: Plan) -> u8 {
         let task = tokio::spawn(children::reap(Arc::clone(&children), cancel.clone()));
         (cancel, task)
     });
-    let end = match children.spawn(&plan.spec) {
-        Err(err) => {
-            print_error(&err);
-            RunEnd::from(&err)
-        }
-        Ok(running) => {
-            let pid = running.pid();
-            let outcome = supervise(running, plan.limits, &mut signals).await;
-            children.ended(pid);
-            report(&outcome, &plan);
-            outcome.end
-        }
-    };
+    let end = attempts::run(&plan, &children, &mut signals).await;
     if let Some((cancel, task)) = reaper {
         cancel.cancel();
         let _ = task.await;
@@ -556,6 +594,7 @@ fn report(outcome: &Outcome, plan: &Plan) {
     }
 }
 
+mod attempts;
 mod signals;
 use signals::Signals;
 
