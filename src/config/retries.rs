@@ -193,3 +193,107 @@ fn shortest_gap(job: &Job) -> Option<Duration> {
     }
     shortest
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::Config;
+    use super::*;
+
+    const JOB: &str =
+        "[[jobs]]\nname = \"backup\"\nschedule = \"0 * * * *\"\nping_url = \"http://p/t\"\n";
+
+    fn problems(text: &str) -> Vec<String> {
+        match Config::from_text(Path::new("c.toml"), text) {
+            Ok(loaded) => panic!("expected problems, got {:?}", loaded.config.jobs),
+            Err(err) => err.problems,
+        }
+    }
+
+    fn load(text: &str) -> super::super::Loaded {
+        Config::from_text(Path::new("c.toml"), text).expect("a valid config")
+    }
+
+    #[test]
+    fn bad_counts_and_delays_point_at_the_value() {
+        let text = format!(
+            "[defaults]\nretries = -1\n\n{JOB}retries = 101\nretry_delay = \"2d\"\n\
+             retry_delay_max = 30\n"
+        );
+        assert_eq!(
+            problems(&text),
+            [
+                "c.toml:2:11: [defaults]: key `retries`: retries = -1 is negative: it counts \
+                 the attempts after the first; hint: 0 (the default) runs each fire once; for \
+                 example: retries = 3",
+                "c.toml:8:11: job \"backup\": key `retries`: retries = 101 is more than the 100 \
+                 a run may make; hint: 0 (the default) runs each fire once; for example: \
+                 retries = 3",
+                "c.toml:9:15: job \"backup\": key `retry_delay`: retry_delay 2d is longer than \
+                 a day: a wait that long belongs to the next fire, not to this run; hint: give \
+                 at most \"1d\", for example: retry_delay = \"5m\"",
+                "c.toml:10:19: job \"backup\": key `retry_delay_max`: duration \"30\" has no \
+                 unit: write \"30s\", \"30m\", \"30h\" or \"30d\"; hint: durations are quoted \
+                 strings with a unit, for example: retry_delay_max = \"5m\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_delay_over_its_cap_is_an_error_in_either_table() {
+        let over = |line: usize| {
+            [format!(
+                "c.toml:{line}:15: job \"backup\": key `retry_delay`: retry_delay 10m is longer \
+                 than retry_delay_max 1m: the first wait would already be over its cap; hint: \
+                 make retry_delay at most retry_delay_max, or raise retry_delay_max"
+            )]
+        };
+        let same = format!("{JOB}retries = 2\nretry_delay = \"10m\"\nretry_delay_max = \"1m\"\n");
+        assert_eq!(problems(&same), over(6));
+        let mixed = format!("[defaults]\nretry_delay_max = \"1m\"\n\n{JOB}retry_delay = \"10m\"\n");
+        assert_eq!(problems(&mixed), over(8));
+        // A lone long delay raises the default cap instead.
+        let lone = load(&format!("{JOB}retries = 1\nretry_delay = \"10m\"\n"));
+        let retries = lone.config.jobs[0].retries;
+        assert_eq!(
+            (retries.retries, retries.delay, retries.delay_max),
+            (1, Duration::from_secs(600), Duration::from_secs(600))
+        );
+    }
+
+    #[test]
+    fn defaults_apply_key_by_key() {
+        let text = format!(
+            "[defaults]\nretries = 2\nretry_delay = \"1s\"\n\n{JOB}retry_delay_max = \"4s\"\n\n\
+             [[jobs]]\nname = \"plain\"\nschedule = \"0 * * * *\"\nping_url = \"http://p/u\"\n\
+             retries = 0\n"
+        );
+        let loaded = load(&text);
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let secs = Duration::from_secs;
+        assert_eq!(
+            loaded.config.jobs[0].retries,
+            Retries::new(2, Some(secs(1)), Some(secs(4)))
+        );
+        assert_eq!(loaded.config.jobs[1].retries.retries, 0);
+        assert_eq!(load(JOB).config.jobs[0].retries, Retries::default());
+    }
+
+    #[test]
+    fn a_worst_case_longer_than_the_period_is_a_warning() {
+        let text = format!("{JOB}timeout = \"20m\"\nretries = 2\nretry_delay = \"1m\"\n");
+        assert_eq!(
+            load(&text).warnings,
+            [
+                "c.toml:6:11: job \"backup\": key `retries`: with retries = 2 a run can take up \
+              to 1h3m (3 attempts × timeout 20m + waits up to 3m), longer than the 1h between \
+              fires of schedule \"0 * * * *\": the next fire would find it still running \
+              (overlap = \"skip\"); hint: lower retries, retry_delay_max or timeout, or fire \
+              less often"
+            ]
+        );
+        let fits = format!("{JOB}timeout = \"15m\"\nretries = 2\nretry_delay = \"1m\"\n");
+        assert!(load(&fits).warnings.is_empty());
+    }
+}

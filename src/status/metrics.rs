@@ -280,25 +280,28 @@ fn attempt_families(
     counters: &BTreeMap<String, JobCounters>,
     jobs: &[(String, Arc<crate::daemon::state::JobState>)],
 ) {
-    let total = "heartbeat_agent_job_attempts_total";
-    out.family(
-        total,
-        "counter",
-        "Attempts of finished runs by job since start (a run retried twice made 3).",
-    );
-    for (name, _) in jobs {
-        let n = counters.get(name).map_or(0, |c| c.attempts);
-        out.sample(total, &[("job", name)], n as f64);
-    }
-    let last = "heartbeat_agent_job_last_run_attempts";
-    out.family(
-        last,
-        "gauge",
-        "Attempts the last finished run of each job made (only jobs that finished a run).",
-    );
-    for (name, _) in jobs {
-        if let Some(c) = counters.get(name).filter(|c| c.duration_count > 0) {
-            out.sample(last, &[("job", name)], f64::from(c.last_attempts));
+    let families = [
+        (
+            "heartbeat_agent_job_attempts_total",
+            "counter",
+            "Attempts of finished runs by job since start (a run retried twice made 3).",
+        ),
+        (
+            "heartbeat_agent_job_last_run_attempts",
+            "gauge",
+            "Attempts the last finished run of each job made (only jobs that finished a run).",
+        ),
+    ];
+    for (n, (family, kind, help)) in families.into_iter().enumerate() {
+        out.family(family, kind, help);
+        for (name, _) in jobs {
+            let c = counters.get(name);
+            let value = match (n, c) {
+                (0, _) => c.map_or(0, |c| c.attempts) as f64,
+                (_, Some(c)) if c.duration_count > 0 => f64::from(c.last_attempts),
+                _ => continue,
+            };
+            out.sample(family, &[("job", name)], value);
         }
     }
 }
