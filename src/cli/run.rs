@@ -70,8 +70,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub lock: bool,
 
-    /// Retries of the command within this run (its lock and --timeout apply to each attempt;
-    /// only the last attempt's result pings and is the exit status) [default: the job's, else 0]
+    /// Run a failed command again, up to N more times, within this run: --timeout applies to
+    /// each attempt, --lock is held through all of them, and only the last attempt's result
+    /// pings and is the exit status [default: the job's, else 0]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::retries::MAX_RETRIES)))]
     pub retries: Option<u32>,
 
