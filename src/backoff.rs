@@ -4,6 +4,8 @@
 //! - capped exponential backoff with full jitter: retry `n` (the first retry is `n = 0`) waits
 //!   a uniform random time in `[0, min(cap, base * 2^n)]`, so many senders retrying after one
 //!   outage spread out instead of arriving together;
+//! - equal jitter, for the retries of a job's run: retry `n` waits a uniform random time in
+//!   `[c/2, c]` with `c = min(cap, base * 2^n)`, so a retry never comes at once;
 //! - the server's `Retry-After`: delay-seconds or an HTTP date, relative to an injected `now`
 //!   (a date in the past means no wait).
 
@@ -30,6 +32,13 @@ pub(crate) fn full_jitter_with(
     rng: &mut impl Rng,
 ) -> Duration {
     up_to(ceiling(retry, base, cap), rng)
+}
+
+/// The wait before retry `retry + 1` with equal jitter: uniform in `[c/2, c]` where
+/// `c = ceiling(retry, base, cap)`.
+pub(crate) fn equal_jitter(retry: u32, base: Duration, cap: Duration) -> Duration {
+    let top = ceiling(retry, base, cap);
+    top / 2 + up_to(top - top / 2, &mut rand::thread_rng())
 }
 
 /// A uniform random duration in `[0, max]` (nanosecond steps).

@@ -49,6 +49,7 @@ pub mod ping;
 pub mod process;
 pub mod redact;
 pub mod response_head;
+pub mod retries;
 pub mod run_end;
 pub mod schedule;
 pub mod status;

@@ -675,3 +675,41 @@ fn configuration_directory_names_the_default_file_and_tests_never_read_etc() {
         found.stdout
     );
 }
+
+#[test]
+fn retry_keys_are_checked_with_their_place() {
+    assert_problem(
+        &format!("{JOB}retries = -2\n"),
+        "4:11: job \"backup\": key `retries`: retries = -2 is negative: it counts the attempts \
+         after the first; hint: 0 (the default) runs each fire once; for example: retries = 3",
+    );
+    assert_problem(
+        &format!("[defaults]\nretry_delay_max = \"30s\"\n\n{JOB}retry_delay = \"1m\"\n"),
+        "7:15: job \"backup\": key `retry_delay`: retry_delay 1m is longer than retry_delay_max \
+         30s: the first wait would already be over its cap; hint: make retry_delay at most \
+         retry_delay_max, or raise retry_delay_max",
+    );
+    // Valid, but a worst-case run longer than the schedule's period: a warning, exit 0.
+    let (_dir, path, checked) = check_text(
+        "[[jobs]]\nname = \"often\"\nschedule = \"*/5 * * * *\"\ncommand = [\"true\"]\n\
+         ping_url = \"http://127.0.0.1:9/t\"\ntimeout = \"2m\"\nretries = 2\n",
+    );
+    assert_eq!(checked.code, 0, "stderr: {}", checked.stderr);
+    assert!(
+        checked.stdout.contains(
+            "  retries:  2 (waits from 10s doubling up to 5m; a run takes at most 6m30s)\n"
+        ),
+        "{}",
+        checked.stdout
+    );
+    assert!(
+        checked.stderr.contains(&format!(
+            "heartbeat-agent: warning: {}:7:11: job \"often\": key `retries`: with retries = 2 \
+             a run can take up to 6m30s (3 attempts × timeout 2m + waits up to 30s), longer \
+             than the 5m between fires of schedule \"*/5 * * * *\"",
+            path.display()
+        )),
+        "{}",
+        checked.stderr
+    );
+}

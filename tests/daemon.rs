@@ -15,6 +15,7 @@ use crate::util::{self, Home, Inbox};
 
 mod pid1;
 mod plugins;
+mod retries;
 mod runs;
 mod signals;
 mod start_fail;

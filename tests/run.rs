@@ -8,6 +8,7 @@ use crate::util::{eventually, exists, read_pid, Home};
 
 mod job;
 mod ping_url_file;
+mod retries;
 mod signals;
 mod start_fail;
 mod terminal;

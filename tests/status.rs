@@ -17,6 +17,7 @@ use crate::util::{self, emulator::Background, Home};
 mod local_users;
 mod next_run;
 mod prom;
+mod retries;
 mod scrub;
 use prom::{parse_metrics, promtool, sample};
 
@@ -133,6 +134,15 @@ impl Drop for Daemon {
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let _ = self.child.wait();
     }
+}
+
+/// The `[status]` keys of a home whose endpoint listens on its socket and needs [`TOKEN`] to
+/// trigger.
+fn listen_with_token(home: &Home) -> String {
+    format!(
+        "listen = \"{}\"\ntoken = \"{TOKEN}\"",
+        home.socket().display()
+    )
 }
 
 fn get(endpoint: &Endpoint, path: &str) -> Answer {
@@ -420,14 +430,7 @@ fn trigger_needs_the_token_and_follows_the_overlap_rule() {
          [[jobs]]\nname = \"elsewhere\"\nschedule = \"0 0 1 1 *\"\n",
         marker.display()
     );
-    home.write(
-        None,
-        &format!(
-            "listen = \"{}\"\ntoken = \"{TOKEN}\"",
-            home.socket().display()
-        ),
-        &jobs,
-    );
+    home.write(None, &listen_with_token(&home), &jobs);
     let daemon = home.daemon("");
     let endpoint = home.endpoint();
     let anonymous = endpoint

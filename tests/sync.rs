@@ -784,6 +784,7 @@ fn run_and_ping_with_a_bound_job_use_the_learned_ping_url() {
     assert_eq!(setup.emulator.pings().len(), 2);
 }
 
+mod retries;
 mod scenarios;
 
 #[test]

@@ -144,6 +144,24 @@ pub fn require(available: bool, what: &str, how: &str) -> bool {
     false
 }
 
+/// A shell script that counts its runs in the file `counter`, prints `attempt N`, and fails
+/// until its `succeed_from`th run: a command that fails N times, then succeeds.
+pub fn flaky_script(counter: &Path, succeed_from: u32) -> String {
+    format!(
+        "n=$(cat {c} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {c}; echo attempt $n; \
+         [ $n -ge {succeed_from} ]",
+        c = counter.display()
+    )
+}
+
+/// How many times a [`flaky_script`] ran (0 before its first run).
+pub fn runs_counted(counter: &Path) -> u32 {
+    std::fs::read_to_string(counter)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Whether `program` runs here (`program args` exits 0).
 pub fn runs(program: &str, args: &[&str]) -> bool {
     Command::new(program)

@@ -128,6 +128,16 @@ fn job_report(job: &Job, now: DateTime<Utc>) -> String {
         }
         label = "           ";
     }
+    if job.retries.retries > 0 {
+        let _ = writeln!(
+            out,
+            "  retries:  {} (waits from {} doubling up to {}; a run takes at most {})",
+            job.retries.retries,
+            crate::watch::human_duration(job.retries.delay),
+            crate::watch::human_duration(job.retries.delay_max),
+            crate::watch::human_duration(job.retries.worst_case(job.timeout))
+        );
+    }
     let _ = writeln!(out, "  ping:     {}", target(&job.target));
     if let Some(url) = &job.start_fail.start_url {
         let _ = writeln!(out, "  start:    {}", crate::redact::url(url.as_str()));

@@ -7,9 +7,10 @@
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
 //! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
-//! supervises the command, forwarding signals, then pings (a start ping while the command
-//! runs; after it, the success ping or the fail ping with its exit status and, for a job with
-//! `fail_body`, the output tail kept by [`crate::process::Io::Tee`]); for a job bound to a check, right
+//! supervises the command (each of its attempts with `--retries`, see `attempts`), forwarding
+//! signals, then pings (a start ping while the command runs; after it, the success ping or the
+//! fail ping with its exit status and, for a job with `fail_body`, the output tail kept by
+//! [`crate::process::Io::Tee`]); for a job bound to a check, right
 //! after an accepted ping it records the ping and sends the job's held period change
 //! (`sync::timer`).
 
@@ -28,12 +29,12 @@ use tracing::{debug, warn};
 use super::context::{self, Lenient, PingOptions};
 use super::{exit, print_error, GlobalArgs};
 use crate::config::{Config, FailUrl, Job};
-use crate::job::NoPing;
 use crate::ping::outbox::{self, Outbox, PingContext};
 use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod, PingOutcome};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
+use crate::retries::Retries;
 
 /// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
 pub(crate) const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
@@ -71,6 +72,21 @@ pub struct RunArgs {
     /// Exit at once (status 1) if another run of the same job or ping URL is still running
     #[arg(long)]
     pub lock: bool,
+
+    /// Run a failed command again, up to N more times, within this run: --timeout applies to
+    /// each attempt, --lock is held through all of them, and only the last attempt's result
+    /// pings and is the exit status [default: the job's, else 0]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::retries::MAX_RETRIES)))]
+    pub retries: Option<u32>,
+
+    /// Longest wait before the first retry, doubled after each attempt (drawn between half of
+    /// it and all of it) [default: the job's, else 10s]
+    #[arg(long, value_parser = parse_retry_delay, value_name = "DUR")]
+    pub retry_delay: Option<Duration>,
+
+    /// Cap of the doubled wait between attempts [default: the job's, else 5m or --retry-delay]
+    #[arg(long, value_parser = parse_retry_delay, value_name = "DUR")]
+    pub retry_delay_max: Option<Duration>,
 
     /// Words before `--` that are not options: always an error (the command goes after `--`),
     /// caught here to say so instead of clap's generic message.
@@ -112,6 +128,16 @@ pub struct PingArgs {
     pub options: PingOptions,
 }
 
+fn parse_retry_delay(text: &str) -> Result<Duration, String> {
+    let delay = crate::config::duration::parse(text)?;
+    if delay > crate::retries::MAX_RETRY_DELAY {
+        return Err(format!(
+            "\"{text}\" is longer than a day: a wait that long belongs to the next run"
+        ));
+    }
+    Ok(delay)
+}
+
 fn parse_code(text: &str) -> Result<i32, String> {
     text.trim()
         .parse::<u8>()
@@ -125,6 +151,8 @@ struct Plan {
     /// The command, its environment and stdio.
     spec: CommandSpec,
     limits: Limits,
+    /// `--retries` and its delays, else the job's.
+    retries: Retries,
     success_codes: Vec<i32>,
     /// Pinged when the command succeeds.
     success: Option<Ping>,
@@ -249,6 +277,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
     let sync = job.and_then(|job| sync_after_ping(job, config.as_ref()?, global));
     Ok(Plan {
         sync,
+        retries: retries(&args, job),
         limits: Limits {
             timeout: args.timeout.or(job.and_then(|j| j.timeout)),
             kill_after: args
@@ -284,6 +313,18 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         lock_key,
         lock_what,
     })
+}
+
+/// The flags' retries over the job's: a job's cap shorter than `--retry-delay` gives way to it.
+fn retries(args: &RunArgs, job: Option<&Job>) -> Retries {
+    let of_job = job.map(|j| j.retries).unwrap_or_default();
+    let delay = args.retry_delay.unwrap_or(of_job.delay);
+    let job_max = job.map(|j| j.retries.delay_max).filter(|max| *max >= delay);
+    Retries::new(
+        args.retries.unwrap_or(of_job.retries),
+        Some(delay),
+        args.retry_delay_max.or(job_max),
+    )
 }
 
 /// A job bound to a check gets its held period change sent after its ping; without API
@@ -330,6 +371,15 @@ fn check_arguments(args: &RunArgs, method: PingMethod, source: &str) -> Result<E
         fail,
         explicit("--start-url", &args.ping.start_url)?.map(|p| p.of_kind(PingKind::Start)),
     );
+    if let (Some(delay), Some(max)) = (args.retry_delay, args.retry_delay_max) {
+        if delay > max {
+            return Err(usage(format!(
+                "--retry-delay {} is longer than --retry-delay-max {}: give a cap at least as long",
+                crate::watch::human_duration(delay),
+                crate::watch::human_duration(max)
+            )));
+        }
+    }
     if !args.stray.is_empty() {
         return Err(usage(
             "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
@@ -400,71 +450,6 @@ fn command_spec(
     Ok(spec)
 }
 
-/// The job's ping; a job that has none (or whose check's URL is not learned yet) is a warning.
-fn job_ping(
-    job: &Job,
-    method: PingMethod,
-    source: &str,
-    state_dir: &std::path::Path,
-) -> Option<Ping> {
-    let learned = |check: &str| crate::sync::learned_ping_url(state_dir, &job.name, check);
-    match crate::job::ping(job, learned, method, source) {
-        Ok(ping) => Some(ping),
-        Err(NoPing::NoTarget { .. }) => None,
-        Err(NoPing::NotLearned { check, .. }) => {
-            warn!(job = %job.name, check = %check, "no ping URL learned for the job's check yet; run `heartbeat-agent sync` (no ping this time)");
-            None
-        }
-        Err(NoPing::Invalid { error, .. }) => {
-            warn!(job = %job.name, "job's ping_url not used: {error}");
-            None
-        }
-    }
-}
-
-/// The ping of `--ping-url-file`; a file that cannot be used, or holds no valid URL, is a
-/// warning naming the file (never its content), and nothing is pinged.
-fn file_ping(path: &std::path::Path, method: PingMethod, source: &str) -> Option<Ping> {
-    let shown = path.display();
-    let url = crate::config::secrets::read_secret_line(path)
-        .inspect_err(|err| warn!("--ping-url-file {shown} not used: {err}; nothing will be pinged"))
-        .ok()?;
-    let fix = "chmod 600 it: it holds the check's ping token";
-    if let Some(warning) = crate::config::secrets::exposed_warning("ping URL file", path, fix) {
-        warn!("{warning}");
-    }
-    Ping::new(&url, method, source)
-        .inspect_err(|err| warn!("--ping-url-file {shown} not used: {err}; nothing will be pinged"))
-        .ok()
-}
-
-/// The job's start ping; one that cannot be used is a warning.
-fn job_start_ping(job: &Job, method: PingMethod, source: &str) -> Option<Ping> {
-    crate::job::start_ping(job, method, source)?
-        .inspect_err(|err| warn!(job = %job.name, "job's start_url not used: {err}"))
-        .ok()
-}
-
-/// The fail ping of a run that ended with `status`, with the kept output when the job's
-/// `fail_body` asks for it; one that cannot be made is a warning.
-fn fail_ping(plan: &Plan, status: u8, tail: Option<&crate::process::Tail>) -> Option<Ping> {
-    let url = plan.fail.as_ref()?;
-    let contents = tail.map(crate::process::Tail::contents);
-    let output = plan
-        .fail_body
-        .map(|max| (contents.as_deref().unwrap_or_default(), max));
-    crate::job::fail_ping(url, status, output, plan.method, &plan.source)
-        .inspect_err(|err| warn!("fail ping not sent: {err}"))
-        .ok()
-}
-
-fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {
-    let url = std::env::var(PING_URL_ENV).ok().filter(|u| !u.is_empty())?;
-    Ping::new(&url, method, source)
-        .inspect_err(|err| warn!("{PING_URL_ENV} not used: {err}"))
-        .ok()
-}
-
 /// Runs the planned command to its end, then pings; returns the exit status.
 async fn execute(plan: Plan) -> u8 {
     let mut signals = Signals::install();
@@ -484,19 +469,7 @@ async fn execute(plan: Plan) -> u8 {
         let task = tokio::spawn(children::reap(Arc::clone(&children), cancel.clone()));
         (cancel, task)
     });
-    let (end, tail) = match children.spawn(&plan.spec) {
-        Err(err) => {
-            print_error(&err);
-            (RunEnd::from(&err), None)
-        }
-        Ok(running) => {
-            let pid = running.pid();
-            let outcome = supervise(running, plan.limits, &mut signals).await;
-            children.ended(pid);
-            report(&outcome, &plan);
-            (outcome.end, outcome.tail)
-        }
-    };
+    let (end, tail) = attempts::run(&plan, &children, &mut signals).await;
     if let Some((cancel, task)) = reaper {
         cancel.cancel();
         let _ = task.await;
@@ -609,6 +582,9 @@ fn report(outcome: &Outcome, plan: &Plan) {
     }
 }
 
+mod attempts;
+mod pings;
+use pings::{env_ping, fail_ping, file_ping, job_ping, job_start_ping};
 mod signals;
 use signals::Signals;
 

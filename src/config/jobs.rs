@@ -32,6 +32,7 @@ pub(super) struct Settings {
     catch_up: Option<bool>,
     output_tail: Option<usize>,
     shell_program: Option<PathBuf>,
+    retries: super::retries::RetrySettings,
 }
 
 /// The longest job name (it names state files).
@@ -82,6 +83,7 @@ pub(super) fn settings(check: &mut Checker, context: &str, raw: &RawSettings) ->
         shell_program: check
             .non_empty(at("shell_program"), &raw.shell_program)
             .map(PathBuf::from),
+        retries: super::retries::settings(check, context, raw),
     }
 }
 
@@ -206,6 +208,7 @@ pub(super) fn job(
         .timezone(at("timezone"), &raw.timezone)
         .unwrap_or(agent.timezone);
     let own = settings(check, context, &entry.settings.raw);
+    let retries = super::retries::merge(check, entry, own.retries, defaults.retries);
     let merged = merge(own, defaults);
     let action = action(check, entry, &merged);
     let target = ping_target(check, entry);
@@ -229,11 +232,13 @@ pub(super) fn job(
         enabled: merged.enabled.unwrap_or(true),
         catch_up: merged.catch_up.unwrap_or(false),
         output_tail,
+        retries,
         target: target?,
         check: check_settings?,
         start_fail: start_fail?,
     };
     super::check::check_limits(check, entry, &job);
+    super::retries::fit(check, entry, &job);
     Some(job)
 }
 
@@ -535,5 +540,7 @@ fn merge(own: Settings, defaults: &Settings) -> Settings {
         catch_up: own.catch_up.or(d.catch_up),
         output_tail: own.output_tail.or(d.output_tail),
         shell_program: own.shell_program.or(d.shell_program),
+        // Merged with its own rule (and its own error) by `retries::merge`.
+        retries: own.retries,
     }
 }

@@ -23,6 +23,7 @@ mod limits;
 mod parse;
 pub(crate) mod problem;
 mod raw;
+mod retries;
 pub(crate) mod secrets;
 pub(crate) mod size;
 pub(crate) mod status;
@@ -164,6 +165,9 @@ pub struct Job {
     pub catch_up: bool,
     /// `output_tail`: how many bytes of the last output are kept for status (default 10 KiB).
     pub output_tail: usize,
+    /// `retries`, `retry_delay`, `retry_delay_max`: a failed attempt is tried again within the
+    /// same run (one fire), after a doubling wait; only the last attempt decides the ping.
+    pub retries: crate::retries::Retries,
     /// Where success is reported.
     pub target: PingTarget,
     /// `[jobs.check]`: the definition sync keeps on the bound check (used with `check_id`).
@@ -281,6 +285,17 @@ pub enum Overlap {
     Queue,
     /// Run both.
     Allow,
+}
+
+impl Overlap {
+    /// The name as the config writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::Queue => "queue",
+            Overlap::Allow => "allow",
+        }
+    }
 }
 
 /// Where a job's success is reported.

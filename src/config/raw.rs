@@ -81,6 +81,12 @@ pub(crate) struct RawSettings {
     pub output_tail: Option<Spanned<RawSize>>,
     /// The shell of `shell` jobs.
     pub shell_program: Option<Spanned<String>>,
+    /// How many times a failed attempt is tried again within the run.
+    pub retries: Option<Spanned<i64>>,
+    /// The wait before the first retry, doubled for each later one.
+    pub retry_delay: Option<Spanned<RawDuration>>,
+    /// The cap of that doubling.
+    pub retry_delay_max: Option<Spanned<RawDuration>>,
 }
 
 /// The keys of one `[[jobs]]` table that are neither settings nor `watch`.
@@ -361,6 +367,9 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
         "catch_up" => "catch_up = true",
         "output_tail" => "output_tail = \"10KiB\"",
         "shell_program" => "shell_program = \"/bin/bash\"",
+        "retries" => "retries = 3",
+        "retry_delay" => "retry_delay = \"10s\"",
+        "retry_delay_max" => "retry_delay_max = \"5m\"",
         "name" => "name = \"backup\"",
         "schedule" => "schedule = \"0 3 * * *\"",
         "command" => "command = [\"/usr/local/bin/backup\", \"--full\"]",

@@ -1,8 +1,12 @@
 //! One run of a job: a command (captured output logged line by line, scrubbed of the agent's
-//! secrets by [`crate::redact::scrub`], the last `output_tail` bytes kept) or a watch probe; its [`RunRecord`]; the ping through
+//! secrets by [`crate::redact::scrub`], the last `output_tail` bytes kept) or a watch probe,
+//! tried again after a failure as the job's `retries` allow (one run, one fire: it counts as
+//! running through its waits, and only its last attempt decides the ping); its [`RunRecord`],
+//! with the attempts it made; the ping through
 //! [`crate::ping::outbox::deliver_or_queue_for`] (the same call as `run` and `ping`); the
-//! job's start ping while a command runs and its fail ping after a run that did not succeed
-//! (`start_url`, `fail_url`, through the same call); then the after-run hooks.
+//! job's start ping (once per run, before its first attempt) while a command runs and its fail
+//! ping after a run that did not succeed (`start_url`, `fail_url`, through the same call); then
+//! the after-run hooks.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,21 +47,21 @@ pub(super) async fn execute(
     scheduled: DateTime<Utc>,
 ) {
     let settings = shared.settings();
-    let mut start = None;
-    let ended = match &job.action {
+    if matches!(job.action, JobAction::External) {
+        state.run_finished(record(
+            scheduled,
+            no_process(refused("an external job is not run")),
+            Attempt::FIRST,
+        ));
+        return;
+    }
+    let mut start = match &job.action {
         JobAction::Command(_) | JobAction::Shell { .. } => {
-            start = send_start_ping(&job, &shared, &settings);
-            run_command(&job, &shared, &settings, scheduled).await
+            send_start_ping(&job, &shared, &settings)
         }
-        JobAction::Watch(spec) => probe(&job, &shared, spec).await,
-        JobAction::External => {
-            state.run_finished(record(
-                scheduled,
-                no_process(refused("an external job is not run")),
-            ));
-            return;
-        }
+        _ => None,
     };
+    let (ended, attempt) = attempts(&job, &shared, &settings, scheduled).await;
     // The run's own lines name the job in a field; this span puts the name on what the ping
     // and outbox code log too. It is made only around that code: a span on the whole run
     // would cost its set-up and an enter and exit on every poll, for every run.
@@ -71,7 +75,7 @@ pub(super) async fn execute(
     let fail = (!success)
         .then(|| fail_ping(&job, &shared, &ended))
         .flatten();
-    state.run_finished(record(scheduled, ended));
+    state.run_finished(record(scheduled, ended, attempt));
     if let Some(ping) = fail.filter(|_| !shared.stop_runs.is_cancelled()) {
         let send = async {
             // After the start ping, so the service sees them in order.
@@ -117,9 +121,66 @@ pub(super) async fn execute(
     }
 }
 
-fn record(scheduled: DateTime<Utc>, ended: Ended) -> RunRecord {
+/// Which attempt of a run this is, of how many at most.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    /// 1 for the first attempt.
+    number: u32,
+    /// `retries + 1`.
+    of: u32,
+}
+
+impl Attempt {
+    const FIRST: Attempt = Attempt { number: 1, of: 1 };
+}
+
+/// The run's attempts: the command or probe, tried again after a failure while `retries` allow
+/// (waiting [`crate::retries::Retries::delay_before`] between attempts). A stop of the daemon
+/// during a wait ends the run at once with the last attempt's result. Returns the last
+/// attempt's end (its `started` is the first attempt's) and which attempt it was.
+async fn attempts(
+    job: &Job,
+    shared: &Shared,
+    settings: &Settings,
+    scheduled: DateTime<Utc>,
+) -> (Ended, Attempt) {
+    let mut attempt = Attempt {
+        number: 1,
+        of: job.retries.attempts(),
+    };
+    let mut first_started = None;
+    loop {
+        let mut ended = match &job.action {
+            JobAction::Watch(spec) => probe(job, shared, spec, attempt).await,
+            _ => run_command(job, shared, settings, scheduled, attempt).await,
+        };
+        let first = *first_started.get_or_insert(ended.started);
+        ended.started = first;
+        if ended.success()
+            || attempt.number >= attempt.of
+            || ended.end.stopped()
+            || shared.stop_runs.is_cancelled()
+        {
+            return (ended, attempt);
+        }
+        let wait = job.retries.delay_before(attempt.number - 1);
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        info!(job = %job.name, attempt = attempt.number, attempts = attempt.of, outcome = ended.outcome.as_str(), wait_ms, "attempt failed; retrying");
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shared.stop_runs.cancelled() => {
+                info!(job = %job.name, attempt = attempt.number, attempts = attempt.of, "no further attempt: the daemon is stopping");
+                return (ended, attempt);
+            }
+        }
+        attempt.number += 1;
+    }
+}
+
+fn record(scheduled: DateTime<Utc>, ended: Ended, attempt: Attempt) -> RunRecord {
     let now = Utc::now();
     RunRecord {
+        attempts: attempt.number,
         scheduled,
         started: ended.started,
         ended: now,
@@ -154,6 +215,7 @@ async fn run_command(
     shared: &Shared,
     settings: &Settings,
     scheduled: DateTime<Utc>,
+    attempt: Attempt,
 ) -> Ended {
     let spec = match command_spec(job, settings) {
         Ok(spec) => spec,
@@ -172,7 +234,8 @@ async fn run_command(
     let started = Utc::now();
     let pid = running.pid();
     let delay_ms = (started - scheduled).num_microseconds().unwrap_or(0) as f64 / 1000.0;
-    info!(job = %job.name, pid, scheduled = %millis(scheduled), spawned = %millis(started), delay_ms, "job started");
+    let Attempt { number, of } = attempt;
+    info!(job = %job.name, pid, scheduled = %millis(scheduled), spawned = %millis(started), delay_ms, attempt = number, attempts = of, "job started");
     let limits = Limits {
         timeout: job.timeout,
         kill_after: job.kill_after,
@@ -191,11 +254,11 @@ async fn run_command(
         }
     };
     shared.children.ended(pid);
-    finished(job, started, &outcome)
+    finished(job, started, &outcome, attempt)
 }
 
 /// Logs the end of a command and turns its outcome into an [`Ended`].
-fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
+fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attempt) -> Ended {
     let end = &outcome.end;
     let (code, signal) = (end.exit_code(), end.signal());
     let (timed_out, stopped, killed) = (end.timed_out(), end.stopped(), end.killed());
@@ -203,10 +266,11 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
     let success = run_outcome == RunOutcome::Success;
     let duration_ms = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
     let check_id = job.check_id();
+    let Attempt { number, of } = attempt;
     if success {
-        info!(job = %job.name, check_id, exit_code = code, duration_ms, success, "job finished");
+        info!(job = %job.name, check_id, exit_code = code, duration_ms, success, attempt = number, attempts = of, "job finished");
     } else if let Some(process_end) = end.process_end() {
-        warn!(job = %job.name, check_id, exit_code = code, signal, timed_out, stopped, killed, duration_ms, success, "job failed: {process_end}");
+        warn!(job = %job.name, check_id, exit_code = code, signal, timed_out, stopped, killed, duration_ms, success, attempt = number, attempts = of, "job failed: {process_end}");
     }
     let output_tail = outcome
         .tail
@@ -221,7 +285,7 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome) -> Ended {
     }
 }
 
-async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
+async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec, attempt: Attempt) -> Ended {
     let started = Utc::now();
     let probe = tokio::select! {
         probe = shared.probes().probe(spec) => probe,
@@ -230,10 +294,11 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
         }
     };
     let check_id = job.check_id();
+    let Attempt { number, of } = attempt;
     if probe.healthy {
-        info!(job = %job.name, check_id, healthy = true, reason = %probe.reason, "watch healthy");
+        info!(job = %job.name, check_id, healthy = true, reason = %probe.reason, attempt = number, attempts = of, "watch healthy");
     } else {
-        warn!(job = %job.name, check_id, healthy = false, reason = %probe.reason, "watch unhealthy: not pinging");
+        warn!(job = %job.name, check_id, healthy = false, reason = %probe.reason, attempt = number, attempts = of, "watch unhealthy: not pinging");
     }
     let end = RunEnd::from(probe);
     Ended {

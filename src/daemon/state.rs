@@ -42,6 +42,9 @@ pub(crate) struct RunRecord {
     pub outcome: RunOutcome,
     /// The last `output_tail` bytes of its output (lossy UTF-8), only as long as the output was.
     pub output_tail: String,
+    /// How many attempts it made (1 without retries); the fields above but `started` are the
+    /// last attempt's.
+    pub attempts: u32,
 }
 
 impl RunRecord {

@@ -12,7 +12,7 @@ use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc, SyncDoc
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
 use super::server::App;
-use crate::config::{Config, Job, JobAction, Overlap, PingTarget};
+use crate::config::{Config, Job, JobAction, PingTarget};
 use crate::daemon::state::RunRecord;
 use crate::ping::outbox::Outbox;
 
@@ -104,11 +104,7 @@ fn kind(job: &Job) -> &'static str {
 fn job_doc(app: &App, job: &Job) -> JobDoc {
     let state = app.context.state.job(&job.name);
     let snapshot = state.as_ref().map(|s| s.snapshot()).unwrap_or_default();
-    let overlap = match job.overlap {
-        Overlap::Skip => "skip",
-        Overlap::Queue => "queue",
-        Overlap::Allow => "allow",
-    };
+    let overlap = job.overlap.as_str();
     JobDoc {
         name: job.name.clone(),
         kind: kind(job).to_owned(),
@@ -152,6 +148,7 @@ fn run_doc(run: &RunRecord) -> RunDoc {
         stopped: run.end.stopped(),
         reason: run.end.reason().map(crate::redact::scrub),
         output_tail: crate::redact::scrub(&run.output_tail),
+        attempts: run.attempts,
     }
 }
 

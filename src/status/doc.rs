@@ -108,6 +108,14 @@ pub(crate) struct RunDoc {
     pub reason: Option<String>,
     /// The last `output_tail` bytes of its output (lossy UTF-8; the agent's secrets removed).
     pub output_tail: String,
+    /// How many attempts the run made (1 without `retries`; absent from older daemons); the
+    /// fields above but `started` are its last attempt's.
+    #[serde(default = "one")]
+    pub attempts: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// One ping.

@@ -1,6 +1,6 @@
 //! `GET /metrics`: the Prometheus text exposition format (version 0.0.4), written by hand.
 //!
-//! Run counters and the duration histogram are kept by [`RunMetrics`], an after-run hook of
+//! Run counters, the attempts of runs (with `retries`) and the duration histogram are kept by [`RunMetrics`], an after-run hook of
 //! the daemon; everything else is read at scrape time (job state, outbox, sync status, API
 //! request counters, the rate limiter, reloads, the process's own resources). Label values are
 //! escaped (`\\`, `\"`, `\n`).
@@ -43,6 +43,10 @@ struct JobCounters {
     buckets: [u64; DURATION_BUCKETS.len()],
     duration_sum: f64,
     duration_count: u64,
+    /// Attempts of every run counted (retries included).
+    attempts: u64,
+    /// Attempts of the last run counted.
+    last_attempts: u32,
 }
 
 /// Counts runs by job and outcome, their durations and pings: told about every run by the
@@ -82,6 +86,8 @@ impl RunMetrics {
         }
         counters.duration_sum += secs;
         counters.duration_count += 1;
+        counters.attempts += u64::from(run.attempts);
+        counters.last_attempts = run.attempts;
     }
 }
 
@@ -227,6 +233,7 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
             at,
         );
     }
+    attempt_families(out, counters, &jobs);
     let hist = "heartbeat_agent_run_duration_seconds";
     out.family(hist, "histogram", "Run durations by job.");
     for (name, c) in counters {
@@ -263,6 +270,38 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
                 &[("job", name), ("result", result)],
                 n as f64,
             );
+        }
+    }
+}
+
+/// Attempts per run: a run that needed its retries shows as more attempts than runs.
+fn attempt_families(
+    out: &mut Text,
+    counters: &BTreeMap<String, JobCounters>,
+    jobs: &[(String, Arc<crate::daemon::state::JobState>)],
+) {
+    let families = [
+        (
+            "heartbeat_agent_job_attempts_total",
+            "counter",
+            "Attempts of finished runs by job since start (a run retried twice made 3).",
+        ),
+        (
+            "heartbeat_agent_job_last_run_attempts",
+            "gauge",
+            "Attempts the last finished run of each job made (only jobs that finished a run).",
+        ),
+    ];
+    for (n, (family, kind, help)) in families.into_iter().enumerate() {
+        out.family(family, kind, help);
+        for (name, _) in jobs {
+            let c = counters.get(name);
+            let value = match (n, c) {
+                (0, _) => c.map_or(0, |c| c.attempts) as f64,
+                (_, Some(c)) if c.duration_count > 0 => f64::from(c.last_attempts),
+                _ => continue,
+            };
+            out.sample(family, &[("job", name)], value);
         }
     }
 }
@@ -511,12 +550,15 @@ mod tests {
             end: crate::run_end::RunEnd::Ended(crate::run_end::ProcessEnd::Exited(0)),
             outcome: crate::run_end::RunOutcome::Success,
             output_tail: String::new(),
+            attempts: 3,
         };
         metrics.record("j", &run, Some(true));
+        metrics.record("j", &RunRecord { attempts: 1, ..run }, Some(true));
         let c = &metrics.counters()["j"];
-        assert_eq!(&c.buckets[..4], &[0, 0, 0, 1]);
-        assert_eq!(c.buckets[DURATION_BUCKETS.len() - 1], 1);
-        assert_eq!(c.outcomes["success"], 1);
-        assert_eq!(c.pings["accepted"], 1);
+        assert_eq!((c.attempts, c.last_attempts), (4, 1));
+        assert_eq!(&c.buckets[..4], &[0, 0, 0, 2]);
+        assert_eq!(c.buckets[DURATION_BUCKETS.len() - 1], 2);
+        assert_eq!(c.outcomes["success"], 2);
+        assert_eq!(c.pings["accepted"], 2);
     }
 }

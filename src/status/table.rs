@@ -81,6 +81,10 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
                 (_, Some(signal)) => format!("{} (signal {signal})", run.outcome),
                 _ => run.outcome.clone(),
             };
+            let what = match run.attempts {
+                0 | 1 => what,
+                n => format!("{what} after {n} attempts"),
+            };
             let tone = if run.outcome == "success" {
                 Tone::Good
             } else {

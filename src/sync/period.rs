@@ -23,10 +23,13 @@ pub struct Timing {
 }
 
 /// The auto grace: `timeout + jitter + margin`, where margin is a tenth of the period, at least
-/// one minute and at most one hour; rounded up to a whole minute.
+/// one minute and at most one hour, plus what the job's retries can add to a run (`retries ×
+/// timeout` and every wait between attempts at its cap), so that a success on the last attempt
+/// never alarms; rounded up to a whole minute.
 pub fn auto_grace(job: &Job, period: Duration) -> Duration {
     let margin = (period / 10).clamp(Duration::from_secs(60), Duration::from_secs(3_600));
-    let total = job.timeout.unwrap_or_default() + job.jitter + margin;
+    let total =
+        job.timeout.unwrap_or_default() + job.jitter + margin + job.retries.extra_time(job.timeout);
     Duration::from_secs(ceil_secs(total).div_ceil(60) * 60)
 }
 

@@ -49,6 +49,8 @@ const STOPPING: [Signal; 4] = [
 /// the wrapper) in between.
 pub(super) struct Signals {
     streams: Vec<(Signal, tokio::signal::unix::Signal)>,
+    /// Whether a [`STOPPING`] signal was received: no further attempt of the command starts.
+    stop_received: bool,
 }
 
 impl Signals {
@@ -65,7 +67,15 @@ impl Signals {
                 Err(err) => warn!(signal = %signal, error = %err, "cannot forward this signal"),
             }
         }
-        Signals { streams }
+        Signals {
+            streams,
+            stop_received: false,
+        }
+    }
+
+    /// Whether a [`STOPPING`] signal was received since the signals were installed.
+    pub(super) fn stop_received(&self) -> bool {
+        self.stop_received
     }
 
     /// The next [`STOPPING`] signal received; the others are read and dropped (the command
@@ -82,7 +92,7 @@ impl Signals {
 
     /// The next signal received (pending forever when none could be installed).
     pub(super) async fn recv(&mut self) -> Signal {
-        std::future::poll_fn(|cx| {
+        let signal = std::future::poll_fn(|cx| {
             for (signal, stream) in &mut self.streams {
                 if let Poll::Ready(Some(())) = stream.poll_recv(cx) {
                     return Poll::Ready(*signal);
@@ -90,6 +100,8 @@ impl Signals {
             }
             Poll::Pending
         })
-        .await
+        .await;
+        self.stop_received |= STOPPING.contains(&signal);
+        signal
     }
 }

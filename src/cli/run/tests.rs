@@ -47,6 +47,7 @@ fn job(action: JobAction, target: PingTarget) -> Job {
         enabled: true,
         catch_up: false,
         output_tail: 1024,
+        retries: Default::default(),
         target,
         check: Default::default(),
         start_fail: Default::default(),

@@ -142,6 +142,25 @@ fn auto_grace_adds_timeout_and_jitter_to_the_margin() {
 }
 
 #[test]
+fn auto_grace_covers_every_retry_at_its_timeout_and_capped_wait() {
+    let job = job("schedule = \"0 3 * * *\"\ntimeout = \"10m\"\nretries = 3\n\
+         retry_delay = \"1m\"\nretry_delay_max = \"3m\"");
+    let t = timing_at(&job, "2026-11-20T09:00:00Z", None);
+    // 4 attempts × 10 m + waits of 1 + 2 + 3 m + 1 h margin.
+    assert_eq!(t.grace, Duration::from_secs(40 * 60 + 6 * 60 + HOUR));
+    let without = job_without_retries(&job);
+    let t = timing_at(&without, "2026-11-20T09:00:00Z", None);
+    assert_eq!(t.grace, Duration::from_secs(10 * 60 + HOUR));
+}
+
+fn job_without_retries(job: &Job) -> Job {
+    Job {
+        retries: crate::retries::Retries::default(),
+        ..job.clone()
+    }
+}
+
+#[test]
 fn short_irregular_schedules_keep_their_longest_gap() {
     let job = job("schedule = \"0,10 * * * * *\"");
     let t = timing_at(&job, "2026-11-20T09:00:00Z", None);
