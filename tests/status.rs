@@ -16,6 +16,7 @@ use crate::util::{self, emulator::Background, Home};
 
 mod local_users;
 mod next_run;
+mod pause;
 mod prom;
 mod scrub;
 use prom::{parse_metrics, promtool, sample};
