@@ -264,7 +264,8 @@ pub async fn sync_paced(
                 &mut halted,
             )
             .await;
-        if ending && matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::InSync) {
+        let accepted = matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::InSync);
+        if ending && accepted && !opts.dry_run {
             tracing::info!(job = %job.name, check = %check_id, "pause ended: the check is active again");
             resumed.push(job.name.clone());
         }
