@@ -131,7 +131,8 @@ pub struct PauseFileError {
     pub source: std::io::Error,
 }
 
-/// Changes the pauses under the lock and writes them crash-safely; returns what was written.
+/// Changes the pauses under the lock and writes them crash-safely (the state directory is
+/// created, 0700, when missing); returns what `change` returned.
 pub fn update<R>(
     state_dir: &Path,
     change: impl FnOnce(&mut Pauses) -> R,
@@ -142,6 +143,7 @@ pub fn update<R>(
         move |source| PauseFileError { path, source }
     };
     let lock_path = state_dir.join("pause.lock");
+    crate::persist::file::private_dir(state_dir).map_err(err(state_dir))?;
     let _lock = crate::persist::lock::FileLock::acquire(&lock_path).map_err(err(&lock_path))?;
     let mut pauses = load(state_dir);
     let before = pauses.clone();

@@ -157,6 +157,46 @@ fn without_a_daemon_the_next_run_or_sync_ends_an_expired_pause() {
         pause_file(&home).map(|p| p["jobs"].clone()),
         Some(json!({}))
     );
+    // A daemon started after the deadline ends the pause at its first pass.
+    expect(&home, &emulator, &["pause", "backup", "--for", "1s"], 0);
+    assert!(!activated(&emulator, "c1"));
+    std::thread::sleep(Duration::from_millis(1_200));
+    let daemon = home.daemon(emulator.api_key());
+    daemon.until(
+        "the daemon's start ended the pause",
+        Duration::from_secs(10),
+        || activated(&emulator, "c1").then_some(()),
+    );
+}
+
+#[test]
+fn a_daemon_without_check_sync_refuses_to_pause_checks_and_changes_nothing() {
+    let home = Home::new();
+    let status = format!(
+        "listen = \"{}\"\ntoken = \"{TOKEN}\"",
+        home.socket().display()
+    );
+    home.write(None, &status, &jobs(""));
+    let _daemon = home.daemon("");
+    let output = home.output(&["pause", "backup"], "");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("HTTP 409"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("runs no check sync"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(pause_file(&home).is_none(), "a pause was recorded");
+    // The daemon's own part still works for a job without a check.
+    let output = home.output(&["pause", "plain", "--stop-jobs"], "");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("(by the daemon)"),
+        "{}",
+        stderr(&output)
+    );
+    let paused = pause_file(&home).expect("recorded");
+    assert_eq!(paused["jobs"]["plain"]["stop_jobs"], true);
 }
 
 #[test]
@@ -233,6 +273,12 @@ fn through_the_daemon_a_pause_survives_a_restart_stops_jobs_and_ends_at_its_dead
         home.socket().display()
     );
     home.write(Some(&emulator), &status, &jobs(&tick_job(&marker)));
+    // Re-assert every second: the daemon sends each definition whatever its record says.
+    let config = std::fs::read_to_string(home.config_path()).expect("config");
+    home.write_config(&config.replace(
+        "sync_jitter = \"0s\"",
+        "sync_jitter = \"0s\"\nreassert_interval = \"1s\"",
+    ));
     let daemon = home.daemon(emulator.api_key());
     daemon.until("the first sync", Duration::from_secs(10), || {
         let doc = status_doc(&home.endpoint(), false);
@@ -302,9 +348,20 @@ fn through_the_daemon_a_pause_survives_a_restart_stops_jobs_and_ends_at_its_dead
             (job(&doc, "tick")["sync"]["state"] == "in_sync").then_some(())
         },
     );
+    let puts_c1 = || {
+        emulator
+            .requests()
+            .iter()
+            .filter(|r| r.method == "PUT" && r.path.ends_with("/heartbeat/c1"))
+            .count()
+    };
+    let before = puts_c1();
+    daemon.until("two re-assertions of c1", Duration::from_secs(10), || {
+        (puts_c1() >= before + 2).then_some(())
+    });
     assert!(
-        !activated(&emulator, "c3"),
-        "the restart re-activated a paused check"
+        !activated(&emulator, "c3") && !activated(&emulator, "c1"),
+        "the restart or a re-assertion re-activated a paused check"
     );
     let doc = status_doc(&home.endpoint(), false);
     assert_eq!(job(&doc, "tick")["paused"]["state"], "paused");
