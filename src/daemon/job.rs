@@ -1,6 +1,7 @@
-//! One task per scheduled job: wait for the next fire time, apply the job's stable jitter and
-//! overlap policy (and a pause with `--stop-jobs`, which skips fires), and start runs. `catch_up` and `@reboot` are decided here at the task's
-//! start; [`watch_clock`] notices steps of the wall clock.
+//! One task per scheduled job: wait for the next fire time, apply the job's stable jitter,
+//! overlap policy and pause (`pause --stop-jobs` skips fires), and start runs. `catch_up` and
+//! `@reboot` are decided here at the task's start; [`watch_clock`] notices steps of the wall
+//! clock.
 //!
 //! Fire times come from the wall clock (`Utc::now()`) while tokio's timers follow the monotonic
 //! clock, which does not see a step of the wall clock nor (on Linux) a suspend. So one task,

@@ -105,7 +105,8 @@ mod tests {
                 "outbox_stats",
                 "fire_time",
                 "reboot_marker",
-                "sync_state"
+                "sync_state",
+                "pause"
             ]
         );
     }
