@@ -136,12 +136,16 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         eprintln!("heartbeat-agent: job \"{name}\" paused until {end}");
     }
     let code = send(&config, &state_dir, client.as_ref(), &bound, "deactivated");
-    if let Some(until) = until {
-        eprintln!(
+    match until {
+        Some(until) => eprintln!(
             "heartbeat-agent: no daemon answered at {where_}: nothing runs at {until}; the next \
              `run --job`, `sync` or daemon start after it ends the pause (or run \
              `heartbeat-agent resume`)"
-        );
+        ),
+        None => eprintln!(
+            "heartbeat-agent: no daemon answered at {where_}: the pause is recorded in the state \
+             directory, where a daemon started later finds it"
+        ),
     }
     code
 }
