@@ -16,6 +16,7 @@
 //! - [`net`]: outgoing connections: the trusted CAs and the proxy rule of every request.
 //! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
 //! - `bearer`: the `Authorization: Bearer` credential of a request (status endpoint, emulator).
+//! - [`pause`]: pauses for maintenance (`pause`, `resume`), kept under the state directory.
 //! - [`sync`]: keeping heartbeat checks in sync with the config.
 //! - [`daemon`]: the long-running supervisor.
 //! - [`status`]: the local status endpoint.
@@ -44,6 +45,7 @@ pub mod job;
 pub mod logging;
 pub mod net;
 pub mod paths;
+pub mod pause;
 pub mod persist;
 pub mod ping;
 pub mod process;

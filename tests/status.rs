@@ -16,6 +16,7 @@ use crate::util::{self, emulator::Background, Home};
 
 mod local_users;
 mod next_run;
+mod pause;
 mod prom;
 mod retries;
 mod scrub;

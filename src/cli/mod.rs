@@ -21,6 +21,7 @@ pub mod generate;
 pub mod health;
 pub mod import;
 pub mod outbox;
+pub mod pause;
 pub mod ping;
 pub mod run;
 pub mod schedule;
@@ -160,6 +161,10 @@ pub enum Command {
     Health(health::HealthArgs),
     /// Run a job of the running daemon now (needs [status] token)
     Trigger(trigger::TriggerArgs),
+    /// Pause jobs for maintenance: deactivate their checks (through the daemon, else the API)
+    Pause(pause::PauseArgs),
+    /// End the pause of jobs: re-activate their checks, restarting their timer
+    Resume(pause::ResumeArgs),
     /// Try the agent: a demo daemon against an in-process emulator, with a live status table
     Demo(demo::DemoArgs),
 }
@@ -183,6 +188,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Status(args) => status::run(args, &global),
         Command::Health(args) => health::run(args, &global),
         Command::Trigger(args) => trigger::run(args, &global),
+        Command::Pause(args) => pause::pause(args, &global),
+        Command::Resume(args) => pause::resume(args, &global),
         Command::Demo(args) => demo::run(args, &global),
     };
     ExitCode::from(code)

@@ -502,8 +502,12 @@ async fn execute(plan: Plan) -> u8 {
             }
             accepted = success && matches!(outcome, PingOutcome::Delivered { .. });
         }
-        if let (true, Some(sync)) = (accepted, &plan.sync) {
-            sync_after_accepted_ping(sync, &plan.state_dir).await;
+        // A pause whose deadline passed ends here when no daemon ended it (crate::pause).
+        let pause_ended = plan.sync.as_ref().is_some_and(|sync| {
+            crate::pause::load(&plan.state_dir).ending(&sync.job, chrono::Utc::now())
+        });
+        if let (true, Some(sync)) = (accepted || pause_ended, &plan.sync) {
+            sync_after_accepted_ping(sync, &plan.state_dir, accepted).await;
         }
         let left = plan.budget.total.saturating_sub(began.elapsed());
         outbox::catch_up(&outbox, &plan.budget, left, stored).await;
@@ -518,15 +522,22 @@ async fn execute(plan: Plan) -> u8 {
 /// How long `run --job` waits for its check update after the ping before it exits anyway.
 const SYNC_AFTER_PING_LIMIT: Duration = Duration::from_secs(30);
 
-/// Records the accepted ping and sends the job's check definition if it differs (a held
-/// period change may go now); a failure is a warning, never the run's status.
-async fn sync_after_accepted_ping(sync: &SyncAfterPing, state_dir: &std::path::Path) {
+/// Records the accepted ping (if `accepted`) and sends the job's check definition if it
+/// differs (a held period change may go now, an ended pause re-activates the check); a failure
+/// is a warning, never the run's status.
+async fn sync_after_accepted_ping(
+    sync: &SyncAfterPing,
+    state_dir: &std::path::Path,
+    accepted: bool,
+) {
     let now = chrono::Utc::now();
-    let recorded =
-        crate::sync::timer::record_ping(state_dir, &sync.job, &sync.check_id, sync.fire, now);
-    if let Err(err) = recorded {
-        warn!(job = %sync.job, error = %err, "cannot record the accepted ping for sync");
-        return;
+    if accepted {
+        let recorded =
+            crate::sync::timer::record_ping(state_dir, &sync.job, &sync.check_id, sync.fire, now);
+        if let Err(err) = recorded {
+            warn!(job = %sync.job, error = %err, "cannot record the accepted ping for sync");
+            return;
+        }
     }
     let Some(client) = &sync.client else {
         return;

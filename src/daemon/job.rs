@@ -1,6 +1,7 @@
-//! One task per scheduled job: wait for the next fire time, apply the job's stable jitter and
-//! overlap policy, and start runs. `catch_up` and `@reboot` are decided here at the task's
-//! start; [`watch_clock`] notices steps of the wall clock.
+//! One task per scheduled job: wait for the next fire time, apply the job's stable jitter,
+//! overlap policy and pause (`pause --stop-jobs` skips fires), and start runs. `catch_up` and
+//! `@reboot` are decided here at the task's start; [`watch_clock`] notices steps of the wall
+//! clock.
 //!
 //! Fire times come from the wall clock (`Utc::now()`) while tokio's timers follow the monotonic
 //! clock, which does not see a step of the wall clock nor (on Linux) a suspend. So one task,
@@ -167,6 +168,12 @@ impl JobTask {
     /// A fire at `scheduled`: start a run, or skip/queue it when one is still running.
     fn fire(&self, scheduled: DateTime<Utc>, queued: &mut Option<DateTime<Utc>>) {
         let job = &self.job;
+        let now = Utc::now();
+        if self.shared.persisted.stopped_by_pause(&job.name, now) {
+            info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, paused = true, "run skipped: the job is paused (pause --stop-jobs)");
+            self.state.record_skip(now);
+            return;
+        }
         if self.state.running() > 0 {
             match job.overlap {
                 Overlap::Skip => {

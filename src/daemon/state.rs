@@ -87,7 +87,7 @@ pub(crate) struct JobState {
     running: AtomicUsize,
     /// Runs finished (not counting skips).
     runs: AtomicU64,
-    /// Fires skipped because a run was still going.
+    /// Fires skipped because a run was still going, or the job was paused with `--stop-jobs`.
     skipped: AtomicU64,
     /// Signalled when a run ends, so a queued fire can start.
     pub(super) run_ended: Notify,
@@ -220,6 +220,7 @@ impl DaemonState {
 #[derive(Debug, Clone)]
 pub(crate) struct Persisted {
     dir: PathBuf,
+    state_dir: PathBuf,
 }
 
 impl Persisted {
@@ -227,7 +228,14 @@ impl Persisted {
     pub(crate) fn new(state_dir: &Path) -> Persisted {
         Persisted {
             dir: state_dir.join("daemon"),
+            state_dir: state_dir.to_owned(),
         }
+    }
+
+    /// Whether `job` is paused with `--stop-jobs` at `now` (`<state_dir>/pause.json`, read at
+    /// each fire: `pause` may have written it without the daemon).
+    pub(crate) fn stopped_by_pause(&self, job: &str, now: DateTime<Utc>) -> bool {
+        crate::pause::load(&self.state_dir).stops(job, now)
     }
 
     /// The last fire time recorded for `job`, if any (and readable).

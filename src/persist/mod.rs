@@ -30,16 +30,19 @@ pub(crate) enum What {
     RebootMarker,
     /// A bound job's sync state (`sync/<job>.json`: the learned ping URL, the last result).
     SyncState,
+    /// The pauses for maintenance (`pause.json`).
+    Pause,
 }
 
 impl What {
     /// Every kind, in the order they are shown.
-    pub(crate) const ALL: [What; 5] = [
+    pub(crate) const ALL: [What; 6] = [
         What::OutboxEntry,
         What::OutboxStats,
         What::FireTime,
         What::RebootMarker,
         What::SyncState,
+        What::Pause,
     ];
 
     /// The name shown in the status document and the metric's `what` label.
@@ -50,6 +53,7 @@ impl What {
             What::FireTime => "fire_time",
             What::RebootMarker => "reboot_marker",
             What::SyncState => "sync_state",
+            What::Pause => "pause",
         }
     }
 }
@@ -101,7 +105,8 @@ mod tests {
                 "outbox_stats",
                 "fire_time",
                 "reboot_marker",
-                "sync_state"
+                "sync_state",
+                "pause"
             ]
         );
     }

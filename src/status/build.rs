@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
 
-use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc, SyncDoc};
+use super::doc::{ConfigInfo, JobDoc, PausedDoc, PingDoc, Remote, RunDoc, StatusDoc, SyncDoc};
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
 use super::server::App;
@@ -49,11 +49,13 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
         .get()
         .map(|s| s.snapshot())
         .unwrap_or_default();
+    let pauses = crate::pause::load(&app.context.state_dir);
     let jobs = config
         .jobs
         .iter()
         .map(|job| {
             let mut doc = job_doc(app, job);
+            doc.paused = pauses.jobs.get(&job.name).map(|p| PausedDoc::of(p, now));
             doc.outbox_pending = pending.get(&job.name).copied().unwrap_or(0);
             doc.sync = sync.get(&job.name).cloned().map(sync_doc);
             doc.remote = match &job.target {
@@ -128,6 +130,7 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
             detail: crate::redact::scrub(&p.detail),
         }),
         outbox_pending: 0,
+        paused: None,
         sync: None,
         remote: Remote::Unavailable {
             reason: String::new(),
@@ -180,6 +183,15 @@ pub(crate) fn metrics(app: &App) -> String {
         outbox_depth: outbox.depth().unwrap_or(0),
         outbox: outbox.stats(),
         sync: app.sync_counts(),
+        paused: {
+            let now = Utc::now();
+            crate::pause::load(&app.context.state_dir)
+                .jobs
+                .into_iter()
+                .filter(|(_, p)| p.in_force(now))
+                .map(|(job, p)| (job, p.until))
+                .collect()
+        },
     };
     metrics::render(&app.sources.metrics, &scrape)
 }

@@ -1,5 +1,5 @@
-//! A tiny blocking HTTP/1.1 client for the `status`, `health` and `trigger` commands: one
-//! request per connection, over TCP or a unix socket, no TLS (the endpoint is local). Kept
+//! A tiny blocking HTTP/1.1 client for the `status`, `health`, `trigger`, `pause` and
+//! `resume` commands: one request per connection, over TCP or a unix socket, no TLS (the endpoint is local). Kept
 //! small on purpose: `health` runs as an exec probe in images without a shell.
 
 use std::io::{Read, Write};
@@ -113,6 +113,28 @@ impl Endpoint {
         token: Option<&str>,
         timeout: Duration,
     ) -> Result<Answer, ClientError> {
+        self.send(method, path, token, None, timeout)
+    }
+
+    /// `POST path` with a JSON `body` (with the bearer `token`); reads the whole answer.
+    pub fn post_json(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: &str,
+        timeout: Duration,
+    ) -> Result<Answer, ClientError> {
+        self.send("POST", path, token, Some(body), timeout)
+    }
+
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Answer, ClientError> {
         let io = |source| ClientError::Io {
             endpoint: self.shown(),
             source,
@@ -122,13 +144,18 @@ impl Endpoint {
             Endpoint::Unix(_) => ("localhost", path.to_owned()),
         };
         let mut head = format!(
-            "{method} {full_path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: 0\r\nUser-Agent: {}\r\n",
+            "{method} {full_path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\nUser-Agent: {}\r\n",
+            body.map_or(0, str::len),
             crate::user_agent()
         );
+        if body.is_some() {
+            head.push_str("Content-Type: application/json\r\n");
+        }
         if let Some(token) = token {
             head.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
         head.push_str("\r\n");
+        head.push_str(body.unwrap_or_default());
         let raw = match self {
             Endpoint::Tcp { authority, .. } => {
                 let addr = authority

@@ -27,7 +27,7 @@ pub(crate) struct StatusDoc {
     /// Every configured job, in config order.
     pub jobs: Vec<JobDoc>,
     /// Writes under `state_dir` that failed since the daemon started, by what was being
-    /// written (`outbox_entry`, `outbox_stats`, `fire_time`, `reboot_marker`, `sync_state`):
+    /// written (`outbox_entry`, `outbox_stats`, `fire_time`, `reboot_marker`, `sync_state`, `pause`):
     /// a full or read-only disk shows here, not only in the log. Absent from older daemons.
     #[serde(default)]
     pub persist_failures: BTreeMap<String, u64>,
@@ -66,7 +66,8 @@ pub(crate) struct JobDoc {
     pub running: usize,
     /// Runs finished since the daemon started.
     pub runs: u64,
-    /// Fires skipped because a run was still going, since the daemon started.
+    /// Fires skipped because a run was still going (or the job was paused with
+    /// `--stop-jobs`), since the daemon started.
     pub skipped: u64,
     /// When a fire was last skipped.
     pub last_skipped: Option<DateTime<Utc>>,
@@ -76,10 +77,47 @@ pub(crate) struct JobDoc {
     pub last_ping: Option<PingDoc>,
     /// Pings of this job waiting in the outbox.
     pub outbox_pending: usize,
+    /// The job's pause for maintenance (`pause`), if any.
+    #[serde(default)]
+    pub paused: Option<PausedDoc>,
     /// Check sync (for bound jobs while sync runs).
     pub sync: Option<SyncDoc>,
     /// What the service thinks of the check.
     pub remote: Remote,
+}
+
+/// A job's pause (`<state_dir>/pause.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PausedDoc {
+    /// `paused`, or `resuming`: the pause ended and the check's re-activation is not accepted
+    /// yet (the next sync pass sends it).
+    pub state: String,
+    /// When it was asked for.
+    pub since: DateTime<Utc>,
+    /// When it ends by itself (`null`: at `resume`).
+    pub until: Option<DateTime<Utc>>,
+    /// `--reason`.
+    pub reason: Option<String>,
+    /// `--stop-jobs`: the daemon skips the job's fires.
+    pub stop_jobs: bool,
+}
+
+impl PausedDoc {
+    /// The document of `pause` at `now`.
+    pub(crate) fn of(pause: &crate::pause::Pause, now: DateTime<Utc>) -> PausedDoc {
+        PausedDoc {
+            state: if pause.in_force(now) {
+                "paused"
+            } else {
+                "resuming"
+            }
+            .to_owned(),
+            since: pause.since,
+            until: pause.until,
+            reason: pause.reason.as_deref().map(crate::redact::scrub),
+            stop_jobs: pause.stop_jobs,
+        }
+    }
 }
 
 /// One run.

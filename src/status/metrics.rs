@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use chrono::{DateTime, Utc};
 
 use crate::config::Job;
-use crate::daemon::state::{DaemonState, RunRecord};
+use crate::daemon::state::{DaemonState, JobState, RunRecord};
 use crate::daemon::AfterRun;
 use crate::ping::outbox::Stats;
 use crate::run_end::RunOutcome;
@@ -122,6 +122,8 @@ pub(crate) struct Scrape<'a> {
     pub outbox: Stats,
     /// Jobs per sync state (`in_sync`, `pending`, `failed`, `missing`), when sync runs.
     pub sync: Option<BTreeMap<&'static str, u64>>,
+    /// The pauses in force now, by job: their deadline (`None`: until `resume`).
+    pub paused: BTreeMap<String, Option<DateTime<Utc>>>,
 }
 
 /// Prometheus text of one scrape.
@@ -187,6 +189,37 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     out.0
 }
 
+/// Whether each job is paused (`pause`), and until when.
+fn pause_families(out: &mut Text, jobs: &[(String, Arc<JobState>)], scrape: &Scrape<'_>) {
+    out.family(
+        "heartbeat_agent_paused",
+        "gauge",
+        "1 while a job is paused for maintenance (its check deactivated), else 0.",
+    );
+    for (name, _) in jobs {
+        let paused = scrape.paused.contains_key(name);
+        out.sample(
+            "heartbeat_agent_paused",
+            &[("job", name)],
+            f64::from(u8::from(paused)),
+        );
+    }
+    out.family(
+        "heartbeat_agent_paused_until_timestamp_seconds",
+        "gauge",
+        "When each paused job's pause ends by itself (only pauses with --for or --until).",
+    );
+    for (name, until) in &scrape.paused {
+        if let Some(until) = until {
+            out.sample(
+                "heartbeat_agent_paused_until_timestamp_seconds",
+                &[("job", name)],
+                until.timestamp() as f64,
+            );
+        }
+    }
+}
+
 fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape: &Scrape<'_>) {
     out.family("heartbeat_agent_runs_total", "counter", "Finished runs by job and outcome (and fires skipped because a run was still going) since start.");
     let jobs = scrape.state.jobs();
@@ -219,6 +252,7 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
             job.running() as f64,
         );
     }
+    pause_families(out, &jobs, scrape);
     out.family(
         "heartbeat_agent_last_success_timestamp_seconds",
         "gauge",
@@ -527,6 +561,7 @@ mod tests {
             outbox_depth: 0,
             outbox: Stats::default(),
             sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
+            paused: BTreeMap::new(),
         };
         let text = render(&RunMetrics::default(), &scrape);
         for line in [

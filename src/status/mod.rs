@@ -1,9 +1,10 @@
 //! The local status endpoint: JSON status, Prometheus metrics, liveness and readiness, and
-//! triggered runs (docs/status.md).
+//! triggered runs, pauses for maintenance (docs/status.md).
 //!
 //! - [`server`]: binding (TCP or unix socket) and the routes, as a daemon background task;
 //! - `connections`: serving connections, with a cap on open ones and a header timeout;
 //! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from state;
+//! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
 //! - [`table`]: the human table of `heartbeat-agent status`;
@@ -14,6 +15,7 @@ pub mod client;
 mod connections;
 pub(crate) mod doc;
 pub(crate) mod metrics;
+mod pause;
 pub(crate) mod remote;
 pub(crate) mod server;
 pub(crate) mod table;

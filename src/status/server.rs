@@ -3,8 +3,9 @@
 //! it as a daemon background task until shutdown.
 //!
 //! Routes: `GET /status` (JSON, `?refresh=1` asks for a fresh remote view, rate-limited
-//! without the token), `GET /metrics`, `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run`
-//! (always needs the bearer token). On a bind that is not loopback, `/status` and `/metrics`
+//! without the token), `GET /metrics`, `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run`,
+//! `POST /pause` and `POST /resume` ([`super::pause`]); the last three always need the bearer
+//! token. On a bind that is not loopback, `/status` and `/metrics`
 //! need the token too. On a loopback TCP bind every request must name the loopback in `Host`
 //! (`127.0.0.1`, `localhost` or `[::1]`, with the port), so a web page whose host name was
 //! rebound to 127.0.0.1 (DNS rebinding) cannot read job output through a browser.
@@ -215,6 +216,8 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/jobs/{name}/run", post(trigger))
+        .route("/pause", post(super::pause::pause))
+        .route("/resume", post(super::pause::resume))
         .with_state(app);
     match loopback_port {
         Some(port) => router.layer(axum::middleware::from_fn(move |request, next| {
@@ -279,7 +282,7 @@ struct StatusQuery {
     refresh: Option<String>,
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = Json(serde_json::json!({ "error": message.into() }));
     (status, body).into_response()
 }
@@ -377,6 +380,18 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     }
 }
 
+/// The actions (`trigger`, `pause`, `resume`) always need the bearer token: 403 when none is
+/// configured (`what` names the action), 401 when the request does not carry it.
+pub(super) fn authorize(config: &Config, headers: &HeaderMap, what: &str) -> Option<Response> {
+    let Some(token) = &config.status.token else {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            format!("{what} is off: set [status] token (or token_file) in the config"),
+        ));
+    };
+    (!crate::bearer::carries(headers, token)).then(unauthorized)
+}
+
 /// `POST /jobs/{name}/run`: 202 started or queued, 409 when the overlap rule refuses it (or
 /// the daemon does not run the job), 404 unknown job, 401 bad token, 403 no token configured.
 async fn trigger(
@@ -385,14 +400,8 @@ async fn trigger(
     headers: HeaderMap,
 ) -> Response {
     let config = app.config();
-    let Some(token) = &config.status.token else {
-        return error(
-            StatusCode::FORBIDDEN,
-            "triggering runs is off: set [status] token (or token_file) in the config",
-        );
-    };
-    if !crate::bearer::carries(&headers, token) {
-        return unauthorized();
+    if let Some(denied) = authorize(&config, &headers, "triggering runs") {
+        return denied;
     }
     let (Some(job), Some(state)) = (config.job(&name), app.context.state.job(&name)) else {
         return error(

@@ -65,6 +65,7 @@ fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 6], color: 
 
 fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
     let next = match (&job.next_run, job.enabled, job.kind.as_str()) {
+        _ if job.paused.is_some() => paused(job, now),
         (_, false, _) => ("disabled".to_owned(), Tone::Plain),
         (_, _, "external") => ("external".to_owned(), Tone::Plain),
         (Some(at), _, _) => (format!("in {}", span(*at - now)), Tone::Plain),
@@ -118,6 +119,25 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
         sync,
         remote(&job.remote, job.check_id.is_some()),
     ]
+}
+
+/// The NEXT RUN cell of a paused job: `paused 25m left (deploy)`, `paused (deploy)` (until
+/// `resume`), or `resuming` (the check's re-activation not accepted yet).
+fn paused(job: &JobDoc, now: DateTime<Utc>) -> (String, Tone) {
+    let Some(pause) = &job.paused else {
+        return ("-".to_owned(), Tone::Plain);
+    };
+    if pause.state != "paused" {
+        return ("resuming".to_owned(), Tone::Warn);
+    }
+    let mut text = match pause.until {
+        Some(until) => format!("paused {} left", span(until - now)),
+        None => "paused".to_owned(),
+    };
+    if let Some(reason) = &pause.reason {
+        text.push_str(&format!(" ({reason})"));
+    }
+    (text, Tone::Warn)
 }
 
 fn remote(remote: &Remote, bound: bool) -> (String, Tone) {

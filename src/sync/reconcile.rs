@@ -12,6 +12,8 @@
 //! unreachable or does not answer in time) the rest is deferred too: each job would only spend
 //! the same retry budget against the same dead host, so the pass ends in one job's budget. The
 //! daemon's passes also go through a [`Pacer`]: a PUT it does not allow yet is deferred.
+//! A paused job's check is kept deactivated, and the end of a pause re-activates it at once
+//! ([`crate::pause`]: explicit acts, not held like sync's own re-activations).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -227,26 +229,49 @@ pub async fn sync_paced(
     let wanted = |name: &str| {
         opts.job.as_deref().map_or(true, |only| only == name) && !opts.hold.contains(name)
     };
+    let pauses = crate::pause::load(state_dir);
+    let mut resumed = Vec::new();
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
         let PingTarget::Check(check_id) = &job.target else {
+            // A pause without a check (`stop_jobs` only) ends with nothing to send.
+            if pauses.ending(&job.name, opts.now) && !opts.dry_run {
+                resumed.push(job.name.clone());
+            }
             continue;
         };
         let known = state::load(state_dir, &job.name).filter(|s| &s.check_id == check_id);
-        let Some(definition) = desired_for(job, known.as_ref(), opts.now, cache) else {
+        let Some(mut definition) = desired_for(job, known.as_ref(), opts.now, cache) else {
             // `@reboot` with an auto period: no fire times, the check is left alone.
             continue;
         };
-        let (definition, held) = timer::hold(job, known.as_ref(), definition, opts.now);
-        let entry = pass.reconcile_one(
-            &job.name,
-            check_id,
-            known,
-            (definition, held),
-            Action::Update,
-            &mut halted,
-        );
-        report.jobs.push(entry.await);
+        let ending = pauses.ending(&job.name, opts.now);
+        if pauses.in_force(&job.name, opts.now).is_some() {
+            definition.body.activated = Some(false);
+        }
+        // The end of a pause is an explicit act: its re-activation is not held (crate::pause).
+        let (definition, held) = if ending {
+            (definition, Vec::new())
+        } else {
+            timer::hold(job, known.as_ref(), definition, opts.now)
+        };
+        let entry = pass
+            .reconcile_one(
+                &job.name,
+                check_id,
+                known,
+                (definition, held),
+                Action::Update,
+                &mut halted,
+            )
+            .await;
+        let accepted = matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::InSync);
+        if ending && accepted && !opts.dry_run {
+            tracing::info!(job = %job.name, check = %check_id, "pause ended: the check is active again");
+            resumed.push(job.name.clone());
+        }
+        report.jobs.push(entry);
     }
+    crate::pause::forget_ended(state_dir, &resumed, opts.now);
     for name in state::jobs(state_dir).into_iter().filter(|n| wanted(n)) {
         let bound = config
             .job(&name)

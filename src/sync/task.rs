@@ -2,7 +2,9 @@
 //! waits a random `0..sync_jitter`, then reconciles every `resync_interval` (plus jitter), on
 //! demand (right after a run's accepted ping, on reload), sooner after a
 //! failure (capped backoff), and, while PUTs are paced after a 429 ([`Pacer`]), as soon as the
-//! pace allows the next one. Per-job status is kept for the status endpoint.
+//! pace allows the next one, and at the deadline of a pause ([`crate::pause`]), which that
+//! pass ends. Per-job status is kept for the status endpoint, which may also ask for a pass
+//! ([`SyncStatus::request_pass`]: `pause` and `resume`).
 //!
 //! Re-assertion: the API has no `GET` for a heartbeat check, so a check edited in the web UI or
 //! deleted would go unnoticed while the local record says "in sync". Each bound check's
@@ -81,9 +83,17 @@ pub struct JobSyncStatus {
 #[derive(Debug, Clone, Default)]
 pub struct SyncStatus {
     jobs: Arc<Mutex<BTreeMap<String, JobSyncStatus>>>,
+    /// Wakes the sync task for a pass now (shared by every clone).
+    wake: Arc<Notify>,
 }
 
 impl SyncStatus {
+    /// Asks the sync task for a pass now (coalesced with one already pending): `pause` and
+    /// `resume` through the status endpoint, which then wait for the jobs' `last_attempt`.
+    pub fn request_pass(&self) {
+        self.wake.notify_one();
+    }
+
     /// A copy of every job's status, by job name.
     pub fn snapshot(&self) -> BTreeMap<String, JobSyncStatus> {
         self.lock().clone()
@@ -204,7 +214,6 @@ struct Inner {
     config: Mutex<Arc<Config>>,
     client: ApiClient,
     state_dir: PathBuf,
-    wake: Notify,
     status: SyncStatus,
     timing: Mutex<Option<TaskTiming>>,
     pacer: Pacer,
@@ -245,7 +254,6 @@ impl Reconciler {
                 config: Mutex::new(config),
                 client,
                 state_dir: state_dir.clone(),
-                wake: Notify::new(),
                 status,
                 timing: Mutex::new(None),
                 pacer: Pacer::default(),
@@ -281,7 +289,7 @@ impl Reconciler {
 
     /// Asks for a pass now (coalesced with one already pending).
     pub fn trigger(&self) {
-        self.inner.wake.notify_one();
+        self.inner.status.request_pass();
     }
 
     /// Tells sync that `job`'s run for the fire at `fire` ended, and whether the service
@@ -469,9 +477,15 @@ impl Reconciler {
             if let Some(reassert) = self.next_reassert() {
                 wait = wait.min(reassert.max(paced).max(PACED_MIN_WAIT));
             }
+            // A pause's deadline: the pass at it re-activates the check.
+            let now = Utc::now();
+            if let Some(deadline) = crate::pause::load(&self.inner.state_dir).next_deadline(now) {
+                let until = (deadline - now).to_std().unwrap_or_default();
+                wait = wait.min(until.max(PACED_MIN_WAIT));
+            }
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = self.inner.wake.notified() => {}
+                () = self.inner.status.wake.notified() => {}
                 () = tokio::time::sleep(wait) => {}
             }
         }
