@@ -181,17 +181,6 @@ struct Plan {
     sync: Option<SyncAfterPing>,
 }
 
-/// What `run --job` needs to send its job's held period change right after its ping.
-#[derive(Debug)]
-struct SyncAfterPing {
-    config: Config,
-    client: Option<crate::api::ApiClient>,
-    job: String,
-    check_id: String,
-    /// The fire this run belongs to (the latest at or before its start).
-    fire: chrono::DateTime<chrono::Utc>,
-}
-
 /// Runs the command; returns the exit code to pass through.
 pub(crate) fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
     let want_lock = args.lock;
@@ -325,27 +314,6 @@ fn retries(args: &RunArgs, job: Option<&Job>) -> Retries {
         Some(delay),
         args.retry_delay_max.or(job_max),
     )
-}
-
-/// A job bound to a check gets its held period change sent after its ping; without API
-/// credentials only the ping is recorded (the daemon or `sync` sends the change later).
-fn sync_after_ping(job: &Job, config: &Config, global: &GlobalArgs) -> Option<SyncAfterPing> {
-    let crate::config::PingTarget::Check(check_id) = &job.target else {
-        return None;
-    };
-    let path = crate::paths::config_file(global.config.as_ref());
-    let client = context::config_client(config.api.clone(), &path, global)
-        .inspect_err(
-            |(_, message)| debug!(job = %job.name, "no check update after the ping: {message}"),
-        )
-        .ok();
-    Some(SyncAfterPing {
-        config: config.clone(),
-        client,
-        job: job.name.clone(),
-        check_id: check_id.clone(),
-        fire: crate::sync::timer::fire_of_run(job, chrono::Utc::now()),
-    })
 }
 
 /// The explicit `--ping-url`, `--fail-url` and `--start-url` (a start ping), validated.
@@ -519,48 +487,6 @@ async fn execute(plan: Plan) -> u8 {
     status
 }
 
-/// How long `run --job` waits for its check update after the ping before it exits anyway.
-const SYNC_AFTER_PING_LIMIT: Duration = Duration::from_secs(30);
-
-/// Records the accepted ping (if `accepted`) and sends the job's check definition if it
-/// differs (a held period change may go now, an ended pause re-activates the check); a failure
-/// is a warning, never the run's status.
-async fn sync_after_accepted_ping(
-    sync: &SyncAfterPing,
-    state_dir: &std::path::Path,
-    accepted: bool,
-) {
-    let now = chrono::Utc::now();
-    if accepted {
-        let recorded =
-            crate::sync::timer::record_ping(state_dir, &sync.job, &sync.check_id, sync.fire, now);
-        if let Err(err) = recorded {
-            warn!(job = %sync.job, error = %err, "cannot record the accepted ping for sync");
-            return;
-        }
-    }
-    let Some(client) = &sync.client else {
-        return;
-    };
-    let opts = crate::sync::SyncOptions {
-        job: Some(sync.job.clone()),
-        ..crate::sync::SyncOptions::at(chrono::Utc::now())
-    };
-    let mut cache = crate::sync::CadenceCache::default();
-    let pass = crate::sync::sync_all(&sync.config, client, state_dir, &opts, &mut cache);
-    let Ok(report) = tokio::time::timeout(SYNC_AFTER_PING_LIMIT, pass).await else {
-        warn!(job = %sync.job, "check update after the ping not done: no answer within {}s", SYNC_AFTER_PING_LIMIT.as_secs());
-        return;
-    };
-    for entry in &report.jobs {
-        if let crate::sync::SyncOutcome::Failed(message)
-        | crate::sync::SyncOutcome::Deferred(message) = &entry.outcome
-        {
-            warn!(job = %sync.job, "check update after the ping not done: {message}");
-        }
-    }
-}
-
 /// Supervises `running`, forwarding the signals the wrapper receives to the command's group.
 async fn supervise(running: process::Running, limits: Limits, signals: &mut Signals) -> Outcome {
     let (control, requests) = tokio::sync::mpsc::unbounded_channel();
@@ -593,6 +519,8 @@ fn report(outcome: &Outcome, plan: &Plan) {
     }
 }
 
+mod after_ping;
+use after_ping::{sync_after_accepted_ping, sync_after_ping, SyncAfterPing};
 mod attempts;
 mod pings;
 use pings::{env_ping, fail_ping, file_ping, job_ping, job_start_ping};
