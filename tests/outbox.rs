@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::{self, Home};
 
+mod counters;
 mod death;
 mod faults;
 mod hostile;

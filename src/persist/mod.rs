@@ -11,6 +11,9 @@
 //! only in the log. Every site that writes under `state_dir` calls [`failed`] once per write
 //! that did not happen; the site itself still logs what failed and where. The counts are per
 //! process and start at zero: the daemon serves its own.
+//!
+//! [`crash_point`] lets the tests kill a process at a named point between two writes (debug
+//! builds only), to prove what a death there leaves behind.
 
 pub(crate) mod file;
 pub(crate) mod lock;
@@ -76,6 +79,19 @@ pub(crate) fn snapshot() -> Vec<(&'static str, u64)> {
             )
         })
         .collect()
+}
+
+/// The environment variable naming the [`crash_point`] at which a debug build kills itself.
+pub const CRASH_AT: &str = "HEARTBEAT_AGENT_CRASH_AT";
+
+/// In a debug build whose `HEARTBEAT_AGENT_CRASH_AT` is `name`, the process sends itself
+/// SIGKILL here (exactly the death of `kill -9`: no destructor runs, locks die with it). The
+/// tests use it to kill a real process inside a window between two writes. Release builds
+/// never read the variable.
+pub(crate) fn crash_point(name: &str) {
+    if cfg!(debug_assertions) && std::env::var_os(CRASH_AT).is_some_and(|at| at == name) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 #[cfg(test)]

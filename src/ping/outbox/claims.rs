@@ -16,7 +16,7 @@ impl Outbox {
         due: impl Fn(&str, &Entry) -> bool,
     ) -> Result<Vec<Claimed>, OutboxError> {
         let pid = std::process::id();
-        self.locked(|counters| {
+        self.locked("claim", |counters| {
             self.recover(counters)?;
             let now = now_ms();
             let mut claimed = Vec::new();
@@ -32,8 +32,7 @@ impl Outbox {
                 };
                 if entry.expires_ms <= now {
                     file::remove_if_present(&path)?;
-                    counters.dropped_expired += 1;
-                    settle(Some(&entry), counters);
+                    counters.left(Outflow::DroppedExpired);
                     warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), "pending success dropped: older than outbox_max_age");
                     continue;
                 }
@@ -97,19 +96,19 @@ impl Outbox {
                     }
                     let pending = self.pending_path(&key);
                     if pending.exists() {
-                        let entry = read_entry(&path).ok();
                         file::remove_if_present(&path)?;
-                        counters.coalesced += 1;
-                        settle(entry.as_ref(), counters);
-                    } else if owner_gone {
-                        file::rename_durable(&path, &pending)?;
+                        counters.left(Outflow::Coalesced);
                     } else {
-                        // Its hung holder still locks the file: the entry moves to a new one.
+                        // A fresh ping becomes a pending entry that says so (and counts as
+                        // queued wherever it is from now on, see `stats`); another one moves
+                        // as is, unless its hung holder still locks the file.
                         match read_entry(&path) {
-                            Ok(entry) => write_entry(&pending, &entry)?,
-                            Err(_) => file::rename_durable(&path, &pending)?,
+                            Ok(entry) if entry.fresh() || !owner_gone => {
+                                write_entry(&pending, &entry.taken_back())?;
+                                file::remove_if_present(&path)?;
+                            }
+                            _ => file::rename_durable(&path, &pending)?,
                         }
-                        file::remove_if_present(&path)?;
                     }
                     counters.recovered += 1;
                     info!(
@@ -137,12 +136,11 @@ impl Outbox {
     ) -> Result<(), OutboxError> {
         let target = crate::redact::url(&claimed.entry.url);
         let job = claimed.entry.job.clone().unwrap_or_default();
-        self.locked(|counters| match outcome {
+        self.locked("finish", |counters| match outcome {
             PingOutcome::Delivered { status, .. } => {
                 // Gone meanwhile: dropped by a later failed run, and counted there.
                 if file::remove_if_present(&claimed.path)? {
-                    counters.delivered += 1;
-                    settle(Some(&claimed.entry), counters);
+                    counters.left(Outflow::Delivered);
                 }
                 info!(job = %job, target_url = %target, status, "pending ping delivered");
                 Ok(())
@@ -170,8 +168,7 @@ impl Outbox {
                     file::private_dir(&self.failed_dir())?;
                     write_entry(&aside, &entry)?;
                     file::remove_if_present(&claimed.path)?;
-                    counters.permanent += 1;
-                    settle(Some(&claimed.entry), counters);
+                    counters.left(Outflow::Permanent);
                 }
                 warn!(job = %job, target_url = %target, error = %error, kept_in = %aside.display(), "ping refused by the server for good; not retried (check the ping URL)");
                 Ok(())
@@ -182,7 +179,9 @@ impl Outbox {
     /// Gives a claim back untouched (a drainer stopping mid-attempt).
     pub(crate) fn release(&self, claimed: Claimed) -> Result<(), OutboxError> {
         let entry = claimed.entry.clone();
-        self.locked(|counters| self.put_back(&claimed, &entry, counters))
+        self.locked("release", |counters| {
+            self.put_back(&claimed, &entry, counters)
+        })
     }
 
     /// Puts `entry` back as the pending entry of `claimed`'s target (unless a newer success
@@ -194,13 +193,9 @@ impl Outbox {
         }
         let pending = self.pending_path(&claimed.key);
         if pending.exists() {
-            counters.coalesced += 1;
-            settle(Some(&claimed.entry), counters);
+            counters.left(Outflow::Coalesced);
         } else {
-            write_entry(&pending, entry)?;
-            if !entry.fresh() {
-                settle(Some(&claimed.entry), counters);
-            }
+            write_entry(&pending, &entry.clone().taken_back())?;
         }
         file::remove_if_present(&claimed.path)?;
         Ok(())

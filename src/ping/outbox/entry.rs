@@ -14,6 +14,10 @@ pub(crate) const PENDING: &str = ".ping";
 /// Suffix of a claimed entry.
 pub(crate) const CLAIM: &str = ".claim";
 
+/// The error of a fresh ping taken back from the process delivering it (shown by `outbox
+/// list`).
+pub(crate) const TAKEN_BACK: &str = "taken back: the process delivering it died or stopped";
+
 /// A pending ping: everything needed to send it again and to decide when to stop trying.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,12 +80,21 @@ impl Entry {
         })
     }
 
-    /// Whether it is a ping written before its first attempt ([`super::Outbox::begin`]) and
-    /// not counted as queued yet (taken back as is from a process that died); the step that
-    /// changes or removes it counts it. A stored entry always has the error of the attempt
-    /// that failed.
+    /// Whether it is a ping written before its first attempt ([`super::Outbox::begin`]), not
+    /// queued (see [`super::stats`]): while it is a claim, it does not count as queued. Every
+    /// entry written as pending has an error: the failed attempt's, or
+    /// [`Entry::taken_back`]'s.
     pub(crate) fn fresh(&self) -> bool {
         self.last_error.is_none()
+    }
+
+    /// The entry as put back pending after its process died or let it go: a fresh one says
+    /// so in its error, so it is no longer [`Entry::fresh`] and counts as queued.
+    pub(crate) fn taken_back(mut self) -> Entry {
+        if self.last_error.is_none() {
+            self.last_error = Some(TAKEN_BACK.to_owned());
+        }
+        self
     }
 
     /// The file name key of its target.

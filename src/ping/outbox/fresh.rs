@@ -101,26 +101,22 @@ impl Outbox {
         entry.last_error = Some(error.to_owned());
         entry.not_before_ms = retry_after.map_or(0, |after| now_ms().saturating_add(millis(after)));
         self.create().map_err(|err| self.error(err))?;
-        let kept = self.locked(|counters| {
+        let kept = self.locked("keep", |counters| {
             if !claimed.path.exists() {
                 return Ok(false);
             }
             let pending = self.pending_path(&claimed.key);
-            let older = read_entry(&pending).ok();
-            let newer = older.as_ref().is_some_and(|p| p.created_ms > entry.created_ms);
+            let newer = read_entry(&pending).is_ok_and(|p| p.created_ms > entry.created_ms);
             if pending.exists() {
                 // One of the two goes: this one, or the older pending one.
-                counters.coalesced += 1;
-                if !newer {
-                    settle(older.as_ref(), counters);
-                }
+                counters.left(Outflow::Coalesced);
             }
             if newer {
                 file::remove_if_present(&claimed.path)?;
             } else if let Err(err) = write_entry(&pending, &entry) {
                 // A full disk: the claim as first written becomes the entry (a rename needs
                 // no space); only this delivery's attempts and Retry-After are not recorded.
-                // Uncounted as it is, it is counted as queued when it leaves (see `settle`).
+                // Pending, it counts as queued (see `stats`).
                 warn!(job = entry.job.as_deref().unwrap_or(""), target_url = %crate::redact::url(&entry.url), error = %err, "cannot record the failed attempts of the ping; it is kept as first written");
                 claimed.held.sync_all()?;
                 file::rename_durable(&claimed.path, &pending)?;
@@ -129,7 +125,6 @@ impl Outbox {
             } else {
                 file::remove_if_present(&claimed.path)?;
             }
-            counters.queued += 1;
             self.enforce_bound(counters)?;
             Ok(true)
         })?;

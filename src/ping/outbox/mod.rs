@@ -21,7 +21,8 @@
 //! at most one duplicate each. Durable writes are crash-safe (temp, fsync, rename, fsync the
 //! directory); an unreadable entry, or anything but a regular file where an entry should be
 //! (a FIFO would block a reader), is moved to `failed/` with a warning. Counters live in
-//! `stats.json`.
+//! `stats.json`; how `queued` stays equal to what left plus what is pending when a process
+//! dies between an entry's write and the counters' is told in [`stats`].
 //!
 //! The ping URL is a secret: files are 0600 in a 0700 directory, and everything logged shows
 //! targets through [`crate::redact::url`]. An `outbox` that is a symbolic link to a directory
@@ -51,6 +52,7 @@ mod stats;
 pub(crate) use deliver::{catch_up, deliver_or_queue_for};
 pub use deliver::{deliver_pending, drain, DrainOptions, PassOptions, PassReport};
 pub(crate) use entry::Entry;
+use stats::Outflow;
 pub(crate) use stats::Stats;
 
 use entry::{classify, millis, now_ms, FileKind, PENDING};
@@ -211,9 +213,33 @@ impl Outbox {
         self.dir.join("failed")
     }
 
-    /// The counters, as last written by any process.
+    /// The counters, as written by every process, with `queued` counting the entries present
+    /// (see [`stats`]); read under the directory lock, so a step is seen whole (without the
+    /// lock, when it cannot be taken: an outbox of another user, read only).
     pub fn stats(&self) -> Stats {
-        stats::load(&self.dir)
+        if !self.dir.is_dir() {
+            return Stats::default();
+        }
+        let _lock = FileLock::acquire(&self.dir.join(LOCK_FILE)).ok();
+        let present = self.present().unwrap_or(0);
+        let mut counters = stats::load(&self.dir, || present);
+        counters.queued = counters.queued.saturating_add(present);
+        counters
+    }
+
+    /// The entries that count as queued while they are here: every pending entry, and every
+    /// claim but a fresh ping's first attempt (see [`Entry::fresh`]); only claims are read.
+    fn present(&self) -> io::Result<u64> {
+        let mut present = 0;
+        for (path, kind) in self.scan()? {
+            let counts = match kind {
+                FileKind::Pending { .. } => true,
+                FileKind::Claimed { .. } => read_entry(&path).is_ok_and(|e| !e.fresh()),
+                _ => false,
+            };
+            present += u64::from(counts);
+        }
+        Ok(present)
     }
 
     /// Resolves when this handle (or a clone) stored an entry since the last call.
@@ -232,20 +258,27 @@ impl Outbox {
         self.dir.join(format!("{key}{PENDING}"))
     }
 
-    /// Runs `step` with the directory lock held and the counters loaded, saving them after.
-    /// Without the directory, `step` runs on an empty outbox (nothing to lock, nothing to count).
-    fn locked<T>(&self, step: impl FnOnce(&mut Stats) -> io::Result<T>) -> Result<T, OutboxError> {
+    /// Runs `step` with the directory lock held and the counters loaded (as stored: `queued`
+    /// counts what left), saving them after. Without the directory, `step` runs on an empty
+    /// outbox (nothing to lock, nothing to count). `name` is the step's [`crash_point`]
+    /// (`outbox:<name>`), between its file operations and the counters' write.
+    ///
+    /// [`crash_point`]: crate::persist::crash_point
+    fn locked<T>(
+        &self,
+        name: &str,
+        step: impl FnOnce(&mut Stats) -> io::Result<T>,
+    ) -> Result<T, OutboxError> {
         let run = || {
             if !self.dir.is_dir() {
                 return step(&mut Stats::default());
             }
             let _lock = FileLock::acquire(&self.dir.join(LOCK_FILE))?;
-            let before = stats::load(&self.dir);
+            let before = stats::load(&self.dir, || self.present().unwrap_or(0));
             let mut counters = before;
             let value = step(&mut counters)?;
-            if counters != before {
-                stats::save_or_carry(&self.dir, &before, &counters);
-            }
+            crate::persist::crash_point(&format!("outbox:{name}"));
+            stats::save_or_carry(&self.dir, &before, &counters);
             Ok(value)
         };
         run().map_err(|source| self.error(source))
@@ -268,13 +301,11 @@ impl Outbox {
         entry.not_before_ms = retry_after.map_or(0, |after| now.saturating_add(millis(after)));
         let path = self.pending_path(&entry.key());
         self.create().map_err(|err| self.error(err))?;
-        self.locked(|counters| {
+        self.locked("store", |counters| {
             if path.exists() {
-                counters.coalesced += 1;
-                settle(read_entry(&path).ok().as_ref(), counters);
+                counters.left(Outflow::Coalesced);
             }
             write_entry(&path, &entry)?;
-            counters.queued += 1;
             self.enforce_bound(counters)
         })?;
         self.notify.notify_one();
@@ -308,8 +339,7 @@ impl Outbox {
         pending.sort_by_key(|(created, ..)| *created);
         for (_, path, entry) in pending.into_iter().take(excess) {
             if file::remove_if_present(&path)? {
-                counters.dropped_overflow += 1;
-                settle(entry.as_ref(), counters);
+                counters.left(Outflow::DroppedOverflow);
                 let target = entry.map(|e| crate::redact::url(&e.url));
                 warn!(
                     target_url = target.as_deref().unwrap_or("?"),
@@ -328,11 +358,9 @@ impl Outbox {
         if !path.exists() {
             return Ok(());
         }
-        self.locked(|counters| {
-            let entry = read_entry(&path).ok();
+        self.locked("delivered_directly", |counters| {
             if file::remove_if_present(&path)? {
-                counters.coalesced += 1;
-                settle(entry.as_ref(), counters);
+                counters.left(Outflow::Coalesced);
             }
             Ok(())
         })
@@ -347,7 +375,7 @@ impl Outbox {
         ping: Option<&Ping>,
     ) -> Result<usize, OutboxError> {
         let target = ping.map(|p| entry::key(p.url()));
-        self.locked(|counters| {
+        self.locked("drop_after_failure", |counters| {
             let mut dropped = 0;
             for (path, kind) in self.scan()? {
                 let key = match &kind {
@@ -362,8 +390,7 @@ impl Outbox {
                     job.is_some() && entry.as_ref().is_some_and(|e| e.job.as_deref() == job);
                 if (target.as_ref() == Some(key) || same_job) && file::remove_if_present(&path)? {
                     dropped += 1;
-                    settle(entry.as_ref(), counters);
-                    counters.dropped_failed_run += 1;
+                    counters.left(Outflow::DroppedFailedRun);
                     warn!(job = job.unwrap_or(""), target_url = %ping.map(Ping::redacted).unwrap_or_default(), "pending success dropped: a later run failed");
                 }
             }
@@ -416,20 +443,18 @@ impl Outbox {
 
     /// Deletes every pending entry (in-flight ones finish); returns how many.
     pub(crate) fn purge(&self) -> Result<usize, OutboxError> {
-        self.locked(|counters| {
+        self.locked("purge", |counters| {
             self.recover(counters)?;
             let mut purged = 0;
             for (path, kind) in self.scan()? {
                 if !matches!(kind, FileKind::Pending { .. }) {
                     continue;
                 }
-                let entry = read_entry(&path).ok();
                 if file::remove_if_present(&path)? {
                     purged += 1;
-                    settle(entry.as_ref(), counters);
+                    counters.left(Outflow::Purged);
                 }
             }
-            counters.purged += purged as u64;
             Ok(purged)
         })
     }
@@ -455,17 +480,6 @@ impl Outbox {
 fn write_entry(path: &Path, entry: &Entry) -> io::Result<()> {
     let bytes = serde_json::to_vec(entry).map_err(io::Error::other)?;
     file::write_atomic(path, &bytes).inspect_err(|_| crate::persist::failed(What::OutboxEntry))
-}
-
-/// Counts `entry` as queued when it was not yet (a ping written before its first attempt and
-/// taken back from a process that died: see [`Entry::fresh`]), in the step that changes or
-/// removes it. Counting it there, in the same write of the counters as where it went, keeps
-/// `queued` equal to what left plus what is pending even when a process dies between a file
-/// step and the write of the counters.
-fn settle(entry: Option<&Entry>, counters: &mut Stats) {
-    if entry.is_some_and(Entry::fresh) {
-        counters.queued += 1;
-    }
 }
 
 /// The entry at `path` (a regular file of bounded size: a FIFO is refused, not waited on).

@@ -211,21 +211,53 @@ fn counters_that_cannot_be_written_are_carried_to_the_next_write() {
     let home = tempfile::tempdir().unwrap();
     let outbox = open(home.path(), 10);
     store(&outbox, "a", None);
+    store(&outbox, "a", None);
     // stats.json cannot be replaced while a directory stands in its way.
     let path = outbox.dir.join(stats::FILE);
     let aside = outbox.dir.join("stats.aside");
     std::fs::rename(&path, &aside).unwrap();
     std::fs::create_dir(&path).unwrap();
-    store(&outbox, "b", None);
+    // A newer success of "a": the coalescing is counted in memory only.
+    store(&outbox, "a", None);
     assert_eq!(
         outbox.list().unwrap().len(),
-        2,
+        1,
         "the entry is kept all the same"
     );
     std::fs::remove_dir(&path).unwrap();
     std::fs::rename(&aside, &path).unwrap();
     store(&outbox, "c", None);
+    let stats = outbox.stats();
+    assert_eq!((stats.queued, stats.coalesced), (4, 2), "{stats:?}");
+}
+
+#[test]
+fn counters_of_format_1_count_the_pending_entries_once() {
+    let home = tempfile::tempdir().unwrap();
+    let outbox = open(home.path(), 10);
+    store(&outbox, "a", None);
+    store(&outbox, "b", None);
+    // As an earlier version wrote them: `queued` counted "a" and "b" when they were stored,
+    // and one more that was delivered.
+    let path = outbox.dir.join(stats::FILE);
+    std::fs::write(&path, r#"{"queued": 3, "delivered": 1}"#).unwrap();
     assert_eq!(outbox.stats().queued, 3, "{:?}", outbox.stats());
+    let claimed = outbox.claim(10, |key| key == entry::key(ping("a").url()), |_, _| true);
+    let delivered = PingOutcome::Delivered {
+        status: 200,
+        attempts: 1,
+    };
+    outbox
+        .finish(claimed.unwrap().pop().unwrap(), &delivered)
+        .unwrap();
+    let stats = outbox.stats();
+    assert_eq!((stats.queued, stats.delivered), (3, 2), "{stats:?}");
+    let stored = std::fs::read_to_string(&path).unwrap();
+    assert!(stored.contains(r#""format": 2"#), "{stored}");
+    assert!(
+        stored.contains(r#""queued": 2"#),
+        "only what left: {stored}"
+    );
 }
 
 #[test]
