@@ -33,10 +33,13 @@ fn an_etcd_outage_follows_on_unavailable_and_ends_without_a_restart() {
     r.status();
     std::thread::sleep(Duration::from_secs(2));
 
-    // One member down: every slot still runs once.
+    // One member down: every slot still runs once. When the stopped member led etcd's raft
+    // group, the others elect a new leader first (0.5 s here, longer on a loaded machine); a
+    // claim whose answer is lost meanwhile is skipped, never run twice (docs/daemon.md), so
+    // the count starts 3 s after the stop.
     cluster.stop(0);
-    let from = now() + 1;
-    std::thread::sleep(Duration::from_secs(5));
+    let from = now() + 3;
+    std::thread::sleep(Duration::from_secs(8));
     let to = now() - 1;
     let written = slots(&out, JOBS);
     assert!(
