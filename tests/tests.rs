@@ -4,6 +4,7 @@
 mod util;
 
 mod api;
+mod cluster;
 mod config;
 mod daemon;
 mod demo;

@@ -39,7 +39,21 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         print_error(format!("{message}; the daemon did not start"));
         return exit::FAILURE;
     }
+    let cluster = match loaded
+        .config
+        .cluster
+        .as_ref()
+        .map(crate::cluster::Node::new)
+    {
+        None => None,
+        Some(Ok(node)) => Some(node),
+        Some(Err(err)) => {
+            print_error(format!("{err}; the daemon did not start"));
+            return exit::CONFIG;
+        }
+    };
     let options = Options {
+        cluster,
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         state_dir,
         config_path: path,

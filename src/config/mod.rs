@@ -16,6 +16,7 @@ use crate::schedule::Schedule;
 
 mod alerting;
 mod check;
+pub(crate) mod cluster;
 pub(crate) mod defaults;
 pub(crate) mod duration;
 mod jobs;
@@ -32,6 +33,7 @@ mod values;
 mod watch;
 
 pub(crate) use check::{CheckDuration, CheckSettings};
+pub use cluster::{ClusterSettings, OnUnavailable};
 pub(crate) use secrets::read_api_key;
 pub(crate) use status::{Listen, StatusSettings};
 
@@ -49,6 +51,8 @@ pub struct Config {
     pub jobs: Vec<Arc<Job>>,
     /// `[status]`: the local status endpoint.
     pub status: StatusSettings,
+    /// `[cluster]`: the etcd cluster this agent shares its jobs with; `None`: it runs alone.
+    pub cluster: Option<ClusterSettings>,
 }
 
 /// `[agent]`.
@@ -149,6 +153,9 @@ pub struct Job {
     pub success_exit_codes: Vec<i32>,
     /// `overlap`: what happens when a run is due while the previous one still runs.
     pub overlap: Overlap,
+    /// `run_on`: in a `[cluster]`, whether a fire runs on one agent or on every one (default
+    /// `one` for commands, `all` for watches); without a cluster every fire runs here.
+    pub run_on: RunOn,
     /// `jitter`: upper bound of a random delay, stable per host and job.
     pub jitter: Duration,
     /// `working_dir` of the command.
@@ -294,6 +301,25 @@ impl Overlap {
             Overlap::Skip => "skip",
             Overlap::Queue => "queue",
             Overlap::Allow => "allow",
+        }
+    }
+}
+
+/// `run_on`: where a fire runs in a `[cluster]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOn {
+    /// On the one agent that claims it in etcd.
+    One,
+    /// On every agent.
+    All,
+}
+
+impl RunOn {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOn::One => "one",
+            RunOn::All => "all",
         }
     }
 }

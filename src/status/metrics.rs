@@ -161,6 +161,9 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     }
     api_families(&mut out);
     tls_families(&mut out);
+    if let Some(node) = scrape.state.cluster() {
+        claim_families(&mut out, node);
+    }
     out.family(
         "heartbeat_agent_config_reloads_total",
         "counter",
@@ -471,6 +474,46 @@ fn tls_families(out: &mut Text) {
             n as f64,
         );
     }
+}
+
+/// In a `[cluster]`: claims by job and result, etcd errors by endpoint, whether etcd answers
+/// and whether this agent holds its lease.
+fn claim_families(out: &mut Text, node: &crate::cluster::Node) {
+    let claims = "heartbeat_agent_cluster_claims_total";
+    out.family(claims, "counter", "Fire claims of run_on = \"one\" jobs by result: won (run here), lost (run by another agent), unavailable (etcd could not be asked; on_unavailable applied).");
+    for (job, counts) in node.claims() {
+        for (result, n) in [
+            ("won", counts.won),
+            ("lost", counts.lost),
+            ("unavailable", counts.unavailable),
+        ] {
+            out.sample(claims, &[("job", &job), ("result", result)], n as f64);
+        }
+    }
+    let errors = "heartbeat_agent_cluster_etcd_errors_total";
+    out.family(
+        errors,
+        "counter",
+        "Failed etcd requests by endpoint since start.",
+    );
+    for (endpoint, n) in node.etcd.errors_by_endpoint() {
+        out.sample(errors, &[("endpoint", &endpoint)], n as f64);
+    }
+    let reachable = "heartbeat_agent_cluster_etcd_reachable";
+    out.family(
+        reachable,
+        "gauge",
+        "Whether the last etcd request got an answer (1) or no endpoint answered (0).",
+    );
+    let answered = node.etcd.reachable().unwrap_or(false);
+    out.sample(reachable, &[], f64::from(u8::from(answered)));
+    let lease = "heartbeat_agent_cluster_lease_held";
+    out.family(
+        lease,
+        "gauge",
+        "Whether this agent holds its etcd lease (without one, fires follow on_unavailable).",
+    );
+    out.sample(lease, &[], f64::from(u8::from(node.lease().is_some())));
 }
 
 fn api_families(out: &mut Text) {

@@ -46,6 +46,7 @@ fn job(action: JobAction, target: PingTarget) -> Job {
         group: None,
         enabled: true,
         catch_up: false,
+        run_on: crate::config::RunOn::One,
         output_tail: 1024,
         retries: Default::default(),
         target,
@@ -120,6 +121,7 @@ fn job_targets_and_environment() {
         },
         jobs: vec![std::sync::Arc::new(checked.clone())],
         status: Default::default(),
+        cluster: None,
     };
     let spec = command_spec(&run, Some(&config), Some(&checked)).expect("a command");
     assert_eq!(spec.env_remove, [OsString::from("MY_SERVICE_KEY")]);
