@@ -4,6 +4,7 @@
 mod util;
 
 mod api;
+mod cluster_sync;
 mod config;
 mod daemon;
 mod demo;

@@ -89,6 +89,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             .into_iter()
             .map(|(what, n)| (what.to_owned(), n))
             .collect(),
+        cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
     }
 }
 
@@ -183,6 +184,7 @@ pub(crate) fn metrics(app: &App) -> String {
         outbox_depth: outbox.depth().unwrap_or(0),
         outbox: outbox.stats(),
         sync: app.sync_counts(),
+        cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
     };
     metrics::render(&app.sources.metrics, &scrape)
 }

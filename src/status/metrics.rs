@@ -116,6 +116,8 @@ pub(crate) struct Scrape<'a> {
     pub outbox: Stats,
     /// Jobs per sync state (`in_sync`, `pending`, `failed`, `missing`), when sync runs.
     pub sync: Option<BTreeMap<&'static str, u64>>,
+    /// In a cluster: this agent's role and the leader.
+    pub cluster: Option<crate::cluster::leader::Standing>,
 }
 
 /// Prometheus text of one scrape.
@@ -150,6 +152,9 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             let n = sync.get(state).copied().unwrap_or(0);
             out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
         }
+    }
+    if let Some(cluster) = &scrape.cluster {
+        cluster_families(&mut out, cluster);
     }
     api_families(&mut out);
     tls_families(&mut out);
@@ -385,6 +390,32 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
     }
 }
 
+/// The cluster role (every role present, 1 for this agent's) and the leader it sees.
+fn cluster_families(out: &mut Text, cluster: &crate::cluster::leader::Standing) {
+    use crate::cluster::leader::Role;
+    out.family(
+        "heartbeat_agent_cluster_role",
+        "gauge",
+        "This agent's cluster role: 1 for the role it has (leader, follower, unavailable), 0 for the others.",
+    );
+    for role in Role::ALL {
+        let value = f64::from(u8::from(cluster.role == role));
+        out.sample(
+            "heartbeat_agent_cluster_role",
+            &[("role", role.as_str())],
+            value,
+        );
+    }
+    out.family(
+        "heartbeat_agent_cluster_leader",
+        "gauge",
+        "The node that leads the cluster as this agent last saw it (always 1; no sample while unknown).",
+    );
+    if let Some(leader) = &cluster.leader {
+        out.sample("heartbeat_agent_cluster_leader", &[("node", leader)], 1.0);
+    }
+}
+
 fn tls_families(out: &mut Text) {
     out.family(
         "heartbeat_agent_tls_errors_total",
@@ -488,6 +519,7 @@ mod tests {
             outbox_depth: 0,
             outbox: Stats::default(),
             sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
+            cluster: None,
         };
         let text = render(&RunMetrics::default(), &scrape);
         for line in [
