@@ -34,6 +34,7 @@ pub mod api;
 pub mod backoff;
 mod bearer;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod emulator;

@@ -4,7 +4,7 @@
 mod util;
 
 mod api;
-mod cluster_sync;
+mod cluster;
 mod config;
 mod daemon;
 mod demo;

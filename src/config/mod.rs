@@ -16,6 +16,7 @@ use crate::schedule::Schedule;
 
 mod alerting;
 mod check;
+pub(crate) mod cluster;
 pub(crate) mod defaults;
 pub(crate) mod duration;
 mod jobs;
@@ -31,6 +32,7 @@ mod values;
 mod watch;
 
 pub(crate) use check::{CheckDuration, CheckSettings};
+pub use cluster::{ClusterSettings, OnUnavailable};
 pub(crate) use secrets::read_api_key;
 pub(crate) use status::{Listen, StatusSettings};
 
@@ -48,6 +50,8 @@ pub struct Config {
     pub jobs: Vec<Arc<Job>>,
     /// `[status]`: the local status endpoint.
     pub status: StatusSettings,
+    /// `[cluster]`: the etcd cluster this agent shares its jobs with; `None`: it runs alone.
+    pub cluster: Option<ClusterSettings>,
 }
 
 /// `[agent]`.

@@ -13,6 +13,7 @@ use std::ops::Range;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use toml_edit::{ImDocument, Item, Value};
 
+use super::cluster::RawCluster;
 use super::problem::{closest, Problem};
 use super::raw::{self, keys_of, RawAgent, RawApi, RawCheck, RawJob, RawSettings, RawWatch};
 use super::status::RawStatus;
@@ -30,6 +31,8 @@ pub(crate) struct RawFile {
     pub jobs: Vec<RawJobEntry>,
     /// `[status]`.
     pub status: Section<RawStatus>,
+    /// `[cluster]`, when the file has one.
+    pub cluster: Option<Section<RawCluster>>,
 }
 
 /// One section, deserialized.
@@ -92,7 +95,7 @@ pub(crate) fn parse(text: &str) -> (Option<RawFile>, Vec<Problem>) {
     };
     let mut problems = Vec::new();
     let mut file = RawFile::default();
-    const SECTIONS: [&str; 5] = ["agent", "api", "defaults", "jobs", "status"];
+    const SECTIONS: [&str; 6] = ["agent", "api", "cluster", "defaults", "jobs", "status"];
     for entry in table_entries(doc.as_item()).unwrap_or_default() {
         match entry.name.as_str() {
             "agent" => file.agent = top_section(&entry, &mut problems),
@@ -100,6 +103,7 @@ pub(crate) fn parse(text: &str) -> (Option<RawFile>, Vec<Problem>) {
             "defaults" => file.defaults = top_section(&entry, &mut problems),
             "jobs" => file.jobs = jobs(&entry, &mut problems),
             "status" => file.status = top_section(&entry, &mut problems),
+            "cluster" => file.cluster = Some(top_section(&entry, &mut problems)),
             other => problems.push(unknown_key(entry.key_span.clone(), "", other, &SECTIONS)),
         }
     }

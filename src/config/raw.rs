@@ -371,6 +371,15 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
         "address" => "address = \"127.0.0.1:5432\"",
         "url" => "url = \"http://127.0.0.1:8080/health\"",
         "expect_status" => "expect_status = 200",
+        "endpoints" => "endpoints = [\"http://10.0.0.1:2379\", \"http://10.0.0.2:2379\"]",
+        "node" => "node = \"web-1\"",
+        "lease" => "lease = \"10s\"",
+        "cert_file" => "cert_file = \"/etc/heartbeat-agent/etcd-client.pem\"",
+        "key_file" => "key_file = \"/etc/heartbeat-agent/etcd-client-key.pem\"",
+        "password_file" => "password_file = \"/etc/heartbeat-agent/etcd-password\"",
+        "password_env" => "password_env = \"ETCD_PASSWORD\"",
+        "on_unavailable" => "on_unavailable = \"skip\" (or \"run\")",
+        "run_on" => "run_on = \"one\" (or \"all\")",
         _ => return None,
     })
 }

@@ -1,5 +1,5 @@
 //! Stage two: the `Raw*` sections to the validated model (`[agent]` and `[api]` here, the jobs
-//! in `jobs.rs`, `[status]` in `status.rs`). Every problem is collected; a model is built only
+//! in `jobs.rs`, `[status]` in `status.rs`, `[cluster]` in `cluster.rs`). Every problem is collected; a model is built only
 //! when there is none.
 
 use std::collections::HashMap;
@@ -45,6 +45,7 @@ pub(crate) fn build(
         .map(|entry| super::jobs::job(&mut check, entry, &agent, &defaults, lines, &mut names))
         .collect();
     let status = super::status::validate(&mut check, &file.status);
+    let cluster = super::cluster::validate(&mut check, file.cluster.as_ref());
     if !check.errors.is_empty() {
         return (None, check);
     }
@@ -54,6 +55,7 @@ pub(crate) fn build(
         agent,
         api,
         status,
+        cluster,
         jobs: jobs.into_iter().flatten().map(Arc::new).collect(),
     };
     (Some(config), check)

@@ -118,6 +118,7 @@ fn job_targets_and_environment() {
         },
         jobs: vec![std::sync::Arc::new(checked.clone())],
         status: Default::default(),
+        cluster: None,
     };
     let spec = command_spec(&run, Some(&config), Some(&checked)).expect("a command");
     assert_eq!(spec.env_remove, [OsString::from("MY_SERVICE_KEY")]);

@@ -1,0 +1,105 @@
+//! Cluster mode (`[cluster]`, issue 17): several agents share one config through etcd, and
+//! each fire of a `run_on = "one"` job runs on one of them. This module is only reached from
+//! the daemon (and `config check`); `run` never calls into it, so its start-up pays nothing.
+//!
+//! - [`leader`]: which agent syncs (leader election on a lease);
+//! - [`relay`]: what sync knows, shared through etcd (ping URLs, accepted pings), and the gate
+//!   that runs sync's passes only on the leader.
+//!
+//! [`etcd`] is the client: etcd's v3 JSON gateway over the agent's reqwest client, not the
+//! gRPC `etcd-client` crate (see its header for why); `gateway` is one request to one member
+//! and what its answer means.
+//!
+//! # Key layout
+//! Every key of a cluster starts with `<name>/` (`[cluster] name`, default `heartbeat-agent`),
+//! so several clusters can share one etcd. [`Keys`] builds them; nothing else spells them:
+//!
+//! | key | value | bound to |
+//! |-----|-------|----------|
+//! | `<name>/claims/<job>/<fire unix seconds>` | the node that won the fire | the winner's lease |
+//! | `<name>/leader` | the node that syncs | the leader's lease |
+//! | `<name>/urls/<job>` | the ping URL sync learned for the job | none |
+//! | `<name>/accepted/<job>` | the last ping of the job the service accepted | none |
+//! | `<name>/nodes/<node>` | the agent's presence | the agent's lease |
+//!
+//! The issue writes a claim as `<prefix>/<J>/<T>`; the `claims/` level keeps a job named
+//! `leader` (or `urls`, ...) from colliding with the cluster's other keys. Job names hold no
+//! `/` (see `config::jobs`), so `claims/<job>/` is the prefix of exactly one job's claims.
+
+pub mod etcd;
+mod gateway;
+pub mod leader;
+pub mod relay;
+
+pub use etcd::{Etcd, EtcdError, LeaseId};
+pub use gateway::Failure;
+
+/// The keys of one cluster (`[cluster] name`): the one place that spells the key layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    name: String,
+}
+
+impl Keys {
+    /// The keys under `<name>/`.
+    pub fn new(name: &str) -> Keys {
+        Keys {
+            name: name.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// `<name>/`: the prefix of every key of the cluster.
+    pub fn root(&self) -> String {
+        format!("{}/", self.name)
+    }
+
+    /// `<name>/claims/<job>/`: the prefix of the job's claims.
+    pub fn claims(&self, job: &str) -> String {
+        format!("{}/claims/{job}/", self.name)
+    }
+
+    /// `<name>/claims/<job>/<fire>`: the claim of the fire scheduled at `fire` (unix seconds).
+    pub fn claim(&self, job: &str, fire: i64) -> String {
+        format!("{}{fire}", self.claims(job))
+    }
+
+    /// `<name>/leader`.
+    pub fn leader(&self) -> String {
+        format!("{}/leader", self.name)
+    }
+
+    /// `<name>/urls/<job>`: the job's learned ping URL.
+    pub fn url(&self, job: &str) -> String {
+        format!("{}/urls/{job}", self.name)
+    }
+
+    /// `<name>/accepted/<job>`: the job's last accepted ping.
+    pub fn accepted(&self, job: &str) -> String {
+        format!("{}/accepted/{job}", self.name)
+    }
+
+    /// `<name>/nodes/<node>`: the node's presence.
+    pub fn node(&self, node: &str) -> String {
+        format!("{}/nodes/{node}", self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Keys;
+
+    #[test]
+    fn keys_follow_the_documented_layout() {
+        let keys = Keys::new("prod/");
+        assert_eq!(keys.root(), "prod/");
+        assert_eq!(
+            keys.claim("leader", 1_700_000_000),
+            "prod/claims/leader/1700000000"
+        );
+        assert!(keys.claim("backup", 5).starts_with(&keys.claims("backup")));
+        assert_eq!(keys.leader(), "prod/leader");
+        assert_eq!(keys.url("backup"), "prod/urls/backup");
+        assert_eq!(keys.accepted("backup"), "prod/accepted/backup");
+        assert_eq!(keys.node("a"), "prod/nodes/a");
+    }
+}
