@@ -179,7 +179,8 @@ impl Election {
             Ok(None) => return None,
             Err((kept, err)) => {
                 self.unreachable(kept, &err);
-                return kept;
+                // A lease past its expiry is given up: the next round asks for a new one.
+                return kept.filter(|held| Instant::now() < held.expires);
             }
         };
         let deadline = self.call_deadline(Some(lease));
@@ -190,7 +191,7 @@ impl Election {
                 return Some(lease);
             }
             Err(_) => {
-                self.unreachable(Some(lease), "etcd did not answer in time");
+                self.unreachable(Some(lease), &self.late());
                 return Some(lease);
             }
         };
@@ -215,7 +216,7 @@ impl Election {
             // Another agent won this race: who it is shows at the next tick.
             Ok(Ok(false)) => self.set(Role::Follower, None, None),
             Ok(Err(err)) => self.unreachable(Some(lease), &err.to_string()),
-            Err(_) => self.unreachable(Some(lease), "etcd did not answer in time"),
+            Err(_) => self.unreachable(Some(lease), &self.late()),
         }
     }
 
@@ -232,7 +233,7 @@ impl Election {
                     expires: sent + self.ttl,
                 })),
                 Ok(Err(err)) => Err((None, err.to_string())),
-                Err(_) => Err((None, "etcd did not answer in time".to_owned())),
+                Err(_) => Err((None, self.late())),
             };
         };
         match tokio::time::timeout_at(deadline, self.etcd.keep_alive(held.id)).await {
@@ -248,7 +249,7 @@ impl Election {
                 Ok(None)
             }
             Ok(Err(err)) => Err((Some(held), err.to_string())),
-            Err(_) => Err((Some(held), "etcd did not answer in time".to_owned())),
+            Err(_) => Err((Some(held), self.late())),
         }
     }
 
@@ -268,11 +269,24 @@ impl Election {
         self.set(Role::Unavailable, leader, Some(error.to_owned()));
     }
 
-    /// The latest time an etcd call of this round may take: two ticks, and never past the
-    /// lease's expiry (a leader must notice that in time).
+    /// The latest time an etcd call of this round may take: two ticks (at least half a
+    /// second), and for a leader never past its lease's expiry (it must notice that in time).
     fn call_deadline(&self, lease: Option<Held>) -> Instant {
-        let limit = Instant::now() + (tick(self.ttl) * 2).max(Duration::from_millis(500));
-        lease.map_or(limit, |held| limit.min(held.expires.max(Instant::now())))
+        let now = Instant::now();
+        let limit = now + (tick(self.ttl) * 2).max(Duration::from_millis(500));
+        match lease {
+            Some(held) if self.leading() => limit.min(held.expires.max(now)),
+            _ => limit,
+        }
+    }
+
+    /// Why a call ran out of time, naming the endpoints (and the client's last error).
+    fn late(&self) -> String {
+        let endpoints = self.etcd.endpoints().join(", ");
+        match self.etcd.last_error() {
+            Some(last) => format!("etcd ({endpoints}) did not answer in time; last error: {last}"),
+            None => format!("etcd ({endpoints}) did not answer in time"),
+        }
     }
 
     fn leading(&self) -> bool {

@@ -19,12 +19,13 @@
 //! clocks; they only need to agree to well under the time between a job's ping and the next
 //! PUT (NTP does).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -107,6 +108,8 @@ pub struct SharedState {
     keys: Keys,
     state_dir: PathBuf,
     learned: LearnedUrls,
+    /// Keys whose value was not valid, warned about once until they are valid again.
+    invalid: Arc<Mutex<BTreeSet<String>>>,
 }
 
 /// The relay task of one agent: writes its accepted pings, imports what the leader published
@@ -217,23 +220,62 @@ impl SharedState {
             keys,
             state_dir: state_dir.to_owned(),
             learned,
+            invalid: Arc::default(),
         }
+    }
+
+    /// `value` of `key` as a `T`; `None` (warned once per key, never with the value: it may
+    /// hold a ping URL) when it is not one.
+    fn parse<T: DeserializeOwned>(&self, key: &str, value: &[u8]) -> Option<T> {
+        let mut invalid = self.invalid.lock().unwrap_or_else(|e| e.into_inner());
+        match serde_json::from_slice::<T>(value) {
+            Ok(parsed) => {
+                invalid.remove(key);
+                Some(parsed)
+            }
+            Err(err) => {
+                if invalid.insert(key.to_owned()) {
+                    tracing::warn!(key, error = %err, "a record in etcd is not what this agent writes there; ignored until it is rewritten (or delete it: etcdctl del KEY)");
+                }
+                None
+            }
+        }
+    }
+
+    /// The records under `prefix` (`<prefix><job>`) about the check their job is bound to in
+    /// `config` (`check` of the record), each with the job's name and its local sync state.
+    async fn records<T: DeserializeOwned>(
+        &self,
+        prefix: &str,
+        config: &Config,
+        check: impl Fn(&T) -> &String,
+    ) -> Result<Vec<(String, T, Option<CheckRecord>)>, EtcdError> {
+        let mut found = Vec::new();
+        for (key, value) in self.etcd.get_prefix(prefix).await? {
+            let job = key.trim_start_matches(prefix);
+            let Some(record) = self.parse::<T>(&key, &value) else {
+                continue;
+            };
+            let id = check(&record);
+            if bound_check(config, job) != Some(id.as_str()) {
+                continue;
+            }
+            let local = state::load(&self.state_dir, job).filter(|r| &r.check_id == id);
+            found.push((job.to_owned(), record, local));
+        }
+        Ok(found)
     }
 
     /// Leader: every accepted ping newer than the local record goes into sync's timer rule,
     /// then a pass runs at once.
     async fn feed_accepted(&self, config: &Config, sync: &Reconciler) -> Result<(), EtcdError> {
         let mut fed = false;
-        for (key, value) in self.etcd.get_prefix(&self.keys.accepted("")).await? {
-            let job = key.trim_start_matches(&self.keys.accepted(""));
-            let Ok(ping) = serde_json::from_slice::<AcceptedPing>(&value) else {
-                tracing::warn!(key, "an accepted-ping record in etcd is not valid; ignored");
-                continue;
-            };
-            if bound_check(config, job) != Some(ping.check_id.as_str()) {
-                continue;
-            }
-            let known = state::load(&self.state_dir, job).filter(|s| s.check_id == ping.check_id);
+        let prefix = self.keys.accepted("");
+        for (job, ping, known) in self
+            .records(&prefix, config, |p: &AcceptedPing| &p.check_id)
+            .await?
+        {
+            let job = job.as_str();
             let newer = known.as_ref().map_or(true, |k| {
                 Some(ping.fire) > k.acked_fire || Some(ping.at) > k.acked_at
             });
@@ -287,16 +329,12 @@ impl SharedState {
 
     /// Follower: takes every record the leader published that is newer than the local one.
     pub async fn import(&self, config: &Config) -> Result<(), EtcdError> {
-        for (key, value) in self.etcd.get_prefix(&self.keys.url("")).await? {
-            let job = key.trim_start_matches(&self.keys.url(""));
-            let Ok(shared) = serde_json::from_slice::<SharedRecord>(&value) else {
-                tracing::warn!(key, "a sync record in etcd is not valid; ignored");
-                continue;
-            };
-            if bound_check(config, job) != Some(shared.check_id.as_str()) {
-                continue;
-            }
-            let local = state::load(&self.state_dir, job).filter(|r| r.check_id == shared.check_id);
+        let prefix = self.keys.url("");
+        for (job, shared, local) in self
+            .records(&prefix, config, |r: &SharedRecord| &r.check_id)
+            .await?
+        {
+            let job = job.as_str();
             if local.as_ref().map(SharedRecord::from).as_ref() == Some(&shared)
                 || local.as_ref().and_then(|l| l.accepted_at) > shared.accepted_at
             {

@@ -156,6 +156,16 @@ fn puts(emulator: &Background) -> Vec<Value> {
         .collect()
 }
 
+/// Waits for the leader's first PUT of `c1`.
+fn first_put(emulator: &Background) {
+    util::eventually(Duration::from_secs(15), "c1 synced", || {
+        match puts(emulator).len() {
+            0 => Err("no PUT yet".to_owned()),
+            _ => Ok(()),
+        }
+    });
+}
+
 /// A job bound to `c1` that never fires during a test (it runs when triggered), with `check`.
 fn job(check: &str) -> String {
     format!(
@@ -231,14 +241,7 @@ fn kill_9_of_the_leader_hands_sync_to_another_agent_within_the_lease_and_a_secon
     let emulator = emulator();
     let (mut agents, leader) = cluster_of_three(&etcd, &emulator, &job("tags = [\"one\"]"));
     // The leader syncs c1 once; the followers send nothing.
-    util::eventually(
-        Duration::from_secs(15),
-        "c1 synced by the leader",
-        || match puts(&emulator).len() {
-            0 => Err("no PUT yet".to_owned()),
-            _ => Ok(()),
-        },
-    );
+    first_put(&emulator);
     let metrics = agents[leader].metrics();
     assert!(
         metrics.contains("heartbeat_agent_cluster_role{role=\"leader\"} 1"),
@@ -253,6 +256,27 @@ fn kill_9_of_the_leader_hands_sync_to_another_agent_within_the_lease_and_a_secon
                 agents[leader].node
             )),
         "{metrics}"
+    );
+    let table = agents[follower]
+        .home
+        .agent()
+        .arg("--config")
+        .arg(agents[follower].home.config_path())
+        .arg("status")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("status");
+    let first = String::from_utf8_lossy(&table.stdout);
+    assert_eq!(
+        first.lines().next(),
+        Some(
+            format!(
+                "cluster: node {} is follower (leader: {})",
+                agents[follower].node, agents[leader].node
+            )
+            .as_str()
+        ),
+        "{first}"
     );
     shared_url(&agents[follower]);
     std::thread::sleep(Duration::from_secs(1));
@@ -332,12 +356,7 @@ fn a_period_change_waits_for_a_ping_accepted_on_a_follower_then_the_leader_sends
     };
     let emulator = emulator();
     let (agents, leader) = cluster_of_three(&etcd, &emulator, &job("period = \"1d\""));
-    util::eventually(Duration::from_secs(15), "c1 synced", || {
-        match puts(&emulator).len() {
-            0 => Err("no PUT yet".to_owned()),
-            _ => Ok(()),
-        }
-    });
+    first_put(&emulator);
     let follower = (leader + 1) % 3;
     shared_url(&agents[follower]);
     // A new period on every agent: held by the leader (it would restart the service's timer
@@ -396,4 +415,121 @@ fn a_period_change_waits_for_a_ping_accepted_on_a_follower_then_the_leader_sends
         1,
         "the new period sent once: {all:?}"
     );
+}
+
+#[test]
+fn records_in_etcd_that_are_not_the_agents_are_warned_about_once_and_lose_nothing() {
+    let Some(etcd) = EtcdCluster::start(3) else {
+        return;
+    };
+    let emulator = emulator();
+    let (agents, leader) = cluster_of_three(&etcd, &emulator, &job("tags = [\"one\"]"));
+    let follower = (leader + 1) % 3;
+    shared_url(&agents[follower]);
+    for (key, value) in [
+        ("sync-test/urls/j", "not json"),
+        ("sync-test/accepted/j", "{"),
+    ] {
+        let put = etcd.etcdctl(&["put", key, value]);
+        assert!(put.status.success(), "{put:?}");
+    }
+    // Several rounds of the relay (every half second with a 2 s lease).
+    std::thread::sleep(Duration::from_secs(3));
+    let warning = "a record in etcd is not what this agent writes there";
+    let count = |log: &str, key: &str| {
+        log.lines()
+            .filter(|l| l.contains(warning) && l.contains(&format!("\"key\":\"{key}\"")))
+            .count()
+    };
+    let follower_log = agents[follower].log();
+    assert_eq!(
+        count(&follower_log, "sync-test/urls/j"),
+        1,
+        "{follower_log}"
+    );
+    let leader_log = agents[leader].log();
+    assert_eq!(
+        count(&leader_log, "sync-test/accepted/j"),
+        1,
+        "{leader_log}"
+    );
+    // Nothing lost: the follower keeps the URL it had, the agents keep their roles, and no
+    // log holds the ping token.
+    shared_url(&agents[follower]);
+    assert_eq!(agents[leader].role().as_deref(), Some("leader"));
+    assert_eq!(agents[follower].role().as_deref(), Some("follower"));
+    for agent in &agents {
+        assert!(!agent.log().contains(&token_for("c1")), "{}", agent.log());
+    }
+}
+
+#[test]
+fn with_all_of_etcd_down_nobody_syncs_and_everything_resumes_when_it_is_back() {
+    let Some(mut etcd) = EtcdCluster::start(3) else {
+        return;
+    };
+    let emulator = emulator();
+    let (agents, _) = cluster_of_three(&etcd, &emulator, &job("tags = [\"one\"]"));
+    first_put(&emulator);
+    for i in 0..3 {
+        etcd.stop(i);
+    }
+    util::eventually(Duration::from_secs(10), "every agent unavailable", || {
+        let roles: Vec<Option<String>> = agents.iter().map(Agent::role).collect();
+        roles
+            .iter()
+            .all(|r| r.as_deref() == Some("unavailable"))
+            .then_some(())
+            .ok_or_else(|| format!("{roles:?}"))
+    });
+    let metrics = agents[0].metrics();
+    assert!(
+        metrics.contains("heartbeat_agent_cluster_role{role=\"unavailable\"} 1"),
+        "{metrics}"
+    );
+    let doc = agents[0].status().expect("status");
+    assert!(
+        doc["cluster"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("127.0.0.1")),
+        "the error names the endpoint: {doc}"
+    );
+    // A change while nobody leads is not sent by anyone.
+    for agent in &agents {
+        agent.write(&etcd, &emulator, &job("tags = [\"two\"]"));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(puts(&emulator).len(), 1, "nobody syncs while etcd is down");
+    // etcd back: one agent leads again without a restart, and sends the change once.
+    for i in 0..3 {
+        etcd.start_member(i);
+    }
+    util::eventually(
+        Duration::from_secs(20),
+        "the change sent after etcd is back",
+        || {
+            let all = puts(&emulator);
+            match all.last() {
+                Some(last) if last["tags"] == json!(["two"]) => Ok(()),
+                _ => Err(format!(
+                    "{all:?}; roles {:?}; log of a:\n{}",
+                    agents.iter().map(Agent::role).collect::<Vec<_>>(),
+                    agents[0].log()
+                )),
+            }
+        },
+    );
+    let leaders = agents
+        .iter()
+        .filter(|a| a.role().as_deref() == Some("leader"))
+        .count();
+    assert_eq!(leaders, 1);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(puts(&emulator).len(), 2, "{:?}", puts(&emulator));
+    for agent in &agents {
+        assert!(
+            agent.child.is_some() && agent.status().is_some(),
+            "still running"
+        );
+    }
 }
