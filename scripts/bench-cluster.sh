@@ -23,12 +23,7 @@ for tool in python3 etcd etcdctl; do
 done
 
 BURSTS="${1:-3}"
-[ -n "${BENCH_NO_BUILD:-}" ] || [ -n "${BENCH_BIN:-}" ] || cargo build --release --quiet
-BIN="${BENCH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent}"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export HOME="$work"
-unset HEARTBEAT_AGENT_CONFIG HEARTBEAT_AGENT_LOG NOTIFY_SOCKET WATCHDOG_USEC XDG_STATE_HOME
+. scripts/lib/bench-env.sh
 
 python3 - "$BIN" "$work" "$BURSTS" <<'PY'
 import json, os, re, signal, socket, subprocess, sys, threading, time, urllib.request
