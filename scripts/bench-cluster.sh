@@ -108,7 +108,7 @@ class Agent:
             with self.lock:
                 if event.get("message") == "job started":
                     self.delays.append((event.get("scheduled", ""), event["delay_ms"]))
-                elif event.get("level") in ("WARN", "ERROR"):
+                elif event.get("level") in ("WARN", "ERROR") and "nothing will be pinged" not in line:
                     self.other.append(line.strip())
 
     def metrics(self):

@@ -1,8 +1,9 @@
 //! Which agent of a cluster syncs: leader election on etcd (docs/cluster.md, "One agent
 //! syncs").
 //!
-//! Every agent holds a lease of `[cluster] lease` (the TTL) and keeps it alive every tick
-//! ([`tick`]: an eighth of the TTL, at most 250 ms). The agent whose create-if-absent of
+//! Every agent holds an election lease of `[cluster] lease` (the TTL), renewed every third of
+//! it, and looks at the leader key every tick ([`tick`]: an eighth of the TTL, at most
+//! 250 ms). The agent whose create-if-absent of
 //! `<name>/leader` (its node name as the value, bound to its lease) wins leads while that lease
 //! lives; the others read the key every tick and try the create again as soon as it is gone.
 //! etcd deletes the key when the leader's lease expires, so after a leader dies another agent
@@ -17,6 +18,11 @@
 //! Leading is what [`Leadership::leading`] says; the sync task runs only while it is true
 //! ([`super::relay::SyncGate`]). On shutdown the lease is revoked, so another agent
 //! takes over at once instead of after the TTL.
+//!
+//! The election lease is not the node's lease of the claims (`super::node`): a leader must stop
+//! before etcd can expire its lease, so its expiry is counted from when each renewal was *sent*
+//! and checked every tick, and the leader key must go when leadership ends (a revoke) while
+//! the node's presence and claims stay. One more keep-alive per third of the TTL pays for that.
 //!
 //! Home-made consensus is out of the question: the lease, the create-if-absent transaction and
 //! the expiry are etcd's; this module only reads them.
@@ -198,6 +204,12 @@ impl Election {
         match leader {
             Some(name) if name == self.node => self.set(Role::Leader, Some(name), None),
             Some(name) => self.set(Role::Follower, Some(name), None),
+            None if self.leading() => {
+                // The key went with the lease (or by hand): campaign again on a new lease.
+                tracing::warn!(node = %self.node, "the leader key is gone: this agent stops leading (no more sync) and campaigns again");
+                self.set(Role::Follower, None, None);
+                return None;
+            }
             None => self.campaign(lease).await,
         }
         Some(lease)
@@ -225,6 +237,10 @@ impl Election {
     /// reached.
     async fn renew(&self, lease: Option<Held>) -> Result<Option<Held>, (Option<Held>, String)> {
         let sent = Instant::now();
+        // Renewed every third of the TTL: two renewals may fail before it can expire.
+        if let Some(held) = lease.filter(|h| h.expires > sent + self.ttl * 2 / 3) {
+            return Ok(Some(held));
+        }
         let deadline = self.call_deadline(lease);
         let Some(held) = lease else {
             return match tokio::time::timeout_at(deadline, self.etcd.grant(self.ttl)).await {

@@ -418,7 +418,8 @@ fn a_period_change_waits_for_a_ping_accepted_on_a_follower_then_the_leader_sends
 }
 
 #[test]
-fn records_in_etcd_that_are_not_the_agents_are_warned_about_once_and_lose_nothing() {
+fn records_in_etcd_that_are_not_the_agents_are_warned_about_once_and_a_deleted_leader_key_is_retaken(
+) {
     let Some(etcd) = EtcdCluster::start(3) else {
         return;
     };
@@ -461,6 +462,24 @@ fn records_in_etcd_that_are_not_the_agents_are_warned_about_once_and_lose_nothin
     for agent in &agents {
         assert!(!agent.log().contains(&token_for("c1")), "{}", agent.log());
     }
+    // The leader key deleted by hand: its holder stops leading, and one agent leads again.
+    let deleted = etcd.etcdctl(&["del", "sync-test/leader"]);
+    assert!(deleted.status.success(), "{deleted:?}");
+    util::eventually(Duration::from_secs(5), "the old leader stops", || {
+        agents[leader]
+            .log()
+            .contains("the leader key is gone: this agent stops leading")
+            .then_some(())
+            .ok_or("not yet")
+    });
+    util::eventually(Duration::from_secs(10), "one leader again", || {
+        let roles: Vec<Option<String>> = agents.iter().map(Agent::role).collect();
+        let leaders = roles
+            .iter()
+            .filter(|r| r.as_deref() == Some("leader"))
+            .count();
+        (leaders == 1).then_some(()).ok_or(format!("{roles:?}"))
+    });
 }
 
 #[test]
