@@ -160,7 +160,11 @@ impl Election {
                 () = tokio::time::sleep(tick) => {}
             }
         }
-        self.set(Role::Unavailable, None, None);
+        // Stopping: no more leading, said without the "cannot be reached" warning of `set`.
+        self.publish.send_modify(|s| {
+            s.role = Role::Unavailable;
+            s.since = Utc::now();
+        });
         if let Some(held) = lease {
             let limit = self.ttl / 2;
             match tokio::time::timeout(limit, self.etcd.revoke(held.id)).await {
@@ -285,11 +289,12 @@ impl Election {
         self.set(Role::Unavailable, leader, Some(error.to_owned()));
     }
 
-    /// The latest time an etcd call of this round may take: two ticks (at least half a
-    /// second), and for a leader never past its lease's expiry (it must notice that in time).
+    /// The latest time an etcd call of this round may take: half the TTL (a loaded machine
+    /// answers slowly; a follower loses nothing by waiting), and for a leader never past its
+    /// lease's expiry (it must notice that in time).
     fn call_deadline(&self, lease: Option<Held>) -> Instant {
         let now = Instant::now();
-        let limit = now + (tick(self.ttl) * 2).max(Duration::from_millis(500));
+        let limit = now + self.ttl / 2;
         match lease {
             Some(held) if self.leading() => limit.min(held.expires.max(now)),
             _ => limit,
