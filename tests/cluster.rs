@@ -7,7 +7,11 @@ use std::path::Path;
 use heartbeat_agent::cluster::Etcd;
 use heartbeat_agent::config::{ClusterSettings, Config};
 
+mod agents;
+mod bad_input;
 mod client;
+mod outage;
+mod slots;
 mod sync;
 
 /// The `[cluster]` settings of a config with `cluster` as the section's body (written as if

@@ -92,14 +92,52 @@ pub(crate) fn report(config: &Config, now: DateTime<Utc>) -> String {
     let noun = if count == 1 { "job" } else { "jobs" };
     // Writing to a String cannot fail.
     let _ = writeln!(out, "{}: valid, {count} {noun}", config.path.display());
+    if let Some(cluster) = &config.cluster {
+        out.push('\n');
+        out.push_str(&cluster_report(cluster));
+    }
     for job in &config.jobs {
         out.push('\n');
-        out.push_str(&job_report(job, now));
+        out.push_str(&job_report(job, now, config.cluster.is_some()));
     }
     out
 }
 
-fn job_report(job: &Job, now: DateTime<Utc>) -> String {
+/// `[cluster]`, the password never shown (only where it comes from).
+fn cluster_report(cluster: &crate::config::ClusterSettings) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cluster \"{}\": node \"{}\", lease {}s, on_unavailable = \"{}\"",
+        cluster.name,
+        cluster.node,
+        cluster.lease.as_secs(),
+        cluster.on_unavailable.as_str()
+    );
+    let endpoints: Vec<&str> = cluster.endpoints.iter().map(|u| u.as_str()).collect();
+    let _ = writeln!(out, "  endpoints: {}", endpoints.join(", "));
+    let files = [
+        ("ca_file", &cluster.ca_file),
+        ("cert_file", &cluster.cert_file),
+        ("key_file", &cluster.key_file),
+    ];
+    let tls: Vec<String> = files
+        .iter()
+        .filter_map(|(key, path)| path.as_ref().map(|p| format!("{key} {}", p.display())))
+        .collect();
+    if !tls.is_empty() {
+        let _ = writeln!(out, "  tls:       {}", tls.join(", "));
+    }
+    let auth = match (&cluster.user, &cluster.password_from) {
+        (Some(user), Some(from)) => format!("user \"{user}\", password [redacted] from {from}"),
+        (Some(user), None) => format!("user \"{user}\""),
+        (None, _) => "none (etcd without authentication)".to_owned(),
+    };
+    let _ = writeln!(out, "  auth:      {auth}");
+    out
+}
+
+fn job_report(job: &Job, now: DateTime<Utc>, in_cluster: bool) -> String {
     let mut out = String::new();
     let disabled = if job.enabled { "" } else { " (disabled)" };
     let _ = writeln!(out, "job \"{}\"{disabled}", job.name);
@@ -129,6 +167,13 @@ fn job_report(job: &Job, now: DateTime<Utc>) -> String {
         label = "           ";
     }
     let _ = writeln!(out, "  ping:     {}", target(&job.target));
+    if in_cluster && job.action != JobAction::External {
+        let runs_on = match job.run_on {
+            crate::config::RunOn::One => "one agent per fire (claimed in etcd)",
+            crate::config::RunOn::All => "every agent",
+        };
+        let _ = writeln!(out, "  runs on:  {runs_on}");
+    }
     out
 }
 
@@ -167,6 +212,34 @@ mod tests {
     use super::*;
     use chrono_tz::Tz;
     use std::path::Path;
+
+    #[test]
+    fn the_cluster_is_shown_without_its_password() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let password = dir.path().join("pw");
+        std::fs::write(&password, "hunter2-etcd\n").expect("write");
+        let text = format!(
+            "[cluster]\nendpoints = [\"http://10.0.0.1:2379\"]\nnode = \"a\"\nuser = \"hb\"\n\
+             password_file = \"{}\"\n\n[[jobs]]\nname = \"j\"\nschedule = \"@daily\"\n\
+             command = [\"true\"]\n\n[[jobs]]\nname = \"w\"\nschedule = \"@daily\"\n\
+             [jobs.watch]\nkind = \"load\"\nmax_load1 = 4.0\n",
+            password.display()
+        );
+        let config = Config::from_text(&dir.path().join("c.toml"), &text)
+            .expect("valid")
+            .config;
+        let shown = report(&config, Utc::now());
+        for line in [
+            "cluster \"heartbeat-agent\": node \"a\", lease 10s, on_unavailable = \"skip\"",
+            "  endpoints: http://10.0.0.1:2379/",
+            "  auth:      user \"hb\", password [redacted] from password_file ",
+            "  runs on:  one agent per fire (claimed in etcd)",
+            "  runs on:  every agent",
+        ] {
+            assert!(shown.contains(line), "{line:?} in:\n{shown}");
+        }
+        assert!(!shown.contains("hunter2-etcd"), "{shown}");
+    }
 
     #[test]
     fn targets_are_redacted() {

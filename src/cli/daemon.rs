@@ -39,7 +39,21 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         print_error(format!("{message}; the daemon did not start"));
         return exit::FAILURE;
     }
+    let cluster = match loaded
+        .config
+        .cluster
+        .as_ref()
+        .map(crate::cluster::Node::new)
+    {
+        None => None,
+        Some(Ok(node)) => Some(node),
+        Some(Err(err)) => {
+            print_error(format!("{err}; the daemon did not start"));
+            return exit::CONFIG;
+        }
+    };
     let options = Options {
+        cluster,
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         state_dir,
         config_path: path,
@@ -74,20 +88,15 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         }
     };
     let mut plugins = Plugins::default();
-    // In a cluster only the leader syncs (docs/cluster.md); `[cluster]` is read at start.
-    let (gate, leadership) = match &config.cluster {
-        Some(settings) => match crate::cluster::Etcd::new(settings) {
-            Ok(etcd) => {
-                let (gate, leadership) =
-                    assemble::cluster_sync(&etcd, settings, &options, &mut plugins);
-                (Some(gate), Some(leadership))
-            }
-            Err(err) => {
-                print_error(format!("{err}; the daemon did not start"));
-                return exit::FAILURE;
-            }
-        },
-        None => (None, None),
+    // In a cluster only the leader syncs (docs/cluster.md); `[cluster]` is read at start. The
+    // election shares the node's etcd client (one connection pool, one error count).
+    let (gate, leadership) = match (&options.cluster, &config.cluster) {
+        (Some(node), Some(settings)) => {
+            let (gate, leadership) =
+                assemble::cluster_sync(&node.etcd, settings, &options, &mut plugins);
+            (Some(gate), Some(leadership))
+        }
+        _ => (None, None),
     };
     let reconciler = reconciler(&config, &options, global);
     let sync_status = Arc::new(std::sync::OnceLock::new());

@@ -31,7 +31,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::gateway::{ask, garbage, int64, prefix_end, refusal, shown, Answer, Failure, Next};
+use super::gateway::{
+    ask, garbage, int64, prefix_end, refusal, shown, Answer, Failure, Next, RangeAnswer,
+};
 use crate::config::ClusterSettings;
 use crate::redact::Secret;
 
@@ -158,7 +160,8 @@ impl Etcd {
     /// is down); fails only when the TLS files cannot be used.
     pub fn new(settings: &ClusterSettings) -> Result<Etcd, EtcdError> {
         let https = settings.endpoints.iter().any(|u| u.scheme() == "https");
-        let timeout = (settings.lease / 3).clamp(Duration::from_secs(1), Duration::from_secs(5));
+        // Long enough for a member to see a new raft leader elected (a request waits for it).
+        let timeout = (settings.lease / 3).clamp(Duration::from_secs(2), Duration::from_secs(5));
         let mut builder = crate::net::client_builder(https)
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(timeout);
@@ -339,18 +342,7 @@ impl Etcd {
     }
 
     async fn range(&self, key: &str, body: &Value) -> Result<Vec<(String, Vec<u8>)>, EtcdError> {
-        #[derive(Deserialize)]
-        struct Range {
-            #[serde(default)]
-            kvs: Vec<Kv>,
-        }
-        #[derive(Deserialize)]
-        struct Kv {
-            key: String,
-            #[serde(default)]
-            value: String,
-        }
-        let range: Range = self.call("/v3/kv/range", key, body).await?;
+        let range: RangeAnswer = self.call("/v3/kv/range", key, body).await?;
         let endpoint = self
             .endpoints()
             .get(self.current())
@@ -379,7 +371,7 @@ impl Etcd {
 
     /// `path` with `body` at the endpoints in turn, from the last good one; `key` names what is
     /// touched in a permission error.
-    async fn call<T: DeserializeOwned>(
+    pub(super) async fn call<T: DeserializeOwned>(
         &self,
         path: &str,
         key: &str,
@@ -535,7 +527,8 @@ fn read_pem(key: &'static str, path: &std::path::Path) -> Result<Vec<u8>, EtcdEr
     std::fs::read(path).map_err(|err| setup(key, path, format!("cannot read it: {err}")))
 }
 
-fn put_body(key: &str, value: &[u8], lease: Option<LeaseId>) -> Value {
+/// The body of a put of `key` (bound to `lease` when given).
+pub(super) fn put_body(key: &str, value: &[u8], lease: Option<LeaseId>) -> Value {
     let mut body = json!({ "key": BASE64.encode(key), "value": BASE64.encode(value) });
     if let Some(lease) = lease {
         body["lease"] = Value::String(lease.to_string());

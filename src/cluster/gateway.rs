@@ -107,11 +107,22 @@ pub(super) async fn ask(
     let url = endpoint
         .join(path.trim_start_matches('/'))
         .map_err(|err| fail(err.to_string()))?;
-    let mut request = client.post(url).json(body);
-    if let Some(token) = token {
-        request = request.header(reqwest::header::AUTHORIZATION, token.expose());
-    }
-    let mut response = request.send().await.map_err(|err| fail(transport(&err)))?;
+    let request = || {
+        let request = client.post(url.clone()).json(body);
+        match token {
+            Some(token) => request.header(reqwest::header::AUTHORIZATION, token.expose()),
+            None => request,
+        }
+    };
+    // A pooled connection the member closed while idle fails the request before it was read
+    // (hyper's "connection closed before message completed"): asked once more on a new one.
+    // A txn that did arrive the first time is then answered as already done (a claim holds
+    // this node's name; see `node`).
+    let response = match request().send().await {
+        Err(err) if closed_early(&err) => request().send().await,
+        other => other,
+    };
+    let mut response = response.map_err(|err| fail(transport(&err, endpoint.scheme())))?;
     let status = response.status();
     let mut bytes = Vec::new();
     loop {
@@ -126,7 +137,7 @@ pub(super) async fn ask(
                 )))
             }
             Ok(None) => break,
-            Err(err) => return Err(fail(transport(&err))),
+            Err(err) => return Err(fail(transport(&err, endpoint.scheme()))),
         }
     }
     // The gateway streams some answers (keepalive) as one JSON object per line: the first is
@@ -172,8 +183,23 @@ pub(super) async fn ask(
     Ok(Answer::Json(value))
 }
 
+/// Whether `err` is a connection closed before the answer began.
+fn closed_early(err: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        if inner
+            .to_string()
+            .contains("connection closed before message completed")
+        {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
+}
+
 /// A transport error in words: a refused TLS handshake says what to check.
-fn transport(err: &reqwest::Error) -> String {
+fn transport(err: &reqwest::Error, scheme: &str) -> String {
     let text = crate::redact::reqwest_error(err);
     let mut chain = String::new();
     let mut source = std::error::Error::source(err);
@@ -197,9 +223,34 @@ fn transport(err: &reqwest::Error) -> String {
              certificates), cert_file and key_file, and that the URL's scheme is what the member \
              serves"
         )
+    } else if scheme == "http" && chain.contains("connection closed before message completed") {
+        // A member serving https closes a plain-http connection without a word.
+        format!(
+            "{text}; if the member serves https, write https:// in [cluster] endpoints and set \
+             ca_file"
+        )
     } else {
         text
     }
+}
+
+/// The answer to a range request (also inside a txn's responses): keys and values in base64.
+#[derive(Debug, Deserialize)]
+pub(super) struct RangeAnswer {
+    /// The pairs found (absent when none).
+    #[serde(default)]
+    pub kvs: Vec<KeyValue>,
+}
+
+/// One pair of a [`RangeAnswer`].
+#[derive(Debug, Deserialize)]
+pub(super) struct KeyValue {
+    /// The key, base64.
+    #[serde(default)]
+    pub key: String,
+    /// The value, base64.
+    #[serde(default)]
+    pub value: String,
 }
 
 /// The end of the range of keys that start with `prefix`: its last byte below 0xff plus one.

@@ -8,7 +8,8 @@
 //!
 //! [`etcd`] is the client: etcd's v3 JSON gateway over the agent's reqwest client, not the
 //! gRPC `etcd-client` crate (see its header for why); `gateway` is one request to one member
-//! and what its answer means.
+//! and what its answer means. [`node`] is this agent in the cluster: its lease, its presence
+//! and the claim of each fire.
 //!
 //! # Key layout
 //! Every key of a cluster starts with `<name>/` (`[cluster] name`, default `heartbeat-agent`),
@@ -29,10 +30,12 @@
 pub mod etcd;
 mod gateway;
 pub mod leader;
+pub mod node;
 pub mod relay;
 
 pub use etcd::{Etcd, EtcdError, LeaseId};
 pub use gateway::Failure;
+pub use node::{Claim, JobClaims, Node};
 
 /// The keys of one cluster (`[cluster] name`): the one place that spells the key layout.
 #[derive(Debug, Clone, PartialEq, Eq)]

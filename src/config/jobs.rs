@@ -13,7 +13,7 @@ use super::parse::RawJobEntry;
 use super::problem::Lines;
 use super::raw::{example, RawSettings};
 use super::values::{At, Checker};
-use super::{AgentSettings, Job, JobAction, Overlap, PingTarget};
+use super::{AgentSettings, Job, JobAction, Overlap, PingTarget, RunOn};
 use crate::schedule::Schedule;
 
 /// Job settings after validation, before defaults are applied: `None` means "not set here".
@@ -23,6 +23,7 @@ pub(super) struct Settings {
     kill_after: Option<Duration>,
     success_exit_codes: Option<Vec<i32>>,
     overlap: Option<Overlap>,
+    run_on: Option<RunOn>,
     jitter: Option<Duration>,
     working_dir: Option<PathBuf>,
     env: BTreeMap<String, String>,
@@ -69,6 +70,7 @@ pub(super) fn settings(check: &mut Checker, context: &str, raw: &RawSettings) ->
         kill_after: check.duration(at("kill_after"), &raw.kill_after),
         success_exit_codes: exit_codes(check, at("success_exit_codes"), &raw.success_exit_codes),
         overlap: overlap(check, at("overlap"), &raw.overlap),
+        run_on: run_on(check, at("run_on"), &raw.run_on),
         jitter: check.duration(at("jitter"), &raw.jitter),
         working_dir: check.path(at("working_dir"), &raw.working_dir),
         env: env(check, context, &raw.env),
@@ -116,6 +118,22 @@ fn exit_codes(
         }
     }
     (codes.len() == raw.get_ref().len()).then_some(codes)
+}
+
+/// `run_on`: `one` or `all`.
+fn run_on(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<String>>) -> Option<RunOn> {
+    let raw = raw.as_ref()?;
+    match raw.get_ref().as_str() {
+        "one" => Some(RunOn::One),
+        "all" => Some(RunOn::All),
+        other => {
+            let hint = "in a [cluster], \"one\" runs each fire on one agent (the default for \
+                        commands), \"all\" on every agent (the default for watches)";
+            let message = format!("unknown run_on \"{other}\": expected \"one\" or \"all\"");
+            check.error(Some(raw.span()), at, message, Some(hint.to_owned()));
+            None
+        }
+    }
 }
 
 fn overlap(check: &mut Checker, at: At<'_>, raw: &Option<Spanned<String>>) -> Option<Overlap> {
@@ -210,6 +228,11 @@ pub(super) fn job(
     let action = action(check, entry, &merged);
     let target = ping_target(check, entry);
     let check_settings = super::check::check_settings(check, entry);
+    // A watch probes a local condition: each host has its own check by default.
+    let run_on = merged.run_on.unwrap_or(match action.as_ref() {
+        Some(JobAction::Watch(_)) => RunOn::All,
+        _ => RunOn::One,
+    });
     let job = Job {
         name: name?,
         schedule: schedule?,
@@ -219,6 +242,7 @@ pub(super) fn job(
         kill_after: merged.kill_after.unwrap_or(KILL_AFTER),
         success_exit_codes: merged.success_exit_codes.unwrap_or_else(|| vec![0]),
         overlap: merged.overlap.unwrap_or_default(),
+        run_on,
         jitter: merged.jitter.unwrap_or_default(),
         working_dir: merged.working_dir,
         env: merged.env,
@@ -466,6 +490,7 @@ fn merge(own: Settings, defaults: &Settings) -> Settings {
         kill_after: own.kill_after.or(d.kill_after),
         success_exit_codes: own.success_exit_codes.or(d.success_exit_codes),
         overlap: own.overlap.or(d.overlap),
+        run_on: own.run_on.or(d.run_on),
         jitter: own.jitter.or(d.jitter),
         working_dir: own.working_dir.or(d.working_dir),
         env,

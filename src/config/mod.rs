@@ -152,6 +152,9 @@ pub struct Job {
     pub success_exit_codes: Vec<i32>,
     /// `overlap`: what happens when a run is due while the previous one still runs.
     pub overlap: Overlap,
+    /// `run_on`: in a `[cluster]`, whether a fire runs on one agent or on every one (default
+    /// `one` for commands, `all` for watches); without a cluster every fire runs here.
+    pub run_on: RunOn,
     /// `jitter`: upper bound of a random delay, stable per host and job.
     pub jitter: Duration,
     /// `working_dir` of the command.
@@ -202,6 +205,25 @@ pub enum Overlap {
     Queue,
     /// Run both.
     Allow,
+}
+
+/// `run_on`: where a fire runs in a `[cluster]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOn {
+    /// On the one agent that claims it in etcd.
+    One,
+    /// On every agent.
+    All,
+}
+
+impl RunOn {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOn::One => "one",
+            RunOn::All => "all",
+        }
+    }
 }
 
 /// Where a job's success is reported.

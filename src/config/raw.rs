@@ -63,6 +63,8 @@ pub(crate) struct RawSettings {
     pub success_exit_codes: Option<Spanned<Vec<Spanned<i64>>>>,
     /// `skip`, `queue` or `allow`.
     pub overlap: Option<Spanned<String>>,
+    /// In a cluster: `one` or `all`.
+    pub run_on: Option<Spanned<String>>,
     /// Upper bound of the start delay.
     pub jitter: Option<Spanned<RawDuration>>,
     /// Directory the command runs in.

@@ -48,6 +48,8 @@ pub(super) struct Shared {
     pub settings: RwLock<Arc<Settings>>,
     /// The ping URLs sync learned for jobs bound by `check_id`, in memory.
     pub ping_urls: crate::sync::LearnedUrls,
+    /// This agent in its `[cluster]`, if any.
+    pub cluster: Option<Arc<crate::cluster::Node>>,
     /// The daemon's files in it.
     pub persisted: Persisted,
     /// The durable outbox under it: pings that could not be delivered wait there for the

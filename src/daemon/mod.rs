@@ -4,6 +4,7 @@
 //! - `supervisor`: start-up, the main loop (control requests, watchdog), reload and shutdown;
 //! - `job`: one task per job that waits for its fire times and applies the overlap policy;
 //! - `run`: one run of a job (a command or a watch probe), its record and its ping;
+//! - `cluster`: in a `[cluster]`, whether this agent runs a fire (its claim in etcd);
 //! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;
 //! - [`hooks`]: where sync, the outbox drainer and the status listener plug in;
 //! - `children`: the job processes, and reaping orphans when the daemon is PID 1;
@@ -13,7 +14,9 @@
 //! `docs/daemon.md` is the user's description.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+mod cluster;
 pub(crate) mod control;
 pub(crate) mod hooks;
 mod job;
@@ -54,6 +57,9 @@ pub(crate) struct Options {
     /// The ping URLs sync learns for jobs bound by `check_id`: the daemon's sync records them,
     /// its runs read them from memory.
     pub ping_urls: crate::sync::LearnedUrls,
+    /// This agent in its `[cluster]` (built at start; a reload does not change it): fires of
+    /// `run_on = "one"` jobs are claimed through it.
+    pub cluster: Option<Arc<crate::cluster::Node>>,
 }
 
 /// How the daemon ended.

@@ -41,6 +41,9 @@ pub(super) async fn execute(
     state: Arc<JobState>,
     scheduled: DateTime<Utc>,
 ) {
+    if !super::cluster::runs_here(&job, &shared, &state, scheduled).await {
+        return;
+    }
     let settings = shared.settings();
     let ended = match &job.action {
         JobAction::Command(_) | JobAction::Shell { .. } => {
@@ -126,7 +129,7 @@ async fn run_command(
     settings: &Settings,
     scheduled: DateTime<Utc>,
 ) -> Ended {
-    let spec = match command_spec(job, settings) {
+    let spec = match command_spec(job, shared, settings, scheduled) {
         Ok(spec) => spec,
         Err(reason) => {
             warn!(job = %job.name, error = %reason, "job not started");
@@ -216,9 +219,23 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec) -> Ended {
 }
 
 /// The child of a command or shell job: its command and hygiene (see [`crate::job`]), its
-/// output captured and logged line by line, the user it runs as.
-fn command_spec(job: &Job, settings: &Settings) -> Result<CommandSpec, crate::job::CommandError> {
+/// output captured and logged line by line, the user it runs as; the fire's slot
+/// (`HEARTBEAT_AGENT_SCHEDULED`) and, in a cluster, the node (`HEARTBEAT_AGENT_NODE`).
+fn command_spec(
+    job: &Job,
+    shared: &Shared,
+    settings: &Settings,
+    scheduled: DateTime<Utc>,
+) -> Result<CommandSpec, crate::job::CommandError> {
     let mut spec = crate::job::command(job)?;
+    let slot = scheduled.timestamp().to_string();
+    spec.env_set
+        .push((crate::process::SCHEDULED_ENV.into(), slot.into()));
+    if let Some(node) = &shared.cluster {
+        let name = node.name.clone();
+        spec.env_set
+            .push((crate::process::NODE_ENV.into(), name.into()));
+    }
     crate::job::hygiene(
         &mut spec,
         Some(&job.name),

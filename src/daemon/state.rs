@@ -129,6 +129,13 @@ impl JobState {
         self.running.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// A fire counted by [`JobState::run_started`] that did not run here after all (another
+    /// agent of the cluster runs it, or etcd could not be asked).
+    pub(super) fn run_not_started(&self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.run_ended.notify_one();
+    }
+
     pub(super) fn run_finished(&self, record: RunRecord) {
         lock(&self.snapshot).last_run = Some(record);
         self.runs.fetch_add(1, Ordering::Relaxed);
@@ -160,6 +167,8 @@ pub struct DaemonState {
     /// When the main loop last made progress (Unix ms) and its tick interval (ms): liveness.
     beat: AtomicU64,
     beat_interval: AtomicU64,
+    /// This agent in its `[cluster]`, once the daemon started in one.
+    cluster: std::sync::OnceLock<Arc<crate::cluster::Node>>,
 }
 
 impl DaemonState {
@@ -181,6 +190,15 @@ impl DaemonState {
             Ordering::Relaxed,
         );
         self.beat.store(now, Ordering::Relaxed);
+    }
+
+    /// This agent in its `[cluster]` (`None` when it runs alone).
+    pub(crate) fn cluster(&self) -> Option<&Arc<crate::cluster::Node>> {
+        self.cluster.get()
+    }
+
+    pub(super) fn set_cluster(&self, node: Arc<crate::cluster::Node>) {
+        let _ = self.cluster.set(node);
     }
 
     /// The state of job `name`, if it is configured.

@@ -71,6 +71,7 @@ pub(crate) async fn run(
     let shared = Arc::new(Shared {
         settings: RwLock::new(Arc::new(settings(&config))),
         ping_urls: options.ping_urls.clone(),
+        cluster: options.cluster.clone(),
         persisted: Persisted::new(&options.state_dir),
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         state: Arc::new(DaemonState::default()),
@@ -88,6 +89,9 @@ pub(crate) async fn run(
             )
             .ok(),
     });
+    if let Some(node) = &options.cluster {
+        shared.state.set_cluster(Arc::clone(node));
+    }
     let (config_tx, _) = watch::channel(Arc::clone(&config));
     let mut supervisor = Supervisor {
         options,
@@ -220,6 +224,10 @@ impl Supervisor {
         };
         let drainer = outbox::drain(self.shared.outbox.clone(), cancel.clone(), options);
         self.tasks.spawn(drainer);
+        if let Some(node) = &self.shared.cluster {
+            self.tasks
+                .spawn(Arc::clone(node).keep_lease(cancel.clone()));
+        }
         for (name, task) in tasks {
             let context = Context {
                 config: self.config.subscribe(),
@@ -259,6 +267,9 @@ impl Supervisor {
                     && config.agent.state_dir.is_some()
                 {
                     warn!("state_dir changed: it takes effect at the next start");
+                }
+                if config.cluster != self.config.borrow().cluster {
+                    warn!("[cluster] changed: it takes effect at the next start");
                 }
                 *self
                     .shared

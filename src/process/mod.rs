@@ -42,6 +42,13 @@ pub(crate) const SECRET_ENV: &[&str] = &[
 /// The variable naming the job a child runs for (set when the job is known).
 pub(crate) const JOB_ENV: &str = "HEARTBEAT_AGENT_JOB";
 
+/// The variable holding the scheduled time (Unix seconds, before jitter) of the fire a daemon
+/// job's child runs for: the fire's slot, the same on every agent of a cluster.
+pub(crate) const SCHEDULED_ENV: &str = "HEARTBEAT_AGENT_SCHEDULED";
+
+/// The variable naming the cluster node (`[cluster] node`) that runs a daemon job's child.
+pub(crate) const NODE_ENV: &str = "HEARTBEAT_AGENT_NODE";
+
 /// The variable naming the heartbeat check a child reports to (set when known).
 pub(crate) const CHECK_ENV: &str = "HEARTBEAT_AGENT_CHECK_ID";
 

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
 
-use super::doc::{ConfigInfo, JobDoc, PingDoc, Remote, RunDoc, StatusDoc, SyncDoc};
+use super::doc::{
+    ConfigInfo, EtcdDoc, JobClusterDoc, JobDoc, PingDoc, Remote, RunDoc, StatusDoc, SyncDoc,
+};
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
 use super::server::App;
@@ -90,6 +92,16 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             .map(|(what, n)| (what.to_owned(), n))
             .collect(),
         cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
+        etcd: app.context.state.cluster().map(|node| EtcdDoc {
+            node: node.name.clone(),
+            name: node.keys.root().trim_end_matches('/').to_owned(),
+            endpoints: node.etcd.endpoints(),
+            on_unavailable: node.on_unavailable.as_str().to_owned(),
+            reachable: node.etcd.reachable(),
+            lease_held: node.lease().is_some(),
+            errors_by_endpoint: node.etcd.errors_by_endpoint().into_iter().collect(),
+            last_error: node.etcd.last_error().map(|e| crate::redact::scrub(&e)),
+        }),
     }
 }
 
@@ -137,6 +149,18 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         remote: Remote::Unavailable {
             reason: String::new(),
         },
+        cluster: app.context.state.cluster().map(|node| {
+            let claims = node.claims().remove(&job.name).unwrap_or_default();
+            let (last_ran_on, last_ran_fire) = claims.last_ran_on.unzip();
+            JobClusterDoc {
+                run_on: job.run_on.as_str().to_owned(),
+                last_ran_on,
+                last_ran_fire,
+                claims_won: claims.won,
+                claims_lost: claims.lost,
+                claims_unavailable: claims.unavailable,
+            }
+        }),
     }
 }
 

@@ -36,6 +36,48 @@ pub(crate) struct StatusDoc {
     /// election. Absent without `[cluster]` and from older daemons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster::leader::Standing>,
+    /// In a `[cluster]`: this agent's etcd connection, lease and `on_unavailable`; absent
+    /// when it runs alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<EtcdDoc>,
+}
+
+/// This agent's etcd connection and lease.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct EtcdDoc {
+    /// `[cluster] node`.
+    pub node: String,
+    /// `[cluster] name`: the key prefix.
+    pub name: String,
+    /// The etcd endpoints, in the order they are tried.
+    pub endpoints: Vec<String>,
+    /// `skip` or `run`.
+    pub on_unavailable: String,
+    /// Whether the last etcd request got an answer (`null` before the first).
+    pub reachable: Option<bool>,
+    /// Whether this agent holds its lease (without one, fires follow `on_unavailable`).
+    pub lease_held: bool,
+    /// Failed etcd requests by endpoint since start.
+    pub errors_by_endpoint: BTreeMap<String, u64>,
+    /// The last etcd error (names the endpoint; never a password).
+    pub last_error: Option<String>,
+}
+
+/// A job in a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct JobClusterDoc {
+    /// `one` or `all`.
+    pub run_on: String,
+    /// The node that ran the latest fire this agent saw (itself or the claim's winner).
+    pub last_ran_on: Option<String>,
+    /// That fire's scheduled time.
+    pub last_ran_fire: Option<DateTime<Utc>>,
+    /// Fires this agent claimed and ran.
+    pub claims_won: u64,
+    /// Fires another agent claimed.
+    pub claims_lost: u64,
+    /// Fires that could not be claimed (etcd unavailable; `on_unavailable` applied).
+    pub claims_unavailable: u64,
 }
 
 /// Which configuration the daemon runs.
@@ -85,6 +127,10 @@ pub(crate) struct JobDoc {
     pub sync: Option<SyncDoc>,
     /// What the service thinks of the check.
     pub remote: Remote,
+    /// In a `[cluster]`: where the job last ran and its claims; absent when the agent runs
+    /// alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<JobClusterDoc>,
 }
 
 /// One run.

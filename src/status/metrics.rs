@@ -29,6 +29,8 @@ use crate::daemon::AfterRun;
 use crate::ping::outbox::Stats;
 use crate::run_end::RunOutcome;
 
+mod cluster;
+
 /// Upper bounds (seconds) of the run duration histogram's buckets.
 pub(crate) const DURATION_BUCKETS: [f64; 12] = [
     0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0,
@@ -154,10 +156,13 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         }
     }
     if let Some(cluster) = &scrape.cluster {
-        cluster_families(&mut out, cluster);
+        cluster::role_families(&mut out, cluster);
     }
     api_families(&mut out);
     tls_families(&mut out);
+    if let Some(node) = scrape.state.cluster() {
+        cluster::claim_families(&mut out, node);
+    }
     out.family(
         "heartbeat_agent_config_reloads_total",
         "counter",
@@ -387,32 +392,6 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
             &[("reason", reason)],
             n as f64,
         );
-    }
-}
-
-/// The cluster role (every role present, 1 for this agent's) and the leader it sees.
-fn cluster_families(out: &mut Text, cluster: &crate::cluster::leader::Standing) {
-    use crate::cluster::leader::Role;
-    out.family(
-        "heartbeat_agent_cluster_role",
-        "gauge",
-        "This agent's cluster role: 1 for the role it has (leader, follower, unavailable), 0 for the others.",
-    );
-    for role in Role::ALL {
-        let value = f64::from(u8::from(cluster.role == role));
-        out.sample(
-            "heartbeat_agent_cluster_role",
-            &[("role", role.as_str())],
-            value,
-        );
-    }
-    out.family(
-        "heartbeat_agent_cluster_leader",
-        "gauge",
-        "The node that leads the cluster as this agent last saw it (always 1; no sample while unknown).",
-    );
-    if let Some(leader) = &cluster.leader {
-        out.sample("heartbeat_agent_cluster_leader", &[("node", leader)], 1.0);
     }
 }
 

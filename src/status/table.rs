@@ -44,7 +44,42 @@ pub(crate) fn render(doc: &StatusDoc, color: bool) -> String {
     for row in &rows {
         line(&mut out, row, &widths, color);
     }
+    if let Some(etcd) = &doc.etcd {
+        out.push_str(&etcd_line(etcd, &doc.jobs));
+    }
     out
+}
+
+/// In a cluster: whether etcd answers and this agent holds its lease, the claims, the last
+/// etcd error.
+fn etcd_line(etcd: &super::doc::EtcdDoc, jobs: &[JobDoc]) -> String {
+    let reachable = match etcd.reachable {
+        Some(true) => "reachable",
+        Some(false) => "UNREACHABLE",
+        None => "not asked yet",
+    };
+    let lease = if etcd.lease_held {
+        "lease held"
+    } else {
+        "no lease"
+    };
+    let sum = |f: fn(&super::doc::JobClusterDoc) -> u64| -> u64 {
+        jobs.iter().filter_map(|j| j.cluster.as_ref()).map(f).sum()
+    };
+    let (won, lost, skipped) = (
+        sum(|c| c.claims_won),
+        sum(|c| c.claims_lost),
+        sum(|c| c.claims_unavailable),
+    );
+    let mut line = format!(
+        "etcd: {reachable}, {lease}; claims won {won}, lost {lost}, unavailable {skipped} \
+         (on_unavailable = \"{}\")\n",
+        etcd.on_unavailable
+    );
+    if let (Some(false), Some(error)) = (etcd.reachable, &etcd.last_error) {
+        line.push_str(&format!("etcd error: {error}\n"));
+    }
+    line
 }
 
 fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 6], color: bool) {
@@ -96,6 +131,17 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
             };
             (format!("{} ago {what}", span(now - run.ended)), tone)
         }
+    };
+    // In a cluster, a later fire that another agent ran shows where it ran.
+    let last = match job
+        .cluster
+        .as_ref()
+        .and_then(|c| c.last_ran_on.as_ref().zip(c.last_ran_fire))
+    {
+        Some((node, fire)) if job.last_run.as_ref().map_or(true, |r| r.scheduled < fire) => {
+            (format!("{} ago on {node}", span(now - fire)), Tone::Plain)
+        }
+        _ => last,
     };
     let ping = match &job.last_ping {
         None => ("-".to_owned(), Tone::Plain),

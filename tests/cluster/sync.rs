@@ -355,24 +355,40 @@ fn a_period_change_waits_for_a_ping_accepted_on_a_follower_then_the_leader_sends
         return;
     };
     let emulator = emulator();
-    let (agents, leader) = cluster_of_three(&etcd, &emulator, &job("period = \"1d\""));
+    // Besides `j`, a job that fires every second: its claims are timed.
+    let tick = "[[jobs]]\nname = \"tick\"\nschedule = \"* * * * * *\"\ncommand = [\"true\"]\n";
+    let jobs = |check: &str| format!("{tick}\n{}", job(check));
+    let (agents, leader) = cluster_of_three(&etcd, &emulator, &jobs("period = \"1d\""));
     first_put(&emulator);
     let follower = (leader + 1) % 3;
     shared_url(&agents[follower]);
+    util::eventually(Duration::from_secs(10), "claims timed", || {
+        let metrics = agents[follower].metrics();
+        let count = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("heartbeat_agent_cluster_claim_seconds_count "))
+            .and_then(|n| n.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        (count >= 1.0
+            && metrics.contains("heartbeat_agent_cluster_claim_seconds_bucket{le=\"+Inf\"}"))
+        .then_some(())
+        .ok_or(metrics)
+    });
     // A new period on every agent: held by the leader (it would restart the service's timer
     // and hide a failure for up to a whole period), until an accepted ping of the check.
     for agent in &agents {
-        agent.write(&etcd, &emulator, &job("period = \"2h\""));
+        agent.write(&etcd, &emulator, &jobs("period = \"2h\""));
     }
     util::eventually(
         Duration::from_secs(10),
         "the leader holds the change",
         || {
             let doc = agents[leader].status().ok_or("no status")?;
-            let sync = &doc["jobs"][0]["sync"];
-            (sync["state"] == "pending" && sync["last_attempt"].is_string())
-                .then_some(())
-                .ok_or_else(|| sync.to_string())
+            let all = doc["jobs"].as_array().cloned().unwrap_or_default();
+            let sync = all.iter().find(|j| j["name"] == "j").map(|j| &j["sync"]);
+            sync.filter(|s| s["state"] == "pending" && s["last_attempt"].is_string())
+                .map(|_| ())
+                .ok_or_else(|| doc.to_string())
         },
     );
     std::thread::sleep(Duration::from_secs(2));

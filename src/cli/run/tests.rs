@@ -46,6 +46,7 @@ fn job(action: JobAction, target: PingTarget) -> Job {
         group: None,
         enabled: true,
         catch_up: false,
+        run_on: crate::config::RunOn::One,
         output_tail: 1024,
         target,
         check: Default::default(),

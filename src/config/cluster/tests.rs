@@ -83,3 +83,37 @@ fn bad_values_point_at_the_line() {
         assert!(err.contains(expected), "{text}\n---\n{err}");
     }
 }
+
+#[test]
+fn run_on_defaults_to_one_for_commands_and_all_for_watches() {
+    let jobs = "[defaults]\nrun_on = \"all\"\n\n[[jobs]]\nname = \"c\"\nschedule = \"@daily\"\n\
+                command = [\"true\"]\nrun_on = \"one\"\n\n[[jobs]]\nname = \"d\"\n\
+                schedule = \"@daily\"\nshell = \"true\"\n";
+    let config = Config::from_text(Path::new("/etc/hb/config.toml"), jobs)
+        .expect("valid")
+        .config;
+    let run_on: Vec<_> = config.jobs.iter().map(|j| j.run_on).collect();
+    assert_eq!(
+        run_on,
+        [crate::config::RunOn::One, crate::config::RunOn::All]
+    );
+    let plain = "[[jobs]]\nname = \"c\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n\n\
+                 [[jobs]]\nname = \"w\"\nschedule = \"@daily\"\n[jobs.watch]\nkind = \"load\"\n\
+                 max_load1 = 4.0\n";
+    let config = Config::from_text(Path::new("/etc/hb/config.toml"), plain)
+        .expect("valid")
+        .config;
+    let run_on: Vec<_> = config.jobs.iter().map(|j| j.run_on).collect();
+    assert_eq!(
+        run_on,
+        [crate::config::RunOn::One, crate::config::RunOn::All]
+    );
+    let bad =
+        "[[jobs]]\nname = \"c\"\nschedule = \"@daily\"\ncommand = [\"true\"]\nrun_on = \"any\"\n";
+    let err = Config::from_text(Path::new("/etc/hb/config.toml"), bad).expect_err("invalid");
+    let text = err.problems.join("\n");
+    assert!(
+        text.contains("config.toml:5:10: job \"c\": key `run_on`: unknown run_on \"any\": expected \"one\" or \"all\""),
+        "{text}"
+    );
+}

@@ -1,0 +1,336 @@
+//! This agent as a member of a cluster: its one lease (granted and kept alive by one task,
+//! [`Node::keep_lease`]), its presence key `<name>/nodes/<node>`, and the claim of each fire of
+//! a `run_on = "one"` job ([`Node::claim`]), with what status and `/metrics` show about them.
+//!
+//! A claim is one etcd transaction: if `<name>/claims/<job>/<T>` does not exist, create it
+//! (value: this node's name) bound to the lease and delete the job's claims older than
+//! `T - keep`; else read it (who won). `T` is the fire's scheduled time before jitter, so agents
+//! whose clocks differ name the same slot. A claim stays until a later win of the same job
+//! deletes it (at least [`CLAIM_KEEP`] later) or its lease ends: an agent whose clock is behind
+//! by less than that still finds the slot taken. The range delete compares keys as text, which
+//! orders fire times as numbers while they have 10 digits (2001 to 2286).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::etcd::put_body;
+use super::{Etcd, EtcdError, Keys, LeaseId};
+use crate::config::{ClusterSettings, OnUnavailable};
+
+/// How long a won claim is kept at least (besides the job's jitter): the largest clock
+/// difference between agents that still cannot run a slot twice.
+pub const CLAIM_KEEP: Duration = Duration::from_secs(60);
+
+/// Upper bounds (seconds) of the claim latency histogram's buckets.
+pub const CLAIM_BUCKETS: [f64; 11] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// How long the claims' transactions took, for `/metrics` (`heartbeat_agent_cluster_claim_seconds`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClaimTimes {
+    /// Claims per bucket of [`CLAIM_BUCKETS`] (not cumulative; slower ones only in `count`).
+    pub buckets: [u64; CLAIM_BUCKETS.len()],
+    /// The sum of the durations, in seconds.
+    pub sum: f64,
+    /// The number of claims timed.
+    pub count: u64,
+}
+
+/// How long a claim waits for the lease task's first attempt at start-up.
+const LEASE_WAIT: Duration = Duration::from_secs(1);
+
+/// What a claim came to.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// This agent runs the fire.
+    Won,
+    /// Another agent does: its node name.
+    Lost(String),
+    /// etcd could not be asked (or this agent holds no lease): `on_unavailable` decides.
+    Unavailable(String),
+}
+
+/// One job's claims since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobClaims {
+    /// Fires this agent won (and ran).
+    pub won: u64,
+    /// Fires another agent won.
+    pub lost: u64,
+    /// Fires whose claim could not be made (etcd unavailable).
+    pub unavailable: u64,
+    /// The node that ran the latest fire and that fire's scheduled time.
+    pub last_ran_on: Option<(String, DateTime<Utc>)>,
+}
+
+/// This agent in its cluster.
+pub struct Node {
+    /// The etcd client.
+    pub etcd: Etcd,
+    /// The cluster's keys.
+    pub keys: Keys,
+    /// This agent's name in the cluster (`[cluster] node`).
+    pub name: String,
+    /// The lease TTL.
+    pub ttl: Duration,
+    /// What a fire does when etcd cannot be asked.
+    pub on_unavailable: OnUnavailable,
+    lease: watch::Sender<Option<LeaseId>>,
+    /// Set when the lease task's first attempt ended (with a lease or not): from then on a
+    /// claim does not wait for a lease.
+    settled: watch::Sender<bool>,
+    jobs: Mutex<BTreeMap<String, JobClaims>>,
+    /// How long the claims' transactions took.
+    times: Mutex<ClaimTimes>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("name", &self.name)
+            .field("keys", &self.keys)
+            .field("lease", &self.lease())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// The node of `settings`; asks etcd nothing yet ([`Node::keep_lease`] does).
+    pub fn new(settings: &ClusterSettings) -> Result<Arc<Node>, EtcdError> {
+        Ok(Arc::new(Node {
+            etcd: Etcd::new(settings)?,
+            keys: Keys::new(&settings.name),
+            name: settings.node.clone(),
+            ttl: settings.lease,
+            on_unavailable: settings.on_unavailable,
+            lease: watch::channel(None).0,
+            settled: watch::channel(false).0,
+            jobs: Mutex::new(BTreeMap::new()),
+            times: Mutex::new(ClaimTimes::default()),
+        }))
+    }
+
+    /// The lease this agent holds now (`None` while etcd is unavailable or before the first).
+    pub fn lease(&self) -> Option<LeaseId> {
+        *self.lease.borrow()
+    }
+
+    /// Follows the lease: a new value whenever it is granted anew or lost.
+    pub fn watch_lease(&self) -> watch::Receiver<Option<LeaseId>> {
+        self.lease.subscribe()
+    }
+
+    /// How long the claims' transactions took so far.
+    pub fn claim_times(&self) -> ClaimTimes {
+        self.times.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Each job's claims so far, by job name.
+    pub fn claims(&self) -> BTreeMap<String, JobClaims> {
+        self.jobs().clone()
+    }
+
+    fn jobs(&self) -> MutexGuard<'_, BTreeMap<String, JobClaims>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The one task that holds this agent's lease, until `cancel` (then the lease is revoked,
+    /// so the agent's presence and claims go at once): grants it, writes the presence key,
+    /// renews it every third of its TTL, and grants a new one when it is lost. While etcd is
+    /// unavailable it asks again every second; a lease not renewed for a whole TTL is given up.
+    pub async fn keep_lease(self: Arc<Self>, cancel: CancellationToken) {
+        let mut last_renewed = tokio::time::Instant::now();
+        let mut failing = false;
+        loop {
+            let renewed = self.renew(&mut last_renewed).await;
+            self.settled.send_replace(true);
+            let pause = match renewed {
+                Ok(()) => {
+                    if std::mem::take(&mut failing) {
+                        info!(node = %self.name, "etcd is reachable again; claims resume");
+                    }
+                    self.ttl / 3
+                }
+                Err(err) => {
+                    if !std::mem::replace(&mut failing, true) {
+                        warn!(node = %self.name, "{err}");
+                    }
+                    if last_renewed.elapsed() >= self.ttl && self.lease().is_some() {
+                        warn!(node = %self.name, "the lease was not renewed for {:?}: given up; fires of run_on = \"one\" jobs follow on_unavailable = \"{}\" until etcd answers", self.ttl, self.on_unavailable.as_str());
+                        self.lease.send_replace(None);
+                    }
+                    Duration::from_secs(1)
+                }
+            };
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+        if let Some(lease) = self.lease.send_replace(None) {
+            let revoke = tokio::time::timeout(Duration::from_secs(1), self.etcd.revoke(lease));
+            if let Ok(Err(err)) = revoke.await {
+                warn!(node = %self.name, "cannot revoke the lease at shutdown (it ends by itself within {:?}): {err}", self.ttl);
+            }
+        }
+    }
+
+    /// One step of the lease task: renew the lease held, or grant one and write the presence.
+    async fn renew(&self, last_renewed: &mut tokio::time::Instant) -> Result<(), EtcdError> {
+        if let Some(lease) = self.lease() {
+            if self.etcd.keep_alive(lease).await?.is_some() {
+                *last_renewed = tokio::time::Instant::now();
+                return Ok(());
+            }
+            warn!(node = %self.name, lease, "the lease expired (etcd was out of reach for longer than its TTL); granting a new one");
+            self.lease.send_replace(None);
+        }
+        let lease = self.etcd.grant(self.ttl).await?;
+        let presence = json!({ "node": self.name, "since": Utc::now() }).to_string();
+        self.etcd
+            .put(
+                &self.keys.node(&self.name),
+                presence.as_bytes(),
+                Some(lease),
+            )
+            .await?;
+        *last_renewed = tokio::time::Instant::now();
+        info!(node = %self.name, lease, ttl = ?self.ttl, "holding a cluster lease");
+        self.lease.send_replace(Some(lease));
+        Ok(())
+    }
+
+    /// Claims the fire of `job` scheduled at `fire` (see the module header); counts it for
+    /// status. `keep` is how long the claim must outlive its slot (the job's jitter plus
+    /// [`CLAIM_KEEP`]).
+    pub async fn claim(&self, job: &str, fire: DateTime<Utc>, keep: Duration) -> Claim {
+        let claim = match self.lease_now().await {
+            None => Claim::Unavailable(
+                "this agent holds no etcd lease (etcd is unavailable)".to_owned(),
+            ),
+            Some(lease) => {
+                let started = std::time::Instant::now();
+                let done = self.transact(job, fire.timestamp(), keep, lease).await;
+                self.time(started.elapsed());
+                match done {
+                    Ok(claim) => claim,
+                    Err(err) => self.recheck(job, fire.timestamp(), err).await,
+                }
+            }
+        };
+        let mut jobs = self.jobs();
+        let counts = jobs.entry(job.to_owned()).or_default();
+        match &claim {
+            Claim::Won => {
+                counts.won += 1;
+                counts.last_ran_on = Some((self.name.clone(), fire));
+            }
+            Claim::Lost(node) => {
+                counts.lost += 1;
+                counts.last_ran_on = Some((node.clone(), fire));
+            }
+            Claim::Unavailable(_) => counts.unavailable += 1,
+        }
+        claim
+    }
+
+    /// Counts one claim's transaction that took `took`.
+    fn time(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        let mut times = self.times.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = CLAIM_BUCKETS.iter().position(|&bound| secs <= bound) {
+            times.buckets[i] += 1;
+        }
+        times.sum += secs;
+        times.count += 1;
+    }
+
+    /// After a failed claim: the txn may have been applied with its answer lost (a member
+    /// that lost its raft leader answers late, or not at all). One read of the key, through
+    /// whichever member answers now, tells whether this node holds the slot; without an answer
+    /// the fire stays unavailable.
+    async fn recheck(&self, job: &str, fire: i64, err: EtcdError) -> Claim {
+        match self.etcd.get(&self.keys.claim(job, fire)).await {
+            Ok(Some(holder)) if holder == self.name.as_bytes() => Claim::Won,
+            Ok(Some(holder)) => Claim::Lost(String::from_utf8_lossy(&holder).into_owned()),
+            Ok(None) | Err(_) => Claim::Unavailable(err.to_string()),
+        }
+    }
+
+    /// The lease; at start-up, after the lease task's first attempt (waiting at most
+    /// [`LEASE_WAIT`]).
+    async fn lease_now(&self) -> Option<LeaseId> {
+        let mut settled = self.settled.subscribe();
+        let _ = tokio::time::timeout(LEASE_WAIT, settled.wait_for(|done| *done)).await;
+        self.lease()
+    }
+
+    /// The claim's one transaction.
+    async fn transact(
+        &self,
+        job: &str,
+        fire: i64,
+        keep: Duration,
+        lease: LeaseId,
+    ) -> Result<Claim, EtcdError> {
+        #[derive(Deserialize)]
+        struct Txn {
+            #[serde(default)]
+            succeeded: bool,
+            #[serde(default)]
+            responses: Vec<Response>,
+        }
+        #[derive(Deserialize)]
+        struct Response {
+            response_range: Option<super::gateway::RangeAnswer>,
+        }
+        let key = self.keys.claim(job, fire);
+        let older = self
+            .keys
+            .claim(job, fire - i64::try_from(keep.as_secs()).unwrap_or(0));
+        let body = json!({
+            "compare": [{
+                "key": BASE64.encode(&key),
+                "target": "CREATE",
+                "result": "EQUAL",
+                "create_revision": "0",
+            }],
+            "success": [
+                { "request_put": put_body(&key, self.name.as_bytes(), Some(lease)) },
+                { "request_delete_range": {
+                    "key": BASE64.encode(self.keys.claims(job)),
+                    "range_end": BASE64.encode(older),
+                } },
+            ],
+            "failure": [{ "request_range": { "key": BASE64.encode(&key) } }],
+        });
+        let txn: Txn = self.etcd.call("/v3/kv/txn", &key, &body).await?;
+        if txn.succeeded {
+            return Ok(Claim::Won);
+        }
+        let holder = txn
+            .responses
+            .into_iter()
+            .filter_map(|r| r.response_range)
+            .flat_map(|r| r.kvs)
+            .find_map(|kv| BASE64.decode(kv.value).ok())
+            .map(|v| String::from_utf8_lossy(&v).into_owned());
+        match holder {
+            // Our own first attempt, whose answer was lost on a closed connection.
+            Some(node) if node == self.name => Ok(Claim::Won),
+            Some(node) => Ok(Claim::Lost(node)),
+            None => Ok(Claim::Lost("another node".to_owned())),
+        }
+    }
+}
