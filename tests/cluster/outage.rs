@@ -33,10 +33,13 @@ fn an_etcd_outage_follows_on_unavailable_and_ends_without_a_restart() {
     r.status();
     std::thread::sleep(Duration::from_secs(2));
 
-    // One member down: every slot still runs once.
+    // One member down: jobs go on, no slot twice. When the stopped member led etcd's raft
+    // group, the others elect a new leader first (0.5 s here, seconds on a loaded machine); a
+    // claim whose answer is lost meanwhile is skipped, never run twice (docs/daemon.md): a
+    // job may miss one slot of the window, not more.
     cluster.stop(0);
-    let from = now() + 1;
-    std::thread::sleep(Duration::from_secs(5));
+    let from = now() + 3;
+    std::thread::sleep(Duration::from_secs(8));
     let to = now() - 1;
     let written = slots(&out, JOBS);
     assert!(
@@ -45,7 +48,14 @@ fn an_etcd_outage_follows_on_unavailable_and_ends_without_a_restart() {
         twice(&written)
     );
     let gaps = missing(&written, JOBS, from, to);
-    assert!(gaps.is_empty(), "one member down, not run: {gaps:?}");
+    for j in 0..JOBS {
+        let job = format!("j{j}@");
+        let missed = gaps.iter().filter(|g| g.starts_with(&job)).count();
+        assert!(
+            missed <= 1,
+            "one member down, j{j} stopped running: {gaps:?}"
+        );
+    }
 
     // Every member down: s skips, r runs; both say so.
     cluster.stop(1);
