@@ -21,13 +21,8 @@ cd "$(dirname "$0")/.."
 command -v python3 >/dev/null || { echo "bench-daemon: python3 is required" >&2; exit 1; }
 
 IDLE="${1:-60}"
-[ -n "${BENCH_NO_BUILD:-}" ] || [ -n "${BENCH_BIN:-}" ] || cargo build --release --quiet
-BIN="${BENCH_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent}"
+. scripts/lib/bench-env.sh
 export BENCH_NICE="${BENCH_NICE:-0}"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export HOME="$work"
-unset HEARTBEAT_AGENT_CONFIG HEARTBEAT_AGENT_LOG NOTIFY_SOCKET WATCHDOG_USEC XDG_STATE_HOME
 
 python3 - "$BIN" "$work" "$IDLE" <<'PY'
 import json, os, signal, subprocess, sys, threading, time

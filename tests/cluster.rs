@@ -1,5 +1,6 @@
 //! Cluster mode (issue 17) against a real etcd cluster on 127.0.0.1 (`util::etcd`): the etcd
-//! client itself, then (later modules) agents sharing jobs.
+//! client itself, then agents sharing jobs: `sync`, one agent syncs (leader election, shared
+//! ping URLs, accepted pings through etcd).
 
 use std::path::Path;
 
@@ -11,6 +12,7 @@ mod bad_input;
 mod client;
 mod outage;
 mod slots;
+mod sync;
 
 /// The `[cluster]` settings of a config with `cluster` as the section's body (written as if
 /// in `dir/config.toml`).

@@ -10,9 +10,12 @@ use chrono::{DateTime, Utc};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Job, PingTarget};
+use crate::cluster::leader::{Election, Leadership};
+use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
+use crate::cluster::{Etcd, Keys};
+use crate::config::{ClusterSettings, Config, Job, PingTarget};
 use crate::daemon::control::{self, Control, Controller, Request};
-use crate::daemon::{AfterRun, Context, Task};
+use crate::daemon::{AfterRun, Context, Plugins, Task};
 use crate::sync::{Reconciler, SyncStatus};
 
 /// The daemon's control source from this process's signals: SIGTERM and SIGINT stop it,
@@ -63,11 +66,17 @@ impl AfterRun for Reconciler {
 }
 
 /// The sync engine as a daemon task: [`crate::sync::Reconciler::run`], told about every
-/// successful reload.
-pub(crate) fn sync_task(reconciler: Reconciler) -> Task {
+/// successful reload; in a cluster (`gate`), its passes run only while this agent leads.
+pub(crate) fn sync_task(reconciler: Reconciler, gate: Option<SyncGate>) -> Task {
     Box::new(move |mut context: Context, cancel: CancellationToken| {
         Box::pin(async move {
-            let task = reconciler.clone().run(cancel);
+            let engine = reconciler.clone();
+            let task = async move {
+                match gate {
+                    Some(gate) => gate.run(engine, cancel).await,
+                    None => engine.run(cancel).await,
+                }
+            };
             tokio::pin!(task);
             loop {
                 tokio::select! {
@@ -89,11 +98,12 @@ pub(crate) fn sync_task(reconciler: Reconciler) -> Task {
 /// Sync for a daemon that started with no job bound to a check: started by the first reload
 /// that binds one. Until then it does nothing; afterwards it is the sync engine's
 /// [`AfterRun`] hook.
-#[derive(Default)]
 pub(crate) struct DeferredSync {
     started: OnceLock<Reconciler>,
     /// Where the status endpoint looks for the engine's status; filled when it starts.
     status: Arc<OnceLock<SyncStatus>>,
+    /// In a cluster: what keeps the engine's passes to the leader.
+    gate: Option<SyncGate>,
 }
 
 impl AfterRun for DeferredSync {
@@ -106,10 +116,11 @@ impl AfterRun for DeferredSync {
 
 impl DeferredSync {
     /// A deferred engine that publishes its status in `status` when it starts.
-    pub(crate) fn new(status: Arc<OnceLock<SyncStatus>>) -> DeferredSync {
+    pub(crate) fn new(status: Arc<OnceLock<SyncStatus>>, gate: Option<SyncGate>) -> DeferredSync {
         DeferredSync {
             started: OnceLock::new(),
             status,
+            gate,
         }
     }
 
@@ -138,9 +149,48 @@ impl DeferredSync {
                     tracing::info!("a job is bound to a check now: check sync started");
                     let reconciler = self.started.get_or_init(|| reconciler).clone();
                     let _ = self.status.set(reconciler.status());
-                    return sync_task(reconciler)(context, cancel).await;
+                    return sync_task(reconciler, self.gate.clone())(context, cancel).await;
                 }
             })
         })
     }
+}
+
+/// A cluster agent's part in sync (`[cluster]`): the leader election and the relay of sync's
+/// state through etcd as daemon tasks, the relay's after-run hook (accepted pings), and the
+/// gate that keeps sync's passes to the leader (hand it to [`sync_task`] or [`DeferredSync`]).
+pub(crate) fn cluster_sync(
+    etcd: &Etcd,
+    settings: &ClusterSettings,
+    options: &crate::daemon::Options,
+    plugins: &mut Plugins,
+) -> (SyncGate, Leadership) {
+    let keys = Keys::new(&settings.name);
+    let (election, leadership) = Election::new(etcd.clone(), &keys, &settings.node, settings.lease);
+    let shared = SharedState::new(
+        etcd.clone(),
+        keys,
+        &options.state_dir,
+        options.ping_urls.clone(),
+    );
+    let every = relay::interval(settings.lease);
+    let (relay, hook) = Relay::new(shared.clone(), &settings.node, leadership.clone(), every);
+    let gate = SyncGate {
+        leadership: leadership.clone(),
+        shared,
+        engine: Arc::default(),
+    };
+    plugins.after_run.push(Arc::new(hook));
+    plugins.tasks.push((
+        "cluster election",
+        Box::new(move |_: Context, cancel: CancellationToken| Box::pin(election.run(cancel))),
+    ));
+    let engine = Arc::clone(&gate.engine);
+    plugins.tasks.push((
+        "cluster relay",
+        Box::new(move |context: Context, cancel: CancellationToken| {
+            Box::pin(relay.run(context.config, engine, cancel))
+        }),
+    ));
+    (gate, leadership)
 }

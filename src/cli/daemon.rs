@@ -88,6 +88,16 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         }
     };
     let mut plugins = Plugins::default();
+    // In a cluster only the leader syncs (docs/cluster.md); `[cluster]` is read at start. The
+    // election shares the node's etcd client (one connection pool, one error count).
+    let (gate, leadership) = match (&options.cluster, &config.cluster) {
+        (Some(node), Some(settings)) => {
+            let (gate, leadership) =
+                assemble::cluster_sync(&node.etcd, settings, &options, &mut plugins);
+            (Some(gate), Some(leadership))
+        }
+        _ => (None, None),
+    };
     let reconciler = reconciler(&config, &options, global);
     let sync_status = Arc::new(std::sync::OnceLock::new());
     if let Some(reconciler) = &reconciler {
@@ -95,10 +105,10 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         plugins.after_run.push(Arc::new(reconciler.clone()));
         plugins
             .tasks
-            .push(("sync", assemble::sync_task(reconciler.clone())));
+            .push(("sync", assemble::sync_task(reconciler.clone(), gate)));
     } else {
         // A reload may bind the first job to a check: sync starts then.
-        let deferred = Arc::new(assemble::DeferredSync::new(Arc::clone(&sync_status)));
+        let deferred = Arc::new(assemble::DeferredSync::new(Arc::clone(&sync_status), gate));
         plugins
             .after_run
             .push(Arc::clone(&deferred) as Arc<dyn daemon::AfterRun>);
@@ -111,6 +121,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         sync: sync_status,
         remote: crate::status::remote::RemoteView::new(client),
         metrics: Arc::default(),
+        cluster: leadership,
     };
     plugins
         .after_run

@@ -2,6 +2,10 @@
 //! each fire of a `run_on = "one"` job runs on one of them. This module is only reached from
 //! the daemon (and `config check`); `run` never calls into it, so its start-up pays nothing.
 //!
+//! - [`leader`]: which agent syncs (leader election on a lease);
+//! - [`relay`]: what sync knows, shared through etcd (ping URLs, accepted pings), and the gate
+//!   that runs sync's passes only on the leader.
+//!
 //! [`etcd`] is the client: etcd's v3 JSON gateway over the agent's reqwest client, not the
 //! gRPC `etcd-client` crate (see its header for why); `gateway` is one request to one member
 //! and what its answer means. [`node`] is this agent in the cluster: its lease, its presence
@@ -25,7 +29,9 @@
 
 pub mod etcd;
 mod gateway;
+pub mod leader;
 pub mod node;
+pub mod relay;
 
 pub use etcd::{Etcd, EtcdError, LeaseId};
 pub use gateway::Failure;

@@ -31,6 +31,22 @@ use crate::config::{ClusterSettings, OnUnavailable};
 /// difference between agents that still cannot run a slot twice.
 pub const CLAIM_KEEP: Duration = Duration::from_secs(60);
 
+/// Upper bounds (seconds) of the claim latency histogram's buckets.
+pub const CLAIM_BUCKETS: [f64; 11] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// How long the claims' transactions took, for `/metrics` (`heartbeat_agent_cluster_claim_seconds`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClaimTimes {
+    /// Claims per bucket of [`CLAIM_BUCKETS`] (not cumulative; slower ones only in `count`).
+    pub buckets: [u64; CLAIM_BUCKETS.len()],
+    /// The sum of the durations, in seconds.
+    pub sum: f64,
+    /// The number of claims timed.
+    pub count: u64,
+}
+
 /// How long a claim waits for the lease task's first attempt at start-up.
 const LEASE_WAIT: Duration = Duration::from_secs(1);
 
@@ -75,6 +91,8 @@ pub struct Node {
     /// claim does not wait for a lease.
     settled: watch::Sender<bool>,
     jobs: Mutex<BTreeMap<String, JobClaims>>,
+    /// How long the claims' transactions took.
+    times: Mutex<ClaimTimes>,
 }
 
 impl std::fmt::Debug for Node {
@@ -99,6 +117,7 @@ impl Node {
             lease: watch::channel(None).0,
             settled: watch::channel(false).0,
             jobs: Mutex::new(BTreeMap::new()),
+            times: Mutex::new(ClaimTimes::default()),
         }))
     }
 
@@ -110,6 +129,11 @@ impl Node {
     /// Follows the lease: a new value whenever it is granted anew or lost.
     pub fn watch_lease(&self) -> watch::Receiver<Option<LeaseId>> {
         self.lease.subscribe()
+    }
+
+    /// How long the claims' transactions took so far.
+    pub fn claim_times(&self) -> ClaimTimes {
+        self.times.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Each job's claims so far, by job name.
@@ -195,10 +219,15 @@ impl Node {
             None => Claim::Unavailable(
                 "this agent holds no etcd lease (etcd is unavailable)".to_owned(),
             ),
-            Some(lease) => match self.transact(job, fire.timestamp(), keep, lease).await {
-                Ok(claim) => claim,
-                Err(err) => self.recheck(job, fire.timestamp(), err).await,
-            },
+            Some(lease) => {
+                let started = std::time::Instant::now();
+                let done = self.transact(job, fire.timestamp(), keep, lease).await;
+                self.time(started.elapsed());
+                match done {
+                    Ok(claim) => claim,
+                    Err(err) => self.recheck(job, fire.timestamp(), err).await,
+                }
+            }
         };
         let mut jobs = self.jobs();
         let counts = jobs.entry(job.to_owned()).or_default();
@@ -214,6 +243,17 @@ impl Node {
             Claim::Unavailable(_) => counts.unavailable += 1,
         }
         claim
+    }
+
+    /// Counts one claim's transaction that took `took`.
+    fn time(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        let mut times = self.times.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = CLAIM_BUCKETS.iter().position(|&bound| secs <= bound) {
+            times.buckets[i] += 1;
+        }
+        times.sum += secs;
+        times.count += 1;
     }
 
     /// After a failed claim: the txn may have been applied with its answer lost (a member

@@ -94,6 +94,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             .into_iter()
             .map(|(what, n)| (what.to_owned(), n))
             .collect(),
+        cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
         etcd: app.context.state.cluster().map(|node| EtcdDoc {
             node: node.name.clone(),
             name: node.keys.root().trim_end_matches('/').to_owned(),
@@ -217,6 +218,7 @@ pub(crate) fn metrics(app: &App) -> String {
                 .map(|(job, p)| (job, p.until))
                 .collect()
         },
+        cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
     };
     metrics::render(&app.sources.metrics, &scrape)
 }

@@ -31,6 +31,11 @@ pub(crate) struct StatusDoc {
     /// a full or read-only disk shows here, not only in the log. Absent from older daemons.
     #[serde(default)]
     pub persist_failures: BTreeMap<String, u64>,
+    /// In a cluster: this agent's node name, its role (`leader`, `follower`, `unavailable`),
+    /// the leader's node name, since when the role holds and the last etcd error of the
+    /// election. Absent without `[cluster]` and from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::leader::Standing>,
     /// In a `[cluster]`: this agent's etcd connection, lease and `on_unavailable`; absent
     /// when it runs alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]

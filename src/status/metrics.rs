@@ -29,6 +29,9 @@ use crate::daemon::AfterRun;
 use crate::ping::outbox::Stats;
 use crate::run_end::RunOutcome;
 
+mod cluster;
+mod process;
+
 /// Upper bounds (seconds) of the run duration histogram's buckets.
 pub(crate) const DURATION_BUCKETS: [f64; 12] = [
     0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0,
@@ -124,6 +127,8 @@ pub(crate) struct Scrape<'a> {
     pub sync: Option<BTreeMap<&'static str, u64>>,
     /// The pauses in force now, by job: their deadline (`None`: until `resume`).
     pub paused: BTreeMap<String, Option<DateTime<Utc>>>,
+    /// In a cluster: this agent's role and the leader.
+    pub cluster: Option<crate::cluster::leader::Standing>,
 }
 
 /// Prometheus text of one scrape.
@@ -159,10 +164,13 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
         }
     }
+    if let Some(cluster) = &scrape.cluster {
+        cluster::role_families(&mut out, cluster);
+    }
     api_families(&mut out);
     tls_families(&mut out);
     if let Some(node) = scrape.state.cluster() {
-        claim_families(&mut out, node);
+        cluster::claim_families(&mut out, node);
     }
     out.family(
         "heartbeat_agent_config_reloads_total",
@@ -176,7 +184,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             n as f64,
         );
     }
-    process_families(&mut out, scrape.start_time);
+    process::families(&mut out, scrape.start_time);
     out.family(
         "heartbeat_agent_persist_failures_total",
         "counter",
@@ -343,70 +351,6 @@ fn attempt_families(
     }
 }
 
-/// The standard `process_*` families of Prometheus clients, read now.
-fn process_families(out: &mut Text, start_time: f64) {
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
-    let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-    let cpu = usage.map(|u| seconds(u.user_time()) + seconds(u.system_time()));
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    // `VmRSS:     3912 kB`
-    let kib = |key: &str| {
-        let line = status.lines().find_map(|l| l.strip_prefix(key))?;
-        let n: f64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
-        Some(n * 1024.0)
-    };
-    let open = std::fs::read_dir("/proc/self/fd")
-        .ok()
-        .map(|d| d.count() as f64);
-    let max = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .ok()
-        .map(|(soft, _)| soft as f64);
-    let families: [(&str, &str, &str, Option<f64>); 6] = [
-        (
-            "process_cpu_seconds_total",
-            "counter",
-            "Total user and system CPU time spent in seconds.",
-            cpu,
-        ),
-        (
-            "process_resident_memory_bytes",
-            "gauge",
-            "Resident memory size in bytes.",
-            kib("VmRSS:"),
-        ),
-        (
-            "process_virtual_memory_bytes",
-            "gauge",
-            "Virtual memory size in bytes.",
-            kib("VmSize:"),
-        ),
-        (
-            "process_open_fds",
-            "gauge",
-            "Number of open file descriptors.",
-            open,
-        ),
-        (
-            "process_max_fds",
-            "gauge",
-            "Maximum number of open file descriptors.",
-            max,
-        ),
-        (
-            "process_start_time_seconds",
-            "gauge",
-            "Start time of the process since unix epoch in seconds.",
-            Some(start_time),
-        ),
-    ];
-    for (name, kind, help, value) in families {
-        out.family(name, kind, help);
-        if let Some(value) = value {
-            out.sample(name, &[], value);
-        }
-    }
-}
-
 fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
     out.family(
         "heartbeat_agent_outbox_depth",
@@ -474,46 +418,6 @@ fn tls_families(out: &mut Text) {
             n as f64,
         );
     }
-}
-
-/// In a `[cluster]`: claims by job and result, etcd errors by endpoint, whether etcd answers
-/// and whether this agent holds its lease.
-fn claim_families(out: &mut Text, node: &crate::cluster::Node) {
-    let claims = "heartbeat_agent_cluster_claims_total";
-    out.family(claims, "counter", "Fire claims of run_on = \"one\" jobs by result: won (run here), lost (run by another agent), unavailable (etcd could not be asked; on_unavailable applied).");
-    for (job, counts) in node.claims() {
-        for (result, n) in [
-            ("won", counts.won),
-            ("lost", counts.lost),
-            ("unavailable", counts.unavailable),
-        ] {
-            out.sample(claims, &[("job", &job), ("result", result)], n as f64);
-        }
-    }
-    let errors = "heartbeat_agent_cluster_etcd_errors_total";
-    out.family(
-        errors,
-        "counter",
-        "Failed etcd requests by endpoint since start.",
-    );
-    for (endpoint, n) in node.etcd.errors_by_endpoint() {
-        out.sample(errors, &[("endpoint", &endpoint)], n as f64);
-    }
-    let reachable = "heartbeat_agent_cluster_etcd_reachable";
-    out.family(
-        reachable,
-        "gauge",
-        "Whether the last etcd request got an answer (1) or no endpoint answered (0).",
-    );
-    let answered = node.etcd.reachable().unwrap_or(false);
-    out.sample(reachable, &[], f64::from(u8::from(answered)));
-    let lease = "heartbeat_agent_cluster_lease_held";
-    out.family(
-        lease,
-        "gauge",
-        "Whether this agent holds its etcd lease (without one, fires follow on_unavailable).",
-    );
-    out.sample(lease, &[], f64::from(u8::from(node.lease().is_some())));
 }
 
 fn api_families(out: &mut Text) {
@@ -605,6 +509,7 @@ mod tests {
             outbox: Stats::default(),
             sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
             paused: BTreeMap::new(),
+            cluster: None,
         };
         let text = render(&RunMetrics::default(), &scrape);
         for line in [

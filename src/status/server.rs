@@ -95,6 +95,8 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
+    /// In a cluster: this agent's role and the leader (`[cluster]`).
+    pub cluster: Option<crate::cluster::leader::Leadership>,
 }
 
 /// The endpoint's shared state.
@@ -110,11 +112,15 @@ impl App {
         Arc::clone(&self.context.config.borrow())
     }
 
-    /// Ready once the first sync pass was attempted (or when nothing is synced).
+    /// Ready once the first sync pass was attempted (or when nothing is synced, or, in a
+    /// cluster, while another agent syncs).
     pub(crate) fn ready(&self) -> bool {
         let Some(sync) = self.sources.sync.get() else {
             return true;
         };
+        if self.sources.cluster.as_ref().is_some_and(|c| !c.leading()) {
+            return true;
+        }
         let jobs = sync.snapshot();
         jobs.is_empty() || jobs.values().any(|j| j.last_attempt.is_some())
     }

@@ -28,6 +28,14 @@ pub(crate) fn render(doc: &StatusDoc, color: bool) -> String {
         }
     }
     let mut out = String::new();
+    if let Some(cluster) = &doc.cluster {
+        let leader = cluster.leader.as_deref().unwrap_or("unknown");
+        out.push_str(&format!(
+            "cluster: node {} is {} (leader: {leader})\n",
+            cluster.node,
+            cluster.role.as_str()
+        ));
+    }
     let header: Vec<(String, Tone)> = HEADERS
         .iter()
         .map(|h| ((*h).to_owned(), Tone::Plain))

@@ -332,7 +332,8 @@ impl Reconciler {
         &self.inner.state_dir
     }
 
-    fn config(&self) -> Arc<Config> {
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<Config> {
         self.inner
             .config
             .lock()
@@ -454,6 +455,12 @@ impl Reconciler {
         if !sleep_or_cancel(random_up_to(start), &cancel).await {
             return;
         }
+        self.passes(cancel).await;
+    }
+
+    /// The passes of [`Reconciler::run`] without its start jitter: the first pass at once (a
+    /// cluster's one syncing agent starts here when it becomes leader).
+    pub async fn passes(self, cancel: CancellationToken) {
         let mut cache = CadenceCache::default();
         let mut failures = 0u32;
         loop {

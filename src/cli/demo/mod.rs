@@ -153,7 +153,7 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     plugins.after_run.push(Arc::new(reconciler.clone()));
     plugins
         .tasks
-        .push(("sync", super::assemble::sync_task(reconciler)));
+        .push(("sync", super::assemble::sync_task(reconciler, None)));
     plugins
         .tasks
         .push(("demo table", table_task(view.clone(), duration, controller)));

@@ -1,0 +1,360 @@
+//! Which agent of a cluster syncs: leader election on etcd (docs/cluster.md, "One agent
+//! syncs").
+//!
+//! Every agent holds an election lease of `[cluster] lease` (the TTL), renewed every third of
+//! it, and looks at the leader key every tick ([`tick`]: an eighth of the TTL, at most
+//! 250 ms). The agent whose create-if-absent of
+//! `<name>/leader` (its node name as the value, bound to its lease) wins leads while that lease
+//! lives; the others read the key every tick and try the create again as soon as it is gone.
+//! etcd deletes the key when the leader's lease expires, so after a leader dies another agent
+//! leads within the TTL plus one tick plus the time etcd takes to expire the lease.
+//!
+//! A leader stops leading at once, without waiting for etcd, when:
+//! - etcd says its lease is gone (a keep-alive answers that the lease does not exist), or
+//! - it could not renew the lease before the lease's own expiry (etcd unreachable): by then
+//!   etcd may have expired it and another agent may lead, so this one must not sync any more,
+//! - or `<name>/leader` no longer names it (deleted by hand, or held by another node).
+//!
+//! Leading is what [`Leadership::leading`] says; the sync task runs only while it is true
+//! ([`super::relay::SyncGate`]). On shutdown the lease is revoked, so another agent
+//! takes over at once instead of after the TTL.
+//!
+//! The election lease is not the node's lease of the claims (`super::node`): a leader must stop
+//! before etcd can expire its lease, so its expiry is counted from when each renewal was *sent*
+//! and checked every tick, and the leader key must go when leadership ends (a revoke) while
+//! the node's presence and claims stay. One more keep-alive per third of the TTL pays for that.
+//!
+//! Home-made consensus is out of the question: the lease, the create-if-absent transaction and
+//! the expiry are etcd's; this module only reads them.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::etcd::{Etcd, LeaseId};
+use super::Keys;
+
+/// This agent's part in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// It leads: it runs sync's PUTs and publishes what sync learned.
+    Leader,
+    /// Another agent leads (or none does yet and this one lost the race).
+    Follower,
+    /// etcd cannot be reached (or answers errors): the role is unknown, so it does not sync.
+    Unavailable,
+}
+
+impl Role {
+    /// The name status and metrics use: `leader`, `follower`, `unavailable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+            Role::Unavailable => "unavailable",
+        }
+    }
+
+    /// Every role, in the order metrics list them.
+    pub const ALL: [Role; 3] = [Role::Leader, Role::Follower, Role::Unavailable];
+}
+
+/// Where this agent stands, as status and metrics show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Standing {
+    /// This agent's node name (`[cluster] node`).
+    pub node: String,
+    /// Its role now.
+    pub role: Role,
+    /// The leader's node name, when known (this agent's own when it leads).
+    pub leader: Option<String>,
+    /// Since when the role holds.
+    pub since: DateTime<Utc>,
+    /// The last etcd error, kept until etcd answers again.
+    pub last_error: Option<String>,
+}
+
+/// The election's published state: cheap to clone, every clone sees the same standing.
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    standing: watch::Receiver<Standing>,
+}
+
+impl Leadership {
+    /// Where this agent stands now.
+    pub fn standing(&self) -> Standing {
+        self.standing.borrow().clone()
+    }
+
+    /// Whether this agent leads now.
+    pub fn leading(&self) -> bool {
+        self.standing.borrow().role == Role::Leader
+    }
+
+    /// Waits until [`Leadership::leading`] is `want`; false if the election ended first.
+    pub async fn until(&mut self, want: bool) -> bool {
+        self.standing
+            .wait_for(|s| (s.role == Role::Leader) == want)
+            .await
+            .is_ok()
+    }
+}
+
+/// How often the election renews its lease and reads the leader key: an eighth of the TTL, at
+/// most 250 ms (a takeover waits for the old lease to expire, then for the next tick).
+pub fn tick(ttl: Duration) -> Duration {
+    (ttl / 8).min(Duration::from_millis(250))
+}
+
+/// One agent's election: who it is, where the key lives, the lease TTL.
+pub struct Election {
+    etcd: Etcd,
+    key: String,
+    node: String,
+    ttl: Duration,
+    publish: watch::Sender<Standing>,
+}
+
+/// The lease this agent holds, and when etcd expires it at the latest if it is not renewed.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    id: LeaseId,
+    expires: Instant,
+}
+
+impl Election {
+    /// An election of `node` in cluster `name` with leases of `ttl`; nothing happens until
+    /// [`Election::run`]. The returned [`Leadership`] starts `unavailable`.
+    pub fn new(etcd: Etcd, keys: &Keys, node: &str, ttl: Duration) -> (Election, Leadership) {
+        let (publish, standing) = watch::channel(Standing {
+            node: node.to_owned(),
+            role: Role::Unavailable,
+            leader: None,
+            since: Utc::now(),
+            last_error: None,
+        });
+        let election = Election {
+            etcd,
+            key: keys.leader(),
+            node: node.to_owned(),
+            ttl,
+            publish,
+        };
+        (election, Leadership { standing })
+    }
+
+    /// Campaigns, leads and follows until `cancel`; then revokes its lease (so another agent
+    /// leads at once) and says `unavailable`.
+    pub async fn run(self, cancel: CancellationToken) {
+        let tick = tick(self.ttl);
+        let mut lease: Option<Held> = None;
+        loop {
+            lease = self.round(lease).await;
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(tick) => {}
+            }
+        }
+        // Stopping: no more leading, said without the "cannot be reached" warning of `set`.
+        self.publish.send_modify(|s| {
+            s.role = Role::Unavailable;
+            s.since = Utc::now();
+        });
+        if let Some(held) = lease {
+            let limit = self.ttl / 2;
+            match tokio::time::timeout(limit, self.etcd.revoke(held.id)).await {
+                Ok(Ok(())) => {
+                    tracing::info!(node = %self.node, "cluster lease revoked at shutdown")
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(node = %self.node, error = %err, "cannot revoke the cluster lease at shutdown; another agent leads once it expires")
+                }
+                Err(_) => {
+                    tracing::warn!(node = %self.node, "etcd did not answer the lease revocation at shutdown; another agent leads once the lease expires")
+                }
+            }
+        }
+    }
+
+    /// One tick: renew (or get) the lease, then lead, follow or campaign. Returns the lease
+    /// held afterwards.
+    async fn round(&self, lease: Option<Held>) -> Option<Held> {
+        let lease = match self.renew(lease).await {
+            Ok(Some(held)) => held,
+            Ok(None) => return None,
+            Err((kept, err)) => {
+                self.unreachable(kept, &err);
+                // A lease past its expiry is given up: the next round asks for a new one.
+                return kept.filter(|held| Instant::now() < held.expires);
+            }
+        };
+        let deadline = self.call_deadline(Some(lease));
+        let leader = match tokio::time::timeout_at(deadline, self.etcd.get(&self.key)).await {
+            Ok(Ok(value)) => value.map(|v| String::from_utf8_lossy(&v).into_owned()),
+            Ok(Err(err)) => {
+                self.unreachable(Some(lease), &err.to_string());
+                return Some(lease);
+            }
+            Err(_) => {
+                self.unreachable(Some(lease), &self.late());
+                return Some(lease);
+            }
+        };
+        match leader {
+            Some(name) if name == self.node => self.set(Role::Leader, Some(name), None),
+            Some(name) => self.set(Role::Follower, Some(name), None),
+            None if self.leading() => {
+                // The key went with the lease (or by hand): campaign again on a new lease.
+                tracing::warn!(node = %self.node, "the leader key is gone: this agent stops leading (no more sync) and campaigns again");
+                self.set(Role::Follower, None, None);
+                return None;
+            }
+            None => self.campaign(lease).await,
+        }
+        Some(lease)
+    }
+
+    /// Creates the leader key bound to `lease` if it is absent: leads when the create wins.
+    async fn campaign(&self, lease: Held) {
+        let value = self.node.as_bytes();
+        let created = tokio::time::timeout_at(
+            self.call_deadline(Some(lease)),
+            self.etcd.create(&self.key, value, Some(lease.id)),
+        )
+        .await;
+        match created {
+            Ok(Ok(true)) => self.set(Role::Leader, Some(self.node.clone()), None),
+            // Another agent won this race: who it is shows at the next tick.
+            Ok(Ok(false)) => self.set(Role::Follower, None, None),
+            Ok(Err(err)) => self.unreachable(Some(lease), &err.to_string()),
+            Err(_) => self.unreachable(Some(lease), &self.late()),
+        }
+    }
+
+    /// Renews `lease` (or grants one): `Ok(None)` when etcd says the lease is gone (a leader
+    /// stops leading here), `Err` with the lease still believed alive when etcd cannot be
+    /// reached.
+    async fn renew(&self, lease: Option<Held>) -> Result<Option<Held>, (Option<Held>, String)> {
+        let sent = Instant::now();
+        // Renewed every third of the TTL: two renewals may fail before it can expire.
+        if let Some(held) = lease.filter(|h| h.expires > sent + self.ttl * 2 / 3) {
+            return Ok(Some(held));
+        }
+        let deadline = self.call_deadline(lease);
+        let Some(held) = lease else {
+            return match tokio::time::timeout_at(deadline, self.etcd.grant(self.ttl)).await {
+                Ok(Ok(id)) => Ok(Some(Held {
+                    id,
+                    expires: sent + self.ttl,
+                })),
+                Ok(Err(err)) => Err((None, err.to_string())),
+                Err(_) => Err((None, self.late())),
+            };
+        };
+        match tokio::time::timeout_at(deadline, self.etcd.keep_alive(held.id)).await {
+            Ok(Ok(Some(left))) => Ok(Some(Held {
+                id: held.id,
+                expires: sent + left,
+            })),
+            Ok(Ok(None)) => {
+                if self.leading() {
+                    tracing::warn!(node = %self.node, "etcd says this agent's cluster lease is gone: it stops leading (no more sync) and campaigns again");
+                }
+                self.set(Role::Follower, None, None);
+                Ok(None)
+            }
+            Ok(Err(err)) => Err((Some(held), err.to_string())),
+            Err(_) => Err((Some(held), self.late())),
+        }
+    }
+
+    /// etcd could not be asked: while the lease may still live a leader keeps leading (its
+    /// lease keeps the key); once it has expired for sure, nobody here leads.
+    fn unreachable(&self, lease: Option<Held>, error: &str) {
+        let alive = lease.is_some_and(|held| Instant::now() < held.expires);
+        if self.leading() && alive {
+            self.publish
+                .send_modify(|s| s.last_error = Some(error.to_owned()));
+            return;
+        }
+        if self.leading() {
+            tracing::warn!(node = %self.node, error, "cannot renew the cluster lease before it expired: this agent stops leading (no more sync)");
+        }
+        let leader = self.publish.borrow().leader.clone();
+        self.set(Role::Unavailable, leader, Some(error.to_owned()));
+    }
+
+    /// The latest time an etcd call of this round may take: half the TTL (a loaded machine
+    /// answers slowly; a follower loses nothing by waiting), and for a leader never past its
+    /// lease's expiry (it must notice that in time).
+    fn call_deadline(&self, lease: Option<Held>) -> Instant {
+        let now = Instant::now();
+        let limit = now + self.ttl / 2;
+        match lease {
+            Some(held) if self.leading() => limit.min(held.expires.max(now)),
+            _ => limit,
+        }
+    }
+
+    /// Why a call ran out of time, naming the endpoints (and the client's last error).
+    fn late(&self) -> String {
+        let endpoints = self.etcd.endpoints().join(", ");
+        match self.etcd.last_error() {
+            Some(last) => format!("etcd ({endpoints}) did not answer in time; last error: {last}"),
+            None => format!("etcd ({endpoints}) did not answer in time"),
+        }
+    }
+
+    fn leading(&self) -> bool {
+        self.publish.borrow().role == Role::Leader
+    }
+
+    /// Publishes a role (logged when it changes) and the leader's name.
+    fn set(&self, role: Role, leader: Option<String>, error: Option<String>) {
+        let before = self.publish.borrow().role;
+        if before != role {
+            match role {
+                Role::Leader => {
+                    tracing::info!(node = %self.node, "this agent leads the cluster: it syncs checks")
+                }
+                Role::Follower => {
+                    tracing::info!(node = %self.node, leader = leader.as_deref().unwrap_or("(unknown)"), "this agent follows: another agent leads and syncs checks")
+                }
+                Role::Unavailable => {
+                    tracing::warn!(node = %self.node, error = error.as_deref().unwrap_or("stopped"), "etcd cannot be reached: this agent's cluster role is unknown (no sync)")
+                }
+            }
+        }
+        self.publish.send_modify(|s| {
+            if s.role != role {
+                s.since = Utc::now();
+            }
+            s.role = role;
+            if leader.is_some() || role != Role::Unavailable {
+                s.leader = leader;
+            }
+            s.last_error = error;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tick_lets_a_follower_take_over_well_within_a_second_of_the_expiry() {
+        assert_eq!(tick(Duration::from_secs(2)), Duration::from_millis(250));
+        assert_eq!(tick(Duration::from_secs(60)), Duration::from_millis(250));
+        assert_eq!(
+            tick(Duration::from_millis(1600)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(Role::Unavailable.as_str(), "unavailable");
+    }
+}
