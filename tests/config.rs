@@ -712,4 +712,18 @@ fn retry_keys_are_checked_with_their_place() {
         "{}",
         checked.stderr
     );
+    // Without a timeout only the waits are bounded, and the report says so.
+    let (_dir, _path, checked) = check_text(
+        "[[jobs]]\nname = \"daily\"\nschedule = \"0 3 * * *\"\ncommand = [\"true\"]\n\
+         ping_url = \"http://127.0.0.1:9/t\"\nretries = 2\n",
+    );
+    assert_eq!(checked.code, 0, "stderr: {}", checked.stderr);
+    assert!(
+        checked.stdout.contains(
+            "  retries:  2 (waits from 10s doubling up to 5m; the waits add up to 30s; no timeout \
+             bounds the attempts)\n"
+        ),
+        "{}",
+        checked.stdout
+    );
 }

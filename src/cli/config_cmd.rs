@@ -167,13 +167,24 @@ fn job_report(job: &Job, now: DateTime<Utc>, in_cluster: bool) -> String {
         label = "           ";
     }
     if job.retries.retries > 0 {
+        let human = crate::watch::human_duration;
+        // Without a timeout an attempt may run for ever: only the waits are bounded.
+        let bound = match job.timeout {
+            Some(_) => format!(
+                "a run takes at most {}",
+                human(job.retries.worst_case(job.timeout))
+            ),
+            None => format!(
+                "the waits add up to {}; no timeout bounds the attempts",
+                human(job.retries.longest_delays())
+            ),
+        };
         let _ = writeln!(
             out,
-            "  retries:  {} (waits from {} doubling up to {}; a run takes at most {})",
+            "  retries:  {} (waits from {} doubling up to {}; {bound})",
             job.retries.retries,
-            crate::watch::human_duration(job.retries.delay),
-            crate::watch::human_duration(job.retries.delay_max),
-            crate::watch::human_duration(job.retries.worst_case(job.timeout))
+            human(job.retries.delay),
+            human(job.retries.delay_max),
         );
     }
     let _ = writeln!(out, "  ping:     {}", target(&job.target));
