@@ -372,8 +372,13 @@ fn password(
         }
         (Some((Err(why), _, key, span)), _) => {
             let span = span.or_else(|| raw.user.as_ref().map(Spanned::span));
-            let hint = "write the etcd user's password into it (one line), a file only the \
-                        agent can read";
+            let hint = if key == "password_env" {
+                "set it in the agent's environment (a systemd EnvironmentFile= only root can \
+                 read), or use password_file"
+            } else {
+                "write the etcd user's password into it (one line), a file only the agent can \
+                 read"
+            };
             check.error(span, at(key), why, Some(hint.to_owned()));
             (None, None)
         }

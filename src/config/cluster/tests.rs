@@ -73,7 +73,7 @@ fn bad_values_point_at_the_line() {
         (format!("{url}\nca_file = \"/nonexistent/ca.pem\""), "key `ca_file`: cannot read /nonexistent/ca.pem"),
         (format!("{url}\nuser = \"agent\""), "config.toml:3:8: [cluster]: key `user`: `user` is set but no password"),
         (format!("{url}\nuser = \"agent\"\npassword_file = \"/nonexistent/pw\""), "key `password_file`: cannot use the password file /nonexistent/pw"),
-        (format!("{url}\nuser = \"agent\"\npassword_env = \"HB_TEST_UNSET_PASSWORD_VAR\""), "key `password_env`: `password_env` names $HB_TEST_UNSET_PASSWORD_VAR, which is not set"),
+        (format!("{url}\nuser = \"agent\"\npassword_env = \"HB_TEST_UNSET_PASSWORD_VAR\""), "key `password_env`: `password_env` names $HB_TEST_UNSET_PASSWORD_VAR, which is not set (or empty); hint: set it in the agent's environment"),
         (format!("{url}\npassword_env = \"PATH\""), "key `password_env`: a password is set but no `user`"),
         (format!("{url}\npassword_file = \"a\"\npassword_env = \"B\""), "key `password_env`: set either `password_file` or `password_env`, not both"),
         (format!("{url}\nendpoint = \"x\""), "config.toml:3:1: [cluster]: key `endpoint`: unknown key"),
