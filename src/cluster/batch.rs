@@ -3,9 +3,9 @@
 //! instead of N (etcd orders its writes through one raft log and one fsync per batch, so
 //! 1,500 single-claim transactions arriving in the same second queue behind each other).
 //!
-//! The task is fed by a channel. When no batch is in flight, a claim is sent at once (no timer
-//! delay is added to a lone fire); while one is, what arrives is gathered and sent as the next
-//! batch when the answer comes. A batch is an outer txn without compares whose `success` ops
+//! The task is fed by a channel. While fewer than [`IN_FLIGHT`] batches are in flight, what
+//! has arrived is sent at once (no timer delay is added to a lone fire); otherwise it is
+//! gathered and sent as the next batch when an answer comes. A batch is an outer txn without compares whose `success` ops
 //! are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly the claim of the
 //! node module header: compare create_revision == 0; success: the put bound to the lease and
 //! the deleterange of the job's older claims; failure: a range read of the holder. Each fire's
@@ -35,9 +35,10 @@ use super::{Etcd, EtcdError, Keys, LeaseId};
 /// The most fires claimed in one transaction (etcd's `--max-txn-ops` defaults to 128 per level).
 pub const MAX_BATCH: usize = 100;
 
-/// How many batches an agent has in flight at once. One: the next batch gathers everything
-/// that arrives while the current one is answered, which keeps the writes per burst fewest.
-const IN_FLIGHT: usize = 1;
+/// How many batches an agent has in flight at once: a burst of 500 fires is 5 full batches,
+/// sent side by side rather than one after the other. `scripts/bench-cluster.sh 3`, one run
+/// each (BENCHMARKS.md): p99 spawn delay 865 ms with 4 in flight, 991 ms with 1.
+const IN_FLIGHT: usize = 4;
 
 /// One fire to claim, and where its answer goes.
 pub(super) struct Request {
