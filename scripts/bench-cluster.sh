@@ -9,7 +9,8 @@
 #      Target: the cluster's p99 <= 1.5 x the single agent's.
 #   2. etcd transactions: the `Txn` RPCs the members served during the bursts (etcd's own
 #      `grpc_server_handled_total{grpc_method="Txn"}`, summed over the members), per fire and
-#      agent. Target: 1.
+#      agent. Target: at most 1 (the cost bound; claims of fires due together share one
+#      transaction, so fewer is better).
 #   3. the claim's own latency (p50, p99; each agent's `heartbeat_agent_cluster_claim_seconds`
 #      histogram), next to `etcdctl check perf --load s` against the same members.
 #
@@ -184,7 +185,7 @@ ratio = pct(shared, 99) / max(pct(alone, 99), 0.001)
 print(f"3 agents:      {len(shared)} spawns (of {fires} fires), delay p50 {pct(shared, 50):.1f} ms, "
       f"p99 {pct(shared, 99):.1f} ms, max {max(shared):.1f} ms")
 print(f"p99 ratio cluster / single: {ratio:.2f} (target <= 1.5)")
-print(f"etcd Txn RPCs during the bursts: {txns:.0f} = {txns / (fires * 3):.2f} per fire and agent (target 1)")
+print(f"etcd Txn RPCs during the bursts: {txns:.0f} = {txns / (fires * 3):.2f} per fire and agent (target <= 1)")
 if claims:
     n, p50, p99 = claims
     print(f"claim latency over {n:.0f} claims: p50 <= {p50 * 1000:.1f} ms, p99 <= {p99 * 1000:.1f} ms "
@@ -198,6 +199,6 @@ for line in (perf.stdout + perf.stderr).splitlines():
     if line.strip() and "%" not in line:
         print("   ", line.strip())
 etcd.stop()
-ok = ratio <= 1.5 and len(shared) == fires and abs(txns / (fires * 3) - 1) < 0.05
+ok = ratio <= 1.5 and len(shared) == fires and txns / (fires * 3) <= 1.0
 print("verdict:", "all targets met" if ok else "some target missed")
 PY

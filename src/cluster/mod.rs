@@ -9,7 +9,8 @@
 //! [`etcd`] is the client: etcd's v3 JSON gateway over the agent's reqwest client, not the
 //! gRPC `etcd-client` crate (see its header for why); `gateway` is one request to one member
 //! and what its answer means. [`node`] is this agent in the cluster: its lease, its presence
-//! and the claim of each fire.
+//! and the claim of each fire; [`batch`] sends the claims of fires due together to etcd in
+//! one transaction.
 //!
 //! # Key layout
 //! Every key of a cluster starts with `<name>/` (`[cluster] name`, default `heartbeat-agent`),
@@ -27,6 +28,7 @@
 //! `leader` (or `urls`, ...) from colliding with the cluster's other keys. Job names hold no
 //! `/` (see `config::jobs`), so `claims/<job>/` is the prefix of exactly one job's claims.
 
+mod batch;
 pub mod etcd;
 mod gateway;
 pub mod leader;

@@ -9,21 +9,24 @@
 //! deletes it (at least [`CLAIM_KEEP`] later) or its lease ends: an agent whose clock is behind
 //! by less than that still finds the slot taken. The range delete compares keys as text, which
 //! orders fire times as numbers while they have 10 digits (2001 to 2286).
+//!
+//! Claims of fires due together go to etcd together: the node's claim task (see [`super::batch`])
+//! sends what arrived while the previous transaction was in flight as ONE transaction of
+//! nested per-fire txns, so each fire costs at most one etcd transaction per agent, and a
+//! burst a few. Each fire is still timed from its request to its own answer, counted, and
+//! rechecked alone when its answer was lost.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::etcd::put_body;
+use super::batch::{self, Request};
 use super::{Etcd, EtcdError, Keys, LeaseId};
 use crate::config::{ClusterSettings, OnUnavailable};
 
@@ -36,7 +39,8 @@ pub const CLAIM_BUCKETS: [f64; 11] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
-/// How long the claims' transactions took, for `/metrics` (`heartbeat_agent_cluster_claim_seconds`).
+/// How long the claims took, each from its request to its answer (in a batch, its own wait
+/// included), for `/metrics` (`heartbeat_agent_cluster_claim_seconds`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClaimTimes {
     /// Claims per bucket of [`CLAIM_BUCKETS`] (not cumulative; slower ones only in `count`).
@@ -91,8 +95,10 @@ pub struct Node {
     /// claim does not wait for a lease.
     settled: watch::Sender<bool>,
     jobs: Mutex<BTreeMap<String, JobClaims>>,
-    /// How long the claims' transactions took.
+    /// How long the claims took.
     times: Mutex<ClaimTimes>,
+    /// The claim task's channel, started by the first claim.
+    claims_to_send: OnceLock<mpsc::UnboundedSender<Request>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -118,6 +124,7 @@ impl Node {
             settled: watch::channel(false).0,
             jobs: Mutex::new(BTreeMap::new()),
             times: Mutex::new(ClaimTimes::default()),
+            claims_to_send: OnceLock::new(),
         }))
     }
 
@@ -131,7 +138,7 @@ impl Node {
         self.lease.subscribe()
     }
 
-    /// How long the claims' transactions took so far.
+    /// How long the claims took so far.
     pub fn claim_times(&self) -> ClaimTimes {
         self.times.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -245,7 +252,7 @@ impl Node {
         claim
     }
 
-    /// Counts one claim's transaction that took `took`.
+    /// Counts one claim that took `took`.
     fn time(&self, took: Duration) {
         let secs = took.as_secs_f64();
         let mut times = self.times.lock().unwrap_or_else(|p| p.into_inner());
@@ -276,7 +283,7 @@ impl Node {
         self.lease()
     }
 
-    /// The claim's one transaction.
+    /// The claim, sent by the claim task in the next batch (see [`super::batch`]).
     async fn transact(
         &self,
         job: &str,
@@ -284,53 +291,19 @@ impl Node {
         keep: Duration,
         lease: LeaseId,
     ) -> Result<Claim, EtcdError> {
-        #[derive(Deserialize)]
-        struct Txn {
-            #[serde(default)]
-            succeeded: bool,
-            #[serde(default)]
-            responses: Vec<Response>,
-        }
-        #[derive(Deserialize)]
-        struct Response {
-            response_range: Option<super::gateway::RangeAnswer>,
-        }
-        let key = self.keys.claim(job, fire);
-        let older = self
-            .keys
-            .claim(job, fire - i64::try_from(keep.as_secs()).unwrap_or(0));
-        let body = json!({
-            "compare": [{
-                "key": BASE64.encode(&key),
-                "target": "CREATE",
-                "result": "EQUAL",
-                "create_revision": "0",
-            }],
-            "success": [
-                { "request_put": put_body(&key, self.name.as_bytes(), Some(lease)) },
-                { "request_delete_range": {
-                    "key": BASE64.encode(self.keys.claims(job)),
-                    "range_end": BASE64.encode(older),
-                } },
-            ],
-            "failure": [{ "request_range": { "key": BASE64.encode(&key) } }],
-        });
-        let txn: Txn = self.etcd.call("/v3/kv/txn", &key, &body).await?;
-        if txn.succeeded {
-            return Ok(Claim::Won);
-        }
-        let holder = txn
-            .responses
-            .into_iter()
-            .filter_map(|r| r.response_range)
-            .flat_map(|r| r.kvs)
-            .find_map(|kv| BASE64.decode(kv.value).ok())
-            .map(|v| String::from_utf8_lossy(&v).into_owned());
-        match holder {
-            // Our own first attempt, whose answer was lost on a closed connection.
-            Some(node) if node == self.name => Ok(Claim::Won),
-            Some(node) => Ok(Claim::Lost(node)),
-            None => Ok(Claim::Lost("another node".to_owned())),
-        }
+        let sender = self
+            .claims_to_send
+            .get_or_init(|| batch::spawn(self.etcd.clone(), self.keys.clone(), self.name.clone()));
+        let (answer, receiver) = oneshot::channel();
+        let request = Request {
+            job: job.to_owned(),
+            fire,
+            keep,
+            lease,
+            answer,
+        };
+        let gone = || batch::failed(&self.etcd, "the agent's claim task ended (a bug)");
+        sender.send(request).map_err(|_| gone())?;
+        receiver.await.map_err(|_| gone())?
     }
 }

@@ -1,5 +1,7 @@
 //! Three agents sharing 20 jobs that fire every second: every fire slot runs exactly once, also
-//! when one agent's clock is 2 s ahead (Debian's `faketime`). Counted from the jobs' own output.
+//! when one agent's clock is 2 s ahead (Debian's `faketime`), and with 100 jobs due in the same
+//! second, whose claims go to etcd in a few transactions per second and agent (group commit),
+//! not one per fire. Counted from the jobs' own output and etcd's own metrics.
 
 use std::time::Duration;
 
@@ -20,7 +22,13 @@ struct Run {
 }
 
 /// Starts agents a, b, c (a with `env_a`), lets them run `run`, and reads what they wrote.
-fn run_three(cluster: &EtcdCluster, name: &str, run: Duration, env_a: &[(String, String)]) -> Run {
+fn run_three(
+    cluster: &EtcdCluster,
+    name: &str,
+    jobs: usize,
+    run: Duration,
+    env_a: &[(String, String)],
+) -> Run {
     let emulator = Background::start();
     let (dir, out) = out_dir();
     let setup = Setup {
@@ -28,7 +36,7 @@ fn run_three(cluster: &EtcdCluster, name: &str, run: Duration, env_a: &[(String,
             "{}\nname = \"{name}\"\nlease = \"5s\"",
             cluster.endpoints_toml()
         ),
-        jobs: JOBS,
+        jobs,
         out: &out,
         emulator: &emulator,
     };
@@ -53,7 +61,7 @@ fn run_three(cluster: &EtcdCluster, name: &str, run: Duration, env_a: &[(String,
         );
     }
     std::thread::sleep(Duration::from_secs(1));
-    let written = slots(&out, JOBS);
+    let written = slots(&out, jobs);
     // The runs pinged the service: at least one ping per run written.
     let runs: usize = written.values().map(Vec::len).sum();
     let pinged =
@@ -75,8 +83,8 @@ fn three_agents_run_every_slot_exactly_once() {
     let Some(cluster) = EtcdCluster::start(3) else {
         return;
     };
-    let run = run_three(&cluster, "slots", Duration::from_secs(60), &[]);
-    once(&run.written, run.from, run.to, &run.agents);
+    let run = run_three(&cluster, "slots", JOBS, Duration::from_secs(60), &[]);
+    once(&run.written, JOBS, run.from, run.to, &run.agents);
     assert!(
         run.to - run.from >= 50,
         "the window {}..{} is too short",
@@ -120,7 +128,7 @@ fn an_agent_two_seconds_ahead_still_runs_no_slot_twice() {
     let Some(cluster) = EtcdCluster::start(3) else {
         return;
     };
-    let run = run_three(&cluster, "skew", Duration::from_secs(20), &env);
+    let run = run_three(&cluster, "skew", JOBS, Duration::from_secs(20), &env);
     let agents = &run.agents;
     // faketime really moved the agent's clock (LD_PRELOAD reaches the Rust binary's
     // clock_gettime): its status document is dated 2 s ahead of the others'.
@@ -139,14 +147,65 @@ fn an_agent_two_seconds_ahead_still_runs_no_slot_twice() {
         "agent a is {} ms ahead of b",
         a - b
     );
-    once(&run.written, run.from, run.to, agents);
+    once(&run.written, JOBS, run.from, run.to, agents);
+}
+
+#[test]
+fn claims_of_fires_due_together_share_one_etcd_transaction() {
+    let Some(cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    const MANY: usize = 100;
+    let txns_before = etcd_txns(&cluster);
+    let run = run_three(&cluster, "batch", MANY, Duration::from_secs(12), &[]);
+    let txns = etcd_txns(&cluster) - txns_before;
+    once(&run.written, MANY, run.from, run.to, &run.agents);
+    // Every agent claimed every fire it saw (won or lost): the claims asked for, at least
+    // 100 jobs x 3 agents per second of the run.
+    let claims: u64 = run
+        .agents
+        .iter()
+        .flat_map(|a| a.status()["jobs"].as_array().expect("jobs").clone())
+        .map(|j| {
+            let c = &j["cluster"];
+            c["claims_won"].as_u64().expect("won") + c["claims_lost"].as_u64().expect("lost")
+        })
+        .sum();
+    assert!(claims >= 3 * MANY as u64 * 8, "only {claims} claims");
+    eprintln!("{txns} etcd Txns for {claims} claims of 3 agents");
+    // One etcd Txn per claim would be `claims` (plus the leader's and the relay's few); group
+    // commit sends each agent's fires due together in one or a few.
+    assert!(
+        txns * 10 < claims,
+        "{txns} etcd Txns for {claims} claims: not batched"
+    );
+}
+
+/// etcd's `Txn` RPCs served so far, summed over the members (their own `/metrics`).
+fn etcd_txns(cluster: &EtcdCluster) -> u64 {
+    (0..3)
+        .map(|i| {
+            let endpoint = cluster.endpoint(i);
+            let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
+            // HTTP/1.0: the body comes whole, not in chunks that could split a line.
+            let (status, body) =
+                crate::util::http::exchange(authority, "GET /metrics HTTP/1.0", &[]);
+            assert_eq!(status, 200, "{endpoint}/metrics: {body}");
+            body.lines()
+                .filter(|l| {
+                    l.starts_with("grpc_server_handled_total{") && l.contains("grpc_method=\"Txn\"")
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        })
+        .sum()
 }
 
 /// Asserts that every slot of every job in `from..=to` ran, and none twice.
-fn once(written: &Slots, from: i64, to: i64, agents: &[Agent]) {
+fn once(written: &Slots, jobs: usize, from: i64, to: i64, agents: &[Agent]) {
     let twice = twice(written);
     assert!(twice.is_empty(), "slots run twice: {twice:?}");
-    let gaps = missing(written, JOBS, from, to);
+    let gaps = missing(written, jobs, from, to);
     assert!(
         gaps.is_empty(),
         "slots nobody ran: {gaps:?}\n{}",
