@@ -207,7 +207,14 @@ impl Election {
         };
         match leader {
             Some(name) if name == self.node => self.set(Role::Leader, Some(name), None),
-            Some(name) => self.set(Role::Follower, Some(name), None),
+            Some(name) => {
+                if self.leading() {
+                    // The key went (by hand, or with a lease etcd expired early) and another
+                    // agent took it before this one's next tick.
+                    tracing::warn!(node = %self.node, leader = %name, "another agent holds the leader key: this agent stops leading (no more sync)");
+                }
+                self.set(Role::Follower, Some(name), None);
+            }
             None if self.leading() => {
                 // The key went with the lease (or by hand): campaign again on a new lease.
                 tracing::warn!(node = %self.node, "the leader key is gone: this agent stops leading (no more sync) and campaigns again");
