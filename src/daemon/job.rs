@@ -1,7 +1,8 @@
 //! One task per scheduled job: wait for the next fire time, apply the job's stable jitter,
 //! overlap policy and pause (`pause --stop-jobs` skips fires), and start runs. `catch_up` and
 //! `@reboot` are decided here at the task's start; [`watch_clock`] notices steps of the wall
-//! clock.
+//! clock. In a `[cluster]`, the task wakes once more before each fire of a `run_on = "one"`
+//! job to send its claim ahead ([`super::cluster`]).
 //!
 //! Fire times come from the wall clock (`Utc::now()`) while tokio's timers follow the monotonic
 //! clock, which does not see a step of the wall clock nor (on Linux) a suspend. So one task,
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use super::cluster::Early;
 use super::hooks::AfterRun;
 use super::state::{DaemonState, JobState, Persisted};
 use crate::config::{Job, Overlap};
@@ -109,7 +111,7 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
+                () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued, None),
             }
         }
     }
@@ -119,9 +121,13 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
     let mut base = Utc::now();
     if let Some(missed) = task.missed_fire(base) {
         info!(job = %job.name, missed = %missed.to_rfc3339(), "catching up a fire missed while the daemon was down");
-        task.fire(missed, &mut None);
+        task.fire(missed, &mut None, None);
     }
     let mut queued: Option<DateTime<Utc>> = None;
+    // In a cluster, each fire's claim goes to etcd `lead` before the fire is due.
+    let lead = super::cluster::lead(job, &task.shared);
+    let mut early: Option<Early> = None;
+    let mut last_due: Option<DateTime<Utc>> = None;
     let mut clock = task.shared.clock.subscribe();
     let mut next = job.schedule.next_after(base, job.timezone);
     task.state.set_next_fire(next.map(|fire| fire + jitter));
@@ -134,7 +140,9 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         let now = Utc::now();
         let due = fire_at + jitter;
         if now >= due {
-            task.fire(fire_at, &mut queued);
+            let claimed = early.take().filter(|e| e.fire == fire_at);
+            task.fire(fire_at, &mut queued, claimed);
+            last_due = Some(due);
             base = fire_at.max(now);
             next = job.schedule.next_after(base, job.timezone);
             task.state.set_next_fire(next.map(|fire| fire + jitter));
@@ -147,18 +155,32 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
             task.state.set_next_fire(next.map(|fire| fire + jitter));
             continue;
         }
-        let wait = (due - now).to_std().unwrap_or_default();
+        let mut wake = due;
+        if let Some(lead) = lead.filter(|_| !early.as_ref().is_some_and(|e| e.fire == fire_at)) {
+            let claim_at = super::cluster::claim_time(due, lead, last_due);
+            if now >= claim_at {
+                early = Some(super::cluster::claim_early(
+                    job,
+                    &task.shared,
+                    &task.state,
+                    fire_at,
+                ));
+            } else {
+                wake = claim_at;
+            }
+        }
+        let wait = (wake - now).to_std().unwrap_or_default();
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
             // The wall clock stepped: loop to compare the fire time with the new time.
             _ = clock.changed() => {}
             // `POST /jobs/{name}/run`: a fire now, under the same overlap rule.
-            () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
+            () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued, None),
             () = task.state.run_ended.notified(), if queued.is_some() => {
                 if task.state.running() == 0 {
                     if let Some(fire) = queued.take() {
-                        task.start(fire);
+                        task.start(fire, None);
                     }
                 }
             }
@@ -167,8 +189,14 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
 }
 
 impl JobTask {
-    /// A fire at `scheduled`: start a run, or skip/queue it when one is still running.
-    fn fire(&self, scheduled: DateTime<Utc>, queued: &mut Option<DateTime<Utc>>) {
+    /// A fire at `scheduled`: start a run, or skip/queue it when one is still running. `early`
+    /// is its claim if it was sent ahead (in a cluster).
+    fn fire(
+        &self,
+        scheduled: DateTime<Utc>,
+        queued: &mut Option<DateTime<Utc>>,
+        early: Option<Early>,
+    ) {
         let job = &self.job;
         let now = Utc::now();
         if self.shared.persisted.stopped_by_pause(&job.name, now) {
@@ -194,11 +222,11 @@ impl JobTask {
                 Overlap::Allow => {}
             }
         }
-        self.start(scheduled);
+        self.start(scheduled, early);
     }
 
     /// Starts a run now (on the daemon's run tracker, so it outlives this task).
-    fn start(&self, scheduled: DateTime<Utc>) {
+    fn start(&self, scheduled: DateTime<Utc>, early: Option<Early>) {
         if self.job.catch_up {
             if let Err(err) = self
                 .shared
@@ -216,7 +244,7 @@ impl JobTask {
         );
         self.shared
             .runs
-            .spawn(super::run::execute(job, shared, state, scheduled));
+            .spawn(super::run::execute(job, shared, state, scheduled, early));
     }
 
     /// With `catch_up`: the last fire time missed since the recorded last fire, if any.
@@ -247,7 +275,7 @@ impl JobTask {
             warn!(job = %name, error = %err, "cannot record the boot id; the @reboot job may run again after a restart");
         }
         info!(job = %name, "running @reboot job (first start in this boot)");
-        self.start(Utc::now());
+        self.start(Utc::now(), None);
     }
 }
 

@@ -39,14 +39,16 @@ impl Ended {
 }
 
 /// Runs `job` once for the fire at `scheduled`, records it in `state`, pings on success and
-/// tells the hooks. `state.run_started()` was called by the caller.
+/// tells the hooks. `state.run_started()` was called by the caller; `early` is the fire's
+/// claim if it was sent ahead (in a cluster).
 pub(super) async fn execute(
     job: Arc<Job>,
     shared: Arc<Shared>,
     state: Arc<JobState>,
     scheduled: DateTime<Utc>,
+    early: Option<super::cluster::Early>,
 ) {
-    if !super::cluster::runs_here(&job, &shared, &state, scheduled).await {
+    if !super::cluster::runs_here(&job, &shared, &state, scheduled, early).await {
         return;
     }
     let settings = shared.settings();

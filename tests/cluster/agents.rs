@@ -17,12 +17,34 @@ use crate::util::Home;
 pub struct Setup<'a> {
     /// The `[cluster]` lines besides `node` (endpoints, name, lease, on_unavailable, ...).
     pub cluster: String,
-    /// How many jobs, each firing every second.
+    /// How many jobs, each of `shape`.
     pub jobs: usize,
+    /// What each job is.
+    pub shape: JobShape,
     /// Where the jobs write (one file per job).
     pub out: &'a Path,
     /// The service.
     pub emulator: &'a Background,
+}
+
+/// The jobs of a [`Setup`]: each appends `NODE SLOT` to its file, then runs `then`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobShape {
+    /// The cron schedule (with seconds).
+    pub schedule: &'static str,
+    /// Shell run after the line is written (such as `; sleep 3`).
+    pub then: &'static str,
+    /// More TOML lines of each job (such as `overlap = "skip"`).
+    pub extra: &'static str,
+}
+
+impl JobShape {
+    /// Every second, nothing more.
+    pub const EVERY_SECOND: JobShape = JobShape {
+        schedule: "*/1 * * * * *",
+        then: "",
+        extra: "",
+    };
 }
 
 /// One running agent; killed when dropped.
@@ -53,13 +75,17 @@ impl Agent {
         );
         for j in 0..setup.jobs {
             let file = setup.out.join(format!("j{j}"));
+            let shape = setup.shape;
             config.push_str(&format!(
-                "\n[[jobs]]\nname = \"j{j}\"\nschedule = \"*/1 * * * * *\"\nshell = \"echo \
-                 \\\"$HEARTBEAT_AGENT_NODE $HEARTBEAT_AGENT_SCHEDULED\\\" >> {}\"\nping_url = \
-                 \"{}/{}\"\n",
+                "\n[[jobs]]\nname = \"j{j}\"\nschedule = \"{}\"\nshell = \"echo \
+                 \\\"$HEARTBEAT_AGENT_NODE $HEARTBEAT_AGENT_SCHEDULED\\\" >> {}{}\"\nping_url = \
+                 \"{}/{}\"\n{}\n",
+                shape.schedule,
                 file.display(),
+                shape.then,
                 setup.emulator.ping_url(),
-                token_for(&format!("j{j}"))
+                token_for(&format!("j{j}")),
+                shape.extra,
             ));
         }
         home.write_config(&config);

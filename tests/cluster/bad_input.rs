@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::agents::{out_dir, Agent, Setup};
+use super::agents::{out_dir, Agent, JobShape, Setup};
 use crate::util::emulator::Background;
 use crate::util::etcd::{EtcdCluster, Options};
 use crate::util::http::{refused_url, Mode, Server};
@@ -19,6 +19,7 @@ fn expect_error(cluster: &str, expected: &[&str], secret: Option<&str>) -> Agent
     let setup = Setup {
         cluster: cluster.to_owned(),
         jobs: 1,
+        shape: JobShape::EVERY_SECOND,
         out: &out,
         emulator: &emulator,
     };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::agents::{missing, now, out_dir, slots, twice, Agent, Setup};
+use super::agents::{missing, now, out_dir, slots, twice, Agent, JobShape, Setup};
 use crate::util::emulator::Background;
 use crate::util::etcd::EtcdCluster;
 
@@ -24,6 +24,7 @@ fn an_etcd_outage_follows_on_unavailable_and_ends_without_a_restart() {
     let setup = |on_unavailable: &str| Setup {
         cluster: format!("{base}\non_unavailable = \"{on_unavailable}\""),
         jobs: JOBS,
+        shape: JobShape::EVERY_SECOND,
         out: &out,
         emulator: &emulator,
     };

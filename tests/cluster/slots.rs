@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::agents::{faketime, missing, now, out_dir, slots, twice, Agent, Setup, Slots};
+use super::agents::{faketime, missing, now, out_dir, slots, twice, Agent, JobShape, Setup, Slots};
 use crate::util::emulator::Background;
 use crate::util::etcd::EtcdCluster;
 
@@ -26,6 +26,7 @@ fn run_three(
     cluster: &EtcdCluster,
     name: &str,
     jobs: usize,
+    shape: JobShape,
     run: Duration,
     env_a: &[(String, String)],
 ) -> Run {
@@ -37,6 +38,7 @@ fn run_three(
             cluster.endpoints_toml()
         ),
         jobs,
+        shape,
         out: &out,
         emulator: &emulator,
     };
@@ -83,7 +85,14 @@ fn three_agents_run_every_slot_exactly_once() {
     let Some(cluster) = EtcdCluster::start(3) else {
         return;
     };
-    let run = run_three(&cluster, "slots", JOBS, Duration::from_secs(60), &[]);
+    let run = run_three(
+        &cluster,
+        "slots",
+        JOBS,
+        JobShape::EVERY_SECOND,
+        Duration::from_secs(60),
+        &[],
+    );
     once(&run.written, JOBS, run.from, run.to, &run.agents);
     assert!(
         run.to - run.from >= 50,
@@ -128,7 +137,14 @@ fn an_agent_two_seconds_ahead_still_runs_no_slot_twice() {
     let Some(cluster) = EtcdCluster::start(3) else {
         return;
     };
-    let run = run_three(&cluster, "skew", JOBS, Duration::from_secs(20), &env);
+    let run = run_three(
+        &cluster,
+        "skew",
+        JOBS,
+        JobShape::EVERY_SECOND,
+        Duration::from_secs(20),
+        &env,
+    );
     let agents = &run.agents;
     // faketime really moved the agent's clock (LD_PRELOAD reaches the Rust binary's
     // clock_gettime): its status document is dated 2 s ahead of the others'.
@@ -157,7 +173,14 @@ fn claims_of_fires_due_together_share_one_etcd_transaction() {
     };
     const MANY: usize = 100;
     let txns_before = etcd_txns(&cluster);
-    let run = run_three(&cluster, "batch", MANY, Duration::from_secs(12), &[]);
+    let run = run_three(
+        &cluster,
+        "batch",
+        MANY,
+        JobShape::EVERY_SECOND,
+        Duration::from_secs(12),
+        &[],
+    );
     let txns = etcd_txns(&cluster) - txns_before;
     once(&run.written, MANY, run.from, run.to, &run.agents);
     // Every agent claimed every fire it saw (won or lost): the claims asked for, at least
@@ -230,4 +253,121 @@ fn skips(agents: &[Agent]) -> String {
         ));
     }
     out
+}
+
+/// A fire's claim is in etcd before the fire is due; the agent that holds it, killed then,
+/// takes the fire with it: no other agent runs it (docs/cluster.md: a fire whose winner died
+/// is not run again, and its check alarms), and the next fire runs on a survivor.
+#[test]
+fn a_fire_is_claimed_before_it_is_due_and_dies_with_its_winner() {
+    let Some(cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    const EVERY: i64 = 4;
+    let emulator = Background::start();
+    let (_dir, out) = out_dir();
+    let setup = Setup {
+        cluster: format!(
+            "{}\nname = \"early\"\nlease = \"5s\"",
+            cluster.endpoints_toml()
+        ),
+        jobs: 1,
+        shape: JobShape {
+            schedule: "*/4 * * * * *",
+            then: "",
+            extra: "",
+        },
+        out: &out,
+        emulator: &emulator,
+    };
+    let mut agents: Vec<Agent> = ["a", "b", "c"]
+        .iter()
+        .map(|node| Agent::start(&setup, node, &[]))
+        .collect();
+    for agent in &agents {
+        agent.status();
+    }
+    // The lease is 5 s, so a fire is claimed 1.25 s before it is due. Watch the claim key
+    // of a coming fire from 1.2 s before it; once it names its holder (and the fire is still
+    // 150 ms away), kill the holder.
+    let millis = || chrono::Utc::now().timestamp_millis();
+    let mut killed = None;
+    for _ in 0..6 {
+        let fire = (now() + 2) / EVERY * EVERY + EVERY;
+        let watch_from = fire * 1000 - 1200;
+        std::thread::sleep(Duration::from_millis(
+            u64::try_from(watch_from - millis()).unwrap_or(0),
+        ));
+        let key = format!("early/claims/j0/{fire}");
+        while millis() < fire * 1000 - 150 {
+            let got = cluster.etcdctl(&["get", &key, "--print-value-only"]);
+            let holder = String::from_utf8_lossy(&got.stdout).trim().to_owned();
+            if !holder.is_empty() && millis() < fire * 1000 - 150 {
+                let agent = agents.iter_mut().find(|a| a.node == holder);
+                agent.expect("the holder is an agent").kill();
+                killed = Some((fire, holder));
+                break;
+            }
+        }
+        if killed.is_some() {
+            break;
+        }
+    }
+    let Some((fire, holder)) = killed else {
+        panic!("no fire of 6 was claimed 150 ms before it was due");
+    };
+    // Past the next fire, and its run.
+    let next = fire + EVERY;
+    std::thread::sleep(Duration::from_millis(
+        u64::try_from((next + 2) * 1000 - millis()).unwrap_or(0),
+    ));
+    let written = slots(&out, 1);
+    assert_eq!(
+        written.get(&(0, fire)),
+        None,
+        "the fire at {fire}, claimed by {holder} who was killed before it, ran elsewhere"
+    );
+    let ran = written.get(&(0, next)).cloned().unwrap_or_default();
+    assert_eq!(ran.len(), 1, "the next fire at {next} ran on {ran:?}");
+    assert_ne!(ran[0], holder, "the next fire ran on the killed agent");
+}
+
+/// A job still running with `overlap = "skip"` sends no early claim: the agent that will skip
+/// the fire must not win it, or no agent runs it. Jobs due every 2 s run for 3 s, so each fire
+/// comes while the previous fire's agent is busy: every slot still runs exactly once.
+#[test]
+fn a_busy_agent_leaves_the_next_fire_to_the_others() {
+    let Some(cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    const BUSY_JOBS: usize = 3;
+    let shape = JobShape {
+        schedule: "*/2 * * * * *",
+        then: "; sleep 3",
+        extra: "overlap = \"skip\"",
+    };
+    let run = run_three(
+        &cluster,
+        "busy",
+        BUSY_JOBS,
+        shape,
+        Duration::from_secs(24),
+        &[],
+    );
+    // The last slots' runs end 3 s after they start.
+    std::thread::sleep(Duration::from_secs(3));
+    let written = slots(run.out.path(), BUSY_JOBS);
+    let twice = twice(&written);
+    assert!(twice.is_empty(), "slots run twice: {twice:?}");
+    let from = run.from + run.from % 2;
+    let gaps: Vec<String> = (0..BUSY_JOBS)
+        .flat_map(|j| (from..=run.to).step_by(2).map(move |s| (j, s)))
+        .filter(|key| !written.contains_key(key))
+        .map(|(j, s)| format!("j{j}@{s}"))
+        .collect();
+    assert!(
+        gaps.is_empty(),
+        "slots nobody ran: {gaps:?}\n{}",
+        skips(&run.agents)
+    );
 }
