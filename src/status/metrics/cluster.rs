@@ -72,7 +72,7 @@ pub(super) fn claim_families(out: &mut Text, node: &crate::cluster::Node) {
     out.family(
         latency,
         "histogram",
-        "How long each fire's claim took, from its request to its answer (claims of fires due together share one etcd transaction).",
+        "How long each fire's claim took, from its request to its answer (sent up to 2 s before the fire is due; claims of fires due together share one etcd transaction).",
     );
     let times = node.claim_times();
     let mut cumulative = 0;
