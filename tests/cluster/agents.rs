@@ -127,13 +127,23 @@ impl Agent {
         self.log.lock().expect("log").join("\n")
     }
 
-    /// `method path` on its status endpoint (with the bearer `token`): the status code and
-    /// body; `None` while the endpoint does not answer.
-    pub fn request(&self, method: &str, path: &str, token: Option<&str>) -> Option<(u16, String)> {
-        let answer = Endpoint::Unix(self.socket())
-            .request(method, path, token, Duration::from_secs(5))
-            .ok()?;
+    /// `method path` on its status endpoint (with the bearer `token`), answered within
+    /// `timeout`: the status code and body; `None` while the endpoint does not answer.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Option<(u16, String)> {
+        let endpoint = Endpoint::Unix(self.socket());
+        let answer = endpoint.request(method, path, token, timeout).ok()?;
         Some((answer.status, answer.body))
+    }
+
+    /// `GET path` on its status endpoint, answered within 2 s.
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        self.request("GET", path, None, Duration::from_secs(2))
     }
 
     /// The `message` of each of its JSON log lines so far, one per line.
@@ -160,7 +170,7 @@ impl Agent {
 
     /// Its `GET /status` document now, `None` while the endpoint does not answer.
     pub fn try_status(&self) -> Option<serde_json::Value> {
-        match self.request("GET", "/status", None)? {
+        match self.get("/status")? {
             (200, body) => Some(serde_json::from_str(&body).expect("status JSON")),
             _ => None,
         }
@@ -173,7 +183,7 @@ impl Agent {
 
     /// Its `/metrics` text.
     pub fn metrics(&self) -> String {
-        match self.request("GET", "/metrics", None) {
+        match self.get("/metrics") {
             Some((200, body)) => body,
             other => panic!("/metrics of {}: {other:?}", self.node),
         }
@@ -181,7 +191,8 @@ impl Agent {
 
     /// Runs job `job` now (`POST /jobs/{job}/run` with the bearer `token`); asserts 202.
     pub fn trigger(&self, job: &str, token: &str) {
-        let answer = self.request("POST", &format!("/jobs/{job}/run"), Some(token));
+        let path = format!("/jobs/{job}/run");
+        let answer = self.request("POST", &path, Some(token), Duration::from_secs(5));
         assert!(
             matches!(answer, Some((202, _))),
             "trigger {job} on {}: {answer:?}",
