@@ -17,6 +17,7 @@
 # Usage: scripts/bench-cluster.sh [BURSTS]     (default 3)
 # BENCH_NO_BUILD=1 measures the release binary already built; BENCH_BIN=PATH another binary.
 # Needs etcd and etcdctl (scripts/test-tools.sh installs them) and python3.
+# The agent's JSON log is read by scripts/lib/agentlog.py (shared with bench-daemon.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in python3 etcd etcdctl; do
@@ -27,7 +28,12 @@ BURSTS="${1:-3}"
 . scripts/lib/bench-env.sh
 
 python3 - "$BIN" "$work" "$BURSTS" <<'PY'
-import json, os, re, signal, socket, subprocess, sys, threading, time, urllib.request
+import os, re, socket, subprocess, sys, time, urllib.request
+
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+sys.path.insert(0, "scripts/lib")
+import agentlog
+from agentlog import pct
 
 BIN, WORK, BURSTS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 JOBS, STEP = 500, 10
@@ -90,42 +96,25 @@ def write_config(name, cluster=""):
                     f'command = ["echo", "ok"]\n\n')
     return d, path
 
-class Agent:
+class Agent(agentlog.Daemon):
+    label = "agent"
+    expected = ("nothing will be pinged",)
+
     def __init__(self, home, config):
         self.home = home
-        self.proc = subprocess.Popen([BIN, "daemon", "--log-format", "json", "--config", config],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.delays, self.other = [], []
-        self.lock = threading.Lock()
-        threading.Thread(target=self.read, daemon=True).start()
+        self.delays = []
+        super().__init__(BIN, config)
 
-    def read(self):
-        for line in self.proc.stderr:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            with self.lock:
-                if event.get("message") == "job started":
-                    self.delays.append((event.get("scheduled", ""), event["delay_ms"]))
-                elif event.get("level") in ("WARN", "ERROR") and "nothing will be pinged" not in line:
-                    self.other.append(line.strip())
+    def on_event(self, event):
+        if event.get("message") != "job started":
+            return False
+        self.delays.append((event.get("scheduled", ""), event["delay_ms"]))
+        return True
 
     def metrics(self):
         out = subprocess.run(["curl", "-s", "--unix-socket", f"{self.home}/status.sock",
                               "http://localhost/metrics"], capture_output=True, text=True)
         return out.stdout
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
-        for line in self.other[:3]:
-            print("   agent warning:", line[:200])
-
-def pct(values, p):
-    v = sorted(values)
-    return v[min(len(v) - 1, int(len(v) * p / 100))] if v else float("nan")
 
 def bursts(agents, count):
     """Waits for the next burst boundary, then `count` bursts; the delays of those fires."""

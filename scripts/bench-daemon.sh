@@ -16,6 +16,7 @@
 # BENCH_NO_BUILD=1 measures the binary already built; BENCH_BIN=PATH measures another binary
 # (e.g. a copy of an earlier build, for a before/after comparison in one session).
 # BENCH_NICE=N starts the daemon at nice N (default 0); its jobs run at nice 0 either way.
+# The agent's JSON log is read by scripts/lib/agentlog.py (shared with bench-cluster.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v python3 >/dev/null || { echo "bench-daemon: python3 is required" >&2; exit 1; }
@@ -25,8 +26,13 @@ IDLE="${1:-60}"
 export BENCH_NICE="${BENCH_NICE:-0}"
 
 python3 - "$BIN" "$work" "$IDLE" <<'PY'
-import json, os, signal, subprocess, sys, threading, time
+import os, sys, time
 from datetime import datetime, timedelta, timezone
+
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+sys.path.insert(0, "scripts/lib")
+import agentlog
+from agentlog import pct
 
 BIN, WORK, IDLE = sys.argv[1], sys.argv[2], int(sys.argv[3])
 TICK = os.sysconf("SC_CLK_TCK")
@@ -42,40 +48,21 @@ def write_config(name, jobs):
             f.write(f'[[jobs]]\nname = "{job}"\nschedule = "{schedule}"\ncommand = ["echo", "ok"]\n\n')
     return path
 
-class Daemon:
+class Daemon(agentlog.Daemon):
     def __init__(self, config):
-        nice = ["nice", "-n", os.environ["BENCH_NICE"]]
-        self.proc = subprocess.Popen(nice + [BIN, "daemon", "--log-format", "json", "--config", config],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.started, self.finished, self.delays, self.other = 0, 0, [], []
-        self.lock = threading.Lock()
-        threading.Thread(target=self.read, daemon=True).start()
+        self.started, self.finished, self.delays = 0, 0, []
+        super().__init__(BIN, config, prefix=["nice", "-n", os.environ["BENCH_NICE"]])
 
-    def read(self):
-        for line in self.proc.stderr:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            msg = event.get("message", "")
-            with self.lock:
-                if msg == "job started":
-                    self.started += 1
-                    self.delays.append(event["delay_ms"])
-                elif msg == "job finished":
-                    self.finished += 1
-                elif event.get("level") in ("WARN", "ERROR"):
-                    self.other.append(line.strip())
-
-    def wait(self, pred, timeout):
-        end = time.time() + timeout
-        while time.time() < end:
-            with self.lock:
-                if pred(self):
-                    return True
-            time.sleep(0.05)
-        return False
+    def on_event(self, event):
+        msg = event.get("message", "")
+        if msg == "job started":
+            self.started += 1
+            self.delays.append(event["delay_ms"])
+        elif msg == "job finished":
+            self.finished += 1
+        else:
+            return False
+        return True
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -92,12 +79,6 @@ class Daemon:
             fields = f.read().rsplit(")", 1)[1].split()
         return [int(x) / TICK for x in fields[11:15]]
 
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
-        for line in self.other[:3]:
-            print("   daemon warning:", line[:200])
-
 def once_schedules(n, start_in, spread):
     """n fixed-time schedules (sec min hour), each due once, spread over `spread` seconds."""
     base = datetime.now(timezone.utc) + timedelta(seconds=start_in)
@@ -106,10 +87,6 @@ def once_schedules(n, start_in, spread):
         t = base + timedelta(seconds=(i * spread) // n)
         out.append((f"job-{i:05d}", f"{t.second} {t.minute} {t.hour} * * *"))
     return out
-
-def pct(values, p):
-    v = sorted(values)
-    return v[min(len(v) - 1, int(len(v) * p / 100))]
 
 verdicts = []
 print(f"machine: {os.cpu_count()} cpus; idle window {IDLE}s")

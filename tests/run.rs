@@ -1,7 +1,9 @@
 //! Integration tests for `run`: the real binary, real `sh`, a real HTTP server on 127.0.0.1.
+//! What the `run` modules share: [`Env`] (a home; `run` in it, waited for or started in the
+//! background until its command is ready), [`signal`] to the wrapper, and [`IGNORES_SIGTERM`].
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{eventually, exists, read_pid, Home};
@@ -35,7 +37,41 @@ impl Env {
         cmd.arg("run").args(args).current_dir(self.home.root());
         cmd
     }
+
+    /// `run ARGS...` started in the background (stdin from /dev/null), returned once its
+    /// command has written the file `ready` in the home (it runs there); panics after 5 s.
+    fn start(&self, args: &[&str], ready: &str) -> Child {
+        let child = self
+            .run(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn agent");
+        let ready = self.path(ready);
+        eventually(Duration::from_secs(5), "the command to be ready", || {
+            exists(&ready)
+        });
+        child
+    }
 }
+
+/// Sends `signal` to `run` (the wrapper) started as `child`.
+fn signal(child: &Child, signal: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, signal).expect("signal the wrapper");
+}
+
+/// `--timeout 300ms --kill-after 300ms` around a command that ignores SIGTERM: `run` kills its
+/// group with SIGKILL and exits 137.
+const IGNORES_SIGTERM: [&str; 8] = [
+    "--timeout",
+    "300ms",
+    "--kill-after",
+    "300ms",
+    "--",
+    "sh",
+    "-c",
+    "trap '' TERM; while :; do sleep 0.1; done",
+];
 
 fn output(mut cmd: Command) -> Output {
     cmd.stdin(Stdio::null()).output().expect("run the agent")
@@ -249,18 +285,8 @@ fn timeout_kills_stragglers_that_ignore_sigterm() {
 #[test]
 fn command_ignoring_sigterm_is_killed_with_137() {
     let env = Env::new();
-    let args = [
-        "--timeout",
-        "300ms",
-        "--kill-after",
-        "300ms",
-        "--",
-        "sh",
-        "-c",
-        "trap '' TERM; sleep 30",
-    ];
     let started = Instant::now();
-    let out = output(env.run(&args));
+    let out = output(env.run(&IGNORES_SIGTERM));
     assert_eq!(out.status.code(), Some(137));
     assert!(started.elapsed() < Duration::from_secs(3));
 }
@@ -270,17 +296,8 @@ fn sigterm_to_the_wrapper_reaches_the_command() {
     let env = Env::new();
     let script = "trap 'echo got-term > marker; exit 5' TERM; echo ready > ready; \
                   while :; do sleep 0.05; done";
-    let mut child = env
-        .run(&["--", "sh", "-c", script])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn agent");
-    let ready = env.path("ready");
-    eventually(Duration::from_secs(5), "the command to start", || {
-        exists(&ready)
-    });
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
+    let mut child = env.start(&["--", "sh", "-c", script], "ready");
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(5));
     let marker = std::fs::read_to_string(env.path("marker")).expect("marker written");
@@ -546,36 +563,10 @@ fn lock_refuses_a_second_concurrent_run() {
     let state = env.path("state");
     let state = state.to_str().expect("utf8");
     let hold = "touch started; while [ ! -e release ]; do sleep 0.02; done";
-    let mut first = env
-        .run(&[
-            "--lock",
-            "--state-dir",
-            state,
-            "--job",
-            "j",
-            "--",
-            "sh",
-            "-c",
-            hold,
-        ])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let started = env.path("started");
-    eventually(Duration::from_secs(5), "the first run to start", || {
-        exists(&started)
-    });
+    let lock = ["--lock", "--state-dir", state, "--job", "j", "--"];
+    let mut first = env.start(&[&lock[..], &["sh", "-c", hold]].concat(), "started");
     let started = Instant::now();
-    let second = output(env.run(&[
-        "--lock",
-        "--state-dir",
-        state,
-        "--job",
-        "j",
-        "--",
-        "touch",
-        "second",
-    ]));
+    let second = output(env.run(&[&lock[..], &["touch", "second"]].concat()));
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(second.status.code(), Some(1));
     assert!(
@@ -587,7 +578,7 @@ fn lock_refuses_a_second_concurrent_run() {
     std::fs::write(env.path("release"), "").expect("release");
     assert_eq!(first.wait().expect("wait").code(), Some(0));
     // Once the first is done, the lock is free again.
-    let third = output(env.run(&["--lock", "--state-dir", state, "--job", "j", "--", "true"]));
+    let third = output(env.run(&[&lock[..], &["true"]].concat()));
     assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
 }
 

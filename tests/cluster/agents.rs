@@ -1,7 +1,10 @@
 //! Agents of one cluster for the tests: real `heartbeat-agent daemon` processes, each with its
-//! own home, config (`[cluster] node = NAME`), state and status endpoint, pinging the emulator;
-//! their jobs append `NODE SLOT` to a file per job, so the tests count every fire slot from
-//! the jobs' own output.
+//! own home (config, state, status socket `status.sock`) and its JSON log kept in memory;
+//! `kill -9` of a running agent and a start again on the same home; stopped with SIGKILL when
+//! dropped, or with SIGTERM ([`Agent::terminate_on_drop`]).
+//! [`Agent::start`] writes the config of a [`Setup`]: jobs that append `NODE SLOT` to a file
+//! per job (the tests count every fire slot from the jobs' own output) and ping the emulator;
+//! a test with a config of its own writes it in [`Agent::home`] and calls [`Agent::spawn`].
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -9,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use heartbeat_agent::status::client::Endpoint;
+use nix::sys::signal::Signal;
 
 use crate::util::emulator::{token_for, Background};
 use crate::util::Home;
@@ -47,30 +53,42 @@ impl JobShape {
     };
 }
 
-/// One running agent; killed when dropped.
+/// One agent; killed when dropped unless [`Agent::terminate_on_drop`] says SIGTERM.
 pub struct Agent {
     /// Its `[cluster] node`.
     pub node: String,
-    /// Kept for its directory (config, state), removed when the agent is dropped.
-    _home: Home,
-    child: Child,
-    status_port: u16,
+    /// Its config, state directory and status socket; removed when the agent is dropped.
+    pub home: Home,
+    /// The running daemon, `None` before [`Agent::spawn`] and after a stop.
+    child: Option<Child>,
+    /// Every stderr line of every daemon started on this home, in order.
     log: Arc<Mutex<Vec<String>>>,
+    /// The signal that stops it when dropped.
+    on_drop: Signal,
 }
 
 impl Agent {
+    /// Agent `node` in a new home, not started: write its config ([`Agent::home`], status on
+    /// [`Agent::socket`]), then [`Agent::spawn`] it.
+    pub fn new(node: &str) -> Agent {
+        Agent {
+            node: node.to_owned(),
+            home: Home::new(),
+            child: None,
+            log: Arc::new(Mutex::new(Vec::new())),
+            on_drop: Signal::SIGKILL,
+        }
+    }
+
     /// Starts agent `node` of `setup` with `env` added to its environment (such as
     /// [`faketime`]'s).
     pub fn start(setup: &Setup<'_>, node: &str, env: &[(String, String)]) -> Agent {
-        let home = Home::new();
-        let status_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let mut agent = Agent::new(node);
         let mut config = format!(
             "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[status]\nlisten = \
-             \"127.0.0.1:{status_port}\"\n\n[cluster]\n{}\nnode = \"{node}\"\n",
-            home.state_dir().display(),
+             \"{}\"\n\n[cluster]\n{}\nnode = \"{node}\"\n",
+            agent.home.state_dir().display(),
+            agent.socket().display(),
             setup.cluster
         );
         for j in 0..setup.jobs {
@@ -88,31 +106,46 @@ impl Agent {
                 shape.extra,
             ));
         }
-        home.write_config(&config);
-        let mut cmd = home.agent();
-        cmd.envs(env.iter().map(|(k, v)| (k, v)))
+        agent.home.write_config(&config);
+        agent.spawn(env);
+        agent
+    }
+
+    /// Stops it with SIGTERM (waiting for its shutdown) when dropped, instead of SIGKILL.
+    pub fn terminate_on_drop(mut self) -> Agent {
+        self.on_drop = Signal::SIGTERM;
+        self
+    }
+
+    /// The unix socket its config's `[status] listen` names.
+    pub fn socket(&self) -> PathBuf {
+        self.home.path("status.sock")
+    }
+
+    /// Starts the daemon on the config in its home, with `env` added to its environment; also
+    /// again after [`Agent::kill`] (its log goes on in the same buffer).
+    pub fn spawn(&mut self, env: &[(String, String)]) {
+        assert!(self.child.is_none(), "agent {} already runs", self.node);
+        let mut child = self
+            .home
+            .agent()
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["daemon", "--log-format", "json", "--config"])
-            .arg(home.config_path())
+            .arg(self.home.config_path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start an agent");
-        let log = Arc::new(Mutex::new(Vec::new()));
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start an agent");
         let stderr = child.stderr.take().expect("piped stderr");
-        let sink = Arc::clone(&log);
+        let sink = Arc::clone(&self.log);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 sink.lock().expect("log").push(line);
             }
         });
-        Agent {
-            node: node.to_owned(),
-            _home: home,
-            child,
-            status_port,
-            log,
-        }
+        self.child = Some(child);
     }
 
     /// Its log so far (JSON lines).
@@ -120,15 +153,23 @@ impl Agent {
         self.log.lock().expect("log").join("\n")
     }
 
-    /// `GET path` on its status endpoint: the status code and body.
-    pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        let authority = format!("127.0.0.1:{}", self.status_port);
-        std::net::TcpStream::connect(&authority).ok()?;
-        Some(crate::util::http::exchange(
-            &authority,
-            &format!("GET {path} HTTP/1.1"),
-            &[&format!("Host: {authority}")],
-        ))
+    /// `method path` on its status endpoint (with the bearer `token`), answered within
+    /// `timeout`: the status code and body; `None` while the endpoint does not answer.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Option<(u16, String)> {
+        let endpoint = Endpoint::Unix(self.socket());
+        let answer = endpoint.request(method, path, token, timeout).ok()?;
+        Some((answer.status, answer.body))
+    }
+
+    /// `GET path` on its status endpoint, answered within 2 s.
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        self.request("GET", path, None, Duration::from_secs(2))
     }
 
     /// The `message` of each of its JSON log lines so far, one per line.
@@ -144,17 +185,26 @@ impl Agent {
             .join("\n")
     }
 
-    /// Its `GET /status` document, once the endpoint answers.
+    /// Its `GET /status` document, once the endpoint answers (panics after 10 s).
     pub fn status(&self) -> serde_json::Value {
         let what = format!("the status endpoint of agent {}", self.node);
         let every = Duration::from_millis(100);
-        let body = crate::util::eventually_every(every, Duration::from_secs(10), &what, || {
-            match self.get("/status") {
-                Some((200, body)) => Ok(body),
-                other => Err(format!("{other:?}")),
-            }
-        });
-        serde_json::from_str(&body).expect("status JSON")
+        crate::util::eventually_every(every, Duration::from_secs(10), &what, || {
+            self.try_status().ok_or("no answer")
+        })
+    }
+
+    /// Its `GET /status` document now, `None` while the endpoint does not answer.
+    pub fn try_status(&self) -> Option<serde_json::Value> {
+        match self.get("/status")? {
+            (200, body) => Some(serde_json::from_str(&body).expect("status JSON")),
+            _ => None,
+        }
+    }
+
+    /// `cluster.role` of its `/status` now, `None` while the endpoint does not answer.
+    pub fn role(&self) -> Option<String> {
+        Some(self.try_status()?["cluster"]["role"].as_str()?.to_owned())
     }
 
     /// Its `/metrics` text.
@@ -165,21 +215,38 @@ impl Agent {
         }
     }
 
-    /// Whether it still runs.
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+    /// Runs job `job` now (`POST /jobs/{job}/run` with the bearer `token`); asserts 202.
+    pub fn trigger(&self, job: &str, token: &str) {
+        let path = format!("/jobs/{job}/run");
+        let answer = self.request("POST", &path, Some(token), Duration::from_secs(5));
+        assert!(
+            matches!(answer, Some((202, _))),
+            "trigger {job} on {}: {answer:?}",
+            self.node
+        );
     }
 
-    /// Kills it (SIGKILL) at once.
+    /// Whether it runs.
+    pub fn alive(&mut self) -> bool {
+        let child = self.child.as_mut();
+        child.is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// `kill -9`: SIGKILL, and reaped; [`Agent::spawn`] may start it again.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut child = self.child.take().expect("a running agent to kill");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
     }
 }
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        self.kill();
+        if let Some(mut child) = self.child.take() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, self.on_drop);
+            let _ = child.wait();
+        }
     }
 }
 

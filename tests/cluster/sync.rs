@@ -3,147 +3,45 @@
 //! leader hands leadership to another agent within the lease TTL plus a second (measured from
 //! the agents' `/status`), sync goes on there with the same ping token, and no PUT changes the
 //! check twice; a period change is held until a ping accepted on a follower, then sent by the
-//! leader.
+//! leader. The agents are [`super::agents::Agent`]s with a config of this file's own.
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
-use heartbeat_agent::status::client::Endpoint;
 use serde_json::{json, Value};
 
+use super::agents::Agent;
+use crate::util;
 use crate::util::emulator::{token_for, Background};
 use crate::util::etcd::EtcdCluster;
-use crate::util::{self, Home};
 
 const TOKEN: &str = "cluster-status-token";
 /// `[cluster] lease` of the agents: the shortest allowed, so takeovers are quick to test.
 const LEASE: Duration = Duration::from_secs(2);
 
-/// One agent of the cluster: its own home (config, state directory, status socket, log).
-struct Agent {
-    home: Home,
-    node: String,
-    child: Option<Child>,
-}
-
-impl Agent {
-    fn new(node: &str) -> Agent {
-        Agent {
-            home: Home::new(),
-            node: node.to_owned(),
-            child: None,
-        }
-    }
-
-    /// Writes the config: `[cluster]` on `etcd` as `node`, `[api]` on the emulator, `jobs`.
-    fn write(&self, etcd: &EtcdCluster, emulator: &Background, jobs: &str) {
-        let text = format!(
-            "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\n\n\
-             [api]\nbase_url = \"{base}\"\nping_base_url = \"{base}\"\naccount_id = \"{account}\"\n\
-             api_key_env = \"EMULATOR_KEY\"\n\n\
-             [status]\nlisten = \"{socket}\"\ntoken = \"{TOKEN}\"\n\n\
-             [cluster]\n{endpoints}\nname = \"sync-test\"\nnode = \"{node}\"\n\
-             lease = \"{lease}s\"\n\n{jobs}",
-            state = self.home.state_dir().display(),
-            base = emulator.base_url(),
-            account = emulator.account(),
-            socket = self.home.path("status.sock").display(),
-            endpoints = etcd.endpoints_toml(),
-            node = self.node,
-            lease = LEASE.as_secs(),
-        );
-        self.home.write_config(&text);
-    }
-
-    fn start(&mut self, emulator: &Background) {
-        let log = std::fs::File::create(self.home.path("daemon.log")).expect("log file");
-        let child = self
-            .home
-            .agent()
-            .args(["daemon", "--log-format", "json", "--config"])
-            .arg(self.home.config_path())
-            .env("EMULATOR_KEY", emulator.api_key())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start the daemon");
-        self.child = Some(child);
-    }
-
-    fn endpoint(&self) -> Endpoint {
-        Endpoint::Unix(self.home.path("status.sock"))
-    }
-
-    /// The `/status` document, `None` while the endpoint does not answer.
-    fn status(&self) -> Option<Value> {
-        let answer = self
-            .endpoint()
-            .request("GET", "/status", None, Duration::from_secs(2))
-            .ok()?;
-        serde_json::from_str(&answer.body).ok()
-    }
-
-    /// `cluster.role` of `/status`.
-    fn role(&self) -> Option<String> {
-        Some(self.status()?["cluster"]["role"].as_str()?.to_owned())
-    }
-
-    fn metrics(&self) -> String {
-        self.endpoint()
-            .request("GET", "/metrics", None, Duration::from_secs(2))
-            .map(|a| a.body)
-            .unwrap_or_default()
-    }
-
-    fn trigger(&self, job: &str) {
-        let answer = self
-            .endpoint()
-            .request(
-                "POST",
-                &format!("/jobs/{job}/run"),
-                Some(TOKEN),
-                Duration::from_secs(5),
-            )
-            .expect("trigger");
-        assert_eq!(answer.status, 202, "{}", answer.body);
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.home.path("daemon.log")).unwrap_or_default()
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().expect("SIGKILL");
-            child.wait().expect("reaped");
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let _ = child.wait();
-        }
-    }
+/// Writes `agent`'s config: `[cluster]` on `etcd` as its node, `[api]` on the emulator, status
+/// on its socket with [`TOKEN`], `jobs`.
+fn write(agent: &Agent, etcd: &EtcdCluster, emulator: &Background, jobs: &str) {
+    let text = format!(
+        "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\n\n\
+         [api]\nbase_url = \"{base}\"\nping_base_url = \"{base}\"\naccount_id = \"{account}\"\n\
+         api_key_env = \"EMULATOR_KEY\"\n\n\
+         [status]\nlisten = \"{socket}\"\ntoken = \"{TOKEN}\"\n\n\
+         [cluster]\n{endpoints}\nname = \"sync-test\"\nnode = \"{node}\"\n\
+         lease = \"{lease}s\"\n\n{jobs}",
+        state = agent.home.state_dir().display(),
+        base = emulator.base_url(),
+        account = emulator.account(),
+        socket = agent.socket().display(),
+        endpoints = etcd.endpoints_toml(),
+        node = agent.node,
+        lease = LEASE.as_secs(),
+    );
+    agent.home.write_config(&text);
 }
 
 /// The emulator with heartbeat check `c1` (period 1 day).
 fn emulator() -> Background {
-    let emulator = Background::start_with(EmulatorOptions {
-        fixtures: Fixtures::default(),
-        ..EmulatorOptions::default()
-    });
-    emulator
-        .add_heartbeat_check(&json!({"id": "c1", "name": "check c1",
-            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
-                          "pingToken": token_for("c1")}}))
-        .expect("check added");
-    emulator
+    Background::with_checks(&[("c1", &token_for("c1"))])
 }
 
 /// The bodies of the PUTs the emulator received, in order.
@@ -200,17 +98,21 @@ fn period_secs(put: &Value) -> u64 {
 /// Three agents `a`, `b`, `c` on `etcd` with `jobs`, started; returns them once exactly one leads
 /// and the others follow it, with the leader's index.
 fn cluster_of_three(etcd: &EtcdCluster, emulator: &Background, jobs: &str) -> (Vec<Agent>, usize) {
-    let mut agents: Vec<Agent> = ["a", "b", "c"].iter().map(|n| Agent::new(n)).collect();
+    let key = [("EMULATOR_KEY".to_owned(), emulator.api_key().to_owned())];
+    let mut agents: Vec<Agent> = ["a", "b", "c"]
+        .iter()
+        .map(|n| Agent::new(n).terminate_on_drop())
+        .collect();
     for agent in &mut agents {
-        agent.write(etcd, emulator, jobs);
-        agent.start(emulator);
+        write(agent, etcd, emulator, jobs);
+        agent.spawn(&key);
     }
     let leader = util::eventually_every(
         Duration::from_millis(50),
         Duration::from_secs(20),
         "one leader, two followers naming it",
         || {
-            let docs: Vec<Option<Value>> = agents.iter().map(Agent::status).collect();
+            let docs: Vec<Option<Value>> = agents.iter().map(Agent::try_status).collect();
             let roles: Vec<Option<&str>> = docs
                 .iter()
                 .map(|d| d.as_ref().and_then(|d| d["cluster"]["role"].as_str()))
@@ -284,7 +186,7 @@ fn kill_9_of_the_leader_hands_sync_to_another_agent_within_the_lease_and_a_secon
     assert_eq!(before.len(), 1, "only the leader PUT: {before:?}");
 
     // kill -9 of the leader: another agent leads within TTL + 1 s.
-    agents[leader].kill9();
+    agents[leader].kill();
     let killed = Instant::now();
     let survivors: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let new_leader = util::eventually_every(
@@ -314,7 +216,7 @@ fn kill_9_of_the_leader_hands_sync_to_another_agent_within_the_lease_and_a_secon
         Duration::from_secs(5),
         "the other follows the new leader",
         || {
-            let doc = agents[other].status().ok_or("no status")?;
+            let doc = agents[other].try_status().ok_or("no status")?;
             match doc["cluster"]["leader"].as_str() {
                 Some(name) if name == agents[new_leader].node => Ok(()),
                 _ => Err(doc["cluster"].to_string()),
@@ -327,7 +229,7 @@ fn kill_9_of_the_leader_hands_sync_to_another_agent_within_the_lease_and_a_secon
 
     // Sync continues on the new leader: a changed tag goes out once, with the same token.
     for &i in &[new_leader, other] {
-        agents[i].write(&etcd, &emulator, &job("tags = [\"two\"]"));
+        write(&agents[i], &etcd, &emulator, &job("tags = [\"two\"]"));
     }
     util::eventually(Duration::from_secs(15), "the new tag PUT", || {
         let all = puts(&emulator);
@@ -377,13 +279,13 @@ fn a_period_change_waits_for_a_ping_accepted_on_a_follower_then_the_leader_sends
     // A new period on every agent: held by the leader (it would restart the service's timer
     // and hide a failure for up to a whole period), until an accepted ping of the check.
     for agent in &agents {
-        agent.write(&etcd, &emulator, &jobs("period = \"2h\""));
+        write(agent, &etcd, &emulator, &jobs("period = \"2h\""));
     }
     util::eventually(
         Duration::from_secs(10),
         "the leader holds the change",
         || {
-            let doc = agents[leader].status().ok_or("no status")?;
+            let doc = agents[leader].try_status().ok_or("no status")?;
             let all = doc["jobs"].as_array().cloned().unwrap_or_default();
             let sync = all.iter().find(|j| j["name"] == "j").map(|j| &j["sync"]);
             sync.filter(|s| s["state"] == "pending" && s["last_attempt"].is_string())
@@ -399,7 +301,7 @@ fn a_period_change_waits_for_a_ping_accepted_on_a_follower_then_the_leader_sends
     );
     // The job runs on a follower; its ping is accepted there; the leader sends the period.
     let pings_before = emulator.pings().len();
-    agents[follower].trigger("j");
+    agents[follower].trigger("j", TOKEN);
     util::eventually(Duration::from_secs(15), "the new period PUT", || {
         let all = puts(&emulator);
         match all.last() {
@@ -506,7 +408,7 @@ fn with_all_of_etcd_down_nobody_syncs_and_everything_resumes_when_it_is_back() {
         return;
     };
     let emulator = emulator();
-    let (agents, _) = cluster_of_three(&etcd, &emulator, &job("tags = [\"one\"]"));
+    let (mut agents, _) = cluster_of_three(&etcd, &emulator, &job("tags = [\"one\"]"));
     first_put(&emulator);
     for i in 0..3 {
         etcd.stop(i);
@@ -524,7 +426,7 @@ fn with_all_of_etcd_down_nobody_syncs_and_everything_resumes_when_it_is_back() {
         metrics.contains("heartbeat_agent_cluster_role{role=\"unavailable\"} 1"),
         "{metrics}"
     );
-    let doc = agents[0].status().expect("status");
+    let doc = agents[0].try_status().expect("status");
     assert!(
         doc["cluster"]["last_error"]
             .as_str()
@@ -533,7 +435,7 @@ fn with_all_of_etcd_down_nobody_syncs_and_everything_resumes_when_it_is_back() {
     );
     // A change while nobody leads is not sent by anyone.
     for agent in &agents {
-        agent.write(&etcd, &emulator, &job("tags = [\"two\"]"));
+        write(agent, &etcd, &emulator, &job("tags = [\"two\"]"));
     }
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(puts(&emulator).len(), 1, "nobody syncs while etcd is down");
@@ -563,9 +465,9 @@ fn with_all_of_etcd_down_nobody_syncs_and_everything_resumes_when_it_is_back() {
     assert_eq!(leaders, 1);
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(puts(&emulator).len(), 2, "{:?}", puts(&emulator));
-    for agent in &agents {
+    for agent in &mut agents {
         assert!(
-            agent.child.is_some() && agent.status().is_some(),
+            agent.alive() && agent.try_status().is_some(),
             "still running"
         );
     }

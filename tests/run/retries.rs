@@ -6,10 +6,7 @@
 
 use std::time::Instant;
 
-use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-use serde_json::json;
+use nix::sys::signal::Signal;
 
 use super::*;
 use crate::util::emulator::{token_for, Background};
@@ -22,15 +19,7 @@ fn run_script(env: &Env, flags: &[&str], script: &str) -> Output {
 
 /// An emulator holding check `r1`, and its ping URL.
 fn emulator() -> (Background, String) {
-    let emulator = Background::start_with(EmulatorOptions {
-        fixtures: Fixtures::default(),
-        ..EmulatorOptions::default()
-    });
-    emulator
-        .add_heartbeat_check(&json!({"id": "r1", "name": "retried",
-            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
-                          "graceUnit": "hours", "pingToken": token_for("r1")}}))
-        .expect("add check");
+    let emulator = Background::with_checks(&[("r1", &token_for("r1"))]);
     let url = format!("{}/{}", emulator.ping_url(), token_for("r1"));
     (emulator, url)
 }
@@ -198,7 +187,7 @@ fn sigterm_between_attempts_ends_the_run_at_once() {
     // Let the wrapper reach its wait (the attempt's exit is reaped within milliseconds).
     std::thread::sleep(Duration::from_millis(300));
     let asked = Instant::now();
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("kill");
+    signal(&child, Signal::SIGTERM);
     let status = wait_exit(&mut child, Duration::from_secs(5)).expect("the wrapper exits");
     assert!(
         asked.elapsed() < Duration::from_secs(3),
@@ -223,26 +212,18 @@ fn sigterm_during_an_attempt_starts_no_further_attempt() {
     let env = Env::new();
     let counter = env.path("counter");
     let script = format!("{}; echo x > ready; sleep 30", flaky_script(&counter, 99));
-    let mut child = env
-        .run(&[
-            "--retries",
-            "3",
-            "--retry-delay",
-            "50ms",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn agent");
-    let ready = env.path("ready");
-    eventually(Duration::from_secs(5), "the command to start", || {
-        exists(&ready)
-    });
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("kill");
+    let args = [
+        "--retries",
+        "3",
+        "--retry-delay",
+        "50ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut child = env.start(&args, "ready");
+    signal(&child, Signal::SIGTERM);
     let status = wait_exit(&mut child, Duration::from_secs(5)).expect("the wrapper exits");
     // The forwarded SIGTERM ended the command (128 + 15); nothing ran again.
     assert_eq!(status.code(), Some(143));

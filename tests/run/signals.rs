@@ -4,8 +4,7 @@
 
 use std::os::unix::process::CommandExt;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
 use super::*;
 
@@ -33,18 +32,10 @@ fn every_signal_for_the_command_reaches_it_and_the_wrapper_stays() {
         .collect();
     let script =
         format!("{traps}echo ready > ready; while [ ! -e stop ]; do sleep 0.05; done; exit 4");
-    let mut child = env
-        .run(&["--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn agent");
-    eventually(Duration::from_secs(5), "the command to start", || {
-        exists(&env.path("ready"))
-    });
-    let wrapper = Pid::from_raw(child.id() as i32);
+    let mut child = env.start(&["--", "sh", "-c", &script], "ready");
     let got = env.path("got");
-    for (i, (signal, name)) in TOLD.iter().enumerate() {
-        kill(wrapper, *signal).expect("signal the wrapper");
+    for (i, (told, name)) in TOLD.iter().enumerate() {
+        signal(&child, *told);
         eventually(
             Duration::from_secs(5),
             &format!("the command to get {name}"),
@@ -77,23 +68,13 @@ fn a_signal_after_the_command_ended_does_not_stop_the_ping() {
     // The ping host answers only after a while; a SIGUSR1 meanwhile must not abandon the ping.
     let env = Env::new();
     let server = Server::start(Mode::Slow(800));
-    let mut child = env
-        .run(&[
-            "--ping-url",
-            &ping_url(&server),
-            "--",
-            "sh",
-            "-c",
-            "echo done > done",
-        ])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn agent");
-    eventually(Duration::from_secs(5), "the command to end", || {
-        exists(&env.path("done"))
-    });
+    let url = ping_url(&server);
+    let mut child = env.start(
+        &["--ping-url", &url, "--", "sh", "-c", "echo done > done"],
+        "done",
+    );
     std::thread::sleep(Duration::from_millis(200));
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGUSR1).expect("signal the wrapper");
+    signal(&child, Signal::SIGUSR1);
     let status = crate::util::wait_exit(&mut child, Duration::from_secs(10)).expect("wrapper ends");
     assert_eq!(status.code(), Some(0));
     assert_eq!(server.requests().len(), 1, "the ping was delivered");

@@ -1,0 +1,71 @@
+"""The daemon benchmarks' reader of `heartbeat-agent daemon --log-format json` (bench-daemon.sh,
+bench-cluster.sh): a daemon started with its JSON log on a pipe that a thread reads line by
+line, handing each event to the script's own `on_event` under a lock, keeping the WARN and
+ERROR lines nobody took (the first three are printed when it stops), and the percentile
+helper both scripts report with. The embedded Python of each script imports it through
+`sys.path` (the scripts run from the repository's root).
+"""
+import json
+import signal
+import subprocess
+import threading
+import time
+
+
+class Daemon:
+    """A `heartbeat-agent daemon` on `config`, started through `prefix` (such as `nice -n N`).
+
+    A subclass sets its own counters before calling `__init__` (the reading thread starts
+    there) and overrides `on_event`; `label` names it in the warnings printed at `stop`.
+    """
+
+    label = "daemon"
+    # WARN and ERROR lines holding one of these are expected, not warnings worth printing.
+    expected = ()
+
+    def __init__(self, binary, config, prefix=()):
+        self.proc = subprocess.Popen(
+            list(prefix) + [binary, "daemon", "--log-format", "json", "--config", config],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        self.other = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def on_event(self, event):
+        """Takes one parsed log line (under the lock); True when it was the subclass's."""
+        return False
+
+    def read(self):
+        for line in self.proc.stderr:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                if self.on_event(event):
+                    continue
+                if event.get("level") in ("WARN", "ERROR") and not any(e in line for e in self.expected):
+                    self.other.append(line.strip())
+
+    def wait(self, pred, timeout):
+        """Whether `pred(self)` (called under the lock) held within `timeout` seconds."""
+        end = time.time() + timeout
+        while time.time() < end:
+            with self.lock:
+                if pred(self):
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        for line in self.other[:3]:
+            print(f"   {self.label} warning:", line[:200])
+
+
+def pct(values, p):
+    """The p-th percentile of `values`: the sorted value at index int(n * p / 100), NaN when empty."""
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * p / 100))] if v else float("nan")
