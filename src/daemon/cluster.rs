@@ -15,12 +15,21 @@
 //! and an unavailable etcd are asked again at the fire. A fire claimed early but then not run
 //! here (a run still going with `overlap = "skip"`, `pause --stop-jobs` in that second) is
 //! not run by another agent either, which is why no early claim is sent while either holds.
+//!
+//! `overlap` counts runs that go, not fires waiting for their claim: a run of a claimed job
+//! holds the job's [`JobState::gate`] from its won claim to its end, and the fire checks and
+//! the early claim look at the gate. A fire waiting for its claim (which its agent may well
+//! lose) therefore never makes the next fire skip: when etcd answered slower than a job's
+//! period, every agent used to skip every other fire as "still running", and the check
+//! alarmed. A fire whose claim is won while an earlier fire's run goes applies `overlap`
+//! then: `skip` skips it (logged), `queue` waits for the gate.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use tokio::sync::OwnedMutexGuard;
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::job::{millis, Shared};
 use super::state::JobState;
@@ -37,6 +46,17 @@ pub(super) struct Early {
 /// The node that claims the fires of `job`, when they are claimed.
 fn claimer<'a>(job: &Job, shared: &'a Shared) -> Option<&'a Arc<Node>> {
     shared.cluster.as_ref().filter(|_| job.run_on == RunOn::One)
+}
+
+/// Whether the fires of `job` are claimed (a `run_on = "one"` job in a cluster).
+pub(super) fn claims(job: &Job, shared: &Shared) -> bool {
+    claimer(job, shared).is_some()
+}
+
+/// A run admitted on this agent: for a claimed job whose `overlap` is not `allow`, it holds the
+/// job's [`JobState::gate`] until dropped (when the run has ended).
+pub(super) struct Admitted {
+    _gate: Option<OwnedMutexGuard<()>>,
 }
 
 /// How long before its due time a fire of `job` is claimed (`None`: it is not claimed).
@@ -70,7 +90,7 @@ pub(super) fn claim_early(
     state: &JobState,
     fire: DateTime<Utc>,
 ) -> Early {
-    let busy = state.running() > 0 && job.overlap != Overlap::Allow;
+    let busy = job.overlap != Overlap::Allow && state.gate_held();
     let paused = || shared.persisted.stopped_by_pause(&job.name, Utc::now());
     let claim = claimer(job, shared)
         .filter(|_| !busy && !paused())
@@ -82,16 +102,19 @@ pub(super) fn claim_early(
 }
 
 /// Whether the fire of `job` at `scheduled` runs on this agent, from its early claim when one
-/// was sent for it. When it does not, the fire counted by `state.run_started()` is taken back.
+/// was sent for it, and then (for a claimed job) under its `overlap` rule against the runs
+/// that really go: a fire waiting for its claim does not hold back the next fire, whose claim
+/// may be answered first. When it does not run, the fire counted by `state.run_started()` is
+/// taken back.
 pub(super) async fn runs_here(
     job: &Job,
     shared: &Shared,
     state: &Arc<JobState>,
     scheduled: DateTime<Utc>,
     early: Option<Early>,
-) -> bool {
+) -> Option<Admitted> {
     let Some(node) = claimer(job, shared) else {
-        return true;
+        return Some(Admitted { _gate: None });
     };
     let keep = job.jitter + CLAIM_KEEP;
     let early = early
@@ -125,8 +148,23 @@ pub(super) async fn runs_here(
     };
     if !runs {
         state.run_not_started();
+        return None;
     }
-    runs
+    let gate = match job.overlap {
+        Overlap::Allow => None,
+        Overlap::Queue => Some(Arc::clone(&state.gate).lock_owned().await),
+        Overlap::Skip => {
+            if let Ok(gate) = Arc::clone(&state.gate).try_lock_owned() {
+                Some(gate)
+            } else {
+                info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, "run skipped: the previous run is still running (overlap = \"skip\"); its claim was answered after this fire came");
+                state.record_skip(Utc::now());
+                state.run_not_started();
+                return None;
+            }
+        }
+    };
+    Some(Admitted { _gate: gate })
 }
 
 #[cfg(test)]

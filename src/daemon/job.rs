@@ -204,7 +204,14 @@ impl JobTask {
             self.state.record_skip(now);
             return;
         }
-        if self.state.running() > 0 {
+        // A claimed job's fire waiting for its claim is not a run that goes (its agent may
+        // lose it): only runs that hold the job's gate count (see super::cluster).
+        let busy = if super::cluster::claims(job, &self.shared) {
+            self.state.gate_held()
+        } else {
+            self.state.running() > 0
+        };
+        if busy {
             match job.overlap {
                 Overlap::Skip => {
                     info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, "run skipped: the previous run is still running (overlap = \"skip\")");

@@ -48,9 +48,10 @@ pub(super) async fn execute(
     scheduled: DateTime<Utc>,
     early: Option<super::cluster::Early>,
 ) {
-    if !super::cluster::runs_here(&job, &shared, &state, scheduled, early).await {
+    let Some(admitted) = super::cluster::runs_here(&job, &shared, &state, scheduled, early).await
+    else {
         return;
-    }
+    };
     let settings = shared.settings();
     if matches!(job.action, JobAction::External) {
         state.run_finished(record(
@@ -81,6 +82,7 @@ pub(super) async fn execute(
         .then(|| fail_ping(&job, &shared, &ended))
         .flatten();
     state.run_finished(record(scheduled, ended, attempt));
+    drop(admitted);
     if let Some(ping) = fail.filter(|_| !shared.stop_runs.is_cancelled()) {
         let send = async {
             // After the start ping, so the service sees them in order.

@@ -95,6 +95,10 @@ pub(crate) struct JobState {
     pub(super) warned_no_url: AtomicBool,
     /// Signalled by [`JobState::request_run`]: the job's task fires once now.
     pub(super) run_requested: Notify,
+    /// In a cluster, held by each run of a claimed job (`run_on = "one"`) whose `overlap` is
+    /// not `allow`, from its won claim to its end: [`super::cluster`] applies the overlap rule
+    /// to runs that really go, not to fires still waiting for their claim.
+    pub(super) gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl JobState {
@@ -103,7 +107,12 @@ impl JobState {
         lock(&self.snapshot).clone()
     }
 
-    /// How many runs are in progress.
+    /// Whether a run of a claimed job holds the [`JobState::gate`].
+    pub(super) fn gate_held(&self) -> bool {
+        self.gate.try_lock().is_err()
+    }
+
+    /// How many runs are in progress (in a cluster, fires waiting for their claim too).
     pub(crate) fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }

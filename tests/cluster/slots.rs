@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::agents::{faketime, missing, now, out_dir, slots, twice, Agent, JobShape, Setup, Slots};
 use crate::util::emulator::Background;
-use crate::util::etcd::EtcdCluster;
+use crate::util::etcd::{EtcdCluster, SlowFront};
 
 const JOBS: usize = 20;
 
@@ -21,9 +21,9 @@ struct Run {
     agents: Vec<Agent>,
 }
 
-/// Starts agents a, b, c (a with `env_a`), lets them run `run`, and reads what they wrote.
+/// Starts agents a, b, c (a with `env_a`) on etcd at `endpoints` (an `endpoints = [...]` line), lets them run `run`, and reads what they wrote.
 fn run_three(
-    cluster: &EtcdCluster,
+    endpoints: &str,
     name: &str,
     jobs: usize,
     shape: JobShape,
@@ -33,10 +33,7 @@ fn run_three(
     let emulator = Background::start();
     let (dir, out) = out_dir();
     let setup = Setup {
-        cluster: format!(
-            "{}\nname = \"{name}\"\nlease = \"5s\"",
-            cluster.endpoints_toml()
-        ),
+        cluster: format!("{endpoints}\nname = \"{name}\"\nlease = \"5s\""),
         jobs,
         shape,
         out: &out,
@@ -86,7 +83,7 @@ fn three_agents_run_every_slot_exactly_once() {
         return;
     };
     let run = run_three(
-        &cluster,
+        &cluster.endpoints_toml(),
         "slots",
         JOBS,
         JobShape::EVERY_SECOND,
@@ -138,7 +135,7 @@ fn an_agent_two_seconds_ahead_still_runs_no_slot_twice() {
         return;
     };
     let run = run_three(
-        &cluster,
+        &cluster.endpoints_toml(),
         "skew",
         JOBS,
         JobShape::EVERY_SECOND,
@@ -174,7 +171,7 @@ fn claims_of_fires_due_together_share_one_etcd_transaction() {
     const MANY: usize = 100;
     let txns_before = etcd_txns(&cluster);
     let run = run_three(
-        &cluster,
+        &cluster.endpoints_toml(),
         "batch",
         MANY,
         JobShape::EVERY_SECOND,
@@ -347,7 +344,7 @@ fn a_busy_agent_leaves_the_next_fire_to_the_others() {
         extra: "overlap = \"skip\"",
     };
     let run = run_three(
-        &cluster,
+        &cluster.endpoints_toml(),
         "busy",
         BUSY_JOBS,
         shape,
@@ -369,5 +366,84 @@ fn a_busy_agent_leaves_the_next_fire_to_the_others() {
         gaps.is_empty(),
         "slots nobody ran: {gaps:?}\n{}",
         skips(&run.agents)
+    );
+}
+
+/// An etcd whose answers take 1.2 s (a member under load, or far away): every claim is still
+/// pending when the job's next fire comes (every second). That fire is not held back by it
+/// (it is not a run that goes: its agent may lose it), so every slot still runs exactly once
+/// instead of every agent skipping it as "still running".
+#[test]
+fn a_claim_slower_than_the_period_does_not_skip_the_next_fire() {
+    let Some(cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    let slow = SlowFront::start(&cluster.endpoint(0), Duration::from_millis(1200));
+    let endpoints = format!("endpoints = [\"{}\"]", slow.url());
+    const SLOW_JOBS: usize = 4;
+    // The agents' leases and first claims take a few slow round trips: the window starts later.
+    std::thread::sleep(Duration::from_secs(1));
+    let mut run = run_three(
+        &endpoints,
+        "slow",
+        SLOW_JOBS,
+        JobShape::EVERY_SECOND,
+        Duration::from_secs(24),
+        &[],
+    );
+    run.from += 6;
+    // The last fires' claims are answered 1.2 s late.
+    std::thread::sleep(Duration::from_secs(2));
+    let written = slots(run.out.path(), SLOW_JOBS);
+    once(&written, SLOW_JOBS, run.from, run.to, &run.agents);
+}
+
+/// `overlap = "skip"` holds for runs, not for claims: with claims answered 1.8 s late, a fire
+/// may start waiting for its claim before the previous fire's run has begun. When its claim is
+/// won while that run goes, it is skipped then (and says why): never two runs at once.
+#[test]
+fn a_fire_whose_claim_is_won_while_the_previous_run_goes_is_skipped() {
+    let Some(cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    let slow = SlowFront::start(&cluster.endpoint(0), Duration::from_millis(1800));
+    let emulator = Background::start();
+    let (_dir, out) = out_dir();
+    // Each run takes a lock directory for 1.5 s; a run that finds it taken writes `overlap`.
+    let then = format!(
+        "; mkdir {0}/busy 2>/dev/null || echo overlap >> {0}/overlaps; sleep 1.5; rmdir {0}/busy",
+        out.display()
+    );
+    let setup = Setup {
+        // The lease of 9 s gives etcd requests 3 s.
+        cluster: format!(
+            "endpoints = [\"{}\"]\nname = \"overlap\"\nlease = \"9s\"",
+            slow.url()
+        ),
+        jobs: 1,
+        shape: JobShape {
+            schedule: "*/1 * * * * *",
+            then: Box::leak(then.into_boxed_str()),
+            extra: "overlap = \"skip\"",
+        },
+        out: &out,
+        emulator: &emulator,
+    };
+    let agent = Agent::start(&setup, "a", &[]);
+    agent.status();
+    std::thread::sleep(Duration::from_secs(20));
+    let written = slots(&out, 1);
+    assert!(
+        written.len() >= 4,
+        "only {} runs in 20 s: {written:?}\n{}",
+        written.len(),
+        agent.messages()
+    );
+    let overlaps = std::fs::read_to_string(out.join("overlaps")).unwrap_or_default();
+    assert_eq!(overlaps, "", "two runs of the job went at once");
+    let messages = agent.messages();
+    assert!(
+        messages.contains("its claim was answered after this fire came"),
+        "no fire was skipped after its claim:\n{messages}"
     );
 }

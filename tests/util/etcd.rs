@@ -286,3 +286,70 @@ fn healthy(port: u16) -> bool {
     let _ = stream.read_to_string(&mut answer);
     answer.contains("\"health\":\"true\"")
 }
+
+/// A TCP front to an etcd member that hands every byte of the member's answers to the client
+/// `delay` after it came (requests pass at once): an etcd as slow as one under load, or far
+/// away. Its threads end with the test process.
+#[derive(Debug)]
+pub struct SlowFront {
+    addr: std::net::SocketAddr,
+}
+
+impl SlowFront {
+    /// A front for `member` (`http://127.0.0.1:PORT`) on a free port of 127.0.0.1.
+    pub fn start(member: &str, delay: Duration) -> SlowFront {
+        let backend = member
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the slow front");
+        let addr = listener.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = TcpStream::connect(&backend) else {
+                    continue;
+                };
+                let (Ok(client_in), Ok(server_in)) = (client.try_clone(), server.try_clone())
+                else {
+                    continue;
+                };
+                // Requests: at once.
+                std::thread::spawn(move || pipe(client_in, server, Duration::ZERO));
+                // Answers: `delay` after they came.
+                std::thread::spawn(move || pipe(server_in, client, delay));
+            }
+        });
+        SlowFront { addr }
+    }
+
+    /// Its URL, for `[cluster] endpoints`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Copies `from` to `to`, each chunk `delay` after it was read, until either side closes.
+fn pipe(mut from: TcpStream, to: TcpStream, delay: Duration) {
+    let (chunks, later) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        let mut to = to;
+        for (read_at, chunk) in later {
+            std::thread::sleep((read_at + delay).saturating_duration_since(Instant::now()));
+            if to.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Both);
+    });
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if chunks.send((Instant::now(), buf[..n].to_vec())).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
