@@ -67,8 +67,9 @@ pub(super) fn lead(job: &Job, shared: &Shared) -> Option<TimeDelta> {
 
 /// When the claim of a fire due at `due` is sent: `lead` before it, but not before the middle
 /// of the time since the job's previous fire (due at `last_due`). A job due every second
-/// would otherwise claim each fire as the previous one starts, while that run counts as
-/// going, and with `overlap = "skip"` (the default) no early claim would ever be sent.
+/// would otherwise claim each fire as the previous one starts, before that run shows as going
+/// (it takes the job's gate a moment later): an agent whose run outlasts the period would win
+/// fires that `overlap = "skip"` then makes it skip, and no other agent would run them.
 pub(super) fn claim_time(
     due: DateTime<Utc>,
     lead: TimeDelta,
