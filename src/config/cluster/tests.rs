@@ -89,25 +89,18 @@ fn run_on_defaults_to_one_for_commands_and_all_for_watches() {
     let jobs = "[defaults]\nrun_on = \"all\"\n\n[[jobs]]\nname = \"c\"\nschedule = \"@daily\"\n\
                 command = [\"true\"]\nrun_on = \"one\"\n\n[[jobs]]\nname = \"d\"\n\
                 schedule = \"@daily\"\nshell = \"true\"\n";
-    let config = Config::from_text(Path::new("/etc/hb/config.toml"), jobs)
-        .expect("valid")
-        .config;
-    let run_on: Vec<_> = config.jobs.iter().map(|j| j.run_on).collect();
-    assert_eq!(
-        run_on,
-        [crate::config::RunOn::One, crate::config::RunOn::All]
-    );
+    let run_on = |text: &str| -> Vec<crate::config::RunOn> {
+        let config = Config::from_text(Path::new("/etc/hb/config.toml"), text)
+            .expect("valid")
+            .config;
+        config.jobs.iter().map(|j| j.run_on).collect()
+    };
+    let one_all = [crate::config::RunOn::One, crate::config::RunOn::All];
+    assert_eq!(run_on(jobs), one_all);
     let plain = "[[jobs]]\nname = \"c\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n\n\
                  [[jobs]]\nname = \"w\"\nschedule = \"@daily\"\n[jobs.watch]\nkind = \"load\"\n\
                  max_load1 = 4.0\n";
-    let config = Config::from_text(Path::new("/etc/hb/config.toml"), plain)
-        .expect("valid")
-        .config;
-    let run_on: Vec<_> = config.jobs.iter().map(|j| j.run_on).collect();
-    assert_eq!(
-        run_on,
-        [crate::config::RunOn::One, crate::config::RunOn::All]
-    );
+    assert_eq!(run_on(plain), one_all);
     let bad =
         "[[jobs]]\nname = \"c\"\nschedule = \"@daily\"\ncommand = [\"true\"]\nrun_on = \"any\"\n";
     let err = Config::from_text(Path::new("/etc/hb/config.toml"), bad).expect_err("invalid");
