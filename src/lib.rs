@@ -9,6 +9,7 @@
 //! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
 //! - [`job`]: a configured job made runnable: its command and its ping.
 //! - [`process`]: spawning and supervising child processes.
+//! - [`run`]: the one run pipeline of `run` and the daemon: admission, attempts, pings.
 //! - [`run_end`]: how a run ended, from the process or probe to status, metrics and exit code.
 //! - [`watch`]: condition probes.
 //! - [`ping`]: building and sending pings.
@@ -53,6 +54,7 @@ pub mod process;
 pub mod redact;
 pub mod response_head;
 pub mod retries;
+pub mod run;
 pub mod run_end;
 pub mod schedule;
 pub mod status;

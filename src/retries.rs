@@ -5,8 +5,8 @@
 //! [`crate::backoff::equal_jitter`]: uniform in `[c/2, c]` where `c = min(retry_delay_max,
 //! retry_delay * 2^n)`. Half of the wait is kept so that a retry is never made at once (the
 //! transient error it waits out needs time to clear), the other half is random so that many
-//! hosts failing on one outage do not come back together. The daemon (`src/daemon/run.rs`),
-//! `run` (`src/cli/run/attempts.rs`), `config check` and the auto grace of sync
+//! hosts failing on one outage do not come back together. The run pipeline's one attempt loop
+//! (`src/run/attempts.rs`, for `run` and the daemon alike), `config check` and the auto grace of sync
 //! (`src/sync/period.rs`) all read the same [`Retries`], so the worst case that the grace
 //! covers is the one the runs can take.
 

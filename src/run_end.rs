@@ -164,12 +164,6 @@ impl RunOutcome {
 }
 
 impl RunEnd {
-    /// Whether the run counts as a success (and so pings): the command exited by itself with
-    /// one of `success_codes`, or the watch was healthy.
-    pub(crate) fn succeeded(&self, success_codes: &[i32]) -> bool {
-        self.outcome(success_codes) == RunOutcome::Success
-    }
-
     /// What the run counts as, given the job's `success_exit_codes`.
     pub(crate) fn outcome(&self, success_codes: &[i32]) -> RunOutcome {
         match self {
@@ -308,7 +302,6 @@ mod tests {
         ];
         for (end, name) in cases {
             assert_eq!(end.outcome(&codes).as_str(), name, "{end:?}");
-            assert_eq!(end.succeeded(&codes), name == "success", "{end:?}");
         }
     }
 

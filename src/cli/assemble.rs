@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::leader::{Election, Leadership};
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
-use crate::cluster::{Etcd, Keys};
+use crate::cluster::{Keys, Node};
 use crate::config::{ClusterSettings, Config, Job, PingTarget};
 use crate::daemon::control::{self, Control, Controller, Request};
 use crate::daemon::{AfterRun, Context, Plugins, Task};
@@ -156,15 +156,23 @@ impl DeferredSync {
     }
 }
 
-/// A cluster agent's part in sync (`[cluster]`): the leader election and the relay of sync's
-/// state through etcd as daemon tasks, the relay's after-run hook (accepted pings), and the
-/// gate that keeps sync's passes to the leader (hand it to [`sync_task`] or [`DeferredSync`]).
+/// A cluster agent's part in the daemon (`[cluster]`): its lease, the leader election and the
+/// relay of sync's state through etcd as daemon tasks, the relay's after-run hook (accepted
+/// pings), and the gate that keeps sync's passes to the leader (hand it to [`sync_task`] or
+/// [`DeferredSync`]). The claims of its fires are the daemon's admission
+/// ([`crate::cluster::Claims`], in [`crate::daemon::Options`]).
 pub(crate) fn cluster_sync(
-    etcd: &Etcd,
+    node: &Arc<Node>,
     settings: &ClusterSettings,
     options: &crate::daemon::Options,
     plugins: &mut Plugins,
 ) -> (SyncGate, Leadership) {
+    let etcd = &node.etcd;
+    let lease = Arc::clone(node);
+    plugins.tasks.push((
+        "cluster lease",
+        Box::new(move |_: Context, cancel: CancellationToken| Box::pin(lease.keep_lease(cancel))),
+    ));
     let keys = Keys::new(&settings.name);
     let (election, leadership) = Election::new(etcd.clone(), &keys, &settings.node, settings.lease);
     let shared = SharedState::new(

@@ -53,7 +53,9 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         }
     };
     let options = Options {
-        cluster,
+        admission: cluster
+            .clone()
+            .map(|node| Arc::new(crate::cluster::Claims::new(node)) as _),
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         state_dir,
         config_path: path,
@@ -90,10 +92,9 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     let mut plugins = Plugins::default();
     // In a cluster only the leader syncs (docs/cluster.md); `[cluster]` is read at start. The
     // election shares the node's etcd client (one connection pool, one error count).
-    let (gate, leadership) = match (&options.cluster, &config.cluster) {
+    let (gate, leadership) = match (&cluster, &config.cluster) {
         (Some(node), Some(settings)) => {
-            let (gate, leadership) =
-                assemble::cluster_sync(&node.etcd, settings, &options, &mut plugins);
+            let (gate, leadership) = assemble::cluster_sync(node, settings, &options, &mut plugins);
             (Some(gate), Some(leadership))
         }
         _ => (None, None),
@@ -122,6 +123,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         remote: crate::status::remote::RemoteView::new(client),
         metrics: Arc::default(),
         cluster: leadership,
+        node: cluster,
     };
     plugins
         .after_run

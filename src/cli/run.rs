@@ -6,13 +6,14 @@
 //! 2 without running anything.
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
-//! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute`
-//! supervises the command (each of its attempts with `--retries`, see `attempts`), forwarding
-//! signals, then pings (a start ping while the command runs; after it, the success ping or the
-//! fail ping with its exit status and, for a job with `fail_body`, the output tail kept by
-//! [`crate::process::Io::Tee`]); for a job bound to a check, right
-//! after an accepted ping it records the ping and sends the job's held period change
-//! (`sync::timer`).
+//! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute` hands
+//! the run to the one run pipeline ([`crate::run::execute`]: the start ping while the command
+//! runs, its attempts with `--retries`, the success ping or the fail ping with its exit status
+//! and, for a job with `fail_body`, the output tail kept by [`crate::process::Io::Tee`]). What
+//! `run` gives the pipeline is its [`crate::run::Runner`]: the command in the foreground with
+//! the wrapper's signals forwarded to it, notices on stderr. After the pipeline, for a job
+//! bound to a check, right after an accepted ping it records the ping and sends the job's held
+//! period change (`sync::timer`), then delivers what the outbox holds within the ping budget.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -30,11 +31,12 @@ use super::context::{self, Lenient, PingOptions};
 use super::{exit, print_error, GlobalArgs};
 use crate::config::{Config, FailUrl, Job};
 use crate::ping::outbox::{self, Outbox, PingContext};
-use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod, PingOutcome};
+use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
 use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
 use crate::retries::Retries;
+use crate::run::Pings;
 
 /// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
 pub(crate) const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
@@ -156,20 +158,11 @@ struct Plan {
     success_codes: Vec<i32>,
     /// Pinged when the command succeeds.
     success: Option<Ping>,
-    /// Pinged when it fails (`--fail-url`, else the job's `fail_url`), `{exit_code}` filled in.
-    fail: Option<FailUrl>,
-    /// With `fail`: how many bytes of the last output its fail ping carries (the job's
-    /// `fail_body`); the output is then passed through by a copy that keeps them.
-    fail_body: Option<usize>,
-    /// Pinged when it starts (`--start-url`, else the job's `start_url`); never queued.
-    start: Option<Ping>,
-    /// Method and source (`Origin`) of the pings.
-    method: PingMethod,
-    source: String,
-    budget: Budget,
+    /// The start ping (`--start-url`, else the job's `start_url`), the fail ping
+    /// (`--fail-url`, else the job's `fail_url`, with the job's `fail_body`: the output is
+    /// then passed through by a copy that keeps its last bytes), their budget and context.
+    pings: Pings,
     state_dir: PathBuf,
-    /// The job and age limit stored with a ping that goes to the outbox.
-    ping_context: PingContext,
     /// `[agent] outbox_max_entries`.
     outbox_max_entries: usize,
     /// Names the lock: the job, else the ping URL's fingerprint, else the command's.
@@ -264,6 +257,10 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
     }
     let (lock_key, lock_what) = lock_identity(args.job.as_deref(), success.as_ref(), &spec);
     let sync = job.and_then(|job| sync_after_ping(job, config.as_ref()?, global));
+    if let (Some(config), Some(_)) = (&config, fail_body) {
+        // The output a fail ping carries is scrubbed of the API key too.
+        crate::run::pings::learn_api_key(&config.api.api_key);
+    }
     Ok(Plan {
         sync,
         retries: retries(&args, job),
@@ -281,23 +278,26 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
             .unwrap_or_else(|| vec![0]),
         spec,
         success,
-        fail,
-        fail_body,
-        start,
-        method,
-        source,
-        budget: Budget {
-            total: args.ping.options.ping_timeout,
-            ..Budget::default()
+        pings: Pings {
+            start,
+            fail,
+            fail_body,
+            method,
+            source,
+            budget: Budget {
+                total: args.ping.options.ping_timeout,
+                ..Budget::default()
+            },
+            context: PingContext {
+                job: args.job.clone(),
+                max_age: crate::config::defaults::outbox_max_age(
+                    config.as_ref().and_then(|c| c.agent.outbox_max_age),
+                    job,
+                ),
+            },
+            span: tracing::Span::none(),
         },
         state_dir,
-        ping_context: PingContext {
-            job: args.job.clone(),
-            max_age: crate::config::defaults::outbox_max_age(
-                config.as_ref().and_then(|c| c.agent.outbox_max_age),
-                job,
-            ),
-        },
         outbox_max_entries,
         lock_key,
         lock_what,
@@ -418,16 +418,11 @@ fn command_spec(
     Ok(spec)
 }
 
-/// Runs the planned command to its end, then pings; returns the exit status.
+/// Runs the planned command through the run pipeline, then the after-ping work; returns the
+/// exit status.
 async fn execute(plan: Plan) -> u8 {
-    let mut signals = Signals::install();
+    let signals = Signals::install();
     let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries);
-    let start = plan.start.clone().map(|ping| {
-        let (budget, outbox, context) = (plan.budget, outbox.clone(), plan.ping_context.clone());
-        tokio::spawn(async move {
-            outbox::deliver_or_queue_for(&ping, &budget, Some(&outbox), &context).await
-        })
-    });
     // A container's entrypoint (PID 1) inherits every orphan of the command's tree: they are
     // reaped while the command runs, never its own status (see process::children).
     let reaping = children::inherits_orphans();
@@ -437,51 +432,36 @@ async fn execute(plan: Plan) -> u8 {
         let task = tokio::spawn(children::reap(Arc::clone(&children), cancel.clone()));
         (cancel, task)
     });
-    let (end, tail) = attempts::run(&plan, &children, &mut signals).await;
-    if let Some((cancel, task)) = reaper {
-        cancel.cancel();
+    let mut runner = Wrapped {
+        plan: &plan,
+        children: &children,
+        signals,
+        reaper,
+        stop: None,
+    };
+    let report = crate::run::execute(&mut runner, &plan.retries, &plan.pings, &outbox).await;
+    if let Some((_, task)) = runner.reaper.take() {
         let _ = task.await;
     }
-    let (status, success) = (end.exit_status(), end.succeeded(&plan.success_codes));
-    if !success {
-        let job = plan.ping_context.job.as_deref();
-        if let Err(err) = outbox.drop_after_failure(job, plan.success.as_ref()) {
-            warn!(error = %err, "cannot drop the pending success of this failed run");
-        }
+    let status = report.ended.end.exit_status();
+    if report.interrupted {
+        return status;
     }
-    let finish = if success {
-        plan.success.clone()
-    } else {
-        fail_ping(&plan, status, tail.as_ref())
-    };
-    let pings = async {
-        let began = tokio::time::Instant::now();
-        if let Some(task) = start {
-            let _ = task.await;
-        }
-        let mut stored = None;
-        let mut accepted = false;
-        if let Some(ping) = &finish {
-            let outcome =
-                outbox::deliver_or_queue_for(ping, &plan.budget, Some(&outbox), &plan.ping_context)
-                    .await;
-            if matches!(outcome, PingOutcome::Retryable { .. }) {
-                stored = Some(ping.clone());
-            }
-            accepted = success && matches!(outcome, PingOutcome::Delivered { .. });
-        }
+    let mut signals = runner.signals;
+    let after = async {
         // A pause whose deadline passed ends here when no daemon ended it (crate::pause).
         let pause_ended = plan.sync.as_ref().is_some_and(|sync| {
             crate::pause::load(&plan.state_dir).ending(&sync.job, chrono::Utc::now())
         });
-        if let (true, Some(sync)) = (accepted || pause_ended, &plan.sync) {
-            sync_after_accepted_ping(sync, &plan.state_dir, accepted).await;
+        if let (true, Some(sync)) = (report.ping_accepted || pause_ended, &plan.sync) {
+            sync_after_accepted_ping(sync, &plan.state_dir, report.ping_accepted).await;
         }
-        let left = plan.budget.total.saturating_sub(began.elapsed());
-        outbox::catch_up(&outbox, &plan.budget, left, stored).await;
+        let budget = &plan.pings.budget;
+        let left = budget.total.saturating_sub(report.pings_began.elapsed());
+        outbox::catch_up(&outbox, budget, left, report.stored).await;
     };
     tokio::select! {
-        () = pings => {}
+        () = after => {}
         signal = signals.recv_stop() => warn!(signal = %signal, "ping interrupted: the agent was asked to stop (the ping stays in the outbox)"),
     }
     status
@@ -521,11 +501,12 @@ fn report(outcome: &Outcome, plan: &Plan) {
 
 mod after_ping;
 use after_ping::{sync_after_accepted_ping, sync_after_ping, SyncAfterPing};
-mod attempts;
 mod pings;
-use pings::{env_ping, fail_ping, file_ping, job_ping, job_start_ping};
+use pings::{env_ping, file_ping, job_ping, job_start_ping};
 mod signals;
 use signals::Signals;
+mod wrapped;
+use wrapped::Wrapped;
 
 #[cfg(test)]
 mod tests;

@@ -28,6 +28,7 @@
 //! `leader` (or `urls`, ...) from colliding with the cluster's other keys. Job names hold no
 //! `/` (see `config::jobs`), so `claims/<job>/` is the prefix of exactly one job's claims.
 
+pub mod admission;
 mod batch;
 pub mod etcd;
 mod gateway;
@@ -35,6 +36,7 @@ pub mod leader;
 pub mod node;
 pub mod relay;
 
+pub use admission::Claims;
 pub use etcd::{Etcd, EtcdError, LeaseId};
 pub use gateway::Failure;
 pub use node::{Claim, JobClaims, Node};

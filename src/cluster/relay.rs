@@ -34,7 +34,7 @@ use super::etcd::{Etcd, EtcdError};
 use super::leader::Leadership;
 use super::Keys;
 use crate::config::{Config, Job, PingTarget};
-use crate::daemon::AfterRun;
+use crate::run::AfterRun;
 use crate::sync::state::{self, CheckRecord};
 use crate::sync::{timer, Definition, LearnedUrls, Reconciler};
 

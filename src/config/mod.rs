@@ -457,11 +457,6 @@ impl Job {
         }
     }
 
-    /// Whether a success of the job is reported anywhere.
-    pub(crate) fn pings(&self) -> bool {
-        self.target != PingTarget::None
-    }
-
     /// The program and arguments the job runs: `command` as given, `shell` as
     /// `shell_program -c script`; `None` for watches and external jobs, which run nothing here.
     pub(crate) fn argv(&self) -> Option<Vec<std::ffi::OsString>> {

@@ -1,4 +1,4 @@
-//! Where other subsystems plug into the daemon: per-run events (sync re-derives a check's
+//! Where other subsystems plug into the daemon: per-run events ([`AfterRun`]) (sync re-derives a check's
 //! heartbeat after runs that change the upcoming gap; status counts runs) and background tasks
 //! that live as long as the daemon (the sync engine, the status listener).
 //!
@@ -11,20 +11,12 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::state::DaemonState;
-use crate::config::{Config, Job};
-
-/// Called after every run of a job (not after skips), once its ping (if any) was sent.
-pub(crate) trait AfterRun: Send + Sync {
-    /// `fire` is the scheduled time the run belongs to; `ping_accepted` tells whether the
-    /// success ping was accepted by the server (false for failures and for jobs that ping
-    /// nothing). Runs on the run's task: do not block; hand heavy work to your own task.
-    fn after_run(&self, job: &Job, fire: DateTime<Utc>, ping_accepted: bool);
-}
+use crate::config::Config;
+use crate::run::AfterRun;
 
 /// What a background task can see of the daemon.
 #[derive(Debug, Clone)]

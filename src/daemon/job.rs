@@ -1,8 +1,10 @@
 //! One task per scheduled job: wait for the next fire time, apply the job's stable jitter,
 //! overlap policy and pause (`pause --stop-jobs` skips fires), and start runs. `catch_up` and
 //! `@reboot` are decided here at the task's start; [`watch_clock`] notices steps of the wall
-//! clock. In a `[cluster]`, the task wakes once more before each fire of a `run_on = "one"`
-//! job to send its claim ahead ([`super::cluster`]).
+//! clock. A fire goes through the local rules ([`crate::run::admission`]) and, for a job the
+//! daemon's [`Admission`] decides (in a `[cluster]`, a `run_on = "one"` job), through it: the
+//! task wakes once more before such a fire to send it ahead, and the run counts as started
+//! only once the admission let it run here.
 //!
 //! Fire times come from the wall clock (`Utc::now()`) while tokio's timers follow the monotonic
 //! clock, which does not see a step of the wall clock nor (on Linux) a suspend. So one task,
@@ -24,11 +26,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use super::cluster::Early;
-use super::hooks::AfterRun;
 use super::state::{DaemonState, JobState, Persisted};
-use crate::config::{Job, Overlap};
+use crate::config::Job;
 use crate::process::children::Children;
+use crate::run::admission::{overlap, Admission, Admitted, Elsewhere, Overlapping};
+use crate::run::AfterRun;
 use crate::watch::Probes;
 
 /// The longest single sleep of a job task.
@@ -51,8 +53,8 @@ pub(super) struct Shared {
     pub settings: RwLock<Arc<Settings>>,
     /// The ping URLs sync learned for jobs bound by `check_id`, in memory.
     pub ping_urls: crate::sync::LearnedUrls,
-    /// This agent in its `[cluster]`, if any.
-    pub cluster: Option<Arc<crate::cluster::Node>>,
+    /// What decides fires beyond the local rules (in a `[cluster]`, the claim), if any.
+    pub admission: Option<Arc<dyn Admission>>,
     /// The daemon's files in it.
     pub persisted: Persisted,
     /// The durable outbox under it: pings that could not be delivered wait there for the
@@ -111,7 +113,7 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued, None),
+                () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
             }
         }
     }
@@ -121,12 +123,12 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
     let mut base = Utc::now();
     if let Some(missed) = task.missed_fire(base) {
         info!(job = %job.name, missed = %missed.to_rfc3339(), "catching up a fire missed while the daemon was down");
-        task.fire(missed, &mut None, None);
+        task.fire(missed, &mut None);
     }
     let mut queued: Option<DateTime<Utc>> = None;
-    // In a cluster, each fire's claim goes to etcd `lead` before the fire is due.
-    let lead = super::cluster::lead(job, &task.shared);
-    let mut early: Option<Early> = None;
+    // A fire the admission decides is sent ahead of its due time; the fire it was sent for.
+    let ahead = task.admission().cloned();
+    let mut sent_ahead: Option<DateTime<Utc>> = None;
     let mut last_due: Option<DateTime<Utc>> = None;
     let mut clock = task.shared.clock.subscribe();
     let mut next = job.schedule.next_after(base, job.timezone);
@@ -140,8 +142,7 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         let now = Utc::now();
         let due = fire_at + jitter;
         if now >= due {
-            let claimed = early.take().filter(|e| e.fire == fire_at);
-            task.fire(fire_at, &mut queued, claimed);
+            task.fire(fire_at, &mut queued);
             last_due = Some(due);
             base = fire_at.max(now);
             next = job.schedule.next_after(base, job.timezone);
@@ -156,17 +157,13 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
             continue;
         }
         let mut wake = due;
-        if let Some(lead) = lead.filter(|_| !early.as_ref().is_some_and(|e| e.fire == fire_at)) {
-            let claim_at = super::cluster::claim_time(due, lead, last_due);
-            if now >= claim_at {
-                early = Some(super::cluster::claim_early(
-                    job,
-                    &task.shared,
-                    &task.state,
-                    fire_at,
-                ));
+        let pending = ahead.as_ref().filter(|_| sent_ahead != Some(fire_at));
+        if let Some(at) = pending.and_then(|a| a.ahead_at(job, due, last_due)) {
+            if now >= at {
+                task.send_ahead(fire_at);
+                sent_ahead = Some(fire_at);
             } else {
-                wake = claim_at;
+                wake = at;
             }
         }
         let wait = (wake - now).to_std().unwrap_or_default();
@@ -176,11 +173,11 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
             // The wall clock stepped: loop to compare the fire time with the new time.
             _ = clock.changed() => {}
             // `POST /jobs/{name}/run`: a fire now, under the same overlap rule.
-            () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued, None),
+            () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
             () = task.state.run_ended.notified(), if queued.is_some() => {
                 if task.state.running() == 0 {
                     if let Some(fire) = queued.take() {
-                        task.start(fire, None);
+                        task.start(fire);
                     }
                 }
             }
@@ -189,51 +186,60 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
 }
 
 impl JobTask {
-    /// A fire at `scheduled`: start a run, or skip/queue it when one is still running. `early`
-    /// is its claim if it was sent ahead (in a cluster).
-    fn fire(
-        &self,
-        scheduled: DateTime<Utc>,
-        queued: &mut Option<DateTime<Utc>>,
-        early: Option<Early>,
-    ) {
-        let job = &self.job;
-        let now = Utc::now();
-        if self.shared.persisted.stopped_by_pause(&job.name, now) {
-            info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, paused = true, "run skipped: the job is paused (pause --stop-jobs)");
-            self.state.record_skip(now);
-            return;
-        }
-        // A claimed job's fire waiting for its claim is not a run that goes (its agent may
-        // lose it): only runs that hold the job's gate count (see super::cluster).
-        let busy = if super::cluster::claims(job, &self.shared) {
-            self.state.gate_held()
-        } else {
-            self.state.running() > 0
-        };
-        if busy {
-            match job.overlap {
-                Overlap::Skip => {
-                    info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, "run skipped: the previous run is still running (overlap = \"skip\")");
-                    self.state.record_skip(Utc::now());
-                    return;
-                }
-                Overlap::Queue => {
-                    if queued.replace(scheduled).is_some() {
-                        info!(job = %job.name, scheduled = %millis(scheduled), "run already queued: this fire replaces it (overlap = \"queue\")");
-                    } else {
-                        info!(job = %job.name, scheduled = %millis(scheduled), "run queued until the previous run ends (overlap = \"queue\")");
-                    }
-                    return;
-                }
-                Overlap::Allow => {}
-            }
-        }
-        self.start(scheduled, early);
+    /// The admission that decides this job's fires, if one does.
+    fn admission(&self) -> Option<&Arc<dyn Admission>> {
+        let admission = self.shared.admission.as_ref()?;
+        admission.decides(&self.job).then_some(admission)
     }
 
-    /// Starts a run now (on the daemon's run tracker, so it outlives this task).
-    fn start(&self, scheduled: DateTime<Utc>, early: Option<Early>) {
+    /// What the local rules make of a fire at `now`: `None` when the job is stopped by a
+    /// pause, else what its `overlap` makes of the runs that go.
+    fn local_rules(&self, now: DateTime<Utc>) -> Option<Overlapping> {
+        if self.shared.persisted.stopped_by_pause(&self.job.name, now) {
+            return None;
+        }
+        Some(overlap(&self.job, self.state.running() > 0))
+    }
+
+    /// A fire at `scheduled`: start a run, or skip/queue it under the local rules.
+    fn fire(&self, scheduled: DateTime<Utc>, queued: &mut Option<DateTime<Utc>>) {
+        let job = &self.job;
+        let now = Utc::now();
+        match self.local_rules(now) {
+            None => {
+                info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, paused = true, "run skipped: the job is paused (pause --stop-jobs)");
+                self.state.record_skip(now);
+            }
+            Some(Overlapping::Skip) => {
+                info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, "run skipped: the previous run is still running (overlap = \"skip\")");
+                self.state.record_skip(Utc::now());
+            }
+            Some(Overlapping::Queue) => {
+                if queued.replace(scheduled).is_some() {
+                    info!(job = %job.name, scheduled = %millis(scheduled), "run already queued: this fire replaces it (overlap = \"queue\")");
+                } else {
+                    info!(job = %job.name, scheduled = %millis(scheduled), "run queued until the previous run ends (overlap = \"queue\")");
+                }
+            }
+            Some(Overlapping::Go) => self.start(scheduled),
+        }
+    }
+
+    /// Sends the fire at `fire` ahead to the admission, unless the local rules would not run
+    /// it now (a run going that `overlap` makes it skip or queue behind, or a pause): a fire
+    /// decided ahead but then not run here would not run elsewhere either.
+    fn send_ahead(&self, fire: DateTime<Utc>) {
+        let Some(admission) = self.admission() else {
+            return;
+        };
+        if self.local_rules(Utc::now()) == Some(Overlapping::Go) {
+            self.shared.runs.spawn(admission.ahead(&self.job, fire));
+        }
+    }
+
+    /// Starts a run now (on the daemon's run tracker, so it outlives this task); a fire that
+    /// the admission decides counts as started only once it runs here.
+    fn start(&self, scheduled: DateTime<Utc>) {
         if self.job.catch_up {
             if let Err(err) = self
                 .shared
@@ -243,15 +249,27 @@ impl JobTask {
                 warn!(job = %self.job.name, error = %err, "cannot record the fire time for catch_up");
             }
         }
-        self.state.run_started();
         let (job, shared, state) = (
             Arc::clone(&self.job),
             Arc::clone(&self.shared),
             Arc::clone(&self.state),
         );
-        self.shared
-            .runs
-            .spawn(super::run::execute(job, shared, state, scheduled, early));
+        let Some(admission) = self.admission() else {
+            let admitted = state.gate.admit_now(&job);
+            state.run_started();
+            self.shared
+                .runs
+                .spawn(super::run::execute(job, shared, state, scheduled, admitted));
+            return;
+        };
+        let decided = admission.decide(&job, scheduled);
+        self.shared.runs.spawn(async move {
+            let Some(admitted) = admitted_here(&job, &state, scheduled, decided).await else {
+                return;
+            };
+            state.run_started();
+            super::run::execute(job, shared, state, scheduled, admitted).await;
+        });
     }
 
     /// With `catch_up`: the last fire time missed since the recorded last fire, if any.
@@ -282,8 +300,25 @@ impl JobTask {
             warn!(job = %name, error = %err, "cannot record the boot id; the @reboot job may run again after a restart");
         }
         info!(job = %name, "running @reboot job (first start in this boot)");
-        self.start(Utc::now(), None);
+        self.start(Utc::now());
     }
+}
+
+/// A fire that the admission decides: once it lets it run here, the overlap rule again
+/// against the runs that go now (a run of an earlier fire may have started meanwhile).
+async fn admitted_here(
+    job: &Job,
+    state: &JobState,
+    scheduled: DateTime<Utc>,
+    decided: crate::run::admission::Pending<Result<(), Elsewhere>>,
+) -> Option<Admitted> {
+    decided.await.ok()?;
+    let admitted = state.gate.admit(job).await;
+    if admitted.is_none() {
+        info!(job = %job.name, scheduled = %millis(scheduled), skipped = true, "run skipped: the previous run is still running (overlap = \"skip\"); its claim was answered after this fire came");
+        state.record_skip(Utc::now());
+    }
+    admitted
 }
 
 /// Wakes every [`MAX_SLEEP`] and bumps `clock` when the wall clock moved more than a second

@@ -3,8 +3,7 @@
 //!
 //! - `supervisor`: start-up, the main loop (control requests, watchdog), reload and shutdown;
 //! - `job`: one task per job that waits for its fire times and applies the overlap policy;
-//! - `run`: one run of a job (a command or a watch probe), its record and its ping;
-//! - `cluster`: in a `[cluster]`, whether this agent runs a fire (its claim in etcd);
+//! - `run`: one run of a job (a command or a watch probe) through [`crate::run::execute`];
 //! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;
 //! - [`hooks`]: where sync, the outbox drainer and the status listener plug in;
 //! - `children`: the job processes, and reaping orphans when the daemon is PID 1;
@@ -16,7 +15,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-mod cluster;
 pub(crate) mod control;
 pub(crate) mod hooks;
 mod job;
@@ -27,8 +25,9 @@ mod supervisor;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use crate::run::AfterRun;
 pub(crate) use control::{Controller, Request};
-pub(crate) use hooks::{AfterRun, Context, Plugins, Task};
+pub(crate) use hooks::{Context, Plugins, Task};
 pub(crate) use supervisor::run;
 
 /// Reloads since start by result, for `/metrics`: `ok`, `invalid` (the running config kept).
@@ -47,7 +46,7 @@ pub(crate) fn reload_counts() -> [(&'static str, u64); 2] {
 }
 
 /// What the daemon is started with besides the validated config.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Options {
     /// The config file, re-read on SIGHUP.
     pub config_path: PathBuf,
@@ -57,9 +56,9 @@ pub(crate) struct Options {
     /// The ping URLs sync learns for jobs bound by `check_id`: the daemon's sync records them,
     /// its runs read them from memory.
     pub ping_urls: crate::sync::LearnedUrls,
-    /// This agent in its `[cluster]` (built at start; a reload does not change it): fires of
-    /// `run_on = "one"` jobs are claimed through it.
-    pub cluster: Option<Arc<crate::cluster::Node>>,
+    /// What decides fires beyond the local rules (in a `[cluster]`, the claim of each fire of
+    /// a `run_on = "one"` job; built at start, a reload does not change it).
+    pub admission: Option<Arc<dyn crate::run::admission::Admission>>,
 }
 
 /// How the daemon ended.

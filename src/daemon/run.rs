@@ -1,12 +1,8 @@
-//! One run of a job: a command (captured output logged line by line, scrubbed of the agent's
-//! secrets by [`crate::redact::scrub`], the last `output_tail` bytes kept) or a watch probe,
-//! tried again after a failure as the job's `retries` allow (one run, one fire: it counts as
-//! running through its waits, and only its last attempt decides the ping); its [`RunRecord`],
-//! with the attempts it made; the ping through
-//! [`crate::ping::outbox::deliver_or_queue_for`] (the same call as `run` and `ping`); the
-//! job's start ping (once per run, before its first attempt) while a command runs and its fail
-//! ping after a run that did not succeed (`start_url`, `fail_url`, through the same call); then
-//! the after-run hooks.
+//! One run of a job in the daemon: the [`Runner`] it gives the run pipeline
+//! ([`crate::run::execute`]). An attempt is a command (its output captured and logged line by
+//! line, scrubbed of the agent's secrets by [`crate::redact::scrub`], the last `output_tail`
+//! bytes kept) or a watch probe; the daemon's shutdown stops it; the run is recorded in the
+//! job's state for status, with its success ping's result; then the after-run hooks are told.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,111 +12,43 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::job::{millis, Settings, Shared};
-use super::state::{JobState, PingRecord, RunRecord};
+use super::state::JobState;
 use crate::config::{Job, JobAction, WatchSpec};
 use crate::job::NoPing;
-use crate::ping::outbox::{self, PingContext};
+use crate::ping::outbox::PingContext;
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::{CommandSpec, Control, Io, Limits, LineSink, Outcome};
+use crate::run::admission::Admitted;
+use crate::run::{Attempt, Ended, Notice, PingRecord, Pings, RunRecord, Runner};
 use crate::run_end::{RunEnd, RunOutcome};
 
-/// What a command or probe came to, before the ping.
-struct Ended {
-    started: DateTime<Utc>,
-    end: RunEnd,
-    outcome: RunOutcome,
-    output_tail: String,
-}
-
-impl Ended {
-    fn success(&self) -> bool {
-        self.outcome == RunOutcome::Success
-    }
-}
-
-/// Runs `job` once for the fire at `scheduled`, records it in `state`, pings on success and
-/// tells the hooks. `state.run_started()` was called by the caller; `early` is the fire's
-/// claim if it was sent ahead (in a cluster).
+/// Runs `job` once for the fire at `scheduled`, admitted by `admitted` (held until the run
+/// ends); `state.run_started()` was called by the caller.
 pub(super) async fn execute(
     job: Arc<Job>,
     shared: Arc<Shared>,
     state: Arc<JobState>,
     scheduled: DateTime<Utc>,
-    early: Option<super::cluster::Early>,
+    admitted: Admitted,
 ) {
-    let Some(admitted) = super::cluster::runs_here(&job, &shared, &state, scheduled, early).await
-    else {
-        return;
-    };
     let settings = shared.settings();
     if matches!(job.action, JobAction::External) {
-        state.run_finished(record(
-            scheduled,
-            no_process(refused("an external job is not run")),
-            Attempt::FIRST,
-        ));
+        let ended = Ended::without_process(refused("an external job is not run"));
+        state.run_finished(record(scheduled, &ended, Attempt::FIRST));
         return;
     }
-    let mut start = match &job.action {
-        JobAction::Command(_) | JobAction::Shell { .. } => {
-            send_start_ping(&job, &shared, &settings)
-        }
-        _ => None,
+    let pings = pings(&job, &shared, &settings);
+    let mut runner = DaemonRun {
+        job: &job,
+        shared: &shared,
+        state: &state,
+        settings: &settings,
+        scheduled,
+        admitted: Some(admitted),
     };
-    let (ended, attempt) = attempts(&job, &shared, &settings, scheduled).await;
-    // The run's own lines name the job in a field; this span puts the name on what the ping
-    // and outbox code log too. It is made only around that code: a span on the whole run
-    // would cost its set-up and an enter and exit on every poll, for every run.
-    let span = || tracing::info_span!("run", job = %job.name);
-    if !ended.success() {
-        span().in_scope(|| drop_pending_success(&job, &shared, &state));
-    }
-    // The run ends when its process (or probe) does: the job's next fire must not wait for a
-    // slow or hanging ping host, so the ping is sent after the run is recorded as finished.
-    let success = ended.success();
-    let fail = (!success)
-        .then(|| fail_ping(&job, &shared, &ended))
-        .flatten();
-    state.run_finished(record(scheduled, ended, attempt));
-    drop(admitted);
-    if let Some(ping) = fail.filter(|_| !shared.stop_runs.is_cancelled()) {
-        let send = async {
-            // After the start ping, so the service sees them in order.
-            if let Some(start) = start.take() {
-                let _ = start.await;
-            }
-            let context = context(&job, &settings);
-            outbox::deliver_or_queue_for(&ping, &Budget::default(), Some(&shared.outbox), &context)
-                .await
-        };
-        tokio::select! {
-            _ = tracing::Instrument::instrument(send, span()) => {}
-            () = shared.stop_runs.cancelled() => {
-                warn!(job = %job.name, "fail ping interrupted: the daemon is stopping (the ping stays in the outbox)");
-            }
-        }
-    }
-    let pings = job.pings();
-    let ping_accepted = if success && pings && !shared.stop_runs.is_cancelled() {
-        let ping = async {
-            // After the start ping, so the service sees them in order.
-            if let Some(start) = start.take() {
-                let _ = start.await;
-            }
-            send_ping(&job, &shared, &state, &settings).await
-        };
-        tokio::select! {
-            accepted = tracing::Instrument::instrument(ping, span()) => accepted,
-            () = shared.stop_runs.cancelled() => {
-                warn!(job = %job.name, "ping interrupted: the daemon is stopping (the ping stays in the outbox)");
-                false
-            }
-        }
-    } else {
-        false
-    };
+    let report = crate::run::execute(&mut runner, &job.retries, &pings, &shared.outbox).await;
     for hook in &shared.after_run {
-        hook.after_run(&job, scheduled, ping_accepted);
+        hook.after_run(&job, scheduled, report.ping_accepted);
     }
     // This run's task still counts: 1 means it is the last.
     if shared.runs.len() <= 1 {
@@ -128,63 +56,125 @@ pub(super) async fn execute(
     }
 }
 
-/// Which attempt of a run this is, of how many at most.
-#[derive(Debug, Clone, Copy)]
-struct Attempt {
-    /// 1 for the first attempt.
-    number: u32,
-    /// `retries + 1`.
-    of: u32,
-}
-
-impl Attempt {
-    const FIRST: Attempt = Attempt { number: 1, of: 1 };
-}
-
-/// The run's attempts: the command or probe, tried again after a failure while `retries` allow
-/// (waiting [`crate::retries::Retries::delay_before`] between attempts). A stop of the daemon
-/// during a wait ends the run at once with the last attempt's result. Returns the last
-/// attempt's end (its `started` is the first attempt's) and which attempt it was.
-async fn attempts(
-    job: &Job,
-    shared: &Shared,
-    settings: &Settings,
-    scheduled: DateTime<Utc>,
-) -> (Ended, Attempt) {
-    let mut attempt = Attempt {
-        number: 1,
-        of: job.retries.attempts(),
+/// The pings of a run of `job`: its start ping while a command runs, its fail ping.
+fn pings(job: &Job, shared: &Shared, settings: &Settings) -> Pings {
+    let start = match &job.action {
+        JobAction::Command(_) | JobAction::Shell { .. } => {
+            crate::job::start_ping(job, PingMethod::Get, &shared.host).and_then(|ping| {
+                ping.inspect_err(|err| warn!(job = %job.name, "job's start_url not used: {err}"))
+                    .ok()
+            })
+        }
+        _ => None,
     };
-    let mut first_started = None;
-    loop {
-        let mut ended = match &job.action {
-            JobAction::Watch(spec) => probe(job, shared, spec, attempt).await,
-            _ => run_command(job, shared, settings, scheduled, attempt).await,
-        };
-        let first = *first_started.get_or_insert(ended.started);
-        ended.started = first;
-        if ended.success()
-            || attempt.number >= attempt.of
-            || ended.end.stopped()
-            || shared.stop_runs.is_cancelled()
-        {
-            return (ended, attempt);
-        }
-        let wait = job.retries.delay_before(attempt.number - 1);
-        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        info!(job = %job.name, attempt = attempt.number, attempts = attempt.of, outcome = ended.outcome.as_str(), wait_ms, "attempt failed; retrying");
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = shared.stop_runs.cancelled() => {
-                info!(job = %job.name, attempt = attempt.number, attempts = attempt.of, "no further attempt: the daemon is stopping");
-                return (ended, attempt);
-            }
-        }
-        attempt.number += 1;
+    Pings {
+        start,
+        fail: job.start_fail.fail_url.clone(),
+        fail_body: crate::job::fail_body_bytes(job),
+        method: PingMethod::Get,
+        source: shared.host.clone(),
+        budget: Budget::default(),
+        context: PingContext {
+            job: Some(job.name.clone()),
+            max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),
+        },
+        span: tracing::info_span!("run", job = %job.name),
     }
 }
 
-fn record(scheduled: DateTime<Utc>, ended: Ended, attempt: Attempt) -> RunRecord {
+/// A daemon run as the pipeline sees it.
+struct DaemonRun<'a> {
+    job: &'a Job,
+    shared: &'a Shared,
+    state: &'a JobState,
+    settings: &'a Settings,
+    scheduled: DateTime<Utc>,
+    /// What admitted the run: released when the run ends, before its ping.
+    admitted: Option<Admitted>,
+}
+
+impl Runner for DaemonRun<'_> {
+    async fn attempt(&mut self, attempt: Attempt) -> Ended {
+        match &self.job.action {
+            JobAction::Watch(spec) => probe(self.job, self.shared, spec, attempt).await,
+            _ => {
+                run_command(
+                    self.job,
+                    self.shared,
+                    self.settings,
+                    self.scheduled,
+                    attempt,
+                )
+                .await
+            }
+        }
+    }
+
+    fn stop_asked(&self) -> bool {
+        self.shared.stop_runs.is_cancelled()
+    }
+
+    async fn stopped(&mut self) {
+        self.shared.stop_runs.cancelled().await;
+    }
+
+    fn notice(&self, notice: Notice<'_>) {
+        let job = &self.job.name;
+        match notice {
+            Notice::Retrying {
+                attempt,
+                ended,
+                wait,
+            } => {
+                let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                info!(job = %job, attempt = attempt.number, attempts = attempt.of, outcome = ended.outcome.as_str(), wait_ms, "attempt failed; retrying");
+            }
+            Notice::NoFurtherAttempt { attempt, .. } => {
+                info!(job = %job, attempt = attempt.number, attempts = attempt.of, "no further attempt: the daemon is stopping");
+            }
+            Notice::PingInterrupted { fail: true } => {
+                warn!(job = %job, "fail ping interrupted: the daemon is stopping (the ping stays in the outbox)");
+            }
+            Notice::PingInterrupted { fail: false } => {
+                warn!(job = %job, "ping interrupted: the daemon is stopping (the ping stays in the outbox)");
+            }
+            // Each attempt's end is logged by the attempt itself.
+            Notice::AllFailed { .. } | Notice::SucceededAfter { .. } => {}
+        }
+    }
+
+    fn success_ping(&self) -> Option<Ping> {
+        job_ping(self.job, self.shared, self.state)
+    }
+
+    fn pings_allowed(&self) -> bool {
+        !self.shared.stop_runs.is_cancelled()
+    }
+
+    fn ended(&mut self, ended: &Ended, attempt: Attempt) {
+        // The run ends when its process (or probe) does: the job's next fire must not wait
+        // for a slow or hanging ping host, so the ping is sent after this.
+        self.state
+            .run_finished(record(self.scheduled, ended, attempt));
+        self.admitted = None;
+    }
+
+    fn pinged(&mut self, at: DateTime<Utc>, outcome: &PingOutcome) {
+        let (accepted, detail) = match outcome {
+            PingOutcome::Delivered { status, .. } => (true, format!("HTTP {status}")),
+            PingOutcome::Retryable { error, .. } | PingOutcome::Permanent { error, .. } => {
+                (false, error.to_string())
+            }
+        };
+        self.state.record_ping(PingRecord {
+            at,
+            accepted,
+            detail,
+        });
+    }
+}
+
+fn record(scheduled: DateTime<Utc>, ended: &Ended, attempt: Attempt) -> RunRecord {
     let now = Utc::now();
     RunRecord {
         attempts: attempt.number,
@@ -192,20 +182,9 @@ fn record(scheduled: DateTime<Utc>, ended: Ended, attempt: Attempt) -> RunRecord
         started: ended.started,
         ended: now,
         duration: (now - ended.started).to_std().unwrap_or_default(),
-        end: ended.end,
+        end: ended.end.clone(),
         outcome: ended.outcome,
-        output_tail: ended.output_tail,
-    }
-}
-
-/// What a run that had no process of its own came to: it did not start, or a probe was
-/// abandoned at shutdown.
-fn no_process(end: RunEnd) -> Ended {
-    Ended {
-        started: Utc::now(),
-        outcome: end.outcome(&[]),
-        end,
-        output_tail: String::new(),
+        output_tail: String::from_utf8_lossy(&ended.output_tail).into_owned(),
     }
 }
 
@@ -228,14 +207,14 @@ async fn run_command(
         Ok(spec) => spec,
         Err(reason) => {
             warn!(job = %job.name, error = %reason, "job not started");
-            return no_process(refused(reason.to_string()));
+            return Ended::without_process(refused(reason.to_string()));
         }
     };
     let running = match shared.children.spawn(&spec) {
         Ok(running) => running,
         Err(err) => {
             warn!(job = %job.name, error = %err, "job not started");
-            return no_process(RunEnd::from(&err));
+            return Ended::without_process(RunEnd::from(&err));
         }
     };
     let started = Utc::now();
@@ -282,7 +261,7 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attem
     let output_tail = outcome
         .tail
         .as_ref()
-        .map(|t| String::from_utf8_lossy(&t.contents()).into_owned())
+        .map(crate::process::Tail::contents)
         .unwrap_or_default();
     Ended {
         started,
@@ -297,7 +276,7 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec, attempt: Attempt) -
     let probe = tokio::select! {
         probe = shared.probes().probe(spec) => probe,
         () = shared.stop_runs.cancelled() => {
-            return no_process(RunEnd::Stopped { end: None, killed: false });
+            return Ended::without_process(RunEnd::Stopped { end: None, killed: false });
         }
     };
     let check_id = job.check_id();
@@ -312,7 +291,7 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec, attempt: Attempt) -
         started,
         outcome: end.outcome(&job.success_exit_codes),
         end,
-        output_tail: String::new(),
+        output_tail: Vec::new(),
     }
 }
 
@@ -329,10 +308,9 @@ fn command_spec(
     let slot = scheduled.timestamp().to_string();
     spec.env_set
         .push((crate::process::SCHEDULED_ENV.into(), slot.into()));
-    if let Some(node) = &shared.cluster {
-        let name = node.name.clone();
+    if let Some(node) = shared.admission.as_ref().and_then(|a| a.node()) {
         spec.env_set
-            .push((crate::process::NODE_ENV.into(), name.into()));
+            .push((crate::process::NODE_ENV.into(), node.to_owned().into()));
     }
     crate::job::hygiene(
         &mut spec,
@@ -371,79 +349,4 @@ fn job_ping(job: &Job, shared: &Shared, state: &JobState) -> Option<Ping> {
             None
         }
     }
-}
-
-/// A failed run: a pending success of the job in the outbox would claim it is fine; drop it.
-fn drop_pending_success(job: &Job, shared: &Shared, state: &JobState) {
-    let ping = job_ping(job, shared, state);
-    if let Err(err) = shared
-        .outbox
-        .drop_after_failure(Some(&job.name), ping.as_ref())
-    {
-        warn!(job = %job.name, error = %err, "cannot drop the pending success of this failed run");
-    }
-}
-
-/// The job and age limit stored with its pings in the outbox.
-fn context(job: &Job, settings: &Settings) -> PingContext {
-    PingContext {
-        job: Some(job.name.clone()),
-        max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),
-    }
-}
-
-/// Sends the job's start ping (`start_url`) in a task of its own, so the command starts at
-/// once; never through the outbox (see [`outbox::deliver_or_queue_for`]).
-fn send_start_ping(
-    job: &Job,
-    shared: &Shared,
-    settings: &Settings,
-) -> Option<tokio::task::JoinHandle<PingOutcome>> {
-    let ping = crate::job::start_ping(job, PingMethod::Get, &shared.host)?
-        .inspect_err(|err| warn!(job = %job.name, "job's start_url not used: {err}"))
-        .ok()?;
-    let context = context(job, settings);
-    let send = async move {
-        outbox::deliver_or_queue_for(&ping, &Budget::default(), None, &context).await
-    };
-    Some(tokio::spawn(tracing::Instrument::instrument(
-        send,
-        tracing::info_span!("run", job = %job.name),
-    )))
-}
-
-/// The fail ping of a run that did not succeed (`fail_url`, its `{exit_code}` the status `run`
-/// would exit with, and with `fail_body` the run's output tail), if the job has one.
-fn fail_ping(job: &Job, shared: &Shared, ended: &Ended) -> Option<Ping> {
-    let url = job.start_fail.fail_url.as_ref()?;
-    let output = crate::job::fail_body_bytes(job).map(|max| (ended.output_tail.as_bytes(), max));
-    let status = ended.end.exit_status();
-    crate::job::fail_ping(url, status, output, PingMethod::Get, &shared.host)
-        .inspect_err(|err| warn!(job = %job.name, "fail ping not sent: {err}"))
-        .ok()
-}
-
-/// Pings the job's target after a success, through the outbox (kept there when it cannot be
-/// delivered now); returns whether the server accepted it.
-async fn send_ping(job: &Job, shared: &Shared, state: &JobState, settings: &Settings) -> bool {
-    let Some(ping) = job_ping(job, shared, state) else {
-        return false;
-    };
-    let context = context(job, settings);
-    let at = Utc::now();
-    let outcome =
-        outbox::deliver_or_queue_for(&ping, &Budget::default(), Some(&shared.outbox), &context)
-            .await;
-    let (accepted, detail) = match &outcome {
-        PingOutcome::Delivered { status, .. } => (true, format!("HTTP {status}")),
-        PingOutcome::Retryable { error, .. } | PingOutcome::Permanent { error, .. } => {
-            (false, error.to_string())
-        }
-    };
-    state.record_ping(PingRecord {
-        at,
-        accepted,
-        detail,
-    });
-    accepted
 }

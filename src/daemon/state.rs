@@ -19,51 +19,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
-use crate::run_end::{RunEnd, RunOutcome};
+use crate::run::admission::Gate;
+use crate::run::{PingRecord, RunRecord};
 
 /// Where the kernel publishes the id of the current boot.
 pub(crate) const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
-
-/// One run of a job, as status shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RunRecord {
-    /// The fire time the run belongs to (before jitter).
-    pub scheduled: DateTime<Utc>,
-    /// When it started (the child was spawned, the probe began, or the skip was decided).
-    pub started: DateTime<Utc>,
-    /// When it ended.
-    pub ended: DateTime<Utc>,
-    /// How long it ran.
-    pub duration: Duration,
-    /// How it ended.
-    pub end: RunEnd,
-    /// What that counts as, judged against the job's `success_exit_codes` when it ended (a
-    /// later reload does not rewrite a past run).
-    pub outcome: RunOutcome,
-    /// The last `output_tail` bytes of its output (lossy UTF-8), only as long as the output was.
-    pub output_tail: String,
-    /// How many attempts it made (1 without retries); the fields above but `started` are the
-    /// last attempt's.
-    pub attempts: u32,
-}
-
-impl RunRecord {
-    /// Whether it counts as a success (and so was pinged).
-    pub(crate) fn success(&self) -> bool {
-        self.outcome == RunOutcome::Success
-    }
-}
-
-/// The last ping of a job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PingRecord {
-    /// When it was sent.
-    pub at: DateTime<Utc>,
-    /// Whether the server accepted it (2xx).
-    pub accepted: bool,
-    /// What happened, e.g. `HTTP 200` or the error (never the URL).
-    pub detail: String,
-}
 
 /// The part of a job's state behind the lock.
 #[derive(Debug, Clone, Default)]
@@ -95,10 +55,9 @@ pub(crate) struct JobState {
     pub(super) warned_no_url: AtomicBool,
     /// Signalled by [`JobState::request_run`]: the job's task fires once now.
     pub(super) run_requested: Notify,
-    /// In a cluster, held by each run of a claimed job (`run_on = "one"`) whose `overlap` is
-    /// not `allow`, from its won claim to its end: [`super::cluster`] applies the overlap rule
-    /// to runs that really go, not to fires still waiting for their claim.
-    pub(super) gate: Arc<tokio::sync::Mutex<()>>,
+    /// Held by each run whose `overlap` is not `allow`, from its admission to its end: the
+    /// overlap rule looks at runs that really go, not at fires still being decided.
+    pub(super) gate: Gate,
 }
 
 impl JobState {
@@ -107,12 +66,7 @@ impl JobState {
         lock(&self.snapshot).clone()
     }
 
-    /// Whether a run of a claimed job holds the [`JobState::gate`].
-    pub(super) fn gate_held(&self) -> bool {
-        self.gate.try_lock().is_err()
-    }
-
-    /// How many runs are in progress (in a cluster, fires waiting for their claim too).
+    /// How many runs are in progress.
     pub(crate) fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }
@@ -139,13 +93,6 @@ impl JobState {
 
     pub(super) fn run_started(&self) {
         self.running.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// A fire counted by [`JobState::run_started`] that did not run here after all (another
-    /// agent of the cluster runs it, or etcd could not be asked).
-    pub(super) fn run_not_started(&self) {
-        self.running.fetch_sub(1, Ordering::SeqCst);
-        self.run_ended.notify_one();
     }
 
     pub(super) fn run_finished(&self, record: RunRecord) {
@@ -179,8 +126,6 @@ pub struct DaemonState {
     /// When the main loop last made progress (Unix ms) and its tick interval (ms): liveness.
     beat: AtomicU64,
     beat_interval: AtomicU64,
-    /// This agent in its `[cluster]`, once the daemon started in one.
-    cluster: std::sync::OnceLock<Arc<crate::cluster::Node>>,
 }
 
 impl DaemonState {
@@ -202,15 +147,6 @@ impl DaemonState {
             Ordering::Relaxed,
         );
         self.beat.store(now, Ordering::Relaxed);
-    }
-
-    /// This agent in its `[cluster]` (`None` when it runs alone).
-    pub(crate) fn cluster(&self) -> Option<&Arc<crate::cluster::Node>> {
-        self.cluster.get()
-    }
-
-    pub(super) fn set_cluster(&self, node: Arc<crate::cluster::Node>) {
-        let _ = self.cluster.set(node);
     }
 
     /// The state of job `name`, if it is configured.

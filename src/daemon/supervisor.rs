@@ -71,7 +71,7 @@ pub(crate) async fn run(
     let shared = Arc::new(Shared {
         settings: RwLock::new(Arc::new(settings(&config))),
         ping_urls: options.ping_urls.clone(),
-        cluster: options.cluster.clone(),
+        admission: options.admission.clone(),
         persisted: Persisted::new(&options.state_dir),
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         state: Arc::new(DaemonState::default()),
@@ -89,9 +89,6 @@ pub(crate) async fn run(
             )
             .ok(),
     });
-    if let Some(node) = &options.cluster {
-        shared.state.set_cluster(Arc::clone(node));
-    }
     let (config_tx, _) = watch::channel(Arc::clone(&config));
     let mut supervisor = Supervisor {
         options,
@@ -167,6 +164,14 @@ impl Supervisor {
             keep
         });
         self.shared.state.retain(&names);
+        if config
+            .jobs
+            .iter()
+            .any(|j| crate::job::fail_body_bytes(j).is_some())
+        {
+            // The output a fail ping carries is scrubbed of the API key too.
+            crate::run::pings::learn_api_key(&config.api.api_key);
+        }
         for job in &config.jobs {
             match self.jobs.get(&job.name) {
                 Some(current) if Arc::ptr_eq(&current.job, job) || current.job == *job => continue,
@@ -224,10 +229,6 @@ impl Supervisor {
         };
         let drainer = outbox::drain(self.shared.outbox.clone(), cancel.clone(), options);
         self.tasks.spawn(drainer);
-        if let Some(node) = &self.shared.cluster {
-            self.tasks
-                .spawn(Arc::clone(node).keep_lease(cancel.clone()));
-        }
         for (name, task) in tasks {
             let context = Context {
                 config: self.config.subscribe(),

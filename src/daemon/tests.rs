@@ -37,7 +37,7 @@ async fn a_daemon_runs_reloads_and_stops_on_requests() {
     let options = Options {
         config_path: path.clone(),
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
-        cluster: None,
+        admission: None,
         state_dir,
     };
     let (controller, control) = control::channel();
@@ -69,7 +69,7 @@ async fn a_daemon_whose_control_is_dropped_stops() {
     let options = Options {
         config_path: path,
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
-        cluster: None,
+        admission: None,
         state_dir,
     };
     let (controller, control) = control::channel();

@@ -16,8 +16,8 @@ use super::metrics::{self, Scrape};
 use super::remote::Refresh;
 use super::server::App;
 use crate::config::{Config, Job, JobAction, PingTarget};
-use crate::daemon::state::RunRecord;
 use crate::ping::outbox::Outbox;
+use crate::run::RunRecord;
 
 /// The bound check ids of `config`.
 pub(crate) fn check_ids(config: &Config) -> BTreeSet<String> {
@@ -95,7 +95,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             .map(|(what, n)| (what.to_owned(), n))
             .collect(),
         cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
-        etcd: app.context.state.cluster().map(|node| EtcdDoc {
+        etcd: app.sources.node.as_ref().map(|node| EtcdDoc {
             node: node.name.clone(),
             name: node.keys.root().trim_end_matches('/').to_owned(),
             endpoints: node.etcd.endpoints(),
@@ -149,7 +149,7 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         remote: Remote::Unavailable {
             reason: String::new(),
         },
-        cluster: app.context.state.cluster().map(|node| {
+        cluster: app.sources.node.as_ref().map(|node| {
             let claims = node.claims().remove(&job.name).unwrap_or_default();
             let (last_ran_on, last_ran_fire) = claims.last_ran_on.unzip();
             JobClusterDoc {
@@ -219,6 +219,7 @@ pub(crate) fn metrics(app: &App) -> String {
                 .collect()
         },
         cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
+        node: app.sources.node.as_deref(),
     };
     metrics::render(&app.sources.metrics, &scrape)
 }

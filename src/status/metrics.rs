@@ -24,9 +24,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use chrono::{DateTime, Utc};
 
 use crate::config::Job;
-use crate::daemon::state::{DaemonState, JobState, RunRecord};
-use crate::daemon::AfterRun;
+use crate::daemon::state::{DaemonState, JobState};
 use crate::ping::outbox::Stats;
+use crate::run::AfterRun;
+use crate::run::RunRecord;
 use crate::run_end::RunOutcome;
 
 mod cluster;
@@ -129,6 +130,8 @@ pub(crate) struct Scrape<'a> {
     pub paused: BTreeMap<String, Option<DateTime<Utc>>>,
     /// In a cluster: this agent's role and the leader.
     pub cluster: Option<crate::cluster::leader::Standing>,
+    /// In a cluster: this agent's claims.
+    pub node: Option<&'a crate::cluster::Node>,
 }
 
 /// Prometheus text of one scrape.
@@ -169,7 +172,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     }
     api_families(&mut out);
     tls_families(&mut out);
-    if let Some(node) = scrape.state.cluster() {
+    if let Some(node) = scrape.node {
         cluster::claim_families(&mut out, node);
     }
     out.family(
@@ -510,6 +513,7 @@ mod tests {
             sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
             paused: BTreeMap::new(),
             cluster: None,
+            node: None,
         };
         let text = render(&RunMetrics::default(), &scrape);
         for line in [

@@ -97,6 +97,8 @@ pub(crate) struct Sources {
     pub metrics: Arc<RunMetrics>,
     /// In a cluster: this agent's role and the leader (`[cluster]`).
     pub cluster: Option<crate::cluster::leader::Leadership>,
+    /// In a cluster: this agent's etcd connection, lease and claims.
+    pub node: Option<Arc<crate::cluster::Node>>,
 }
 
 /// The endpoint's shared state.

@@ -279,3 +279,35 @@ fn a_reader_that_goes_away_gives_the_command_its_broken_pipe_while_the_tail_is_k
         "the tail is the output"
     );
 }
+
+#[test]
+fn a_fail_body_never_carries_the_api_key_even_when_the_job_pings_by_url() {
+    // A job bound by `ping_url` needs no API key, so nothing else made `run` read it: the
+    // fail body must still be scrubbed of it, as the daemon's is.
+    let env = Env::new();
+    let (emulator, second) = (seed(), Server::start(Mode::Status(200)));
+    const KEY: &str = "sk_fail_body_api_key_0123456789";
+    let key_file = env.path("api-key");
+    std::fs::write(&key_file, format!("{KEY}\n")).expect("write the key");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let config = write_job(&env, &emulator, &second, "fail_body = \"output_tail\"\n");
+    let text = std::fs::read_to_string(&config).expect("read the config");
+    let api = format!("[api]\napi_key_file = \"{}\"\n\n", key_file.display());
+    std::fs::write(&config, api + &text).expect("write the config");
+    let script = format!("echo \"key {KEY} leaked\"; exit 4");
+    let out = output(env.run(&[
+        "--config", &config, "--job", "backup", "--", "sh", "-c", &script,
+    ]));
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("key {KEY} leaked\n"),
+        "the output itself passes through untouched"
+    );
+    let requests = second.wait_for(2, Duration::from_secs(5));
+    let fail = &requests[1];
+    assert_eq!(fail.path, format!("/{SECOND}/4"));
+    let body = String::from_utf8_lossy(&fail.body);
+    assert_eq!(body, "key [redacted] leaked\n", "the fail body is scrubbed");
+}

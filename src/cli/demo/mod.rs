@@ -164,7 +164,7 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
         config_path: path,
         state_dir,
         ping_urls,
-        cluster: None,
+        admission: None,
     };
     daemon::run(options, Arc::clone(&config), plugins, control).await;
     let last = view.rows(&config).await;

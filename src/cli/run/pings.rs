@@ -1,12 +1,11 @@
 //! Where `run`'s pings come from besides its flags: the job's ping URL or learned check URL,
-//! `--ping-url-file`, the environment (`HEARTBEAT_AGENT_PING_URL`), the job's start ping, and
-//! the fail ping of a run that ended badly (its `{exit_code}` filled in and, with `fail_body`,
-//! the kept output). Each that cannot be used is a warning naming where it came from, never
+//! `--ping-url-file`, the environment (`HEARTBEAT_AGENT_PING_URL`) and the job's start ping
+//! (the fail ping is made by the run pipeline, [`crate::run::pings`]). Each that cannot be used is a warning naming where it came from, never
 //! its URL, and nothing is pinged for it.
 
 use tracing::warn;
 
-use super::{Plan, PING_URL_ENV};
+use super::PING_URL_ENV;
 use crate::config::Job;
 use crate::job::NoPing;
 use crate::ping::{Ping, PingMethod};
@@ -53,23 +52,6 @@ pub(super) fn file_ping(path: &std::path::Path, method: PingMethod, source: &str
 pub(super) fn job_start_ping(job: &Job, method: PingMethod, source: &str) -> Option<Ping> {
     crate::job::start_ping(job, method, source)?
         .inspect_err(|err| warn!(job = %job.name, "job's start_url not used: {err}"))
-        .ok()
-}
-
-/// The fail ping of a run that ended with `status`, with the kept output when the job's
-/// `fail_body` asks for it; one that cannot be made is a warning.
-pub(super) fn fail_ping(
-    plan: &Plan,
-    status: u8,
-    tail: Option<&crate::process::Tail>,
-) -> Option<Ping> {
-    let url = plan.fail.as_ref()?;
-    let contents = tail.map(crate::process::Tail::contents);
-    let output = plan
-        .fail_body
-        .map(|max| (contents.as_deref().unwrap_or_default(), max));
-    crate::job::fail_ping(url, status, output, plan.method, &plan.source)
-        .inspect_err(|err| warn!("fail ping not sent: {err}"))
         .ok()
 }
 

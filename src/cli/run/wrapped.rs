@@ -1,0 +1,132 @@
+//! What `run` gives the run pipeline ([`crate::run::Runner`]): each attempt runs the planned
+//! command in the foreground under the run's limits (`--timeout` applies to each), with the
+//! signals the wrapper receives forwarded to the command's process group. A SIGTERM, SIGINT,
+//! SIGHUP or SIGQUIT, whether it came during an attempt (it was forwarded to the command) or
+//! during a wait between attempts, ends the run with the last attempt's status and starts no
+//! further attempt, and one during the final ping cuts it short (it stays in the outbox). The
+//! notices go to stderr through the log, like `run`'s other notices: stdout and the exit
+//! status stay the command's.
+
+use chrono::Utc;
+use nix::sys::signal::Signal;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{report, supervise, Plan, Signals};
+use crate::cli::print_error;
+use crate::ping::Ping;
+use crate::process::children::Children;
+use crate::process::RunEnd;
+use crate::run::{Attempt, Ended, Notice, Runner};
+use crate::watch::human_duration;
+
+/// `run`'s command as the pipeline runs it.
+pub(super) struct Wrapped<'a> {
+    pub plan: &'a Plan,
+    pub children: &'a Children,
+    pub signals: Signals,
+    /// The PID 1 reaper of orphans, while the command runs.
+    pub reaper: Option<(CancellationToken, JoinHandle<()>)>,
+    /// The stop signal last received while no command ran.
+    pub stop: Option<Signal>,
+}
+
+impl Runner for Wrapped<'_> {
+    async fn attempt(&mut self, _attempt: Attempt) -> Ended {
+        let started = Utc::now();
+        let (end, tail) = match self.children.spawn(&self.plan.spec) {
+            Err(err) => {
+                print_error(&err);
+                (RunEnd::from(&err), None)
+            }
+            Ok(running) => {
+                let pid = running.pid();
+                let outcome = supervise(running, self.plan.limits, &mut self.signals).await;
+                self.children.ended(pid);
+                report(&outcome, self.plan);
+                (outcome.end, outcome.tail)
+            }
+        };
+        Ended {
+            started,
+            outcome: end.outcome(&self.plan.success_codes),
+            end,
+            output_tail: tail.map(|t| t.contents()).unwrap_or_default(),
+        }
+    }
+
+    fn stop_asked(&self) -> bool {
+        self.signals.stop_received()
+    }
+
+    async fn stopped(&mut self) {
+        self.stop = Some(self.signals.recv_stop().await);
+    }
+
+    fn notice(&self, notice: Notice<'_>) {
+        match notice {
+            Notice::SucceededAfter { attempt } => {
+                let Attempt { number, of } = attempt;
+                info!(
+                    attempt = number,
+                    attempts = of,
+                    "command succeeded on attempt {number} of {of}"
+                );
+            }
+            Notice::AllFailed { attempt, ended } => {
+                let (of, status) = (attempt.of, ended.end.exit_status());
+                warn!(
+                    attempts = of,
+                    exit_status = status,
+                    "all {of} attempts of the command failed (exit {status})"
+                );
+            }
+            Notice::NoFurtherAttempt { attempt, ended } => {
+                let Attempt { number, of } = attempt;
+                let status = ended.end.exit_status();
+                let signal = self.stop.map(|s| s.to_string());
+                warn!(
+                    signal,
+                    attempt = number,
+                    attempts = of,
+                    exit_status = status,
+                    "no further attempt: the agent was asked to stop (exit {status})"
+                );
+            }
+            Notice::Retrying {
+                attempt,
+                ended,
+                wait,
+            } => {
+                let Attempt { number, of } = attempt;
+                let status = ended.end.exit_status();
+                warn!(
+                    attempt = number,
+                    attempts = of,
+                    exit_status = status,
+                    "attempt {number} of {of} failed (exit {status}); retrying in {}",
+                    human_duration(wait)
+                );
+            }
+            Notice::PingInterrupted { .. } => {
+                let signal = self.stop.map(|s| s.to_string());
+                warn!(
+                    signal,
+                    "ping interrupted: the agent was asked to stop (the ping stays in the outbox)"
+                );
+            }
+        }
+    }
+
+    fn success_ping(&self) -> Option<Ping> {
+        self.plan.success.clone()
+    }
+
+    fn ended(&mut self, _ended: &Ended, _attempt: Attempt) {
+        // The command's tree has ended: no more orphans of it to reap.
+        if let Some((cancel, _)) = &self.reaper {
+            cancel.cancel();
+        }
+    }
+}

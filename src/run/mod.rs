@@ -1,0 +1,202 @@
+//! The one run pipeline: everything between a fire (or a `heartbeat-agent run` invocation) and
+//! its report, for both entry points.
+//!
+//! [`execute`] owns a run's corridor: the start ping (sent in a task of its own so the command
+//! starts at once, never kept in the outbox), the attempts with retries and timeouts
+//! ([`attempts`]: one loop), dropping a pending success of the job after a failure, the one
+//! choice between the success ping and the fail ping ([`pings`]), their delivery through the
+//! durable outbox after the start ping (so the service sees them in order), and the report the
+//! entry point's after-ping work and the [`AfterRun`] hooks get.
+//!
+//! What differs between the entry points is given as a [`Runner`]: how one attempt runs (the
+//! wrapper's command in the foreground with its signals forwarded; the daemon's command with
+//! its output captured and logged, or a watch probe), what stops the run (a signal to the
+//! wrapper; the daemon's shutdown), how notices are worded for its reader (the wrapper's
+//! stderr; the daemon's structured log), and what is recorded where.
+//!
+//! Whether a fire runs at all is decided before the pipeline starts, by an [`admission`]: a
+//! local form (overlap and pause) and, in a cluster, the claim that `crate::cluster` gives the
+//! daemon when it is assembled.
+
+pub(crate) mod admission;
+mod attempts;
+pub(crate) mod hooks;
+pub(crate) mod pings;
+pub(crate) mod record;
+
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+pub(crate) use hooks::AfterRun;
+pub(crate) use pings::Pings;
+pub(crate) use record::{PingRecord, RunRecord};
+
+use crate::ping::outbox::Outbox;
+use crate::ping::{Ping, PingOutcome};
+use crate::retries::Retries;
+use crate::run_end::{RunEnd, RunOutcome};
+
+/// Which attempt of a run this is, of how many at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// `retries + 1`.
+    pub of: u32,
+}
+
+impl Attempt {
+    /// The only attempt of a run that has no retries.
+    pub(crate) const FIRST: Attempt = Attempt { number: 1, of: 1 };
+}
+
+/// What one attempt (a command or a probe) came to.
+#[derive(Debug, Clone)]
+pub(crate) struct Ended {
+    /// When the run started: its first attempt's start.
+    pub started: DateTime<Utc>,
+    /// How it ended.
+    pub end: RunEnd,
+    /// What that counts as, judged against the success exit codes.
+    pub outcome: RunOutcome,
+    /// The last output kept (the job's `output_tail`; empty when nothing is kept).
+    pub output_tail: Vec<u8>,
+}
+
+impl Ended {
+    /// Whether the attempt counts as a success.
+    pub(crate) fn success(&self) -> bool {
+        self.outcome == RunOutcome::Success
+    }
+
+    /// An attempt that had no process of its own (it did not start, or a probe was
+    /// abandoned at shutdown).
+    pub(crate) fn without_process(end: RunEnd) -> Ended {
+        Ended {
+            started: Utc::now(),
+            outcome: end.outcome(&[]),
+            end,
+            output_tail: Vec::new(),
+        }
+    }
+}
+
+/// A notice about the run whose wording belongs to the entry point (the wrapper writes for a
+/// person at a terminal, the daemon for its structured log).
+#[derive(Debug)]
+pub(crate) enum Notice<'a> {
+    /// An attempt failed and another follows after `wait`.
+    Retrying {
+        attempt: Attempt,
+        ended: &'a Ended,
+        wait: std::time::Duration,
+    },
+    /// An attempt failed, attempts remain, and a stop was asked: no further attempt.
+    NoFurtherAttempt { attempt: Attempt, ended: &'a Ended },
+    /// The last attempt failed (only said when there was more than one).
+    AllFailed { attempt: Attempt, ended: &'a Ended },
+    /// A later attempt succeeded.
+    SucceededAfter { attempt: Attempt },
+    /// The success (`fail: false`) or fail ping was cut short by a stop; it stays in the
+    /// outbox.
+    PingInterrupted { fail: bool },
+}
+
+/// What one entry point gives the pipeline (see the module header).
+pub(crate) trait Runner {
+    /// Runs attempt `attempt` of the command or probe to its end.
+    fn attempt(&mut self, attempt: Attempt) -> impl Future<Output = Ended> + Send;
+
+    /// Whether a stop was asked (no further attempt starts).
+    fn stop_asked(&self) -> bool;
+
+    /// Completes when a stop is asked (at once if one was asked and not yet seen here).
+    fn stopped(&mut self) -> impl Future<Output = ()> + Send;
+
+    /// Says `notice` in the entry point's words.
+    fn notice(&self, notice: Notice<'_>);
+
+    /// The success ping, resolved now (a check's URL may have been learned during the run);
+    /// also names the pending success that a failed run drops from the outbox.
+    fn success_ping(&self) -> Option<Ping>;
+
+    /// Whether the final ping is still sent now (the daemon sends none once it is stopping:
+    /// the run was stopped by it, and the outbox keeps what was pending).
+    fn pings_allowed(&self) -> bool {
+        true
+    }
+
+    /// The run ended (before its final ping): records it, releases what admitted it.
+    fn ended(&mut self, ended: &Ended, attempt: Attempt);
+
+    /// The success ping's outcome, with when it was sent.
+    fn pinged(&mut self, _at: DateTime<Utc>, _outcome: &PingOutcome) {}
+}
+
+/// What a run came to, for the entry point's after-ping work and exit status.
+#[derive(Debug)]
+pub(crate) struct Report {
+    /// How the last attempt ended.
+    pub ended: Ended,
+    /// Whether the service accepted the success ping (false for failures, for runs that ping
+    /// nothing and for an interrupted ping).
+    pub ping_accepted: bool,
+    /// A final ping that could not be delivered and waits in the outbox.
+    pub stored: Option<Ping>,
+    /// Whether a stop cut the final ping short.
+    pub interrupted: bool,
+    /// When the pings began (the start ping's wait, then the final ping): what is left of a
+    /// time budget for the pings is counted from here.
+    pub pings_began: Instant,
+}
+
+/// Runs one run through the pipeline (see the module header) and reports it.
+pub(crate) async fn execute<R: Runner>(
+    runner: &mut R,
+    retries: &Retries,
+    pings: &Pings,
+    outbox: &Outbox,
+) -> Report {
+    let start = pings.send_start();
+    let (ended, attempt) = attempts::run(runner, retries).await;
+    let success = ended.success();
+    let success_ping = runner.success_ping();
+    if !success {
+        pings.drop_pending_success(outbox, success_ping.as_ref());
+    }
+    let finish = pings::finish(pings, &ended, success_ping);
+    runner.ended(&ended, attempt);
+    let pings_began = Instant::now();
+    let mut report = Report {
+        ended,
+        ping_accepted: false,
+        stored: None,
+        interrupted: false,
+        pings_began,
+    };
+    let Some(ping) = finish.filter(|_| runner.pings_allowed()) else {
+        return report;
+    };
+    let send = pings.deliver_after(start, &ping, outbox);
+    let outcome = tokio::select! {
+        sent = send => Some(sent),
+        () = runner.stopped() => {
+            runner.notice(Notice::PingInterrupted { fail: !success });
+            None
+        }
+    };
+    let Some((at, outcome)) = outcome else {
+        report.interrupted = true;
+        return report;
+    };
+    if matches!(outcome, PingOutcome::Retryable { .. }) {
+        report.stored = Some(ping);
+    }
+    if success {
+        report.ping_accepted = matches!(outcome, PingOutcome::Delivered { .. });
+        runner.pinged(at, &outcome);
+    }
+    report
+}

@@ -1,0 +1,104 @@
+//! A run's pings: the start ping (sent once, before the first attempt, in a task of its own,
+//! never kept in the outbox), and at the end the one choice between the success ping and the
+//! fail ping ([`finish`]: the fail URL's `{exit_code}` filled with the status `run` exits
+//! with, and with `fail_body` the output tail, scrubbed of every secret the agent knows),
+//! delivered through the outbox after the start ping. A failed run also drops a pending
+//! success of the same job from the outbox: delivered later, it would claim the job is fine.
+
+use chrono::{DateTime, Utc};
+use tokio::task::JoinHandle;
+use tracing::warn;
+
+use super::Ended;
+use crate::config::FailUrl;
+use crate::ping::outbox::{self, Outbox, PingContext};
+use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
+
+/// Where and how a run pings, besides its success ping (which the [`super::Runner`] resolves
+/// at the end).
+#[derive(Debug, Clone)]
+pub(crate) struct Pings {
+    /// Pinged when the run starts (`start_url`); never queued.
+    pub start: Option<Ping>,
+    /// Pinged when the run fails (`fail_url`), `{exit_code}` filled in.
+    pub fail: Option<FailUrl>,
+    /// With `fail`: how many bytes of the last output its fail ping carries (`fail_body`).
+    pub fail_body: Option<usize>,
+    /// Method and source (`Origin`) of the fail ping.
+    pub method: PingMethod,
+    pub source: String,
+    /// The time budget of each ping.
+    pub budget: Budget,
+    /// The job and age limit stored with a ping that goes to the outbox.
+    pub context: PingContext,
+    /// The span the pings are sent in (the daemon names the job on what they log).
+    pub span: tracing::Span,
+}
+
+impl Pings {
+    /// Sends the start ping, if any, in a task of its own so the command starts at once.
+    pub(super) fn send_start(&self) -> Option<JoinHandle<PingOutcome>> {
+        let ping = self.start.clone()?;
+        let (budget, context) = (self.budget, self.context.clone());
+        let send =
+            async move { outbox::deliver_or_queue_for(&ping, &budget, None, &context).await };
+        Some(tokio::spawn(tracing::Instrument::instrument(
+            send,
+            self.span.clone(),
+        )))
+    }
+
+    /// After a failed run: drops a pending success of the job (or of `success`'s target) from
+    /// the outbox.
+    pub(super) fn drop_pending_success(&self, outbox: &Outbox, success: Option<&Ping>) {
+        let job = self.context.job.as_deref();
+        let _entered = self.span.enter();
+        if let Err(err) = outbox.drop_after_failure(job, success) {
+            warn!(error = %err, "cannot drop the pending success of this failed run");
+        }
+    }
+
+    /// Delivers `ping` after the start ping ended (so the service sees them in order), through
+    /// the outbox; returns when it was sent and what came of it.
+    pub(super) async fn deliver_after(
+        &self,
+        start: Option<JoinHandle<PingOutcome>>,
+        ping: &Ping,
+        outbox: &Outbox,
+    ) -> (DateTime<Utc>, PingOutcome) {
+        let send = async {
+            if let Some(start) = start {
+                let _ = start.await;
+            }
+            let at = Utc::now();
+            let outcome =
+                outbox::deliver_or_queue_for(ping, &self.budget, Some(outbox), &self.context).await;
+            (at, outcome)
+        };
+        tracing::Instrument::instrument(send, self.span.clone()).await
+    }
+}
+
+/// The run's final ping: `success` when the run succeeded, else the fail ping (if the run has
+/// a fail URL). The one place that chooses between them.
+pub(super) fn finish(pings: &Pings, ended: &Ended, success: Option<Ping>) -> Option<Ping> {
+    if ended.success() {
+        return success;
+    }
+    let url = pings.fail.as_ref()?;
+    let output = pings
+        .fail_body
+        .map(|max| (ended.output_tail.as_slice(), max));
+    let status = ended.end.exit_status();
+    let _entered = pings.span.enter();
+    crate::job::fail_ping(url, status, output, pings.method, &pings.source)
+        .inspect_err(|err| warn!("fail ping not sent: {err}"))
+        .ok()
+}
+
+/// Reads the API key of `source` (if it can be read) so that [`crate::redact::scrub`] removes
+/// it from a fail ping's body: a command's output may print it. Errors are for the commands
+/// that use the key to say; here the key is only learned.
+pub(crate) fn learn_api_key(source: &crate::config::ApiKeySource) {
+    let _ = crate::config::secrets::read_api_key(source);
+}
