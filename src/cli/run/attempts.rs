@@ -10,9 +10,9 @@ use tracing::{info, warn};
 
 use super::{report, supervise, Plan, Signals};
 use crate::cli::print_error;
+use crate::config::duration::human_duration;
 use crate::process::children::Children;
 use crate::process::{RunEnd, Tail};
-use crate::watch::human_duration;
 
 /// Runs the planned command's attempts; returns how the last one ended, with the output tail
 /// it kept (a job with `fail_body`).
