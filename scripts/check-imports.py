@@ -11,8 +11,56 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-USE = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
-GROUP = re.compile(r"\bcrate::\{([^}]*)\}", re.S)
+CRATE = re.compile(r"\bcrate::")
+NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def group_heads(text, i):
+    """The first path segment of each item of the `{...}` group that starts at `text[i]`
+    (`crate::{a::{b, c}, d as e, self}` gives `a`, `d`, `self`), and the index after the group.
+    Nested groups and groups over several lines are read by counting braces."""
+    heads, depth, item_start, j = [], 0, i + 1, i
+    while j < len(text):
+        c = text[j]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        if depth == 1 and c == ",":
+            heads.append(text[item_start:j])
+            item_start = j + 1
+        j += 1
+    heads.append(text[item_start:j])
+    names = []
+    for item in heads:
+        m = NAME.match(item)
+        if m:
+            names.append(m.group(1))
+    return names, j + 1
+
+
+def crate_names(code):
+    """`(offset, top-level module)` for every `crate::` path in `code` (comments removed)."""
+    out = []
+    for m in CRATE.finditer(code):
+        rest = m.end()
+        if code.startswith("{", rest):
+            names, _ = group_heads(code, rest)
+            out += [(m.start(), name) for name in names]
+        else:
+            name = NAME.match(code, rest)
+            if name:
+                out.append((m.start(), name.group(1)))
+    return out
+
+
+def without_comments(text):
+    """`text` with every `//` comment blanked (line numbers kept); block comments are not used
+    in this tree. A `//` inside a string literal ends the line's code too, which at worst
+    hides an import written after a URL on the same line."""
+    return "\n".join(line.split("//")[0] for line in text.split("\n"))
 
 
 def module_of(path):
@@ -40,6 +88,8 @@ def strip_tests(text):
                 if depth == 0:
                     break
             j += 1
+        # Keep the block's line breaks, so later lines keep their numbers.
+        out.append("\n" * text.count("\n", start, j + 1))
         i = j + 1
 
 
@@ -60,6 +110,11 @@ def test_files():
     return skip
 
 
+def is_module(name):
+    """Whether `name` is a top-level module of src/ (a folder or a file beside them)."""
+    return os.path.isdir(os.path.join(ROOT, name)) or os.path.isfile(os.path.join(ROOT, name + ".rs"))
+
+
 def edges():
     skip = test_files()
     found = {}
@@ -71,19 +126,12 @@ def edges():
             if p in skip or os.path.relpath(p, ROOT) in ("lib.rs", "main.rs"):
                 continue
             src = module_of(p)
-            text = strip_tests(open(p, encoding="utf-8").read())
-            lines = text.split("\n")
-            for n, line in enumerate(lines, 1):
-                code = line.split("//")[0]
-                names = [m.group(1) for m in USE.finditer(code)]
-                for g in GROUP.finditer(code):
-                    names += [x.strip().split("::")[0] for x in g.group(1).split(",") if x.strip()]
-                for dst in names:
-                    if dst != src and os.path.exists(os.path.join(ROOT, dst)) or os.path.exists(
-                        os.path.join(ROOT, dst + ".rs")
-                    ):
-                        if dst != src:
-                            found.setdefault((src, dst), f"{os.path.relpath(p, os.path.dirname(ROOT))}:{n}")
+            code = without_comments(strip_tests(open(p, encoding="utf-8").read()))
+            for offset, dst in crate_names(code):
+                if dst == src or not is_module(dst):
+                    continue
+                line = code.count("\n", 0, offset) + 1
+                found.setdefault((src, dst), f"{os.path.relpath(p, os.path.dirname(ROOT))}:{line}")
     return found
 
 

@@ -9,10 +9,16 @@
 //! (`src/run/attempts.rs`, for `run` and the daemon alike), `config check` and the auto grace of sync
 //! (`src/sync/period.rs`) all read the same [`Retries`], so the worst case that the grace
 //! covers is the one the runs can take.
+//!
+//! This module sits below the config, which builds a [`Retries`] for each job and says it in
+//! words (`config/retries.rs`); it imports nothing of the config.
 
 use std::time::Duration;
 
-use crate::config::defaults::{RETRY_DELAY, RETRY_DELAY_MAX};
+/// The default `retry_delay`: the longest wait before a job's first retry.
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(10);
+/// The default `retry_delay_max`: the cap of the doubled waits between a job's attempts.
+pub(crate) const RETRY_DELAY_MAX: Duration = Duration::from_secs(300);
 
 /// The most retries a job may have: more is refused by the config (a job failing a hundred
 /// times in one run is broken, not flaky).
@@ -87,20 +93,6 @@ impl Retries {
             .unwrap_or_default()
             .saturating_add(self.extra_time(timeout))
     }
-
-    /// `4 attempts × timeout 10m + waits up to 1m10s`, for messages.
-    pub fn describe_worst_case(&self, timeout: Option<Duration>) -> String {
-        use crate::watch::human_duration;
-        let waits = human_duration(self.longest_delays());
-        match timeout {
-            Some(timeout) => format!(
-                "{} attempts × timeout {} + waits up to {waits}",
-                self.attempts(),
-                human_duration(timeout)
-            ),
-            None => format!("{} attempts + waits up to {waits}", self.attempts()),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -117,10 +109,6 @@ mod tests {
         assert_eq!(retries.extra_time(Some(secs(600))), secs(1860));
         assert_eq!(retries.worst_case(Some(secs(600))), secs(2460));
         assert_eq!(retries.worst_case(None), secs(60));
-        assert_eq!(
-            retries.describe_worst_case(Some(secs(600))),
-            "4 attempts × timeout 10m + waits up to 1m"
-        );
         let none = Retries::default();
         assert_eq!(none.attempts(), 1);
         assert_eq!(none.extra_time(Some(secs(600))), Duration::ZERO);

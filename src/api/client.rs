@@ -13,10 +13,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::error::excerpt;
-use super::limits::BodyError;
 use super::model::*;
 use super::retry::{is_retryable, Failure, RetryPolicy};
 use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
+use crate::net::BodyError;
 use crate::redact::Secret;
 
 /// The header that names the account.
@@ -452,7 +452,7 @@ impl ApiClient {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| crate::backoff::retry_after(v, SystemTime::now()));
-        let bytes = match super::limits::read_body(response, super::limits::MAX_BODY).await {
+        let bytes = match crate::net::read_body(response, super::limits::MAX_BODY).await {
             Ok(bytes) => bytes,
             Err(BodyError::Transport(e)) => {
                 let error = self.transport_error(label, &e);

@@ -4,8 +4,8 @@
 //! the account header (a default header) would follow, and reqwest adds a `Referer` by default.
 //! The API base URL names the one service the key belongs to, so the client turns `Referer` off
 //! and follows a redirect only within the same origin (scheme, host, port); a 3xx to elsewhere
-//! comes back as an error status. reqwest has no body-size limit, so [`read_body`] reads chunk
-//! by chunk and stops at [`MAX_BODY`].
+//! comes back as an error status. Answers are read by [`crate::net::read_body`] with the cap
+//! [`MAX_BODY`].
 
 use reqwest::redirect::{Attempt, Policy};
 
@@ -25,33 +25,6 @@ pub(crate) fn redirect_policy() -> Policy {
             attempt.follow()
         }
     })
-}
-
-/// The body of `response`, or what went wrong: a transport error, or more than `limit` bytes
-/// (the message then says how large the limit is).
-pub(crate) async fn read_body(
-    mut response: reqwest::Response,
-    limit: usize,
-) -> Result<Vec<u8>, BodyError> {
-    if response.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(BodyError::TooLarge(limit));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
-        if body.len() + chunk.len() > limit {
-            return Err(BodyError::TooLarge(limit));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-/// Why [`read_body`] failed.
-pub(crate) enum BodyError {
-    /// The connection failed while reading.
-    Transport(reqwest::Error),
-    /// The answer was larger than this many bytes.
-    TooLarge(usize),
 }
 
 #[cfg(test)]

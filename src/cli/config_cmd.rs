@@ -167,7 +167,7 @@ fn job_report(job: &Job, now: DateTime<Utc>, in_cluster: bool) -> String {
         label = "           ";
     }
     if job.retries.retries > 0 {
-        let human = crate::watch::human_duration;
+        let human = crate::config::duration::human_duration;
         // Without a timeout an attempt may run for ever: only the waits are bounded.
         let bound = match job.timeout {
             Some(_) => format!(

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::{context, exit, print_error, GlobalArgs};
+use crate::config::duration::two_units;
 use crate::ping::outbox::{self, Listed, Outbox, PassOptions, Stats};
 use crate::ping::Budget;
 
@@ -101,14 +102,14 @@ fn table(outbox: &Outbox, entries: &[Listed], stats: &Stats) -> String {
             let next = match entry.in_flight_pid {
                 Some(pid) => format!("in flight (pid {pid})"),
                 None if entry.next_attempt_secs > 0 => {
-                    format!("in {}", human(entry.next_attempt_secs))
+                    format!("in {}", two_units(entry.next_attempt_secs))
                 }
                 None => "now".to_owned(),
             };
             rows.push([
                 entry.target.clone(),
                 entry.job.clone().unwrap_or_else(|| "-".to_owned()),
-                human(entry.age_secs),
+                two_units(entry.age_secs),
                 entry.attempts.to_string(),
                 next,
                 entry.last_error.clone().unwrap_or_else(|| "-".to_owned()),
@@ -154,15 +155,6 @@ fn align(rows: &[[String; 6]]) -> String {
     text
 }
 
-/// `95` → `1m35s`, `7300` → `2h1m`.
-fn human(secs: u64) -> String {
-    match secs {
-        0..=59 => format!("{secs}s"),
-        60..=3599 => format!("{}m{}s", secs / 60, secs % 60),
-        _ => format!("{}h{}m", secs / 3600, secs % 3600 / 60),
-    }
-}
-
 fn flush(outbox: &Outbox, timeout: Duration) -> u8 {
     let options = PassOptions {
         budget: Budget {
@@ -198,8 +190,8 @@ mod tests {
 
     #[test]
     fn ages_read_as_people_write_them() {
-        assert_eq!(human(5), "5s");
-        assert_eq!(human(95), "1m35s");
-        assert_eq!(human(7300), "2h1m");
+        assert_eq!(two_units(5), "5s");
+        assert_eq!(two_units(95), "1m35s");
+        assert_eq!(two_units(7300), "2h1m");
     }
 }

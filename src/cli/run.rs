@@ -343,8 +343,8 @@ fn check_arguments(args: &RunArgs, method: PingMethod, source: &str) -> Result<E
         if delay > max {
             return Err(usage(format!(
                 "--retry-delay {} is longer than --retry-delay-max {}: give a cap at least as long",
-                crate::watch::human_duration(delay),
-                crate::watch::human_duration(max)
+                crate::config::duration::human_duration(delay),
+                crate::config::duration::human_duration(max)
             )));
         }
     }

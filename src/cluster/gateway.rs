@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::etcd::EtcdError;
+use crate::net::BodyError;
 use crate::redact::Secret;
 
 /// The most a response body may hold; a larger one is not etcd's answer to anything we ask.
@@ -122,24 +123,16 @@ pub(super) async fn ask(
         Err(err) if closed_early(&err) => request().send().await,
         other => other,
     };
-    let mut response = response.map_err(|err| fail(transport(&err, endpoint.scheme())))?;
+    let response = response.map_err(|err| fail(transport(&err, endpoint.scheme())))?;
     let status = response.status();
-    let mut bytes = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) if bytes.len() + chunk.len() <= BODY_MAX => {
-                bytes.extend_from_slice(&chunk)
-            }
-            Ok(Some(_)) => {
-                return Err(Next::Fail(garbage(
-                    &name,
-                    format!("answered more than {BODY_MAX} bytes"),
-                )))
-            }
-            Ok(None) => break,
-            Err(err) => return Err(fail(transport(&err, endpoint.scheme()))),
+    let bytes = match crate::net::read_body(response, BODY_MAX).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TooLarge(limit)) => {
+            let detail = format!("answered more than {limit} bytes");
+            return Err(Next::Fail(garbage(&name, detail)));
         }
-    }
+        Err(BodyError::Transport(err)) => return Err(fail(transport(&err, endpoint.scheme()))),
+    };
     // The gateway streams some answers (keepalive) as one JSON object per line: the first is
     // the answer.
     let first = serde_json::Deserializer::from_slice(&bytes)
@@ -185,45 +178,23 @@ pub(super) async fn ask(
 
 /// Whether `err` is a connection closed before the answer began.
 fn closed_early(err: &reqwest::Error) -> bool {
-    let mut source = std::error::Error::source(err);
-    while let Some(inner) = source {
-        if inner
+    crate::net::causes(err).any(|inner| {
+        inner
             .to_string()
             .contains("connection closed before message completed")
-        {
-            return true;
-        }
-        source = inner.source();
-    }
-    false
+    })
 }
 
 /// A transport error in words: a refused TLS handshake says what to check.
 fn transport(err: &reqwest::Error, scheme: &str) -> String {
     let text = crate::redact::reqwest_error(err);
-    let mut chain = String::new();
-    let mut source = std::error::Error::source(err);
-    while let Some(inner) = source {
-        chain.push_str(&inner.to_string());
-        chain.push(' ');
-        source = inner.source();
-    }
-    let tls = [
-        "certificate",
-        "tls",
-        "TLS",
-        "handshake",
-        "InvalidContentType",
-        "alert",
-        "corrupt message",
-    ];
-    if tls.iter().any(|w| chain.contains(w)) {
+    if crate::net::is_tls_failure(err) {
         format!(
             "TLS failed ({text}); check [cluster] ca_file (the CA that signed the members' \
              certificates), cert_file and key_file, and that the URL's scheme is what the member \
              serves"
         )
-    } else if scheme == "http" && chain.contains("connection closed before message completed") {
+    } else if scheme == "http" && closed_early(err) {
         // A member serving https closes a plain-http connection without a word.
         format!(
             "{text}; if the member serves https, write https:// in [cluster] endpoints and set \

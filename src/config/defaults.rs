@@ -21,10 +21,6 @@ pub(crate) const RESYNC_INTERVAL: Duration = Duration::from_secs(6 * 3600);
 pub(crate) const REASSERT_INTERVAL: Duration = Duration::from_secs(86_400);
 /// The default `sync_jitter`.
 pub(crate) const SYNC_JITTER: Duration = Duration::from_secs(30);
-/// The default `retry_delay`: the longest wait before a job's first retry.
-pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(10);
-/// The default `retry_delay_max`: the cap of the doubled waits between a job's attempts.
-pub(crate) const RETRY_DELAY_MAX: Duration = Duration::from_secs(300);
 /// The default `shell_program`.
 pub(crate) const SHELL: &str = "/bin/sh";
 

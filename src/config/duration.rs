@@ -3,6 +3,12 @@
 //! No duration may exceed [`MAX`] (3650 days, ten times the service's longest heartbeat period,
 //! so the check limits keep their own, more precise message): a larger one (such as
 //! `"18446744073709551615s"`) is refused here, so no later `now + duration` can overflow.
+//!
+//! Durations are also written back here, in three notations that every message uses:
+//! [`human_duration`] in the parser's own notation (`1h30m`, `45s`, `250ms`: exact to the
+//! second, what a user can paste back into the config), [`two_units`] for ages and waits in a
+//! table (`1m35s`, `2h1m`: the two largest of hours, minutes and seconds) and [`one_unit`] for a
+//! span read at a glance (`45s`, `12m`, `3h`, `2d`: one unit, switching at twice its size).
 
 use std::time::Duration;
 
@@ -63,6 +69,48 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// A duration in the parser's notation: `1h30m`, `45s`, `1d1h1m1s`; below a second,
+/// milliseconds (`250ms`, `0ms`). Whole units only: each of days, hours, minutes and seconds
+/// that is not zero, largest first.
+pub(crate) fn human_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    if secs == 0 {
+        return format!("{}ms", duration.subsec_millis());
+    }
+    let parts = [
+        (secs / 86_400, "d"),
+        (secs % 86_400 / 3600, "h"),
+        (secs % 3600 / 60, "m"),
+        (secs % 60, "s"),
+    ];
+    let mut out = String::new();
+    for (count, unit) in parts.into_iter().filter(|(count, _)| *count > 0) {
+        out.push_str(&format!("{count}{unit}"));
+    }
+    out
+}
+
+/// `secs` in its two largest units of hours, minutes and seconds, the second one kept when
+/// zero: `5s`, `1m35s`, `1m0s`, `2h1m`, `25h0m` (seconds dropped from an hour on).
+pub(crate) fn two_units(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m{}s", secs / 60, secs % 60),
+        _ => format!("{}h{}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// `secs` in one unit, rounded down, the next unit taken from twice its size on: seconds below
+/// 2 minutes, minutes below 2 hours, hours below 2 days, then days (`45s`, `12m`, `30h`, `2d`).
+pub(crate) fn one_unit(secs: u64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +157,31 @@ mod tests {
         assert!(err.contains("unknown unit \"w\""), "{err}");
         assert!(parse("s").is_err());
         assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn durations_use_config_notation() {
+        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(human_duration(Duration::from_secs(45)), "45s");
+        assert_eq!(human_duration(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(human_duration(Duration::from_secs(90_061)), "1d1h1m1s");
+        assert_eq!(human_duration(Duration::from_secs(7200)), "2h");
+        for text in ["250ms", "45s", "1h30m", "1d1h1m1s", "2h"] {
+            let parsed = parse(text).expect("valid");
+            assert_eq!(human_duration(parsed), text, "written back as read");
+        }
+    }
+
+    #[test]
+    fn short_notations_keep_their_units() {
+        assert_eq!(two_units(5), "5s");
+        assert_eq!(two_units(95), "1m35s");
+        assert_eq!(two_units(60), "1m0s");
+        assert_eq!(two_units(7300), "2h1m");
+        assert_eq!(one_unit(45), "45s");
+        assert_eq!(one_unit(119), "119s");
+        assert_eq!(one_unit(12 * 60), "12m");
+        assert_eq!(one_unit(30 * 3600), "30h");
+        assert_eq!(one_unit(2 * 86_400), "2d");
     }
 }

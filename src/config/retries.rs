@@ -2,18 +2,19 @@
 //! each value checked (a count from 0 to [`MAX_RETRIES`], delays up to [`MAX_RETRY_DELAY`],
 //! `retry_delay` not above `retry_delay_max`), merged key by key over `[defaults]`, and, once
 //! the job is built, a warning when its worst-case run (every attempt to its `timeout` and
-//! every wait at its cap) is longer than the shortest gap of its schedule.
+//! every wait at its cap) is longer than the shortest gap of its schedule, with that worst case
+//! in words ([`describe_worst_case`]).
 
 use std::time::Duration;
 
 use toml::Spanned;
 
+use super::duration::human_duration;
 use super::parse::RawJobEntry;
 use super::raw::{RawDuration, RawSettings};
 use super::values::{At, Checker};
 use super::Job;
 use crate::retries::{Retries, MAX_RETRIES, MAX_RETRY_DELAY};
-use crate::watch::human_duration;
 
 /// The three keys as one table gives them: `None` means "not set here".
 #[derive(Debug, Default, Clone, Copy)]
@@ -165,7 +166,7 @@ pub(super) fn fit(check: &mut Checker, entry: &RawJobEntry, job: &Job) {
          of schedule \"{}\": the next fire would find it still running (overlap = \"{}\")",
         job.retries.retries,
         human_duration(worst),
-        job.retries.describe_worst_case(job.timeout),
+        describe_worst_case(&job.retries, job.timeout),
         human_duration(period),
         job.schedule,
         job.overlap.as_str()
@@ -180,6 +181,19 @@ pub(super) fn fit(check: &mut Checker, entry: &RawJobEntry, job: &Job) {
         message,
         Some(hint),
     );
+}
+
+/// `4 attempts × timeout 10m + waits up to 1m10s`: the worst case of `retries`, for messages.
+pub(super) fn describe_worst_case(retries: &Retries, timeout: Option<Duration>) -> String {
+    let waits = human_duration(retries.longest_delays());
+    match timeout {
+        Some(timeout) => format!(
+            "{} attempts × timeout {} + waits up to {waits}",
+            retries.attempts(),
+            human_duration(timeout)
+        ),
+        None => format!("{} attempts + waits up to {waits}", retries.attempts()),
+    }
 }
 
 fn shortest_gap(job: &Job) -> Option<Duration> {
@@ -213,6 +227,16 @@ mod tests {
 
     fn load(text: &str) -> super::super::Loaded {
         Config::from_text(Path::new("c.toml"), text).expect("a valid config")
+    }
+
+    #[test]
+    fn the_worst_case_is_described_by_its_parts() {
+        let secs = Duration::from_secs;
+        let retries = Retries::new(3, Some(secs(10)), Some(secs(30)));
+        assert_eq!(
+            describe_worst_case(&retries, Some(secs(600))),
+            "4 attempts × timeout 10m + waits up to 1m"
+        );
     }
 
     #[test]

@@ -9,12 +9,18 @@
 //! config (`[api] ca_file`, `[api] proxy`) or `run --ca-file`, given once at start-up through
 //! [`configure`] before the first request. A changed `ca_file` or `proxy` takes effect at the
 //! next start (the clients are built once per process).
+//!
+//! Also what every client does alike with an answer or a failure: [`read_body`] reads a body up
+//! to a cap, [`causes`] walks an error's sources, [`is_tls_failure`] tells a failed TLS
+//! handshake, and [`certificate_problem`] words a refused server certificate.
 
 use std::sync::OnceLock;
 
+mod body;
 pub mod proxy;
 pub mod trust;
 
+pub(crate) use body::{read_body, BodyError};
 pub use proxy::{Proxy, ProxySetting};
 pub use trust::Trust;
 
@@ -94,8 +100,7 @@ pub fn client_builder(https: bool) -> reqwest::ClientBuilder {
 /// which trust source, what to set. Counted by host, and logged here as an error the first time
 /// for each host (at debug level after that), so every client reports it once.
 pub fn certificate_problem(err: &reqwest::Error) -> Option<String> {
-    let mut source = std::error::Error::source(err);
-    while let Some(inner) = source {
+    for inner in causes(err) {
         let text = inner.to_string();
         if text.contains("invalid peer certificate") {
             let host = err
@@ -117,7 +122,30 @@ pub fn certificate_problem(err: &reqwest::Error) -> Option<String> {
             }
             return Some(problem);
         }
-        source = inner.source();
     }
     None
+}
+
+/// The sources of `err`, outermost first (reqwest's own error is not among them). Below
+/// reqwest's error none carries the URL.
+pub(crate) fn causes(
+    err: &reqwest::Error,
+) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(err), |inner| inner.source())
+}
+
+/// Whether `err` is a failed TLS handshake (a refused or missing certificate, a server that
+/// does not speak TLS, an alert), judged by the words of its sources.
+pub(crate) fn is_tls_failure(err: &reqwest::Error) -> bool {
+    const TLS: [&str; 7] = [
+        "certificate",
+        "tls",
+        "TLS",
+        "handshake",
+        "InvalidContentType",
+        "alert",
+        "corrupt message",
+    ];
+    let chain: String = causes(err).map(|inner| format!("{inner} ")).collect();
+    TLS.iter().any(|word| chain.contains(word))
 }

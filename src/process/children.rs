@@ -32,6 +32,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::proc_stat::Stat;
 use crate::process::{self, CommandSpec, Running, SpawnError};
 
 /// Whether orphaned processes are reparented to this one: it is PID 1 (of its namespace) or a
@@ -98,18 +99,15 @@ impl Children {
     fn reap_where(&self, candidate: impl Fn(i32) -> bool) -> usize {
         let live = self.lock();
         let me = i32::try_from(std::process::id()).unwrap_or(1);
-        let Ok(entries) = std::fs::read_dir("/proc") else {
+        let Ok(pids) = super::proc_stat::pids() else {
             return 0;
         };
         let mut reaped = 0;
-        for entry in entries.flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
+        for pid in pids {
             if live.contains(&pid) || !candidate(pid) {
                 continue;
             }
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            let Some(stat) = super::proc_stat::read(pid) else {
                 continue;
             };
             if zombie_child_of(&stat, me)
@@ -128,15 +126,9 @@ impl Children {
     }
 }
 
-/// Parses `/proc/PID/stat` ("pid (comm) state ppid ..."): a zombie whose parent is `parent`?
-fn zombie_child_of(stat: &str, parent: i32) -> bool {
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next();
-    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
-    state == Some("Z") && ppid == Some(parent)
+/// Whether the process of `stat` is a zombie whose parent is `parent`.
+fn zombie_child_of(stat: &Stat, parent: i32) -> bool {
+    stat.state == 'Z' && stat.ppid == parent
 }
 
 /// The reaper task (only started when [`inherits_orphans`]).
@@ -169,6 +161,8 @@ mod tests {
 
     #[test]
     fn zombie_children_are_recognised() {
+        let zombie_child_of =
+            |text, parent| Stat::parse(text).is_some_and(|s| zombie_child_of(&s, parent));
         assert!(zombie_child_of("12 (sh) Z 40 12 12 0", 40));
         assert!(!zombie_child_of("12 (sh) S 40 12 12 0", 40));
         assert!(!zombie_child_of("12 (a) b) Z 41 12 12", 40));

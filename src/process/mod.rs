@@ -22,6 +22,7 @@ use nix::unistd::Pid;
 
 pub(crate) mod children;
 pub(crate) mod lock;
+mod proc_stat;
 mod supervise;
 mod tail;
 mod tee;

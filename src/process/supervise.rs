@@ -17,6 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use super::proc_stat::Stat;
 use super::{ProcessEnd, RunEnd, Running, Tail, PIPE_GRACE};
 
 /// Limits on one run.
@@ -243,31 +244,16 @@ pub(super) fn group_alive(group: Pid) -> bool {
     if let Err(Errno::ESRCH) = killpg(group, None) {
         return false;
     }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(pids) = super::proc_stat::pids() else {
         return true;
     };
-    entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+    pids.filter_map(super::proc_stat::read)
         .any(|stat| live_member(&stat, group.as_raw()))
 }
 
-/// Parses `/proc/PID/stat` ("pid (comm) state ppid pgrp ..."; comm may hold spaces and
-/// parentheses): is it a live member of `group`?
-fn live_member(stat: &str, group: i32) -> bool {
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next().unwrap_or("Z");
-    let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-    pgrp == Some(group) && !matches!(state, "Z" | "X")
+/// Whether the process of `stat` is a live member of `group`.
+fn live_member(stat: &Stat, group: i32) -> bool {
+    stat.pgrp == group && !stat.ended()
 }
 
 #[cfg(test)]
@@ -276,6 +262,7 @@ mod tests {
 
     #[test]
     fn proc_stat_is_parsed_past_odd_names() {
+        let live_member = |text, group| Stat::parse(text).is_some_and(|s| live_member(&s, group));
         assert!(live_member("12 (a b) c) S 1 40 40 0", 40));
         assert!(!live_member("12 (sleep) Z 1 40 40 0", 40));
         assert!(!live_member("12 (sleep) S 1 41 41 0", 40));

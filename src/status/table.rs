@@ -5,6 +5,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::doc::{Heartbeat, JobDoc, Remote, StatusDoc};
+use crate::config::duration::one_unit;
 
 const HEADERS: [&str; 6] = ["JOB", "NEXT RUN", "LAST RUN", "PING", "SYNC", "REMOTE"];
 
@@ -234,15 +235,10 @@ fn remote(remote: &Remote, bound: bool) -> (String, Tone) {
     }
 }
 
-/// A short span: `45s`, `12m`, `3h`, `2d` (negative spans show as `0s`).
+/// A short span in [`one_unit`] notation: `45s`, `12m`, `3h`, `2d` (negative spans show as
+/// `0s`).
 fn span(delta: TimeDelta) -> String {
-    let secs = delta.num_seconds().max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+    one_unit(u64::try_from(delta.num_seconds()).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::config::duration::human_duration;
 use crate::config::WatchSpec;
 
 mod net;
@@ -175,25 +176,6 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
     format!("{text} {}", UNITS[unit])
 }
 
-/// A duration in the config's own notation: `1h30m`, `45s`, `250ms`, `0s`.
-pub(crate) fn human_duration(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    if secs == 0 {
-        return format!("{}ms", duration.subsec_millis());
-    }
-    let parts = [
-        (secs / 86_400, "d"),
-        (secs % 86_400 / 3600, "h"),
-        (secs % 3600 / 60, "m"),
-        (secs % 60, "s"),
-    ];
-    let mut out = String::new();
-    for (count, unit) in parts.into_iter().filter(|(count, _)| *count > 0) {
-        out.push_str(&format!("{count}{unit}"));
-    }
-    out
-}
-
 /// A number without a pointless fraction: `4`, `0.5`, `12.25`.
 pub(crate) fn human_number(value: f64) -> String {
     let text = format!("{value:.2}");
@@ -220,15 +202,6 @@ mod tests {
         assert_eq!(human_bytes(1024), "1 KiB");
         assert_eq!(human_bytes(10 * 1024 * 1024 * 1024), "10 GiB");
         assert_eq!(human_bytes(3_328_599_654), "3.1 GiB");
-    }
-
-    #[test]
-    fn durations_use_config_notation() {
-        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
-        assert_eq!(human_duration(Duration::from_secs(45)), "45s");
-        assert_eq!(human_duration(Duration::from_secs(5400)), "1h30m");
-        assert_eq!(human_duration(Duration::from_secs(90_061)), "1d1h1m1s");
-        assert_eq!(human_duration(Duration::from_secs(7200)), "2h");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{human_duration, Probe};
+use super::Probe;
+use crate::config::duration::human_duration;
 
 /// `tcp`: a TCP connection to `address` (`host:port`; the name is resolved as part of it)
 /// succeeds within `timeout`. The connection is closed right away.

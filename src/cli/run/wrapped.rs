@@ -19,7 +19,7 @@ use crate::ping::Ping;
 use crate::process::children::Children;
 use crate::process::RunEnd;
 use crate::run::{Attempt, Ended, Notice, Runner};
-use crate::watch::human_duration;
+use crate::config::duration::human_duration;
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
