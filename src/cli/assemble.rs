@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::leader::{Election, Leadership};
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
-use crate::cluster::{Etcd, Keys};
+use crate::cluster::{Keys, Node};
 use crate::config::{ClusterSettings, Config, Job, PingTarget};
 use crate::daemon::control::{self, Control, Controller, Request};
 use crate::daemon::{AfterRun, Context, Plugins, Task};
@@ -156,17 +156,19 @@ impl DeferredSync {
     }
 }
 
-/// A cluster agent's part in sync (`[cluster]`): the leader election and the relay of sync's
-/// state through etcd as daemon tasks, the relay's after-run hook (accepted pings), and the
+/// A cluster agent's part in sync (`[cluster]`): the leader election (on the lease of `node`,
+/// with its etcd client) and the relay of sync's state through etcd as daemon tasks, the relay's after-run hook (accepted pings), and the
 /// gate that keeps sync's passes to the leader (hand it to [`sync_task`] or [`DeferredSync`]).
 pub(crate) fn cluster_sync(
-    etcd: &Etcd,
+    node: &Node,
     settings: &ClusterSettings,
     options: &crate::daemon::Options,
     plugins: &mut Plugins,
 ) -> (SyncGate, Leadership) {
     let keys = Keys::new(&settings.name);
-    let (election, leadership) = Election::new(etcd.clone(), &keys, &settings.node, settings.lease);
+    let etcd = &node.etcd;
+    let (election, leadership) =
+        Election::new(etcd.clone(), &keys, &settings.node, node.shared_lease());
     let shared = SharedState::new(
         etcd.clone(),
         keys,
