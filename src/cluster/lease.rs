@@ -166,6 +166,7 @@ impl Lease {
                         info!(node = %self.node, "etcd is reachable again; claims resume");
                     }
                     *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    given_up = None;
                     renew_at(held)
                 }
                 Err(err) => {

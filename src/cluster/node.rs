@@ -180,8 +180,9 @@ impl Node {
     }
 
     /// The node's task, until `cancel`: keeps the lease ([`Lease::keep`]) and sends the claims
-    /// ([`super::batch`]). When cancelled, claims stop (those waiting are answered as
-    /// unavailable) and the lease is revoked. Owned by whoever runs it (the daemon's tasks).
+    /// ([`super::batch`]). When cancelled, claims stop (a claim still waiting gets an error and
+    /// is rechecked by a read of its key) and the lease is revoked. It starts no task that
+    /// outlives it; whoever runs it owns it (the daemon's task tracker).
     pub async fn keep_lease(self: Arc<Self>, cancel: CancellationToken) {
         let receiver = self
             .claims_to_take
