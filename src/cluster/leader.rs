@@ -123,8 +123,8 @@ pub struct Election {
 }
 
 impl Election {
-    /// An election of `node` in cluster `keys` on `lease` (kept by the node's task); nothing
-    /// happens until [`Election::run`]. The returned [`Leadership`] starts `unavailable`.
+    /// An election of `node` in the cluster of `keys` on `lease` (kept by the node's task);
+    /// nothing happens until [`Election::run`]. The returned [`Leadership`] starts `unavailable`.
     pub fn new(etcd: Etcd, keys: &Keys, node: &str, lease: Arc<Lease>) -> (Election, Leadership) {
         let (publish, standing) = watch::channel(Standing {
             node: node.to_owned(),
