@@ -1,17 +1,19 @@
 //! Group commit of claims: the task of each [`super::Node`] ([`super::Node::keep_lease`]) sends
-//! the claims of fires due together to etcd in ONE transaction, so a burst of N fires costs an agent a few etcd writes
-//! instead of N (etcd orders its writes through one raft log and one fsync per batch, so
-//! 1,500 single-claim transactions arriving in the same second queue behind each other).
+//! the claims of fires due together to etcd in ONE transaction, so a burst of N fires costs an
+//! agent a few etcd writes instead of N (etcd orders its writes through one raft log and one
+//! fsync per batch, so 1,500 single-claim transactions arriving in the same second queue
+//! behind each other).
 //!
 //! [`run`] is fed by a channel. While fewer than [`IN_FLIGHT`] batches are in flight, what has
 //! arrived is sent at once (no timer delay is added to a lone fire); otherwise it is gathered
 //! and sent as the next batch when an answer comes. The batches in flight are tasks of its own
 //! `JoinSet`: when it is cancelled they are aborted, and every fire still waiting is answered
 //! with an error (the node rechecks it). A batch is an outer txn without compares whose
-//! `success` ops are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly the claim of the
-//! node module header: compare create_revision == 0; success: the put bound to the lease and
-//! the deleterange of the job's older claims; failure: a range read of the holder. Each fire's
-//! outcome is its own `response_txn` (`succeeded`, or the holder from its range answer).
+//! `success` ops are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly
+//! the claim of the node module header: compare create_revision == 0; success: the put bound
+//! to the lease and the deleterange of the job's older claims; failure: a range read of the
+//! holder. Each fire's outcome is its own `response_txn` (`succeeded`, or the holder from its
+//! range answer).
 //!
 //! Limits: etcd refuses more than `--max-txn-ops` (default 128) ops in one level of a txn, so
 //! a batch holds at most [`MAX_BATCH`] fires; it refuses a txn that writes one key twice or
