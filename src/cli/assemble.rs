@@ -156,7 +156,8 @@ impl DeferredSync {
     }
 }
 
-/// A cluster agent's part in the daemon (`[cluster]`): its lease, the leader election and the
+/// A cluster agent's part in the daemon (`[cluster]`): its lease (one per agent, kept by
+/// [`Node::keep_lease`]), the leader election on that lease and the
 /// relay of sync's state through etcd as daemon tasks, the relay's after-run hook (accepted
 /// pings), and the gate that keeps sync's passes to the leader (hand it to [`sync_task`] or
 /// [`DeferredSync`]). The claims of its fires are the daemon's admission
@@ -167,14 +168,15 @@ pub(crate) fn cluster_sync(
     options: &crate::daemon::Options,
     plugins: &mut Plugins,
 ) -> (SyncGate, Leadership) {
-    let etcd = &node.etcd;
     let lease = Arc::clone(node);
     plugins.tasks.push((
         "cluster lease",
         Box::new(move |_: Context, cancel: CancellationToken| Box::pin(lease.keep_lease(cancel))),
     ));
     let keys = Keys::new(&settings.name);
-    let (election, leadership) = Election::new(etcd.clone(), &keys, &settings.node, settings.lease);
+    let etcd = &node.etcd;
+    let (election, leadership) =
+        Election::new(etcd.clone(), &keys, &settings.node, node.shared_lease());
     let shared = SharedState::new(
         etcd.clone(),
         keys,

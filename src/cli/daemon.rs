@@ -91,7 +91,8 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     };
     let mut plugins = Plugins::default();
     // In a cluster only the leader syncs (docs/cluster.md); `[cluster]` is read at start. The
-    // election shares the node's etcd client (one connection pool, one error count).
+    // election shares the node's etcd client (one connection pool, one error count) and its
+    // lease (one lease per agent, kept by the node's task).
     let (gate, leadership) = match (&cluster, &config.cluster) {
         (Some(node), Some(settings)) => {
             let (gate, leadership) = assemble::cluster_sync(node, settings, &options, &mut plugins);

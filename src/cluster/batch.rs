@@ -1,15 +1,19 @@
-//! Group commit of claims: one task per [`super::Node`] sends the claims of fires due
-//! together to etcd in ONE transaction, so a burst of N fires costs an agent a few etcd writes
-//! instead of N (etcd orders its writes through one raft log and one fsync per batch, so
-//! 1,500 single-claim transactions arriving in the same second queue behind each other).
+//! Group commit of claims: the task of each [`super::Node`] ([`super::Node::keep_lease`]) sends
+//! the claims of fires due together to etcd in ONE transaction, so a burst of N fires costs an
+//! agent a few etcd writes instead of N (etcd orders its writes through one raft log and one
+//! fsync per batch, so 1,500 single-claim transactions arriving in the same second queue
+//! behind each other).
 //!
-//! The task is fed by a channel. While fewer than [`IN_FLIGHT`] batches are in flight, what
-//! has arrived is sent at once (no timer delay is added to a lone fire); otherwise it is
-//! gathered and sent as the next batch when an answer comes. A batch is an outer txn without compares whose `success` ops
-//! are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly the claim of the
-//! node module header: compare create_revision == 0; success: the put bound to the lease and
-//! the deleterange of the job's older claims; failure: a range read of the holder. Each fire's
-//! outcome is its own `response_txn` (`succeeded`, or the holder from its range answer).
+//! [`run`] is fed by a channel. While fewer than [`IN_FLIGHT`] batches are in flight, what has
+//! arrived is sent at once (no timer delay is added to a lone fire); otherwise it is gathered
+//! and sent as the next batch when an answer comes. The batches in flight are tasks of its own
+//! `JoinSet`: when it is cancelled they are aborted, and every fire still waiting is answered
+//! with an error (the node rechecks it). A batch is an outer txn without compares whose
+//! `success` ops are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly
+//! the claim of the node module header: compare create_revision == 0; success: the put bound
+//! to the lease and the deleterange of the job's older claims; failure: a range read of the
+//! holder. Each fire's outcome is its own `response_txn` (`succeeded`, or the holder from its
+//! range answer).
 //!
 //! Limits: etcd refuses more than `--max-txn-ops` (default 128) ops in one level of a txn, so
 //! a batch holds at most [`MAX_BATCH`] fires; it refuses a txn that writes one key twice or
@@ -26,6 +30,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use super::etcd::put_body;
 use super::gateway::RangeAnswer;
@@ -36,8 +41,8 @@ use super::{Etcd, EtcdError, Keys, LeaseId};
 pub const MAX_BATCH: usize = 100;
 
 /// How many batches an agent has in flight at once: a burst of 500 fires is 5 full batches,
-/// sent side by side rather than one after the other. `scripts/bench-cluster.sh 3`, one run
-/// each (BENCHMARKS.md): p99 spawn delay 865 ms with 4 in flight, 991 ms with 1.
+/// sent side by side rather than one after the other (`scripts/bench-cluster.sh` measures the
+/// spawn delay this gives).
 const IN_FLIGHT: usize = 4;
 
 /// One fire to claim, and where its answer goes.
@@ -54,14 +59,15 @@ pub(super) struct Request {
     pub answer: oneshot::Sender<Result<Claim, EtcdError>>,
 }
 
-/// Starts the claim task of `node` (ends when every sender is dropped).
-pub(super) fn spawn(etcd: Etcd, keys: Keys, node: String) -> mpsc::UnboundedSender<Request> {
-    let (sender, receiver) = mpsc::unbounded_channel();
-    tokio::spawn(run(etcd, keys, node, receiver));
-    sender
-}
-
-async fn run(etcd: Etcd, keys: Keys, node: String, mut receiver: mpsc::UnboundedReceiver<Request>) {
+/// Sends the claims of `node` that arrive on `receiver` in batches, until `cancel` or until every
+/// sender is gone and every batch answered.
+pub(super) async fn run(
+    etcd: Etcd,
+    keys: Keys,
+    node: String,
+    mut receiver: mpsc::UnboundedReceiver<Request>,
+    cancel: CancellationToken,
+) {
     let mut pending = VecDeque::new();
     let mut flying = JoinSet::new();
     let mut open = true;
@@ -73,6 +79,7 @@ async fn run(etcd: Etcd, keys: Keys, node: String, mut receiver: mpsc::Unbounded
             }
         }
         tokio::select! {
+            () = cancel.cancelled() => return,
             got = receiver.recv(), if open => match got {
                 Some(request) => {
                     pending.push_back(request);

@@ -1,32 +1,33 @@
 //! Which agent of a cluster syncs: leader election on etcd (docs/cluster.md, "One agent
 //! syncs").
 //!
-//! Every agent holds an election lease of `[cluster] lease` (the TTL), renewed every third of
-//! it, and looks at the leader key every tick ([`tick`]: an eighth of the TTL, at most
-//! 250 ms). The agent whose create-if-absent of
-//! `<name>/leader` (its node name as the value, bound to its lease) wins leads while that lease
-//! lives; the others read the key every tick and try the create again as soon as it is gone.
-//! etcd deletes the key when the leader's lease expires, so after a leader dies another agent
-//! leads within the TTL plus one tick plus the time etcd takes to expire the lease.
+//! The election binds the leader key to the agent's one lease ([`super::lease`]: the lease its
+//! presence and claims are bound to) and looks at the key every tick ([`tick`]: an eighth of
+//! the TTL, at most 250 ms). The agent whose create-if-absent of `<name>/leader` (its node name
+//! as the value, bound to its lease) wins leads while that lease lives; the others read the key
+//! every tick and try the create again as soon as it is gone. etcd deletes the key when the
+//! leader's lease expires, so after a leader dies another agent leads within the TTL plus one
+//! tick plus the time etcd takes to expire the lease.
 //!
 //! A leader stops leading at once, without waiting for etcd, when:
-//! - etcd says its lease is gone (a keep-alive answers that the lease does not exist), or
-//! - it could not renew the lease before the lease's own expiry (etcd unreachable): by then
-//!   etcd may have expired it and another agent may lead, so this one must not sync any more,
+//! - its lease is not held any more (see [`super::lease`]: its expiry is counted from the send
+//!   of the last renewal etcd granted, so by then etcd may have expired it and another agent may
+//!   lead), checked every tick and bounding every call of a round;
+//! - its lease was replaced (etcd said the old one was gone, and the key went with it);
 //! - or `<name>/leader` no longer names it (deleted by hand, or held by another node).
 //!
 //! Leading is what [`Leadership::leading`] says; the sync task runs only while it is true
-//! ([`super::relay::SyncGate`]). On shutdown the lease is revoked, so another agent
-//! takes over at once instead of after the TTL.
+//! ([`super::relay::SyncGate`]). On shutdown the election says `unavailable` and the node's
+//! task revokes the lease, so another agent takes over at once instead of after the TTL.
 //!
-//! The election lease is not the node's lease of the claims (`super::node`): a leader must stop
-//! before etcd can expire its lease, so its expiry is counted from when each renewal was *sent*
-//! and checked every tick, and the leader key must go when leadership ends (a revoke) while
-//! the node's presence and claims stay. One more keep-alive per third of the TTL pays for that.
+//! One lease serves the claims and the election: they need the same rule (never use a lease
+//! etcd may have ended), and a leader key that outlived the agent's presence would name an
+//! agent that is gone.
 //!
 //! Home-made consensus is out of the question: the lease, the create-if-absent transaction and
 //! the expiry are etcd's; this module only reads them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -36,6 +37,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::etcd::{Etcd, LeaseId};
+use super::lease::{Held, Lease};
 use super::Keys;
 
 /// This agent's part in the cluster.
@@ -105,32 +107,25 @@ impl Leadership {
     }
 }
 
-/// How often the election renews its lease and reads the leader key: an eighth of the TTL, at
+/// How often the election looks at its lease and reads the leader key: an eighth of the TTL, at
 /// most 250 ms (a takeover waits for the old lease to expire, then for the next tick).
 pub fn tick(ttl: Duration) -> Duration {
     (ttl / 8).min(Duration::from_millis(250))
 }
 
-/// One agent's election: who it is, where the key lives, the lease TTL.
+/// One agent's election: who it is, where the key lives, the lease the key is bound to.
 pub struct Election {
     etcd: Etcd,
     key: String,
     node: String,
-    ttl: Duration,
+    lease: Arc<Lease>,
     publish: watch::Sender<Standing>,
 }
 
-/// The lease this agent holds, and when etcd expires it at the latest if it is not renewed.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    id: LeaseId,
-    expires: Instant,
-}
-
 impl Election {
-    /// An election of `node` in cluster `name` with leases of `ttl`; nothing happens until
-    /// [`Election::run`]. The returned [`Leadership`] starts `unavailable`.
-    pub fn new(etcd: Etcd, keys: &Keys, node: &str, ttl: Duration) -> (Election, Leadership) {
+    /// An election of `node` in the cluster of `keys` on `lease` (kept by the node's task);
+    /// nothing happens until [`Election::run`]. The returned [`Leadership`] starts `unavailable`.
+    pub fn new(etcd: Etcd, keys: &Keys, node: &str, lease: Arc<Lease>) -> (Election, Leadership) {
         let (publish, standing) = watch::channel(Standing {
             node: node.to_owned(),
             role: Role::Unavailable,
@@ -142,19 +137,22 @@ impl Election {
             etcd,
             key: keys.leader(),
             node: node.to_owned(),
-            ttl,
+            lease,
             publish,
         };
         (election, Leadership { standing })
     }
 
-    /// Campaigns, leads and follows until `cancel`; then revokes its lease (so another agent
-    /// leads at once) and says `unavailable`.
+    /// Campaigns, leads and follows until `cancel`; then says `unavailable` (the node's task
+    /// revokes the lease, so another agent leads at once).
     pub async fn run(self, cancel: CancellationToken) {
-        let tick = tick(self.ttl);
-        let mut lease: Option<Held> = None;
+        let tick = tick(self.lease.ttl());
+        let mut seen: Option<LeaseId> = None;
         loop {
-            lease = self.round(lease).await;
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                now = self.round(seen) => seen = now,
+            }
             tokio::select! {
                 () = cancel.cancelled() => break,
                 () = tokio::time::sleep(tick) => {}
@@ -165,44 +163,35 @@ impl Election {
             s.role = Role::Unavailable;
             s.since = Utc::now();
         });
-        if let Some(held) = lease {
-            let limit = self.ttl / 2;
-            match tokio::time::timeout(limit, self.etcd.revoke(held.id)).await {
-                Ok(Ok(())) => {
-                    tracing::info!(node = %self.node, "cluster lease revoked at shutdown")
-                }
-                Ok(Err(err)) => {
-                    tracing::warn!(node = %self.node, error = %err, "cannot revoke the cluster lease at shutdown; another agent leads once it expires")
-                }
-                Err(_) => {
-                    tracing::warn!(node = %self.node, "etcd did not answer the lease revocation at shutdown; another agent leads once the lease expires")
-                }
-            }
-        }
     }
 
-    /// One tick: renew (or get) the lease, then lead, follow or campaign. Returns the lease
-    /// held afterwards.
-    async fn round(&self, lease: Option<Held>) -> Option<Held> {
-        let lease = match self.renew(lease).await {
-            Ok(Some(held)) => held,
-            Ok(None) => return None,
-            Err((kept, err)) => {
-                self.unreachable(kept, &err);
-                // A lease past its expiry is given up: the next round asks for a new one.
-                return kept.filter(|held| Instant::now() < held.expires);
+    /// One tick: look at the lease (`seen`: the one of the previous round), then lead, follow
+    /// or campaign. Returns the lease of this round.
+    async fn round(&self, seen: Option<LeaseId>) -> Option<LeaseId> {
+        let Some(lease) = self.lease.held() else {
+            match self.lease.failure() {
+                Some(err) => self.unreachable(&err.to_string()),
+                // No answer yet: a renewal still in flight past the lease's end, or (before any
+                // lease) the first grant at start-up, which is no error.
+                None if seen.is_some() => self.unreachable(&self.late()),
+                None => {}
             }
+            return seen;
         };
-        let deadline = self.call_deadline(Some(lease));
+        if self.leading() && seen.is_some_and(|id| id != lease.id) {
+            tracing::warn!(node = %self.node, "etcd says this agent's cluster lease is gone: it stops leading (no more sync) and campaigns again");
+            self.set(Role::Follower, None, None);
+        }
+        let deadline = self.call_deadline(lease);
         let leader = match tokio::time::timeout_at(deadline, self.etcd.get(&self.key)).await {
             Ok(Ok(value)) => value.map(|v| String::from_utf8_lossy(&v).into_owned()),
             Ok(Err(err)) => {
-                self.unreachable(Some(lease), &err.to_string());
-                return Some(lease);
+                self.unreachable(&err.to_string());
+                return Some(lease.id);
             }
             Err(_) => {
-                self.unreachable(Some(lease), &self.late());
-                return Some(lease);
+                self.unreachable(&self.late());
+                return Some(lease.id);
             }
         };
         match leader {
@@ -216,21 +205,20 @@ impl Election {
                 self.set(Role::Follower, Some(name), None);
             }
             None if self.leading() => {
-                // The key went with the lease (or by hand): campaign again on a new lease.
+                // The key went with the lease (or by hand): campaign again at the next tick.
                 tracing::warn!(node = %self.node, "the leader key is gone: this agent stops leading (no more sync) and campaigns again");
                 self.set(Role::Follower, None, None);
-                return None;
             }
             None => self.campaign(lease).await,
         }
-        Some(lease)
+        Some(lease.id)
     }
 
     /// Creates the leader key bound to `lease` if it is absent: leads when the create wins.
     async fn campaign(&self, lease: Held) {
         let value = self.node.as_bytes();
         let created = tokio::time::timeout_at(
-            self.call_deadline(Some(lease)),
+            self.call_deadline(lease),
             self.etcd.create(&self.key, value, Some(lease.id)),
         )
         .await;
@@ -238,52 +226,15 @@ impl Election {
             Ok(Ok(true)) => self.set(Role::Leader, Some(self.node.clone()), None),
             // Another agent won this race: who it is shows at the next tick.
             Ok(Ok(false)) => self.set(Role::Follower, None, None),
-            Ok(Err(err)) => self.unreachable(Some(lease), &err.to_string()),
-            Err(_) => self.unreachable(Some(lease), &self.late()),
+            Ok(Err(err)) => self.unreachable(&err.to_string()),
+            Err(_) => self.unreachable(&self.late()),
         }
     }
 
-    /// Renews `lease` (or grants one): `Ok(None)` when etcd says the lease is gone (a leader
-    /// stops leading here), `Err` with the lease still believed alive when etcd cannot be
-    /// reached.
-    async fn renew(&self, lease: Option<Held>) -> Result<Option<Held>, (Option<Held>, String)> {
-        let sent = Instant::now();
-        // Renewed every third of the TTL: two renewals may fail before it can expire.
-        if let Some(held) = lease.filter(|h| h.expires > sent + self.ttl * 2 / 3) {
-            return Ok(Some(held));
-        }
-        let deadline = self.call_deadline(lease);
-        let Some(held) = lease else {
-            return match tokio::time::timeout_at(deadline, self.etcd.grant(self.ttl)).await {
-                Ok(Ok(id)) => Ok(Some(Held {
-                    id,
-                    expires: sent + self.ttl,
-                })),
-                Ok(Err(err)) => Err((None, err.to_string())),
-                Err(_) => Err((None, self.late())),
-            };
-        };
-        match tokio::time::timeout_at(deadline, self.etcd.keep_alive(held.id)).await {
-            Ok(Ok(Some(left))) => Ok(Some(Held {
-                id: held.id,
-                expires: sent + left,
-            })),
-            Ok(Ok(None)) => {
-                if self.leading() {
-                    tracing::warn!(node = %self.node, "etcd says this agent's cluster lease is gone: it stops leading (no more sync) and campaigns again");
-                }
-                self.set(Role::Follower, None, None);
-                Ok(None)
-            }
-            Ok(Err(err)) => Err((Some(held), err.to_string())),
-            Err(_) => Err((Some(held), self.late())),
-        }
-    }
-
-    /// etcd could not be asked: while the lease may still live a leader keeps leading (its
-    /// lease keeps the key); once it has expired for sure, nobody here leads.
-    fn unreachable(&self, lease: Option<Held>, error: &str) {
-        let alive = lease.is_some_and(|held| Instant::now() < held.expires);
+    /// etcd could not be asked, or the lease is not held: while the lease is held a leader keeps
+    /// leading (its lease keeps the key); once it is not, nobody here leads.
+    fn unreachable(&self, error: &str) {
+        let alive = self.lease.held().is_some();
         if self.leading() && alive {
             self.publish
                 .send_modify(|s| s.last_error = Some(error.to_owned()));
@@ -297,14 +248,15 @@ impl Election {
     }
 
     /// The latest time an etcd call of this round may take: half the TTL (a loaded machine
-    /// answers slowly; a follower loses nothing by waiting), and for a leader never past its
-    /// lease's expiry (it must notice that in time).
-    fn call_deadline(&self, lease: Option<Held>) -> Instant {
+    /// answers slowly; a follower loses nothing by waiting), and for a leader never past the
+    /// instant its lease is held until (it must notice that in time).
+    fn call_deadline(&self, lease: Held) -> Instant {
         let now = Instant::now();
-        let limit = now + self.ttl / 2;
-        match lease {
-            Some(held) if self.leading() => limit.min(held.expires.max(now)),
-            _ => limit,
+        let limit = now + self.lease.ttl() / 2;
+        if self.leading() {
+            limit.min(lease.until.max(now))
+        } else {
+            limit
         }
     }
 

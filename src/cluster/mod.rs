@@ -1,16 +1,17 @@
-//! Cluster mode (`[cluster]`, issue 17): several agents share one config through etcd, and
-//! each fire of a `run_on = "one"` job runs on one of them. This module is only reached from
-//! the daemon (and `config check`); `run` never calls into it, so its start-up pays nothing.
+//! Cluster mode (`[cluster]`): several agents share one config through etcd, and each fire of a
+//! `run_on = "one"` job runs on one of them. This module is only reached from the daemon (and
+//! `config check`); `run` never calls into it, so its start-up pays nothing.
 //!
-//! - [`leader`]: which agent syncs (leader election on a lease);
+//! - [`leader`]: which agent syncs (leader election on the agent's lease);
 //! - [`relay`]: what sync knows, shared through etcd (ping URLs, accepted pings), and the gate
 //!   that runs sync's passes only on the leader.
 //!
 //! [`etcd`] is the client: etcd's v3 JSON gateway over the agent's reqwest client, not the
 //! gRPC `etcd-client` crate (see its header for why); `gateway` is one request to one member
-//! and what its answer means. [`node`] is this agent in the cluster: its lease, its presence
-//! and the claim of each fire; [`batch`] sends the claims of fires due together to etcd in
-//! one transaction.
+//! and what its answer means. [`lease`] is the agent's one etcd lease (granted, renewed, held
+//! or not at an instant, revoked at shutdown), which the presence, the claims and the leader key
+//! are bound to; [`node`] is this agent in the cluster: its lease, its presence and the claim
+//! of each fire; [`batch`] sends the claims of fires due together to etcd in one transaction.
 //!
 //! # Key layout
 //! Every key of a cluster starts with `<name>/` (`[cluster] name`, default `heartbeat-agent`),
@@ -24,22 +25,25 @@
 //! | `<name>/accepted/<job>` | the last ping of the job the service accepted | none |
 //! | `<name>/nodes/<node>` | the agent's presence | the agent's lease |
 //!
-//! The issue writes a claim as `<prefix>/<J>/<T>`; the `claims/` level keeps a job named
-//! `leader` (or `urls`, ...) from colliding with the cluster's other keys. Job names hold no
-//! `/` (see `config::jobs`), so `claims/<job>/` is the prefix of exactly one job's claims.
+//! Each agent has one lease ([`lease`]): the winner's, the leader's and the agent's lease above
+//! are that one lease of the agent in question. The `claims/` level keeps a job named `leader`
+//! (or `urls`, ...) from colliding with the cluster's other keys. Job names hold no `/` (see
+//! `config::jobs`), so `claims/<job>/` is the prefix of exactly one job's claims.
 
 pub mod admission;
 mod batch;
 pub mod etcd;
 mod gateway;
 pub mod leader;
+pub mod lease;
 pub mod node;
 pub mod relay;
 
 pub use admission::Claims;
 pub use etcd::{Etcd, EtcdError, LeaseId};
 pub use gateway::Failure;
-pub use node::{Claim, JobClaims, Node};
+pub use lease::Lease;
+pub use node::{Claim, ClaimError, JobClaims, Node};
 
 /// The keys of one cluster (`[cluster] name`): the one place that spells the key layout.
 #[derive(Debug, Clone, PartialEq, Eq)]

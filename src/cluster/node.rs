@@ -1,6 +1,8 @@
-//! This agent as a member of a cluster: its one lease (granted and kept alive by one task,
-//! [`Node::keep_lease`]), its presence key `<name>/nodes/<node>`, and the claim of each fire of
-//! a `run_on = "one"` job ([`Node::claim`]), with what status and `/metrics` show about them.
+//! This agent as a member of a cluster: its one lease with its presence key
+//! `<name>/nodes/<node>` (see [`super::lease`]), and the claim of each fire of a `run_on = "one"`
+//! job ([`Node::claim`]), with what status and `/metrics` show about them. The node's task
+//! ([`Node::keep_lease`]) keeps the lease and sends the claims; when it is cancelled both stop
+//! and the lease is revoked.
 //!
 //! A claim is one etcd transaction: if `<name>/claims/<job>/<T>` does not exist, create it
 //! (value: this node's name) bound to the lease and delete the job's claims older than
@@ -10,24 +12,22 @@
 //! by less than that still finds the slot taken. The range delete compares keys as text, which
 //! orders fire times as numbers while they have 10 digits (2001 to 2286).
 //!
-//! Claims of fires due together go to etcd together: the node's claim task (see [`super::batch`])
+//! Claims of fires due together go to etcd together: the node's task (see [`super::batch`])
 //! sends what arrived while the previous transaction was in flight as ONE transaction of
 //! nested per-fire txns, so each fire costs at most one etcd transaction per agent, and a
 //! burst a few. Each fire is still timed from its request to its own answer, counted, and
 //! rechecked alone when its answer was lost.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
 
 use super::batch::{self, Request};
-use super::{Etcd, EtcdError, Keys, LeaseId};
+use super::{Etcd, EtcdError, Keys, Lease, LeaseId};
 use crate::config::{ClusterSettings, OnUnavailable};
 
 /// How long a won claim is kept at least (besides the job's jitter): the largest clock
@@ -56,7 +56,7 @@ pub struct ClaimTimes {
     pub count: u64,
 }
 
-/// How long a claim waits for the lease task's first attempt at start-up.
+/// How long a claim waits for the lease keeper's first attempt at start-up.
 const LEASE_WAIT: Duration = Duration::from_secs(1);
 
 /// What a claim came to.
@@ -67,7 +67,18 @@ pub enum Claim {
     /// Another agent does: its node name.
     Lost(String),
     /// etcd could not be asked (or this agent holds no lease): `on_unavailable` decides.
-    Unavailable(String),
+    Unavailable(ClaimError),
+}
+
+/// Why a fire could not be claimed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClaimError {
+    /// This agent holds no lease to bind the claim to (see [`super::lease`]).
+    #[error("this agent holds no etcd lease (etcd is unavailable)")]
+    NoLease,
+    /// etcd did not answer the claim, nor the read of its key after it.
+    #[error(transparent)]
+    Etcd(#[from] EtcdError),
 }
 
 /// One job's claims since start.
@@ -95,15 +106,15 @@ pub struct Node {
     pub ttl: Duration,
     /// What a fire does when etcd cannot be asked.
     pub on_unavailable: OnUnavailable,
-    lease: watch::Sender<Option<LeaseId>>,
-    /// Set when the lease task's first attempt ended (with a lease or not): from then on a
-    /// claim does not wait for a lease.
-    settled: watch::Sender<bool>,
+    /// The agent's lease, shared with the election.
+    lease: Arc<Lease>,
     jobs: Mutex<BTreeMap<String, JobClaims>>,
     /// How long the claims took.
     times: Mutex<ClaimTimes>,
-    /// The claim task's channel, started by the first claim.
-    claims_to_send: OnceLock<mpsc::UnboundedSender<Request>>,
+    /// Where claims go to be sent in the next batch.
+    claims_to_send: mpsc::UnboundedSender<Request>,
+    /// The other end, taken by the node's task ([`Node::keep_lease`]).
+    claims_to_take: Mutex<Option<mpsc::UnboundedReceiver<Request>>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -119,28 +130,39 @@ impl std::fmt::Debug for Node {
 impl Node {
     /// The node of `settings`; asks etcd nothing yet ([`Node::keep_lease`] does).
     pub fn new(settings: &ClusterSettings) -> Result<Arc<Node>, EtcdError> {
+        let etcd = Etcd::new(settings)?;
+        let keys = Keys::new(&settings.name);
+        let lease = Lease::new(
+            etcd.clone(),
+            settings.lease,
+            &settings.node,
+            keys.node(&settings.node),
+            settings.on_unavailable,
+        );
+        let (claims_to_send, claims_to_take) = mpsc::unbounded_channel();
         Ok(Arc::new(Node {
-            etcd: Etcd::new(settings)?,
-            keys: Keys::new(&settings.name),
+            etcd,
+            keys,
             name: settings.node.clone(),
             ttl: settings.lease,
             on_unavailable: settings.on_unavailable,
-            lease: watch::channel(None).0,
-            settled: watch::channel(false).0,
+            lease: Arc::new(lease),
             jobs: Mutex::new(BTreeMap::new()),
             times: Mutex::new(ClaimTimes::default()),
-            claims_to_send: OnceLock::new(),
+            claims_to_send,
+            claims_to_take: Mutex::new(Some(claims_to_take)),
         }))
     }
 
-    /// The lease this agent holds now (`None` while etcd is unavailable or before the first).
+    /// The lease this agent holds now (`None` while etcd is unavailable, before the first, and
+    /// once it may have ended: see [`super::lease`]).
     pub fn lease(&self) -> Option<LeaseId> {
-        *self.lease.borrow()
+        self.lease.held().map(|held| held.id)
     }
 
-    /// Follows the lease: a new value whenever it is granted anew or lost.
-    pub fn watch_lease(&self) -> watch::Receiver<Option<LeaseId>> {
-        self.lease.subscribe()
+    /// The agent's lease itself, for the election to bind the leader key to.
+    pub fn shared_lease(&self) -> Arc<Lease> {
+        Arc::clone(&self.lease)
     }
 
     /// How long the claims took so far.
@@ -157,70 +179,23 @@ impl Node {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The one task that holds this agent's lease, until `cancel` (then the lease is revoked,
-    /// so the agent's presence and claims go at once): grants it, writes the presence key,
-    /// renews it every third of its TTL, and grants a new one when it is lost. While etcd is
-    /// unavailable it asks again every second; a lease not renewed for a whole TTL is given up.
+    /// The node's task, until `cancel`: keeps the lease ([`Lease::keep`]) and sends the claims
+    /// ([`super::batch`]). When cancelled, claims stop (a claim still waiting gets an error and
+    /// is rechecked by a read of its key) and the lease is revoked. It starts no task that
+    /// outlives it; whoever runs it owns it (the daemon's task tracker).
     pub async fn keep_lease(self: Arc<Self>, cancel: CancellationToken) {
-        let mut last_renewed = tokio::time::Instant::now();
-        let mut failing = false;
-        loop {
-            let renewed = self.renew(&mut last_renewed).await;
-            self.settled.send_replace(true);
-            let pause = match renewed {
-                Ok(()) => {
-                    if std::mem::take(&mut failing) {
-                        info!(node = %self.name, "etcd is reachable again; claims resume");
-                    }
-                    self.ttl / 3
-                }
-                Err(err) => {
-                    if !std::mem::replace(&mut failing, true) {
-                        warn!(node = %self.name, "{err}");
-                    }
-                    if last_renewed.elapsed() >= self.ttl && self.lease().is_some() {
-                        warn!(node = %self.name, "the lease was not renewed for {:?}: given up; fires of run_on = \"one\" jobs follow on_unavailable = \"{}\" until etcd answers", self.ttl, self.on_unavailable.as_str());
-                        self.lease.send_replace(None);
-                    }
-                    Duration::from_secs(1)
-                }
-            };
-            tokio::select! {
-                () = cancel.cancelled() => break,
-                () = tokio::time::sleep(pause) => {}
+        let receiver = self
+            .claims_to_take
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let claims = async {
+            if let Some(receiver) = receiver {
+                let (etcd, keys, name) = (self.etcd.clone(), self.keys.clone(), self.name.clone());
+                batch::run(etcd, keys, name, receiver, cancel.clone()).await;
             }
-        }
-        if let Some(lease) = self.lease.send_replace(None) {
-            let revoke = tokio::time::timeout(Duration::from_secs(1), self.etcd.revoke(lease));
-            if let Ok(Err(err)) = revoke.await {
-                warn!(node = %self.name, "cannot revoke the lease at shutdown (it ends by itself within {:?}): {err}", self.ttl);
-            }
-        }
-    }
-
-    /// One step of the lease task: renew the lease held, or grant one and write the presence.
-    async fn renew(&self, last_renewed: &mut tokio::time::Instant) -> Result<(), EtcdError> {
-        if let Some(lease) = self.lease() {
-            if self.etcd.keep_alive(lease).await?.is_some() {
-                *last_renewed = tokio::time::Instant::now();
-                return Ok(());
-            }
-            warn!(node = %self.name, lease, "the lease expired (etcd was out of reach for longer than its TTL); granting a new one");
-            self.lease.send_replace(None);
-        }
-        let lease = self.etcd.grant(self.ttl).await?;
-        let presence = json!({ "node": self.name, "since": Utc::now() }).to_string();
-        self.etcd
-            .put(
-                &self.keys.node(&self.name),
-                presence.as_bytes(),
-                Some(lease),
-            )
-            .await?;
-        *last_renewed = tokio::time::Instant::now();
-        info!(node = %self.name, lease, ttl = ?self.ttl, "holding a cluster lease");
-        self.lease.send_replace(Some(lease));
-        Ok(())
+        };
+        tokio::join!(self.lease.keep(&cancel), claims);
     }
 
     /// Claims the fire of `job` scheduled at `fire` (see the module header), and says which
@@ -234,8 +209,7 @@ impl Node {
         keep: Duration,
     ) -> (Claim, Option<LeaseId>) {
         let Some(lease) = self.lease_now().await else {
-            let why = "this agent holds no etcd lease (etcd is unavailable)";
-            return (Claim::Unavailable(why.to_owned()), None);
+            return (Claim::Unavailable(ClaimError::NoLease), None);
         };
         let started = std::time::Instant::now();
         let done = self.transact(job, fire.timestamp(), keep, lease).await;
@@ -291,19 +265,18 @@ impl Node {
         match self.etcd.get(&self.keys.claim(job, fire)).await {
             Ok(Some(holder)) if holder == self.name.as_bytes() => Claim::Won,
             Ok(Some(holder)) => Claim::Lost(String::from_utf8_lossy(&holder).into_owned()),
-            Ok(None) | Err(_) => Claim::Unavailable(err.to_string()),
+            Ok(None) | Err(_) => Claim::Unavailable(ClaimError::Etcd(err)),
         }
     }
 
-    /// The lease; at start-up, after the lease task's first attempt (waiting at most
+    /// The lease; at start-up, after the lease keeper's first attempt (waiting at most
     /// [`LEASE_WAIT`]).
     async fn lease_now(&self) -> Option<LeaseId> {
-        let mut settled = self.settled.subscribe();
-        let _ = tokio::time::timeout(LEASE_WAIT, settled.wait_for(|done| *done)).await;
+        self.lease.settled(LEASE_WAIT).await;
         self.lease()
     }
 
-    /// The claim, sent by the claim task in the next batch (see [`super::batch`]).
+    /// The claim, sent by the node's task in the next batch (see [`super::batch`]).
     async fn transact(
         &self,
         job: &str,
@@ -311,9 +284,6 @@ impl Node {
         keep: Duration,
         lease: LeaseId,
     ) -> Result<Claim, EtcdError> {
-        let sender = self
-            .claims_to_send
-            .get_or_init(|| batch::spawn(self.etcd.clone(), self.keys.clone(), self.name.clone()));
         let (answer, receiver) = oneshot::channel();
         let request = Request {
             job: job.to_owned(),
@@ -322,8 +292,8 @@ impl Node {
             lease,
             answer,
         };
-        let gone = || batch::failed(&self.etcd, "the agent's claim task ended (a bug)");
-        sender.send(request).map_err(|_| gone())?;
+        let gone = || batch::failed(&self.etcd, "the agent's claim task has stopped");
+        self.claims_to_send.send(request).map_err(|_| gone())?;
         receiver.await.map_err(|_| gone())?
     }
 }

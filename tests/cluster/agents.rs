@@ -232,6 +232,14 @@ impl Agent {
         child.is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// SIGTERM, and waits for its shutdown; its log stays readable.
+    pub fn terminate(&mut self) {
+        let mut child = self.child.take().expect("a running agent to stop");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, Signal::SIGTERM).expect("SIGTERM");
+        child.wait().expect("reaped");
+    }
+
     /// `kill -9`: SIGKILL, and reaped; [`Agent::spawn`] may start it again.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("a running agent to kill");

@@ -3,7 +3,8 @@
 //! leader hands leadership to another agent within the lease TTL plus a second (measured from
 //! the agents' `/status`), sync goes on there with the same ping token, and no PUT changes the
 //! check twice; a period change is held until a ping accepted on a follower, then sent by the
-//! leader. The agents are [`super::agents::Agent`]s with a config of this file's own.
+//! leader; the leader key and the leader's presence are bound to its one lease, which SIGTERM
+//! revokes. The agents are [`super::agents::Agent`]s with a config of this file's own.
 
 use std::time::{Duration, Instant};
 
@@ -471,4 +472,46 @@ fn with_all_of_etcd_down_nobody_syncs_and_everything_resumes_when_it_is_back() {
             "still running"
         );
     }
+}
+
+/// The lease `key` is bound to (etcdctl's JSON), `None` when the key is absent.
+fn lease_of(etcd: &EtcdCluster, key: &str) -> Option<i64> {
+    let out = etcd.etcdctl(&["get", key, "-w", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("etcdctl JSON");
+    doc["kvs"][0]["lease"].as_i64()
+}
+
+#[test]
+fn the_leader_key_and_the_presence_share_one_lease_which_sigterm_revokes() {
+    let Some(etcd) = EtcdCluster::start(3) else {
+        return;
+    };
+    let emulator = emulator();
+    let (mut agents, leader) = cluster_of_three(&etcd, &emulator, &job("tags = [\"one\"]"));
+    let node = agents[leader].node.clone();
+    let presence = format!("sync-test/nodes/{node}");
+    let bound = lease_of(&etcd, "sync-test/leader");
+    assert!(bound.is_some(), "the leader key is bound to a lease");
+    assert_eq!(bound, lease_of(&etcd, &presence), "one lease per agent");
+    // SIGTERM: the lease is revoked at shutdown, its keys go with it before the agent exits.
+    agents[leader].terminate();
+    let log = agents[leader].log();
+    assert!(log.contains("cluster lease revoked at shutdown"), "{log}");
+    assert_eq!(
+        lease_of(&etcd, &presence),
+        None,
+        "presence after the revoke"
+    );
+    let out = etcd.etcdctl(&["get", "sync-test/leader", "--print-value-only"]);
+    let holder = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_ne!(holder, node, "the leader key after the revoke");
+    let survivors: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    util::eventually(Duration::from_secs(5), "another agent leads", || {
+        survivors
+            .iter()
+            .find(|&&i| agents[i].role().as_deref() == Some("leader"))
+            .map(drop)
+            .ok_or("no leader yet")
+    });
 }

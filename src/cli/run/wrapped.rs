@@ -15,11 +15,11 @@ use tracing::{info, warn};
 
 use super::{report, supervise, Plan, Signals};
 use crate::cli::print_error;
+use crate::config::duration::human_duration;
 use crate::ping::Ping;
 use crate::process::children::Children;
 use crate::process::RunEnd;
 use crate::run::{Attempt, Ended, Notice, Runner};
-use crate::config::duration::human_duration;
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
