@@ -27,6 +27,7 @@
 //! - [`paths`]: where the configuration file and the state directory are.
 //! - [`host`]: this machine's name, as pings send it.
 //! - [`persist`]: files under the state directory written safely (atomic writes, locks).
+//! - `dir_watch`: changes in a directory through inotify (the config and pause file watches).
 //! - [`redact`]: secrets (the API key, ping URLs) kept out of everything shown.
 //! - [`logging`]: the log subscriber: terminal text, JSON or journald.
 #![warn(missing_docs)]
@@ -39,6 +40,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
+mod dir_watch;
 pub mod emulator;
 pub mod exit;
 pub mod host;

@@ -24,6 +24,21 @@
 //! A job without a bound check (`ping_url` only) has nothing the API can deactivate: it can be
 //! paused only with `stop_jobs` (the daemon does not run it), and its check's timer keeps
 //! running on the service.
+//!
+//! The daemon holds the pauses in memory ([`LivePauses`]): a fire and a `/metrics` or `/status`
+//! request read memory, never the file. Its status endpoint refreshes them right after writing
+//! the file, and a watch of the state directory refreshes them when anyone else (`pause`
+//! without the daemon, sync forgetting an ended pause, a hand edit) replaces it. What the
+//! daemon does with what it finds, decided so that a pause is never lost without a word and a
+//! broken file cannot stop jobs beyond what a valid file said:
+//! - no file: no pause (removing the file is how every pause is ended by hand);
+//! - a valid file: exactly its pauses;
+//! - an invalid or unreadable file: the pauses last read from a valid file stay in force (with
+//!   their own deadlines, so a pause `--for 1h` still ends after the hour), and the daemon
+//!   warns once per change of the file, naming the file, the problem, the pauses it keeps and
+//!   the fix (repair or remove the file). A daemon that starts with such a file has read no
+//!   pause yet and holds none. Commands and sync passes read the file themselves ([`load`]):
+//!   to them an invalid file holds no pause.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +48,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, PingTarget};
+
+mod live;
+pub use live::LivePauses;
 
 /// The longest pause file read (a hand-edited or planted file cannot exhaust memory).
 const MAX_FILE: u64 = 4 << 20;
@@ -103,21 +121,37 @@ pub fn path(state_dir: &Path) -> PathBuf {
 }
 
 /// The pauses under `state_dir`; none when there is no file. An unreadable or invalid file is
-/// logged and read as no pause (it is only ever written whole, so that takes a hand edit).
+/// logged and read as no pause (it is only ever written whole, so that takes a hand edit). The
+/// daemon reads [`LivePauses`] instead, which applies its own rule to a bad file.
 pub fn load(state_dir: &Path) -> Pauses {
     let file = path(state_dir);
-    let bytes = match crate::persist::file::read_regular(&file, MAX_FILE) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Pauses::default(),
+    let bytes = match read(&file) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Pauses::default(),
         Err(err) => {
             tracing::warn!(file = %file.display(), error = %err, "cannot read the pause file: no job counts as paused");
             return Pauses::default();
         }
     };
-    serde_json::from_slice(&bytes).unwrap_or_else(|err| {
+    parse(&bytes).unwrap_or_else(|err| {
         tracing::warn!(file = %file.display(), error = %err, "the pause file is not valid: no job counts as paused; pause again to rewrite it");
         Pauses::default()
     })
+}
+
+/// The bytes of the pause file `file`; `None` when there is none. Anything but a regular file
+/// of at most [`MAX_FILE`] bytes is an error.
+fn read(file: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match crate::persist::file::read_regular(file, MAX_FILE) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// The pauses in the bytes of a pause file.
+fn parse(bytes: &[u8]) -> Result<Pauses, serde_json::Error> {
+    serde_json::from_slice(bytes)
 }
 
 /// Why the pause file could not be changed.

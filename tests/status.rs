@@ -17,6 +17,7 @@ use crate::util::{self, emulator::Background, Home};
 mod local_users;
 mod next_run;
 mod pause;
+mod pause_memory;
 mod prom;
 mod retries;
 mod scrub;

@@ -13,33 +13,20 @@
 //! the middle of a swap, or removed) sends nothing; its next change does. A symlink whose target
 //! lies outside the file's directory is not followed: SIGHUP still reloads it.
 //!
-//! inotify through `nix` (already a dependency, with tokio's [`AsyncFd`]) rather than the
-//! `notify` crate: one directory on Linux is all that is needed, and `notify` would add its own
-//! thread, channel crates and per-platform backends to the binary for it.
+//! The watch itself is [`crate::dir_watch`].
 
-use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-use tokio::io::unix::AsyncFd;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::daemon::control::{Controller, Request};
+use crate::dir_watch::DirWatch;
 
 /// How long the directory must be quiet after an event before the file is compared: a ConfigMap
 /// swap or an editor's save is a burst of events within a few milliseconds.
 pub(crate) const SETTLE: Duration = Duration::from_millis(200);
-
-/// The inotify instance, readable through [`AsyncFd`] (which wants `AsRawFd`).
-struct Watch(Inotify);
-
-impl AsRawFd for Watch {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_fd().as_raw_fd()
-    }
-}
 
 /// Starts watching `config`'s directory; on a change of the file's content, sends
 /// [`Request::Reload`] through `controller`. Runs until `cancel` or until the daemon no longer
@@ -54,29 +41,16 @@ pub(crate) fn spawn(
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-    let events = AddWatchFlags::IN_CLOSE_WRITE
-        | AddWatchFlags::IN_CREATE
-        | AddWatchFlags::IN_MOVED_TO
-        | AddWatchFlags::IN_MOVED_FROM
-        | AddWatchFlags::IN_DELETE
-        | AddWatchFlags::IN_ATTRIB;
-    inotify
-        .add_watch(&dir, events)
-        .map_err(|e| std::io::Error::other(format!("{}: {e}", dir.display())))?;
-    // SAFETY: `Watch` owns the inotify descriptor (an `OwnedFd` inside `Inotify`) and never
-    // closes or replaces it; it stays open for as long as the `AsyncFd` holds the `Watch`, and
-    // `as_raw_fd` always returns that one descriptor.
-    let fd = unsafe { AsyncFd::register(Watch(inotify)) }.map_err(std::io::Error::from)?;
+    let watch = DirWatch::new(&dir)?;
     let path = config.to_path_buf();
     let seen = std::fs::read(&path).ok();
     info!(config = %path.display(), dir = %dir.display(), "watching the configuration for changes");
-    tokio::spawn(run(fd, path, seen, controller, cancel));
+    tokio::spawn(run(watch, path, seen, controller, cancel));
     Ok(())
 }
 
 async fn run(
-    fd: AsyncFd<Watch>,
+    watch: DirWatch,
     path: PathBuf,
     mut seen: Option<Vec<u8>>,
     controller: Controller,
@@ -85,7 +59,7 @@ async fn run(
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
-            ready = drain(&fd) => if let Err(err) = ready {
+            ready = watch.changed() => if let Err(err) = ready {
                 warn!(error = %err, "the configuration watch failed; SIGHUP still reloads");
                 return;
             },
@@ -95,7 +69,7 @@ async fn run(
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(SETTLE) => break,
-                more = drain(&fd) => if more.is_err() { break },
+                more = watch.changed() => if more.is_err() { break },
             }
         }
         let Ok(now) = std::fs::read(&path) else {
@@ -108,25 +82,6 @@ async fn run(
         info!(config = %path.display(), "the configuration file changed");
         if controller.send(Request::Reload).is_err() {
             return;
-        }
-    }
-}
-
-/// Waits for events and reads them all (their names do not matter: the content decides).
-async fn drain(fd: &AsyncFd<Watch>) -> std::io::Result<()> {
-    loop {
-        let mut guard = fd.readable().await?;
-        match guard.try_io(|inner| {
-            inner
-                .get_ref()
-                .0
-                .read_events()
-                .map_err(std::io::Error::from)
-        }) {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(err)) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Ok(Err(err)) => return Err(err),
-            Err(_would_block) => continue,
         }
     }
 }

@@ -27,6 +27,9 @@ pub struct Context {
     pub state: Arc<DaemonState>,
     /// The state directory (outbox, learned ping URLs, the daemon's files).
     pub state_dir: PathBuf,
+    /// The pauses the daemon holds: read them here rather than from the file, and refresh
+    /// them after writing the file.
+    pub pauses: Arc<crate::pause::LivePauses>,
 }
 
 /// A background task: started after the jobs, before `READY=1`; must return soon after its

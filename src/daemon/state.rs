@@ -1,6 +1,7 @@
 //! What the daemon knows about each job while it runs (read by the status endpoint): the last
-//! run, the next fire, the last ping; and what it keeps across restarts under `state_dir`:
-//! the last fire time of `catch_up` jobs and the boot id an `@reboot` job last ran in.
+//! run, the next fire, the last ping; what it keeps across restarts under `state_dir`: the last
+//! fire time of `catch_up` jobs and the boot id an `@reboot` job last ran in; and the pauses of
+//! `<state_dir>/pause.json`, held in memory ([`crate::pause::LivePauses`]).
 //!
 //! Files (all small, written with [`crate::persist::file::write_atomic`], so a crash leaves the
 //! old or the new one; directories created 0700):
@@ -19,6 +20,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
+use crate::pause::LivePauses;
 use crate::run::admission::Gate;
 use crate::run::{PingRecord, RunRecord};
 
@@ -179,26 +181,32 @@ impl DaemonState {
     }
 }
 
-/// The persistent part under `<state_dir>/daemon/`.
+/// The persistent part under `<state_dir>/daemon/`, and the pauses of `<state_dir>/pause.json`.
 #[derive(Debug, Clone)]
 pub(crate) struct Persisted {
     dir: PathBuf,
-    state_dir: PathBuf,
+    /// The pauses in memory, following the file (a daemon task watches it).
+    pauses: Arc<LivePauses>,
 }
 
 impl Persisted {
-    /// The daemon's files under `state_dir`.
+    /// The daemon's files under `state_dir`; the pause file is read once now.
     pub(crate) fn new(state_dir: &Path) -> Persisted {
         Persisted {
             dir: state_dir.join("daemon"),
-            state_dir: state_dir.to_owned(),
+            pauses: Arc::new(LivePauses::load(state_dir)),
         }
     }
 
-    /// Whether `job` is paused with `--stop-jobs` at `now` (`<state_dir>/pause.json`, read at
-    /// each fire: `pause` may have written it without the daemon).
+    /// Whether `job` is paused with `--stop-jobs` at `now`, from the pauses in memory (a fire
+    /// never reads the file: [`LivePauses`] follows it).
     pub(crate) fn stopped_by_pause(&self, job: &str, now: DateTime<Utc>) -> bool {
-        crate::pause::load(&self.state_dir).stops(job, now)
+        self.pauses.current().stops(job, now)
+    }
+
+    /// The pauses in memory, for the task that watches the file and for the status endpoint.
+    pub(crate) fn pauses(&self) -> &Arc<LivePauses> {
+        &self.pauses
     }
 
     /// The last fire time recorded for `job`, if any (and readable).

@@ -229,11 +229,15 @@ impl Supervisor {
         };
         let drainer = outbox::drain(self.shared.outbox.clone(), cancel.clone(), options);
         self.tasks.spawn(drainer);
+        // Pauses set without the daemon (`pause` writes the file itself) count at once.
+        let pauses = Arc::clone(self.shared.persisted.pauses());
+        self.tasks.spawn(pauses.watch(cancel.clone()));
         for (name, task) in tasks {
             let context = Context {
                 config: self.config.subscribe(),
                 state: Arc::clone(&self.shared.state),
                 state_dir: self.options.state_dir.clone(),
+                pauses: Arc::clone(self.shared.persisted.pauses()),
             };
             let future = task(context, cancel.clone());
             self.tasks.spawn(async move {

@@ -1,8 +1,8 @@
-//! Builds the `/status` document and the `/metrics` text from the daemon's live state, the
-//! outbox, sync and the remote view. Every text the agent did not write itself (job output, a
-//! run's reason, a ping's detail, sync's last error, the remote view's reason) goes through
-//! [`crate::redact::scrub`], which knows the API key, the status token, every job's ping URL
-//! and its token.
+//! Builds the `/status` document and the `/metrics` text from the daemon's live state (its
+//! pauses too, from memory, never the pause file), the outbox, sync and the remote view. Every
+//! text the agent did not write itself (job output, a run's reason, a ping's detail, sync's last
+//! error, the remote view's reason) goes through [`crate::redact::scrub`], which knows the API
+//! key, the status token, every job's ping URL and its token.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,7 +52,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
         .get()
         .map(|s| s.snapshot())
         .unwrap_or_default();
-    let pauses = crate::pause::load(&app.context.state_dir);
+    let pauses = app.context.pauses.current();
     let jobs = config
         .jobs
         .iter()
@@ -211,11 +211,13 @@ pub(crate) fn metrics(app: &App) -> String {
         sync: app.sync_counts(),
         paused: {
             let now = Utc::now();
-            crate::pause::load(&app.context.state_dir)
+            app.context
+                .pauses
+                .current()
                 .jobs
-                .into_iter()
+                .iter()
                 .filter(|(_, p)| p.in_force(now))
-                .map(|(job, p)| (job, p.until))
+                .map(|(job, p)| (job.clone(), p.until))
                 .collect()
         },
         cluster: app.sources.cluster.as_ref().map(|c| c.standing()),

@@ -2,10 +2,12 @@
 //! daemon, with the `[status]` token (as `trigger`). The body is a [`PauseRequest`] or a
 //! [`ResumeRequest`] (JSON); it is checked against the daemon's config exactly as the command
 //! checks it without a daemon ([`crate::pause::plan`]): a bad request is a 400 naming the
-//! problem, and nothing is changed. A valid one is written to `<state_dir>/pause.json`; then
+//! problem, and nothing is changed. A valid one is written to `<state_dir>/pause.json` and the
+//! daemon's pauses in memory are refreshed from it at once (fires and scrapes read those); then
 //! the daemon's sync task is asked for a pass at once (pausing and resuming are explicit acts,
 //! not held for a ping) and the answer waits, up to [`CONFIRM_WAIT`], for that pass to have
-//! tried each bound job's check, so the command can say whether the service took it.
+//! tried each bound job's check, so the command can say whether the service took it (the
+//! pauses in memory are refreshed again then: the pass forgets the pauses it ended).
 //!
 //! Answers: 200 with `{"paused" | "resumed": [jobs], "until", "left_out", "checks": [{"job",
 //! "check_id", "state", "error"}]}` (`state` is sync's: `in_sync` once the service accepted
@@ -60,9 +62,13 @@ pub(super) async fn pause(
     if let Err(err) = crate::pause::apply(&app.context.state_dir, &plan) {
         return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
     }
+    app.context.pauses.refresh();
     let names: Vec<&str> = plan.jobs.iter().map(|(name, _)| name.as_str()).collect();
     info!(jobs = ?names, until = ?plan.pause.until, reason = plan.pause.reason.as_deref().unwrap_or(""), stop_jobs = plan.pause.stop_jobs, "jobs paused through the status endpoint");
     let checks = confirm(sync, &config, &bound).await;
+    // The pass may have forgotten ended pauses in the file: the answer and what follows it
+    // see the file as the pass left it.
+    app.context.pauses.refresh();
     Json(json!({
         "paused": names,
         "until": plan.pause.until,
@@ -100,8 +106,12 @@ pub(super) async fn resume(
     if let Err(err) = crate::pause::end(state_dir, &jobs, is_bound) {
         return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
     }
+    app.context.pauses.refresh();
     info!(jobs = ?jobs, "pause ended through the status endpoint");
     let checks = confirm(sync, &config, &bound).await;
+    // The pass may have forgotten ended pauses in the file: the answer and what follows it
+    // see the file as the pass left it.
+    app.context.pauses.refresh();
     Json(json!({ "resumed": jobs, "checks": checks })).into_response()
 }
 
