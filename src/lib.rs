@@ -1,34 +1,38 @@
 //! `heartbeat-agent`: a heartbeat ping agent and edge daemon.
 //!
-//! The binary (`src/main.rs`) only parses arguments and maps results to exit codes; everything
-//! else lives here, one module per domain (README.md, "Layout"):
+//! The binary (`src/main.rs`) only parses arguments, sets up logging and maps results to exit
+//! codes; everything else lives here, one module per domain (README.md, "Layout";
+//! docs/dev/architecture.md for how they work together):
 //!
-//! - [`cli`]: clap definitions, one file per subcommand.
-//! - [`exit`]: the exit codes of the command-line contract.
+//! - [`cli`]: clap definitions, one file per subcommand, and the assembly of a daemon.
+//! - [`run`]: the one run pipeline of `heartbeat-agent run` and of the daemon's job task:
+//!   admission, attempts, start, success and fail pings, after-run hooks, the run record.
+//! - [`daemon`]: the long-running supervisor.
+//! - [`cluster`]: cluster mode on etcd: the claim of each fire, leader election, sync's relay.
+//! - [`sync`]: keeping heartbeat checks in sync with the config.
+//! - [`status`]: the local status endpoint.
+//! - [`pause`]: pauses for maintenance (`pause`, `resume`), kept under the state directory.
+//! - [`job`]: a configured job made runnable: its command and its pings.
+//! - [`retries`]: a job's retries and the waits between its attempts.
+//! - [`process`]: spawning and supervising child processes.
+//! - [`watch`]: condition probes.
+//! - [`run_end`]: how a run ended, from the process or probe to status, metrics and exit code.
+//! - [`ping`]: building and sending pings, and the durable outbox.
+//! - [`net`]: outgoing connections: the trusted CAs and the proxy rule of every request.
+//! - [`api`]: the typed client of the monitoring API.
+//! - [`emulator`]: a local emulator of the monitoring API and its ping host.
 //! - [`config`]: the TOML schema and the validated model, errors with file:line:col.
 //! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
-//! - [`job`]: a configured job made runnable: its command and its ping.
-//! - [`process`]: spawning and supervising child processes.
-//! - [`run`]: the one run pipeline of `run` and the daemon: admission, attempts, pings.
-//! - [`run_end`]: how a run ended, from the process or probe to status, metrics and exit code.
-//! - [`watch`]: condition probes.
-//! - [`ping`]: building and sending pings.
-//! - [`api`]: the typed client of the monitoring API.
-//! - [`net`]: outgoing connections: the trusted CAs and the proxy rule of every request.
-//! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
-//! - `bearer`: the `Authorization: Bearer` credential of a request (status endpoint, emulator).
-//! - [`pause`]: pauses for maintenance (`pause`, `resume`), kept under the state directory.
-//! - [`sync`]: keeping heartbeat checks in sync with the config.
-//! - [`daemon`]: the long-running supervisor.
-//! - [`status`]: the local status endpoint.
-//! - [`response_head`]: reading an HTTP/1.1 response head (ping's fast path, the status client).
-//! - [`emulator`]: a local emulator of the monitoring API and its ping host.
 //! - [`import`]: translating crontabs into `[[jobs]]` tables.
+//! - [`persist`]: files under the state directory written safely (atomic writes, locks).
+//! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
+//! - [`response_head`]: reading an HTTP/1.1 response head (ping's fast path, the status client).
+//! - `bearer`: the `Authorization: Bearer` credential of a request (status endpoint, emulator).
+//! - `dir_watch`: a directory watched with inotify for changes to one file (config, pauses).
 //! - [`paths`]: where the configuration file and the state directory are.
 //! - [`host`]: this machine's name, as pings send it.
-//! - [`persist`]: files under the state directory written safely (atomic writes, locks).
-//! - `dir_watch`: changes in a directory through inotify (the config and pause file watches).
 //! - [`redact`]: secrets (the API key, ping URLs) kept out of everything shown.
+//! - [`exit`]: the exit codes of the command-line contract.
 //! - [`logging`]: the log subscriber: terminal text, JSON or journald.
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]

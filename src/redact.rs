@@ -123,8 +123,8 @@ fn matcher() -> Option<Arc<AhoCorasick>> {
     let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
     if known.matcher.is_none() {
         // Leftmost-longest: a URL is replaced whole, not only the token inside it. A
-        // contiguous NFA builds in time linear in the secrets' length (a DFA of a 16 KiB key
-        // took a minute in a debug build) and still finds them all in one pass.
+        // contiguous NFA builds in time linear in the secrets' length (a DFA's build grows far
+        // faster, too slow for a long API key) and still finds them all in one pass.
         known.matcher = AhoCorasick::builder()
             .kind(Some(AhoCorasickKind::ContiguousNFA))
             .match_kind(MatchKind::LeftmostLongest)

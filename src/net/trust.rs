@@ -12,8 +12,8 @@
 //!
 //! Why not `rustls-native-certs` (reqwest's `rustls-tls-native-roots`): on Linux it reads the
 //! bundle *and* every file of `/etc/ssl/certs` (each certificate two or three times through its
-//! hash links), which measured here costs several times the single bundle; one file, parsed
-//! once, is the cheapest correct way, and directories are read only when named or when no
+//! hash links), several times the work of the single bundle; one file, parsed once, is the
+//! cheapest correct way, and directories are read only when named or when no
 //! bundle exists. Certificates are deduplicated.
 
 use std::collections::{HashMap, HashSet};

@@ -313,8 +313,8 @@ mod tests {
 
     #[test]
     fn a_huge_retry_after_is_read_as_at_most_an_hour_and_never_overflows() {
-        // Before: `now + Duration::MAX` panicked ("overflow when adding duration to
-        // instant"), which aborted the daemon (`panic = "abort"`).
+        // Unclamped, `now + Duration::MAX` panics ("overflow when adding duration to
+        // instant"), which aborts the daemon (`panic = "abort"`).
         for asked in [
             Duration::MAX,
             Duration::from_secs(u64::MAX),

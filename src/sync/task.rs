@@ -229,7 +229,8 @@ impl Reconciler {
     ///
     /// Every request is made once (`client`'s retry policy with `max_attempts = 1`): the task
     /// paces and retries PUTs itself, and quick repeats of a 429 only keep a fleet sharing one
-    /// key locked out longer (429 answers count against the limit; see BENCHMARKS.md).
+    /// key locked out longer (429 answers count against the limit, so repeats add to the
+    /// offered rate).
     pub fn new(config: Arc<Config>, client: ApiClient, state_dir: PathBuf) -> Self {
         let learned = LearnedUrls::new(&state_dir);
         Self::sharing(config, client, state_dir, learned)

@@ -40,7 +40,8 @@ pub(crate) struct Entry {
     pub not_before_ms: u64,
     /// The last attempt's error (never contains the URL).
     pub last_error: Option<String>,
-    /// What the ping tells (absent: a success, as every entry of older versions is).
+    /// What the ping tells (absent: a success, so an entry written without the field reads as
+    /// one).
     #[serde(default, skip_serializing_if = "PingKind::is_success")]
     pub kind: PingKind,
     /// The `POST` body of a fail ping that carries the output tail.

@@ -16,15 +16,16 @@
 //! ([`super::Entry::fresh`]; a ping delivered at its first attempt never counts). A death
 //! between a file step and the counters' write then leaves both sides as they were: an entry
 //! written is counted by being there; one removed is neither pending nor counted as gone.
-//! Moving counters before or after the file step with an intent record was the alternative;
-//! it costs one more fsync per step and a recovery step, and this costs nothing on the fast
-//! path (no lock, no fsync: `BENCHMARKS.md`) and no extra write anywhere. The reported value
+//! Moving counters before or after the file step with an intent record would also be exact,
+//! but costs one more fsync per step and a recovery step; this costs nothing on the fast path
+//! (a ping delivered at its first attempt takes no lock and no fsync) and no extra write
+//! anywhere. The reported value
 //! is read under the directory lock, so it never goes back in normal operation (a step's
 //! file change and counters are seen together); only a death may take back the one entry it
 //! removed uncounted.
 //!
-//! A `stats.json` of format 1 (earlier versions: `queued` counted entries when they were
-//! stored) is read as format 2 by subtracting the entries present, under the lock.
+//! A `stats.json` of format 1 (in which `queued` counted entries when they were stored) is
+//! read as format 2 by subtracting the entries present, under the lock.
 
 use std::sync::Mutex;
 

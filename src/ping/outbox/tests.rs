@@ -237,8 +237,8 @@ fn counters_of_format_1_count_the_pending_entries_once() {
     let outbox = open(home.path(), 10);
     store(&outbox, "a", None);
     store(&outbox, "b", None);
-    // As an earlier version wrote them: `queued` counted "a" and "b" when they were stored,
-    // and one more that was delivered.
+    // Format 1 counters: `queued` counted "a" and "b" when they were stored, and one more
+    // that was delivered.
     let path = outbox.dir.join(stats::FILE);
     std::fs::write(&path, r#"{"queued": 3, "delivered": 1}"#).unwrap();
     assert_eq!(outbox.stats().queued, 3, "{:?}", outbox.stats());
