@@ -41,14 +41,14 @@ fn sigterm_while_waiting_for_a_retry_ends_the_run_at_once() {
     let asked = Instant::now();
     daemon.signal(Signal::SIGTERM);
     let status = daemon.wait_exit(5 * SECOND);
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", daemon.dump());
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", daemon.text());
     // Far sooner than the 15 s to 30 s wait.
     assert!(asked.elapsed() < 3 * SECOND, "{:?}", asked.elapsed());
     assert_eq!(
         daemon.count(|l| is(l, "no further attempt: the daemon is stopping", "flaky")),
         1,
         "{}",
-        daemon.dump()
+        daemon.text()
     );
     assert_eq!(runs_counted(&counter), 1);
     assert_eq!(hits(&server, "/flaky"), 0, "a failed run is not pinged");

@@ -54,7 +54,7 @@ fn a_secret_in_job_output_or_an_api_error_reaches_neither_the_log_nor_status() {
         "the output and the sync failure logged",
         Duration::from_secs(10),
         || {
-            let log = daemon.log();
+            let log = daemon.text();
             (log.contains("\"done\"") && log.contains("check update failed")).then_some(log)
         },
     );
