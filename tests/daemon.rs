@@ -9,7 +9,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::daemon::Daemon;
-use crate::util::http::{Mode, Server};
+use crate::util::http::{FakeServer, Mode};
 use crate::util::{self, Home};
 
 mod pid1;
@@ -69,14 +69,18 @@ fn is(line: &Value, msg: &str, job: &str) -> bool {
 }
 
 /// Requests that reached `path` on `server`.
-fn hits(server: &Server, path: &str) -> usize {
-    server.requests().iter().filter(|r| r.path == path).count()
+fn hits(server: &FakeServer, path: &str) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.target == path)
+        .count()
 }
 
 /// Receives from `server` until it saw `n` requests to `path`; panics after `timeout`.
-fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
+fn wait_hits(server: &FakeServer, path: &str, n: usize, timeout: Duration) {
     let arrived = server.receive_until(timeout, |requests| {
-        requests.iter().filter(|r| r.path == path).count() >= n
+        requests.iter().filter(|r| r.target == path).count() >= n
     });
     assert!(
         arrived,
@@ -84,14 +88,14 @@ fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
         server
             .requests()
             .iter()
-            .map(|r| &r.path)
+            .map(|r| &r.target)
             .collect::<Vec<_>>()
     );
 }
 
 /// A ping server answering 200.
-fn ping_server() -> Server {
-    Server::start(Mode::Status(200))
+fn ping_server() -> FakeServer {
+    FakeServer::start(Mode::Status(200))
 }
 
 /// Whether process `pid` is gone (or only a zombie).

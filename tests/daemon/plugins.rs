@@ -6,7 +6,7 @@ use super::*;
 #[test]
 fn undelivered_ping_is_kept_and_drained_later() {
     let home = Home::new();
-    let server = Server::start(Mode::Status(503));
+    let server = FakeServer::start(Mode::Status(503));
     home.write_jobs(&format!(
         r#"
 [[jobs]]

@@ -9,7 +9,13 @@ const SECOND: Duration = Duration::from_secs(1);
 /// Writes job `name` (`@reboot`: it runs once at start) running a counter script that always
 /// fails, then `tail` (shell), with the job's `settings` and a ping to `server`; returns the
 /// counter file.
-fn failing_job(home: &Home, server: &Server, name: &str, tail: &str, settings: &str) -> PathBuf {
+fn failing_job(
+    home: &Home,
+    server: &FakeServer,
+    name: &str,
+    tail: &str,
+    settings: &str,
+) -> PathBuf {
     let counter = home.path("counter");
     home.write_jobs(&format!(
         "[[jobs]]\nname = \"{name}\"\nschedule = \"@reboot\"\nshell = \"{}; {tail}\"\n\

@@ -34,7 +34,7 @@ ping_url = "{bad}"
     let logs = daemon.stop();
     assert_eq!(hits(&server, "/bad"), 0, "a failed run must not ping");
     // Each success ping carries the agent's headers.
-    let ping = server.requests().into_iter().find(|r| r.path == "/good");
+    let ping = server.requests().into_iter().find(|r| r.target == "/good");
     let ping = ping.expect("a ping");
     assert!(ping
         .header("user-agent")
