@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 mod cli;
 mod replies;
 
-use crate::util::http::{FakeServer, Reply, Request};
+use crate::util::http::{refused_url, FakeServer, Reply, Request};
 use replies::{authorization, error_reply, reply};
 
 pub(crate) const KEY: &str = "sk_test_9f8e7d6c5b4a";
@@ -436,11 +436,7 @@ async fn a_create_is_repeated_after_429() {
 
 #[tokio::test]
 async fn a_create_is_repeated_after_a_connect_failure() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let mut config = ApiClientConfig::new(format!("http://127.0.0.1:{port}"), Secret::new(KEY));
+    let mut config = ApiClientConfig::new(refused_url(""), Secret::new(KEY));
     config.retry = fast_retries(3);
     config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
     let api = ApiClient::new(config).unwrap();

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::replies::{authorization, error_reply};
 use super::{canned, json_page, ACCOUNT, KEY};
-use crate::util::http::FakeServer;
+use crate::util::http::{refused_url, FakeServer};
 use crate::util::Home;
 
 /// Runs `heartbeat-agent --base-url <server> api ARGS` with the key and account in the
@@ -365,16 +365,12 @@ fn an_invalid_config_file_exits_78() {
 
 #[test]
 fn a_connection_failure_exits_1_without_the_key() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
     let home = Home::new();
     let output = home
         .agent()
         .args([
             "--base-url",
-            &format!("http://127.0.0.1:{port}"),
+            &refused_url(""),
             "api",
             "check-group",
             "get",
