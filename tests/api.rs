@@ -12,16 +12,17 @@ use heartbeat_agent::redact::Secret;
 use serde_json::{json, Value};
 
 mod cli;
-mod server;
+mod replies;
 
-use server::{error_reply, reply, Reply, Seen, Server};
+use crate::util::http::{refused_url, FakeServer, Reply, Request};
+use replies::{authorization, error_reply, reply};
 
 pub(crate) const KEY: &str = "sk_test_9f8e7d6c5b4a";
 pub(crate) const ACCOUNT: &str = "acc-1234";
 
 /// A client of `server` with fast retries and its own rate limiter.
-fn client(server: &Server, retry: RetryPolicy) -> ApiClient {
-    let mut config = ApiClientConfig::new(&server.base_url, Secret::new(KEY));
+fn client(server: &FakeServer, retry: RetryPolicy) -> ApiClient {
+    let mut config = ApiClientConfig::new(server.url(""), Secret::new(KEY));
     config.account_id = Some(ACCOUNT.into());
     config.retry = retry;
     config.request_timeout = Duration::from_secs(5);
@@ -55,8 +56,8 @@ fn check_group() -> Value {
 }
 
 /// A canned successful answer for each operation's path.
-pub(crate) fn canned(request: &Seen) -> Reply {
-    let path = request.path.as_str();
+pub(crate) fn canned(request: &Request) -> Reply {
+    let path = request.path();
     let body = match (request.method.as_str(), path) {
         ("POST", "/v1/status-pages/services") => service(1),
         ("GET", "/v1/status-pages/services") => json!({"length": 1, "entries": [service(1)],
@@ -98,7 +99,7 @@ pub(crate) fn canned(request: &Seen) -> Reply {
 
 #[tokio::test]
 async fn every_operation_sends_its_method_path_and_auth_headers() {
-    let server = Server::start(|request, _| canned(request));
+    let server = FakeServer::scripted(|request, _| canned(request));
     let api = client(&server, RetryPolicy::none());
     let date = |d: &str| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap();
 
@@ -158,10 +159,10 @@ async fn every_operation_sends_its_method_path_and_auth_headers() {
     assert_eq!(api.list_error_groups("p-1").await.unwrap()[0].id, "g1");
     api.delete_snippet(3).await.unwrap();
 
-    let seen = server.seen();
+    let seen = server.requests();
     let targets: Vec<String> = seen
         .iter()
-        .map(|s| format!("{} {}?{}", s.method, s.path, s.query))
+        .map(|s| format!("{} {}?{}", s.method, s.path(), s.query()))
         .collect();
     assert_eq!(
         targets,
@@ -180,14 +181,20 @@ async fn every_operation_sends_its_method_path_and_auth_headers() {
         ]
     );
     for request in &seen {
-        assert_eq!(request.header("authorization"), format!("Bearer {KEY}"));
-        assert_eq!(request.header("x-service-account"), ACCOUNT);
-        assert!(request.header("user-agent").starts_with("heartbeat-agent/"));
+        assert_eq!(
+            request.header("authorization"),
+            Some(&*format!("Bearer {KEY}"))
+        );
+        assert_eq!(request.header("x-service-account"), Some(ACCOUNT));
+        assert!(request
+            .header("user-agent")
+            .unwrap_or_default()
+            .starts_with("heartbeat-agent/"));
     }
     let bodies: Vec<Value> = seen
         .iter()
         .filter(|s| !s.body.is_empty())
-        .map(|s| serde_json::from_str(&s.body).unwrap())
+        .map(|s| serde_json::from_str(&s.text()).unwrap())
         .collect();
     assert_eq!(bodies[0], json!({"name": "API"}));
     assert_eq!(
@@ -199,12 +206,12 @@ async fn every_operation_sends_its_method_path_and_auth_headers() {
         bodies[3],
         json!({"name": "group", "retryStrategy": "FALLBACK"})
     );
-    assert_eq!(seen[0].header("content-type"), "application/json");
+    assert_eq!(seen[0].header("content-type"), Some("application/json"));
 }
 
 #[tokio::test]
 async fn listed_error_statuses_become_typed_errors() {
-    let server = Server::start(|request, _| match request.path.as_str() {
+    let server = FakeServer::scripted(|request, _| match request.path() {
         "/v1/check-groups/401" => error_reply(
             401,
             "Unauthorized",
@@ -262,12 +269,16 @@ async fn listed_error_statuses_become_typed_errors() {
         }
         other => panic!("expected rate limited, got {other:?}"),
     }
-    assert_eq!(server.count(), 4, "no retries with RetryPolicy::none");
+    assert_eq!(
+        server.requests().len(),
+        4,
+        "no retries with RetryPolicy::none"
+    );
 }
 
 #[tokio::test]
 async fn server_errors_and_429_are_retried_until_success() {
-    let server = Server::start(|request, before| match before {
+    let server = FakeServer::scripted(|request, before| match before {
         0 => error_reply(500, "Internal Server Error", "boom", None),
         1 => error_reply(503, "Service Unavailable", "later", None),
         2 => error_reply(
@@ -281,27 +292,27 @@ async fn server_errors_and_429_are_retried_until_success() {
     let api = client(&server, fast_retries(4));
     let statuses = api.list_check_statuses().await.unwrap();
     assert_eq!(statuses.len(), 2);
-    assert_eq!(server.count(), 4);
+    assert_eq!(server.requests().len(), 4);
     assert_eq!(api.rate_limiter().stats().acquired, 4);
 }
 
 #[tokio::test]
 async fn retries_stop_at_max_attempts_with_the_last_error() {
-    let server = Server::start(|_, _| error_reply(502, "Bad Gateway", "down", None));
+    let server = FakeServer::scripted(|_, _| error_reply(502, "Bad Gateway", "down", None));
     let api = client(&server, fast_retries(3));
     let err = api.get_check_group(1).await.unwrap_err();
     assert_eq!(err.status(), Some(502));
-    assert_eq!(server.count(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn client_errors_are_never_retried() {
     for status in [400, 401, 403, 404] {
-        let server = Server::start(move |_, _| error_reply(status, "Nope", "no", None));
+        let server = FakeServer::scripted(move |_, _| error_reply(status, "Nope", "no", None));
         let api = client(&server, fast_retries(4));
         let err = api.get_maintenance(1, "m").await.unwrap_err();
         assert_eq!(err.status(), Some(status));
-        assert_eq!(server.count(), 1, "status {status} was retried");
+        assert_eq!(server.requests().len(), 1, "status {status} was retried");
     }
 }
 
@@ -309,7 +320,7 @@ async fn client_errors_are_never_retried() {
 async fn elapsed_with_retry_after(
     retry_after: impl Fn() -> String + Send + Sync + 'static,
 ) -> Duration {
-    let server = Server::start(move |request, before| {
+    let server = FakeServer::scripted(move |request, before| {
         if before == 0 {
             let mut answer = error_reply(429, "Too Many Requests", "slow down", Some(json!({})));
             answer.headers.push(("retry-after", retry_after()));
@@ -321,7 +332,7 @@ async fn elapsed_with_retry_after(
     let api = client(&server, fast_retries(3));
     let started = Instant::now();
     api.get_check_group(7).await.unwrap();
-    assert_eq!(server.count(), 2);
+    assert_eq!(server.requests().len(), 2);
     started.elapsed()
 }
 
@@ -346,7 +357,7 @@ async fn retry_after_as_http_date_is_honoured() {
 
 #[tokio::test]
 async fn a_retry_after_beyond_the_budget_ends_the_call() {
-    let server = Server::start(|_, _| {
+    let server = FakeServer::scripted(|_, _| {
         let mut answer = error_reply(429, "Too Many Requests", "slow down", None);
         answer.headers.push(("retry-after", "3600".into()));
         answer
@@ -360,16 +371,16 @@ async fn a_retry_after_beyond_the_budget_ends_the_call() {
         other => panic!("expected rate limited, got {other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(server.count(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 /// A server that answers only after `delay`, and a client that gives up after 200 ms.
-fn slow_server_and_client(delay: Duration) -> (Server, ApiClient) {
-    let server = Server::start(move |request, _| Reply {
+fn slow_server_and_client(delay: Duration) -> (FakeServer, ApiClient) {
+    let server = FakeServer::scripted(move |request, _| Reply {
         delay,
         ..canned(request)
     });
-    let mut config = ApiClientConfig::new(&server.base_url, Secret::new(KEY));
+    let mut config = ApiClientConfig::new(server.url(""), Secret::new(KEY));
     config.retry = fast_retries(3);
     config.request_timeout = Duration::from_millis(200);
     config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
@@ -390,15 +401,15 @@ async fn a_create_that_timed_out_is_not_repeated() {
         other => panic!("expected a timeout, got {other:?}"),
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(server.count(), 1, "the POST was sent twice");
+    assert_eq!(server.requests().len(), 1, "the POST was sent twice");
     // The same timeout on an idempotent GET is retried.
     api.get_check_group(7).await.unwrap_err();
-    assert_eq!(server.count(), 4);
+    assert_eq!(server.requests().len(), 4);
 }
 
 #[tokio::test]
 async fn a_create_is_repeated_after_429() {
-    let server = Server::start(|request, before| {
+    let server = FakeServer::scripted(|request, before| {
         if before == 0 {
             error_reply(429, "Too Many Requests", "Too Many Requests", None)
         } else {
@@ -411,12 +422,13 @@ async fn a_create_is_repeated_after_429() {
         api.create_status_page_service(&body).await.unwrap().id,
         "svc-1"
     );
-    assert_eq!(server.count(), 2);
-    let server_error = Server::start(|_, _| error_reply(500, "Internal Server Error", "", None));
+    assert_eq!(server.requests().len(), 2);
+    let server_error =
+        FakeServer::scripted(|_, _| error_reply(500, "Internal Server Error", "", None));
     let api = client(&server_error, fast_retries(3));
     api.create_status_page_service(&body).await.unwrap_err();
     assert_eq!(
-        server_error.count(),
+        server_error.requests().len(),
         1,
         "a 500 may have created it: no retry"
     );
@@ -424,11 +436,7 @@ async fn a_create_is_repeated_after_429() {
 
 #[tokio::test]
 async fn a_create_is_repeated_after_a_connect_failure() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let mut config = ApiClientConfig::new(format!("http://127.0.0.1:{port}"), Secret::new(KEY));
+    let mut config = ApiClientConfig::new(refused_url(""), Secret::new(KEY));
     config.retry = fast_retries(3);
     config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
     let api = ApiClient::new(config).unwrap();
@@ -451,9 +459,9 @@ async fn a_create_is_repeated_after_a_connect_failure() {
 #[tokio::test]
 async fn the_key_never_appears_in_errors() {
     // A hostile server echoes the credentials into every part of its error answers.
-    let server = Server::start(|request, _| {
-        let echo = request.header("authorization").to_owned();
-        match request.path.as_str() {
+    let server = FakeServer::scripted(|request, _| {
+        let echo = authorization(request);
+        match request.path() {
             "/v1/check-groups/1" => error_reply(401, &echo, &echo, Some(json!({"got": echo}))),
             "/v1/check-groups/2" => Reply {
                 status: 502,
@@ -478,7 +486,7 @@ async fn the_key_never_appears_in_errors() {
 
 #[tokio::test]
 async fn malformed_answers_are_decode_errors_naming_the_operation() {
-    let server = Server::start(|request, _| match request.path.as_str() {
+    let server = FakeServer::scripted(|request, _| match request.path() {
         "/v1/check-groups/1" => Reply {
             status: 200,
             headers: vec![],
@@ -504,12 +512,12 @@ async fn malformed_answers_are_decode_errors_naming_the_operation() {
         err.starts_with("unexpected answer to get_check_group (200): invalid type"),
         "{err}"
     );
-    assert_eq!(server.count(), 3, "decode errors are not retried");
+    assert_eq!(server.requests().len(), 3, "decode errors are not retried");
 }
 
 #[tokio::test]
 async fn an_error_body_that_is_not_json_keeps_a_short_excerpt() {
-    let server = Server::start(|_, _| Reply {
+    let server = FakeServer::scripted(|_, _| Reply {
         status: 404,
         headers: vec![],
         body: format!("<html>\n<h1>no such page</h1>{}</html>", "x".repeat(5000)),
@@ -536,21 +544,21 @@ async fn an_error_body_that_is_not_json_keeps_a_short_excerpt() {
 
 #[tokio::test]
 async fn list_all_follows_next_id_and_a_base_path_prefix_is_kept() {
-    let server = Server::start(|request, _| {
-        assert_eq!(request.path, "/prefix/v1/status-pages/services");
-        match request.query.as_str() {
+    let server = FakeServer::scripted(|request, _| {
+        assert_eq!(request.path(), "/prefix/v1/status-pages/services");
+        match request.query() {
             "limit=2" => json_page(&[1, 2], Some("c2")),
             "limit=2&nextId=c2" => json_page(&[3, 4], Some("c4")),
             _ => json_page(&[5], None),
         }
     });
-    let mut config = ApiClientConfig::new(format!("{}/prefix/", server.base_url), Secret::new(KEY));
+    let mut config = ApiClientConfig::new(server.url("/prefix/"), Secret::new(KEY));
     config.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
     let api = ApiClient::new(config).unwrap();
     let all = api.list_all_status_page_services(Some(2)).await.unwrap();
     let ids: Vec<&str> = all.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["svc-1", "svc-2", "svc-3", "svc-4", "svc-5"]);
-    assert_eq!(server.count(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 /// A page of services `ns` with cursor `next`.
@@ -576,7 +584,7 @@ fn a_bad_base_url_is_a_setup_error() {
 /// window it asks for.
 #[tokio::test]
 async fn the_client_decodes_the_nullable_shapes_the_service_may_send() {
-    let server = Server::start(|request, _| match request.path.as_str() {
+    let server = FakeServer::scripted(|request, _| match request.path() {
         "/v1/checks/heartbeats/hb-1/events" => reply(
             200,
             json!([{"events": [{"id": "e1"}, {"id": "e2", "state": null, "timestamp": null,
@@ -604,9 +612,9 @@ async fn the_client_decodes_the_nullable_shapes_the_service_may_send() {
     assert_eq!(lists[0].events[1].state, None);
     let stats = lists[0].stats.as_ref().expect("stats");
     assert_eq!((&stats.last_24_hours, &stats.last_7_days), (&None, &None));
-    let seen = server.seen();
+    let seen = server.requests();
     assert_eq!(
-        seen[0].query,
+        seen[0].query(),
         "limit=1&startTime=2026-11-24T10%3A00%3A00.000Z"
     );
     let event = api.get_heartbeat_event("hb-1", "e1").await.unwrap();
@@ -624,5 +632,5 @@ async fn the_client_decodes_the_nullable_shapes_the_service_may_send() {
             .len(),
         1
     );
-    assert_eq!(server.seen()[3].query, "", "no window: nothing sent");
+    assert_eq!(server.requests()[3].query(), "", "no window: nothing sent");
 }

@@ -1,17 +1,16 @@
 //! Integration tests of `heartbeat-agent daemon`: the real binary with seconds-field schedules,
 //! a loopback ping server, and its `--log-format json` stderr parsed to observe runs.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::http::{Mode, Server};
-use crate::util::{self, Home, Inbox};
+use crate::util::daemon::Daemon;
+use crate::util::http::{FakeServer, Mode};
+use crate::util::{self, Home};
 
 mod pid1;
 mod plugins;
@@ -35,9 +34,6 @@ trait DaemonHome {
 
     /// [`DaemonHome::start`] with extra environment variables.
     fn start_with(&self, env: &[(&str, &str)]) -> Daemon;
-
-    /// Starts the daemon through `cmd` (the agent binary, or a wrapper followed by it).
-    fn spawn(&self, cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon;
 }
 
 impl DaemonHome for Home {
@@ -49,40 +45,8 @@ impl DaemonHome for Home {
     }
 
     fn start_with(&self, env: &[(&str, &str)]) -> Daemon {
-        self.spawn(self.agent(), env)
+        Daemon::on(self).envs(env.iter().copied()).start()
     }
-
-    fn spawn(&self, mut cmd: std::process::Command, env: &[(&str, &str)]) -> Daemon {
-        cmd.args(["daemon", "--log-format", "json", "--config"])
-            .arg(self.config_path())
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start the daemon");
-        let (sink, lines) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().expect("piped stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
-                if sink.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        Daemon {
-            child,
-            logs: Inbox::new(lines),
-        }
-    }
-}
-
-/// A running daemon; killed when dropped.
-struct Daemon {
-    child: Child,
-    /// Its stderr, a JSON value per line, handed over by a reader thread.
-    logs: Inbox<Value>,
 }
 
 /// A log line's `message` and `job` (from the event or its `run` span).
@@ -104,78 +68,19 @@ fn is(line: &Value, msg: &str, job: &str) -> bool {
     message(line).starts_with(msg) && job_of(line) == Some(job)
 }
 
-impl Daemon {
-    fn logs(&self) -> Vec<Value> {
-        self.logs.all()
-    }
-
-    fn count(&self, pred: impl Fn(&Value) -> bool) -> usize {
-        self.logs().iter().filter(|l| pred(l)).count()
-    }
-
-    /// Waits until `n` log lines match `pred`; panics with the log after `timeout`.
-    fn wait_for(&self, n: usize, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        let mut found = Vec::new();
-        let arrived = self.logs.receive_until(timeout, |lines| {
-            found = lines.iter().filter(|l| pred(l)).cloned().collect();
-            found.len() >= n
-        });
-        assert!(
-            arrived,
-            "waited {timeout:?} for {n} matching log lines; log:\n{}",
-            self.dump()
-        );
-        found
-    }
-
-    fn dump(&self) -> String {
-        self.logs()
-            .iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
-        kill(pid, signal).expect("signal the daemon");
-    }
-
-    /// Waits for the daemon to exit within `timeout`.
-    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        util::wait_exit(&mut self.child, timeout)
-    }
-
-    /// SIGTERM and wait (up to 5 s) for exit 0.
-    fn stop(mut self) -> Vec<Value> {
-        self.signal(Signal::SIGTERM);
-        let status = self.wait_exit(Duration::from_secs(5));
-        assert_eq!(
-            status.and_then(|s| s.code()),
-            Some(0),
-            "daemon did not stop cleanly; log:\n{}",
-            self.dump()
-        );
-        self.logs()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Requests that reached `path` on `server`.
-fn hits(server: &Server, path: &str) -> usize {
-    server.requests().iter().filter(|r| r.path == path).count()
+fn hits(server: &FakeServer, path: &str) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.target == path)
+        .count()
 }
 
 /// Receives from `server` until it saw `n` requests to `path`; panics after `timeout`.
-fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
+fn wait_hits(server: &FakeServer, path: &str, n: usize, timeout: Duration) {
     let arrived = server.receive_until(timeout, |requests| {
-        requests.iter().filter(|r| r.path == path).count() >= n
+        requests.iter().filter(|r| r.target == path).count() >= n
     });
     assert!(
         arrived,
@@ -183,14 +88,14 @@ fn wait_hits(server: &Server, path: &str, n: usize, timeout: Duration) {
         server
             .requests()
             .iter()
-            .map(|r| &r.path)
+            .map(|r| &r.target)
             .collect::<Vec<_>>()
     );
 }
 
 /// A ping server answering 200.
-fn ping_server() -> Server {
-    Server::start(Mode::Status(200))
+fn ping_server() -> FakeServer {
+    FakeServer::start(Mode::Status(200))
 }
 
 /// Whether process `pid` is gone (or only a zombie).

@@ -222,6 +222,9 @@ fn demo_duration_needs_a_unit() {
     assert!(sandbox.entries("TMPDIR").is_empty());
 }
 
+/// `demo` is read here, not through [`crate::util::daemon::Daemon`]: it is not `daemon` on a
+/// config, and its two outputs are checked apart (the narrative on stdout, the daemon's log on
+/// stderr).
 #[test]
 fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
     use std::io::BufRead;

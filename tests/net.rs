@@ -5,6 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
 
+use crate::util::daemon::Daemon;
 use crate::util::emulator::Background;
 use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::tls::{self, Cert, Front, TinyProxy};
@@ -25,21 +26,24 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// The proxy and trust settings of the developer's shell, which no agent here inherits.
+const INHERITED: [&str; 10] = [
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+];
+
 /// `heartbeat-agent --state-dir STATE ARGS`, without inherited proxies or trust settings.
 fn agent(home: &Home, args: &[&str]) -> Command {
     let mut cmd = home.agent();
-    for var in [
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "NO_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "no_proxy",
-    ] {
+    for var in INHERITED {
         cmd.env_remove(var);
     }
     cmd.arg("--state-dir")
@@ -266,22 +270,27 @@ fn sync_the_daemon_and_an_http_watch_work_over_https_through_the_proxy() {
         "no PUT reached the emulator: {}",
         text(&out)
     );
-    let mut daemon = with_env(agent(&home, &["--config", &config, "daemon"]))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("daemon");
+    let mut daemon = Daemon::on(&home)
+        .env_remove(INHERITED)
+        .arg("--state-dir")
+        .arg(home.state_dir())
+        .config(&config)
+        .env("EMULATOR_KEY", emulator.api_key())
+        .env("HTTPS_PROXY", proxy.url())
+        .text_log()
+        .both_outputs()
+        .start();
     let pinged = crate::util::wait_until(
         std::time::Duration::from_secs(20),
         std::time::Duration::from_millis(100),
         || !emulator.pings().is_empty(),
     );
-    daemon.kill().expect("kill");
-    let out = daemon.wait_with_output().expect("output");
+    daemon.signal(nix::sys::signal::Signal::SIGKILL);
+    daemon.exit_within(std::time::Duration::from_secs(10));
     assert!(
         pinged,
         "the daemon never pinged over https:\n{}",
-        text(&out)
+        daemon.text()
     );
     let connects: Vec<String> = proxy
         .requests()

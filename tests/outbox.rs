@@ -11,6 +11,7 @@ use heartbeat_agent::ping::{Budget, Ping, PingMethod};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
+use crate::util::daemon::{Daemon, Launch};
 use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::{self, Home};
 
@@ -45,6 +46,16 @@ impl Env {
         cmd
     }
 
+    /// The daemon on `config`, with this state directory and the default (text) log, which the
+    /// outbox tests search for what a person reads and for leaked tokens.
+    fn daemon(&self, config: &Path) -> Launch<'_> {
+        Daemon::on(&self.home)
+            .arg("--state-dir")
+            .arg(self.state())
+            .config(config)
+            .text_log()
+    }
+
     fn output(&self, args: &[&str]) -> Output {
         let out = self.cmd(args).output().expect("run the agent");
         assert_no_secret(&out);
@@ -76,7 +87,11 @@ fn text(out: &Output) -> String {
 }
 
 fn assert_no_secret(out: &Output) {
-    let all = text(out);
+    assert_no_secret_in(&text(out));
+}
+
+/// [`assert_no_secret`] for a daemon's log.
+fn assert_no_secret_in(all: &str) {
     assert!(!all.contains(SECRET), "a token was printed:\n{all}");
 }
 
@@ -246,12 +261,7 @@ fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {
     // An external job only: the daemon runs nothing itself, so every ping is the drainer's.
     let config = env.write_config("[[jobs]]\nname = \"elsewhere\"\nschedule = \"@daily\"\n");
     let started = Instant::now();
-    let daemon = env
-        .cmd(&["--config", config.to_str().expect("utf8"), "daemon"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the daemon");
+    let mut daemon = env.daemon(&config).start();
     // Delivered means acknowledged by the host and removed from the outbox (an entry whose
     // request is still in flight at SIGTERM is put back, to be sent again: correct, but not
     // what this test measures).
@@ -261,14 +271,10 @@ fn daemon_started_after_the_outage_delivers_all_pending_within_five_seconds() {
         tokens.iter().all(|t| host.count(t) > 0) && outbox.stats().delivered >= 3
     });
     let elapsed = started.elapsed();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(daemon.id()).expect("pid")),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM the daemon");
-    let out = daemon.wait_with_output().expect("daemon exits");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_no_secret(&out);
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = daemon.exit_within(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", daemon.text());
+    assert_no_secret_in(&daemon.text());
     for token in &tokens {
         assert_eq!(
             host.count(token),
@@ -324,7 +330,9 @@ fn kill_9_of_the_daemon_while_delivering_loses_nothing() {
 
 /// 200 cycles: store 3 pings, start `args` (a process that delivers them), kill -9 it after a
 /// random 0..`window_ms`, then deliver the rest in-process. Nothing is lost; a target is sent
-/// twice only when its entry was claimed (in flight) at the kill.
+/// twice only when its entry was claimed (in flight) at the kill. The process is started here
+/// as it is, not through [`Daemon`]: the same cycle kills `outbox flush` and the daemon alike,
+/// and reads neither's output (it goes to `/dev/null`, so 200 starts cost no reader threads).
 fn kill_9_cycles(env: &Env, args: &[&str], window_ms: u64) {
     let host = PingHost::start(Behaviour::Slow(5));
     let outbox = env.outbox();

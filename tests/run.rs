@@ -14,7 +14,7 @@ mod retries;
 mod signals;
 mod start_fail;
 mod terminal;
-use crate::util::http::{refused_url, Mode, Server};
+use crate::util::http::{refused_url, FakeServer, Mode};
 
 const TOKEN: &str = "tok-9f8e7d6c5b4a";
 
@@ -81,14 +81,14 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn ping_url(server: &Server) -> String {
+fn ping_url(server: &FakeServer) -> String {
     server.url(&format!("/{TOKEN}"))
 }
 
 #[test]
 fn success_pings_exactly_once_with_agent_headers() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let url = ping_url(&server);
     let out = output(env.run(&["--ping-url", &url, "--source", "web-7", "--", "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -96,7 +96,7 @@ fn success_pings_exactly_once_with_agent_headers() {
     assert_eq!(requests.len(), 1, "{requests:?}");
     let ping = &requests[0];
     assert_eq!(
-        (ping.method.as_str(), ping.path.as_str()),
+        (ping.method.as_str(), ping.target.as_str()),
         ("GET", &*format!("/{TOKEN}"))
     );
     let version = env!("CARGO_PKG_VERSION");
@@ -115,7 +115,7 @@ fn success_pings_exactly_once_with_agent_headers() {
 #[test]
 fn origin_defaults_to_the_host_name_and_post_is_available() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(204));
+    let server = FakeServer::start(Mode::Status(204));
     let url = ping_url(&server);
     let out = output(env.run(&["--ping-url", &url, "--ping-method", "post", "--", "true"]));
     assert_eq!(out.status.code(), Some(0));
@@ -130,7 +130,7 @@ fn origin_defaults_to_the_host_name_and_post_is_available() {
 #[test]
 fn failing_command_is_not_pinged_and_its_status_passes_through() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let url = ping_url(&server);
     let out = output(env.run(&["--ping-url", &url, "--", "sh", "-c", "exit 3"]));
     assert_eq!(out.status.code(), Some(3));
@@ -140,7 +140,7 @@ fn failing_command_is_not_pinged_and_its_status_passes_through() {
 #[test]
 fn success_codes_count_as_success() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let url = ping_url(&server);
     let args = [
         "--ping-url",
@@ -160,7 +160,7 @@ fn success_codes_count_as_success() {
 #[test]
 fn fail_and_start_urls_are_pinged_when_given() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let (ok, fail, start) = (server.url("/ok"), server.url("/fail"), server.url("/start"));
     let common = [
         "--ping-url",
@@ -174,14 +174,14 @@ fn fail_and_start_urls_are_pinged_when_given() {
     assert_eq!(out.status.code(), Some(1));
     let out = output(env.run(&[&common[..], &["--", "true"]].concat()));
     assert_eq!(out.status.code(), Some(0));
-    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    let paths: Vec<String> = server.requests().into_iter().map(|r| r.target).collect();
     assert_eq!(paths, ["/start", "/fail", "/start", "/ok"]);
 }
 
 #[test]
 fn killed_by_signal_is_128_plus_n() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let url = ping_url(&server);
     let out = output(env.run(&["--ping-url", &url, "--", "sh", "-c", "kill -9 $$"]));
     assert_eq!(out.status.code(), Some(137));
@@ -227,7 +227,7 @@ fn group_alive(pgid: i32) -> bool {
 #[test]
 fn timeout_ends_the_whole_group_without_a_ping() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let url = ping_url(&server);
     let script = "echo $$ > pgid; sleep 300 & sleep 300";
     let started = Instant::now();
@@ -334,7 +334,7 @@ fn assert_ran_and_warned(out: &Output, elapsed: Duration, budget: Duration) {
 #[test]
 fn ping_server_answering_500_is_retried_and_does_not_change_the_status() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(500));
+    let server = FakeServer::start(Mode::Status(500));
     let (out, elapsed) = run_with_ping(&env, &ping_url(&server), "2s");
     assert_ran_and_warned(&out, elapsed, Duration::from_secs(2));
     assert_eq!(server.requests().len(), 3, "three attempts");
@@ -343,7 +343,7 @@ fn ping_server_answering_500_is_retried_and_does_not_change_the_status() {
 #[test]
 fn hanging_ping_server_is_given_up_within_the_budget() {
     let env = Env::new();
-    let server = Server::start(Mode::Hang);
+    let server = FakeServer::start(Mode::Hang);
     let (out, elapsed) = run_with_ping(&env, &ping_url(&server), "1500ms");
     assert_ran_and_warned(&out, elapsed, Duration::from_millis(1500));
     assert!(
@@ -363,7 +363,7 @@ fn refused_ping_is_a_warning_only() {
 #[test]
 fn rejected_ping_is_not_retried() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(404));
+    let server = FakeServer::start(Mode::Status(404));
     let out = output(env.run(&["--ping-url", &ping_url(&server), "--", "true"]));
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(server.requests().len(), 1);
@@ -439,7 +439,7 @@ fn stdin_reaches_the_command() {
 #[test]
 fn child_environment_loses_the_agent_secrets() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let mut cmd = env.run(&["--job", "nightly", "--", "env"]);
     cmd.env("HEARTBEAT_AGENT_API_KEY", "sk-secret-1")
         .env("HEARTBEAT_AGENT_PING_URL", ping_url(&server))
@@ -479,7 +479,7 @@ fn invalid_env_ping_url_is_a_warning_only() {
 #[test]
 fn debug_logs_never_show_the_token() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(503));
+    let server = FakeServer::start(Mode::Status(503));
     let url = ping_url(&server);
     let out = output(env.run(&[
         "--log-level",

@@ -5,13 +5,14 @@
 //! API key or a ping token.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures, Listener};
 use heartbeat_agent::status::client::{Answer, Endpoint};
 use serde_json::{json, Value};
 
+use crate::util::daemon::Daemon;
 use crate::util::{self, emulator::Background, Home};
 
 mod local_users;
@@ -74,68 +75,27 @@ impl StatusHome for Home {
     }
 
     fn daemon(&self, key: &str) -> Daemon {
-        Daemon::start(self, key, &[], &self.endpoint())
+        start_daemon(self, key, &[], &self.endpoint())
     }
 }
 
 const SECOND: Duration = Duration::from_secs(1);
 
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// Starts the daemon on `home`'s config through `wrapper` (a program and its arguments,
-    /// or nothing) and waits until `endpoint` answers.
-    fn start(home: &Home, key: &str, wrapper: &[&str], endpoint: &Endpoint) -> Daemon {
-        let log = std::fs::File::create(home.path("daemon.log")).expect("log file");
-        let mut command = if wrapper.is_empty() {
-            home.agent()
-        } else {
-            home.agent_via(wrapper)
-        };
-        let child = command
-            .args(["daemon", "--log-format", "json", "--config"])
-            .arg(home.config_path())
-            .env("EMULATOR_KEY", key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start the daemon");
-        let daemon = Daemon {
-            child,
-            log: home.path("daemon.log"),
-        };
-        daemon.until("the endpoint answers", Duration::from_secs(10), || {
-            endpoint
-                .request("GET", "/healthz", None, SECOND)
-                .ok()
-                .map(|_| ())
-        });
-        daemon
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Polls `probe` until it gives a value, failing with the log after `timeout`.
-    fn until<T>(&self, what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-        let every = Duration::from_millis(50);
-        util::eventually_every(every, timeout, what, || {
-            probe().ok_or_else(|| format!("log:\n{}", self.log()))
-        })
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
+/// Starts the daemon on `home`'s config through `wrapper` (a program and its arguments, or
+/// nothing), stopped with SIGTERM when dropped, and waits until `endpoint` answers.
+fn start_daemon(home: &Home, key: &str, wrapper: &[&str], endpoint: &Endpoint) -> Daemon {
+    let daemon = Daemon::on(home)
+        .via(wrapper)
+        .env("EMULATOR_KEY", key)
+        .terminate_on_drop()
+        .start();
+    daemon.until("the endpoint answers", Duration::from_secs(10), || {
+        endpoint
+            .request("GET", "/healthz", None, SECOND)
+            .ok()
+            .map(|_| ())
+    });
+    daemon
 }
 
 /// The `[status]` keys of a home whose endpoint listens on its socket and needs [`TOKEN`] to
@@ -492,10 +452,10 @@ fn free_port() -> u16 {
 }
 
 /// The daemon on `home`'s config, whose `[status]` listens on 127.0.0.1:`port` (see
-/// [`Daemon::start`]).
+/// [`start_daemon`]).
 fn tcp_daemon(home: &Home, port: u16, key: &str, wrapper: &[&str]) -> Daemon {
     let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).expect("url");
-    Daemon::start(home, key, wrapper, &endpoint)
+    start_daemon(home, key, wrapper, &endpoint)
 }
 
 /// `GET /v1/check-statuses` requests the emulator received: one per remote view fetched.
@@ -760,7 +720,7 @@ fn refused_certificates_are_counted_by_host_and_explained_once() {
         );
         refused.is_some_and(|n| n >= 2.0).then_some(())
     });
-    let log = daemon.log();
+    let log = daemon.text();
     assert_eq!(log.matches("UnknownIssuer").count(), 1, "{log}");
     assert!(log.contains("SSL_CERT_FILE"), "{log}");
     assert!(

@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests: the agent binary in a temporary home ([`Home`]),
 //! waiting for something that happens in another process or thread ([`eventually`] and its
 //! variants), receiving what a test server or reader hands over a channel ([`Inbox`],
-//! [`receive_until`]), a loopback HTTP server ([`http`]), a ping host ([`outbox`]), the
+//! [`receive_until`]), the daemon with its log handed over a channel ([`daemon`]), the fake
+//! HTTP server that records every request ([`http`]), a ping host view of it ([`outbox`]), the
 //! emulator ([`emulator`]) and a real etcd cluster ([`etcd`]).
 
 #![allow(dead_code)]
@@ -13,6 +14,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub mod daemon;
 pub mod emulator;
 pub mod etcd;
 pub mod http;

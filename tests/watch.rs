@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use heartbeat_agent::config::{Amount, WatchSpec};
 use heartbeat_agent::watch::{Probe, Probes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+use crate::util::http::{FakeServer, Mode};
 
 fn unique(prefix: &str) -> String {
     format!("{prefix}{:08x}", rand::random::<u32>())
@@ -235,32 +236,11 @@ async fn tcp_open_and_closed_port() {
     );
 }
 
-/// A one-request-per-connection HTTP server answering `status`, or never answering if `None`.
-async fn http_server(status: Option<u16>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buffer = vec![0u8; 4096];
-                let _ = stream.read(&mut buffer).await;
-                match status {
-                    Some(code) => {
-                        let answer = format!(
-                            "HTTP/1.1 {code} Whatever\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                        );
-                        let _ = stream.write_all(answer.as_bytes()).await;
-                    }
-                    // Hold the connection open without a word until the test ends.
-                    None => tokio::time::sleep(Duration::from_secs(60)).await,
-                }
-            });
-        }
-    });
-    format!("http://{address}/secret-token-123?key=hidden")
+/// A fake HTTP server answering in `mode`, and a URL on it holding secrets to redact.
+fn http_server(mode: Mode) -> (FakeServer, String) {
+    let server = FakeServer::start(mode);
+    let url = server.url("/secret-token-123?key=hidden");
+    (server, url)
 }
 
 fn http_spec(url: &str, expect_status: u16, timeout: Duration) -> WatchSpec {
@@ -283,13 +263,13 @@ fn assert_redacted(probe: &Probe) {
 #[tokio::test]
 async fn http_expected_status_mismatch_and_timeout() {
     let five = Duration::from_secs(5);
-    let ok_url = http_server(Some(200)).await;
+    let (_ok, ok_url) = http_server(Mode::Status(200));
     let ok = probe(http_spec(&ok_url, 200, five)).await;
     assert!(ok.healthy, "{ok:?}");
     assert!(ok.reason.contains(": answered 200 in "), "{ok:?}");
     assert_redacted(&ok);
 
-    let down_url = http_server(Some(503)).await;
+    let (_down, down_url) = http_server(Mode::Status(503));
     let down = probe(http_spec(&down_url, 200, five)).await;
     assert!(!down.healthy, "{down:?}");
     assert!(down.reason.ends_with(", expected 200"), "{down:?}");
@@ -305,7 +285,7 @@ async fn http_expected_status_mismatch_and_timeout() {
     assert!(!mismatch.healthy);
     assert!(mismatch.reason.ends_with("expected 204"), "{mismatch:?}");
 
-    let silent_url = http_server(None).await;
+    let (_silent, silent_url) = http_server(Mode::Hang);
     let started = std::time::Instant::now();
     let silent = probe(http_spec(&silent_url, 200, Duration::from_millis(300))).await;
     assert!(!silent.healthy, "{silent:?}");

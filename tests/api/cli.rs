@@ -5,16 +5,17 @@ use std::process::{Output, Stdio};
 
 use serde_json::{json, Value};
 
-use super::server::{error_reply, Server};
+use super::replies::{authorization, error_reply};
 use super::{canned, json_page, ACCOUNT, KEY};
+use crate::util::http::{refused_url, FakeServer};
 use crate::util::Home;
 
 /// Runs `heartbeat-agent --base-url <server> api ARGS` with the key and account in the
 /// environment and no config file; `stdin` is written to the child's stdin.
-fn api(server: &Server, args: &[&str], stdin: &str) -> Output {
+fn api(server: &FakeServer, args: &[&str], stdin: &str) -> Output {
     let home = Home::new();
     let mut cmd = home.agent();
-    cmd.args(["--base-url", &server.base_url, "api"])
+    cmd.args(["--base-url", &server.url(""), "api"])
         .args(args)
         .env("HEARTBEAT_AGENT_API_KEY", KEY)
         .env("HEARTBEAT_AGENT_ACCOUNT", ACCOUNT)
@@ -47,7 +48,7 @@ fn stderr(output: &Output) -> String {
 
 #[test]
 fn check_statuses_prints_compact_json_and_exits_0() {
-    let server = Server::start(|request, _| canned(request));
+    let server = FakeServer::scripted(|request, _| canned(request));
     let output = api(&server, &["check-statuses"], "");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
@@ -59,14 +60,17 @@ fn check_statuses_prints_compact_json_and_exits_0() {
     let answer = stdout_json(&output);
     assert_eq!(answer[0], Value::Null);
     assert_eq!(answer[1]["hasFailures"], true);
-    let seen = server.seen();
-    assert_eq!(seen[0].header("authorization"), format!("Bearer {KEY}"));
-    assert_eq!(seen[0].header("x-service-account"), ACCOUNT);
+    let seen = server.requests();
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(&*format!("Bearer {KEY}"))
+    );
+    assert_eq!(seen[0].header("x-service-account"), Some(ACCOUNT));
 }
 
 #[test]
 fn list_all_walks_every_page() {
-    let server = Server::start(|request, _| match request.query.as_str() {
+    let server = FakeServer::scripted(|request, _| match request.query() {
         "limit=2" => json_page(&[1, 2], Some("c2")),
         "limit=2&nextId=c2" => json_page(&[3, 4], Some("c4")),
         "limit=2&nextId=c4" => json_page(&[5], None),
@@ -93,7 +97,7 @@ fn list_all_walks_every_page() {
         .map(|e| e["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["svc-1", "svc-2", "svc-3", "svc-4", "svc-5"]);
-    assert_eq!(server.count(), 3);
+    assert_eq!(server.requests().len(), 3);
     // Without --all: one page, cursor shown.
     let output = api(
         &server,
@@ -105,9 +109,9 @@ fn list_all_walks_every_page() {
 
 #[test]
 fn an_api_error_goes_to_stderr_with_status_and_exits_1() {
-    let server = Server::start(|request, _| {
-        let echo = request.header("authorization").to_owned();
-        match request.path.as_str() {
+    let server = FakeServer::scripted(|request, _| {
+        let echo = authorization(request);
+        match request.path() {
             "/v1/check-groups/9" => error_reply(404, "Not Found", "Not Found", None),
             _ => error_reply(401, "Unauthorized", &format!("Bad Token {echo}"), None),
         }
@@ -131,7 +135,7 @@ fn an_api_error_goes_to_stderr_with_status_and_exits_1() {
 
 #[test]
 fn usage_errors_exit_2_with_a_message() {
-    let server = Server::start(|request, _| canned(request));
+    let server = FakeServer::scripted(|request, _| canned(request));
     for args in [
         &["check-group", "get", "seven"][..],
         &["status-page-services", "list", "--limit", "0"],
@@ -180,12 +184,16 @@ fn usage_errors_exit_2_with_a_message() {
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("cannot read the --body /nonexistent/b.json"));
-    assert_eq!(server.count(), 0, "nothing is sent on a usage error");
+    assert_eq!(
+        server.requests().len(),
+        0,
+        "nothing is sent on a usage error"
+    );
 }
 
 #[test]
 fn heartbeat_update_sends_the_body_from_stdin_and_the_query() {
-    let server = Server::start(|request, _| canned(request));
+    let server = FakeServer::scripted(|request, _| canned(request));
     let body = json!({"script": "", "name": "backup",
                       "heartbeat": {"period": 1, "periodUnit": "days",
                                     "grace": 2, "graceUnit": "hours"}});
@@ -222,15 +230,18 @@ fn heartbeat_update_sends_the_body_from_stdin_and_the_query() {
         stdout_json(&output)["heartbeat"]["pingUrl"],
         "http://ping.invalid/tok"
     );
-    let seen = server.seen();
+    let seen = server.requests();
     assert_eq!(seen[0].method, "PUT");
-    assert_eq!(seen[0].query, "autoAssignAlerts=false");
-    assert_eq!(serde_json::from_str::<Value>(&seen[0].body).unwrap(), body);
+    assert_eq!(seen[0].query(), "autoAssignAlerts=false");
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen[0].text()).unwrap(),
+        body
+    );
 }
 
 #[test]
 fn the_other_subcommands_reach_their_operations() {
-    let server = Server::start(|request, _| canned(request));
+    let server = FakeServer::scripted(|request, _| canned(request));
     let dir = tempfile::tempdir().unwrap();
     let group_body = dir.path().join("group.json");
     std::fs::write(
@@ -289,21 +300,21 @@ fn the_other_subcommands_reach_their_operations() {
             "{args:?}: {}",
             stderr(&output)
         );
-        let seen = &server.seen()[i];
-        assert_eq!(&format!("{} {}", seen.method, seen.path), target);
+        let seen = &server.requests()[i];
+        assert_eq!(&format!("{} {}", seen.method, seen.path()), target);
         if *target == "DELETE /v1/snippets/3" {
             assert!(output.stdout.is_empty());
         } else {
             stdout_json(&output);
         }
     }
-    let seen = server.seen();
+    let seen = server.requests();
     assert_eq!(
-        serde_json::from_str::<Value>(&seen[2].body).unwrap(),
+        serde_json::from_str::<Value>(&seen[2].text()).unwrap(),
         json!({"startsAt": "2026-07-01", "endsAt": "2026-07-02"})
     );
     assert_eq!(
-        serde_json::from_str::<Value>(&seen[5].body).unwrap(),
+        serde_json::from_str::<Value>(&seen[5].text()).unwrap(),
         json!({"name": "group", "retryStrategy": "FALLBACK"})
     );
 }
@@ -354,16 +365,12 @@ fn an_invalid_config_file_exits_78() {
 
 #[test]
 fn a_connection_failure_exits_1_without_the_key() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
     let home = Home::new();
     let output = home
         .agent()
         .args([
             "--base-url",
-            &format!("http://127.0.0.1:{port}"),
+            &refused_url(""),
             "api",
             "check-group",
             "get",

@@ -7,15 +7,12 @@
 //! a test with a config of its own writes it in [`Agent::home`] and calls [`Agent::spawn`].
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use heartbeat_agent::status::client::Endpoint;
-use nix::sys::signal::Signal;
 
+use crate::util::daemon::{Daemon, Log};
 use crate::util::emulator::{token_for, Background};
 use crate::util::Home;
 
@@ -60,11 +57,11 @@ pub struct Agent {
     /// Its config, state directory and status socket; removed when the agent is dropped.
     pub home: Home,
     /// The running daemon, `None` before [`Agent::spawn`] and after a stop.
-    child: Option<Child>,
+    daemon: Option<Daemon>,
     /// Every stderr line of every daemon started on this home, in order.
-    log: Arc<Mutex<Vec<String>>>,
-    /// The signal that stops it when dropped.
-    on_drop: Signal,
+    log: Log,
+    /// Whether it is stopped with SIGTERM (instead of SIGKILL) when dropped.
+    terminate_on_drop: bool,
 }
 
 impl Agent {
@@ -74,9 +71,9 @@ impl Agent {
         Agent {
             node: node.to_owned(),
             home: Home::new(),
-            child: None,
-            log: Arc::new(Mutex::new(Vec::new())),
-            on_drop: Signal::SIGKILL,
+            daemon: None,
+            log: Log::default(),
+            terminate_on_drop: false,
         }
     }
 
@@ -113,7 +110,10 @@ impl Agent {
 
     /// Stops it with SIGTERM (waiting for its shutdown) when dropped, instead of SIGKILL.
     pub fn terminate_on_drop(mut self) -> Agent {
-        self.on_drop = Signal::SIGTERM;
+        self.terminate_on_drop = true;
+        if let Some(daemon) = self.daemon.take() {
+            self.daemon = Some(daemon.terminate_on_drop());
+        }
         self
     }
 
@@ -125,32 +125,19 @@ impl Agent {
     /// Starts the daemon on the config in its home, with `env` added to its environment; also
     /// again after [`Agent::kill`] (its log goes on in the same buffer).
     pub fn spawn(&mut self, env: &[(String, String)]) {
-        assert!(self.child.is_none(), "agent {} already runs", self.node);
-        let mut child = self
-            .home
-            .agent()
+        assert!(self.daemon.is_none(), "agent {} already runs", self.node);
+        let mut launch = Daemon::on(&self.home)
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .args(["daemon", "--log-format", "json", "--config"])
-            .arg(self.home.config_path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start an agent");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let sink = Arc::clone(&self.log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().expect("log").push(line);
-            }
-        });
-        self.child = Some(child);
+            .log_into(&self.log);
+        if self.terminate_on_drop {
+            launch = launch.terminate_on_drop();
+        }
+        self.daemon = Some(launch.start());
     }
 
     /// Its log so far (JSON lines).
     pub fn log(&self) -> String {
-        self.log.lock().expect("log").join("\n")
+        self.log.text()
     }
 
     /// `method path` on its status endpoint (with the bearer `token`), answered within
@@ -174,15 +161,9 @@ impl Agent {
 
     /// The `message` of each of its JSON log lines so far, one per line.
     pub fn messages(&self) -> String {
-        let log = self.log.lock().expect("log");
-        let message = |line: &String| {
-            let value: serde_json::Value = serde_json::from_str(line).ok()?;
-            value["message"].as_str().map(str::to_owned)
-        };
-        log.iter()
-            .filter_map(message)
-            .collect::<Vec<_>>()
-            .join("\n")
+        let message = |line: serde_json::Value| line["message"].as_str().map(str::to_owned);
+        let messages: Vec<String> = self.log.json().into_iter().filter_map(message).collect();
+        messages.join("\n")
     }
 
     /// Its `GET /status` document, once the endpoint answers (panics after 10 s).
@@ -228,8 +209,7 @@ impl Agent {
 
     /// Whether it runs.
     pub fn alive(&mut self) -> bool {
-        let child = self.child.as_mut();
-        child.is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.daemon.as_mut().is_some_and(Daemon::alive)
     }
 
     /// SIGTERM, and waits for its shutdown; its log stays readable.
@@ -242,19 +222,14 @@ impl Agent {
 
     /// `kill -9`: SIGKILL, and reaped; [`Agent::spawn`] may start it again.
     pub fn kill(&mut self) {
-        let mut child = self.child.take().expect("a running agent to kill");
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reaped");
+        self.daemon.take().expect("a running agent to kill").kill();
     }
 }
 
 impl Drop for Agent {
+    /// The daemon stops before its home is removed.
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, self.on_drop);
-            let _ = child.wait();
-        }
+        drop(self.daemon.take());
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::agents::{out_dir, Agent, JobShape, Setup};
 use crate::util::emulator::Background;
 use crate::util::etcd::{EtcdCluster, Options};
-use crate::util::http::{refused_url, Mode, Server};
+use crate::util::http::{refused_url, FakeServer, Mode};
 
 /// Starts one agent with `cluster` lines, waits until its log holds `expected`, then checks the
 /// status names the same error, no job ran, and `secret` (if any) appears nowhere.
@@ -76,7 +76,7 @@ fn unreachable_endpoints_are_each_named() {
 
 #[test]
 fn an_endpoint_answering_garbage_is_named() {
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let url = server.url("");
     let url = url.trim_end_matches('/');
     let cluster = format!("endpoints = [\"{url}\"]\nname = \"bad\"");

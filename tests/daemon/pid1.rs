@@ -57,11 +57,11 @@ schedule = "*/1 * * * * *"
 shell = "sleep 0.1 & exit 3"
 "#,
     );
-    let cmd = home.agent_via(&["unshare", "--pid", "--fork", "--mount-proc"]);
-    let mut daemon = home.spawn(cmd, &[]);
+    let wrapper = ["unshare", "--pid", "--fork", "--mount-proc"];
+    let mut daemon = Daemon::on(&home).via(&wrapper).start();
     let started = daemon.wait_for(1, 5 * SECOND, |l| message(l) == "daemon started");
     assert_eq!(started[0]["pid"], 1, "{}", started[0]);
-    let host_pid = child_of(daemon.child.id());
+    let host_pid = child_of(daemon.pid());
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "orphans"));
     let failed = daemon.wait_for(3, 6 * SECOND, |l| is(l, "job failed", "status"));
     for line in &failed {
@@ -91,5 +91,5 @@ shell = "sleep 0.1 & exit 3"
     )
     .expect("kill");
     let status = daemon.wait_exit(5 * SECOND).and_then(|s| s.code());
-    assert_eq!(status, Some(0), "{}", daemon.dump());
+    assert_eq!(status, Some(0), "{}", daemon.text());
 }

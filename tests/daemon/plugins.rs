@@ -6,7 +6,7 @@ use super::*;
 #[test]
 fn undelivered_ping_is_kept_and_drained_later() {
     let home = Home::new();
-    let server = Server::start(Mode::Status(503));
+    let server = FakeServer::start(Mode::Status(503));
     home.write_jobs(&format!(
         r#"
 [[jobs]]
@@ -52,7 +52,7 @@ fn sync_learns_the_check_ping_url_and_runs_ping_it() {
     // Sync PUTs the definition, learns the ping URL; the next runs ping the check.
     util::eventually(8 * SECOND, "a ping to reach the check", || {
         if emulator.pings().is_empty() {
-            Err(format!("no ping; log:\n{}", daemon.dump()))
+            Err(format!("no ping; log:\n{}", daemon.text()))
         } else {
             Ok(())
         }
@@ -118,7 +118,7 @@ fn a_reload_binding_the_first_check_starts_sync() {
         "a ping to reach the check after the reload",
         || {
             if emulator.pings().is_empty() {
-                Err(format!("no ping; log:\n{}", daemon.dump()))
+                Err(format!("no ping; log:\n{}", daemon.text()))
             } else {
                 Ok(())
             }

@@ -9,7 +9,13 @@ const SECOND: Duration = Duration::from_secs(1);
 /// Writes job `name` (`@reboot`: it runs once at start) running a counter script that always
 /// fails, then `tail` (shell), with the job's `settings` and a ping to `server`; returns the
 /// counter file.
-fn failing_job(home: &Home, server: &Server, name: &str, tail: &str, settings: &str) -> PathBuf {
+fn failing_job(
+    home: &Home,
+    server: &FakeServer,
+    name: &str,
+    tail: &str,
+    settings: &str,
+) -> PathBuf {
     let counter = home.path("counter");
     home.write_jobs(&format!(
         "[[jobs]]\nname = \"{name}\"\nschedule = \"@reboot\"\nshell = \"{}; {tail}\"\n\
@@ -41,14 +47,14 @@ fn sigterm_while_waiting_for_a_retry_ends_the_run_at_once() {
     let asked = Instant::now();
     daemon.signal(Signal::SIGTERM);
     let status = daemon.wait_exit(5 * SECOND);
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", daemon.dump());
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", daemon.text());
     // Far sooner than the 15 s to 30 s wait.
     assert!(asked.elapsed() < 3 * SECOND, "{:?}", asked.elapsed());
     assert_eq!(
         daemon.count(|l| is(l, "no further attempt: the daemon is stopping", "flaky")),
         1,
         "{}",
-        daemon.dump()
+        daemon.text()
     );
     assert_eq!(runs_counted(&counter), 1);
     assert_eq!(hits(&server, "/flaky"), 0, "a failed run is not pinged");

@@ -34,7 +34,7 @@ ping_url = "{bad}"
     let logs = daemon.stop();
     assert_eq!(hits(&server, "/bad"), 0, "a failed run must not ping");
     // Each success ping carries the agent's headers.
-    let ping = server.requests().into_iter().find(|r| r.path == "/good");
+    let ping = server.requests().into_iter().find(|r| r.target == "/good");
     let ping = ping.expect("a ping");
     assert!(ping
         .header("user-agent")
@@ -67,7 +67,7 @@ command = ["sleep", "2"]
     assert_eq!(skipped[0]["skipped"], true);
     // Only one run was started while the first was running.
     let started = daemon.count(|l| is(l, "job started", "slow"));
-    assert_eq!(started, 1, "{}", daemon.dump());
+    assert_eq!(started, 1, "{}", daemon.text());
     daemon.stop();
 }
 
@@ -157,7 +157,7 @@ shell = "env"
     ]);
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "env"));
     let lines: Vec<String> = daemon
-        .logs()
+        .lines()
         .iter()
         .filter(|l| is(l, "output", "env"))
         .filter_map(|l| l["line"].as_str().map(str::to_owned))
@@ -198,7 +198,7 @@ user = "nobody"
     let daemon = home.start();
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "who"));
     let ids: Vec<String> = daemon
-        .logs()
+        .lines()
         .iter()
         .filter(|l| is(l, "output", "who"))
         .filter_map(|l| l["line"].as_str().map(str::to_owned))
@@ -226,7 +226,7 @@ overlap = "queue"
     assert!(
         daemon.count(|l| is(l, "run queued", "queued")) >= 1,
         "{}",
-        daemon.dump()
+        daemon.text()
     );
     assert_eq!(daemon.count(|l| is(l, "run skipped", "queued")), 0);
     // The waiting run started as soon as the first ended, not at a later fire time.
@@ -237,7 +237,7 @@ overlap = "queue"
     assert!(
         gap.num_milliseconds().abs() < 300,
         "{gap}: {}",
-        daemon.dump()
+        daemon.text()
     );
     assert!(
         started[1]["delay_ms"].as_f64().is_some_and(|d| d > 200.0),
@@ -280,9 +280,9 @@ shell = "cat /proc/self/stat > {}"
 "#,
         out.display()
     ));
-    let daemon = home.spawn(home.agent_via(&["nice", "-n", "-5"]), &[]);
+    let daemon = Daemon::on(&home).via(&["nice", "-n", "-5"]).start();
     daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "probe"));
-    let pid = daemon.child.id();
+    let pid = daemon.pid();
     let mut threads = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("daemon threads") {
         let stat = std::fs::read_to_string(task.expect("task").path().join("stat"));

@@ -54,7 +54,7 @@ fn sighup_with_an_invalid_config_keeps_the_old_one() {
     daemon.signal(Signal::SIGHUP);
     daemon.wait_for(1, 5 * SECOND, |l| message(l).starts_with("reload failed"));
     let problems: Vec<String> = daemon
-        .logs()
+        .lines()
         .iter()
         .filter(|l| message(l) == "invalid configuration")
         .filter_map(|l| l["problem"].as_str().map(str::to_owned))
@@ -102,7 +102,7 @@ shell = "trap '' TERM; echo $$ > {stubborn}; sleep 30 & wait; sleep 30"
     daemon.signal(Signal::SIGTERM);
     let status = daemon.wait_exit(5 * SECOND).expect("the daemon exits");
     let took = asked.elapsed();
-    assert_eq!(status.code(), Some(0), "{}", daemon.dump());
+    assert_eq!(status.code(), Some(0), "{}", daemon.text());
     // shutdown_timeout is 2s: the stubborn job needed SIGKILL after it.
     assert!(
         took >= Duration::from_millis(1900) && took < 4 * SECOND,
@@ -237,7 +237,7 @@ fn a_configmap_update_reloads_without_a_signal_and_an_invalid_one_is_kept_out() 
         .as_str()
         .is_some_and(|c| c.ends_with("config.toml")));
     assert!(daemon
-        .logs()
+        .lines()
         .iter()
         .any(|l| message(l) == "invalid configuration"
             && l["problem"]
@@ -252,6 +252,6 @@ fn a_configmap_update_reloads_without_a_signal_and_an_invalid_one_is_kept_out() 
     std::fs::write(home.root().join("..data/config.toml"), &broken).expect("same bytes");
     std::thread::sleep(SECOND);
     let reloads = daemon.count(|l| message(l) == "reloading the configuration");
-    assert_eq!(reloads, 2, "{}", daemon.dump());
+    assert_eq!(reloads, 2, "{}", daemon.text());
     daemon.stop();
 }

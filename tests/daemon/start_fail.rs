@@ -55,7 +55,7 @@ output_tail = 20
     let requests = second.requests();
     let fail = requests
         .iter()
-        .find(|r| r.path.starts_with(&format!("/{TOKEN}/bad/fail")))
+        .find(|r| r.target.starts_with(&format!("/{TOKEN}/bad/fail")))
         .expect("a fail ping");
     assert_eq!(fail.method, "POST");
     // The last 20 bytes of the output.
@@ -64,9 +64,10 @@ output_tail = 20
         "ond-to-last\nthe-end\n"
     );
     assert!(
-        requests.iter().all(
-            |r| !r.path.contains("/good/4") && !r.path.starts_with(&format!("/{TOKEN}/good/0"))
-        ),
+        requests
+            .iter()
+            .all(|r| !r.target.contains("/good/4")
+                && !r.target.starts_with(&format!("/{TOKEN}/good/0"))),
         "a good run sends no fail ping"
     );
     assert!(hits(&second, &format!("/{TOKEN}/bad/start")) >= 2);

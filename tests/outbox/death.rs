@@ -4,17 +4,18 @@
 //! lost, exactly one delivery when the host never answered, at most one (counted) duplicate
 //! when the host may have received it.
 
-use std::process::{Child, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rand::Rng;
 
+use crate::util::daemon::Daemon;
 use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::{self, wait_exit};
 
-use super::{assert_no_secret, text, token, Env};
+use super::{assert_no_secret_in, text, token, Env};
 
 /// How the death comes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,19 +76,42 @@ fn wait_mid_ping(env: &Env, host: &PingHost, path: &str, behaviour: Behaviour) {
 /// Kills (or stops) `child` and waits for it; for SIGTERM, checks it exits within `prompt`
 /// with status 0 and says the ping was kept.
 fn die(mut child: Child, death: Death, prompt: Duration) {
-    let pid = Pid::from_raw(child.id() as i32);
+    judge_death(child.id(), death, prompt, |limit| {
+        let status = wait_exit(&mut child, limit).expect("it ends at once");
+        let out = child.wait_with_output().expect("output");
+        (status, text(&out))
+    });
+}
+
+/// [`die`] for a daemon, whose log holds its stdout and stderr.
+fn die_daemon(mut daemon: Daemon, death: Death, prompt: Duration) {
+    judge_death(daemon.pid(), death, prompt, |limit| {
+        let status = daemon.wait_exit(limit).expect("it ends at once");
+        (status, daemon.text())
+    });
+}
+
+/// Sends process `pid` the signal of `death`, then `wait`s for it (given how long it may
+/// take): its exit status and everything it wrote. No output holds a token; after SIGTERM it
+/// exited within `prompt`, with status 0, saying the ping was kept.
+fn judge_death(
+    pid: u32,
+    death: Death,
+    prompt: Duration,
+    wait: impl FnOnce(Duration) -> (ExitStatus, String),
+) {
+    let pid = Pid::from_raw(pid as i32);
     let sent = Instant::now();
     match death {
         Death::Kill => kill(pid, Signal::SIGKILL).expect("SIGKILL"),
         Death::Term => kill(pid, Signal::SIGTERM).expect("SIGTERM"),
     }
-    let status = wait_exit(&mut child, prompt * 2).expect("it ends at once");
-    let out = child.wait_with_output().expect("output");
-    assert_no_secret(&out);
+    let (status, out) = wait(prompt * 2);
+    assert_no_secret_in(&out);
     if death == Death::Term {
         assert!(sent.elapsed() < prompt, "SIGTERM took {:?}", sent.elapsed());
-        assert_eq!(status.code(), Some(0), "{}", text(&out));
-        assert!(text(&out).contains("kept in the outbox"), "{}", text(&out));
+        assert_eq!(status.code(), Some(0), "{out}");
+        assert!(out.contains("kept in the outbox"), "{out}");
     }
 }
 
@@ -195,20 +219,14 @@ fn daemon_dies_mid_ping(death: Death) {
              ping_url = \"{}\"\n",
             host.url(&path)
         ));
-        let config = config.to_str().expect("utf8").to_owned();
-        let child = env
-            .cmd(&["--config", &config, "daemon"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the daemon");
+        let daemon = env.daemon(&config).both_outputs().start();
         let fires = rand::thread_rng().gen_range(1..4);
         let heard = host.wait_until(Duration::from_secs(15), |paths| {
             paths.iter().filter(|p| *p == &path).count() >= fires
         });
         assert!(heard, "cycle {cycle}: the daemon never pinged");
         std::thread::sleep(Duration::from_millis(rand::thread_rng().gen_range(0..500)));
-        die(child, death, Duration::from_secs(5));
+        die_daemon(daemon, death, Duration::from_secs(5));
         let heard_before = host.count(&path);
         host.set(Behaviour::Status(200));
         flush(&env);
@@ -243,16 +261,9 @@ fn a_stale_success_is_dropped_and_counted() {
          ping_url = \"{}\"\n",
         host.url(&path)
     ));
-    let config = config.to_str().expect("utf8").to_owned();
-    let mut child = env
-        .cmd(&["--config", &config, "daemon"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the daemon");
+    let daemon = env.daemon(&config).start();
     assert!(host.wait_until(Duration::from_secs(15), |paths| paths.contains(&path)));
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reap");
+    daemon.kill();
     std::thread::sleep(Duration::from_millis(1500));
     let heard_before = host.count(&path);
     host.set(Behaviour::Status(200));

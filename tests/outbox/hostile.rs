@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use heartbeat_agent::ping::outbox::PingContext;
 
+use crate::util::daemon::Daemon;
 use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::{self, wait_exit};
 
@@ -163,26 +164,19 @@ fn a_thousand_pending_pings_cost_an_idle_daemon_next_to_nothing() {
     }
     eprintln!("1000 entries stored in {:?}", started.elapsed());
     let config = env.write_config("[[jobs]]\nname = \"elsewhere\"\nschedule = \"@daily\"\n");
-    let config = config.to_str().expect("utf8").to_owned();
-    let mut daemon = env
-        .home
-        .agent()
+    let daemon = Daemon::on(&env.home)
         .arg("--state-dir")
         .arg(state.path())
-        .args(["--config", &config, "daemon"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("daemon");
+        .config(&config)
+        .text_log()
+        .start();
     // The first look reads every entry once; then the daemon idles.
     std::thread::sleep(Duration::from_secs(2));
-    let before = cpu_seconds(daemon.id());
+    let before = cpu_seconds(daemon.pid());
     let window = Duration::from_secs(5);
     std::thread::sleep(window);
-    let used = cpu_seconds(daemon.id()) - before;
-    daemon.kill().expect("kill");
-    daemon.wait().expect("reap");
+    let used = cpu_seconds(daemon.pid()) - before;
+    daemon.kill();
     eprintln!("idle daemon with 1000 pending pings: {used:.2} CPU s in {window:?}");
     // Before: 77 % of a core (3.9 s in 5 s). A tenth of that would still be far too much;
     // the bound leaves room for a loaded test machine.

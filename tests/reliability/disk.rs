@@ -9,8 +9,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use heartbeat_agent::status::client::Endpoint;
+use nix::sys::signal::Signal;
 use serde_json::Value;
 
+use crate::util::daemon::Daemon;
 use crate::util::Home;
 
 /// A tmpfs mounted at a path, unmounted on drop.
@@ -79,16 +81,7 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
         );
     }
     std::fs::write(&config, text).expect("write the config");
-    let log = home.path("daemon.log");
-    let daemon = home
-        .agent()
-        .args(["--log-format", "json", "daemon", "--config"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("the log"))
-        .spawn()
-        .expect("spawn the daemon");
+    let mut daemon = Daemon::on(&home).config(&config).start();
     let started = Instant::now();
     let endpoint = Endpoint::Unix(socket);
     let get = |path: &str| {
@@ -102,7 +95,7 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "/status never counted the failures to persist: {counts}\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
+            daemon.text()
         );
         std::thread::sleep(Duration::from_millis(200));
         if let Some(body) = get("/status") {
@@ -124,10 +117,10 @@ fn with_state_dir_full_jobs_still_run_and_the_failure_to_persist_is_logged() {
             "{what}: /metrics {metric} < /status {in_doc}"
         );
     }
-    super::signal(daemon.id(), libc::SIGTERM);
-    let out = super::wait_bounded(daemon, Duration::from_secs(20));
-    let text = std::fs::read_to_string(&log).expect("the log");
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.exit_within(Duration::from_secs(20));
+    let text = daemon.text();
+    assert_eq!(status.code(), Some(0), "{text}");
     assert!(!text.contains("panicked"), "{text}");
     for job in ["a", "b"] {
         let runs = text

@@ -6,13 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures, Listener};
+use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
+use crate::util::daemon::Daemon;
 use crate::util::{self, emulator::Background, Home};
 
 const JOBS: [&str; 3] = ["fast-1", "fast-2", "fast-3"];
@@ -73,27 +74,19 @@ impl Rig {
         self.home.config_path()
     }
 
-    /// Starts the daemon with JSON logs to `log`.
-    pub fn daemon(&self, log: &str) -> Child {
-        let log = std::fs::File::create(self.home.path(log)).expect("the log file");
-        self.home
-            .agent()
-            .args(["--log-format", "json", "daemon", "--config"])
-            .arg(self.config())
+    /// Starts the daemon with its JSON log read into [`Daemon::log`].
+    pub fn daemon(&self) -> Daemon {
+        Daemon::on(&self.home)
             .env("EMULATOR_KEY", self.emulator.api_key())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn the daemon")
+            .start()
     }
 
-    pub fn log(&self, name: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.home.path(name))
-            .expect("the daemon's log")
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
+    /// Stops `daemon` with SIGTERM: it exits 0 within 20 s; returns its log's JSON lines.
+    pub fn stop(daemon: &mut Daemon) -> Vec<Value> {
+        daemon.signal(Signal::SIGTERM);
+        let status = daemon.exit_within(Duration::from_secs(20));
+        assert_eq!(status.code(), Some(0));
+        daemon.log().json()
     }
 
     /// `outbox list --json`.
@@ -198,7 +191,7 @@ fn busiest_minute(times: &[DateTime<Utc>]) -> usize {
 #[test]
 fn under_every_fault_jobs_run_on_time_successes_arrive_after_and_the_rate_limit_holds() {
     let rig = Rig::new("resync_interval = \"5s\"");
-    let daemon = rig.daemon("daemon.log");
+    let mut daemon = rig.daemon();
     std::thread::sleep(Duration::from_secs(3));
     let phase_secs = 4;
     for (name, faults) in phases() {
@@ -236,10 +229,7 @@ fn under_every_fault_jobs_run_on_time_successes_arrive_after_and_the_rate_limit_
         recovered.elapsed()
     );
     std::thread::sleep(Duration::from_secs(2));
-    super::signal(daemon.id(), libc::SIGTERM);
-    let out = super::wait_bounded(daemon, Duration::from_secs(20));
-    assert_eq!(out.status.code(), Some(0));
-    let log = rig.log("daemon.log");
+    let log = Rig::stop(&mut daemon);
     assert!(!log.iter().any(|e| e.to_string().contains("panicked")));
 
     let mut report = BTreeMap::new();
@@ -296,17 +286,14 @@ fn under_every_fault_jobs_run_on_time_successes_arrive_after_and_the_rate_limit_
 #[test]
 fn a_hanging_ping_host_does_not_make_the_next_runs_skip() {
     let rig = Rig::new("");
-    let daemon = rig.daemon("daemon.log");
+    let mut daemon = rig.daemon();
     std::thread::sleep(Duration::from_secs(2));
     let hang = rig
         .emulator
         .add_fault(fault(FaultKind::Hang, Listener::Ping));
     std::thread::sleep(Duration::from_secs(5));
     rig.emulator.remove_fault(hang);
-    super::signal(daemon.id(), libc::SIGTERM);
-    let out = super::wait_bounded(daemon, Duration::from_secs(20));
-    assert_eq!(out.status.code(), Some(0));
-    let log = rig.log("daemon.log");
+    let log = Rig::stop(&mut daemon);
     let skipped: Vec<&Value> = log.iter().filter(|e| e["skipped"] == true).collect();
     assert!(
         skipped.is_empty(),

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use heartbeat_agent::emulator::{Fault, FaultKind, Listener};
+use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
 
 use super::faults::{fires, Rig};
@@ -38,17 +39,18 @@ fn after_repeated_kill_9_nothing_acknowledged_is_lost_and_jobs_run_again() {
                 ..Fault::new(FaultKind::Status).listener(Listener::Api)
             })
         });
-        let daemon = rig.daemon(&format!("cycle-{cycle}.log"));
+        let mut daemon = rig.daemon();
         std::thread::sleep(Duration::from_millis(rng.gen_range(300..2_500)));
-        super::signal(daemon.id(), libc::SIGKILL);
-        let out = super::wait_bounded(daemon, Duration::from_secs(10));
-        assert_eq!(out.status.code(), None, "the daemon was killed by a signal");
+        daemon.signal(Signal::SIGKILL);
+        let status = daemon.exit_within(Duration::from_secs(10));
+        assert_eq!(status.code(), None, "the daemon was killed by a signal");
         rig.emulator.remove_fault(fault);
         if let Some(id) = api_fault {
             rig.emulator.remove_fault(id);
         }
-        queued_before_kill += rig
-            .log(&format!("cycle-{cycle}.log"))
+        queued_before_kill += daemon
+            .log()
+            .json()
             .iter()
             .filter(|e| {
                 e["message"]
@@ -64,7 +66,7 @@ fn after_repeated_kill_9_nothing_acknowledged_is_lost_and_jobs_run_again() {
         "no ping was ever pending: the test proves nothing"
     );
     let before = rig.emulator.pings().len();
-    let daemon = rig.daemon("final.log");
+    let mut daemon = rig.daemon();
     util::eventually_every(
         Duration::from_millis(250),
         Duration::from_secs(40),
@@ -79,9 +81,7 @@ fn after_repeated_kill_9_nothing_acknowledged_is_lost_and_jobs_run_again() {
         },
     );
     std::thread::sleep(Duration::from_secs(2));
-    super::signal(daemon.id(), libc::SIGTERM);
-    let out = super::wait_bounded(daemon, Duration::from_secs(20));
-    assert_eq!(out.status.code(), Some(0));
+    let log = Rig::stop(&mut daemon);
     let stats = rig.outbox()["stats"].clone();
     assert_eq!(stats["corrupt"], 0, "{stats}");
     let n = |key: &str| stats[key].as_u64().unwrap_or(0);
@@ -102,7 +102,6 @@ fn after_repeated_kill_9_nothing_acknowledged_is_lost_and_jobs_run_again() {
         accounted,
         "a queued ping is unaccounted for: {stats}"
     );
-    let log = rig.log("final.log");
     assert!(!log.iter().any(|e| e.to_string().contains("panicked")));
     for job in ["fast-1", "fast-2", "fast-3"] {
         let (fires, _) = fires(&log, job);

@@ -161,7 +161,10 @@ impl Scan {
         (out.status.code(), stdout, stderr)
     }
 
-    /// Runs the daemon for `secs`, then SIGTERM; returns its stderr.
+    /// Runs the daemon for `secs`, then SIGTERM; returns its stderr. Started here, not through
+    /// [`crate::util::daemon::Daemon`]: it runs in each log format (text, JSON, journald) through
+    /// the same [`Scan::command`] as every other command of the sweep, and its stdout, stderr
+    /// and journal entries are recorded apart, byte for byte, to be searched for secrets.
     fn daemon(&mut self, format: &str, secs: u64) -> String {
         let child = self
             .command(format)

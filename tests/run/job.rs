@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{output, stderr, Env, TOKEN};
-use crate::util::http::{Mode, Server};
+use crate::util::http::{FakeServer, Mode};
 
 fn write_config(env: &Env, jobs: &str) -> String {
     let path = env.path("config.toml");
@@ -15,7 +15,7 @@ fn write_config(env: &Env, jobs: &str) -> String {
 #[test]
 fn job_without_command_runs_its_configured_command_and_pings() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let marker = env.path("ran");
     let config = write_config(
         &env,
@@ -30,7 +30,7 @@ fn job_without_command_runs_its_configured_command_and_pings() {
     assert!(marker.exists(), "the configured command did not run");
     let pings = server.wait_for(1, Duration::from_secs(5));
     assert_eq!(pings.len(), 1);
-    assert_eq!(pings[0].path, format!("/{TOKEN}"));
+    assert_eq!(pings[0].target, format!("/{TOKEN}"));
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn shell_job_runs_through_its_shell_program_with_the_job_name_in_env() {
 #[test]
 fn job_success_exit_codes_decide_the_ping() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let config = write_config(
         &env,
         &format!(
@@ -84,7 +84,7 @@ fn job_timeout_from_the_config_applies() {
 #[test]
 fn unknown_job_is_a_warning_and_the_command_still_runs() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let config = write_config(
         &env,
         &format!(

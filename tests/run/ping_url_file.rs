@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::{output, ping_url, stderr, Env, TOKEN};
-use crate::util::http::{Mode, Server};
+use crate::util::http::{FakeServer, Mode};
 use crate::util::wait_exit;
 
 /// Writes `text` into `name` in the test's home with `mode`; returns its path as text.
@@ -25,7 +25,7 @@ const SAVE_PARENT_ARGV: &str = "tr '\\0' ' ' < /proc/$PPID/cmdline > argv";
 #[test]
 fn the_ping_url_file_keeps_the_token_out_of_the_process_list() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let file = url_file(&env, "ping-url", &format!("{}\n", ping_url(&server)), 0o600);
     let out = output(env.run(&["--ping-url-file", &file, "--", "sh", "-c", SAVE_PARENT_ARGV]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -38,7 +38,7 @@ fn the_ping_url_file_keeps_the_token_out_of_the_process_list() {
     );
     let pings = server.requests();
     assert_eq!(pings.len(), 1, "{pings:?}");
-    assert_eq!(pings[0].path, format!("/{TOKEN}"));
+    assert_eq!(pings[0].target, format!("/{TOKEN}"));
 
     // What the file avoids: --ping-url puts the token where everyone can read it.
     let url = ping_url(&server);
@@ -69,7 +69,7 @@ fn the_ping_url_file_keeps_the_token_out_of_the_process_list() {
 #[test]
 fn an_unusable_ping_url_file_is_a_warning_and_the_command_still_runs() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let fifo = env.path("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
     let large = format!("{}{}", ping_url(&server), "x".repeat(17_000));
@@ -126,7 +126,7 @@ fn an_unusable_ping_url_file_is_a_warning_and_the_command_still_runs() {
 #[test]
 fn a_ping_url_file_others_can_read_is_used_with_a_warning() {
     let env = Env::new();
-    let server = Server::start(Mode::Status(200));
+    let server = FakeServer::start(Mode::Status(200));
     let file = url_file(&env, "ping-url", &ping_url(&server), 0o644);
     let out = output(env.run(&["--ping-url-file", &file, "--", "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

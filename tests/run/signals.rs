@@ -67,7 +67,7 @@ fn every_signal_for_the_command_reaches_it_and_the_wrapper_stays() {
 fn a_signal_after_the_command_ended_does_not_stop_the_ping() {
     // The ping host answers only after a while; a SIGUSR1 meanwhile must not abandon the ping.
     let env = Env::new();
-    let server = Server::start(Mode::Slow(800));
+    let server = FakeServer::start(Mode::Slow(800));
     let url = ping_url(&server);
     let mut child = env.start(
         &["--ping-url", &url, "--", "sh", "-c", "echo done > done"],

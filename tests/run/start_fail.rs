@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::{output, stderr, Env, IGNORES_SIGTERM};
 use crate::util::emulator::Background;
-use crate::util::http::{refused_url, Mode, Server};
+use crate::util::http::{refused_url, FakeServer, Mode};
 
 /// The second service's token, in the start and fail URLs.
 const SECOND: &str = "second-service-TOKEN-5a5a";
@@ -25,7 +25,7 @@ fn seed() -> Background {
 
 /// Writes a config with job "backup" reporting its success to the emulator and its start and
 /// failure to `second`; returns its path.
-fn write_job(env: &Env, emulator: &Background, second: &Server, extra: &str) -> String {
+fn write_job(env: &Env, emulator: &Background, second: &FakeServer, extra: &str) -> String {
     let path = env.path("config.toml");
     std::fs::write(
         &path,
@@ -52,7 +52,7 @@ fn assert_no_token(out: &std::process::Output) {
 #[test]
 fn a_job_reports_start_and_failure_to_the_second_service_and_success_to_the_seed() {
     let env = Env::new();
-    let (emulator, second) = (seed(), Server::start(Mode::Status(200)));
+    let (emulator, second) = (seed(), FakeServer::start(Mode::Status(200)));
     let config = write_job(
         &env,
         &emulator,
@@ -88,7 +88,7 @@ fn a_job_reports_start_and_failure_to_the_second_service_and_success_to_the_seed
     assert!(stderr(&out).contains("on-stderr\n"), "{}", stderr(&out));
     assert_no_token(&out);
     let requests = second.wait_for(2, Duration::from_secs(5));
-    let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
+    let paths: Vec<&str> = requests.iter().map(|r| r.target.as_str()).collect();
     assert_eq!(paths, [format!("/{SECOND}/start"), format!("/{SECOND}/3")]);
     let fail = &requests[1];
     assert_eq!(fail.method, "POST");
@@ -119,7 +119,7 @@ fn a_job_reports_start_and_failure_to_the_second_service_and_success_to_the_seed
     let paths: Vec<String> = second
         .wait_for(1, Duration::from_secs(5))
         .into_iter()
-        .map(|r| r.path)
+        .map(|r| r.target)
         .collect();
     assert_eq!(paths, [format!("/{SECOND}/start")]);
     let seed_pings: Vec<String> = emulator.pings().into_iter().map(|r| r.path).collect();
@@ -132,7 +132,7 @@ fn a_job_reports_start_and_failure_to_the_second_service_and_success_to_the_seed
 #[test]
 fn the_exit_code_placeholder_carries_the_status_run_exits_with() {
     let env = Env::new();
-    let second = Server::start(Mode::Status(200));
+    let second = FakeServer::start(Mode::Status(200));
     let fail = second.url(&format!("/{SECOND}/{{exit_code}}"));
     let cases: [(&[&str], i32); 4] = [
         (&["--", "sh", "-c", "exit 7"], 7),
@@ -147,7 +147,7 @@ fn the_exit_code_placeholder_carries_the_status_run_exits_with() {
         assert_no_token(&out);
         let requests = second.wait_for(1, Duration::from_secs(5));
         assert_eq!(requests.len(), 1);
-        assert_eq!(requests[0].path, format!("/{SECOND}/{status}"));
+        assert_eq!(requests[0].target, format!("/{SECOND}/{status}"));
         assert_eq!(requests[0].method, "GET");
     }
     // A placeholder other than {exit_code} is a usage error: nothing runs.
@@ -183,7 +183,7 @@ fn outbox_list(env: &Env) -> Value {
 #[test]
 fn a_failed_start_ping_is_dropped_and_a_failed_fail_ping_is_kept_until_flushed() {
     let env = Env::new();
-    let second = Server::start(Mode::Status(503));
+    let second = FakeServer::start(Mode::Status(503));
     let start = refused_url(&format!("/{SECOND}/start"));
     let config = env.path("config.toml");
     std::fs::write(
@@ -241,7 +241,7 @@ fn a_failed_start_ping_is_dropped_and_a_failed_fail_ping_is_kept_until_flushed()
     assert_no_token(&out);
     let requests = second.wait_for(1, Duration::from_secs(5));
     assert_eq!(requests.len(), 1);
-    assert_eq!(requests[0].path, format!("/{SECOND}/5"));
+    assert_eq!(requests[0].target, format!("/{SECOND}/5"));
     assert_eq!(
         (requests[0].method.as_str(), requests[0].body.as_slice()),
         ("POST", &b"broken\n"[..])
@@ -253,7 +253,7 @@ fn a_failed_start_ping_is_dropped_and_a_failed_fail_ping_is_kept_until_flushed()
 fn a_reader_that_goes_away_gives_the_command_its_broken_pipe_while_the_tail_is_kept() {
     use std::io::Read;
     let env = Env::new();
-    let (emulator, second) = (seed(), Server::start(Mode::Status(200)));
+    let (emulator, second) = (seed(), FakeServer::start(Mode::Status(200)));
     let config = write_job(&env, &emulator, &second, "fail_body = \"output_tail\"\n");
     let mut cmd = env.run(&[
         "--config", &config, "--job", "backup", "--", "yes", "endless",
@@ -273,7 +273,7 @@ fn a_reader_that_goes_away_gives_the_command_its_broken_pipe_while_the_tail_is_k
     // 128 + SIGPIPE, as `yes` gets writing to a closed pipe without run in between.
     assert_eq!(status.and_then(|s| s.code()), Some(141));
     let requests = second.wait_for(2, Duration::from_secs(5));
-    assert_eq!(requests[1].path, format!("/{SECOND}/141"));
+    assert_eq!(requests[1].target, format!("/{SECOND}/141"));
     assert!(
         requests[1].body.ends_with(b"endless\n"),
         "the tail is the output"

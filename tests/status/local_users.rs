@@ -62,7 +62,7 @@ fn a_flood_of_half_sent_requests_leaves_jobs_running_and_the_endpoint_answering(
     );
     // 256 descriptors: the flood alone would exhaust them if every connection were accepted.
     let daemon = tcp_daemon(&home, port, "", &["prlimit", "--nofile=256:256", "--"]);
-    let pid = daemon.child.id();
+    let pid = daemon.pid();
     daemon.until("the job ran", Duration::from_secs(5), || {
         (lines(&marker) > 0).then_some(())
     });
@@ -120,7 +120,7 @@ fn a_flood_of_half_sent_requests_leaves_jobs_running_and_the_endpoint_answering(
         })
         .count();
     let ran = lines(&marker) - ticks;
-    let log = daemon.log();
+    let log = daemon.text();
     eprintln!(
         "flood: {connected} of {FLOOD} connected; daemon fds {baseline} before, at most \
          {most_fds} during; {closed} closed by the endpoint after 7 s; {ran} runs meanwhile"

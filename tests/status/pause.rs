@@ -329,7 +329,7 @@ fn through_the_daemon_a_pause_survives_a_restart_stops_jobs_and_ends_at_its_dead
     // --stop-jobs: fires are skipped, logged and counted.
     daemon.until("a skipped fire", Duration::from_secs(5), || {
         daemon
-            .log()
+            .text()
             .contains("run skipped: the job is paused")
             .then_some(())
     });

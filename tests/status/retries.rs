@@ -92,7 +92,7 @@ fn a_run_retried_twice_is_one_run_of_three_attempts_pinged_once() {
     );
     promtool(&body);
     // The log: each attempt's line carries its number, each retry its wait.
-    let log = daemon.log();
+    let log = daemon.text();
     let lines: Vec<Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

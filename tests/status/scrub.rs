@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{job, status_doc, StatusHome};
-use crate::util::http::{Mode, Server};
+use crate::util::http::{FakeServer, Mode};
 use crate::util::Home;
 
 const KEY: &str = "sk_scrub_KEY_1234";
@@ -17,7 +17,7 @@ const ANSWER: &str = r#"{"statusCode": 422, "error": "Unprocessable Entity", "me
 
 #[test]
 fn a_secret_in_job_output_or_an_api_error_reaches_neither_the_log_nor_status() {
-    let api = Server::start(Mode::Json(422, ANSWER));
+    let api = FakeServer::start(Mode::Json(422, ANSWER));
     let home = Home::new();
     let jobs = format!(
         "[[jobs]]\nname = \"echoer\"\nschedule = \"*/1 * * * * *\"\n\
@@ -54,7 +54,7 @@ fn a_secret_in_job_output_or_an_api_error_reaches_neither_the_log_nor_status() {
         "the output and the sync failure logged",
         Duration::from_secs(10),
         || {
-            let log = daemon.log();
+            let log = daemon.text();
             (log.contains("\"done\"") && log.contains("check update failed")).then_some(log)
         },
     );

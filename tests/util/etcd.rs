@@ -289,7 +289,8 @@ fn healthy(port: u16) -> bool {
 
 /// A TCP front to an etcd member that hands every byte of the member's answers to the client
 /// `delay` after it came (requests pass at once): an etcd as slow as one under load, or far
-/// away. Its threads end with the test process.
+/// away. Its threads end with the test process. Raw TCP on purpose, not a
+/// [`super::http::FakeServer`]: it relays etcd's own answers (gRPC over HTTP/2) byte by byte.
 #[derive(Debug)]
 pub struct SlowFront {
     addr: std::net::SocketAddr,

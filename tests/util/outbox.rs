@@ -1,12 +1,12 @@
 //! A loopback ping host for the outbox tests whose behaviour can change while it runs: drop
 //! every connection (the host is "down"), answer a status, or answer 200 after a delay. A view
-//! by path of [`super::http::Server`], which hands each request it answered to the test through
+//! by path of [`super::http::FakeServer`], which hands each request it answered to the test through
 //! a channel, in arrival order.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::http::Server;
+use super::http::FakeServer;
 
 /// How the host answers: [`Behaviour::Drop`], [`Behaviour::Status`] or [`Behaviour::Slow`].
 pub use super::http::Mode as Behaviour;
@@ -14,14 +14,14 @@ pub use super::http::Mode as Behaviour;
 /// A running host on 127.0.0.1 (port 0); stops when the last clone is dropped.
 #[derive(Debug, Clone)]
 pub struct PingHost {
-    server: Arc<Server>,
+    server: Arc<FakeServer>,
 }
 
 impl PingHost {
     /// Starts a host behaving as `behaviour`.
     pub fn start(behaviour: Behaviour) -> PingHost {
         PingHost {
-            server: Arc::new(Server::start(behaviour)),
+            server: Arc::new(FakeServer::start(behaviour)),
         }
     }
 
@@ -61,6 +61,6 @@ impl PingHost {
 }
 
 /// A request's path without the leading `/`.
-fn path_of(request: &super::http::Recorded) -> String {
-    request.path.trim_start_matches('/').to_owned()
+fn path_of(request: &super::http::Request) -> String {
+    request.target.trim_start_matches('/').to_owned()
 }

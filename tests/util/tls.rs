@@ -1,8 +1,10 @@
 //! Loopback TLS and a real forward proxy for the tests of outgoing connections.
 //!
 //! [`Front`] listens on 127.0.0.1 or [::1] and passes every connection on to a plain backend
-//! (a [`super::http::Server`], the emulator's API or ping host), terminating TLS with a
+//! (a [`super::http::FakeServer`], the emulator's API or ping host), terminating TLS with a
 //! certificate of `tests/data/tls` first (or not: a plain front puts an IPv4 backend on IPv6).
+//! It relays raw bytes on purpose: the backend (often a [`super::http::FakeServer`]) records
+//! the requests, the front only adds TLS or another address family.
 //! [`TinyProxy`] runs Debian's `tinyproxy` (installed by `scripts/test-tools.sh`) on a
 //! free port and reads from its log every request it handled.
 
