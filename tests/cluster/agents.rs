@@ -214,10 +214,9 @@ impl Agent {
 
     /// SIGTERM, and waits for its shutdown; its log stays readable.
     pub fn terminate(&mut self) {
-        let mut child = self.child.take().expect("a running agent to stop");
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        nix::sys::signal::kill(pid, Signal::SIGTERM).expect("SIGTERM");
-        child.wait().expect("reaped");
+        let mut daemon = self.daemon.take().expect("a running agent to stop");
+        daemon.signal(nix::sys::signal::Signal::SIGTERM);
+        daemon.exit_within(Duration::from_secs(10));
     }
 
     /// `kill -9`: SIGKILL, and reaped; [`Agent::spawn`] may start it again.

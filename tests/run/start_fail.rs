@@ -285,7 +285,7 @@ fn a_fail_body_never_carries_the_api_key_even_when_the_job_pings_by_url() {
     // A job bound by `ping_url` needs no API key, so nothing else made `run` read it: the
     // fail body must still be scrubbed of it, as the daemon's is.
     let env = Env::new();
-    let (emulator, second) = (seed(), Server::start(Mode::Status(200)));
+    let (emulator, second) = (seed(), FakeServer::start(Mode::Status(200)));
     const KEY: &str = "sk_fail_body_api_key_0123456789";
     let key_file = env.path("api-key");
     std::fs::write(&key_file, format!("{KEY}\n")).expect("write the key");
@@ -307,7 +307,7 @@ fn a_fail_body_never_carries_the_api_key_even_when_the_job_pings_by_url() {
     );
     let requests = second.wait_for(2, Duration::from_secs(5));
     let fail = &requests[1];
-    assert_eq!(fail.path, format!("/{SECOND}/4"));
+    assert_eq!(fail.path(), format!("/{SECOND}/4"));
     let body = String::from_utf8_lossy(&fail.body);
     assert_eq!(body, "key [redacted] leaked\n", "the fail body is scrubbed");
 }

@@ -41,8 +41,8 @@ fn ticks(home: &Home) -> usize {
 fn logged(daemon: &Daemon, start: &str) -> Vec<Value> {
     daemon
         .log()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .json()
+        .into_iter()
         .filter(|e| e["message"].as_str().is_some_and(|m| m.starts_with(start)))
         .collect()
 }
@@ -186,7 +186,7 @@ fn a_bad_file_keeps_the_last_pauses_and_warns_once_with_the_fix() {
     assert!(
         logged(&daemon, "cannot read the pause file").is_empty(),
         "{}",
-        daemon.log()
+        daemon.log().text()
     );
     // A valid file without the pause replaces it: the job runs again.
     std::fs::write(&file, "{\"jobs\": {}}").expect("repaired");
