@@ -7,7 +7,7 @@
 //! transient error it waits out needs time to clear), the other half is random so that many
 //! hosts failing on one outage do not come back together. The run pipeline's one attempt loop
 //! (`src/run/attempts.rs`, for `run` and the daemon alike), `config check` and the auto grace of sync
-//! (`src/sync/period.rs`) all read the same [`Retries`], so the worst case that the grace
+//! (`src/sync/period/`) all read the same [`Retries`], so the worst case that the grace
 //! covers is the one the runs can take.
 //!
 //! This module sits below the config, which builds a [`Retries`] for each job and says it in
