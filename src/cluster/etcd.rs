@@ -5,8 +5,8 @@
 //!
 //! Why not the maintained gRPC crate `etcd-client`: its build needs `protoc` (Debian's
 //! `protobuf-compiler`) on every machine that builds the agent, and it links tonic and prost
-//! into the binary. The https `run` benchmark in BENCHMARKS.md is within 0.1 MiB of its RSS
-//! target, and the gateway needs nothing the tree does not already have: the reqwest client of
+//! into the one binary that every agent process maps, and the gateway needs nothing the tree
+//! does not already have: the reqwest client of
 //! [`crate::net::client_builder`] (same trust store, same proxy rule as every other request),
 //! serde_json and base64 (already linked through reqwest). Only the daemon reaches this code;
 //! `run` never calls it, so its start-up path does not grow.

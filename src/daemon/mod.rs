@@ -2,11 +2,11 @@
 //! signals into [`control`] requests), orderly shutdown, systemd notification.
 //!
 //! - `supervisor`: start-up, the main loop (control requests, watchdog), reload and shutdown;
-//! - `job`: one task per job that waits for its fire times and applies the overlap policy;
+//! - `job`: one task per job that waits for its fire times and admits each fire under the
+//!   local rules and the [`Options::admission`] it was given (in a cluster, the claim);
 //! - `run`: one run of a job (a command or a watch probe) through [`crate::run::execute`];
 //! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;
-//! - [`hooks`]: where sync, the outbox drainer and the status listener plug in;
-//! - `children`: the job processes, and reaping orphans when the daemon is PID 1;
+//! - [`hooks`]: where sync, the status listener and the cluster's tasks plug in;
 //! - [`control`]: the stop and reload requests it obeys (the caller adapts signals);
 //!   [`notify`]: `sd_notify(3)`.
 //!
