@@ -2,7 +2,8 @@
 //! ([`crate::run::execute`]). An attempt is a command (its output captured and logged line by
 //! line, scrubbed of the agent's secrets by [`crate::redact::scrub`], the last `output_tail`
 //! bytes kept) or a watch probe; the daemon's shutdown stops it; the run is recorded in the
-//! job's state for status, with its success ping's result; then the after-run hooks are told.
+//! job's state for status, with its success ping's result; then the after-run hooks are told
+//! (its after-ping work).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use crate::ping::outbox::PingContext;
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 use crate::process::{CommandSpec, Control, Io, Limits, LineSink, Outcome};
 use crate::run::admission::Admitted;
-use crate::run::{Attempt, Ended, Notice, PingRecord, Pings, RunRecord, Runner};
+use crate::run::{Attempt, Ended, Notice, PingRecord, Pings, Report, RunRecord, Runner};
 use crate::run_end::{RunEnd, RunOutcome};
 
 /// Runs `job` once for the fire at `scheduled`, admitted by `admitted` (held until the run
@@ -46,10 +47,7 @@ pub(super) async fn execute(
         scheduled,
         admitted: Some(admitted),
     };
-    let report = crate::run::execute(&mut runner, &job.retries, &pings, &shared.outbox).await;
-    for hook in &shared.after_run {
-        hook.after_run(&job, scheduled, report.ping_accepted);
-    }
+    crate::run::execute(&mut runner, &job.retries, &pings, &shared.outbox).await;
     // This run's task still counts: 1 means it is the last.
     if shared.runs.len() <= 1 {
         shared.runs_idle.notify_one();
@@ -171,6 +169,12 @@ impl Runner for DaemonRun<'_> {
             accepted,
             detail,
         });
+    }
+
+    async fn after_ping(&mut self, report: &Report) {
+        for hook in &self.shared.after_run {
+            hook.after_run(self.job, self.scheduled, report.ping_accepted);
+        }
     }
 }
 

@@ -5,8 +5,9 @@
 //! starts at once, never kept in the outbox), the attempts with retries and timeouts
 //! ([`attempts`]: one loop), dropping a pending success of the job after a failure, the one
 //! choice between the success ping and the fail ping ([`pings`]), their delivery through the
-//! durable outbox after the start ping (so the service sees them in order), and the report the
-//! entry point's after-ping work and the [`AfterRun`] hooks get.
+//! durable outbox after the start ping (so the service sees them in order), then the entry
+//! point's after-ping work ([`Runner::after_ping`]: `run`'s held period change and outbox
+//! catch-up, the daemon's [`AfterRun`] hooks) with the run's [`Report`].
 //!
 //! What differs between the entry points is given as a [`Runner`]: how one attempt runs (the
 //! wrapper's command in the foreground with its signals forwarded; the daemon's command with
@@ -133,6 +134,11 @@ pub(crate) trait Runner {
 
     /// The success ping's outcome, with when it was sent.
     fn pinged(&mut self, _at: DateTime<Utc>, _outcome: &PingOutcome) {}
+
+    /// The work after the final ping (the last step of every run, its ping interrupted or
+    /// not): `run` sends a held period change and what its outbox holds, the daemon tells its
+    /// after-run hooks.
+    fn after_ping(&mut self, report: &Report) -> impl Future<Output = ()> + Send;
 }
 
 /// What a run came to, for the entry point's after-ping work and exit status.
@@ -152,8 +158,21 @@ pub(crate) struct Report {
     pub pings_began: Instant,
 }
 
-/// Runs one run through the pipeline (see the module header) and reports it.
+/// Runs one run through the pipeline (see the module header), ending with the runner's
+/// after-ping work, and reports it.
 pub(crate) async fn execute<R: Runner>(
+    runner: &mut R,
+    retries: &Retries,
+    pings: &Pings,
+    outbox: &Outbox,
+) -> Report {
+    let report = run_and_ping(runner, retries, pings, outbox).await;
+    runner.after_ping(&report).await;
+    report
+}
+
+/// The run up to its final ping.
+async fn run_and_ping<R: Runner>(
     runner: &mut R,
     retries: &Retries,
     pings: &Pings,

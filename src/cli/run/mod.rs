@@ -10,10 +10,11 @@
 //! the run to the one run pipeline ([`crate::run::execute`]: the start ping while the command
 //! runs, its attempts with `--retries`, the success ping or the fail ping with its exit status
 //! and, for a job with `fail_body`, the output tail kept by [`crate::process::Io::Tee`]). What
-//! `run` gives the pipeline is its [`crate::run::Runner`]: the command in the foreground with
-//! the wrapper's signals forwarded to it, notices on stderr. After the pipeline, for a job
-//! bound to a check, right after an accepted ping it records the ping and sends the job's held
-//! period change (`sync::timer`), then delivers what the outbox holds within the ping budget.
+//! `run` gives the pipeline is its [`crate::run::Runner`] (`wrapped`): the command in the
+//! foreground with the wrapper's signals forwarded to it, notices on stderr, and the after-ping
+//! work: for a job bound to a check, right after an accepted ping it records the ping and sends
+//! the job's held period change (`sync::timer`, `after_ping`), then delivers what the outbox
+//! holds within the ping budget.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ use tracing::{debug, warn};
 use super::context::{self, Lenient, PingOptions};
 use super::{exit, print_error, GlobalArgs};
 use crate::config::{Config, FailUrl, Job};
-use crate::ping::outbox::{self, Outbox, PingContext};
+use crate::ping::outbox::{Outbox, PingContext};
 use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
@@ -418,8 +419,7 @@ fn command_spec(
     Ok(spec)
 }
 
-/// Runs the planned command through the run pipeline, then the after-ping work; returns the
-/// exit status.
+/// Runs the planned command through the run pipeline; returns the exit status.
 async fn execute(plan: Plan) -> u8 {
     let signals = Signals::install();
     let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries);
@@ -435,36 +435,13 @@ async fn execute(plan: Plan) -> u8 {
     let mut runner = Wrapped {
         plan: &plan,
         children: &children,
+        outbox: &outbox,
         signals,
         reaper,
         stop: None,
     };
     let report = crate::run::execute(&mut runner, &plan.retries, &plan.pings, &outbox).await;
-    if let Some((_, task)) = runner.reaper.take() {
-        let _ = task.await;
-    }
-    let status = report.ended.end.exit_status();
-    if report.interrupted {
-        return status;
-    }
-    let mut signals = runner.signals;
-    let after = async {
-        // A pause whose deadline passed ends here when no daemon ended it (crate::pause).
-        let pause_ended = plan.sync.as_ref().is_some_and(|sync| {
-            crate::pause::load(&plan.state_dir).ending(&sync.job, chrono::Utc::now())
-        });
-        if let (true, Some(sync)) = (report.ping_accepted || pause_ended, &plan.sync) {
-            sync_after_accepted_ping(sync, &plan.state_dir, report.ping_accepted).await;
-        }
-        let budget = &plan.pings.budget;
-        let left = budget.total.saturating_sub(report.pings_began.elapsed());
-        outbox::catch_up(&outbox, budget, left, report.stored).await;
-    };
-    tokio::select! {
-        () = after => {}
-        signal = signals.recv_stop() => warn!(signal = %signal, "ping interrupted: the agent was asked to stop (the ping stays in the outbox)"),
-    }
-    status
+    report.ended.end.exit_status()
 }
 
 /// Supervises `running`, forwarding the signals the wrapper receives to the command's group.
@@ -500,7 +477,7 @@ fn report(outcome: &Outcome, plan: &Plan) {
 }
 
 mod after_ping;
-use after_ping::{sync_after_accepted_ping, sync_after_ping, SyncAfterPing};
+use after_ping::{sync_after_ping, SyncAfterPing};
 mod pings;
 use pings::{env_ping, file_ping, job_ping, job_start_ping};
 mod signals;

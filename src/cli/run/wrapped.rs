@@ -3,7 +3,8 @@
 //! signals the wrapper receives forwarded to the command's process group. A SIGTERM, SIGINT,
 //! SIGHUP or SIGQUIT, whether it came during an attempt (it was forwarded to the command) or
 //! during a wait between attempts, ends the run with the last attempt's status and starts no
-//! further attempt, and one during the final ping cuts it short (it stays in the outbox). The
+//! further attempt, and one during the final ping or the after-ping work cuts it short (the
+//! ping stays in the outbox). The
 //! notices go to stderr through the log, like `run`'s other notices: stdout and the exit
 //! status stay the command's.
 
@@ -13,18 +14,21 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::after_ping::sync_after_accepted_ping;
 use super::{report, supervise, Plan, Signals};
 use crate::cli::print_error;
 use crate::config::duration::human_duration;
+use crate::ping::outbox::{self, Outbox};
 use crate::ping::Ping;
 use crate::process::children::Children;
 use crate::process::RunEnd;
-use crate::run::{Attempt, Ended, Notice, Runner};
+use crate::run::{Attempt, Ended, Notice, Report, Runner};
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
     pub plan: &'a Plan,
     pub children: &'a Children,
+    pub outbox: &'a Outbox,
     pub signals: Signals,
     /// The PID 1 reaper of orphans, while the command runs.
     pub reaper: Option<(CancellationToken, JoinHandle<()>)>,
@@ -121,6 +125,35 @@ impl Runner for Wrapped<'_> {
 
     fn success_ping(&self) -> Option<Ping> {
         self.plan.success.clone()
+    }
+
+    /// For a job bound to a check: right after an accepted ping (or when a pause's deadline
+    /// passed and no daemon ended it, see [`crate::pause`]) the held period change goes out;
+    /// then what the outbox holds is delivered within what is left of the ping budget. A
+    /// stop signal cuts it short.
+    async fn after_ping(&mut self, report: &Report) {
+        if let Some((_, task)) = self.reaper.take() {
+            let _ = task.await;
+        }
+        if report.interrupted {
+            return;
+        }
+        let plan = self.plan;
+        let after = async {
+            let pause_ended = plan.sync.as_ref().is_some_and(|sync| {
+                crate::pause::load(&plan.state_dir).ending(&sync.job, Utc::now())
+            });
+            if let (true, Some(sync)) = (report.ping_accepted || pause_ended, &plan.sync) {
+                sync_after_accepted_ping(sync, &plan.state_dir, report.ping_accepted).await;
+            }
+            let budget = &plan.pings.budget;
+            let left = budget.total.saturating_sub(report.pings_began.elapsed());
+            outbox::catch_up(self.outbox, budget, left, report.stored.clone()).await;
+        };
+        tokio::select! {
+            () = after => {}
+            signal = self.signals.recv_stop() => warn!(signal = %signal, "ping interrupted: the agent was asked to stop (the ping stays in the outbox)"),
+        }
     }
 
     fn ended(&mut self, _ended: &Ended, _attempt: Attempt) {
