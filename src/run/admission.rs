@@ -112,3 +112,56 @@ pub(crate) trait Admission: Send + Sync {
     /// The name this agent runs under (`HEARTBEAT_AGENT_NODE` of its children).
     fn node(&self) -> Option<&str>;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::Config;
+
+    fn job(overlap: &str) -> Job {
+        let text = format!(
+            "[[jobs]]\nname = \"j\"\nping_url = \"http://127.0.0.1:9/admission-token\"\n\
+             schedule = \"@hourly\"\ncommand = [\"true\"]\noverlap = \"{overlap}\"\n"
+        );
+        let loaded = Config::from_text(Path::new("/test.toml"), &text).expect("valid");
+        (*loaded.config.jobs[0]).clone()
+    }
+
+    #[test]
+    fn the_overlap_rule_looks_only_at_a_run_that_goes() {
+        for (overlap, busy) in [
+            ("skip", Overlapping::Skip),
+            ("queue", Overlapping::Queue),
+            ("allow", Overlapping::Go),
+        ] {
+            assert_eq!(super::overlap(&job(overlap), true), busy, "{overlap}");
+            assert_eq!(
+                super::overlap(&job(overlap), false),
+                Overlapping::Go,
+                "{overlap}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_skips_or_queues_behind_a_run_that_holds_it() {
+        let gate = Gate::default();
+        let (skip, queue, allow) = (job("skip"), job("queue"), job("allow"));
+        let first = gate.admit(&skip).await.expect("nothing goes: admitted");
+        assert!(gate.admit(&skip).await.is_none(), "skip: not admitted");
+        assert!(
+            gate.admit(&allow).await.is_some(),
+            "allow: admitted beside it"
+        );
+        let queued = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.admit(&queue).await.is_some() }
+        });
+        tokio::task::yield_now().await;
+        assert!(!queued.is_finished(), "queue: waits for the run to end");
+        drop(first);
+        assert!(queued.await.expect("task"), "queue: admitted once it ended");
+    }
+}

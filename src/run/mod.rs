@@ -219,3 +219,6 @@ async fn run_and_ping<R: Runner>(
     }
     report
 }
+
+#[cfg(test)]
+mod tests;
