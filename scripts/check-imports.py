@@ -208,9 +208,26 @@ def main():
         for a, b in zip(path, path[1:]):
             print(f"  {a} -> {b}  ({found[(a, b)]})")
         bad = 1
+    bad |= unlisted_modules()
     if not bad:
         print(f"imports: {len(found)} edges between top-level modules of src/, no cycle")
     return bad
+
+
+def unlisted_modules():
+    """Every top-level module of src/ has its row in README.md's Layout table."""
+    readme = open(os.path.join(ROOT, "..", "README.md"), encoding="utf-8").read()
+    missing = []
+    for entry in sorted(os.listdir(ROOT)):
+        name = entry[:-3] if entry.endswith(".rs") else entry
+        if name in ("lib", "main"):
+            continue
+        row = f"| `{name}/` |" if os.path.isdir(os.path.join(ROOT, entry)) else f"| `{entry}` |"
+        if row not in readme:
+            missing.append(row)
+    for row in missing:
+        print(f"error: README.md's Layout table has no row starting {row}")
+    return 1 if missing else 0
 
 
 if __name__ == "__main__":
