@@ -4,7 +4,8 @@
 Each top-level module (a folder of src/, or a file beside them) is one node; each `crate::X`
 path in a module's files (outside its `#[cfg(test)]` test files) is an edge to X. Prints every
 cycle found (as `a -> b -> a`, with one file and line per edge) and exits 1; with `--graph`
-prints the edges. Also refuses `crate::cli` outside `src/cli/`.
+prints the edges. Also refuses `crate::cli` outside `src/cli/`, and a top-level module that
+README.md's Layout table does not list.
 """
 import os
 import re
