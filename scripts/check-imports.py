@@ -4,7 +4,8 @@
 Each top-level module (a folder of src/, or a file beside them) is one node; each `crate::X`
 path in a module's files (outside its `#[cfg(test)]` test files) is an edge to X. Prints every
 cycle found (as `a -> b -> a`, with one file and line per edge) and exits 1; with `--graph`
-prints the edges. Also refuses `crate::cli` outside `src/cli/`, and a top-level module that
+prints the edges. Also refuses `crate::cli` outside `src/cli/`, `crate::daemon` in
+`src/cluster/`, and a top-level module that
 README.md's Layout table does not list.
 """
 import os
@@ -203,6 +204,9 @@ def main():
     for (a, b), where in sorted(found.items()):
         if b == "cli" and a not in ("main",):
             print(f"error: {where}: `crate::cli` used outside src/cli/ (module {a})")
+            bad = 1
+        if (a, b) == ("cluster", "daemon"):
+            print(f"error: {where}: cluster/ plugs into the daemon through run/ and imports nothing of daemon/")
             bad = 1
     for comp, path in cycles(found):
         print(f"error: import cycle between top-level modules {', '.join(comp)}:")
