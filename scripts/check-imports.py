@@ -5,8 +5,7 @@ Each top-level module (a folder of src/, or a file beside them) is one node; eac
 path in a module's files (outside its `#[cfg(test)]` test files) is an edge to X. Prints every
 cycle found (as `a -> b -> a`, with one file and line per edge) and exits 1; with `--graph`
 prints the edges. Also refuses `crate::cli` outside `src/cli/`, `crate::daemon` in
-`src/cluster/`, and a top-level module that
-README.md's Layout table does not list.
+`src/cluster/`, and a top-level module that README.md's Layout table does not list.
 """
 import os
 import re
