@@ -5,7 +5,8 @@ Each top-level module (a folder of src/, or a file beside them) is one node; eac
 path in a module's files (outside its `#[cfg(test)]` test files) is an edge to X. Prints every
 cycle found (as `a -> b -> a`, with one file and line per edge) and exits 1; with `--graph`
 prints the edges. Also refuses `crate::cli` outside `src/cli/`, `crate::daemon` in
-`src/cluster/`, and a top-level module that README.md's Layout table does not list.
+`src/cluster/`, in `src/status/` any item of `crate::daemon` but its published surface
+(`SURFACES`), and a top-level module that README.md's Layout table does not list.
 """
 import os
 import re
@@ -14,6 +15,12 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 CRATE = re.compile(r"\bcrate::")
 NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+# What a module may use of another one, where it may not use the rest: the daemon's view of
+# itself and what a background task is given.
+SURFACES = {
+    ("status", "daemon"): {"view", "DaemonView", "JobView", "Context", "Task"},
+}
 
 
 def group_heads(text, i):
@@ -136,6 +143,39 @@ def edges():
     return found
 
 
+def beyond_surfaces():
+    """`(file:line, dst, path)` for every `crate::dst::item` in a module `src` whose item is not
+    in `SURFACES[(src, dst)]`; naming the module itself (`use crate::dst;`) counts, since its
+    items could then be reached as `dst::item`. The form `crate::{dst::..}` is not looked at:
+    this tree does not use it."""
+    skip = test_files()
+    out = []
+    for (src, dst), allowed in sorted(SURFACES.items()):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, src)):
+            for f in sorted(files):
+                p = os.path.normpath(os.path.join(dirpath, f))
+                if not f.endswith(".rs") or p in skip:
+                    continue
+                code = without_comments(strip_tests(open(p, encoding="utf-8").read()))
+                for m in re.finditer(r"\bcrate::" + dst + r"\b(::)?", code):
+                    if not m.group(1):
+                        items = [""]
+                    elif code.startswith("{", m.end()):
+                        items, _ = group_heads(code, m.end())
+                    else:
+                        name = NAME.match(code, m.end())
+                        items = [name.group(1)] if name else ["?"]
+                    line = code.count("\n", 0, m.start()) + 1
+                    where = f"{os.path.relpath(p, os.path.dirname(ROOT))}:{line}"
+                    paths = [
+                        f"crate::{dst}::{i}" if i else f"crate::{dst}"
+                        for i in items
+                        if i not in allowed
+                    ]
+                    out += [(where, dst, path) for path in paths]
+    return out
+
+
 def cycles(found):
     graph = {}
     for a, b in found:
@@ -207,6 +247,9 @@ def main():
         if (a, b) == ("cluster", "daemon"):
             print(f"error: {where}: cluster/ plugs into the daemon through run/ and imports nothing of daemon/")
             bad = 1
+    for where, dst, path in beyond_surfaces():
+        print(f"error: {where}: `{path}` is not part of what src/{dst}/ publishes")
+        bad = 1
     for comp, path in cycles(found):
         print(f"error: import cycle between top-level modules {', '.join(comp)}:")
         for a, b in zip(path, path[1:]):

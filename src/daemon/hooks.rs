@@ -1,9 +1,10 @@
-//! Where other subsystems plug into the daemon: per-run events ([`AfterRun`]) (sync re-derives a check's
-//! heartbeat after runs that change the upcoming gap; status counts runs) and background tasks
-//! that live as long as the daemon (the sync engine, the status listener).
+//! Where other subsystems plug into the daemon: per-run events ([`AfterRun`]) (sync re-derives
+//! a check's heartbeat after runs that change the upcoming gap; status counts runs) and
+//! background tasks that live as long as the daemon (the sync engine, the status listener).
 //!
 //! The daemon knows none of them: `cli/assemble.rs` builds a [`Plugins`] value and hands it to
-//! [`super::run()`]. Each background task gets a [`Context`] and a [`CancellationToken`] that is
+//! [`super::run()`]. Each background task gets a [`Context`] (the config in force, the
+//! daemon's [`DaemonView`], the state directory, the pauses) and a [`CancellationToken`] that is
 //! cancelled at shutdown, and is awaited (up to the shutdown timeout) before the daemon exits.
 
 use std::future::Future;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::state::DaemonState;
+use super::view::DaemonView;
 use crate::config::Config;
 use crate::run::AfterRun;
 
@@ -23,8 +24,9 @@ use crate::run::AfterRun;
 pub struct Context {
     /// The configuration in force; changes when a reload succeeds.
     pub config: watch::Receiver<Arc<Config>>,
-    /// Every job's live state (last run, next fire, last ping).
-    pub state: Arc<DaemonState>,
+    /// Copies of every job's live state (last run, next fire, last ping), the main loop's
+    /// beat and the reload counts; and the request to run a job now.
+    pub view: DaemonView,
     /// The state directory (outbox, learned ping URLs, the daemon's files).
     pub state_dir: PathBuf,
     /// The pauses the daemon holds: read them here rather than from the file, and refresh

@@ -5,7 +5,10 @@
 //! - `job`: one task per job that waits for its fire times and admits each fire under the
 //!   local rules and the [`Options::admission`] it was given (in a cluster, the claim);
 //! - `run`: one run of a job (a command or a watch probe) through [`crate::run::execute`];
-//! - [`state`]: live per-job state (read by status) and the files kept in `state_dir`;
+//! - `state`: live per-job state, the liveness beat, the reload counts, and the files kept in
+//!   `state_dir`; private to the daemon;
+//! - [`view`]: what it publishes of that state to readers (status, the demo's table): copies
+//!   of each job, the beat and the reloads, and the request to run a job now;
 //! - [`hooks`]: where sync, the status listener and the cluster's tasks plug in;
 //! - [`control`]: the stop and reload requests it obeys (the caller adapts signals);
 //!   [`notify`]: `sd_notify(3)`.
@@ -20,30 +23,17 @@ pub(crate) mod hooks;
 mod job;
 pub(crate) mod notify;
 mod run;
-pub(crate) mod state;
+mod state;
 mod supervisor;
 #[cfg(test)]
 mod tests;
+pub(crate) mod view;
 
 pub(crate) use crate::run::AfterRun;
 pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{Context, Plugins, Task};
 pub(crate) use supervisor::run;
-
-/// Reloads since start by result, for `/metrics`: `ok`, `invalid` (the running config kept).
-static RELOADS: [std::sync::atomic::AtomicU64; 2] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 2];
-
-/// Counts one reload: `valid` or not.
-fn count_reload(valid: bool) {
-    RELOADS[usize::from(!valid)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Reloads so far by result, both results always present (`ok`, then `invalid`).
-pub(crate) fn reload_counts() -> [(&'static str, u64); 2] {
-    let n = |i: usize| RELOADS[i].load(std::sync::atomic::Ordering::Relaxed);
-    [("ok", n(0)), ("invalid", n(1))]
-}
+pub(crate) use view::{DaemonView, JobView};
 
 /// What the daemon is started with besides the validated config.
 #[derive(Clone)]

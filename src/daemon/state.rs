@@ -1,7 +1,9 @@
-//! What the daemon knows about each job while it runs (read by the status endpoint): the last
-//! run, the next fire, the last ping; what it keeps across restarts under `state_dir`: the last
-//! fire time of `catch_up` jobs and the boot id an `@reboot` job last ran in; and the pauses of
-//! `<state_dir>/pause.json`, held in memory ([`crate::pause::LivePauses`]).
+//! What the daemon knows about each job while it runs: the last run, the next fire, the last
+//! ping, the runs and skips so far; the main loop's liveness beat and the reloads by result
+//! (readers outside `daemon/` get copies through [`super::view`]). What it keeps across
+//! restarts under `state_dir`: the last fire time of `catch_up` jobs and the boot id an
+//! `@reboot` job last ran in; and the pauses of `<state_dir>/pause.json`, held in memory
+//! ([`crate::pause::LivePauses`]).
 //!
 //! Files (all small, written with [`crate::persist::file::write_atomic`], so a crash leaves the
 //! old or the new one; directories created 0700):
@@ -20,31 +22,31 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
+use super::view::{Beat, JobView};
 use crate::pause::LivePauses;
 use crate::run::admission::Gate;
 use crate::run::{PingRecord, RunRecord};
 
 /// Where the kernel publishes the id of the current boot.
-pub(crate) const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
 
-/// The part of a job's state behind the lock.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct JobSnapshot {
-    /// When the next run starts: the next fire time plus the job's stable jitter (`None` for
-    /// `@reboot`, external or disabled).
-    pub next_fire: Option<DateTime<Utc>>,
-    /// The most recent run.
-    pub last_run: Option<RunRecord>,
+/// The part of a job's state behind the lock (what [`JobView`] copies).
+#[derive(Debug, Default)]
+struct Records {
+    /// When the next run starts: the next fire time plus the job's stable jitter.
+    next_fire: Option<DateTime<Utc>>,
+    /// The most recent run, shared with the views that copied it.
+    last_run: Option<Arc<RunRecord>>,
     /// The most recent ping.
-    pub last_ping: Option<PingRecord>,
-    /// When a fire was last skipped because the previous run still ran (`overlap = "skip"`).
-    pub last_skipped: Option<DateTime<Utc>>,
+    last_ping: Option<PingRecord>,
+    /// When a fire was last skipped because the previous run still ran.
+    last_skipped: Option<DateTime<Utc>>,
 }
 
-/// One job's live state, shared by its scheduling task, its runs and readers.
+/// One job's live state, shared by its scheduling task, its runs and the daemon's view.
 #[derive(Debug, Default)]
-pub(crate) struct JobState {
-    snapshot: Mutex<JobSnapshot>,
+pub(super) struct JobState {
+    records: Mutex<Records>,
     /// Runs in progress (more than one only with `overlap = "allow"`).
     running: AtomicUsize,
     /// Runs finished (not counting skips).
@@ -63,34 +65,34 @@ pub(crate) struct JobState {
 }
 
 impl JobState {
-    /// A copy of the state behind the lock.
-    pub(crate) fn snapshot(&self) -> JobSnapshot {
-        lock(&self.snapshot).clone()
+    /// A copy of the job's state now: a run's or a skip's record and its count change together
+    /// under the lock, so a view never shows one without the other.
+    pub(super) fn view(&self) -> JobView {
+        let records = lock(&self.records);
+        JobView {
+            next_fire: records.next_fire,
+            last_run: records.last_run.clone(),
+            last_ping: records.last_ping.clone(),
+            last_skipped: records.last_skipped,
+            running: self.running(),
+            runs: self.runs.load(Ordering::Relaxed),
+            skipped: self.skipped.load(Ordering::Relaxed),
+        }
     }
 
     /// How many runs are in progress.
-    pub(crate) fn running(&self) -> usize {
+    pub(super) fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
-    }
-
-    /// How many runs finished since the daemon started.
-    pub(crate) fn runs(&self) -> u64 {
-        self.runs.load(Ordering::Relaxed)
-    }
-
-    /// How many fires were skipped because the previous run was still going.
-    pub(crate) fn skipped(&self) -> u64 {
-        self.skipped.load(Ordering::Relaxed)
     }
 
     /// Asks the job's scheduling task to fire now (outside the schedule), under the job's
     /// overlap rule. Does nothing for jobs without a task (external or disabled ones).
-    pub(crate) fn request_run(&self) {
+    pub(super) fn request_run(&self) {
         self.run_requested.notify_one();
     }
 
     pub(super) fn set_next_fire(&self, next: Option<DateTime<Utc>>) {
-        lock(&self.snapshot).next_fire = next;
+        lock(&self.records).next_fire = next;
     }
 
     pub(super) fn run_started(&self) {
@@ -98,19 +100,22 @@ impl JobState {
     }
 
     pub(super) fn run_finished(&self, record: RunRecord) {
-        lock(&self.snapshot).last_run = Some(record);
+        let mut records = lock(&self.records);
+        records.last_run = Some(Arc::new(record));
         self.runs.fetch_add(1, Ordering::Relaxed);
         self.running.fetch_sub(1, Ordering::SeqCst);
+        drop(records);
         self.run_ended.notify_one();
     }
 
     pub(super) fn record_skip(&self, at: DateTime<Utc>) {
+        let mut records = lock(&self.records);
+        records.last_skipped = Some(at);
         self.skipped.fetch_add(1, Ordering::Relaxed);
-        lock(&self.snapshot).last_skipped = Some(at);
     }
 
     pub(super) fn record_ping(&self, ping: PingRecord) {
-        lock(&self.snapshot).last_ping = Some(ping);
+        lock(&self.records).last_ping = Some(ping);
     }
 }
 
@@ -120,26 +125,28 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Every job's state by name: what the status endpoint reads. Jobs removed by a reload are
-/// dropped from it; unchanged and changed jobs keep their entry.
+/// Every job's state by name, what [`super::view::DaemonView`] reads. Jobs removed by a reload
+/// are dropped from it; unchanged and changed jobs keep their entry.
 #[derive(Debug, Default)]
-pub struct DaemonState {
+pub(super) struct DaemonState {
     jobs: RwLock<BTreeMap<String, Arc<JobState>>>,
     /// When the main loop last made progress (Unix ms) and its tick interval (ms): liveness.
     beat: AtomicU64,
     beat_interval: AtomicU64,
+    /// Reloads since start by result: `ok`, then `invalid` (the running config kept).
+    reloads: [AtomicU64; 2],
 }
 
 impl DaemonState {
     /// When the daemon's main loop (which controls scheduling) last ticked, and how often it
-    /// ticks: a liveness probe compares the two (`None` before the first tick).
-    pub(crate) fn last_beat(&self) -> Option<(DateTime<Utc>, Duration)> {
+    /// ticks (`None` before the first tick).
+    pub(super) fn last_beat(&self) -> Option<Beat> {
         let at = self.beat.load(Ordering::Relaxed);
         let at = DateTime::from_timestamp_millis(i64::try_from(at).ok()?).filter(|_| at > 0)?;
-        Some((
+        Some(Beat {
             at,
-            Duration::from_millis(self.beat_interval.load(Ordering::Relaxed)),
-        ))
+            every: Duration::from_millis(self.beat_interval.load(Ordering::Relaxed)),
+        })
     }
 
     pub(super) fn beat(&self, interval: Duration) {
@@ -151,13 +158,24 @@ impl DaemonState {
         self.beat.store(now, Ordering::Relaxed);
     }
 
+    /// Counts one reload: `valid` or not.
+    pub(super) fn count_reload(&self, valid: bool) {
+        self.reloads[usize::from(!valid)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reloads so far by result, both results always present (`ok`, then `invalid`).
+    pub(super) fn reload_counts(&self) -> [(&'static str, u64); 2] {
+        let n = |i: usize| self.reloads[i].load(Ordering::Relaxed);
+        [("ok", n(0)), ("invalid", n(1))]
+    }
+
     /// The state of job `name`, if it is configured.
-    pub(crate) fn job(&self, name: &str) -> Option<Arc<JobState>> {
+    pub(super) fn job(&self, name: &str) -> Option<Arc<JobState>> {
         self.read().get(name).cloned()
     }
 
     /// Every job's name and state, by name.
-    pub(crate) fn jobs(&self) -> Vec<(String, Arc<JobState>)> {
+    pub(super) fn jobs(&self) -> Vec<(String, Arc<JobState>)> {
         self.read()
             .iter()
             .map(|(name, state)| (name.clone(), Arc::clone(state)))
@@ -183,7 +201,7 @@ impl DaemonState {
 
 /// The persistent part under `<state_dir>/daemon/`, and the pauses of `<state_dir>/pause.json`.
 #[derive(Debug, Clone)]
-pub(crate) struct Persisted {
+pub(super) struct Persisted {
     dir: PathBuf,
     /// The pauses in memory, following the file (a daemon task watches it).
     pauses: Arc<LivePauses>,
@@ -191,7 +209,7 @@ pub(crate) struct Persisted {
 
 impl Persisted {
     /// The daemon's files under `state_dir`; the pause file is read once now.
-    pub(crate) fn new(state_dir: &Path) -> Persisted {
+    pub(super) fn new(state_dir: &Path) -> Persisted {
         Persisted {
             dir: state_dir.join("daemon"),
             pauses: Arc::new(LivePauses::load(state_dir)),
@@ -200,17 +218,17 @@ impl Persisted {
 
     /// Whether `job` is paused with `--stop-jobs` at `now`, from the pauses in memory (a fire
     /// never reads the file: [`LivePauses`] follows it).
-    pub(crate) fn stopped_by_pause(&self, job: &str, now: DateTime<Utc>) -> bool {
+    pub(super) fn stopped_by_pause(&self, job: &str, now: DateTime<Utc>) -> bool {
         self.pauses.current().stops(job, now)
     }
 
     /// The pauses in memory, for the task that watches the file and for the status endpoint.
-    pub(crate) fn pauses(&self) -> &Arc<LivePauses> {
+    pub(super) fn pauses(&self) -> &Arc<LivePauses> {
         &self.pauses
     }
 
     /// The last fire time recorded for `job`, if any (and readable).
-    pub(crate) fn last_fire(&self, job: &str) -> Option<DateTime<Utc>> {
+    pub(super) fn last_fire(&self, job: &str) -> Option<DateTime<Utc>> {
         let text = std::fs::read_to_string(self.dir.join("fires").join(job)).ok()?;
         DateTime::parse_from_rfc3339(text.trim())
             .ok()
@@ -218,27 +236,27 @@ impl Persisted {
     }
 
     /// Records `fire` as `job`'s last fire time.
-    pub(crate) fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
+    pub(super) fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
         write_line(&self.dir.join("fires"), job, &fire.to_rfc3339())
             .inspect_err(|_| crate::persist::failed(crate::persist::What::FireTime))
     }
 
     /// The boot id `job` (an `@reboot` job) last ran in.
-    pub(crate) fn reboot_marker(&self, job: &str) -> Option<String> {
+    pub(super) fn reboot_marker(&self, job: &str) -> Option<String> {
         std::fs::read_to_string(self.dir.join("reboot").join(job))
             .ok()
             .map(|s| s.trim().to_owned())
     }
 
     /// Records that `job` ran in boot `boot_id`.
-    pub(crate) fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
+    pub(super) fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
         write_line(&self.dir.join("reboot"), job, boot_id)
             .inspect_err(|_| crate::persist::failed(crate::persist::What::RebootMarker))
     }
 }
 
 /// The current boot's id, from [`BOOT_ID_FILE`].
-pub(crate) fn boot_id() -> io::Result<String> {
+pub(super) fn boot_id() -> io::Result<String> {
     Ok(std::fs::read_to_string(BOOT_ID_FILE)?.trim().to_owned())
 }
 

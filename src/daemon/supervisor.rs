@@ -27,6 +27,7 @@ use super::hooks::{Context, Plugins};
 use super::job::{self, JobTask, Settings, Shared};
 use super::notify::Notifier;
 use super::state::{boot_id, DaemonState, Persisted};
+use super::view::DaemonView;
 use super::{Ended, Options};
 use crate::config::{ApiKeySource, Config, Job, JobAction};
 use crate::ping::outbox::{self, DrainOptions, Outbox};
@@ -235,7 +236,7 @@ impl Supervisor {
         for (name, task) in tasks {
             let context = Context {
                 config: self.config.subscribe(),
-                state: Arc::clone(&self.shared.state),
+                view: DaemonView::of(Arc::clone(&self.shared.state)),
                 state_dir: self.options.state_dir.clone(),
                 pauses: Arc::clone(self.shared.persisted.pauses()),
             };
@@ -256,7 +257,7 @@ impl Supervisor {
                 for problem in &err.problems {
                     error!(problem = %problem, "invalid configuration");
                 }
-                super::count_reload(false);
+                self.shared.state.count_reload(false);
                 error!(
                     config = %path.display(),
                     problems = err.problems.len(),
@@ -283,7 +284,7 @@ impl Supervisor {
                     .unwrap_or_else(|e| e.into_inner()) = Arc::new(settings(&config));
                 self.apply(&config);
                 self.config.send_replace(Arc::new(config));
-                super::count_reload(true);
+                self.shared.state.count_reload(true);
                 info!(jobs = self.jobs.len(), "configuration reloaded");
                 super::release_free_memory();
             }

@@ -1,5 +1,6 @@
-//! Builds the `/status` document and the `/metrics` text from the daemon's live state (its
-//! pauses too, from memory, never the pause file), the outbox, sync and the remote view. Every
+//! Builds the `/status` document and the `/metrics` text from what the daemon publishes (its
+//! [`crate::daemon::DaemonView`]; its pauses too, from memory, never the pause file), the
+//! outbox, sync and the remote view. Every
 //! text the agent did not write itself (job output, a run's reason, a ping's detail, sync's last
 //! error, the remote view's reason) goes through [`crate::redact::scrub`], which knows the API
 //! key, the status token, every job's ping URL and its token.
@@ -118,8 +119,7 @@ fn kind(job: &Job) -> &'static str {
 }
 
 fn job_doc(app: &App, job: &Job) -> JobDoc {
-    let state = app.context.state.job(&job.name);
-    let snapshot = state.as_ref().map(|s| s.snapshot()).unwrap_or_default();
+    let state = app.context.view.job(&job.name).unwrap_or_default();
     let overlap = job.overlap.as_str();
     JobDoc {
         name: job.name.clone(),
@@ -132,13 +132,13 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
             PingTarget::Check(id) => Some(id.clone()),
             _ => None,
         },
-        next_run: snapshot.next_fire,
-        running: state.as_ref().map_or(0, |s| s.running()),
-        runs: state.as_ref().map_or(0, |s| s.runs()),
-        skipped: state.as_ref().map_or(0, |s| s.skipped()),
-        last_skipped: snapshot.last_skipped,
-        last_run: snapshot.last_run.as_ref().map(run_doc),
-        last_ping: snapshot.last_ping.map(|p| PingDoc {
+        next_run: state.next_fire,
+        running: state.running,
+        runs: state.runs,
+        skipped: state.skipped,
+        last_skipped: state.last_skipped,
+        last_run: state.last_run.as_deref().map(run_doc),
+        last_ping: state.last_ping.map(|p| PingDoc {
             at: p.at,
             result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
             detail: crate::redact::scrub(&p.detail),
@@ -203,8 +203,10 @@ fn scrub_remote(remote: Remote) -> Remote {
 pub(crate) fn metrics(app: &App) -> String {
     let config = app.config();
     let outbox = outbox(app, &config);
+    let jobs = app.context.view.jobs();
     let scrape = Scrape {
-        state: &app.context.state,
+        jobs: &jobs,
+        reloads: app.context.view.reloads(),
         start_time: app.started.timestamp_millis() as f64 / 1000.0,
         outbox_depth: outbox.depth().unwrap_or(0),
         outbox: outbox.stats(),

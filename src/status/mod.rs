@@ -3,7 +3,8 @@
 //!
 //! - [`server`]: binding (TCP or unix socket) and the routes, as a daemon background task;
 //! - `connections`: serving connections, with a cap on open ones and a header timeout;
-//! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from state;
+//! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from the
+//!   daemon's view ([`crate::daemon::DaemonView`]), the outbox, sync and the remote view;
 //! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;

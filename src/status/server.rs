@@ -141,7 +141,7 @@ impl App {
 /// The endpoint as a daemon background task, serving `bound` until shutdown.
 pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
     Box::new(move |context: Context, cancel: CancellationToken| {
-        sources.metrics.attach(Arc::clone(&context.state));
+        sources.metrics.attach(context.view.clone());
         let now = Utc::now();
         let app = Arc::new(App {
             context,
@@ -358,10 +358,11 @@ async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
 
 /// 200 while the daemon's main loop ticks (within three of its intervals); never asks the API.
 async fn healthz(State(app): State<Arc<App>>) -> Response {
-    let alive = match app.context.state.last_beat() {
-        Some((at, interval)) => {
-            let limit = chrono::TimeDelta::from_std(interval * 3).unwrap_or(chrono::TimeDelta::MAX);
-            Utc::now() - at <= limit
+    let alive = match app.context.view.beat() {
+        Some(beat) => {
+            let limit =
+                chrono::TimeDelta::from_std(beat.every * 3).unwrap_or(chrono::TimeDelta::MAX);
+            Utc::now() - beat.at <= limit
         }
         None => (Utc::now() - app.started) < chrono::TimeDelta::seconds(60),
     };
@@ -411,7 +412,7 @@ async fn trigger(
     if let Some(denied) = authorize(&config, &headers, "triggering runs") {
         return denied;
     }
-    let (Some(job), Some(state)) = (config.job(&name), app.context.state.job(&name)) else {
+    let (Some(job), Some(state)) = (config.job(&name), app.context.view.job(&name)) else {
         return error(
             StatusCode::NOT_FOUND,
             format!("no job named \"{name}\" in the config"),
@@ -428,14 +429,14 @@ async fn trigger(
             format!("job \"{name}\" {why}: the daemon does not run it"),
         );
     }
-    let running = state.running();
+    let running = state.running;
     if running > 0 && job.overlap == Overlap::Skip {
         return error(
             StatusCode::CONFLICT,
             format!("job \"{name}\" is running and its overlap is \"skip\": not started"),
         );
     }
-    state.request_run();
+    app.context.view.request_run(&name);
     let queued = running > 0 && job.overlap == Overlap::Queue;
     info!(job = %name, queued, "run requested through the status endpoint");
     let body = serde_json::json!({ "job": name, "accepted": true, "queued": queued });

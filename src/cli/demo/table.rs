@@ -14,8 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::CheckIds;
 use crate::api::ApiClient;
 use crate::config::{Config, JobAction, PingTarget};
-use crate::daemon::state::{DaemonState, JobState};
-use crate::daemon::{Context, Controller, Request, Task};
+use crate::daemon::{Context, Controller, DaemonView, JobView, Request, Task};
 use crate::run_end::{ProcessEnd, RunEnd};
 use crate::sync::{SyncState, SyncStatus};
 
@@ -27,8 +26,7 @@ const REFRESH: Duration = Duration::from_secs(1);
 pub(super) fn table_task(view: View, duration: Option<Duration>, controller: Controller) -> Task {
     Box::new(move |context: Context, cancel: CancellationToken| {
         Box::pin(async move {
-            *view.daemon.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(Arc::clone(&context.state));
+            *view.daemon.lock().unwrap_or_else(|e| e.into_inner()) = Some(context.view.clone());
             let stop_at = duration.map(|d| tokio::time::Instant::now() + d);
             let mut tick = tokio::time::interval(REFRESH);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -75,8 +73,8 @@ pub(super) struct View {
     pub(super) checks: CheckIds,
     /// Whether stdout is a terminal (redraw) or not (a line per change).
     pub(super) live: bool,
-    /// The daemon's live job state, handed over by the table task once the daemon runs.
-    pub(super) daemon: Arc<Mutex<Option<Arc<DaemonState>>>>,
+    /// The daemon's view of its jobs, handed over by the table task once the daemon runs.
+    pub(super) daemon: Arc<Mutex<Option<DaemonView>>>,
 }
 
 /// One job's row.
@@ -95,7 +93,7 @@ pub(super) struct Row {
 impl View {
     /// The rows of every job of `config`.
     pub(super) async fn rows(&self, config: &Config) -> Vec<Row> {
-        let state = self
+        let daemon = self
             .daemon
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -103,7 +101,7 @@ impl View {
         let failing = self.failing_checks().await;
         let mut rows = Vec::new();
         for job in &config.jobs {
-            let job_state = state.as_ref().and_then(|s| s.job(&job.name));
+            let job_state = daemon.as_ref().and_then(|d| d.job(&job.name));
             let sync = match (&job.target, self.sync.get(&job.name)) {
                 (PingTarget::Check(_), Some(status)) => match status.state {
                     SyncState::InSync => "in sync".to_owned(),
@@ -121,14 +119,11 @@ impl View {
             rows.push(Row {
                 job: job.name.clone(),
                 schedule: job.schedule.to_string(),
-                last_run: job_state.as_deref().and_then(|s| last_run(s, &job.action)),
-                ping: job_state
-                    .as_deref()
-                    .and_then(|s| s.snapshot().last_ping)
-                    .map(|p| {
-                        let verdict = if p.accepted { "ok" } else { "refused" };
-                        (p.at, format!("{verdict} {}", p.detail))
-                    }),
+                last_run: job_state.as_ref().and_then(|s| last_run(s, &job.action)),
+                ping: job_state.and_then(|s| s.last_ping).map(|p| {
+                    let verdict = if p.accepted { "ok" } else { "refused" };
+                    (p.at, format!("{verdict} {}", p.detail))
+                }),
                 sync,
                 emulator,
             });
@@ -178,11 +173,10 @@ impl View {
 }
 
 /// How the job's last run ended, or that one is running now.
-fn last_run(state: &JobState, action: &JobAction) -> Option<(DateTime<Utc>, String)> {
-    let snapshot = state.snapshot();
-    let record = match snapshot.last_run {
+fn last_run(state: &JobView, action: &JobAction) -> Option<(DateTime<Utc>, String)> {
+    let record = match state.last_run.as_deref() {
         Some(record) => record,
-        None if state.running() > 0 => return Some((Utc::now(), "running".to_owned())),
+        None if state.running > 0 => return Some((Utc::now(), "running".to_owned())),
         None => return None,
     };
     let outcome = match &record.end {
@@ -195,7 +189,7 @@ fn last_run(state: &JobState, action: &JobAction) -> Option<(DateTime<Utc>, Stri
         RunEnd::Probed { healthy: true, .. } => "healthy".to_owned(),
         RunEnd::Probed { reason, .. } => format!("unhealthy: {reason}"),
     };
-    let runs = state.runs();
+    let runs = state.runs;
     let kind = if matches!(action, JobAction::Watch(_)) {
         "probe"
     } else {

@@ -1,9 +1,9 @@
 //! `GET /metrics`: the Prometheus text exposition format (version 0.0.4), written by hand.
 //!
-//! Run counters, the attempts of runs (with `retries`) and the duration histogram are kept by [`RunMetrics`], an after-run hook of
-//! the daemon; everything else is read at scrape time (job state, outbox, sync status, API
-//! request counters, the rate limiter, reloads, the process's own resources). Label values are
-//! escaped (`\\`, `\"`, `\n`).
+//! Run counters, the attempts of runs (with `retries`) and the duration histogram are kept by
+//! [`RunMetrics`], an after-run hook of the daemon; everything else is read at scrape time (the
+//! daemon's view of its jobs and reloads, outbox, sync status, API request counters, the rate
+//! limiter, the process's own resources). Label values are escaped (`\\`, `\"`, `\n`).
 //!
 //! Every label set an alert rule of docs/status.md selects exists from the first scrape: each
 //! configured job has `heartbeat_agent_runs_total` for every outcome and
@@ -19,12 +19,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
 
 use crate::config::Job;
-use crate::daemon::state::{DaemonState, JobState};
+use crate::daemon::{DaemonView, JobView};
 use crate::ping::outbox::Stats;
 use crate::run::AfterRun;
 use crate::run::RunRecord;
@@ -54,17 +54,17 @@ struct JobCounters {
 }
 
 /// Counts runs by job and outcome, their durations and pings: told about every run by the
-/// daemon ([`AfterRun`]), reading the run's record from the daemon's state.
+/// daemon ([`AfterRun`]), reading the run's record from the daemon's view.
 #[derive(Debug, Default)]
 pub(crate) struct RunMetrics {
-    state: OnceLock<Arc<DaemonState>>,
+    daemon: OnceLock<DaemonView>,
     jobs: Mutex<BTreeMap<String, JobCounters>>,
 }
 
 impl RunMetrics {
     /// Where the runs' records are read (set when the status task starts, before any run ends).
-    pub(crate) fn attach(&self, state: Arc<DaemonState>) {
-        let _ = self.state.set(state);
+    pub(crate) fn attach(&self, daemon: DaemonView) {
+        let _ = self.daemon.set(daemon);
     }
 
     fn counters(&self) -> BTreeMap<String, JobCounters> {
@@ -97,15 +97,14 @@ impl RunMetrics {
 
 impl AfterRun for RunMetrics {
     fn after_run(&self, job: &Job, _fire: DateTime<Utc>, ping_accepted: bool) {
-        let Some(state) = self.state.get().and_then(|s| s.job(&job.name)) else {
+        let Some(state) = self.daemon.get().and_then(|d| d.job(&job.name)) else {
             return;
         };
-        let snapshot = state.snapshot();
-        let Some(run) = snapshot.last_run else {
+        let Some(run) = state.last_run else {
             return;
         };
         // A ping of this run happened when the job's last ping is not older than the run.
-        let ping = snapshot
+        let ping = state
             .last_ping
             .filter(|p| p.at >= run.started)
             .map(|_| ping_accepted);
@@ -116,8 +115,10 @@ impl AfterRun for RunMetrics {
 /// What a scrape reads besides the run counters.
 #[derive(Debug)]
 pub(crate) struct Scrape<'a> {
-    /// The daemon's job state.
-    pub state: &'a DaemonState,
+    /// Every job the daemon knows, by name, as it was at the scrape.
+    pub jobs: &'a [(String, JobView)],
+    /// Reloads since start by result (`ok`, `invalid`).
+    pub reloads: [(&'static str, u64); 2],
     /// Seconds since the Unix epoch at which the daemon started.
     pub start_time: f64,
     /// Outbox entries pending now.
@@ -180,7 +181,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         "counter",
         "Reloads of the configuration since start (SIGHUP or a change of the file), by result: ok, or invalid (the running configuration kept).",
     );
-    for (result, n) in crate::daemon::reload_counts() {
+    for (result, n) in scrape.reloads {
         out.sample(
             "heartbeat_agent_config_reloads_total",
             &[("result", result)],
@@ -204,7 +205,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
 }
 
 /// Whether each job is paused (`pause`), and until when.
-fn pause_families(out: &mut Text, jobs: &[(String, Arc<JobState>)], scrape: &Scrape<'_>) {
+fn pause_families(out: &mut Text, jobs: &[(String, JobView)], scrape: &Scrape<'_>) {
     out.family(
         "heartbeat_agent_paused",
         "gauge",
@@ -236,9 +237,9 @@ fn pause_families(out: &mut Text, jobs: &[(String, Arc<JobState>)], scrape: &Scr
 
 fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape: &Scrape<'_>) {
     out.family("heartbeat_agent_runs_total", "counter", "Finished runs by job and outcome (and fires skipped because a run was still going) since start.");
-    let jobs = scrape.state.jobs();
+    let jobs = scrape.jobs;
     let none = JobCounters::default();
-    for (name, job) in &jobs {
+    for (name, job) in jobs {
         let c = counters.get(name).unwrap_or(&none);
         for outcome in RunOutcome::ALL.map(RunOutcome::as_str) {
             let n = c.outcomes.get(outcome).copied().unwrap_or(0);
@@ -251,7 +252,7 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
         out.sample(
             "heartbeat_agent_runs_total",
             &[("job", name), ("outcome", "skipped")],
-            job.skipped() as f64,
+            job.skipped as f64,
         );
     }
     out.family(
@@ -259,20 +260,20 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
         "gauge",
         "Runs in progress by job.",
     );
-    for (name, job) in &jobs {
+    for (name, job) in jobs {
         out.sample(
             "heartbeat_agent_running",
             &[("job", name)],
-            job.running() as f64,
+            job.running as f64,
         );
     }
-    pause_families(out, &jobs, scrape);
+    pause_families(out, jobs, scrape);
     out.family(
         "heartbeat_agent_last_success_timestamp_seconds",
         "gauge",
         "When each job's last successful run ended; the daemon's start for a job with no success since.",
     );
-    for (name, _) in &jobs {
+    for (name, _) in jobs {
         let last = counters.get(name).and_then(|c| c.last_success);
         let at = last.map_or(scrape.start_time, |t| t.timestamp_millis() as f64 / 1000.0);
         out.sample(
@@ -281,7 +282,7 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
             at,
         );
     }
-    attempt_families(out, counters, &jobs);
+    attempt_families(out, counters, jobs);
     let hist = "heartbeat_agent_run_duration_seconds";
     out.family(hist, "histogram", "Run durations by job.");
     for (name, c) in counters {
@@ -309,7 +310,7 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
         "counter",
         "Success pings sent after runs, by job and result (failed ones wait in the outbox).",
     );
-    for (name, _) in &jobs {
+    for (name, _) in jobs {
         let c = counters.get(name).unwrap_or(&none);
         for result in ["accepted", "failed"] {
             let n = c.pings.get(result).copied().unwrap_or(0);
@@ -326,7 +327,7 @@ fn run_families(out: &mut Text, counters: &BTreeMap<String, JobCounters>, scrape
 fn attempt_families(
     out: &mut Text,
     counters: &BTreeMap<String, JobCounters>,
-    jobs: &[(String, Arc<crate::daemon::state::JobState>)],
+    jobs: &[(String, JobView)],
 ) {
     let families = [
         (
@@ -504,9 +505,9 @@ mod tests {
 
     #[test]
     fn a_missing_check_is_a_sync_state_of_its_own() {
-        let state = DaemonState::default();
         let scrape = Scrape {
-            state: &state,
+            jobs: &[],
+            reloads: [("ok", 0), ("invalid", 0)],
             start_time: 0.0,
             outbox_depth: 0,
             outbox: Stats::default(),
