@@ -25,7 +25,7 @@
 //!   loop stops at once with the last error and `r`, for the caller to honour later. For a ping
 //!   that is the outbox, which keeps it with its next try `r` ahead (a ping delivered late is
 //!   still worth having, a ping sent early against a 429 is refused again); for the API it is
-//!   the `RateLimited` error carrying `r`.
+//!   the error returned (a 429's `RateLimited` carries `r`).
 //!
 //! The same rule holds for both callers: no parameter sets them apart. What still differs is
 //! outside the loop: which failures may be repeated (each caller classifies its own), the API's
