@@ -1,7 +1,7 @@
 //! [`ApiClient`]: one async method per operation of the spec. Every request carries the bearer
 //! key, the account header and the agent's `User-Agent`, goes through the shared rate limiter,
-//! and is retried as [`super::retry`] allows; redirects and answer sizes are bounded by
-//! [`super::limits`].
+//! and is retried by the one loop of [`crate::net::retry`] when [`super::retry`] allows;
+//! redirects and answer sizes are bounded by [`super::limits`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,9 +14,10 @@ use serde::Serialize;
 
 use super::error::excerpt;
 use super::model::*;
-use super::retry::{is_retryable, Failure, RetryPolicy};
+use super::retry::{is_retryable, Failure};
 use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
-use crate::net::BodyError;
+use crate::net::retry::{retry, Attempt, Outcome};
+use crate::net::{BodyError, RetryPolicy};
 use crate::redact::Secret;
 
 /// The header that names the account.
@@ -366,7 +367,9 @@ impl ApiClient {
         })
     }
 
-    /// Sends with rate limiting and retries; returns the status and body of a 2xx answer.
+    /// Sends with rate limiting and retries (the one loop of [`crate::net::retry`], each
+    /// attempt taking its turn in the limiter first); returns the status and body of a 2xx
+    /// answer. Each attempt is bounded by the request timeout, not by the loop's deadline.
     async fn execute(
         &self,
         operation: Operation,
@@ -377,37 +380,41 @@ impl ApiClient {
             operation,
             target: format!("{} {}", operation.method(), url.path()),
         };
-        let started = tokio::time::Instant::now();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
+        let idempotent = operation.is_idempotent();
+        let (label_ref, url, body) = (&label, &url, body.as_ref());
+        let one = move |_| async move {
             self.limiter.acquire(operation, self.priority).await;
-            let Failed {
-                failure,
-                error,
-                retry_after,
-            } = match self.attempt(&label, &url, body.as_ref()).await {
-                Ok(answer) => return Ok(answer),
-                Err(failed) => failed,
-            };
-            if !is_retryable(failure, operation.is_idempotent())
-                || attempt >= self.retry.max_attempts
-            {
-                return Err(error);
+            match self.attempt(label_ref, url, body).await {
+                Ok(answer) => Attempt::Done(answer),
+                Err(Failed {
+                    failure,
+                    error,
+                    retry_after,
+                }) if is_retryable(failure, idempotent) => Attempt::Retry { error, retry_after },
+                Err(failed) => Attempt::Stop(failed.error),
             }
-            let wait =
-                retry_after.unwrap_or_else(|| self.retry.backoff(attempt, &mut rand::thread_rng()));
-            if started.elapsed() + wait > self.retry.budget {
-                return Err(error);
+        };
+        let outcome = retry(&self.retry, one, |error, after| {
+            if let Some(wait) = after.wait {
+                tracing::warn!(
+                    operation = %operation,
+                    attempt = after.attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    error = %error,
+                    "api request failed, retrying"
+                );
             }
-            tracing::warn!(
-                operation = %operation,
-                attempt,
-                wait_ms = wait.as_millis() as u64,
-                error = %error,
-                "api request failed, retrying"
-            );
-            tokio::time::sleep(wait).await;
+        })
+        .await;
+        match outcome {
+            Outcome::Done { value, .. } => Ok(value),
+            Outcome::Failed { error, .. } => Err(error),
+            Outcome::NoTime => Err(ApiError::Transport {
+                request: label,
+                detail: "the retry budget is zero; no attempt was made".into(),
+                not_sent: true,
+                timed_out: true,
+            }),
         }
     }
 

@@ -5,7 +5,8 @@
 //! - [`ApiClient`]: one async method per operation.
 //! - [`ApiError`]: what went wrong, never with the key or a ping token in it.
 //! - [`limits`]: no redirect to another origin, no `Referer`, answers of at most 16 MiB.
-//! - [`retry`]: retry settings, and which failures may be repeated.
+//! - [`retry`]: which failures may be repeated; the retry loop and its [`RetryPolicy`] are
+//!   [`crate::net::retry`]'s, shared with pings.
 //! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
 
 pub(crate) mod client;
@@ -17,8 +18,8 @@ pub(crate) mod operation;
 pub(crate) mod ratelimit;
 pub(crate) mod retry;
 
+pub use crate::net::RetryPolicy;
 pub use client::{ApiClient, ApiClientConfig, ACCOUNT_HEADER};
 pub use error::{ApiError, RequestLabel};
 pub use operation::Operation;
 pub use ratelimit::{Priority, Quota, RateLimitStats, RateLimiter};
-pub use retry::RetryPolicy;

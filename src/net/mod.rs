@@ -12,16 +12,20 @@
 //!
 //! Also what every client does alike with an answer or a failure: [`read_body`] reads a body up
 //! to a cap, [`causes`] walks an error's sources, [`is_tls_failure`] tells a failed TLS
-//! handshake, and [`certificate_problem`] words a refused server certificate.
+//! handshake, and [`certificate_problem`] words a refused server certificate. [`retry`] is
+//! the one retry loop, with its one policy ([`RetryPolicy`]) and `Retry-After` rule, of the
+//! clients that repeat a request within one call (pings and the API).
 
 use std::sync::OnceLock;
 
 mod body;
 pub mod proxy;
+pub(crate) mod retry;
 pub mod trust;
 
 pub(crate) use body::{read_body, BodyError};
 pub use proxy::{Proxy, ProxySetting};
+pub use retry::RetryPolicy;
 pub use trust::Trust;
 
 /// What the config and the command line say about outgoing connections.

@@ -2,10 +2,10 @@
 //!
 //! A [`Ping`] is a validated URL, a method, a source (sent as `Origin`), what it tells
 //! ([`PingKind`]: a success, a start or a failure) and, for a fail ping, an optional body.
-//! [`send`] delivers it
-//! with up to [`Budget::attempts`] attempts, capped exponential backoff with full jitter between
-//! them, all inside [`Budget::total`], and returns a [`PingOutcome`] that tells a delivered ping
-//! from a failure worth retrying later and a permanent one. [`outbox::deliver_or_queue_for`] is
+//! [`send`] delivers it with up to [`Budget::attempts`] attempts, all inside [`Budget::total`],
+//! through the one retry loop of [`crate::net::retry`] (its waits and its `Retry-After` rule),
+//! and returns a [`PingOutcome`] that tells a delivered ping from a failure worth retrying later
+//! and a permanent one. [`outbox::deliver_or_queue_for`] is
 //! the one call sites use: it sends, and keeps in the durable outbox what could not be sent.
 //!
 //! `http://` URLs go through a minimal HTTP/1.1 client (`http1.rs`): `run` must start and ping
@@ -23,6 +23,8 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::config::{PingUrl, UrlProblem};
+use crate::net::retry::{retry, Attempt, Outcome, Try};
+use crate::net::RetryPolicy;
 
 mod http1;
 pub mod outbox;
@@ -287,9 +289,21 @@ pub enum PingOutcome {
 /// The `Content-Type` of a ping's body (job output, made valid UTF-8 when it was scrubbed).
 const BODY_TYPE: &str = "text/plain; charset=utf-8";
 
-/// Base and cap of the pause between attempts (`random(0, min(cap, base * 2^n))`).
+/// Base and cap of a ping's backoff between attempts (see [`crate::net::retry`]).
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
 const BACKOFF_CAP: Duration = Duration::from_secs(5);
+
+impl Budget {
+    /// The retry policy of one delivery: its attempts and total, with a ping's backoff.
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.attempts,
+            base: BACKOFF_BASE,
+            cap: BACKOFF_CAP,
+            budget: self.total,
+        }
+    }
+}
 
 /// Sends `ping` within `budget`; see the module documentation.
 pub(crate) async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
@@ -303,51 +317,52 @@ pub(crate) async fn send_with(
     budget: &Budget,
     mut failed: impl FnMut(&PingError),
 ) -> PingOutcome {
-    let end = Instant::now() + budget.total;
-    let attempts = budget.attempts.max(1);
-    let mut last = (PingError::Timeout, None);
-    let mut used = 0;
-    for attempt in 0..attempts {
-        let now = Instant::now();
-        if now >= end {
-            break;
-        }
-        used += 1;
-        // Share what is left evenly, so a hanging server still leaves room for retries.
-        let deadline = now + (end - now) / (attempts - attempt);
-        match send_once(ping, budget.connect_timeout, deadline).await {
+    let connect_timeout = budget.connect_timeout;
+    let one = move |this: Try| async move {
+        let (error, retry_after) = match send_once(ping, connect_timeout, this.deadline).await {
             Ok(answer) if (200..300).contains(&answer.status) => {
-                return PingOutcome::Delivered {
-                    status: answer.status,
-                    attempts: used,
-                };
+                return Attempt::Done(answer.status);
             }
-            Ok(answer) => last = (PingError::Status(answer.status), answer.retry_after),
-            Err(err) => last = (err, None),
+            Ok(answer) => (PingError::Status(answer.status), answer.retry_after),
+            Err(err) => (err, None),
+        };
+        // A refused certificate is logged in full by crate::net, once per host; trying again
+        // cannot help until the trust store changes, but the outbox keeps the ping.
+        if matches!(error, PingError::Certificate { .. }) || !error.is_retryable() {
+            Attempt::Stop(error)
+        } else {
+            Attempt::Retry { error, retry_after }
         }
-        failed(&last.0);
-        if matches!(last.0, PingError::Certificate { .. }) {
-            // Logged in full by crate::net, once per host; trying again cannot help.
-            break;
+    };
+    let outcome = retry(&budget.retry_policy(), one, |error, after| {
+        failed(error);
+        if after.retryable {
+            debug!(target_url = %ping.redacted(), attempt = after.attempt, error = %error, "ping attempt failed");
         }
-        if !last.0.is_retryable() {
-            return PingOutcome::Permanent {
-                error: last.0,
-                attempts: used,
-            };
-        }
-        debug!(target_url = %ping.redacted(), attempt = used, error = %last.0, "ping attempt failed");
-        if attempt + 1 < attempts {
-            let left = end.saturating_duration_since(Instant::now());
-            let pause = crate::backoff::full_jitter(attempt, BACKOFF_BASE, BACKOFF_CAP);
-            let pause = last.1.map_or(pause, |after| after.max(pause));
-            tokio::time::sleep(pause.min(left / 2)).await;
-        }
-    }
-    PingOutcome::Retryable {
-        error: last.0,
-        attempts: used,
-        retry_after: last.1,
+    })
+    .await;
+    match outcome {
+        Outcome::Done { value, attempts } => PingOutcome::Delivered {
+            status: value,
+            attempts,
+        },
+        Outcome::Failed {
+            error, attempts, ..
+        } if !error.is_retryable() => PingOutcome::Permanent { error, attempts },
+        Outcome::Failed {
+            error,
+            attempts,
+            retry_after,
+        } => PingOutcome::Retryable {
+            error,
+            attempts,
+            retry_after,
+        },
+        Outcome::NoTime => PingOutcome::Retryable {
+            error: PingError::Timeout,
+            attempts: 0,
+            retry_after: None,
+        },
     }
 }
 

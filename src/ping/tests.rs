@@ -35,6 +35,16 @@ fn budget(total_ms: u64) -> Budget {
     }
 }
 
+/// A `GET` ping sent within `total_ms` to a server answering `answers`: the outcome, how many
+/// requests the server got and how long the sending took.
+async fn sent_to(answers: Vec<&'static str>, total_ms: u64) -> (PingOutcome, u32, Duration) {
+    let (url, count) = server(answers).await;
+    let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
+    let started = std::time::Instant::now();
+    let outcome = send(&ping, &budget(total_ms)).await;
+    (outcome, count.load(Ordering::SeqCst), started.elapsed())
+}
+
 #[tokio::test]
 async fn retries_server_errors_until_success() {
     let (url, count) = server(vec![
@@ -92,6 +102,34 @@ async fn refused_connection_is_retryable_within_budget() {
         ),
         "{outcome:?}"
     );
+}
+
+#[tokio::test]
+async fn a_retry_after_past_the_budget_ends_the_attempts_and_is_kept_for_later() {
+    let busy = "HTTP/1.1 503 Busy\r\nRetry-After: 60\r\nContent-Length: 0\r\n\r\n";
+    let (outcome, requests, took) = sent_to(vec![busy], 5000).await;
+    // Not retried early against the service's wait: the outbox honours it instead.
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let kept = PingOutcome::Retryable {
+        error: PingError::Status(503),
+        attempts: 1,
+        retry_after: Some(Duration::from_secs(60)),
+    };
+    assert_eq!((outcome, requests), (kept, 1));
+}
+
+#[tokio::test]
+async fn a_retry_after_within_the_budget_is_waited_out_whole() {
+    let slow_down = "HTTP/1.1 429 Slow down\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n";
+    let ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    // One second is more than half of what is left of 1.5 s, and still waited out whole.
+    let (outcome, requests, took) = sent_to(vec![slow_down, ok], 1500).await;
+    assert!(took >= Duration::from_secs(1), "{took:?}");
+    let delivered = PingOutcome::Delivered {
+        status: 200,
+        attempts: 2,
+    };
+    assert_eq!((outcome, requests), (delivered, 2));
 }
 
 #[test]
