@@ -16,7 +16,7 @@ use super::error::excerpt;
 use super::model::*;
 use super::retry::{is_retryable, Failure, RetryPolicy};
 use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
-use crate::net::BodyError;
+use crate::net::{BodyError, Net};
 use crate::redact::Secret;
 
 /// The header that names the account.
@@ -41,6 +41,9 @@ pub struct ApiClientConfig {
     pub rate_limiter: Arc<RateLimiter>,
     /// The priority of this client's requests in the limiter.
     pub priority: Priority,
+    /// The trusted CAs and the proxy rule (default: the environment alone; a command sets
+    /// the one it built from the config).
+    pub net: Net,
 }
 
 impl ApiClientConfig {
@@ -55,6 +58,7 @@ impl ApiClientConfig {
             retry: RetryPolicy::default(),
             rate_limiter: RateLimiter::shared(),
             priority: Priority::Normal,
+            net: Net::default(),
         }
     }
 }
@@ -68,6 +72,7 @@ pub struct ApiClient {
     retry: RetryPolicy,
     limiter: Arc<RateLimiter>,
     priority: Priority,
+    net: Net,
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -108,7 +113,9 @@ impl ApiClient {
             })?;
             headers.insert(ACCOUNT_HEADER, value);
         }
-        let http = crate::net::client_builder(base.scheme() == "https")
+        let http = config
+            .net
+            .client_builder(base.scheme() == "https")
             .default_headers(headers)
             .redirect(super::limits::redirect_policy())
             .connect_timeout(config.connect_timeout)
@@ -122,6 +129,7 @@ impl ApiClient {
             retry: config.retry,
             limiter: config.rate_limiter,
             priority: config.priority,
+            net: config.net,
         })
     }
 
@@ -428,7 +436,7 @@ impl ApiClient {
             Ok(response) => response,
             Err(e) => {
                 super::counters::record(label.operation, None);
-                if let Some(problem) = crate::net::certificate_problem(&e) {
+                if let Some(problem) = self.net.certificate_problem(&e) {
                     let error = ApiError::Transport {
                         request: label.clone(),
                         detail: problem,
