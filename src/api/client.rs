@@ -47,7 +47,8 @@ pub struct ApiClientConfig {
 }
 
 impl ApiClientConfig {
-    /// A configuration with default timeouts, retries and the process-wide rate limiter.
+    /// A configuration with default timeouts, retries, the process-wide rate limiter and the
+    /// environment's connections ([`Net::default`]).
     pub fn new(base_url: impl Into<String>, api_key: Secret) -> Self {
         ApiClientConfig {
             base_url: base_url.into(),
