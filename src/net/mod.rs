@@ -171,3 +171,31 @@ pub(crate) fn is_tls_failure(err: &reqwest::Error) -> bool {
     let chain: String = causes(err).map(|inner| format!("{inner} ")).collect();
     TLS.iter().any(|word| chain.contains(word))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_net_keeps_its_own_settings_and_its_clones_share_what_it_loaded() {
+        let ca = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/ca.pem");
+        let with_ca = Net::new(NetSettings {
+            ca_file: Some(PathBuf::from(ca)),
+            ..NetSettings::default()
+        });
+        let without = Net::default();
+        assert!(
+            with_ca.trust().describe().contains("ca_file"),
+            "{}",
+            with_ca.trust().describe()
+        );
+        assert!(
+            !without.trust().describe().contains("ca_file"),
+            "{}",
+            without.trust().describe()
+        );
+        let clone = with_ca.clone();
+        assert!(std::ptr::eq(clone.trust(), with_ca.trust()));
+        assert!(std::ptr::eq(clone.proxy(), with_ca.proxy()));
+    }
+}
