@@ -40,19 +40,34 @@ pub struct NetSettings {
 /// The outgoing connections of a command: its [`NetSettings`] with the environment, the proxy
 /// rule and the trust store made from them when first asked for. Cheap to clone; clones share
 /// the rule and the store. [`Net::default`] is the environment alone (no config).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Net {
     inner: Arc<Resolved>,
 }
 
 /// What a [`Net`] and its clones share.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Resolved {
     settings: NetSettings,
     /// Made at the first request (its problems are logged then).
     proxy: OnceLock<Proxy>,
     /// Loaded at the first client that may make a TLS connection.
     trust: OnceLock<Trust>,
+}
+
+impl std::fmt::Debug for Net {
+    /// The settings, a proxy's password hidden (the rule and the store are not shown).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let settings = &self.inner.settings;
+        let proxy = settings.proxy.as_ref().map(|setting| match setting {
+            ProxySetting::None => "none".to_owned(),
+            ProxySetting::Url(url) => Proxy::redacted(url),
+        });
+        f.debug_struct("Net")
+            .field("ca_file", &settings.ca_file)
+            .field("proxy", &proxy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Net {
@@ -197,5 +212,17 @@ mod tests {
         let clone = with_ca.clone();
         assert!(std::ptr::eq(clone.trust(), with_ca.trust()));
         assert!(std::ptr::eq(clone.proxy(), with_ca.proxy()));
+    }
+
+    #[test]
+    fn a_proxy_password_is_not_in_the_debug_text() {
+        let proxy = ProxySetting::parse("http://user:s3cret@proxy:3128").expect("a proxy URL");
+        let net = Net::new(NetSettings {
+            proxy: Some(proxy),
+            ..NetSettings::default()
+        });
+        let text = format!("{net:?}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains("user:…@proxy:3128"), "{text}");
     }
 }
