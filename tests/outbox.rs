@@ -6,20 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use heartbeat_agent::net::Net;
 use heartbeat_agent::ping::outbox::{self, DrainOptions, Outbox, PassOptions, PingContext};
-use heartbeat_agent::ping::{Budget, Ping, PingMethod, Sender};
+use heartbeat_agent::ping::{Budget, Ping, PingMethod};
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use crate::util::daemon::{Daemon, Launch};
-use crate::util::outbox::{Behaviour, PingHost};
+use crate::util::outbox::{sender, Behaviour, PingHost};
 use crate::util::{self, Home};
-
-/// Pings through the environment's connections, as a command without a config sends them.
-fn sender() -> Sender {
-    Sender::new(Net::default())
-}
 
 mod counters;
 mod death;

@@ -52,7 +52,7 @@ fn emulator_faults_then_every_pending_ping_is_delivered_once() {
         max_in_flight: 4,
     };
     let drainer = rt.spawn(outbox::drain(
-        super::sender(),
+        util::outbox::sender(),
         outbox.clone(),
         cancel.clone(),
         options,
