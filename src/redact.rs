@@ -14,6 +14,12 @@
 //! automaton (the `aho-corasick` crate, as regex uses it) finds them all in one pass over the
 //! text, so a daemon with hundreds of jobs scrubs each output line in time linear in the line;
 //! it is rebuilt only by the first scrub after a new secret was learned.
+//!
+//! The set of known secrets is a process-wide static, on purpose, not a value handed around: a
+//! secret learned on one path (a config load, sync reading a token back) must be scrubbed from
+//! text written on any other, from any thread, including code that was never given a context
+//! (an error's text, a child's output). A set passed as a value would miss every path it was
+//! not passed to; the shared one only grows, so sharing it cannot let a secret out.
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use heartbeat_agent::cluster::Etcd;
 use heartbeat_agent::config::{ClusterSettings, Config};
+use heartbeat_agent::net::Net;
 
 mod agents;
 mod bad_input;
@@ -30,5 +31,7 @@ pub async fn client(endpoints: &str, extra: &str) -> Etcd {
         dir.path(),
         &format!("{endpoints}\nname = \"t\"\nnode = \"a\"\n{extra}"),
     );
-    Etcd::connect(&settings).await.expect("connect to etcd")
+    Etcd::connect(&settings, &Net::default())
+        .await
+        .expect("connect to etcd")
 }

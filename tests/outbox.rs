@@ -12,7 +12,7 @@ use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use crate::util::daemon::{Daemon, Launch};
-use crate::util::outbox::{Behaviour, PingHost};
+use crate::util::outbox::{sender, Behaviour, PingHost};
 use crate::util::{self, Home};
 
 mod counters;
@@ -133,7 +133,7 @@ fn flush_in_process(outbox: &Outbox) -> outbox::PassReport {
         ..PassOptions::default()
     };
     runtime()
-        .block_on(outbox::deliver_pending(outbox, &options))
+        .block_on(outbox::deliver_pending(&sender(), outbox, &options))
         .expect("deliver_pending")
 }
 
@@ -226,6 +226,7 @@ fn drainer_delivers_what_runs_left_within_five_seconds() {
     let rt = runtime();
     let cancel = CancellationToken::new();
     let drainer = rt.spawn(outbox::drain(
+        sender(),
         env.outbox(),
         cancel.clone(),
         DrainOptions::default(),
@@ -300,7 +301,12 @@ fn drainer_notices_entries_stored_through_its_handle_at_once() {
         poll: Duration::from_secs(60),
         ..DrainOptions::default()
     };
-    let drainer = rt.spawn(outbox::drain(outbox.clone(), cancel.clone(), options));
+    let drainer = rt.spawn(outbox::drain(
+        sender(),
+        outbox.clone(),
+        cancel.clone(),
+        options,
+    ));
     std::thread::sleep(Duration::from_millis(50));
     store(&outbox, &host.url(&token("n")));
     let seen = host.wait_until(Duration::from_secs(2), |paths| !paths.is_empty());
@@ -721,6 +727,7 @@ fn the_drainer_survives_a_huge_retry_after() {
     let rt = runtime();
     let cancel = CancellationToken::new();
     let drainer = rt.spawn(outbox::drain(
+        sender(),
         outbox.clone(),
         cancel.clone(),
         DrainOptions::default(),

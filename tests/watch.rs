@@ -7,6 +7,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use heartbeat_agent::config::{Amount, WatchSpec};
+use heartbeat_agent::net::Net;
 use heartbeat_agent::watch::{Probe, Probes};
 use tokio::net::TcpListener;
 
@@ -17,7 +18,7 @@ fn unique(prefix: &str) -> String {
 }
 
 async fn probe(spec: WatchSpec) -> Probe {
-    Probes::new().probe(&spec).await
+    Probes::new(&Net::default()).probe(&spec).await
 }
 
 /// A `sleep 30` that is killed and reaped when dropped.
@@ -46,7 +47,7 @@ async fn process_found_by_command_line_then_gone() {
             .spawn()
             .expect("spawn sleep"),
     );
-    let probes = Probes::new();
+    let probes = Probes::new(&Net::default());
     let found = probes.probe(&process_spec(&marker)).await;
     assert!(found.healthy, "{found:?}");
     assert!(

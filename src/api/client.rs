@@ -17,7 +17,7 @@ use super::model::*;
 use super::retry::{is_retryable, Failure};
 use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
 use crate::net::retry::{retry, Attempt, Outcome};
-use crate::net::{BodyError, RetryPolicy};
+use crate::net::{BodyError, Net, RetryPolicy};
 use crate::redact::Secret;
 
 /// The header that names the account.
@@ -42,10 +42,14 @@ pub struct ApiClientConfig {
     pub rate_limiter: Arc<RateLimiter>,
     /// The priority of this client's requests in the limiter.
     pub priority: Priority,
+    /// The trusted CAs and the proxy rule (default: the environment alone; a command sets
+    /// the one it built from the config).
+    pub net: Net,
 }
 
 impl ApiClientConfig {
-    /// A configuration with default timeouts, retries and the process-wide rate limiter.
+    /// A configuration with default timeouts, retries, the process-wide rate limiter and the
+    /// environment's connections ([`Net::default`]).
     pub fn new(base_url: impl Into<String>, api_key: Secret) -> Self {
         ApiClientConfig {
             base_url: base_url.into(),
@@ -56,6 +60,7 @@ impl ApiClientConfig {
             retry: RetryPolicy::default(),
             rate_limiter: RateLimiter::shared(),
             priority: Priority::Normal,
+            net: Net::default(),
         }
     }
 }
@@ -69,6 +74,7 @@ pub struct ApiClient {
     retry: RetryPolicy,
     limiter: Arc<RateLimiter>,
     priority: Priority,
+    net: Net,
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -109,7 +115,9 @@ impl ApiClient {
             })?;
             headers.insert(ACCOUNT_HEADER, value);
         }
-        let http = crate::net::client_builder(base.scheme() == "https")
+        let http = config
+            .net
+            .client_builder(base.scheme() == "https")
             .default_headers(headers)
             .redirect(super::limits::redirect_policy())
             .connect_timeout(config.connect_timeout)
@@ -123,6 +131,7 @@ impl ApiClient {
             retry: config.retry,
             limiter: config.rate_limiter,
             priority: config.priority,
+            net: config.net,
         })
     }
 
@@ -435,7 +444,7 @@ impl ApiClient {
             Ok(response) => response,
             Err(e) => {
                 super::counters::record(label.operation, None);
-                if let Some(problem) = crate::net::certificate_problem(&e) {
+                if let Some(problem) = self.net.certificate_problem(&e) {
                     let error = ApiError::Transport {
                         request: label.clone(),
                         detail: problem,

@@ -10,6 +10,12 @@
 //! status page refresh) take capacity only while more than a reserve is left, and never hold
 //! the queue, so normal callers always go first. Routes with their own limit get their own log
 //! and are not counted in the default one.
+//!
+//! `RateLimiter::shared` is a process-wide static, on purpose: the service counts requests per
+//! key, so every client of the process (sync, the status endpoint's remote view, `pause`, the
+//! check update after `run`'s ping) must draw on one window, and `/metrics` reports that
+//! window's waits. It is what [`super::ApiClientConfig::new`] gives by default; a client that
+//! must not share it is given its own (`ApiClientConfig::rate_limiter`, as the demo's table).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,7 @@
 //! What the subcommands share, resolved once from the global flags, the environment and the
 //! config file: the configuration (strict or lenient), the state directory and its outbox, the
-//! API client and credentials, the status endpoint, the ping options `run` and `ping` both take,
+//! outgoing connections ([`Net`], built once per command and handed to every client), the API
+//! client and credentials, the status endpoint, the ping options `run` and `ping` both take,
 //! and the async runtime of one-shot commands. Subcommand files use this module instead of one
 //! another's helpers.
 
@@ -14,6 +15,7 @@ use super::{exit, print_error, GlobalArgs};
 use crate::api::{ApiClient, ApiClientConfig};
 use crate::config::secrets::API_KEY_ENV;
 use crate::config::{Config, StatusSettings};
+use crate::net::{Net, NetSettings};
 use crate::ping::outbox::{self, Outbox};
 use crate::ping::PingMethod;
 use crate::redact::Secret;
@@ -119,17 +121,20 @@ pub(crate) fn invalid_config(path: &Path, err: &crate::config::LoadError, conseq
 }
 
 /// The context of the commands that work with or without a valid config (`run`, `ping`,
-/// `outbox`): the config when it loads, and the state directory.
+/// `outbox`): the config when it loads, the state directory and the outgoing connections.
 pub(crate) struct Lenient {
     /// The configuration, when one was found and is valid (problems were logged as warnings).
     pub config: Option<Config>,
     /// `--state-dir`, else the config's `state_dir`, else the user's default.
     pub state_dir: PathBuf,
+    /// The config's `ca_file` and `proxy` (`--ca-file` wins); nothing is read or loaded
+    /// before the first request.
+    pub net: Net,
 }
 
 impl Lenient {
     /// Resolves the context; `job` is the `--job` the command was given, if any, and
-    /// `ca_file` its `--ca-file`. Sets up outgoing connections ([`crate::net::configure`]).
+    /// `ca_file` its `--ca-file`.
     pub(crate) fn resolve(
         global: &GlobalArgs,
         job: Option<&str>,
@@ -138,14 +143,23 @@ impl Lenient {
         let config = load_config(global, job);
         let state_dir = state_dir(global, config.as_ref());
         let ca_file = ca_file.map(Path::to_path_buf);
-        crate::net::configure(match &config {
+        let net = Net::new(match &config {
             Some(config) => config.api.net(ca_file),
-            None => crate::net::NetSettings {
+            None => NetSettings {
                 ca_file,
-                ..crate::net::NetSettings::default()
+                ..NetSettings::default()
             },
         });
-        Lenient { config, state_dir }
+        Lenient {
+            config,
+            state_dir,
+            net,
+        }
+    }
+
+    /// How this command's pings leave the process (through [`Lenient::net`]).
+    pub(crate) fn pings(&self) -> crate::ping::Sender {
+        crate::ping::Sender::new(self.net.clone())
     }
 
     /// The outbox under the state directory, bounded by the config's `outbox_max_entries`.
@@ -178,6 +192,7 @@ pub(super) struct Credentials {
     base_url: String,
     api_key: Secret,
     account_id: Option<String>,
+    net: Net,
 }
 
 impl Credentials {
@@ -185,6 +200,7 @@ impl Credentials {
     pub(super) fn client(self) -> Result<ApiClient, (u8, String)> {
         let mut config = ApiClientConfig::new(self.base_url, self.api_key);
         config.account_id = self.account_id;
+        config.net = self.net;
         ApiClient::new(config).map_err(|e| (exit::FAILURE, e.to_string()))
     }
 }
@@ -216,33 +232,36 @@ pub(super) fn credentials(global: &GlobalArgs) -> Result<Credentials, (u8, Strin
             base_url,
             api_key,
             account_id: env_value(ACCOUNT_ENV),
+            net: Net::default(),
         });
     }
     let loaded = crate::config::Config::load(&path).map_err(|e| (exit::CONFIG, e.to_string()))?;
     for warning in &loaded.warnings {
         tracing::warn!(config = %path.display(), "{warning}");
     }
-    config_credentials(loaded.config.api, &path, global)
+    let net = Net::new(loaded.config.api.net(None));
+    config_credentials(loaded.config.api, &path, global, net)
 }
 
-/// The client of a loaded config's `[api]` table (`--base-url` wins), for every command that
-/// works from the config file (`api`, `sync`, the daemon). The error is an exit code and a
-/// message naming what to set.
+/// The client of a loaded config's `[api]` table (`--base-url` wins), going through `net`, for
+/// every command that works from the config file (`api`, `sync`, the daemon). The error is an
+/// exit code and a message naming what to set.
 pub(crate) fn config_client(
     api: crate::config::ApiSettings,
     path: &Path,
     global: &GlobalArgs,
+    net: Net,
 ) -> Result<ApiClient, (u8, String)> {
-    config_credentials(api, path, global)?.client()
+    config_credentials(api, path, global, net)?.client()
 }
 
 fn config_credentials(
     api: crate::config::ApiSettings,
     path: &Path,
     global: &GlobalArgs,
+    net: Net,
 ) -> Result<Credentials, (u8, String)> {
     let shown = path.display();
-    crate::net::configure(api.net(None));
     let base_url = global.base_url.clone().or(api.base_url).ok_or_else(|| {
         let msg = format!("no API base URL: set [api] base_url in {shown}, or pass --base-url URL");
         (exit::FAILURE, msg)
@@ -259,6 +278,7 @@ fn config_credentials(
         base_url,
         api_key,
         account_id: api.account_id.or_else(|| env_value(ACCOUNT_ENV)),
+        net,
     })
 }
 
@@ -291,9 +311,13 @@ pub(crate) fn endpoint(
 }
 
 /// What the daemon's status endpoint needs from the config: the remote view's client (low
-/// priority in the shared rate limiter, one attempt, short timeouts). `None` when no API is
-/// configured.
-pub(crate) fn remote_client(config: &Config, global: &GlobalArgs) -> Option<crate::api::ApiClient> {
+/// priority in the shared rate limiter, one attempt, short timeouts, through `net`). `None`
+/// when no API is configured.
+pub(crate) fn remote_client(
+    config: &Config,
+    global: &GlobalArgs,
+    net: &Net,
+) -> Option<crate::api::ApiClient> {
     use crate::api::{ApiClient, ApiClientConfig, Priority, RetryPolicy};
     let key = crate::config::read_api_key(&config.api.api_key)
         .ok()
@@ -311,6 +335,7 @@ pub(crate) fn remote_client(config: &Config, global: &GlobalArgs) -> Option<crat
     settings.request_timeout = Duration::from_secs(8);
     settings.retry = RetryPolicy::none();
     settings.priority = Priority::Low;
+    settings.net = net.clone();
     match ApiClient::new(settings) {
         Ok(client) => Some(client),
         Err(err) => {

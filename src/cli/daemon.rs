@@ -33,7 +33,8 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     for warning in &loaded.warnings {
         warn!("{warning}");
     }
-    crate::net::configure(loaded.config.api.net(None));
+    // The connections of every client the daemon makes; a reload keeps them.
+    let net = crate::net::Net::new(loaded.config.api.net(None));
     let state_dir = loaded.config.state_dir(global.state_dir.as_deref());
     if let Err(message) = crate::paths::check_state_dir(&state_dir) {
         print_error(format!("{message}; the daemon did not start"));
@@ -43,7 +44,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         .config
         .cluster
         .as_ref()
-        .map(crate::cluster::Node::new)
+        .map(|settings| crate::cluster::Node::new(settings, &net))
     {
         None => None,
         Some(Ok(node)) => Some(node),
@@ -59,6 +60,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         state_dir,
         config_path: path,
+        net,
     };
     // Jobs are spawned from the runtime's threads: their children start at the default
     // priority even when the daemon was given a higher one (see the function).
@@ -118,7 +120,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         let build = move |config: &Arc<Config>| self::reconciler(config, &options, &global);
         plugins.tasks.push(("sync", deferred.task(build)));
     }
-    let client = context::remote_client(&config, global);
+    let client = context::remote_client(&config, global, &options.net);
     let sources = crate::status::Sources {
         sync: sync_status,
         remote: crate::status::remote::RemoteView::new(client),
@@ -180,7 +182,8 @@ fn reconciler(
         info!("no job is bound to a check (check_id): check sync is off until a reload binds one");
         return None;
     }
-    match context::config_client(config.api.clone(), &options.config_path, global) {
+    let net = options.net.clone();
+    match context::config_client(config.api.clone(), &options.config_path, global, net) {
         // The reconciler makes one attempt per request and paces itself (see Reconciler::new).
         Ok(client) => Some(crate::sync::Reconciler::sharing(
             Arc::clone(config),

@@ -40,10 +40,11 @@ pub enum OutboxCommand {
 
 /// Runs an `outbox` subcommand; returns the exit code.
 pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
-    let outbox = context::Lenient::resolve(global, None, None).outbox();
+    let resolved = context::Lenient::resolve(global, None, None);
+    let outbox = resolved.outbox();
     match args.command.unwrap_or(OutboxCommand::List { json: false }) {
         OutboxCommand::List { json } => list(&outbox, json),
-        OutboxCommand::Flush { timeout } => flush(&outbox, timeout),
+        OutboxCommand::Flush { timeout } => flush(&resolved.pings(), &outbox, timeout),
         OutboxCommand::Purge => match outbox.purge() {
             Ok(purged) => {
                 println!(
@@ -155,7 +156,7 @@ fn align(rows: &[[String; 6]]) -> String {
     text
 }
 
-fn flush(outbox: &Outbox, timeout: Duration) -> u8 {
+fn flush(sender: &crate::ping::Sender, outbox: &Outbox, timeout: Duration) -> u8 {
     let options = PassOptions {
         budget: Budget {
             total: timeout,
@@ -168,7 +169,7 @@ fn flush(outbox: &Outbox, timeout: Duration) -> u8 {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
-    match runtime.block_on(outbox::deliver_pending(outbox, &options)) {
+    match runtime.block_on(outbox::deliver_pending(sender, outbox, &options)) {
         Ok(report) => {
             println!(
                 "delivered {}, failed {}, refused {}, still pending {}",

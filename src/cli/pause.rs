@@ -212,7 +212,8 @@ fn client_if(
     if bound.is_empty() {
         return Ok(None);
     }
-    context::config_client(config.api.clone(), path, global)
+    let net = crate::net::Net::new(config.api.net(None));
+    context::config_client(config.api.clone(), path, global, net)
         .map(Some)
         .map_err(|(code, message)| {
             print_error(format!(

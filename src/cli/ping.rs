@@ -47,6 +47,7 @@ pub fn run(args: PingArgs, global: &GlobalArgs) -> u8 {
         Err(code) => return code,
     };
     let outcome = runtime.block_on(outbox::deliver_or_queue_for(
+        &resolved.pings(),
         &ping,
         &budget,
         outbox.as_ref(),

@@ -68,7 +68,8 @@ pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
             return exit::USAGE;
         }
     }
-    let client = match context::config_client(config.api.clone(), &path, global) {
+    let net = crate::net::Net::new(config.api.net(None));
+    let client = match context::config_client(config.api.clone(), &path, global, net) {
         Ok(client) => client,
         Err((code, message)) => {
             print_error(message);

@@ -6,8 +6,8 @@
 //! Why not the maintained gRPC crate `etcd-client`: its build needs `protoc` (Debian's
 //! `protobuf-compiler`) on every machine that builds the agent, and it links tonic and prost
 //! into the one binary that every agent process maps, and the gateway needs nothing the tree
-//! does not already have: the reqwest client of
-//! [`crate::net::client_builder`] (same trust store, same proxy rule as every other request),
+//! does not already have: the reqwest client of [`crate::net::Net::client_builder`] (the
+//! daemon's connections: same trust store, same proxy rule as every other request),
 //! serde_json and base64 (already linked through reqwest). Only the daemon reaches this code;
 //! `run` never calls it, so its start-up path does not grow.
 //!
@@ -35,6 +35,7 @@ use super::gateway::{
     ask, garbage, int64, prefix_end, refusal, shown, Answer, Failure, Next, RangeAnswer,
 };
 use crate::config::ClusterSettings;
+use crate::net::Net;
 use crate::redact::Secret;
 
 /// An etcd lease id.
@@ -147,22 +148,23 @@ fn list(failures: &[Failure]) -> String {
 }
 
 impl Etcd {
-    /// A client for `settings`, after one read of `<name>/leader` proved that an endpoint
-    /// answers and takes the credentials.
-    pub async fn connect(settings: &ClusterSettings) -> Result<Etcd, EtcdError> {
-        let etcd = Etcd::new(settings)?;
+    /// A client for `settings` through `net`, after one read of `<name>/leader` proved that an
+    /// endpoint answers and takes the credentials.
+    pub async fn connect(settings: &ClusterSettings, net: &Net) -> Result<Etcd, EtcdError> {
+        let etcd = Etcd::new(settings, net)?;
         etcd.get(&crate::cluster::Keys::new(&settings.name).leader())
             .await?;
         Ok(etcd)
     }
 
-    /// A client for `settings` without asking etcd anything (the daemon starts even while etcd
-    /// is down); fails only when the TLS files cannot be used.
-    pub fn new(settings: &ClusterSettings) -> Result<Etcd, EtcdError> {
+    /// A client for `settings` through `net` without asking etcd anything (the daemon starts
+    /// even while etcd is down); fails only when the TLS files cannot be used.
+    pub fn new(settings: &ClusterSettings, net: &Net) -> Result<Etcd, EtcdError> {
         let https = settings.endpoints.iter().any(|u| u.scheme() == "https");
         // Long enough for a member to see a new raft leader elected (a request waits for it).
         let timeout = (settings.lease / 3).clamp(Duration::from_secs(2), Duration::from_secs(5));
-        let mut builder = crate::net::client_builder(https)
+        let mut builder = net
+            .client_builder(https)
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(timeout);
         if let Some(path) = &settings.ca_file {

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::batch::{self, Request};
 use super::{Etcd, EtcdError, Keys, Lease, LeaseId};
 use crate::config::{ClusterSettings, OnUnavailable};
+use crate::net::Net;
 
 /// How long a won claim is kept at least (besides the job's jitter): the largest clock
 /// difference between agents that still cannot run a slot twice.
@@ -128,9 +129,10 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
-    /// The node of `settings`; asks etcd nothing yet ([`Node::keep_lease`] does).
-    pub fn new(settings: &ClusterSettings) -> Result<Arc<Node>, EtcdError> {
-        let etcd = Etcd::new(settings)?;
+    /// The node of `settings`, reaching etcd through `net`; asks etcd nothing yet
+    /// ([`Node::keep_lease`] does).
+    pub fn new(settings: &ClusterSettings, net: &Net) -> Result<Arc<Node>, EtcdError> {
+        let etcd = Etcd::new(settings, net)?;
         let keys = Keys::new(&settings.name);
         let lease = Lease::new(
             etcd.clone(),

@@ -60,6 +60,8 @@ pub(super) struct Shared {
     /// The durable outbox under it: pings that could not be delivered wait there for the
     /// drainer task.
     pub outbox: crate::ping::outbox::Outbox,
+    /// How runs, the drainer and the probes reach the network.
+    pub pings: crate::ping::Sender,
     /// Live job state, read by status.
     pub state: Arc<DaemonState>,
     /// Probe context shared by all watch jobs, made at the first probe (its HTTP client costs
@@ -88,7 +90,7 @@ pub(super) struct Shared {
 impl Shared {
     /// The probe context.
     pub(crate) fn probes(&self) -> &Probes {
-        self.probes.get_or_init(Probes::new)
+        self.probes.get_or_init(|| Probes::new(self.pings.net()))
     }
 
     /// The settings in force.

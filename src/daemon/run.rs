@@ -72,6 +72,7 @@ fn pings(job: &Job, shared: &Shared, settings: &Settings) -> Pings {
         method: PingMethod::Get,
         source: shared.host.clone(),
         budget: Budget::default(),
+        sender: shared.pings.clone(),
         context: PingContext {
             job: Some(job.name.clone()),
             max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),

@@ -75,6 +75,7 @@ pub(crate) async fn run(
         admission: options.admission.clone(),
         persisted: Persisted::new(&options.state_dir),
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
+        pings: crate::ping::Sender::new(options.net.clone()),
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),
         clock: watch::channel(0).0,
@@ -228,7 +229,12 @@ impl Supervisor {
             poll: DRAIN_POLL,
             ..DrainOptions::default()
         };
-        let drainer = outbox::drain(self.shared.outbox.clone(), cancel.clone(), options);
+        let drainer = outbox::drain(
+            self.shared.pings.clone(),
+            self.shared.outbox.clone(),
+            cancel.clone(),
+            options,
+        );
         self.tasks.spawn(drainer);
         // Pauses set without the daemon (`pause` writes the file itself) count at once.
         let pauses = Arc::clone(self.shared.persisted.pauses());

@@ -39,6 +39,7 @@ async fn a_daemon_runs_reloads_and_stops_on_requests() {
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         admission: None,
         state_dir,
+        net: crate::net::Net::default(),
     };
     let (controller, control) = control::channel();
     let daemon = tokio::spawn(super::run(options, config, Plugins::default(), control));
@@ -71,6 +72,7 @@ async fn a_daemon_whose_control_is_dropped_stops() {
         ping_urls: crate::sync::LearnedUrls::new(&state_dir),
         admission: None,
         state_dir,
+        net: crate::net::Net::default(),
     };
     let (controller, control) = control::channel();
     drop(controller);

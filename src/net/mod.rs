@@ -1,22 +1,25 @@
 //! Outgoing connections: which certificates are trusted ([`trust`]) and which proxy a request
 //! goes through ([`proxy`]), one rule for every request the agent makes (pings, the API, `http`
-//! watches, `http://` and `https://` alike). [`client_builder`] gives a reqwest builder set up
-//! with both; the built-in HTTP/1.1 client of `http://` pings asks [`proxy_for`] and is used
-//! only for direct connections.
+//! watches, etcd, `http://` and `https://` alike).
 //!
-//! The settings come from the process's environment (`SSL_CERT_FILE`, `SSL_CERT_DIR`,
-//! `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` and their lower-case forms) and from the
-//! config (`[api] ca_file`, `[api] proxy`) or `run --ca-file`, given once at start-up through
-//! [`configure`] before the first request. A changed `ca_file` or `proxy` takes effect at the
-//! next start (the clients are built once per process).
+//! [`Net`] is that rule as a value: built once by each command from what the config and the
+//! command line say ([`NetSettings`]) and the process's environment (`SSL_CERT_FILE`,
+//! `SSL_CERT_DIR`, `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` and their lower-case
+//! forms), then handed to every client it builds. [`Net::client_builder`] gives a reqwest builder
+//! set up with both; the built-in HTTP/1.1 client of `http://` pings asks [`Net::proxy_for`] and
+//! is used only for direct connections. The environment is read, and the trust store loaded,
+//! only when first needed (loading the store costs more than a whole `http://` ping), and once
+//! per value: clones share them. A changed `ca_file` or `proxy` takes effect at the next start
+//! (the daemon keeps the value it started with).
 //!
 //! Also what every client does alike with an answer or a failure: [`read_body`] reads a body up
 //! to a cap, [`causes`] walks an error's sources, [`is_tls_failure`] tells a failed TLS
-//! handshake, and [`certificate_problem`] words a refused server certificate. [`retry`] is
-//! the one retry loop, with its one policy ([`RetryPolicy`]) and `Retry-After` rule, of the
+//! handshake, and [`Net::certificate_problem`] words a refused server certificate. [`retry`]
+//! is the one retry loop, with its one policy ([`RetryPolicy`]) and `Retry-After` rule, of the
 //! clients that repeat a request within one call (pings and the API).
 
-use std::sync::OnceLock;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 mod body;
 pub mod proxy;
@@ -33,101 +36,135 @@ pub use trust::Trust;
 pub struct NetSettings {
     /// `[api] ca_file` / `run --ca-file`: extra CA certificates (PEM), trusted besides the
     /// system's.
-    pub ca_file: Option<std::path::PathBuf>,
+    pub ca_file: Option<PathBuf>,
     /// `[api] proxy`: a proxy URL for every request, or `none`; unset: the environment decides.
     pub proxy: Option<ProxySetting>,
 }
 
-static SETTINGS: OnceLock<NetSettings> = OnceLock::new();
-static PROXY: OnceLock<Proxy> = OnceLock::new();
-
-/// Sets the settings of this process; the first call wins (later ones are ignored: the
-/// clients are built once).
-pub fn configure(settings: NetSettings) {
-    let _ = SETTINGS.set(settings);
+/// The outgoing connections of a command: its [`NetSettings`] with the environment, the proxy
+/// rule and the trust store made from them when first asked for. Cheap to clone; clones share
+/// the rule and the store. [`Net::default`] is the environment alone (no config).
+#[derive(Clone, Default)]
+pub struct Net {
+    inner: Arc<Resolved>,
 }
 
-fn settings() -> &'static NetSettings {
-    SETTINGS.get_or_init(NetSettings::default)
+/// What a [`Net`] and its clones share.
+#[derive(Default)]
+struct Resolved {
+    settings: NetSettings,
+    /// Made at the first request (its problems are logged then).
+    proxy: OnceLock<Proxy>,
+    /// Loaded at the first client that may make a TLS connection.
+    trust: OnceLock<Trust>,
 }
 
-/// The proxy rule of this process (environment and `[api] proxy`).
-pub fn proxy() -> &'static Proxy {
-    PROXY.get_or_init(|| {
-        let rule = Proxy::from_env(settings().proxy.clone(), |name| std::env::var(name).ok());
-        for problem in &rule.problems {
-            tracing::warn!("{problem}");
-        }
-        rule
-    })
-}
-
-/// The proxy `url` goes through, or `None` for a direct connection.
-pub fn proxy_for(url: &reqwest::Url) -> Option<&'static reqwest::Url> {
-    proxy().for_url(url)
-}
-
-/// The trust store of this process, loaded at the first https request (see [`trust`]).
-pub fn trust() -> &'static Trust {
-    static TRUST: OnceLock<Trust> = OnceLock::new();
-    TRUST.get_or_init(|| {
-        let trust = Trust::load(settings().ca_file.as_deref(), |name| std::env::var_os(name));
-        for problem in &trust.problems {
-            tracing::warn!("trusted CA certificates: {problem}; it is not used");
-        }
-        tracing::debug!(trust = %trust.describe(), "trusted CA certificates loaded");
-        trust
-    })
-}
-
-/// A reqwest builder that trusts [`trust`] and goes through [`proxy`]: the start of every
-/// reqwest client of the agent. The trust store is loaded only when `https` says a TLS
-/// connection may be made (a plain-http client does not pay for it).
-pub fn client_builder(https: bool) -> reqwest::ClientBuilder {
-    let rule = proxy();
-    let builder = reqwest::Client::builder()
-        .user_agent(crate::user_agent())
-        // reqwest's default Referer would carry a URL (a ping token) to a redirect's host.
-        .referer(false)
-        .no_proxy()
-        .proxy(reqwest::Proxy::custom(move |url| {
-            rule.for_url(url).cloned()
-        }));
-    if https {
-        trust().apply(builder)
-    } else {
-        builder
+impl std::fmt::Debug for Net {
+    /// The settings, a proxy's password hidden (the rule and the store are not shown).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let settings = &self.inner.settings;
+        let proxy = settings.proxy.as_ref().map(|setting| match setting {
+            ProxySetting::None => "none".to_owned(),
+            ProxySetting::Url(url) => Proxy::redacted(url),
+        });
+        f.debug_struct("Net")
+            .field("ca_file", &settings.ca_file)
+            .field("proxy", &proxy)
+            .finish_non_exhaustive()
     }
 }
 
-/// Whether a reqwest error is a refused server certificate; then the text to show: which host,
-/// which trust source, what to set. Counted by host, and logged here as an error the first time
-/// for each host (at debug level after that), so every client reports it once.
-pub fn certificate_problem(err: &reqwest::Error) -> Option<String> {
-    for inner in causes(err) {
-        let text = inner.to_string();
-        if text.contains("invalid peer certificate") {
-            let host = err
-                .url()
-                .and_then(|u| u.host_str())
-                .unwrap_or("?")
-                .to_owned();
-            let problem = format!(
-                "the certificate of {host} is not trusted ({}); trusted: {}. If {host} uses a \
-                 private CA or a TLS-inspecting proxy, add its CA certificate (PEM) with `[api] \
-                 ca_file` (or `run --ca-file`), or point SSL_CERT_FILE at a bundle that holds it",
-                text.trim_start_matches("invalid peer certificate: "),
-                trust().describe()
-            );
-            if trust::count_error(&host) {
-                tracing::error!("{problem}");
-            } else {
-                tracing::debug!("{problem}");
+impl Net {
+    /// The connections `settings` describe; reads nothing yet.
+    pub fn new(settings: NetSettings) -> Net {
+        Net {
+            inner: Arc::new(Resolved {
+                settings,
+                ..Resolved::default()
+            }),
+        }
+    }
+
+    /// The proxy rule (environment and `[api] proxy`).
+    pub fn proxy(&self) -> &Proxy {
+        self.inner.proxy.get_or_init(|| {
+            let setting = self.inner.settings.proxy.clone();
+            let rule = Proxy::from_env(setting, |name| std::env::var(name).ok());
+            for problem in &rule.problems {
+                tracing::warn!("{problem}");
             }
-            return Some(problem);
+            rule
+        })
+    }
+
+    /// The proxy `url` goes through, or `None` for a direct connection.
+    pub fn proxy_for(&self, url: &reqwest::Url) -> Option<&reqwest::Url> {
+        self.proxy().for_url(url)
+    }
+
+    /// The trust store, loaded at the first call (see [`trust`]).
+    pub fn trust(&self) -> &Trust {
+        self.inner.trust.get_or_init(|| {
+            let ca_file = self.inner.settings.ca_file.as_deref();
+            let trust = Trust::load(ca_file, |name| std::env::var_os(name));
+            for problem in &trust.problems {
+                tracing::warn!("trusted CA certificates: {problem}; it is not used");
+            }
+            tracing::debug!(trust = %trust.describe(), "trusted CA certificates loaded");
+            trust
+        })
+    }
+
+    /// A reqwest builder that trusts [`Net::trust`] and goes through [`Net::proxy`]: the start
+    /// of every reqwest client of the agent. The trust store is loaded only when `https` says a
+    /// TLS connection may be made (a plain-http client does not pay for it).
+    pub fn client_builder(&self, https: bool) -> reqwest::ClientBuilder {
+        let rule = self.clone();
+        let builder = reqwest::Client::builder()
+            .user_agent(crate::user_agent())
+            // reqwest's default Referer would carry a URL (a ping token) to a redirect's host.
+            .referer(false)
+            .no_proxy()
+            .proxy(reqwest::Proxy::custom(move |url| {
+                rule.proxy_for(url).cloned()
+            }));
+        if https {
+            self.trust().apply(builder)
+        } else {
+            builder
         }
     }
-    None
+
+    /// Whether a reqwest error is a refused server certificate; then the text to show: which host,
+    /// which trust source, what to set. Counted by host, and logged here as an error the first time
+    /// for each host (at debug level after that), so every client reports it once.
+    pub fn certificate_problem(&self, err: &reqwest::Error) -> Option<String> {
+        for inner in causes(err) {
+            let text = inner.to_string();
+            if text.contains("invalid peer certificate") {
+                let host = err
+                    .url()
+                    .and_then(|u| u.host_str())
+                    .unwrap_or("?")
+                    .to_owned();
+                let problem = format!(
+                    "the certificate of {host} is not trusted ({}); trusted: {}. If {host} \
+                     uses a private CA or a TLS-inspecting proxy, add its CA certificate (PEM) \
+                     with `[api] ca_file` (or `run --ca-file`), or point SSL_CERT_FILE at a \
+                     bundle that holds it",
+                    text.trim_start_matches("invalid peer certificate: "),
+                    self.trust().describe()
+                );
+                if trust::count_error(&host) {
+                    tracing::error!("{problem}");
+                } else {
+                    tracing::debug!("{problem}");
+                }
+                return Some(problem);
+            }
+        }
+        None
+    }
 }
 
 /// The sources of `err`, outermost first (reqwest's own error is not among them). Below
@@ -152,4 +189,44 @@ pub(crate) fn is_tls_failure(err: &reqwest::Error) -> bool {
     ];
     let chain: String = causes(err).map(|inner| format!("{inner} ")).collect();
     TLS.iter().any(|word| chain.contains(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_net_keeps_its_own_settings_and_its_clones_share_what_it_loaded() {
+        let ca = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/ca.pem");
+        let with_ca = Net::new(NetSettings {
+            ca_file: Some(PathBuf::from(ca)),
+            ..NetSettings::default()
+        });
+        let without = Net::default();
+        assert!(
+            with_ca.trust().describe().contains("ca_file"),
+            "{}",
+            with_ca.trust().describe()
+        );
+        assert!(
+            !without.trust().describe().contains("ca_file"),
+            "{}",
+            without.trust().describe()
+        );
+        let clone = with_ca.clone();
+        assert!(std::ptr::eq(clone.trust(), with_ca.trust()));
+        assert!(std::ptr::eq(clone.proxy(), with_ca.proxy()));
+    }
+
+    #[test]
+    fn a_proxy_password_is_not_in_the_debug_text() {
+        let proxy = ProxySetting::parse("http://user:s3cret@proxy:3128").expect("a proxy URL");
+        let net = Net::new(NetSettings {
+            proxy: Some(proxy),
+            ..NetSettings::default()
+        });
+        let text = format!("{net:?}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains("user:…@proxy:3128"), "{text}");
+    }
 }

@@ -13,8 +13,8 @@
 //! Home-made, small, on purpose: reqwest applies the environment itself, but the built-in
 //! HTTP/1.1 client of `http://` pings must make the same decision (it connects only when the
 //! rule says "direct"), and reqwest does not expose its matcher; one rule here, given to reqwest
-//! as its only proxy ([`super::client_builder`]), keeps both the same. A proxy's password is a
-//! secret: [`Proxy::redacted`] is what is shown.
+//! as its only proxy ([`super::Net::client_builder`]), keeps both the same. A proxy's password
+//! is a secret: [`Proxy::redacted`] is what is shown.
 
 use std::net::IpAddr;
 

@@ -15,6 +15,10 @@
 //! hash links), several times the work of the single bundle; one file, parsed once, is the
 //! cheapest correct way, and directories are read only when named or when no
 //! bundle exists. Certificates are deduplicated.
+//!
+//! The count of refused certificates by host ([`error_counts`]) is process-wide, as every
+//! counter of `/metrics`: any client of the process adds to it and the endpoint reads it
+//! without being handed each client.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -47,7 +51,8 @@ struct Source {
     count: usize,
 }
 
-/// The trusted certificates of this process.
+/// The trusted certificates of a [`super::Net`]: the system's (or the environment's) store
+/// and `ca_file`.
 #[derive(Debug)]
 pub struct Trust {
     certs: Vec<reqwest::Certificate>,

@@ -10,13 +10,15 @@
 //!
 //! `http://` URLs go through a minimal HTTP/1.1 client (`http1.rs`): `run` must start and ping
 //! faster than curl, and building a TLS client costs more than the whole request. `https://`
-//! (and anything unusual, such as a redirect) goes through reqwest with rustls, built lazily.
+//! (and anything unusual, such as a redirect) goes through reqwest with rustls, built lazily by
+//! the [`Sender`] a command hands to every delivery: its connections ([`crate::net::Net`]) and
+//! that one client, shared by all the pings of the process.
 //!
 //! A ping URL is a secret (its path carries the token): everything printed about it goes
 //! through [`crate::redact::url`], no error below carries the URL, and no request sends it
 //! on as `Referer` after a redirect.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -305,27 +307,67 @@ impl Budget {
     }
 }
 
+/// How pings leave a process: through its connections ([`crate::net::Net`]), and for anything
+/// the built-in HTTP/1.1 client does not do, one reqwest client built at the first such ping.
+/// Cheap to clone; clones share the client and its connections.
+#[derive(Debug, Clone)]
+pub struct Sender {
+    net: crate::net::Net,
+    client: Arc<OnceLock<Result<reqwest::Client, String>>>,
+}
+
+impl Sender {
+    /// Pings through `net`; builds nothing yet.
+    pub fn new(net: crate::net::Net) -> Sender {
+        Sender {
+            net,
+            client: Arc::default(),
+        }
+    }
+
+    /// The connections pings go through (the watch probes' HTTP client uses the same).
+    pub fn net(&self) -> &crate::net::Net {
+        &self.net
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, PingError> {
+        self.client
+            .get_or_init(|| {
+                // Through the proxy rule and the trust store of the net, without Referer.
+                self.net
+                    .client_builder(true)
+                    .connect_timeout(Budget::default().connect_timeout)
+                    .build()
+                    .map_err(|err| crate::redact::reqwest_error(&err))
+            })
+            .as_ref()
+            .map_err(|err| PingError::Http(format!("cannot set up the HTTP client: {err}")))
+    }
+}
+
 /// Sends `ping` within `budget`; see the module documentation.
-pub(crate) async fn send(ping: &Ping, budget: &Budget) -> PingOutcome {
-    send_with(ping, budget, |_| {}).await
+pub(crate) async fn send(sender: &Sender, ping: &Ping, budget: &Budget) -> PingOutcome {
+    send_with(sender, ping, budget, |_| {}).await
 }
 
 /// [`send`], calling `failed` after each attempt that failed (the outbox makes its entry
 /// durable then).
 pub(crate) async fn send_with(
+    sender: &Sender,
     ping: &Ping,
     budget: &Budget,
     mut failed: impl FnMut(&PingError),
 ) -> PingOutcome {
     let connect_timeout = budget.connect_timeout;
     let one = move |this: Try| async move {
-        let (error, retry_after) = match send_once(ping, connect_timeout, this.deadline).await {
-            Ok(answer) if (200..300).contains(&answer.status) => {
-                return Attempt::Done(answer.status);
-            }
-            Ok(answer) => (PingError::Status(answer.status), answer.retry_after),
-            Err(err) => (err, None),
-        };
+        let (error, retry_after) =
+            match send_once(sender, ping, connect_timeout, this.deadline).await {
+                Ok(answer) if (200..300).contains(&answer.status) => {
+                    return Attempt::Done(answer.status);
+                }
+                Ok(answer) => (PingError::Status(answer.status), answer.retry_after),
+                Err(err) => (err, None),
+            };
         // A refused certificate is logged in full by crate::net, once per host; trying again
         // cannot help until the trust store changes, but the outbox keeps the ping.
         if matches!(error, PingError::Certificate { .. }) || !error.is_retryable() {
@@ -368,13 +410,14 @@ pub(crate) async fn send_with(
 
 /// One attempt, ending by `deadline`: the building block of [`send`] and of outbox draining.
 pub(crate) async fn send_once(
+    sender: &Sender,
     ping: &Ping,
     connect_timeout: Duration,
     deadline: Instant,
 ) -> Result<Answer, PingError> {
     if ping.url.scheme() == "http"
         && ping.url.username().is_empty()
-        && crate::net::proxy_for(&ping.url).is_none()
+        && sender.net.proxy_for(&ping.url).is_none()
     {
         let (answer, location) = http1::request(ping, connect_timeout, deadline).await?;
         let target = location.and_then(|l| ping.url.join(&l).ok());
@@ -387,27 +430,17 @@ pub(crate) async fn send_once(
             url,
             ..ping.clone()
         };
-        return send_reqwest(&moved, deadline).await;
+        return send_reqwest(sender, &moved, deadline).await;
     }
-    send_reqwest(ping, deadline).await
+    send_reqwest(sender, ping, deadline).await
 }
 
-fn client() -> Result<&'static reqwest::Client, PingError> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            // Through the proxy rule and the trust store of crate::net, without Referer.
-            crate::net::client_builder(true)
-                .connect_timeout(Budget::default().connect_timeout)
-                .build()
-                .map_err(|err| crate::redact::reqwest_error(&err))
-        })
-        .as_ref()
-        .map_err(|err| PingError::Http(format!("cannot set up the HTTP client: {err}")))
-}
-
-async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingError> {
-    let client = client()?;
+async fn send_reqwest(
+    sender: &Sender,
+    ping: &Ping,
+    deadline: Instant,
+) -> Result<Answer, PingError> {
+    let client = sender.client()?;
     let method = match ping.method {
         PingMethod::Get => reqwest::Method::GET,
         PingMethod::Post => reqwest::Method::POST,
@@ -425,7 +458,7 @@ async fn send_reqwest(ping: &Ping, deadline: Instant) -> Result<Answer, PingErro
         (None, PingMethod::Get) => request,
     };
     let response = request.send().await.map_err(|err| {
-        if let Some(detail) = crate::net::certificate_problem(&err) {
+        if let Some(detail) = sender.net.certificate_problem(&err) {
             let host = ping.url.host_str().unwrap_or("?").to_owned();
             PingError::Certificate { host, detail }
         } else if err.is_timeout() {

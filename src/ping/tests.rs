@@ -27,6 +27,11 @@ async fn server(answers: Vec<&'static str>) -> (String, Arc<AtomicU32>) {
     (format!("http://{addr}/secret-token"), count)
 }
 
+/// Pings through the environment's connections, as with no config.
+fn sender() -> Sender {
+    Sender::new(crate::net::Net::default())
+}
+
 fn budget(total_ms: u64) -> Budget {
     Budget {
         total: Duration::from_millis(total_ms),
@@ -41,7 +46,7 @@ async fn sent_to(answers: Vec<&'static str>, total_ms: u64) -> (PingOutcome, u32
     let (url, count) = server(answers).await;
     let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
     let started = std::time::Instant::now();
-    let outcome = send(&ping, &budget(total_ms)).await;
+    let outcome = send(&sender(), &ping, &budget(total_ms)).await;
     (outcome, count.load(Ordering::SeqCst), started.elapsed())
 }
 
@@ -53,7 +58,7 @@ async fn retries_server_errors_until_success() {
     ])
     .await;
     let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
-    let outcome = send(&ping, &budget(5000)).await;
+    let outcome = send(&sender(), &ping, &budget(5000)).await;
     assert_eq!(
         outcome,
         PingOutcome::Delivered {
@@ -68,7 +73,7 @@ async fn retries_server_errors_until_success() {
 async fn client_errors_are_permanent_and_not_retried() {
     let (url, count) = server(vec!["HTTP/1.1 404 Not Found\r\n\r\n"]).await;
     let ping = Ping::new(&url, PingMethod::Post, "host").expect("valid");
-    let outcome = send(&ping, &budget(5000)).await;
+    let outcome = send(&sender(), &ping, &budget(5000)).await;
     assert!(
         matches!(
             outcome,
@@ -89,7 +94,7 @@ async fn refused_connection_is_retryable_within_budget() {
     drop(listener);
     let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
     let started = std::time::Instant::now();
-    let outcome = send(&ping, &budget(1000)).await;
+    let outcome = send(&sender(), &ping, &budget(1000)).await;
     assert!(started.elapsed() < Duration::from_millis(1500));
     assert!(
         matches!(
@@ -154,7 +159,7 @@ async fn redirects_are_followed_by_the_full_client() {
     ])
     .await;
     let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
-    let outcome = send(&ping, &budget(5000)).await;
+    let outcome = send(&sender(), &ping, &budget(5000)).await;
     assert_eq!(
         outcome,
         PingOutcome::Delivered {
@@ -185,7 +190,7 @@ async fn a_redirect_to_another_host_carries_no_referer() {
     );
     let (url, _) = server(vec![redirect]).await;
     let ping = Ping::new(&url, PingMethod::Get, "host").expect("valid");
-    let outcome = send(&ping, &budget(5000)).await;
+    let outcome = send(&sender(), &ping, &budget(5000)).await;
     assert!(
         matches!(outcome, PingOutcome::Delivered { status: 200, .. }),
         "{outcome:?}"
@@ -222,7 +227,7 @@ async fn a_redirected_ping_reaches_the_first_address_once() {
         "host",
     )
     .expect("valid");
-    let outcome = send(&ping, &budget(5000)).await;
+    let outcome = send(&sender(), &ping, &budget(5000)).await;
     assert!(
         matches!(outcome, PingOutcome::Delivered { status: 200, .. }),
         "{outcome:?}"

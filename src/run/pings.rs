@@ -12,7 +12,7 @@ use tracing::warn;
 use super::Ended;
 use crate::config::FailUrl;
 use crate::ping::outbox::{self, Outbox, PingContext};
-use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
+use crate::ping::{Budget, Ping, PingMethod, PingOutcome, Sender};
 
 /// Where and how a run pings, besides its success ping (which the [`super::Runner`] resolves
 /// at the end).
@@ -29,6 +29,8 @@ pub(crate) struct Pings {
     pub source: String,
     /// The time budget of each ping.
     pub budget: Budget,
+    /// How the pings leave the process (its connections).
+    pub sender: Sender,
     /// The job and age limit stored with a ping that goes to the outbox.
     pub context: PingContext,
     /// The span the pings are sent in (the daemon names the job on what they log).
@@ -39,9 +41,10 @@ impl Pings {
     /// Sends the start ping, if any, in a task of its own so the command starts at once.
     pub(super) fn send_start(&self) -> Option<JoinHandle<PingOutcome>> {
         let ping = self.start.clone()?;
-        let (budget, context) = (self.budget, self.context.clone());
-        let send =
-            async move { outbox::deliver_or_queue_for(&ping, &budget, None, &context).await };
+        let (budget, context, sender) = (self.budget, self.context.clone(), self.sender.clone());
+        let send = async move {
+            outbox::deliver_or_queue_for(&sender, &ping, &budget, None, &context).await
+        };
         Some(tokio::spawn(tracing::Instrument::instrument(
             send,
             self.span.clone(),
@@ -71,8 +74,14 @@ impl Pings {
                 let _ = start.await;
             }
             let at = Utc::now();
-            let outcome =
-                outbox::deliver_or_queue_for(ping, &self.budget, Some(outbox), &self.context).await;
+            let outcome = outbox::deliver_or_queue_for(
+                &self.sender,
+                ping,
+                &self.budget,
+                Some(outbox),
+                &self.context,
+            )
+            .await;
             (at, outcome)
         };
         tracing::Instrument::instrument(send, self.span.clone()).await

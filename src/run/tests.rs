@@ -105,6 +105,7 @@ fn pings(fail: Option<&str>, fail_body: Option<usize>) -> Pings {
             total: Duration::from_millis(200),
             ..Budget::default()
         },
+        sender: crate::ping::Sender::new(crate::net::Net::default()),
         context: PingContext {
             job: Some("j".into()),
             max_age: Duration::from_secs(3600),

@@ -3,6 +3,11 @@
 //! the accepted definition, the answer's ping URL and token, and the latest fire whose ping
 //! was accepted (and when). Written crash-safely ([`crate::persist::file::write_atomic`]) and private
 //! (mode 0600, the directory created 0700: the ping URL is a secret).
+//!
+//! [`update`] reads, changes and writes a job's file under one process-wide lock, a static on
+//! purpose: it guards the files against this process's own threads (the sync task and the job
+//! tasks recording accepted pings), which reach them by different paths; each would have to be
+//! handed the same lock, which is what a static is. It is not a setting.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,8 @@
 //! pings when its probe finds the condition healthy.
 //!
 //! [`Probes`] is the context a caller keeps between probes: the sysinfo process table (reused,
-//! so each `process` probe only re-reads what changed) and one HTTP client. Every probe returns
+//! so each `process` probe only re-reads what changed) and one HTTP client, built on the
+//! connections ([`crate::net::Net`]) the caller hands it. Every probe returns
 //! a [`Probe`]: healthy or not, with a one-line reason that says what was measured against which
 //! threshold; a watch job's run ends as that probe ([`crate::run_end::RunEnd::Probed`]). Probes
 //! never fail with an error: a probe that cannot measure is unhealthy, and the reason says why.
@@ -11,6 +12,10 @@
 //! blocking pool ([`tokio::task::spawn_blocking`]) under [`BLOCKING_PROBE_LIMIT`], because a hung
 //! network file system can block them indefinitely. `/proc/meminfo` and `/proc/loadavg` are read
 //! inline: procfs is generated in memory and never waits for a device.
+//!
+//! One process-wide static stays: a `Once` that sets sysinfo's open-files limit to zero before
+//! the first process table is made. The limit is sysinfo's own process-wide setting, not one of
+//! the agent's; the `Once` only keeps the call from being repeated by every [`Probes`].
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -87,24 +92,19 @@ impl std::fmt::Debug for Probes {
     }
 }
 
-impl Default for Probes {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Probes {
     /// A fresh context: an empty process table (filled at the first `process` probe) and an
     /// HTTP client that does not follow redirects (the status checked is the one the URL itself
-    /// answers).
-    pub fn new() -> Self {
+    /// answers), going through `net`.
+    pub fn new(net: &crate::net::Net) -> Self {
         // sysinfo keeps each process's `/proc/PID/stat` open by default; a daemon must not hold
         // hundreds of descriptors for that.
         static FILES_LIMIT: std::sync::Once = std::sync::Once::new();
         FILES_LIMIT.call_once(|| {
             sysinfo::set_open_files_limit(0);
         });
-        let http = crate::net::client_builder(true)
+        let http = net
+            .client_builder(true)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn probes_can_run_in_spawned_tasks() {
         fn spawnable<T: Send + 'static>(_: &T) {}
-        let probes = Probes::new();
+        let probes = Probes::new(&crate::net::Net::default());
         let spec = WatchSpec::Load { max_load1: 1.0 };
         let future = async move { probes.probe(&spec).await };
         spawnable(&future);

@@ -51,7 +51,12 @@ fn emulator_faults_then_every_pending_ping_is_delivered_once() {
         backoff_cap: Duration::from_millis(800),
         max_in_flight: 4,
     };
-    let drainer = rt.spawn(outbox::drain(outbox.clone(), cancel.clone(), options));
+    let drainer = rt.spawn(outbox::drain(
+        util::outbox::sender(),
+        outbox.clone(),
+        cancel.clone(),
+        options,
+    ));
     let delivered = |t: &String| {
         emulator
             .pings()

@@ -1,12 +1,17 @@
 //! A loopback ping host for the outbox tests whose behaviour can change while it runs: drop
 //! every connection (the host is "down"), answer a status, or answer 200 after a delay. A view
 //! by path of [`super::http::FakeServer`], which hands each request it answered to the test through
-//! a channel, in arrival order.
+//! a channel, in arrival order. Also the [`sender`] the outbox functions are called with.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::http::FakeServer;
+
+/// Pings through the environment's connections, as a command without a config sends them.
+pub fn sender() -> heartbeat_agent::ping::Sender {
+    heartbeat_agent::ping::Sender::new(heartbeat_agent::net::Net::default())
+}
 
 /// How the host answers: [`Behaviour::Drop`], [`Behaviour::Status`] or [`Behaviour::Slow`].
 pub use super::http::Mode as Behaviour;

@@ -106,7 +106,8 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     .await
     .map_err(|e| format!("cannot start the emulator: {e}"))?;
     let (text, checks) = fill_template(TEMPLATE, &emulator)?;
-    arm(&emulator, &checks).await;
+    // Before the demo's config exists: the environment's connections (the emulator is local).
+    arm(&emulator, &checks, &crate::net::Net::default()).await;
     write_private(&dir.join("api-key"), &format!("{key}\n"))?;
     let path = dir.join("config.toml");
     write_private(&path, &text)?;
@@ -121,12 +122,14 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
         }
     };
     let state_dir = config.state_dir(None);
+    let net = crate::net::Net::new(config.api.net(None));
     let client = |retry| {
         let mut options = ApiClientConfig::new(emulator.base_url(), Secret::new(key.clone()));
         options.account_id = Some(emulator.account().to_owned());
         options.retry = retry;
         // Its own limiter: the table's polling must not take sync's share of the quota.
         options.rate_limiter = Arc::new(RateLimiter::new(Quota::DEFAULT));
+        options.net = net.clone();
         ApiClient::new(options).map_err(|e| format!("cannot build the API client: {e}"))
     };
     let ping_urls = LearnedUrls::new(&state_dir);
@@ -165,6 +168,7 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
         state_dir,
         ping_urls,
         admission: None,
+        net,
     };
     daemon::run(options, Arc::clone(&config), plugins, control).await;
     let last = view.rows(&config).await;
@@ -178,7 +182,8 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
 /// a check never pinged never fails, and the demo's failing jobs must show an alarm. Their
 /// checks (period 30 s, no grace, config/demo.toml) are `FAILING` about 35 s after sync's first
 /// `PUT`, which restarts the timer when it is saved.
-async fn arm(emulator: &EmulatorHandle, checks: &CheckIds) {
+async fn arm(emulator: &EmulatorHandle, checks: &CheckIds, net: &crate::net::Net) {
+    let sender = crate::ping::Sender::new(net.clone());
     for id in checks.values() {
         let url = emulator
             .heartbeat_check(id)
@@ -186,7 +191,7 @@ async fn arm(emulator: &EmulatorHandle, checks: &CheckIds) {
         let ping =
             url.and_then(|u| crate::ping::Ping::new(&u, crate::ping::PingMethod::Get, "demo").ok());
         if let Some(ping) = ping {
-            crate::ping::send(&ping, &crate::ping::Budget::default()).await;
+            crate::ping::send(&sender, &ping, &crate::ping::Budget::default()).await;
         }
     }
 }

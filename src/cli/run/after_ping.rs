@@ -25,17 +25,19 @@ pub(super) struct SyncAfterPing {
 }
 
 /// A job bound to a check gets its held period change sent after its ping; without API
-/// credentials only the ping is recorded (the daemon or `sync` sends the change later).
+/// credentials only the ping is recorded (the daemon or `sync` sends the change later). The
+/// client goes through `net`, the run's connections.
 pub(super) fn sync_after_ping(
     job: &Job,
     config: &Config,
     global: &GlobalArgs,
+    net: crate::net::Net,
 ) -> Option<SyncAfterPing> {
     let crate::config::PingTarget::Check(check_id) = &job.target else {
         return None;
     };
     let path = crate::paths::config_file(global.config.as_ref());
-    let client = context::config_client(config.api.clone(), &path, global)
+    let client = context::config_client(config.api.clone(), &path, global, net)
         .inspect_err(
             |(_, message)| debug!(job = %job.name, "no check update after the ping: {message}"),
         )

@@ -232,7 +232,12 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         args.ping.options.ca_file.as_deref(),
     );
     let outbox_max_entries = resolved.outbox_max_entries();
-    let Lenient { config, state_dir } = resolved;
+    let sender = resolved.pings();
+    let Lenient {
+        config,
+        state_dir,
+        net,
+    } = resolved;
     let job = args
         .job
         .as_deref()
@@ -257,7 +262,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         debug!("no ping URL (--ping-url, --ping-url-file, --job or {PING_URL_ENV}): nothing will be pinged");
     }
     let (lock_key, lock_what) = lock_identity(args.job.as_deref(), success.as_ref(), &spec);
-    let sync = job.and_then(|job| sync_after_ping(job, config.as_ref()?, global));
+    let sync = job.and_then(|job| sync_after_ping(job, config.as_ref()?, global, net));
     if let (Some(config), Some(_)) = (&config, fail_body) {
         // The output a fail ping carries is scrubbed of the API key too.
         crate::run::pings::learn_api_key(&config.api.api_key);
@@ -289,6 +294,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
                 total: args.ping.options.ping_timeout,
                 ..Budget::default()
             },
+            sender,
             context: PingContext {
                 job: args.job.clone(),
                 max_age: crate::config::defaults::outbox_max_age(

@@ -148,7 +148,8 @@ impl Runner for Wrapped<'_> {
             }
             let budget = &plan.pings.budget;
             let left = budget.total.saturating_sub(report.pings_began.elapsed());
-            outbox::catch_up(self.outbox, budget, left, report.stored.clone()).await;
+            let (sender, stored) = (&plan.pings.sender, report.stored.clone());
+            outbox::catch_up(sender, self.outbox, budget, left, stored).await;
         };
         tokio::select! {
             () = after => {}

@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use super::entry::now_ms;
 use super::{Claimed, Outbox, OutboxError, PingContext};
 use crate::backoff;
-use crate::ping::{send, send_with, Budget, Ping, PingKind, PingOutcome};
+use crate::ping::{send, send_with, Budget, Ping, PingKind, PingOutcome, Sender};
 
 /// Delivers `ping` within `budget`, through `outbox` when there is one: the ping is written
 /// to it before the first attempt ([`Outbox::begin`]), made durable once an attempt failed,
@@ -27,6 +27,7 @@ use crate::ping::{send, send_with, Budget, Ping, PingKind, PingOutcome};
 /// `budget` and is then given up, since a start delivered late would tell of a run that is
 /// long over. This is the one place that rule lives, for `run` and the daemon alike.
 pub(crate) async fn deliver_or_queue_for(
+    sender: &Sender,
     ping: &Ping,
     budget: &Budget,
     outbox: Option<&Outbox>,
@@ -36,7 +37,7 @@ pub(crate) async fn deliver_or_queue_for(
     let start = ping.kind == PingKind::Start;
     let outbox = outbox.filter(|_| !start);
     let mut ahead = Ahead::begin(ping, budget, outbox, context);
-    let outcome = send_with(ping, budget, |_| ahead.attempt_failed()).await;
+    let outcome = send_with(sender, ping, budget, |_| ahead.attempt_failed()).await;
     match &outcome {
         PingOutcome::Delivered { status, attempts } => {
             debug!(job, target_url = %ping.redacted(), status, attempts, "ping delivered");
@@ -200,8 +201,9 @@ pub struct PassReport {
 }
 
 /// Claims every pending entry (as `options` allow) and tries each once within
-/// `options.budget`, concurrently.
+/// `options.budget`, concurrently, through `sender`.
 pub async fn deliver_pending(
+    sender: &Sender,
     outbox: &Outbox,
     options: &PassOptions,
 ) -> Result<PassReport, OutboxError> {
@@ -214,9 +216,9 @@ pub async fn deliver_pending(
     )?;
     let mut tasks = JoinSet::new();
     for claim in claimed {
-        let budget = options.budget;
+        let (budget, sender) = (options.budget, sender.clone());
         tasks.spawn(async move {
-            let outcome = attempt(&claim, &budget).await;
+            let outcome = attempt(&sender, &claim, &budget).await;
             (claim, outcome)
         });
     }
@@ -241,6 +243,7 @@ pub async fn deliver_pending(
 /// without the daemon still catch up. `stored` (the ping the run just failed to send and
 /// stored) is not tried again. Problems are logged.
 pub(crate) async fn catch_up(
+    sender: &Sender,
     outbox: &Outbox,
     budget: &Budget,
     left: Duration,
@@ -258,7 +261,7 @@ pub(crate) async fn catch_up(
         honour_retry_after: true,
         skip: stored,
     };
-    match deliver_pending(outbox, &options).await {
+    match deliver_pending(sender, outbox, &options).await {
         Ok(report) => debug!(
             delivered = report.delivered,
             failed = report.failed,
@@ -269,9 +272,9 @@ pub(crate) async fn catch_up(
     }
 }
 
-async fn attempt(claim: &Claimed, budget: &Budget) -> PingOutcome {
+async fn attempt(sender: &Sender, claim: &Claimed, budget: &Budget) -> PingOutcome {
     match claim.entry.ping() {
-        Ok(ping) => send(&ping, budget).await,
+        Ok(ping) => send(sender, &ping, budget).await,
         Err(err) => PingOutcome::Permanent {
             error: crate::ping::PingError::Protocol(err.to_string()),
             attempts: 0,
@@ -317,8 +320,13 @@ const MAX_WAIT: Duration = Duration::from_secs(3600);
 /// Delivers the outbox's entries until `cancel`: the daemon's task. Entries stored through
 /// `outbox` (or a clone) are noticed at once, others within `options.poll`. Each target backs
 /// off on its own; the server's `Retry-After` is honoured. On cancellation, attempts in flight
-/// are abandoned and their entries put back.
-pub async fn drain(outbox: Outbox, cancel: CancellationToken, options: DrainOptions) {
+/// are abandoned and their entries put back. Pings leave through `sender`.
+pub async fn drain(
+    sender: Sender,
+    outbox: Outbox,
+    cancel: CancellationToken,
+    options: DrainOptions,
+) {
     let budget = Budget {
         total: options.attempt_timeout,
         attempts: 1,
@@ -368,8 +376,8 @@ pub async fn drain(outbox: Outbox, cancel: CancellationToken, options: DrainOpti
                     last_error.clear();
                     for claim in claimed {
                         let key = claim.key.clone();
-                        let copy = claim.clone();
-                        tasks.spawn(async move { (key, attempt(&copy, &budget).await) });
+                        let (copy, sender) = (claim.clone(), sender.clone());
+                        tasks.spawn(async move { (key, attempt(&sender, &copy, &budget).await) });
                         in_flight.insert(claim.key.clone(), claim);
                     }
                 }
