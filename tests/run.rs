@@ -6,15 +6,17 @@ use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{eventually, exists, read_pid, Home};
+use crate::util::{eventually, exists, Home};
 
 mod job;
+mod ping_failures;
 mod ping_url_file;
 mod retries;
 mod signals;
 mod start_fail;
 mod terminal;
-use crate::util::http::{refused_url, FakeServer, Mode};
+mod timeout;
+use crate::util::http::{FakeServer, Mode};
 
 const TOKEN: &str = "tok-9f8e7d6c5b4a";
 
@@ -210,87 +212,6 @@ fn not_found_is_127_and_not_executable_is_126() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
-/// Whether a live (non-zombie) process of group `pgid` exists: this machine's PID 1 may be slow
-/// to reap the zombies of killed orphans, and a zombie is not a survivor.
-fn group_alive(pgid: i32) -> bool {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .any(|stat| {
-            let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z"
-        })
-}
-
-#[test]
-fn timeout_ends_the_whole_group_without_a_ping() {
-    let env = Env::new();
-    let server = FakeServer::start(Mode::Status(200));
-    let url = ping_url(&server);
-    let script = "echo $$ > pgid; sleep 300 & sleep 300";
-    let started = Instant::now();
-    let args = [
-        "--ping-url",
-        &url,
-        "--timeout",
-        "1s",
-        "--kill-after",
-        "2s",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ];
-    let out = output(env.run(&args));
-    let elapsed = started.elapsed();
-    assert!(
-        matches!(out.status.code(), Some(124 | 137)),
-        "{:?}",
-        out.status
-    );
-    assert!(elapsed < Duration::from_millis(3800), "took {elapsed:?}");
-    assert!(elapsed >= Duration::from_secs(1), "took {elapsed:?}");
-    let pgid = read_pid(&env.path("pgid"), Duration::from_secs(1));
-    assert!(!group_alive(pgid), "a process of group {pgid} survived");
-    assert!(server.requests().is_empty());
-    assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
-}
-
-#[test]
-fn timeout_kills_stragglers_that_ignore_sigterm() {
-    let env = Env::new();
-    // The background subshell ignores TERM and outlives sh: it must be killed at kill-after.
-    let script = "echo $$ > pgid; (trap '' TERM; sleep 300) & sleep 300";
-    let started = Instant::now();
-    let args = [
-        "--timeout",
-        "500ms",
-        "--kill-after",
-        "1s",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ];
-    let out = output(env.run(&args));
-    let elapsed = started.elapsed();
-    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
-    assert!(elapsed < Duration::from_millis(2500), "took {elapsed:?}");
-    let pgid = read_pid(&env.path("pgid"), Duration::from_secs(1));
-    assert!(!group_alive(pgid), "a process of group {pgid} survived");
-}
-
-#[test]
-fn command_ignoring_sigterm_is_killed_with_137() {
-    let env = Env::new();
-    let started = Instant::now();
-    let out = output(env.run(&IGNORES_SIGTERM));
-    assert_eq!(out.status.code(), Some(137));
-    assert!(started.elapsed() < Duration::from_secs(3));
-}
-
 #[test]
 fn sigterm_to_the_wrapper_reaches_the_command() {
     let env = Env::new();
@@ -302,73 +223,6 @@ fn sigterm_to_the_wrapper_reaches_the_command() {
     assert_eq!(status.code(), Some(5));
     let marker = std::fs::read_to_string(env.path("marker")).expect("marker written");
     assert_eq!(marker, "got-term\n");
-}
-
-/// Runs `exit CODE` with a ping to `url`; returns the output and the wall time.
-fn run_with_ping(env: &Env, url: &str, budget: &str) -> (Output, Duration) {
-    let started = Instant::now();
-    let args = [
-        "--ping-url",
-        url,
-        "--ping-timeout",
-        budget,
-        "--success-codes",
-        "4",
-    ];
-    let out = output(env.run(&[&args[..], &["--", "sh", "-c", "echo ran; exit 4"]].concat()));
-    (out, started.elapsed())
-}
-
-fn assert_ran_and_warned(out: &Output, elapsed: Duration, budget: Duration) {
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(out));
-    assert_eq!(out.stdout, b"ran\n");
-    assert!(
-        elapsed < budget + Duration::from_millis(700),
-        "took {elapsed:?}"
-    );
-    let err = stderr(out);
-    assert!(err.contains("ping not delivered"), "{err}");
-    assert!(!err.contains(TOKEN), "token leaked: {err}");
-}
-
-#[test]
-fn ping_server_answering_500_is_retried_and_does_not_change_the_status() {
-    let env = Env::new();
-    let server = FakeServer::start(Mode::Status(500));
-    let (out, elapsed) = run_with_ping(&env, &ping_url(&server), "2s");
-    assert_ran_and_warned(&out, elapsed, Duration::from_secs(2));
-    assert_eq!(server.requests().len(), 3, "three attempts");
-}
-
-#[test]
-fn hanging_ping_server_is_given_up_within_the_budget() {
-    let env = Env::new();
-    let server = FakeServer::start(Mode::Hang);
-    let (out, elapsed) = run_with_ping(&env, &ping_url(&server), "1500ms");
-    assert_ran_and_warned(&out, elapsed, Duration::from_millis(1500));
-    assert!(
-        server.requests().len() >= 2,
-        "retries seen: {:?}",
-        server.requests()
-    );
-}
-
-#[test]
-fn refused_ping_is_a_warning_only() {
-    let env = Env::new();
-    let (out, elapsed) = run_with_ping(&env, &refused_url(&format!("/{TOKEN}")), "1s");
-    assert_ran_and_warned(&out, elapsed, Duration::from_secs(1));
-}
-
-#[test]
-fn rejected_ping_is_not_retried() {
-    let env = Env::new();
-    let server = FakeServer::start(Mode::Status(404));
-    let out = output(env.run(&["--ping-url", &ping_url(&server), "--", "true"]));
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(server.requests().len(), 1);
-    let err = stderr(&out);
-    assert!(err.contains("HTTP 404") && !err.contains(TOKEN), "{err}");
 }
 
 #[test]

@@ -1,0 +1,216 @@
+//! `/metrics` beyond the per-run counters: the series the documented alert rules select are
+//! pre-initialised next to the `process_*` metrics, the documented rules pass promtool's unit
+//! tests, and refused ping-host certificates are counted by host and explained once.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::util::{self, Home};
+
+use super::{get, parse_metrics, promtool, sample, StatusHome};
+
+/// A job that has failed ever since the daemon started has every series the documented alert
+/// rules select: its success count at 0, its last success at the daemon's start, its pings at 0;
+/// the reload counters and the standard `process_*` metrics are there, with plausible values.
+#[test]
+fn metrics_preinitialise_alerted_series_and_have_process_metrics() {
+    let home = Home::new();
+    let jobs = "[[jobs]]\nname = \"backup\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"false\"]\n";
+    home.write(
+        None,
+        &format!("listen = \"{}\"", home.socket().display()),
+        jobs,
+    );
+    let daemon = home.daemon("");
+    let endpoint = home.endpoint();
+    let body = daemon.until("a failed run counted", Duration::from_secs(10), || {
+        let body = get(&endpoint, "/metrics").body;
+        let failed = sample(
+            &parse_metrics(&body),
+            "heartbeat_agent_runs_total",
+            &[("job", "backup"), ("outcome", "failed")],
+        );
+        failed.is_some_and(|n| n >= 1.0).then_some(body)
+    });
+    let samples = parse_metrics(&body);
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        sample(&samples, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?} in:\n{body}"))
+    };
+    for outcome in [
+        "success",
+        "timed_out",
+        "signaled",
+        "not_started",
+        "stopped",
+        "unhealthy",
+    ] {
+        let n = value(
+            "heartbeat_agent_runs_total",
+            &[("job", "backup"), ("outcome", outcome)],
+        );
+        assert_eq!(n, 0.0, "{outcome}");
+    }
+    for result in ["accepted", "failed"] {
+        assert_eq!(
+            value(
+                "heartbeat_agent_pings_total",
+                &[("job", "backup"), ("result", result)]
+            ),
+            0.0
+        );
+    }
+    let start = value("heartbeat_agent_start_time_seconds", &[]);
+    let last = value(
+        "heartbeat_agent_last_success_timestamp_seconds",
+        &[("job", "backup")],
+    );
+    assert_eq!(last, start, "no success yet: the start time");
+    for result in ["ok", "invalid"] {
+        assert_eq!(
+            value(
+                "heartbeat_agent_config_reloads_total",
+                &[("result", result)]
+            ),
+            0.0
+        );
+    }
+    let now = chrono::Utc::now().timestamp() as f64;
+    assert!(value("process_cpu_seconds_total", &[]) > 0.0);
+    let rss = value("process_resident_memory_bytes", &[]);
+    assert!((1e6..200e6).contains(&rss), "rss {rss}");
+    assert!(value("process_virtual_memory_bytes", &[]) > rss);
+    let (open, max) = (
+        value("process_open_fds", &[]),
+        value("process_max_fds", &[]),
+    );
+    assert!(open >= 3.0 && open < max, "{open} of {max}");
+    assert_eq!(value("process_start_time_seconds", &[]), start);
+    assert!((now - 60.0..=now).contains(&start), "{start} vs {now}");
+    promtool(&body);
+}
+
+/// The alert rules block of docs/status.md, as written there.
+fn documented_rules() -> String {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/status.md"))
+        .expect("docs/status.md");
+    let start = doc.find("```yaml\ngroups:").expect("an alert rules block") + "```yaml\n".len();
+    let len = doc[start..].find("```").expect("the block's end");
+    doc[start..start + len].to_owned()
+}
+
+/// The documented rules load (`promtool check rules`) and fire as documented on series shaped
+/// like the daemon's (`promtool test rules`): a job failing since the start alerts once its
+/// start is 25 hours ago, a job that keeps succeeding does not; the first failure after a start
+/// (the counter pre-initialised at 0) alerts; an invalid reload alerts; pending pings alert
+/// after 30 minutes.
+#[test]
+fn documented_alert_rules_pass_promtool_unit_tests() {
+    let how = "bash scripts/test-tools.sh installs the promtool binary (as root)";
+    if !util::require(util::runs("promtool", &["--version"]), "promtool", how) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("rules.yml"), documented_rules()).expect("write");
+    let tests = r#"rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # Started at 0 and failing since: the last success is the start time.
+      - series: 'heartbeat_agent_last_success_timestamp_seconds{job="backup"}'
+        values: '0x1600'
+      # Succeeding every minute.
+      - series: 'heartbeat_agent_last_success_timestamp_seconds{job="report"}'
+        values: '0+60x1600'
+      - series: 'heartbeat_agent_runs_total{job="backup",outcome="failed"}'
+        values: '0 0 1 1 1 1'
+      - series: 'heartbeat_agent_runs_total{job="report",outcome="failed"}'
+        values: '0 0 0 0 0 0'
+      - series: 'heartbeat_agent_config_reloads_total{result="invalid"}'
+        values: '0 0 0 1 1 1'
+      - series: 'heartbeat_agent_outbox_depth'
+        values: '0 1x40'
+    alert_rule_test:
+      - eval_time: 24h
+        alertname: HeartbeatAgentJobNoRecentSuccess
+      - eval_time: 26h
+        alertname: HeartbeatAgentJobNoRecentSuccess
+        exp_alerts:
+          - exp_labels: { severity: warning, job: backup }
+      - eval_time: 5m
+        alertname: HeartbeatAgentJobFailing
+        exp_alerts:
+          - exp_labels: { severity: warning, job: backup, outcome: failed }
+      - eval_time: 5m
+        alertname: HeartbeatAgentConfigInvalid
+        exp_alerts:
+          - exp_labels: { severity: warning, result: invalid }
+      - eval_time: 20m
+        alertname: HeartbeatAgentPingsPending
+      - eval_time: 35m
+        alertname: HeartbeatAgentPingsPending
+        exp_alerts:
+          - exp_labels: { severity: warning }
+"#;
+    std::fs::write(dir.path().join("tests.yml"), tests).expect("write");
+    let run = |args: &[&str]| {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("promtool");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "promtool {args:?}:\n{text}");
+        text
+    };
+    let checked = run(&["check", "rules", "rules.yml"]);
+    assert!(checked.contains("SUCCESS: 4 rules found"), "{checked}");
+    run(&["test", "rules", "tests.yml"]);
+}
+
+/// A ping host whose certificate is not trusted: every refusal is counted by host in
+/// `/metrics`, and the full explanation (host, trust source, what to set) is logged once.
+#[test]
+fn refused_certificates_are_counted_by_host_and_explained_once() {
+    use crate::util::outbox::{Behaviour, PingHost};
+    use crate::util::tls::{self, Cert, Front};
+    let host = PingHost::start(Behaviour::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Untrusted);
+    let home = Home::new();
+    let jobs = format!(
+        "[[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
+         ping_url = \"{}\"\n",
+        front.url("untrusted-token")
+    );
+    home.write(
+        None,
+        &format!("listen = \"{}\"", home.socket().display()),
+        &jobs,
+    );
+    let daemon = home.daemon("");
+    let endpoint = home.endpoint();
+    daemon.until("two refusals counted", Duration::from_secs(15), || {
+        let body = get(&endpoint, "/metrics").body;
+        let refused = sample(
+            &parse_metrics(&body),
+            "heartbeat_agent_tls_errors_total",
+            &[("host", "127.0.0.1")],
+        );
+        refused.is_some_and(|n| n >= 2.0).then_some(())
+    });
+    let log = daemon.text();
+    assert_eq!(log.matches("UnknownIssuer").count(), 1, "{log}");
+    assert!(log.contains("SSL_CERT_FILE"), "{log}");
+    assert!(
+        log.matches("the certificate of 127.0.0.1 is not trusted")
+            .count()
+            >= 2,
+        "{log}"
+    );
+    assert_eq!(host.paths().len(), 0, "nothing reached the host");
+}
