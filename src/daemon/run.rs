@@ -77,7 +77,7 @@ fn pings(job: &Job, shared: &Shared, settings: &Settings) -> Pings {
             job: Some(job.name.clone()),
             max_age: crate::config::defaults::outbox_max_age(settings.outbox_max_age, Some(job)),
         },
-        span: tracing::info_span!("run", job = %job.name),
+        job_span: true,
     }
 }
 

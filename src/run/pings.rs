@@ -33,11 +33,21 @@ pub(crate) struct Pings {
     pub sender: Sender,
     /// The job and age limit stored with a ping that goes to the outbox.
     pub context: PingContext,
-    /// The span the pings are sent in (the daemon names the job on what they log).
-    pub span: tracing::Span,
+    /// Whether the pings are sent in a span naming the job (the daemon's, so what the ping and
+    /// outbox code log names it). Made only when a ping is sent: a span for every run would
+    /// cost its set-up and a slot of the span registry per running job.
+    pub job_span: bool,
 }
 
 impl Pings {
+    /// The span the pings are sent in.
+    fn span(&self) -> tracing::Span {
+        match self.context.job.as_deref().filter(|_| self.job_span) {
+            Some(job) => tracing::info_span!("run", job = %job),
+            None => tracing::Span::none(),
+        }
+    }
+
     /// Sends the start ping, if any, in a task of its own so the command starts at once.
     pub(super) fn send_start(&self) -> Option<JoinHandle<PingOutcome>> {
         let ping = self.start.clone()?;
@@ -47,7 +57,7 @@ impl Pings {
         };
         Some(tokio::spawn(tracing::Instrument::instrument(
             send,
-            self.span.clone(),
+            self.span(),
         )))
     }
 
@@ -55,7 +65,8 @@ impl Pings {
     /// the outbox.
     pub(super) fn drop_pending_success(&self, outbox: &Outbox, success: Option<&Ping>) {
         let job = self.context.job.as_deref();
-        let _entered = self.span.enter();
+        let span = self.span();
+        let _entered = span.enter();
         if let Err(err) = outbox.drop_after_failure(job, success) {
             warn!(error = %err, "cannot drop the pending success of this failed run");
         }
@@ -84,7 +95,7 @@ impl Pings {
             .await;
             (at, outcome)
         };
-        tracing::Instrument::instrument(send, self.span.clone()).await
+        tracing::Instrument::instrument(send, self.span()).await
     }
 }
 
@@ -99,7 +110,8 @@ pub(super) fn finish(pings: &Pings, ended: &Ended, success: Option<Ping>) -> Opt
         .fail_body
         .map(|max| (ended.output_tail.as_slice(), max));
     let status = ended.end.exit_status();
-    let _entered = pings.span.enter();
+    let span = pings.span();
+    let _entered = span.enter();
     crate::job::fail_ping(url, status, output, pings.method, &pings.source)
         .inspect_err(|err| warn!("fail ping not sent: {err}"))
         .ok()

@@ -110,7 +110,7 @@ fn pings(fail: Option<&str>, fail_body: Option<usize>) -> Pings {
             job: Some("j".into()),
             max_age: Duration::from_secs(3600),
         },
-        span: tracing::Span::none(),
+        job_span: false,
     }
 }
 

@@ -302,7 +302,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
                     job,
                 ),
             },
-            span: tracing::Span::none(),
+            job_span: false,
         },
         state_dir,
         outbox_max_entries,
