@@ -85,13 +85,15 @@ impl Pings {
                 let _ = start.await;
             }
             let at = Utc::now();
-            let outcome = outbox::deliver_or_queue_for(
+            // Boxed: a delivery's state is most of a run's future, and every running job's
+            // task would hold that room from its start, pinging or not.
+            let outcome = Box::pin(outbox::deliver_or_queue_for(
                 &self.sender,
                 ping,
                 &self.budget,
                 Some(outbox),
                 &self.context,
-            )
+            ))
             .await;
             (at, outcome)
         };
