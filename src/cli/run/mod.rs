@@ -60,8 +60,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub ping: Box<PingArgs>,
 
-    /// Stop the command after DUR: SIGTERM to its process group, SIGKILL after --kill-after
-    #[arg(long, value_parser = crate::config::duration::parse, value_name = "DUR")]
+    /// Stop the command after DUR (more than zero): SIGTERM to its process group, SIGKILL after
+    /// --kill-after
+    #[arg(long, value_parser = parse_timeout, value_name = "DUR")]
     pub timeout: Option<Duration>,
 
     /// Time between the timeout's SIGTERM and SIGKILL [default: the job's, else 10s]
@@ -129,6 +130,19 @@ pub struct PingArgs {
     /// Method, source and time budget of the pings.
     #[command(flatten)]
     pub options: PingOptions,
+}
+
+/// `--timeout`: a duration, not zero (as `timeout` in the config: zero would stop the command
+/// at once).
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = crate::config::duration::parse(text)?;
+    if timeout.is_zero() {
+        return Err(format!(
+            "\"{text}\" is zero, which would stop the command at once; leave --timeout out for \
+             no timeout, or give a positive duration such as \"5m\""
+        ));
+    }
+    Ok(timeout)
 }
 
 fn parse_retry_delay(text: &str) -> Result<Duration, String> {
