@@ -117,8 +117,9 @@ pub struct PingArgs {
     pub ping_url_file: Option<PathBuf>,
 
     /// Ping this URL when the command fails (healthchecks-style services; off by default).
-    /// `{exit_code}` in it is replaced by the exit status run exits with (the code, 128+N for
-    /// signal N, 124 or 137 after --timeout). Kept in the outbox when it cannot be delivered
+    /// `{exit_code}` in its path or query is replaced by the exit status run exits with (the
+    /// code, 128+N for signal N, 124 or 137 after --timeout). Kept in the outbox when it cannot
+    /// be delivered
     #[arg(long, value_name = "URL")]
     pub fail_url: Option<String>,
 
