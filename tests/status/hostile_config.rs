@@ -4,7 +4,7 @@
 //! running its jobs and answering `/healthz`, `/status` names the reload's problem in
 //! `config.last_reload_error` until a good reload clears it, and SIGTERM stops it at once.
 //! Also: the log line of a pause through the endpoint gives `until` as a time, not
-//! `Some(...)`.
+//! `Some(...)`; and a FIFO as the config at start is exit 78 at once.
 
 use std::time::{Duration, Instant};
 
@@ -153,4 +153,20 @@ fn a_pause_through_the_endpoint_logs_its_end_as_a_time() {
     });
     let until: Vec<&str> = lines.iter().filter_map(|l| l["until"].as_str()).collect();
     assert_eq!(until, [end.as_str(), "none"], "{lines:?}");
+}
+
+#[test]
+fn a_fifo_as_the_config_stops_the_daemon_at_start_at_once() {
+    let home = Home::new();
+    let fifo = home.path("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let mut daemon = Daemon::on(&home).config(&fifo).start();
+    let status = daemon.exit_within(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(78), "{}", daemon.text());
+    let line = format!(
+        "{}: cannot read the configuration file: it is a FIFO, not a regular file; make it a \
+         regular file of at most 8 MiB",
+        fifo.display()
+    );
+    assert!(daemon.text().contains(&line), "{}", daemon.text());
 }
