@@ -10,8 +10,9 @@
 //!   swapped in between the check and the read), refused unless a regular file, and read up to
 //!   a limit ([`SECRET_FILE_MAX`] bytes; a configuration file [`super::CONFIG_FILE_MAX`]), so a
 //!   huge file is refused before it is read. A symbolic link is followed: systemd credentials
-//!   and Kubernetes secrets are links to the real file. [`read_secret_line`] is the same for a
-//!   one-line secret, trimmed.
+//!   and Kubernetes secrets are links to the real file. (Files under the state directory are
+//!   read by [`crate::persist::file::read_regular`] instead, which refuses links: there a link
+//!   is someone else's doing.) [`read_secret_line`] is the same for a one-line secret, trimmed.
 //! - Who else can read a file holding secrets (the key file, `token_file`, the config file):
 //!   [`exposed_warning`] warns when others can, or a group the agent does not run as.
 
