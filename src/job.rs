@@ -242,4 +242,26 @@ mod tests {
             matches!(FailUrl::parse("http://h/x{"), Err(crate::config::UrlProblem::Placeholder(p)) if p == "{")
         );
     }
+
+    #[test]
+    fn the_placeholder_is_only_allowed_in_the_path_and_query() {
+        use crate::config::UrlProblem::PlaceholderPart;
+        for (url, part) in [
+            ("http://127.0.0.1:1846{exit_code}/t", "host or port"),
+            ("http://{exit_code}.example/t", "host or port"),
+            ("http://u:{exit_code}@h/t", "host or port"),
+            ("http://h:1{exit_code}", "host or port"),
+            ("http://h/t#{exit_code}", "fragment"),
+            ("{exit_code}://h/t", "scheme"),
+        ] {
+            assert_eq!(FailUrl::parse(url), Err(PlaceholderPart(part)), "{url}");
+        }
+        for url in [
+            "http://h:18466/t/{exit_code}",
+            "http://h/t?code={exit_code}#x",
+            "http://h?code={exit_code}",
+        ] {
+            assert!(FailUrl::parse(url).is_ok(), "{url}");
+        }
+    }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::util::Home;
 
 mod environment;
+mod hostile;
 mod permissions;
 mod start_fail;
 
@@ -284,7 +285,7 @@ fn unreadable_file_names_the_path_and_the_os_error() {
     assert_eq!(checked.code, 78);
     assert!(
         checked.stderr.starts_with(&format!(
-            "{}: cannot read the configuration file: Is a directory",
+            "{}: cannot read the configuration file: it is a directory, not a regular file",
             dir.display()
         )),
         "{}",

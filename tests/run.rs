@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::{eventually, exists, Home};
 
+mod hostile_config;
 mod job;
 mod ping_failures;
 mod ping_url_file;

@@ -266,6 +266,16 @@ pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
     })
 }
 
+/// The peak resident size (`VmHWM`) of process `pid` so far, in KiB.
+pub fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
 /// A probe for [`eventually`]: whether `path` exists, naming it when it does not.
 pub fn exists(path: &Path) -> Result<(), String> {
     if path.exists() {

@@ -9,8 +9,11 @@
 //! Editors replace files by rename too. Any event in the directory (close after write, create,
 //! rename into it, delete, attributes) starts a short quiet period ([`SETTLE`]) that gathers the
 //! burst of events one update makes; then the file's bytes are read and compared with the last
-//! ones seen, and only a real change of content sends a reload. A file that cannot be read (in
-//! the middle of a swap, or removed) sends nothing; its next change does. A symlink whose target
+//! ones seen, and only a real change of content sends a reload. The file is read as loading
+//! reads it ([`crate::config::read_bytes`]: never blocking, at most
+//! [`crate::config::CONFIG_FILE_MAX`] bytes), so a FIFO or a huge file put in its place cannot
+//! stall the daemon. A file that cannot be read (in the middle of a swap, removed, a FIFO, too
+//! large) sends nothing; its next change does, and SIGHUP reports why it cannot be loaded. A symlink whose target
 //! lies outside the file's directory is not followed: SIGHUP still reloads it.
 //!
 //! The watch itself is [`crate::dir_watch`].
@@ -43,7 +46,7 @@ pub(crate) fn spawn(
     };
     let watch = DirWatch::new(&dir)?;
     let path = config.to_path_buf();
-    let seen = std::fs::read(&path).ok();
+    let seen = crate::config::read_bytes(&path).ok();
     info!(config = %path.display(), dir = %dir.display(), "watching the configuration for changes");
     tokio::spawn(run(watch, path, seen, controller, cancel));
     Ok(())
@@ -72,7 +75,7 @@ async fn run(
                 more = watch.changed() => if more.is_err() { break },
             }
         }
-        let Ok(now) = std::fs::read(&path) else {
+        let Ok(now) = crate::config::read_bytes(&path) else {
             continue;
         };
         if seen.as_deref() == Some(now.as_slice()) {

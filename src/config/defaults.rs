@@ -9,6 +9,9 @@ use super::Job;
 pub(crate) const KILL_AFTER: Duration = Duration::from_secs(10);
 /// The default `output_tail`: 10 KiB.
 pub(crate) const OUTPUT_TAIL: usize = 10 * 1024;
+/// The largest `output_tail`: 1 MiB. Every job's last output tail stays in the daemon's memory
+/// (for `/status`), so the limit bounds the daemon's size whatever its jobs print.
+pub(crate) const OUTPUT_TAIL_MAX: usize = 1024 * 1024;
 /// The most of a run's output a fail ping carries (`fail_body = "output_tail"` with a larger
 /// `output_tail` is an error): a body stays well below what heartbeat services store, and an
 /// undelivered fail ping stays a small outbox entry.

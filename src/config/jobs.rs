@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::defaults::{FAIL_BODY_MAX, KILL_AFTER, OUTPUT_TAIL, SHELL};
+use super::defaults::{FAIL_BODY_MAX, KILL_AFTER, OUTPUT_TAIL, OUTPUT_TAIL_MAX, SHELL};
 use super::parse::RawJobEntry;
 use super::problem::Lines;
 use super::raw::{example, RawSettings};
@@ -79,13 +79,41 @@ pub(super) fn settings(check: &mut Checker, context: &str, raw: &RawSettings) ->
         group: check.non_empty(at("group"), &raw.group),
         enabled: raw.enabled,
         catch_up: raw.catch_up,
-        output_tail: check
-            .bytes(at("output_tail"), &raw.output_tail)
-            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        output_tail: output_tail(check, at("output_tail"), &raw.output_tail),
         shell_program: check
             .non_empty(at("shell_program"), &raw.shell_program)
             .map(PathBuf::from),
         retries: super::retries::settings(check, context, raw),
+    }
+}
+
+/// `output_tail`: a size up to [`OUTPUT_TAIL_MAX`]. The tail is kept in memory for every job
+/// (the daemon holds each job's last run), so a larger one is refused, not clamped.
+fn output_tail(
+    check: &mut Checker,
+    at: At<'_>,
+    raw: &Option<Spanned<super::raw::RawSize>>,
+) -> Option<usize> {
+    let bytes = check.bytes(at, raw)?;
+    match usize::try_from(bytes) {
+        Ok(bytes) if bytes <= OUTPUT_TAIL_MAX => Some(bytes),
+        _ => {
+            let span = raw.as_ref().map(Spanned::span);
+            check.error(
+                span,
+                at,
+                format!(
+                    "output_tail of {bytes} bytes is more than the most a job keeps, {} MiB",
+                    OUTPUT_TAIL_MAX >> 20
+                ),
+                Some(format!(
+                    "give at most \"{}MiB\"; the default is \"{}KiB\"",
+                    OUTPUT_TAIL_MAX >> 20,
+                    OUTPUT_TAIL >> 10
+                )),
+            );
+            None
+        }
     }
 }
 

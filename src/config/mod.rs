@@ -240,10 +240,39 @@ impl FailUrl {
             };
             return Err(UrlProblem::Placeholder(shown));
         }
+        if let Some(part) = Self::placeholder_outside_path(text) {
+            return Err(UrlProblem::PlaceholderPart(part));
+        }
         PingUrl::parse(&text.replace(Self::PLACEHOLDER, "0"))?;
         crate::redact::remember(text);
         crate::redact::remember_url(&rest);
         Ok(FailUrl(text.to_owned()))
+    }
+
+    /// The part of the URL `text` outside its path and query that holds the placeholder
+    /// (`"scheme"`, `"host or port"`, `"fragment"`), if any. Filled in there, the exit status
+    /// would send the ping to another host or port (or nowhere): only the path and the query
+    /// may carry it. The placeholder holds none of `/?#`, so the parts are found in the text
+    /// as written.
+    fn placeholder_outside_path(text: &str) -> Option<&'static str> {
+        let first = text.find(Self::PLACEHOLDER)?;
+        let (scheme_end, authority_start) = match text.find("://") {
+            Some(at) => (at, at + 3),
+            None => (0, 0),
+        };
+        if first < scheme_end {
+            return Some("scheme");
+        }
+        let authority_end = text[authority_start..]
+            .find(['/', '?', '#'])
+            .map_or(text.len(), |at| authority_start + at);
+        if first < authority_end {
+            return Some("host or port");
+        }
+        let fragment = text.find('#')?;
+        text[fragment..]
+            .contains(Self::PLACEHOLDER)
+            .then_some("fragment")
     }
 
     /// The URL to ping for a run that ended with `status` (as `run` exits: the code, 128+N
@@ -381,6 +410,8 @@ pub(crate) enum UrlProblem {
     Malformed(String),
     /// A `fail_url` holds a `{...}` other than [`FailUrl::PLACEHOLDER`] (shown short).
     Placeholder(String),
+    /// A `fail_url` holds [`FailUrl::PLACEHOLDER`] outside its path and query: in this part.
+    PlaceholderPart(&'static str),
 }
 
 impl std::fmt::Debug for PingUrl {
@@ -542,10 +573,26 @@ impl Config {
     }
 }
 
+/// The largest configuration file read, in bytes: 8 MiB, several times a config of 10,000
+/// jobs. Parsing takes about twice the file's size in memory, so a larger file (or a FIFO, a
+/// device) is refused before it is read, by `daemon` (start and reload), `run` and
+/// `config check` alike.
+pub const CONFIG_FILE_MAX: u64 = 8 * 1024 * 1024;
+
+/// What the configuration file is called in the messages of [`secrets::read_regular_file`].
+const CONFIG_FILE: &str = "a configuration file";
+
+/// The configuration file's bytes, read as [`secrets::read_regular_file`] reads a file: never
+/// blocking (a FIFO is refused at once), never more than [`CONFIG_FILE_MAX`]. For the daemon's
+/// watch of the file, which compares them with the last ones seen.
+pub(crate) fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    secrets::read_regular_file(path, CONFIG_FILE_MAX, CONFIG_FILE)
+}
+
 /// Reads the config file; the error names the path, the OS error and what to do.
 fn read_file(path: &Path) -> Result<String, String> {
     let shown = path.display();
-    match std::fs::read(path) {
+    match read_bytes(path) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|err| {
             format!(
                 "{shown}: the configuration file is not valid UTF-8 (at byte {}); save it as UTF-8",
@@ -556,6 +603,11 @@ fn read_file(path: &Path) -> Result<String, String> {
             "{shown}: configuration file not found; create it (see config/example.toml and \
              docs/config.md), or name another with --config FILE or ${}",
             crate::paths::CONFIG_ENV
+        )),
+        Err(err) if err.kind() == std::io::ErrorKind::InvalidData => Err(format!(
+            "{shown}: cannot read the configuration file: {err}; make it a regular file of at \
+             most {} MiB",
+            CONFIG_FILE_MAX >> 20
         )),
         Err(err) => Err(format!(
             "{shown}: cannot read the configuration file: {err}; check that it is a readable file"

@@ -443,7 +443,7 @@ fn missing_and_unreadable_files_name_the_path() {
     let err = Config::load(dir.path()).unwrap_err();
     assert!(
         err.problems[0].starts_with(&format!(
-            "{}: cannot read the configuration file: Is a directory",
+            "{}: cannot read the configuration file: it is a directory, not a regular file",
             dir.path().display()
         )),
         "{err}"

@@ -205,6 +205,21 @@ impl Checker {
                 self.error(Some(span), at, message, Some(hint));
                 return;
             }
+            UrlProblem::PlaceholderPart(part) => {
+                let message = format!(
+                    "{} is in the URL's {part}: filled in, the exit status would send the ping \
+                     elsewhere",
+                    FailUrl::PLACEHOLDER
+                );
+                let hint = format!(
+                    "put {} in the URL's path or query only, for example: \
+                     https://hc-ping.com/UUID/{}",
+                    FailUrl::PLACEHOLDER,
+                    FailUrl::PLACEHOLDER
+                );
+                self.error(Some(span), at, message, Some(hint));
+                return;
+            }
         };
         let hint = example(leaf(at.key)).map(|e| format!("write a full URL, for example: {e}"));
         self.error(Some(span), at, message, hint);

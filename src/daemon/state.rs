@@ -1,6 +1,6 @@
 //! What the daemon knows about each job while it runs: the last run, the next fire, the last
-//! ping, the runs and skips so far; the main loop's liveness beat and the reloads by result
-//! (readers outside `daemon/` get copies through [`super::view`]). What it keeps across
+//! ping, the runs and skips so far; the main loop's liveness beat, the reloads by result and
+//! the last failed reload's problems (readers outside `daemon/` get copies through [`super::view`]). What it keeps across
 //! restarts under `state_dir`: the last fire time of `catch_up` jobs and the boot id an
 //! `@reboot` job last ran in; and the pauses of `<state_dir>/pause.json`, held in memory
 //! ([`crate::pause::LivePauses`]).
@@ -22,7 +22,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
-use super::view::{Beat, JobView};
+use super::view::{Beat, JobView, ReloadError};
 use crate::pause::LivePauses;
 use crate::run::admission::Gate;
 use crate::run::{PingRecord, RunRecord};
@@ -135,6 +135,8 @@ pub(super) struct DaemonState {
     beat_interval: AtomicU64,
     /// Reloads since start by result: `ok`, then `invalid` (the running config kept).
     reloads: [AtomicU64; 2],
+    /// Why the last reload failed, until one succeeds.
+    reload_error: Mutex<Option<ReloadError>>,
 }
 
 impl DaemonState {
@@ -158,9 +160,19 @@ impl DaemonState {
         self.beat.store(now, Ordering::Relaxed);
     }
 
-    /// Counts one reload: `valid` or not.
-    pub(super) fn count_reload(&self, valid: bool) {
-        self.reloads[usize::from(!valid)].fetch_add(1, Ordering::Relaxed);
+    /// Counts one reload: `Ok` or, with its problems, invalid; keeps the problems of a failed
+    /// one until a reload succeeds.
+    pub(super) fn count_reload(&self, result: Result<(), &[String]>) {
+        self.reloads[usize::from(result.is_err())].fetch_add(1, Ordering::Relaxed);
+        *lock(&self.reload_error) = result.err().map(|problems| ReloadError {
+            at: Utc::now(),
+            problems: problems.to_vec(),
+        });
+    }
+
+    /// Why the last reload failed, if no reload succeeded since.
+    pub(super) fn last_reload_error(&self) -> Option<ReloadError> {
+        lock(&self.reload_error).clone()
     }
 
     /// Reloads so far by result, both results always present (`ok`, then `invalid`).

@@ -263,7 +263,7 @@ impl Supervisor {
                 for problem in &err.problems {
                     error!(problem = %problem, "invalid configuration");
                 }
-                self.shared.state.count_reload(false);
+                self.shared.state.count_reload(Err(&err.problems));
                 error!(
                     config = %path.display(),
                     problems = err.problems.len(),
@@ -290,7 +290,7 @@ impl Supervisor {
                     .unwrap_or_else(|e| e.into_inner()) = Arc::new(settings(&config));
                 self.apply(&config);
                 self.config.send_replace(Arc::new(config));
-                self.shared.state.count_reload(true);
+                self.shared.state.count_reload(Ok(()));
                 info!(jobs = self.jobs.len(), "configuration reloaded");
                 super::release_free_memory();
             }

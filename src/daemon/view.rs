@@ -2,7 +2,8 @@
 //! endpoint, the demo's table): a [`DaemonView`] handed to every background task in its
 //! [`super::Context`]. It reads copies, never the daemon's own state: each job as a [`JobView`]
 //! (next fire, last run, last ping, last skip, runs in progress, runs and skips so far), the
-//! main loop's liveness [`Beat`] and the reloads by result; and it carries the one request a
+//! main loop's liveness [`Beat`], the reloads by result and the last failed reload's problems
+//! ([`ReloadError`]); and it carries the one request a
 //! reader may make, running a job now ([`DaemonView::request_run`]).
 
 use std::sync::Arc;
@@ -31,6 +32,17 @@ pub(crate) struct JobView {
     pub runs: u64,
     /// Fires skipped because a run was still going, or the job was paused with `--stop-jobs`.
     pub skipped: u64,
+}
+
+/// Why the last reload failed, while the running configuration is not the file's: set when a
+/// reload finds the file invalid or unreadable (the running configuration is kept), cleared
+/// when a reload succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReloadError {
+    /// When the reload failed.
+    pub at: DateTime<Utc>,
+    /// Every problem found, one line each (`path:line:col: ...` with a hint).
+    pub problems: Vec<String>,
 }
 
 /// When the daemon's main loop (which controls scheduling) last ticked, and how often it ticks:
@@ -81,6 +93,12 @@ impl DaemonView {
         self.state.reload_counts()
     }
 
+    /// Why the last reload failed, if the running configuration is not the file's (see
+    /// [`ReloadError`]).
+    pub(crate) fn last_reload_error(&self) -> Option<ReloadError> {
+        self.state.last_reload_error()
+    }
+
     /// Asks job `name`'s scheduling task to fire once now (outside the schedule), under the
     /// job's overlap rule. Does nothing for a job without a task (external or disabled) or one
     /// the daemon no longer knows.
@@ -128,10 +146,16 @@ mod tests {
         assert_eq!(seen.last_run.as_deref(), Some(&finished(at)));
         assert_eq!(seen.last_skipped, Some(at));
         assert_eq!(view.jobs().len(), 1);
-        state.count_reload(true);
-        state.count_reload(false);
-        state.count_reload(false);
+        state.count_reload(Ok(()));
+        assert_eq!(view.last_reload_error(), None);
+        let problems = ["c.toml:1:1: invalid TOML".to_owned()];
+        state.count_reload(Err(&problems));
+        state.count_reload(Err(&problems));
         assert_eq!(view.reloads(), [("ok", 1), ("invalid", 2)]);
+        let failed = view.last_reload_error().expect("the failed reload is kept");
+        assert_eq!(failed.problems, problems);
+        state.count_reload(Ok(()));
+        assert_eq!(view.last_reload_error(), None, "a good reload clears it");
         state.beat(Duration::from_secs(5));
         assert_eq!(view.beat().map(|b| b.every), Some(Duration::from_secs(5)));
     }

@@ -131,6 +131,13 @@ impl InvalidPing {
                     crate::config::FailUrl::PLACEHOLDER
                 ),
             },
+            UrlProblem::PlaceholderPart(part) => InvalidPing::Malformed {
+                shown,
+                reason: format!(
+                    "{} is in its {part}; it may only be in the path or query",
+                    crate::config::FailUrl::PLACEHOLDER
+                ),
+            },
         }
     }
 }

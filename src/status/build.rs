@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 
 use super::doc::{
-    ConfigInfo, EtcdDoc, JobClusterDoc, JobDoc, PausedDoc, PingDoc, Remote, RunDoc, StatusDoc,
-    SyncDoc,
+    ConfigInfo, EtcdDoc, JobClusterDoc, JobDoc, PausedDoc, PingDoc, ReloadErrorDoc, Remote, RunDoc,
+    StatusDoc, SyncDoc,
 };
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
@@ -88,6 +88,18 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
         config: ConfigInfo {
             path: config.path.display().to_string(),
             loaded_at: loaded,
+            last_reload_error: app
+                .context
+                .view
+                .last_reload_error()
+                .map(|failed| ReloadErrorDoc {
+                    at: failed.at,
+                    problems: failed
+                        .problems
+                        .iter()
+                        .map(|p| crate::redact::scrub(p))
+                        .collect(),
+                }),
         },
         ready: app.ready(),
         jobs,

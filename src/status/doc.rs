@@ -87,6 +87,20 @@ pub(crate) struct ConfigInfo {
     pub path: String,
     /// When it was last loaded successfully (start, or the last good reload).
     pub loaded_at: DateTime<Utc>,
+    /// Why the last reload failed (the file is invalid or cannot be read, so the daemon runs
+    /// the configuration loaded at `loaded_at`); `null` when no reload failed since the last
+    /// good one.
+    #[serde(default)]
+    pub last_reload_error: Option<ReloadErrorDoc>,
+}
+
+/// A failed reload: when, and every problem found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ReloadErrorDoc {
+    /// When the reload failed.
+    pub at: DateTime<Utc>,
+    /// Every problem, one line each (`path:line:col: ...` with a hint), scrubbed of secrets.
+    pub problems: Vec<String>,
 }
 
 /// One job.

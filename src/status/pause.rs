@@ -64,7 +64,7 @@ pub(super) async fn pause(
     }
     app.context.pauses.refresh();
     let names: Vec<&str> = plan.jobs.iter().map(|(name, _)| name.as_str()).collect();
-    info!(jobs = ?names, until = ?plan.pause.until, reason = plan.pause.reason.as_deref().unwrap_or(""), stop_jobs = plan.pause.stop_jobs, "jobs paused through the status endpoint");
+    info!(jobs = ?names, until = %plan.pause.until.map_or_else(|| "none".to_owned(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)), reason = plan.pause.reason.as_deref().unwrap_or(""), stop_jobs = plan.pause.stop_jobs, "jobs paused through the status endpoint");
     let checks = confirm(sync, &config, &bound).await;
     // The pass may have forgotten ended pauses in the file: the answer and what follows it
     // see the file as the pass left it.

@@ -12,7 +12,7 @@ use super::{get, job, listen_with_token, status_doc, Daemon, StatusHome, SECOND,
 use crate::util::Home;
 
 /// A job `tick` that fires every second and appends a line to `ticks` (nothing to ping).
-fn tick(home: &Home) -> String {
+pub(super) fn tick(home: &Home) -> String {
     format!(
         "[[jobs]]\nname = \"tick\"\nschedule = \"* * * * * *\"\nshell = \"echo x >> {}\"\n",
         home.path("ticks").display()
@@ -30,7 +30,7 @@ fn ticking() -> (Home, Daemon) {
     (home, daemon)
 }
 
-fn ticks(home: &Home) -> usize {
+pub(super) fn ticks(home: &Home) -> usize {
     std::fs::read_to_string(home.path("ticks"))
         .unwrap_or_default()
         .lines()
@@ -38,7 +38,7 @@ fn ticks(home: &Home) -> usize {
 }
 
 /// The daemon's log lines (JSON) whose message starts with `start`.
-fn logged(daemon: &Daemon, start: &str) -> Vec<Value> {
+pub(super) fn logged(daemon: &Daemon, start: &str) -> Vec<Value> {
     daemon
         .log()
         .json()

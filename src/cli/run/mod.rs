@@ -60,8 +60,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub ping: Box<PingArgs>,
 
-    /// Stop the command after DUR: SIGTERM to its process group, SIGKILL after --kill-after
-    #[arg(long, value_parser = crate::config::duration::parse, value_name = "DUR")]
+    /// Stop the command after DUR (more than zero): SIGTERM to its process group, SIGKILL after
+    /// --kill-after
+    #[arg(long, value_parser = parse_timeout, value_name = "DUR")]
     pub timeout: Option<Duration>,
 
     /// Time between the timeout's SIGTERM and SIGKILL [default: the job's, else 10s]
@@ -116,8 +117,9 @@ pub struct PingArgs {
     pub ping_url_file: Option<PathBuf>,
 
     /// Ping this URL when the command fails (healthchecks-style services; off by default).
-    /// `{exit_code}` in it is replaced by the exit status run exits with (the code, 128+N for
-    /// signal N, 124 or 137 after --timeout). Kept in the outbox when it cannot be delivered
+    /// `{exit_code}` in its path or query is replaced by the exit status run exits with (the
+    /// code, 128+N for signal N, 124 or 137 after --timeout). Kept in the outbox when it cannot
+    /// be delivered
     #[arg(long, value_name = "URL")]
     pub fail_url: Option<String>,
 
@@ -129,6 +131,19 @@ pub struct PingArgs {
     /// Method, source and time budget of the pings.
     #[command(flatten)]
     pub options: PingOptions,
+}
+
+/// `--timeout`: a duration, not zero (as `timeout` in the config: zero would stop the command
+/// at once).
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = crate::config::duration::parse(text)?;
+    if timeout.is_zero() {
+        return Err(format!(
+            "\"{text}\" is zero, which would stop the command at once; leave --timeout out for \
+             no timeout, or give a positive duration such as \"5m\""
+        ));
+    }
+    Ok(timeout)
 }
 
 fn parse_retry_delay(text: &str) -> Result<Duration, String> {
