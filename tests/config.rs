@@ -7,6 +7,7 @@ use crate::util::Home;
 
 mod environment;
 mod permissions;
+mod reading;
 mod start_fail;
 
 /// The result of one `config check`.

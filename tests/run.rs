@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::util::{eventually, exists, Home};
 
 mod job;
+mod messages;
 mod ping_failures;
 mod ping_url_file;
 mod retries;
@@ -356,7 +357,7 @@ fn debug_logs_never_show_the_token() {
 fn bad_arguments_exit_2_without_running_anything() {
     let env = Env::new();
     let cases: [(&[&str], &str); 5] = [
-        (&["touch", "ran"], "missing `--` before the command"),
+        (&["touch", "ran"], "put `--` before the command"),
         (&["--"], "no command given"),
         (&["--", "", "ran"], "empty command"),
         (
