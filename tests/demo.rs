@@ -508,3 +508,51 @@ fn the_readme_starts_with_the_two_commands_and_says_where_the_binary_is() {
         assert!(readme.contains(named), "the README does not name {named}");
     }
 }
+
+/// `demo --help` lists only the options the demo uses; the global options it replaces with its
+/// own (config, state directory, API) are refused, before or after `demo`, and nothing starts.
+#[test]
+fn demo_help_lists_only_the_options_it_uses() {
+    let sandbox = Sandbox::new();
+    let help = sandbox
+        .command()
+        .args(["demo", "--help"])
+        .output()
+        .expect("help");
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&help.stdout);
+    for shown in ["--duration", "--keep", "--log-level", "--log-format"] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+    for hidden in ["--config", "--state-dir", "--base-url"] {
+        assert!(!text.contains(hidden), "{hidden}: {text}");
+    }
+    let run_help = sandbox
+        .command()
+        .args(["run", "--help"])
+        .output()
+        .expect("help");
+    assert!(String::from_utf8_lossy(&run_help.stdout).contains("--config <FILE>"));
+    for args in [
+        &["demo", "--config", "x.toml"][..],
+        &["--state-dir", "/tmp/x", "demo"][..],
+        &["demo", "--base-url", "http://127.0.0.1:1"][..],
+    ] {
+        let (status, stdout, stderr) = run(
+            {
+                let mut cmd = sandbox.command();
+                cmd.args(args);
+                cmd
+            },
+            Duration::from_secs(20),
+        );
+        assert_eq!(status.code(), Some(2), "{args:?}: {stdout}{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("does not apply: the demo brings its own"),
+            "{stderr}"
+        );
+        assert!(stdout.is_empty(), "{stdout}");
+    }
+    assert!(sandbox.entries("TMPDIR").is_empty());
+}

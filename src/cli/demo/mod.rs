@@ -42,8 +42,8 @@ const TEMPLATE: &str = include_str!("../../../config/demo.toml");
 /// the demo's directory; otherwise one line per change, logs on stderr), names that directory
 /// and the log file, and serves the daemon's status endpoint on a free loopback port with the
 /// `status --url` command to try in a second terminal. Everything is written to a temporary
-/// directory under $TMPDIR that is removed at the end. --config, --state-dir and --base-url do
-/// not apply: the demo brings its own.
+/// directory under $TMPDIR that is removed at the end. It brings its own config, state
+/// directory and API: --config, --state-dir and --base-url are refused.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Stop after this long (e.g. "30s") instead of waiting for Ctrl-C
@@ -53,10 +53,49 @@ pub struct DemoArgs {
     /// Keep the temporary directory (config, state, logs) and print its path at the end
     #[arg(long)]
     pub keep: bool,
+
+    /// The global options the demo does not use, defined here hidden so that `demo --help`
+    /// lists only what applies (clap does not copy a global option into a subcommand that
+    /// defines its own); given anyway, they are refused.
+    #[command(flatten)]
+    pub unused: Unused,
+}
+
+/// `--config`, `--state-dir` and `--base-url`, which the demo replaces with its own.
+#[derive(Debug, Args)]
+pub struct Unused {
+    #[arg(long, hide = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[arg(long, hide = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[arg(long, hide = true, value_name = "URL")]
+    base_url: Option<String>,
 }
 
 /// Runs the demo; returns the exit code (0 after Ctrl-C or `--duration`).
-pub fn run(args: DemoArgs, _global: &GlobalArgs) -> u8 {
+pub fn run(args: DemoArgs, global: &GlobalArgs) -> u8 {
+    let unused = &args.unused;
+    let given = [
+        (
+            "--config",
+            unused.config.is_some() || global.config.is_some(),
+        ),
+        (
+            "--state-dir",
+            unused.state_dir.is_some() || global.state_dir.is_some(),
+        ),
+        (
+            "--base-url",
+            unused.base_url.is_some() || global.base_url.is_some(),
+        ),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+        print_error(format!(
+            "demo: {flag} does not apply: the demo brings its own config, state directory and \
+             emulator (see `heartbeat-agent demo --help`)"
+        ));
+        return exit::USAGE;
+    }
     let dir = match DemoDir::create() {
         Ok(dir) => dir,
         Err(err) => {
