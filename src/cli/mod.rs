@@ -1,6 +1,6 @@
 //! The command line: clap definitions (one file per subcommand), global options, the one-line
 //! messages that replace clap's for the two usual slips (a command line without `--`, an
-//! unquoted schedule: [`usage_hint`]), and the mapping from a command's result to the process
+//! unquoted schedule: `usage_hint`), and the mapping from a command's result to the process
 //! exit code.
 //!
 //! Doc comments on the argument structs are the `--help` text: keep them true to the code.
