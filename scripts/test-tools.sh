@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the tools that some integration tests drive, when they are missing: `unshare`
-# (util-linux: PID and mount namespaces), `bash` (the completion test), `tinyproxy` (the forward
+# and `setpriv` (util-linux: PID and mount namespaces; commands run as another user), `bash`
+# (the completion test), `tinyproxy` (the forward
 # proxy of tests/net.rs; its system service is disabled again), `openssl` (the TLS server of
 # scripts/bench-run.sh), `etcd` and `etcdctl` (Debian's etcd-server and etcd-client: the real
 # 3-member cluster the cluster tests start on 127.0.0.1; the packaged service is disabled
@@ -20,7 +21,7 @@ set -euo pipefail
 PREFIX=${PREFIX:-/usr/local}
 
 missing=()
-command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+command -v unshare >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 command -v bash >/dev/null 2>&1 || missing+=(bash)
 command -v tinyproxy >/dev/null 2>&1 || missing+=(tinyproxy)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)

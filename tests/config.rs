@@ -8,6 +8,7 @@ use crate::util::Home;
 mod environment;
 mod hostile;
 mod permissions;
+mod reading;
 mod start_fail;
 
 /// The result of one `config check`.

@@ -85,16 +85,58 @@ fn run(mut cmd: Command, limit: Duration) -> (ExitStatus, String, String) {
     (status, out, err)
 }
 
-/// The final table's row of `job`.
-fn final_row<'a>(stdout: &'a str, job: &str) -> &'a str {
+/// Starts `cmd` (stdin from /dev/null) with its stdout read line by line into the returned
+/// channel, as it comes.
+fn spawn_reading_lines(
+    mut cmd: Command,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("piped");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// The last line shown for `job` while the demo ran (one line per change, never cut).
+fn last_change<'a>(stdout: &'a str, job: &str) -> &'a str {
+    let prefix = format!("{job}: ");
+    stdout
+        .split("final status:\n")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .rfind(|line| line.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no line for {job}:\n{stdout}"))
+}
+
+/// The final table's row of `job`: its line and the service's line under it.
+fn final_row(stdout: &str, job: &str) -> String {
     let table = stdout
         .split("final status:\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no final table:\n{stdout}"));
-    table
-        .lines()
-        .find(|line| line.split_whitespace().next() == Some(job))
-        .unwrap_or_else(|| panic!("no row for {job}:\n{table}"))
+    let lines: Vec<&str> = table.lines().collect();
+    let at = lines
+        .iter()
+        .position(|line| line.split_whitespace().next() == Some(job))
+        .unwrap_or_else(|| panic!("no row for {job}:\n{table}"));
+    let service = lines.get(at + 1).copied().unwrap_or_default();
+    assert!(service.starts_with("  service: "), "{table}");
+    format!("{}\n{service}", lines[at])
 }
 
 #[test]
@@ -124,30 +166,41 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
             .any(|l| l.starts_with(&format!("{job}: ")) && l.contains(&format!(": {outcome} at ")));
         assert!(shown, "{job} never shown as {outcome}:\n{stdout}");
     }
-    // The final table: pings of the succeeding job and the watch only, all checks in sync.
+    // The final table: pings of the succeeding job and the watch only, all checks in sync;
+    // every line fits 80 columns, and the legend says what the SERVICE column means.
+    let table = stdout.split("final status:\n").nth(1).expect("final table");
+    for line in table.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+    assert!(
+        table.contains("(EARLY: a ping before the period ended, fine)"),
+        "{table}"
+    );
     let backup = final_row(&stdout, "backup");
-    for expected in ["ok HTTP 200", "in sync", "demo-backup: "] {
+    for expected in ["ok HTTP 200", "in sync", "ok, "] {
         assert!(backup.contains(expected), "{expected}: {backup}");
     }
-    let events: u32 = backup
-        .split("demo-backup: ")
+    // The service's own count of pings, not the length of the (at most 10) events listed.
+    let line = last_change(&stdout, "backup");
+    let events: u32 = line
+        .split("service ok, ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no event count: {backup}"));
-    assert!(events >= 3, "the emulator saw {events} pings: {backup}");
+        .unwrap_or_else(|| panic!("no event count: {line}"));
+    assert!(events >= 3, "the emulator saw {events} pings: {line}");
     // The failing jobs' checks were pinged once, when the demo created them (as checks that
     // once worked), and not since: within 8 s they are not failing yet.
     for job in ["report", "slow-export"] {
         let row = final_row(&stdout, job);
-        for expected in [
-            "not pinged",
-            "in sync",
-            "1 events, last RECEIVED",
-            "no failures",
-        ] {
+        for expected in ["not pinged", "in sync"] {
             assert!(row.contains(expected), "{expected}: {row}");
         }
+        let line = last_change(&stdout, job);
+        assert!(
+            line.ends_with("; service ok, 1 event, last RECEIVED"),
+            "{line}"
+        );
     }
     let watch = final_row(&stdout, "api-up");
     for expected in ["ok HTTP 200", "in sync"] {
@@ -227,28 +280,10 @@ fn demo_duration_needs_a_unit() {
 /// stderr).
 #[test]
 fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
-    use std::io::BufRead;
     let sandbox = Sandbox::new();
-    let mut child = sandbox
-        .command()
-        .arg("demo")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let stdout = child.stdout.take().expect("piped");
-    let (lines_tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut cmd = sandbox.command();
+    cmd.arg("demo").stderr(Stdio::piped());
+    let (mut child, lines) = spawn_reading_lines(cmd);
     let mut stderr = child.stderr.take().expect("piped");
     let stderr = std::thread::spawn(move || {
         let mut text = String::new();
@@ -297,13 +332,227 @@ fn demo_shows_an_alarm_within_ninety_seconds() {
     assert!(started.elapsed() < Duration::from_secs(90));
     for job in ["report", "slow-export"] {
         let row = final_row(&stdout, job);
-        for expected in ["last FAILING", "hasFailures"] {
-            assert!(row.contains(expected), "{job}: {expected}: {row}\n{stdout}");
-        }
+        assert!(row.contains("!! ALARM"), "{job}: {row}\n{stdout}");
+        let line = last_change(&stdout, job);
+        assert!(line.contains("; service ALARM, "), "{job}: {line}");
+        assert!(line.ends_with(", last FAILING"), "{job}: {line}");
+        assert!(!line.contains("hasFailures") && !row.contains("hasFailures"));
     }
     for job in ["backup", "api-up"] {
         let row = final_row(&stdout, job);
-        assert!(row.contains("no failures"), "{job}: {row}");
-        assert!(!row.contains("FAILING"), "{job}: {row}");
+        assert!(!row.contains("ALARM"), "{job}: {row}");
+        let line = last_change(&stdout, job);
+        assert!(line.contains("; service ok, "), "{job}: {line}");
+        assert!(!line.contains("FAILING"), "{job}: {line}");
     }
+}
+
+/// What the demo puts on screen first names its directory and its logs, and the `status`
+/// command line it prints reads the demo daemon's status endpoint as it is (run here as shown,
+/// from a second process).
+#[test]
+fn demo_names_its_directory_and_serves_the_status_it_tells_to_try() {
+    let sandbox = Sandbox::new();
+    let mut cmd = sandbox.command();
+    cmd.args(["demo", "--duration", "20s"])
+        .stderr(Stdio::null());
+    let (mut child, lines) = spawn_reading_lines(cmd);
+    let mut seen = Vec::new();
+    let ran = util::receive_until(&lines, Duration::from_secs(30), |line: String| {
+        let ok = line.starts_with("backup: run 1: ok");
+        seen.push(line);
+        ok
+    });
+    let stop = |child: &mut std::process::Child| {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        util::wait_exit(child, Duration::from_secs(15))
+    };
+    if !ran {
+        stop(&mut child);
+        panic!("no successful run: {seen:?}");
+    }
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("heartbeat-agent demo")
+    );
+    let dir = seen
+        .iter()
+        .find_map(|l| l.strip_prefix("demo directory: "))
+        .and_then(|rest| rest.strip_suffix(" (removed at the end; --keep keeps it)"))
+        .unwrap_or_else(|| panic!("no directory line: {seen:?}"));
+    assert_eq!(sandbox.entries("TMPDIR"), [PathBuf::from(dir)]);
+    assert!(seen.iter().any(|l| l == "logs: on stderr"), "{seen:?}");
+    let try_line = seen
+        .iter()
+        .find_map(|l| l.strip_prefix("in a second terminal, try: "))
+        .unwrap_or_else(|| panic!("no status line: {seen:?}"))
+        .to_owned();
+    let words: Vec<&str> = try_line.split(' ').collect();
+    let [program, "status", "--url", url] = words[..] else {
+        panic!("not a status command line: {try_line}");
+    };
+    assert!(url.starts_with("http://127.0.0.1:"), "{try_line}");
+    let mut status = Command::new(program);
+    status.args(["status", "--url", url]).env_clear();
+    let out = status.output().expect("the printed command runs");
+    stop(&mut child);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for job in ["backup", "report", "slow-export", "api-up"] {
+        assert!(text.contains(job), "{job}: {text}");
+    }
+}
+
+/// On a terminal the logs go to the file the screen names, and that file holds plain text: the
+/// colour of the log lines is for a terminal only, even though logging was set up on one.
+#[test]
+fn demo_on_a_terminal_names_its_log_file_and_writes_it_without_colour() {
+    let sandbox = Sandbox::new();
+    let mut cmd = sandbox.command();
+    cmd.args(["demo", "--duration", "4s", "--keep"])
+        .env("TERM", "xterm");
+    let (mut child, mut master) = util::spawn_on_pty(cmd);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut screen = String::new();
+    let done = util::receive_until(&rx, Duration::from_secs(40), |chunk: Vec<u8>| {
+        screen.push_str(&String::from_utf8_lossy(&chunk));
+        screen.contains("kept the demo's directory: ") && screen.ends_with('\n')
+    });
+    let status = util::wait_exit(&mut child, Duration::from_secs(15));
+    assert!(done, "{screen:?}");
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{screen:?}");
+    let kept = screen
+        .lines()
+        .find_map(|l| {
+            l.trim_end_matches('\r')
+                .strip_prefix("kept the demo's directory: ")
+        })
+        .map(PathBuf::from)
+        .expect("kept line");
+    let log = kept.join("daemon.log");
+    assert!(
+        screen.contains(&format!("logs: {}", log.display())),
+        "{screen:?}"
+    );
+    assert!(
+        screen.contains(&format!(
+            "demo directory: {} (kept at the end (--keep))",
+            kept.display()
+        )),
+        "{screen:?}"
+    );
+    let text = std::fs::read_to_string(&log).expect("daemon.log");
+    assert!(
+        text.contains("job finished") || text.contains("INFO"),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in {}: {text:?}",
+        log.display()
+    );
+}
+
+/// The README starts with the two commands for a fresh machine (the second is the one `.ci/run`
+/// runs), says where the binary is and how to put it on the PATH, and names what the demo
+/// shows first: its directory, its log file, the `status` command to try and the alarm.
+#[test]
+fn the_readme_starts_with_the_two_commands_and_says_where_the_binary_is() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let first_block = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a first sh block");
+    assert_eq!(
+        first_block,
+        "cargo run --release -- demo\nbash scripts/test.sh\n"
+    );
+    let ci = std::fs::read_to_string(root.join(".ci/run")).expect(".ci/run");
+    assert!(
+        ci.lines()
+            .any(|l| l.trim_end().ends_with(" bash scripts/test.sh")),
+        "{ci}"
+    );
+    let before_install = readme.split("cargo install --path .").next().expect("text");
+    assert!(
+        before_install.len() < readme.len(),
+        "no `cargo install --path .`"
+    );
+    for named in [
+        "target/release/heartbeat-agent",
+        "daemon.log",
+        "status --url http://127.0.0.1:",
+        "!! ALARM",
+        "`EARLY`",
+        "`tinyproxy`",
+        "`openssl`",
+        "`etcd`",
+        "`faketime`",
+    ] {
+        assert!(readme.contains(named), "the README does not name {named}");
+    }
+}
+
+/// `demo --help` lists only the options the demo uses; the global options it replaces with its
+/// own (config, state directory, API) are refused, before or after `demo`, and nothing starts.
+#[test]
+fn demo_help_lists_only_the_options_it_uses() {
+    let sandbox = Sandbox::new();
+    let help = sandbox
+        .command()
+        .args(["demo", "--help"])
+        .output()
+        .expect("help");
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&help.stdout);
+    for shown in ["--duration", "--keep", "--log-level", "--log-format"] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+    for hidden in ["--config", "--state-dir", "--base-url"] {
+        assert!(!text.contains(hidden), "{hidden}: {text}");
+    }
+    let run_help = sandbox
+        .command()
+        .args(["run", "--help"])
+        .output()
+        .expect("help");
+    assert!(String::from_utf8_lossy(&run_help.stdout).contains("--config <FILE>"));
+    for args in [
+        &["demo", "--config", "x.toml"][..],
+        &["--state-dir", "/tmp/x", "demo"][..],
+        &["demo", "--base-url", "http://127.0.0.1:1"][..],
+    ] {
+        let (status, stdout, stderr) = run(
+            {
+                let mut cmd = sandbox.command();
+                cmd.args(args);
+                cmd
+            },
+            Duration::from_secs(20),
+        );
+        assert_eq!(status.code(), Some(2), "{args:?}: {stdout}{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("does not apply: the demo brings its own"),
+            "{stderr}"
+        );
+        assert!(stdout.is_empty(), "{stdout}");
+    }
+    assert!(sandbox.entries("TMPDIR").is_empty());
 }

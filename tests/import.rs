@@ -527,4 +527,11 @@ fn manpage_is_roff_and_documents_run() {
     assert_eq!(out.status.code(), Some(0));
     let run = std::fs::read_to_string(dir.path().join("heartbeat-agent-run.1")).unwrap();
     assert!(run.contains(".TH heartbeat-agent-run 1") && run.contains("\\-\\-job"));
+    // The synopsis shows what a user types: options, then the command; no hidden argument.
+    let synopsis = run
+        .lines()
+        .find(|l| l.starts_with("\\fBheartbeat\\-agent run\\fR"))
+        .unwrap();
+    assert!(synopsis.contains("[\\fICMD\\fR]"), "{synopsis}");
+    assert!(!run.contains("STRAY"), "{synopsis}");
 }

@@ -127,15 +127,17 @@ fn collect_includes(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
+/// The value of `key=` in the packaged systemd unit (its first occurrence).
+fn unit_value(key: &str) -> String {
+    read("packaging/systemd/heartbeat-agent.service")
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_owned))
+        .unwrap_or_else(|| panic!("no {key}= in the unit"))
+}
+
 #[test]
 fn unit_stop_timeout_covers_the_daemon_shutdown() {
-    let unit = read("packaging/systemd/heartbeat-agent.service");
-    let value = |key: &str| {
-        unit.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key}= in the unit"))
-            .to_owned()
-    };
+    let value = unit_value;
     let secs = |text: String| -> u64 {
         text.strip_suffix('s')
             .and_then(|n| n.parse().ok())
@@ -503,5 +505,117 @@ fn the_debian_config_is_readable_by_root_and_the_agent_group_only() {
     assert!(
         purge.contains("dpkg-statoverride --remove \"$CONFIG\""),
         "{postrm}"
+    );
+}
+
+/// docs/daemon.md shows no unit of its own but the packaged one, and its steps for a build from
+/// source put each file where that unit looks (user, binary, config with its mode and group,
+/// the credential's key file), then check the config as the unit's user, naming the file. The
+/// check step is then run as written would run it: as a user of the unit's group on a copy of
+/// the config made as step 4 makes it (owner root, group the unit's, mode 640), and it passes;
+/// another user gets `Permission denied` with what to do.
+#[test]
+fn the_daemon_doc_installs_the_packaged_unit_and_its_steps_work() {
+    use std::os::unix::fs::PermissionsExt;
+    let value = unit_value;
+    let exec = value("ExecStart");
+    let mut words = exec.split(' ');
+    let binary = words.next().expect("a program");
+    let config = exec
+        .split("--config ")
+        .nth(1)
+        .expect("--config in ExecStart");
+    let (user, group) = (value("User"), value("Group"));
+    let key = value("LoadCredential");
+    let key = key
+        .strip_prefix("api-key:")
+        .expect("the api-key credential");
+
+    let doc = read("docs/daemon.md");
+    let section = doc
+        .split("### systemd\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .expect("a systemd section");
+    assert!(
+        !section.contains("[Service]"),
+        "a unit other than the packaged one"
+    );
+    assert!(section.contains("packaging/systemd/heartbeat-agent.service"));
+    let steps = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the steps");
+    let line = |needle: &str| {
+        steps
+            .lines()
+            .find(|l| !l.starts_with('#') && l.contains(needle))
+            .unwrap_or_else(|| panic!("no step with {needle:?}:\n{steps}"))
+    };
+    assert!(line("adduser --system").ends_with(&format!(" {user}")));
+    assert!(line("target/release/heartbeat-agent").ends_with(&format!(" {binary}")));
+    assert!(line("packaging/systemd/heartbeat-agent.service")
+        .ends_with(" /etc/systemd/system/heartbeat-agent.service"));
+    let install_config = line("config/example.toml");
+    assert!(
+        install_config.contains(&format!("-m 0640 -o root -g {group} "))
+            && install_config.ends_with(&format!(" {config}")),
+        "{install_config}"
+    );
+    assert!(
+        line("/dev/null").contains("-m 0600") && line("/dev/null").ends_with(&format!(" {key}"))
+    );
+    assert_eq!(
+        line("config check"),
+        format!("sudo -u {user} heartbeat-agent config check {config}")
+    );
+    assert!(!steps.contains("api_key_file ="), "{steps}");
+
+    // Step 6 as written, on a copy made as step 4 makes it (the unit's group stands as
+    // nobody's group here): the unit's user reads it through its group; another user cannot.
+    let root = nix::unistd::geteuid().is_root();
+    if !util::require(
+        root,
+        "root",
+        "run as root (chown to another group; CI does)",
+    ) {
+        return;
+    }
+    let home = Home::new();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let copy = dir.path().join("config.toml");
+    std::fs::copy(repo().join("config/example.toml"), &copy).expect("copy");
+    let nogroup = nix::unistd::Gid::from_raw(65534);
+    nix::unistd::chown(&copy, Some(nix::unistd::Uid::from_raw(0)), Some(nogroup)).expect("chown");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let shown = copy.to_str().expect("utf-8");
+    let as_user = |gid: &str| {
+        home.agent_via(&[
+            "setpriv",
+            "--reuid=65534",
+            &format!("--regid={gid}"),
+            "--clear-groups",
+        ])
+        .args(["config", "check", shown])
+        .output()
+        .expect("the agent runs")
+    };
+    let member = as_user("65534");
+    assert_eq!(
+        member.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&member.stderr)
+    );
+    assert!(String::from_utf8_lossy(&member.stdout).contains("valid, 10 jobs"));
+    let other = as_user("65533");
+    assert_eq!(other.status.code(), Some(78));
+    assert!(
+        String::from_utf8_lossy(&other.stderr)
+            .contains("Permission denied (os error 13); run as a member of group heartbeat-agent or with sudo"),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
     );
 }

@@ -10,6 +10,7 @@ use crate::util::{eventually, exists, Home};
 
 mod hostile_config;
 mod job;
+mod messages;
 mod ping_failures;
 mod ping_url_file;
 mod retries;
@@ -357,7 +358,7 @@ fn debug_logs_never_show_the_token() {
 fn bad_arguments_exit_2_without_running_anything() {
     let env = Env::new();
     let cases: [(&[&str], &str); 5] = [
-        (&["touch", "ran"], "missing `--` before the command"),
+        (&["touch", "ran"], "put `--` before the command"),
         (&["--"], "no command given"),
         (&["--", "", "ran"], "empty command"),
         (

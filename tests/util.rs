@@ -165,6 +165,28 @@ pub fn runs_counted(counter: &Path) -> u32 {
         .unwrap_or(0)
 }
 
+/// Starts `cmd` as a session leader whose controlling terminal is a new pty (stdin, stdout and
+/// stderr on it), as a login shell's job would be; returns the child and the pty's master side.
+pub fn spawn_on_pty(mut cmd: Command) -> (std::process::Child, std::fs::File) {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    cmd.stdin(Stdio::from(pty.slave.try_clone().expect("dup")))
+        .stdout(Stdio::from(pty.slave.try_clone().expect("dup")))
+        .stderr(Stdio::from(pty.slave));
+    // SAFETY: setsid and ioctl are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("spawn on a pty");
+    (child, std::fs::File::from(pty.master))
+}
+
 /// Whether `program` runs here (`program args` exits 0).
 pub fn runs(program: &str, args: &[&str]) -> bool {
     Command::new(program)

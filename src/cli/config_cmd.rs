@@ -1,13 +1,16 @@
-//! `heartbeat-agent config check`: validate the configuration file and show, per job, its
+//! `heartbeat-agent config check [FILE]`: validate the configuration file and show, per job, its
 //! schedule, next fire times and (redacted) ping target. Exit 0 when valid (warnings allowed),
 //! 78 (`EX_CONFIG`) with every problem on stderr when not. Beyond the file itself it warns when
 //! a job is bound to a check (`check_id`) but no API key can be found in this environment: such
-//! a job can neither learn its ping URL nor be kept in sync.
+//! a job can neither learn its ping URL nor be kept in sync. The shipped example, checked as it
+//! is, gets one note saying it is the example instead of those warnings.
 
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
-use clap::Subcommand;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
 
 use super::{context, exit, GlobalArgs};
 use crate::config::{Config, Job, JobAction, PingTarget, WatchSpec};
@@ -16,8 +19,26 @@ use crate::config::{Config, Job, JobAction, PingTarget, WatchSpec};
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate the configuration; print each job's next fire times and ping target
-    Check,
+    Check(CheckArgs),
 }
+
+/// `config check [FILE]`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The file to check, as --config FILE names it [default: --config, else the default
+    /// configuration file]
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+/// The text of the shipped example (config/example.toml, installed by the package as
+/// /usr/share/doc/heartbeat-agent/examples/config.toml): checked as it is, it is said to be the
+/// example once instead of warning about its placeholders (no API key, its mode).
+const EXAMPLE: &str = include_str!("../../config/example.toml");
+
+/// Where the packaged systemd unit loads the credential `api-key` from
+/// (packaging/systemd/heartbeat-agent.service, `LoadCredential=`).
+const PACKAGED_KEY: &str = "/etc/heartbeat-agent/api-key";
 
 /// How many upcoming fire times `config check` shows per job.
 const FIRE_TIMES: usize = 3;
@@ -25,15 +46,34 @@ const FIRE_TIMES: usize = 3;
 /// Runs a `config` subcommand.
 pub(crate) fn run(cmd: ConfigCommand, global: &GlobalArgs) -> u8 {
     match cmd {
-        ConfigCommand::Check => check(global),
+        ConfigCommand::Check(args) => check(args, global),
     }
 }
 
-fn check(global: &GlobalArgs) -> u8 {
-    let path = crate::paths::config_file(global.config.as_ref());
+fn check(args: CheckArgs, global: &GlobalArgs) -> u8 {
+    let file = match (args.file, &global.config) {
+        (Some(file), Some(flag)) if &file != flag => {
+            super::print_error(format!(
+                "config check: two files given ({} and --config {}): give one",
+                file.display(),
+                flag.display()
+            ));
+            return exit::USAGE;
+        }
+        (file, flag) => file.or_else(|| flag.clone()),
+    };
+    let path = crate::paths::config_file(file.as_ref());
     match Config::load(&path) {
         Ok(loaded) => {
             print!("{}", report(&loaded.config, Utc::now()));
+            if std::fs::read_to_string(&path).is_ok_and(|text| text == EXAMPLE) {
+                eprintln!(
+                    "heartbeat-agent: note: {} is the shipped example: its checks, URLs and \
+                     paths are placeholders; copy it, edit it and check the copy",
+                    path.display()
+                );
+                return exit::OK;
+            }
             let key = crate::config::read_api_key(&loaded.config.api.api_key);
             let missing_key = api_key_warning(&loaded.config, key.map(|k| k.is_some()));
             for warning in loaded.warnings.iter().chain(&missing_key) {
@@ -77,11 +117,13 @@ pub(crate) fn api_key_warning(
     };
     Some(format!(
         "{}: {first}{more} bound to a check, but {why}; such a job cannot learn its ping URL or \
-         be kept in sync: set `api_key_file` (or `api_key_env`) in [api], or give the daemon \
-         ${} or the credential `{}`",
+         be kept in sync: under systemd give the service the credential `{}` (the packaged unit \
+         loads {PACKAGED_KEY}; a check run outside the service cannot see it, so then this does \
+         not apply to the daemon); else give the daemon ${} or set `api_key_env`, or \
+         `api_key_file` naming a file the daemon's user can read",
         config.path.display(),
-        crate::config::secrets::API_KEY_ENV,
         crate::config::secrets::CREDENTIAL_NAME,
+        crate::config::secrets::API_KEY_ENV,
     ))
 }
 

@@ -106,10 +106,19 @@ impl From<MethodArg> for PingMethod {
 }
 
 /// Prints every problem of a config that did not load, one per line, then
-/// `configuration PATH is invalid: N problems{consequence}`; returns exit 78.
+/// `configuration PATH is invalid: N problems{consequence}`; returns exit 78. A file that could
+/// not be read at all is not called invalid: its one line (not found, permission denied) says
+/// what happened and what to do, followed only by the consequence, if any.
 pub(crate) fn invalid_config(path: &Path, err: &crate::config::LoadError, consequence: &str) -> u8 {
     for problem in &err.problems {
         eprintln!("{problem}");
+    }
+    if err.unread {
+        let consequence = consequence.trim_start_matches([':', ';', ' ']);
+        if !consequence.is_empty() {
+            print_error(consequence);
+        }
+        return exit::CONFIG;
     }
     let count = err.problems.len();
     let noun = if count == 1 { "problem" } else { "problems" };

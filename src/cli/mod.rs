@@ -1,5 +1,7 @@
-//! The command line: clap definitions (one file per subcommand), global options, and the mapping
-//! from a command's result to the process exit code.
+//! The command line: clap definitions (one file per subcommand), global options, the one-line
+//! messages that replace clap's for the two usual slips (a command line without `--`, an
+//! unquoted schedule: `usage_hint`), and the mapping from a command's result to the process
+//! exit code.
 //!
 //! Doc comments on the argument structs are the `--help` text: keep them true to the code.
 
@@ -66,7 +68,16 @@ impl Cli {
     /// help are the same either way.
     pub fn from_env() -> Cli {
         let args: Vec<OsString> = std::env::args_os().collect();
-        Cli::parse_run(&args).unwrap_or_else(|| Cli::parse_from(args))
+        Cli::parse_run(&args).unwrap_or_else(|| match Cli::try_parse_from(&args) {
+            Ok(cli) => cli,
+            Err(err) => match usage_hint(&err, &args) {
+                Some(message) => {
+                    print_error(message);
+                    std::process::exit(i32::from(exit::USAGE))
+                }
+                None => err.exit(),
+            },
+        })
     }
 
     /// `args` parsed as `run`, or `None` when they are anything else or do not parse.
@@ -82,6 +93,80 @@ impl Cli {
             global: GlobalArgs::from_arg_matches(&matches).ok()?,
             command: Command::Run(run::RunArgs::from_arg_matches(run_matches).ok()?),
         })
+    }
+}
+
+/// The one-line message that replaces clap's for the two usage mistakes a newcomer makes, or
+/// `None` to keep clap's:
+///
+/// - words of a command line given to a subcommand that takes one (`run sh -c 'exit 3'`)
+///   without `--` before them: clap's tip ("to pass '-c' as a value, use '-- -c'") would run
+///   `-c` as the command, so the message says to put `--` before the whole command;
+/// - an unquoted schedule expression (`schedule 0 3 * * *`): the shell split it (and expanded
+///   each `*` into file names), so the message says to quote it.
+///
+/// An unexpected option given to a subcommand that takes a command line is named with the same
+/// pointer to `--` instead of clap's tip. Only when no `--` was given (after one, clap's
+/// message stands); for other subcommands and other mistakes clap's message stands.
+fn usage_hint(err: &clap::Error, args: &[OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if err.kind() != ErrorKind::UnknownArgument || args.iter().any(|a| a == "--") {
+        return None;
+    }
+    let Some(ContextValue::String(word)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let whole = <Cli as clap::CommandFactory>::command();
+    let matches = whole
+        .clone()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()?;
+    let name = matches.subcommand_name()?;
+    let sub = whole.find_subcommand(name)?;
+    let takes_command = sub.get_positionals().any(clap::Arg::is_last_set);
+    if takes_command && word.starts_with('-') {
+        return Some(format!(
+            "{name}: unexpected option `{word}` (see `{NAME} {name} --help`); a command and its \
+             own options go after `--`: `{NAME} {name} [OPTIONS] -- CMD [ARGS...]`"
+        ));
+    }
+    if word.starts_with('-') {
+        return None;
+    }
+    if takes_command {
+        let after = args.iter().position(|a| a == name)? + 1;
+        let at = after
+            + args[after..]
+                .iter()
+                .position(|a| a.to_str() == Some(word))?;
+        let command: Vec<String> = args[at..]
+            .iter()
+            .map(|a| shell_word(&a.to_string_lossy()))
+            .collect();
+        return Some(format!(
+            "{name}: put `--` before the command: `{NAME} {name} [OPTIONS] -- {}` (without it, \
+             the command's words are read as {NAME}'s own options)",
+            command.join(" ")
+        ));
+    }
+    (name == "schedule").then(|| {
+        format!(
+            "schedule: quote the expression, as in `{NAME} schedule '0 3 * * *'` (unquoted, the \
+             shell splits it into words, here `{word}` was left over, and expands each `*` into \
+             file names)"
+        )
+    })
+}
+
+/// `word` as a shell reads it back: as it is when it holds only plain characters, else in
+/// single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
@@ -106,6 +191,11 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
 
+    /// Say what was done, as --log-level info does (for `run`: the ping it sent, with the
+    /// answer's status and time; without it a good run prints nothing)
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
+
     /// Log format [default: auto: journald fields when stderr is the journal, else text]
     #[arg(long, global = true, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
@@ -117,7 +207,10 @@ impl GlobalArgs {
     /// What the logging set-up needs from these options.
     pub fn logging_options(&self) -> crate::logging::Options {
         crate::logging::Options {
-            level: self.log_level.clone(),
+            level: self
+                .log_level
+                .clone()
+                .or_else(|| self.verbose.then(|| "info".to_owned())),
             format: self.log_format.unwrap_or(LogFormat::Auto),
         }
     }

@@ -530,6 +530,9 @@ pub struct Loaded {
 pub struct LoadError {
     /// One message per problem, in file order.
     pub problems: Vec<String>,
+    /// The file could not be read at all (missing, unreadable): its one problem says so, and
+    /// nothing in it was found invalid.
+    pub unread: bool,
 }
 
 impl Config {
@@ -538,6 +541,7 @@ impl Config {
     pub fn load(path: &Path) -> Result<Loaded, LoadError> {
         let text = read_file(path).map_err(|problem| LoadError {
             problems: vec![problem],
+            unread: true,
         })?;
         Self::from_text(path, &text)
     }
@@ -554,6 +558,7 @@ impl Config {
         let Some(raw) = raw else {
             return Err(LoadError {
                 problems: render(problems),
+                unread: false,
             });
         };
         let (config, check) = validate::build(raw, path, &lines, is_root);
@@ -567,6 +572,7 @@ impl Config {
                 problems.sort_by_key(|p| p.span.as_ref().map_or(0, |s| s.start));
                 Err(LoadError {
                     problems: render(problems),
+                    unread: false,
                 })
             }
         }
@@ -608,6 +614,10 @@ fn read_file(path: &Path) -> Result<String, String> {
             "{shown}: cannot read the configuration file: {err}; make it a regular file of at \
              most {} MiB",
             CONFIG_FILE_MAX >> 20
+        )),
+        Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
+            "{shown}: cannot read the configuration file: {err}; run as a member of group \
+             heartbeat-agent or with sudo (the packaged file is mode 640, group heartbeat-agent)"
         )),
         Err(err) => Err(format!(
             "{shown}: cannot read the configuration file: {err}; check that it is a readable file"

@@ -6,7 +6,9 @@
 //! - `--log-format json`: one JSON object per line (`timestamp`, `level`, `message`, the
 //!   event's fields, `target`).
 //! - `--log-format text`: human text; colour only when stderr is a terminal and `NO_COLOR` is
-//!   unset.
+//!   unset. Whether stderr is a terminal is asked again at each line (`anstream` strips the
+//!   colour codes when it is not): `demo` points stderr at its `daemon.log` after logging was
+//!   set up on the terminal, and that file must hold plain text.
 //! - `auto` (the default): journald entries when `JOURNAL_STREAM` names stderr (systemd
 //!   connected it to the journal), written to the journal's native socket with each event
 //!   field as its own journal field (see [`journald`]); if that socket cannot be used, plain
@@ -26,6 +28,16 @@ pub(crate) use journald::JOURNAL_SOCKET;
 
 /// The environment variable holding a log filter when `--log-level` is not given.
 pub(crate) const LOG_ENV: &str = "HEARTBEAT_AGENT_LOG";
+
+/// The target of `run`'s line saying what it pinged (`pinged backup (HTTP 200, 3 ms)`). It is
+/// an info event, but the default filter holds it back: a good run wrapped in crontab must
+/// print nothing (cron mails whatever a job prints). Asking for a level (`--log-level info`,
+/// `-v`, `$HEARTBEAT_AGENT_LOG`) shows it.
+pub(crate) const PINGED_TARGET: &str = "heartbeat_agent::pinged";
+
+/// The filter when neither `--log-level` nor [`LOG_ENV`] gives one: `info`, without
+/// [`PINGED_TARGET`].
+const DEFAULT_FILTER: &str = "info,heartbeat_agent::pinged=warn";
 
 /// How log lines are written to stderr (the values of `--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,16 +92,20 @@ pub fn init(options: &Options) {
         }
         LogFormat::Auto | LogFormat::Text => {
             let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            let _ = text_builder(filter).with_ansi(colour).try_init();
+            let _ = text_builder(filter)
+                .with_writer(coloured_stderr as fn() -> anstream::AutoStream<std::io::Stderr>)
+                .with_ansi(colour)
+                .try_init();
         }
     }
 }
 
-/// The filter: `--log-level`, else `$HEARTBEAT_AGENT_LOG`, else `info`; an invalid filter
-/// falls back to `info` (logging cannot report its own set-up problem any other way).
+/// The filter: `--log-level`, else `$HEARTBEAT_AGENT_LOG`, else [`DEFAULT_FILTER`] (`info`); an
+/// invalid filter falls back to that default (logging cannot report its own set-up problem any
+/// other way).
 fn filter(flag: Option<&str>, env: Option<&str>) -> EnvFilter {
-    let wanted = flag.or(env).unwrap_or("info");
-    EnvFilter::try_new(wanted).unwrap_or_else(|_| EnvFilter::new("info"))
+    let wanted = flag.or(env).unwrap_or(DEFAULT_FILTER);
+    EnvFilter::try_new(wanted).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
 }
 
 /// The human text format on stderr, without the target (module path) noise.
@@ -105,6 +121,13 @@ fn text_builder(
         .with_env_filter(filter)
         .with_writer(std::io::stderr as fn() -> std::io::Stderr)
         .with_target(false)
+}
+
+/// Stderr for one log line, with its colour codes stripped unless stderr is a terminal now
+/// (and `NO_COLOR` unset): the text format's colour follows where stderr points, not where it
+/// pointed at start.
+fn coloured_stderr() -> anstream::AutoStream<std::io::Stderr> {
+    anstream::AutoStream::auto(std::io::stderr())
 }
 
 /// One JSON object per line on `writer`, the event's fields at the top level next to
@@ -174,8 +197,13 @@ mod tests {
     fn flag_beats_environment_beats_default() {
         assert_eq!(filter(Some("debug"), Some("error")).to_string(), "debug");
         assert_eq!(filter(None, Some("error")).to_string(), "error");
-        assert_eq!(filter(None, None).to_string(), "info");
-        assert_eq!(filter(Some("=nonsense=="), None).to_string(), "info");
+        let default = EnvFilter::new(DEFAULT_FILTER).to_string();
+        assert!(
+            default.contains("heartbeat_agent::pinged=warn"),
+            "{default}"
+        );
+        assert_eq!(filter(None, None).to_string(), default);
+        assert_eq!(filter(Some("=nonsense=="), None).to_string(), default);
     }
 
     /// A writer that appends to a shared buffer (also used by the journald tests).

@@ -56,6 +56,11 @@ fn bound_job_without_an_api_key_source_is_a_warning() {
         "api_key_env",
         "HEARTBEAT_AGENT_API_KEY",
         "credential `api-key`",
+        // The credential first, and the packaged unit's file: a key file of root's own (the
+        // credential's) is one the service's user cannot read.
+        "under systemd give the service the credential `api-key` (the packaged unit loads \
+         /etc/heartbeat-agent/api-key;",
+        "`api_key_file` naming a file the daemon's user can read",
     ] {
         assert!(warning.contains(hint), "{hint}: {warning}");
     }

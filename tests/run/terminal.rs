@@ -2,7 +2,6 @@
 //! job-control shell. The agent runs as a session leader on a fresh pty.
 
 use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 use super::Env;
@@ -11,23 +10,7 @@ use crate::util;
 /// Starts the agent as a session leader whose controlling terminal is a new pty, as a login
 /// shell's job would be; returns the child and the master side.
 fn spawn_on_pty(env: &Env, args: &[&str]) -> (std::process::Child, std::fs::File) {
-    use std::os::unix::process::CommandExt;
-    let pty = nix::pty::openpty(None, None).expect("openpty");
-    let mut cmd = env.run(args);
-    cmd.stdin(Stdio::from(pty.slave.try_clone().expect("dup")))
-        .stdout(Stdio::from(pty.slave.try_clone().expect("dup")))
-        .stderr(Stdio::from(pty.slave));
-    // SAFETY: setsid and ioctl are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().expect("spawn on a pty");
-    (child, std::fs::File::from(pty.master))
+    util::spawn_on_pty(env.run(args))
 }
 
 /// Collects what the pty's master side shows until `done` holds for it (5 s at most); `on_line`

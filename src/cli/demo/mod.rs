@@ -2,8 +2,10 @@
 //! the demo's heartbeat checks in it, writes `config/demo.toml` (embedded, placeholders filled
 //! in) and a random API key into a fresh temporary directory, runs the daemon in-process on that
 //! config (jobs, watch, sync, outbox: the real code paths) and shows a live status table until
-//! Ctrl-C or `--duration`. Nothing is written outside the temporary directory, which is removed
-//! at the end unless `--keep`.
+//! Ctrl-C or `--duration`. The screen names the directory and the log file, and the daemon's
+//! status endpoint (the `status` task `daemon` runs, on a free loopback port) is served with
+//! the `status --url` command line to try. Nothing is written outside the temporary directory,
+//! which is removed at the end unless `--keep`.
 //!
 //! The daemon stops on SIGINT/SIGTERM (adapted as for `daemon`) or, after `--duration`, on the
 //! stop request the table task sends: both ways out take the daemon's own orderly shutdown.
@@ -36,10 +38,12 @@ const TEMPLATE: &str = include_str!("../../../config/demo.toml");
 /// Starts the monitoring API emulator on 127.0.0.1, creates four heartbeat checks in it, and runs
 /// the daemon on config/demo.toml (a job that succeeds, one that fails, one that times out and a
 /// watch, every few seconds, each bound to a check that sync keeps in line). Shows a live status
-/// table until Ctrl-C (on a terminal it is redrawn every second and the logs go to a file in the
-/// demo's directory; otherwise one line per change, logs on stderr). Everything is written to a
-/// temporary directory under $TMPDIR that is removed at the end. --config, --state-dir and
-/// --base-url do not apply: the demo brings its own.
+/// table until Ctrl-C (on a terminal it is redrawn every second and the logs go to daemon.log in
+/// the demo's directory; otherwise one line per change, logs on stderr), names that directory
+/// and the log file, and serves the daemon's status endpoint on a free loopback port with the
+/// `status --url` command to try in a second terminal. Everything is written to a temporary
+/// directory under $TMPDIR that is removed at the end. It brings its own config, state
+/// directory and API: --config, --state-dir and --base-url are refused.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Stop after this long (e.g. "30s") instead of waiting for Ctrl-C
@@ -49,10 +53,49 @@ pub struct DemoArgs {
     /// Keep the temporary directory (config, state, logs) and print its path at the end
     #[arg(long)]
     pub keep: bool,
+
+    /// The global options the demo does not use, defined here hidden so that `demo --help`
+    /// lists only what applies (clap does not copy a global option into a subcommand that
+    /// defines its own); given anyway, they are refused.
+    #[command(flatten)]
+    pub unused: Unused,
+}
+
+/// `--config`, `--state-dir` and `--base-url`, which the demo replaces with its own.
+#[derive(Debug, Args)]
+pub struct Unused {
+    #[arg(long, hide = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[arg(long, hide = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[arg(long, hide = true, value_name = "URL")]
+    base_url: Option<String>,
 }
 
 /// Runs the demo; returns the exit code (0 after Ctrl-C or `--duration`).
-pub fn run(args: DemoArgs, _global: &GlobalArgs) -> u8 {
+pub fn run(args: DemoArgs, global: &GlobalArgs) -> u8 {
+    let unused = &args.unused;
+    let given = [
+        (
+            "--config",
+            unused.config.is_some() || global.config.is_some(),
+        ),
+        (
+            "--state-dir",
+            unused.state_dir.is_some() || global.state_dir.is_some(),
+        ),
+        (
+            "--base-url",
+            unused.base_url.is_some() || global.base_url.is_some(),
+        ),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+        print_error(format!(
+            "demo: {flag} does not apply: the demo brings its own config, state directory and \
+             emulator (see `heartbeat-agent demo --help`)"
+        ));
+        return exit::USAGE;
+    }
     let dir = match DemoDir::create() {
         Ok(dir) => dir,
         Err(err) => {
@@ -63,17 +106,24 @@ pub fn run(args: DemoArgs, _global: &GlobalArgs) -> u8 {
         }
     };
     let live = std::io::stdout().is_terminal();
+    let log_file = dir.path.join("daemon.log");
     let logs = if live && std::io::stderr().is_terminal() {
-        LogRedirect::to(&dir.path.join("daemon.log"))
+        LogRedirect::to(&log_file)
     } else {
         None
+    };
+    let where_ = Where {
+        dir: dir.path.clone(),
+        logs: logs.as_ref().map(|_| log_file),
+        keep: args.keep,
+        status: None,
     };
     let code = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => {
-            let result = runtime.block_on(demo(&dir.path, args.duration, live));
+            let result = runtime.block_on(demo(where_, args.duration, live));
             runtime.shutdown_timeout(Duration::from_secs(1));
             drop(logs);
             match result {
@@ -96,8 +146,94 @@ pub fn run(args: DemoArgs, _global: &GlobalArgs) -> u8 {
     code
 }
 
+/// Where the demo's things are, as the screen names them.
+#[derive(Debug, Clone)]
+pub(super) struct Where {
+    /// The demo's temporary directory.
+    pub(super) dir: PathBuf,
+    /// The log file, when the logs go there (the live table owns the terminal).
+    pub(super) logs: Option<PathBuf>,
+    /// Whether the directory is kept at the end (`--keep`).
+    pub(super) keep: bool,
+    /// The `status` command line that reads the demo daemon's status endpoint.
+    pub(super) status: Option<String>,
+}
+
+impl Where {
+    /// The lines that name the directory, the logs and the `status` command to try.
+    pub(super) fn lines(&self) -> String {
+        let kept = if self.keep {
+            "kept at the end (--keep)"
+        } else {
+            "removed at the end; --keep keeps it"
+        };
+        let logs = self
+            .logs
+            .as_ref()
+            .map_or("on stderr".to_owned(), |p| p.display().to_string());
+        let mut out = format!(
+            "demo directory: {} ({kept})\nlogs: {logs}\n",
+            self.dir.display()
+        );
+        if let Some(status) = &self.status {
+            out.push_str(&format!("in a second terminal, try: {status}\n"));
+        }
+        out
+    }
+}
+
+/// The `heartbeat-agent status --url URL` line for the endpoint at `addr`: the program as it
+/// was started when `heartbeat-agent` on `$PATH` is not this very binary (a `cargo run`
+/// build), so the line works as it is.
+fn status_command(addr: std::net::SocketAddr) -> String {
+    let this = std::env::current_exe().ok();
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(super::NAME))
+            .find(|candidate| candidate.is_file())
+    });
+    let same = |a: &Path, b: &Path| a.canonicalize().ok() == b.canonicalize().ok();
+    let program = match (&this, &on_path) {
+        (Some(this), Some(found)) if same(this, found) => super::NAME.to_owned(),
+        (Some(this), _) => this.display().to_string(),
+        (None, _) => super::NAME.to_owned(),
+    };
+    format!("{program} status --url http://{addr}")
+}
+
+/// The demo daemon's status endpoint on a free loopback port, as `heartbeat-agent daemon`
+/// serves it ([`crate::status`]); `None` (the demo goes on without it) when it cannot bind.
+fn status_endpoint(
+    sync: &crate::sync::SyncStatus,
+    client: ApiClient,
+) -> Option<(
+    std::net::SocketAddr,
+    daemon::Task,
+    Arc<crate::status::metrics::RunMetrics>,
+)> {
+    let listen = crate::config::Listen::Tcp(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let bound = crate::status::bind(&listen).ok()?;
+    let crate::status::server::Bound::Tcp(listener) = &bound else {
+        return None;
+    };
+    let addr = listener.local_addr().ok()?;
+    let cell = std::sync::OnceLock::new();
+    let _ = cell.set(sync.clone());
+    let sources = crate::status::Sources {
+        sync: Arc::new(cell),
+        remote: crate::status::remote::RemoteView::new(Some(client)),
+        metrics: Arc::default(),
+        cluster: None,
+        node: None,
+    };
+    let metrics = Arc::clone(&sources.metrics);
+    Some((addr, crate::status::task(bound, sources), metrics))
+}
+
 /// The whole demo inside the runtime.
-async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), String> {
+async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Result<(), String> {
+    let dir = where_.dir.clone();
+    let dir = dir.as_path();
     let key = random_key();
     let emulator = Emulator::start(EmulatorOptions {
         api_key: key.clone(),
@@ -145,7 +281,7 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     };
     let view = View {
         sync: reconciler.status(),
-        client: client(once)?,
+        client: client(once.clone())?,
         checks,
         live,
         daemon: Arc::new(Mutex::new(None)),
@@ -153,15 +289,25 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     let (controller, control) = super::assemble::signal_control()
         .map_err(|err| format!("cannot install signal handlers: {err}"))?;
     let mut plugins = Plugins::default();
+    if let Some((addr, task, metrics)) =
+        status_endpoint(&reconciler.status(), client(once.clone())?)
+    {
+        where_.status = Some(status_command(addr));
+        plugins.after_run.push(metrics as Arc<dyn daemon::AfterRun>);
+        plugins.tasks.push(("status", task));
+    }
     plugins.after_run.push(Arc::new(reconciler.clone()));
     plugins
         .tasks
         .push(("sync", super::assemble::sync_task(reconciler, None)));
-    plugins
-        .tasks
-        .push(("demo table", table_task(view.clone(), duration, controller)));
+    plugins.tasks.push((
+        "demo table",
+        table_task(view.clone(), duration, controller, where_.clone()),
+    ));
     if live {
         println!("heartbeat-agent demo: starting (Ctrl-C to stop) ...");
+    } else {
+        print!("heartbeat-agent demo\n{}", where_.lines());
     }
     let options = Options {
         config_path: path,
@@ -173,7 +319,7 @@ async fn demo(dir: &Path, duration: Option<Duration>, live: bool) -> Result<(), 
     daemon::run(options, Arc::clone(&config), plugins, control).await;
     let last = view.rows(&config).await;
     println!("final status:");
-    print!("{}", render(&last, Utc::now()));
+    print!("{}{}", render(&last, Utc::now(), live), table::LEGEND);
     emulator.shutdown().await;
     Ok(())
 }

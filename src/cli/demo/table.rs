@@ -23,7 +23,12 @@ const REFRESH: Duration = Duration::from_secs(1);
 
 /// The background task that shows the table while the daemon runs, and ends the demo after
 /// `duration` by asking the daemon to stop through `controller`.
-pub(super) fn table_task(view: View, duration: Option<Duration>, controller: Controller) -> Task {
+pub(super) fn table_task(
+    view: View,
+    duration: Option<Duration>,
+    controller: Controller,
+    where_: super::Where,
+) -> Task {
     Box::new(move |context: Context, cancel: CancellationToken| {
         Box::pin(async move {
             *view.daemon.lock().unwrap_or_else(|e| e.into_inner()) = Some(context.view.clone());
@@ -40,8 +45,8 @@ pub(super) fn table_task(view: View, duration: Option<Duration>, controller: Con
                 let rows = view.rows(&config).await;
                 if view.live {
                     // Home, clear the screen, then the table.
-                    print!("\x1b[H\x1b[2J{}", render(&rows, Utc::now()));
-                    println!("\nlogs: daemon.log in the demo's directory; Ctrl-C stops the demo");
+                    print!("\x1b[H\x1b[2J{}", render(&rows, Utc::now(), true));
+                    print!("{LEGEND}\n{}Ctrl-C stops the demo\n", where_.lines());
                 } else {
                     for row in &rows {
                         let line = row.change_line();
@@ -81,13 +86,12 @@ pub(super) struct View {
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Row {
     job: String,
-    schedule: String,
     /// When the last run ended and how (`None` before the first).
     last_run: Option<(DateTime<Utc>, String)>,
     /// When the last ping was sent and what came of it.
     ping: Option<(DateTime<Utc>, String)>,
     sync: String,
-    emulator: String,
+    emulator: Service,
 }
 
 impl View {
@@ -114,11 +118,13 @@ impl View {
             };
             let emulator = match &job.target {
                 PingTarget::Check(id) => self.emulator_view(id, failing.get(id)).await,
-                _ => "-".to_owned(),
+                _ => Service {
+                    alarm: false,
+                    text: "-".to_owned(),
+                },
             };
             rows.push(Row {
                 job: job.name.clone(),
-                schedule: job.schedule.to_string(),
                 last_run: job_state.as_ref().and_then(|s| last_run(s, &job.action)),
                 ping: job_state.and_then(|s| s.last_ping).map(|p| {
                     let verdict = if p.accepted { "ok" } else { "refused" };
@@ -141,35 +147,72 @@ impl View {
             .collect()
     }
 
-    /// The emulator's view of check `id`: its events and whether it is failing.
-    async fn emulator_view(&self, id: &str, failing: Option<&bool>) -> String {
-        let name = self
-            .checks
-            .iter()
-            .find(|(_, check)| check.as_str() == id)
-            .map_or(id, |(name, _)| name.as_str());
-        let events = match self
+    /// The service's (the emulator's) view of check `id`: an alarm first when it is failing,
+    /// then how many pings it counted in the last 24 hours (its own count, not the length of
+    /// the at most 10 events the list answers) and what its last event says.
+    async fn emulator_view(&self, id: &str, failing: Option<&bool>) -> Service {
+        let lists = match self
             .client
             .list_heartbeat_events(id, &crate::api::model::EventsWindow::default())
             .await
         {
-            Ok(lists) => lists.into_iter().flat_map(|l| l.events).collect::<Vec<_>>(),
-            Err(err) => return format!("{name}: cannot ask ({err})"),
+            Ok(lists) => lists,
+            Err(err) => {
+                let name = self
+                    .checks
+                    .iter()
+                    .find(|(_, check)| check.as_str() == id)
+                    .map_or(id, |(name, _)| name.as_str());
+                return Service {
+                    alarm: false,
+                    text: format!("cannot ask for {name} ({err})"),
+                };
+            }
         };
-        let failing = match failing {
-            Some(true) => "hasFailures",
-            Some(false) => "no failures",
-            None => "status unknown",
+        let listed = lists.iter().map(|l| l.events.len()).sum::<usize>() as u64;
+        let counted = lists
+            .iter()
+            .filter_map(|l| l.stats.as_ref()?.last_24_hours.as_ref())
+            .map(|day| day.total_entities_current_period)
+            .max();
+        let count = counted.unwrap_or(listed);
+        let noun = if count == 1 { "event" } else { "events" };
+        let last = lists
+            .iter()
+            .flat_map(|l| &l.events)
+            .next()
+            .and_then(|e| e.state.as_ref())
+            .map(|s| last_state(s.as_str()));
+        let (alarm, verdict) = match failing {
+            Some(true) => (true, "ALARM"),
+            Some(false) => (false, "ok"),
+            None => (false, "state unknown"),
         };
-        match events.first() {
-            Some(last) => format!(
-                "{name}: {} events, last {}, {failing}",
-                events.len(),
-                last.state.as_ref().map_or("?", |s| s.as_str())
-            ),
-            None => format!("{name}: no events, {failing}"),
-        }
+        let text = match last {
+            Some(last) => format!("{verdict}, {count} {noun}, last {last}"),
+            None => format!("{verdict}, no events"),
+        };
+        Service { alarm, text }
     }
+}
+
+/// An event state as the table shows it: `EARLY` (a ping before the period was over) is a
+/// passing ping as much as `RECEIVED`, so it says so (the legend explains it); the others are
+/// shown as the service names them.
+fn last_state(state: &str) -> String {
+    match state {
+        "EARLY" => "EARLY (ok)".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// The service's view of a job's check, as the table shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Service {
+    /// Whether the check is failing: the row is marked (and coloured on a terminal).
+    alarm: bool,
+    /// What the service says, in words.
+    text: String,
 }
 
 /// How the job's last run ended, or that one is running now.
@@ -215,30 +258,38 @@ impl Row {
                 format!("{what} at {}", at(t))
             });
         format!(
-            "{}: {run}; ping {ping}; sync {}; emulator {}",
-            self.job, self.sync, self.emulator
+            "{}: {run}; ping {ping}; sync {}; service {}",
+            self.job, self.sync, self.emulator.text
         )
     }
 }
 
-/// The table: one line per job, columns padded to the widest cell.
-pub(super) fn render(rows: &[Row], now: DateTime<Utc>) -> String {
+/// What the SERVICE column says, under the table.
+pub(super) const LEGEND: &str =
+    "service: what the service says of the check: events in 24h and the last one\n\
+(EARLY: a ping before the period ended, fine). ALARM: the check is failing.\n";
+
+/// The widest the table gets: a common terminal's width.
+const WIDTH: usize = 80;
+
+/// The table: per job, one line with its last run, ping and sync, columns padded to the
+/// widest cell, then the service's view of its check on a line of its own; the widest cells are
+/// cut (ending in `…`) until every line fits [`WIDTH`] columns. A failing check is marked: `!!`
+/// in front of its alarm, and on a terminal (`colour`) the job's two lines in bold red.
+pub(super) fn render(rows: &[Row], now: DateTime<Utc>, colour: bool) -> String {
     let age = |t: &DateTime<Utc>| {
         let secs = (now - *t).num_seconds().max(0);
         format!("{secs}s ago")
     };
     let mut cells = vec![[
         "JOB".to_owned(),
-        "SCHEDULE".to_owned(),
         "LAST RUN".to_owned(),
         "PING".to_owned(),
         "SYNC".to_owned(),
-        "EMULATOR (CHECK)".to_owned(),
     ]];
     for row in rows {
         cells.push([
             row.job.clone(),
-            row.schedule.clone(),
             row.last_run
                 .as_ref()
                 .map_or("-".to_owned(), |(t, what)| format!("{what}, {}", age(t))),
@@ -248,51 +299,107 @@ pub(super) fn render(rows: &[Row], now: DateTime<Utc>) -> String {
                     format!("{what}, {}", age(t))
                 }),
             row.sync.clone(),
-            row.emulator.clone(),
         ]);
     }
-    let mut widths = [0usize; 6];
+    let mut widths = [0usize; 4];
     for line in &cells {
         for (width, cell) in widths.iter_mut().zip(line) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let mut out = String::new();
-    for line in &cells {
+    let gaps = 2 * (widths.len() - 1);
+    while widths.iter().sum::<usize>() + gaps > WIDTH {
+        let widest = widths.iter_mut().max().expect("four columns");
+        *widest -= 1;
+    }
+    let line = |cells: &[String; 4]| {
         let mut text = String::new();
-        for (cell, width) in line.iter().zip(widths) {
-            let _ = write!(text, "{cell:<width$}  ");
+        for (cell, width) in cells.iter().zip(widths) {
+            let _ = write!(text, "{:<width$}  ", cut(cell, width));
         }
-        out.push_str(text.trim_end());
-        out.push('\n');
+        text.trim_end().to_owned()
+    };
+    let mut out = line(&cells[0]);
+    out.push('\n');
+    for (row, cells) in rows.iter().zip(&cells[1..]) {
+        let marker = if row.emulator.alarm { "!! " } else { "" };
+        let service = cut(&format!("  service: {marker}{}", row.emulator.text), WIDTH);
+        let lines = format!("{}\n{service}", line(cells));
+        if row.emulator.alarm && colour {
+            for text in lines.lines() {
+                let _ = writeln!(out, "\x1b[1;31m{text}\x1b[0m");
+            }
+        } else {
+            out.push_str(&lines);
+            out.push('\n');
+        }
     }
     out
+}
+
+/// `cell` cut to `width` characters, its last one `…` when cut.
+fn cut(cell: &str, width: usize) -> String {
+    if cell.chars().count() <= width {
+        return cell.to_owned();
+    }
+    let mut text: String = cell.chars().take(width.saturating_sub(1)).collect();
+    text.push('…');
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_table_pads_columns_and_shows_ages() {
-        let now = Utc::now();
-        let rows = vec![Row {
-            job: "backup".into(),
-            schedule: "* * * * * *".into(),
+    fn row(job: &str, now: DateTime<Utc>, alarm: bool) -> Row {
+        Row {
+            job: job.into(),
             last_run: Some((
                 now - chrono::TimeDelta::seconds(3),
                 "run 2: ok (exit 0)".into(),
             )),
             ping: None,
             sync: "in sync".into(),
-            emulator: "demo-backup: 2 events, last RECEIVED, no failures".into(),
-        }];
-        let table = render(&rows, now);
+            emulator: Service {
+                alarm,
+                text: if alarm {
+                    "ALARM, 1 event, last FAILING".into()
+                } else {
+                    "ok, 60 events, last EARLY (ok)".into()
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn the_table_fits_80_columns_and_marks_an_alarm() {
+        let now = Utc::now();
+        let rows = vec![row("backup", now, false), row("slow-export", now, true)];
+        let table = render(&rows, now, false);
         let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 2, "{table}");
-        assert!(lines[0].starts_with("JOB     SCHEDULE"), "{table}");
+        assert_eq!(lines.len(), 5, "{table}");
+        assert!(lines[0].starts_with("JOB          LAST RUN"), "{table}");
         assert!(lines[1].contains("run 2: ok (exit 0), 3s ago"), "{table}");
         assert!(lines[1].contains("not pinged"), "{table}");
+        assert_eq!(lines[2], "  service: ok, 60 events, last EARLY (ok)");
+        assert_eq!(lines[4], "  service: !! ALARM, 1 event, last FAILING");
+        assert!(!table.contains('\x1b'), "{table}");
+        for line in &lines {
+            assert!(line.chars().count() <= WIDTH, "{line:?}");
+        }
+        let coloured = render(&rows, now, true);
+        for alarm in coloured.lines().skip(3) {
+            assert!(
+                alarm.starts_with("\x1b[1;31m") && alarm.ends_with("\x1b[0m"),
+                "{alarm:?}"
+            );
+        }
+        for plain in coloured.lines().take(3) {
+            assert!(!plain.contains('\x1b'), "{plain:?}");
+        }
+        for line in LEGEND.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line:?}");
+        }
         let line = rows[0].change_line();
         assert!(line.starts_with("backup: run 2: ok (exit 0) at "), "{line}");
         assert!(!line.contains("ago"), "{line}");

@@ -92,11 +92,6 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_retry_delay, value_name = "DUR")]
     pub retry_delay_max: Option<Duration>,
 
-    /// Words before `--` that are not options: always an error (the command goes after `--`),
-    /// caught here to say so instead of clap's generic message.
-    #[arg(hide = true, value_name = "STRAY", value_parser = clap::value_parser!(OsString))]
-    pub stray: Vec<OsString>,
-
     /// The command and its arguments (after `--`)
     #[arg(last = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
     pub command: Vec<OsString>,
@@ -369,11 +364,6 @@ fn check_arguments(args: &RunArgs, method: PingMethod, source: &str) -> Result<E
                 crate::config::duration::human_duration(max)
             )));
         }
-    }
-    if !args.stray.is_empty() {
-        return Err(usage(
-            "missing `--` before the command: use `heartbeat-agent run [OPTIONS] -- CMD [ARGS...]`",
-        ));
     }
     if args.command.is_empty() && args.job.is_none() {
         return Err(usage(

@@ -6,7 +6,8 @@
 //! further attempt, and one during the final ping or the after-ping work cuts it short (the
 //! ping stays in the outbox). The
 //! notices go to stderr through the log, like `run`'s other notices: stdout and the exit
-//! status stay the command's.
+//! status stay the command's. An accepted ping is said only when asked (`-v`, `--log-level
+//! info`): see [`crate::logging::PINGED_TARGET`].
 
 use chrono::Utc;
 use nix::sys::signal::Signal;
@@ -19,7 +20,7 @@ use super::{report, supervise, Plan, Signals};
 use crate::cli::print_error;
 use crate::config::duration::human_duration;
 use crate::ping::outbox::{self, Outbox};
-use crate::ping::Ping;
+use crate::ping::{Ping, PingOutcome};
 use crate::process::children::Children;
 use crate::process::RunEnd;
 use crate::run::{Attempt, Ended, Notice, Report, Runner};
@@ -125,6 +126,21 @@ impl Runner for Wrapped<'_> {
 
     fn success_ping(&self) -> Option<Ping> {
         self.plan.success.clone()
+    }
+
+    /// An accepted ping is said at info level under its own target, which the default filter
+    /// leaves out (a good run from crontab stays silent): `-v` or `--log-level info` shows it.
+    fn pinged(&mut self, at: chrono::DateTime<Utc>, outcome: &PingOutcome) {
+        let PingOutcome::Delivered { status, .. } = outcome else {
+            return;
+        };
+        let took = (Utc::now() - at).num_milliseconds().max(0);
+        let what = match (&self.plan.pings.context.job, &self.plan.success) {
+            (Some(job), _) => job.clone(),
+            (None, Some(ping)) => ping.redacted(),
+            (None, None) => return,
+        };
+        info!(target: crate::logging::PINGED_TARGET, status, took_ms = took, "pinged {what} (HTTP {status}, {took} ms)");
     }
 
     /// For a job bound to a check: right after an accepted ping (or when a pause's deadline
