@@ -195,35 +195,14 @@ pub(crate) fn fail_ping(
         .map_err(|problem| InvalidPing::of(url.as_str(), problem))?;
     let ping = Ping::to(&filled, method, source)?.of_kind(PingKind::Fail);
     Ok(match output {
-        Some((bytes, max)) => ping.with_body(body(bytes, max)),
+        Some((bytes, max)) => ping.with_body(crate::redact::job_output(bytes, max)),
         None => ping,
     })
-}
-
-/// `output` as valid UTF-8 with every secret scrubbed, cut to its last `max` bytes (at a
-/// character boundary).
-fn body(output: &[u8], max: usize) -> String {
-    let text = crate::redact::scrub(&String::from_utf8_lossy(output));
-    let mut cut = text.len().saturating_sub(max);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    text[cut..].to_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_fail_body_is_text_scrubbed_and_bounded() {
-        crate::redact::remember("fail-body-secret-token");
-        let out = b"line 1\ntoken fail-body-secret-token\n\xffend\n";
-        let text = body(out, 1000);
-        assert_eq!(text, "line 1\ntoken [redacted]\n\u{fffd}end\n");
-        assert_eq!(body(out, 5), "end\n");
-        assert_eq!(body("ééé".as_bytes(), 3), "é");
-    }
 
     #[test]
     fn the_exit_status_fills_the_placeholder() {

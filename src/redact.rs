@@ -168,6 +168,19 @@ pub(crate) fn scrub(text: &str) -> String {
     }
 }
 
+/// A job's output as it may leave the process: valid UTF-8 with every known secret scrubbed
+/// ([`scrub`]), cut to its last `max` bytes (at a character boundary). The one function for
+/// every path that sends or shows what a job printed: a fail ping's body (`run`, `run --job`
+/// and the daemon alike), the daemon's log of each output line, and a run's recorded output.
+pub(crate) fn job_output(output: &[u8], max: usize) -> String {
+    let text = scrub(&String::from_utf8_lossy(output));
+    let mut cut = text.len().saturating_sub(max);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text[cut..].to_owned()
+}
+
 /// Formats a reqwest error without the URL it carries (which may hold a ping token).
 pub(crate) fn reqwest_error(err: &reqwest::Error) -> String {
     let kind = if err.is_timeout() {
@@ -243,6 +256,16 @@ mod tests {
         // Too short to be told from a word: left alone.
         remember("ab");
         assert_eq!(scrub("ab cd"), "ab cd");
+    }
+
+    #[test]
+    fn job_output_is_text_scrubbed_and_bounded() {
+        remember("fail-body-secret-token");
+        let out = b"line 1\ntoken fail-body-secret-token\n\xffend\n";
+        let text = job_output(out, 1000);
+        assert_eq!(text, "line 1\ntoken [redacted]\n\u{fffd}end\n");
+        assert_eq!(job_output(out, 5), "end\n");
+        assert_eq!(job_output("ééé".as_bytes(), 3), "é");
     }
 
     #[test]

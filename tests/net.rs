@@ -221,6 +221,84 @@ fn every_request_goes_through_the_proxy_http_and_https_unless_exempted() {
 }
 
 #[test]
+fn a_proxy_that_wants_credentials_keeps_the_ping_and_is_named_without_its_password() {
+    // The proxy answers 407 to the plain request of an http:// ping and to the CONNECT of an
+    // https:// one: neither answer is the ping host's, so both pings are kept, the message
+    // names the proxy (never its password), and a flush with the right credentials delivers
+    // each once.
+    let home = Home::new();
+    let proxy = TinyProxy::start_with("BasicAuth agent right-pw\n");
+    let host = PingHost::start(Behaviour::Status(200));
+    let secure = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Trusted);
+    let ca = tls::ca_file();
+    let ca = ca.to_str().expect("utf8");
+    let port = &proxy.url()[17..];
+    let wrong = format!("http://agent:{SECRET}-wrong@127.0.0.1:{port}");
+    for (url, name) in [
+        (host.url(&token("plain")), token("plain")),
+        (secure.url(&token("tls")), token("tls")),
+    ] {
+        let mut cmd = run_ping(&home, &url, &["--ca-file", ca]);
+        cmd.env("HTTP_PROXY", &wrong).env("HTTPS_PROXY", &wrong);
+        let out = output(cmd);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{all}");
+        assert_eq!(host.count(&name), 0, "the proxy let it through: {all}");
+        let named = format!("through the proxy http://agent:…@127.0.0.1:{port}");
+        assert!(all.contains(&named), "the proxy is not named: {all}");
+        assert!(all.contains("kept in the outbox"), "{all}");
+        assert!(!all.contains("refused by the server"), "{all}");
+    }
+    assert!(
+        proxy.requests().len() >= 2,
+        "the proxy saw both: {:?}",
+        proxy.requests()
+    );
+    let out = output(agent(&home, &["outbox", "list", "--json"]));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        listed["entries"].as_array().map(Vec::len),
+        Some(2),
+        "both pings kept: {listed}"
+    );
+    let right = format!("http://agent:right-pw@127.0.0.1:{port}");
+    let mut flush = agent(&home, &["outbox", "flush"]);
+    flush
+        .env("HTTP_PROXY", &right)
+        .env("HTTPS_PROXY", &right)
+        .env("SSL_CERT_FILE", ca);
+    let out = output(flush);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("plain")), 1);
+    assert_eq!(host.count(&token("tls")), 1);
+}
+
+#[test]
+fn no_proxy_takes_a_cidr_block_with_a_port() {
+    // `127.0.0.0/8:PORT` exempts that port of the block only.
+    let home = Home::new();
+    let proxy = TinyProxy::start();
+    let host = PingHost::start(Behaviour::Status(200));
+    let port = tls::addr_of(&host.url("x")).port();
+    let mut cmd = run_ping(&home, &host.url(&token("direct")), &[]);
+    cmd.env("HTTP_PROXY", proxy.url())
+        .env("NO_PROXY", format!("127.0.0.0/8:{port}"));
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("direct")), 1);
+    assert_eq!(proxy.requests(), Vec::<String>::new(), "exempted");
+    let other = if port == 1 { 2 } else { port - 1 };
+    let mut cmd = run_ping(&home, &host.url(&token("proxied")), &[]);
+    cmd.env("HTTP_PROXY", proxy.url())
+        .env("NO_PROXY", format!("127.0.0.0/8:{other}"));
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("proxied")), 1);
+    assert_eq!(proxy.requests().len(), 1, "another port is not exempted");
+    assert!(!text(&out).contains("ignored"), "{}", text(&out));
+}
+
+#[test]
 fn sync_the_daemon_and_an_http_watch_work_over_https_through_the_proxy() {
     let home = Home::new();
     let proxy = TinyProxy::start();

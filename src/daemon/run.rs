@@ -189,7 +189,9 @@ fn record(scheduled: DateTime<Utc>, ended: &Ended, attempt: Attempt) -> RunRecor
         duration: (now - ended.started).to_std().unwrap_or_default(),
         end: ended.end.clone(),
         outcome: ended.outcome,
-        output_tail: String::from_utf8_lossy(&ended.output_tail).into_owned(),
+        // Scrubbed where it is recorded, so no reader of the record (status, a run history)
+        // can show a secret; status scrubs again what it shows, for secrets learned later.
+        output_tail: crate::redact::job_output(&ended.output_tail, usize::MAX),
     }
 }
 
@@ -329,7 +331,7 @@ fn command_spec(
     let name = job.name.clone();
     spec.output_lines = Some(LineSink::new(move |stream, line| {
         // The line goes through the same scrubber as the output shown by `/status`.
-        let line = crate::redact::scrub(&String::from_utf8_lossy(line));
+        let line = crate::redact::job_output(line, usize::MAX);
         info!(job = %name, stream = stream.as_str(), line = %line, "output");
     }));
     spec.run_as = crate::job::run_as(job)?;

@@ -166,14 +166,10 @@ impl Supervisor {
             keep
         });
         self.shared.state.retain(&names);
-        if config
-            .jobs
-            .iter()
-            .any(|j| crate::job::fail_body_bytes(j).is_some())
-        {
-            // The output a fail ping carries is scrubbed of the API key too.
-            crate::run::pings::learn_api_key(&config.api.api_key);
-        }
+        // Every job's output leaves the process (its log lines, its recorded tail, a fail
+        // ping's body): it is scrubbed of the API key even when nothing else here reads the
+        // key (no `[api] base_url`, no bound check).
+        crate::run::pings::learn_api_key(&config.api.api_key);
         for job in &config.jobs {
             match self.jobs.get(&job.name) {
                 Some(current) if Arc::ptr_eq(&current.job, job) || current.job == *job => continue,

@@ -8,7 +8,9 @@
 //!   (the lower-case form wins when both are set, as in curl).
 //! - `no_proxy`/`NO_PROXY` (a comma-separated list) exempts hosts from any proxy: `*` (every
 //!   host), a domain and its subdomains (`example.com` or `.example.com`), an IP address, or a
-//!   CIDR block (`10.0.0.0/8`, `fd00::/8`); an entry may carry a `:port`.
+//!   CIDR block (`10.0.0.0/8`, `fd00::/8`); any entry may carry a `:port` (`10.0.0.5:8443`,
+//!   `127.0.0.0/8:18466`, `[fd00::1]:80`), which then exempts only that port. An entry that is
+//!   none of these is reported and ignored.
 //!
 //! Home-made, small, on purpose: reqwest applies the environment itself, but the built-in
 //! HTTP/1.1 client of `http://` pings must make the same decision (it connects only when the
@@ -104,8 +106,16 @@ impl Proxy {
                 rule.https = read(var("https_proxy", "HTTPS_PROXY")).or(all);
             }
         }
-        if let Some((_, list)) = var("no_proxy", "NO_PROXY") {
-            rule.no_proxy = list.split(',').filter_map(Exempt::parse).collect();
+        if let Some((name, list)) = var("no_proxy", "NO_PROXY") {
+            for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                match Exempt::parse(entry) {
+                    Some(exempt) => rule.no_proxy.push(exempt),
+                    None => rule.problems.push(format!(
+                        "{name} entry \"{entry}\" ignored: not a host, IP address or CIDR block \
+                         (each may end in :PORT)"
+                    )),
+                }
+            }
         }
         rule
     }
@@ -173,9 +183,19 @@ fn shown(text: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Exempt {
     All,
-    Domain { name: String, port: Option<u16> },
-    Ip { ip: IpAddr, port: Option<u16> },
-    Cidr { net: IpAddr, bits: u8 },
+    Domain {
+        name: String,
+        port: Option<u16>,
+    },
+    Ip {
+        ip: IpAddr,
+        port: Option<u16>,
+    },
+    Cidr {
+        net: IpAddr,
+        bits: u8,
+        port: Option<u16>,
+    },
 }
 
 impl Exempt {
@@ -187,11 +207,16 @@ impl Exempt {
         if entry == "*" {
             return Some(Exempt::All);
         }
+        // `10.0.0.0/8`, `127.0.0.0/8:18466`, `[fd00::]/8:80`, `fd00::/8`.
         if let Some((net, bits)) = entry.split_once('/') {
             let net: IpAddr = net.trim_matches(|c| c == '[' || c == ']').parse().ok()?;
+            let (bits, port) = match bits.split_once(':') {
+                Some((bits, port)) => (bits, Some(port.parse().ok()?)),
+                None => (bits, None),
+            };
             let bits: u8 = bits.parse().ok()?;
             let max = if net.is_ipv4() { 32 } else { 128 };
-            return (bits <= max).then_some(Exempt::Cidr { net, bits });
+            return (bits <= max).then_some(Exempt::Cidr { net, bits, port });
         }
         // `[::1]:8080`, `[::1]`, `::1`, `10.0.0.1:80`, `host:80`, `.example.com`.
         let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
@@ -231,9 +256,16 @@ impl Exempt {
             Exempt::Ip { ip, port: want } => {
                 port_ok(want) && host.parse::<IpAddr>().is_ok_and(|h| h == *ip)
             }
-            Exempt::Cidr { net, bits } => host
-                .parse::<IpAddr>()
-                .is_ok_and(|h| in_block(h, *net, *bits)),
+            Exempt::Cidr {
+                net,
+                bits,
+                port: want,
+            } => {
+                port_ok(want)
+                    && host
+                        .parse::<IpAddr>()
+                        .is_ok_and(|h| in_block(h, *net, *bits))
+            }
         }
     }
 }
@@ -306,7 +338,8 @@ mod tests {
                 ("HTTP_PROXY", "http://p:3128"),
                 (
                     "NO_PROXY",
-                    "example.com, .corp, 10.0.0.0/8, ::1, 192.168.1.5:8443,[fd00::1]:80",
+                    "example.com, .corp, 10.0.0.0/8, ::1, 192.168.1.5:8443,[fd00::1]:80,\
+                     127.0.0.0/8:18466, fd00::/16:443",
                 ),
             ],
             None,
@@ -319,6 +352,8 @@ mod tests {
             "http://[::1]:9/",
             "https://192.168.1.5:8443/",
             "http://[fd00::1]/",
+            "http://127.0.0.9:18466/",
+            "https://[fd00::7]/",
         ] {
             assert_eq!(via(&r, direct), None, "{direct}");
         }
@@ -327,9 +362,23 @@ mod tests {
             "http://11.0.0.1/",
             "https://192.168.1.5/",
             "http://[fd00::1]:81/",
+            "http://127.0.0.9:18467/",
+            "http://[fd00::7]:80/",
         ] {
             assert!(via(&r, proxied).is_some(), "{proxied}");
         }
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let bad = rule(
+            &[
+                ("HTTP_PROXY", "http://p:1"),
+                ("NO_PROXY", "10.0.0.0/8:port,h"),
+            ],
+            None,
+        );
+        assert_eq!(
+            bad.problems,
+            ["NO_PROXY entry \"10.0.0.0/8:port\" ignored: not a host, IP address or CIDR block (each may end in :PORT)"]
+        );
         let all = rule(&[("HTTP_PROXY", "http://p:1"), ("no_proxy", "*")], None);
         assert_eq!(via(&all, "http://anything/"), None);
     }

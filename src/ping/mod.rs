@@ -234,6 +234,16 @@ pub enum PingError {
     /// Any other failure of the HTTP client (already redacted).
     #[error("{0}")]
     Http(String),
+    /// The proxy the request went through failed or refused it: the proxy's answer is not the
+    /// ping host's, so the ping is kept and tried again. `proxy` is shown as
+    /// [`crate::net::Proxy::redacted`] shows it (never its password).
+    #[error("through the proxy {proxy}: {detail}")]
+    Proxy {
+        /// The proxy, `scheme://host:port` (a user name, never a password).
+        proxy: String,
+        /// What failed, with what to do.
+        detail: String,
+    },
     /// The server's certificate is not trusted. Shown short; `detail` (which host, which trust
     /// source, what to set) is logged in full once per host by [`crate::net`]. Not tried again within the budget;
     /// kept in the outbox, so a fixed trust store delivers it.
@@ -464,8 +474,24 @@ async fn send_reqwest(
         (None, PingMethod::Post) => request.body(""),
         (None, PingMethod::Get) => request,
     };
+    // The proxy this request goes through, named without its password: what it says or
+    // how it fails is told as the proxy's, not as the ping host's.
+    let proxy = sender
+        .net
+        .proxy_for(&ping.url)
+        .map(crate::net::Proxy::redacted);
+    let through = |error: PingError| match (&proxy, error) {
+        (
+            Some(proxy),
+            error @ (PingError::Connect(_) | PingError::Timeout | PingError::Http(_)),
+        ) => PingError::Proxy {
+            proxy: proxy.clone(),
+            detail: error.to_string(),
+        },
+        (_, error) => error,
+    };
     let response = request.send().await.map_err(|err| {
-        if let Some(detail) = sender.net.certificate_problem(&err) {
+        through(if let Some(detail) = sender.net.certificate_problem(&err) {
             let host = ping.url.host_str().unwrap_or("?").to_owned();
             PingError::Certificate { host, detail }
         } else if err.is_timeout() {
@@ -476,15 +502,28 @@ async fn send_reqwest(
             PingError::Connect(detail.to_owned())
         } else {
             PingError::Http(crate::redact::reqwest_error(&err))
-        }
+        })
     })?;
+    let status = response.status().as_u16();
+    if let (Some(proxy), 407 | 401) = (&proxy, status) {
+        // 407 is the proxy's by definition; a ping host never asks for credentials (the
+        // token is in the URL), so a 401 through a proxy is the proxy's too.
+        return Err(PingError::Proxy {
+            proxy: proxy.clone(),
+            detail: format!(
+                "the proxy refused the request with HTTP {status} (it wants credentials); \
+                 give it its user and password in its URL ([api] proxy, HTTP_PROXY or \
+                 HTTPS_PROXY), or exempt the host with NO_PROXY"
+            ),
+        });
+    }
     let retry_after = response
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| crate::backoff::retry_after(v, std::time::SystemTime::now()));
     Ok(Answer {
-        status: response.status().as_u16(),
+        status,
         retry_after,
     })
 }

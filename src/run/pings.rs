@@ -119,9 +119,10 @@ pub(super) fn finish(pings: &Pings, ended: &Ended, success: Option<Ping>) -> Opt
         .ok()
 }
 
-/// Reads the API key of `source` (if it can be read) so that [`crate::redact::scrub`] removes
-/// it from a fail ping's body: a command's output may print it. Errors are for the commands
-/// that use the key to say; here the key is only learned.
+/// Reads the API key of `source` (if it can be read) so that [`crate::redact::job_output`]
+/// removes it from every job output that leaves the process (a fail ping's body, the daemon's
+/// log and records): a command's output may print it. Errors are for the commands that use
+/// the key to say; here the key is only learned.
 pub(crate) fn learn_api_key(source: &crate::config::ApiKeySource) {
     let _ = crate::config::secrets::read_api_key(source);
 }

@@ -23,7 +23,8 @@ pub(crate) struct RunRecord {
     /// What that counts as, judged against the job's `success_exit_codes` when it ended (a
     /// later reload does not rewrite a past run).
     pub outcome: RunOutcome,
-    /// The last `output_tail` bytes of its output (lossy UTF-8), only as long as the output was.
+    /// The last `output_tail` bytes of its output (lossy UTF-8, scrubbed by
+    /// [`crate::redact::job_output`]), only as long as the output was.
     pub output_tail: String,
     /// How many attempts it made (1 without retries); the fields above but `started` are the
     /// last attempt's.

@@ -82,3 +82,38 @@ output_tail = 20
         "{log}"
     );
 }
+
+#[test]
+fn a_daemon_fail_body_never_carries_the_api_key() {
+    // The daemon's path of a job's output to a third party: the key, given only by
+    // $HEARTBEAT_AGENT_API_KEY (no `[api]`), printed by the job, is scrubbed from the fail
+    // body, from the log and from the recorded tail.
+    const KEY: &str = "sk_daemon_fail_body_key_424242";
+    let second = ping_server();
+    let home = Home::new();
+    home.write_jobs(&format!(
+        r#"
+[[jobs]]
+name = "leaky"
+schedule = "*/1 * * * * *"
+shell = "echo key $LEAK here; exit 3"
+env = {{ LEAK = "{KEY}" }}
+fail_url = "{fail}"
+fail_body = "output_tail"
+"#,
+        fail = second.url(&format!("/{TOKEN}/leaky/{{exit_code}}")),
+    ));
+    let daemon = home.start_with(&[("HEARTBEAT_AGENT_API_KEY", KEY)]);
+    let path = format!("/{TOKEN}/leaky/3");
+    wait_hits(&second, &path, 1, 6 * SECOND);
+    let logs = daemon.stop();
+    let requests = second.requests();
+    let fail = requests
+        .iter()
+        .find(|r| r.target == path)
+        .expect("a fail ping");
+    assert_eq!(String::from_utf8_lossy(&fail.body), "key [redacted] here\n");
+    let log: String = logs.iter().map(Value::to_string).collect();
+    assert!(!log.contains(KEY), "{log}");
+    assert!(log.contains("key [redacted] here"), "{log}");
+}

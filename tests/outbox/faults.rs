@@ -133,3 +133,44 @@ fn retry_after_is_honoured_by_later_runs_but_not_by_flush() {
         text(&out)
     );
 }
+
+#[test]
+fn a_hanging_ping_host_adds_at_most_the_catch_up_budget_to_a_later_run() {
+    // An older entry whose host accepts and never answers: a run's catch-up gives it one
+    // attempt of at most 2 s, so the run returns right after its own ping settled instead of
+    // after the whole 30 s ping budget; the entry stays pending, and an entry for a host
+    // that answers is still caught up.
+    let env = Env::new();
+    let outbox = env.outbox();
+    let hanging = crate::util::outbox::PingHost::start(crate::util::outbox::Behaviour::Hang);
+    let fine = crate::util::outbox::PingHost::start(crate::util::outbox::Behaviour::Status(200));
+    store(&outbox, &hanging.url(&super::token("hangs")));
+    store(&outbox, &fine.url(&super::token("older")));
+    let began = std::time::Instant::now();
+    let out = env.output(&[
+        "run",
+        "--ping-url",
+        &fine.url(&super::token("own")),
+        "--",
+        "true",
+    ]);
+    let took = began.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        took < Duration::from_secs(6),
+        "the run took {took:?}: the catch-up is on its critical path"
+    );
+    assert_eq!(fine.count(&super::token("own")), 1);
+    assert_eq!(fine.count(&super::token("older")), 1, "caught up");
+    assert_eq!(
+        hanging.count(&super::token("hangs")),
+        1,
+        "given one attempt"
+    );
+    let listed = env.list();
+    assert_eq!(
+        listed["entries"].as_array().map(Vec::len),
+        Some(1),
+        "the hanging host's entry stays pending: {listed:#}"
+    );
+}

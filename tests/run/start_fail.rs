@@ -311,3 +311,39 @@ fn a_fail_body_never_carries_the_api_key_even_when_the_job_pings_by_url() {
     let body = String::from_utf8_lossy(&fail.body);
     assert_eq!(body, "key [redacted] leaked\n", "the fail body is scrubbed");
 }
+
+#[test]
+fn the_api_key_from_the_environment_is_scrubbed_and_plain_run_sends_no_output() {
+    // Every path of `run` that could send a job's output: `run --job` with `fail_body`, the
+    // key given only by $HEARTBEAT_AGENT_API_KEY (no `[api]` in the config): scrubbed; plain
+    // `run --fail-url` (no job, so no `fail_body`): the fail ping carries nothing of the
+    // output.
+    let env = Env::new();
+    let (emulator, second) = (seed(), FakeServer::start(Mode::Status(200)));
+    const KEY: &str = "sk_env_only_api_key_0123456789";
+    let config = write_job(&env, &emulator, &second, "fail_body = \"output_tail\"\n");
+    let script = "echo \"key $LEAK leaked\"; exit 5";
+    let mut cmd = env.run(&[
+        "--config", &config, "--job", "backup", "--", "sh", "-c", script,
+    ]);
+    cmd.env("HEARTBEAT_AGENT_API_KEY", KEY).env("LEAK", KEY);
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(!stderr(&out).contains(KEY), "{}", stderr(&out));
+    let requests = second.wait_for(2, Duration::from_secs(5));
+    assert_eq!(requests[1].path(), format!("/{SECOND}/5"));
+    assert_eq!(
+        String::from_utf8_lossy(&requests[1].body),
+        "key [redacted] leaked\n"
+    );
+    second.clear();
+    let fail_url = second.url(&format!("/{SECOND}/{{exit_code}}"));
+    let mut cmd = env.run(&["--fail-url", &fail_url, "--", "sh", "-c", script]);
+    cmd.env("HEARTBEAT_AGENT_API_KEY", KEY).env("LEAK", KEY);
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(!stderr(&out).contains(KEY), "{}", stderr(&out));
+    let requests = second.wait_for(1, Duration::from_secs(5));
+    assert_eq!(requests[0].path(), format!("/{SECOND}/5"));
+    assert!(requests[0].body.is_empty(), "{:?}", requests[0].text());
+}

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::{job, status_doc, StatusHome};
+use crate::util::daemon::Daemon;
 use crate::util::http::{FakeServer, Mode};
 use crate::util::Home;
 
@@ -90,4 +91,63 @@ fn a_secret_in_job_output_or_an_api_error_reaches_neither_the_log_nor_status() {
             && l.contains("pingUrl [redacted] (token [redacted]) for key [redacted]")),
         "{log}"
     );
+}
+
+#[test]
+fn the_api_key_is_scrubbed_from_a_jobs_output_when_nothing_else_reads_it() {
+    // The daemon starts without a key; a reload adds `api_key_file` and a job printing the
+    // key, with no `[api] base_url`, no bound check and no `fail_body`: nothing in the daemon
+    // needs the key, but it must not reach the log or `/status`.
+    let home = Home::new();
+    let status = format!("listen = \"{}\"", home.socket().display());
+    home.write(None, &status, "");
+    let daemon = Daemon::on(&home)
+        .env_remove(["HEARTBEAT_AGENT_API_KEY"])
+        .terminate_on_drop()
+        .start();
+    let endpoint = home.endpoint();
+    daemon.until("the endpoint answers", Duration::from_secs(10), || {
+        endpoint
+            .request("GET", "/healthz", None, Duration::from_secs(1))
+            .ok()
+            .map(|_| ())
+    });
+    let key_file = home.path("api-key");
+    std::fs::write(&key_file, format!("{KEY}\n")).expect("write the key");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let jobs = format!(
+        "[[jobs]]\nname = \"printer\"\nschedule = \"*/1 * * * * *\"\n\
+         shell = \"echo key=$LEAKED; echo done\"\nenv = {{ LEAKED = \"{KEY}\" }}\n"
+    );
+    home.write(None, &status, &jobs);
+    let config = std::fs::read_to_string(home.config_path()).expect("config");
+    let api = format!(
+        "[api]\napi_key_file = \"{}\"\n\n[status]",
+        key_file.display()
+    );
+    home.write_config(&config.replacen("[status]", &api, 1));
+    daemon.signal(nix::sys::signal::Signal::SIGHUP);
+    let doc = daemon.until("a run of printer", Duration::from_secs(20), || {
+        let doc = status_doc(&endpoint, true);
+        if !doc.to_string().contains("\"printer\"") {
+            return None;
+        }
+        job(&doc, "printer")["last_run"]["output_tail"]
+            .as_str()
+            .is_some_and(|t| t.contains("done"))
+            .then_some(doc)
+    });
+    let log = daemon.until("the output logged", Duration::from_secs(10), || {
+        let log = daemon.text();
+        log.contains("\"done\"").then_some(log)
+    });
+    for (place, text) in [("/status", &doc.to_string()), ("the daemon's log", &log)] {
+        assert!(!text.contains(KEY), "the key in {place}:\n{text}");
+    }
+    assert_eq!(
+        job(&doc, "printer")["last_run"]["output_tail"].as_str(),
+        Some("key=[redacted]\ndone\n")
+    );
+    assert!(log.contains("key=[redacted]"), "{log}");
 }

@@ -149,6 +149,12 @@ impl TinyProxy {
     /// Starts it; panics naming the fix when tinyproxy is not installed (the test must not pass
     /// without it: `scripts/test-tools.sh` installs it, CI runs that script).
     pub fn start() -> TinyProxy {
+        TinyProxy::start_with("")
+    }
+
+    /// [`TinyProxy::start`] with `extra` lines in its configuration (`BasicAuth USER PASSWORD`
+    /// makes it answer 407 to any request without those credentials, `CONNECT` included).
+    pub fn start_with(extra: &str) -> TinyProxy {
         let dir = tempfile::tempdir().expect("dir");
         for _ in 0..5 {
             let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -160,7 +166,7 @@ impl TinyProxy {
                 &conf,
                 format!(
                     "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 100\n\
-                     LogLevel Connect\nAllow 127.0.0.1\n"
+                     LogLevel Connect\nAllow 127.0.0.1\n{extra}"
                 ),
             )
             .expect("conf");

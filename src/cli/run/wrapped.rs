@@ -145,8 +145,8 @@ impl Runner for Wrapped<'_> {
 
     /// For a job bound to a check: right after an accepted ping (or when a pause's deadline
     /// passed and no daemon ended it, see [`crate::pause`]) the held period change goes out;
-    /// then what the outbox holds is delivered within what is left of the ping budget. A
-    /// stop signal cuts it short.
+    /// then what the outbox holds is given one attempt within what is left of the ping budget
+    /// and at most 2 s ([`outbox::catch_up`]). A stop signal cuts it short.
     async fn after_ping(&mut self, report: &Report) {
         if let Some((_, task)) = self.reaper.take() {
             let _ = task.await;

@@ -238,10 +238,16 @@ pub async fn deliver_pending(
     Ok(report)
 }
 
+/// The most a `run`'s catch-up of older entries adds to the run: the run's own ping is
+/// settled by then, and one hanging ping host must not make every later cron run take the
+/// whole ping budget. An entry not answered in time stays pending for the daemon's drainer,
+/// `outbox flush` or the next run.
+pub(crate) const CATCH_UP_BUDGET: Duration = Duration::from_secs(2);
+
 /// What a `run` does after its own ping: gives each pending entry one attempt, concurrently,
-/// within `left` of its ping budget (entries under a `Retry-After` are left alone), so hosts
-/// without the daemon still catch up. `stored` (the ping the run just failed to send and
-/// stored) is not tried again. Problems are logged.
+/// within `left` of its ping budget and at most [`CATCH_UP_BUDGET`] (entries under a
+/// `Retry-After` are left alone), so hosts without the daemon still catch up. `stored` (the
+/// ping the run just failed to send and stored) is not tried again. Problems are logged.
 pub(crate) async fn catch_up(
     sender: &Sender,
     outbox: &Outbox,
@@ -249,6 +255,7 @@ pub(crate) async fn catch_up(
     left: Duration,
     stored: Option<Ping>,
 ) {
+    let left = left.min(CATCH_UP_BUDGET);
     if left.is_zero() {
         return;
     }
