@@ -18,6 +18,7 @@ use crate::util::{emulator::Background, Home};
 mod local_users;
 mod metrics;
 mod next_run;
+mod owner;
 mod pause;
 mod pause_memory;
 mod prom;

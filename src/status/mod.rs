@@ -9,13 +9,16 @@
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
 //! - [`table`]: the human table of `heartbeat-agent status`;
-//! - [`client`]: the small HTTP client of the `status`, `health` and `trigger` commands.
+//! - [`client`]: the small HTTP client of the `status`, `health` and `trigger` commands;
+//! - `owner`: whose endpoint it is (the config the daemon runs), told in every answer and
+//!   checked by those commands.
 
 mod build;
 pub mod client;
 mod connections;
 pub(crate) mod doc;
 pub(crate) mod metrics;
+pub(crate) mod owner;
 mod pause;
 pub(crate) mod remote;
 pub(crate) mod server;
