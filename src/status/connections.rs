@@ -2,15 +2,15 @@
 //! local user can neither starve the daemon of file descriptors nor keep liveness and readiness
 //! probes out (a slow-client flood):
 //!
-//! - at most [`MAX_CONNECTIONS`] connections are open at once;
-//! - the endpoint keeps accepting: when every slot is taken, the new connection takes the slot
-//!   of the connection that has waited longest for a request head (one not inside a request:
-//!   idle, sending half a head, or kept alive between requests), which is closed. So slow
-//!   clients cannot make a probe wait in the kernel's listen queue behind them: a client that
-//!   sends its request at once, as `/healthz` and `/readyz` probes do, is read before the
-//!   connections that hold their slot by sending nothing; it is closed only if
-//!   [`MAX_CONNECTIONS`] newer ones arrive before its head does. Only when every slot serves
-//!   a request does a new connection wait in the listen queue (it costs no descriptor there);
+//! - the endpoint keeps accepting while fewer than [`MAX_TASKS`] connections are open; each
+//!   accept brings the connections back to [`MAX_CONNECTIONS`] by closing the oldest ones that
+//!   were read, serve no request and gave no whole request head within [`MAKE_ROOM_AFTER`]
+//!   (idle, sending half a head, or kept alive between requests). A connection not read yet is
+//!   never closed: a probe (`/healthz`, `/readyz`) sends its request with its connection, so its
+//!   first read finds it whole and it is served. So slow clients can make a probe wait neither
+//!   in the kernel's listen queue nor for a slot: the accept loop does not wait for anything
+//!   they hold. Only when [`MAX_TASKS`] are open (every one serving, or accepted and not read
+//!   yet) do new connections wait in the listen queue (they cost no descriptor there);
 //! - a request head (request line and headers) must arrive whole within [`HEADER_TIMEOUT`] of
 //!   the moment the connection waits for one, the first request or the next on a kept-alive
 //!   connection; otherwise the connection is closed.
@@ -21,8 +21,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::http::Request;
 use axum::serve::Listener;
@@ -35,8 +35,18 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 use tracing::debug;
 
-/// Connections open at once.
+/// Connections open at once, beyond those accepted but not yet read (see [`MAX_TASKS`]).
 pub(crate) const MAX_CONNECTIONS: usize = 64;
+
+/// Connections open at once, all counted: [`MAX_CONNECTIONS`] plus as many just accepted whose
+/// first bytes the endpoint has not read yet (those are never closed to make room). Beyond
+/// this, new connections wait in the listen queue.
+pub(crate) const MAX_TASKS: usize = 2 * MAX_CONNECTIONS;
+
+/// How long a connection must have been read without giving a whole request head before it
+/// may be closed to make room (a probe's head arrives with its connection: it is read at the
+/// first read).
+const MAKE_ROOM_AFTER: Duration = Duration::from_millis(5);
 
 /// Time allowed for a request head to arrive, from when the connection waits for it.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,32 +54,52 @@ pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time open connections get to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// What the accept loop knows of one open connection, shared with its task.
+#[derive(Default)]
+struct State {
+    /// True while it serves a request (then it is never closed to make room).
+    busy: AtomicBool,
+    /// When its task first ran (its first read): before that it is never closed to make room.
+    started: OnceLock<Instant>,
+}
+
 /// One open connection, as the accept loop sees it.
 struct Open {
-    /// True while it serves a request (then it is never closed to make room).
-    busy: Arc<AtomicBool>,
+    state: Arc<State>,
     /// Closes it.
     close: CancellationToken,
 }
 
-/// The open connections by arrival (a sequence number): the first one not busy is the one that
-/// has waited longest.
+/// The connections open and not asked to close, by arrival (a sequence number): the first one
+/// that may make room is the one that has waited longest.
 #[derive(Default)]
 struct Table {
     open: Mutex<BTreeMap<u64, Open>>,
 }
 
 impl Table {
-    /// Closes the oldest connection that serves no request; false when every one does.
-    fn evict_oldest_idle(&self) -> bool {
-        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let idle = open.values().find(|c| !c.busy.load(Ordering::Acquire));
-        match idle {
-            Some(connection) => {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Open>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Over [`MAX_CONNECTIONS`]: closes the oldest connections that were read, serve no request
+    /// and gave no whole head within [`MAKE_ROOM_AFTER`], until the count is back or none is
+    /// left to close.
+    fn make_room(&self) {
+        let mut open = self.lock();
+        while open.len() > MAX_CONNECTIONS {
+            let idle = open.iter().find_map(|(id, c)| {
+                let waited = c.state.started.get().map(Instant::elapsed);
+                let idle = !c.state.busy.load(Ordering::Acquire)
+                    && waited.is_some_and(|w| w >= MAKE_ROOM_AFTER);
+                idle.then_some(*id)
+            });
+            let Some(id) = idle else {
+                return;
+            };
+            if let Some(connection) = open.remove(&id) {
                 connection.close.cancel();
-                true
             }
-            None => false,
         }
     }
 }
@@ -77,25 +107,17 @@ impl Table {
 /// Accepts connections on `listener` and serves `router` on each, within the limits above,
 /// until `cancel`.
 pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: CancellationToken) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let tasks = Arc::new(Semaphore::new(MAX_TASKS));
     let table = Arc::new(Table::default());
     let connections = TaskTracker::new();
     let mut next_id = 0u64;
     loop {
-        // A free slot at once; else the slot of the oldest idle connection, taken as soon as
-        // it is closed; else (every connection serves a request) the first slot to free up.
-        let slot = match Arc::clone(&slots).try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => {
-                table.evict_oldest_idle();
-                tokio::select! {
-                    () = cancel.cancelled() => break,
-                    slot = Arc::clone(&slots).acquire_owned() => match slot {
-                        Ok(slot) => slot,
-                        Err(_) => break, // never closed
-                    },
-                }
-            }
+        let slot = tokio::select! {
+            () = cancel.cancelled() => break,
+            slot = Arc::clone(&tasks).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break, // never closed
+            },
         };
         let io = tokio::select! {
             () = cancel.cancelled() => break,
@@ -103,51 +125,46 @@ pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: 
         };
         let id = next_id;
         next_id += 1;
+        let state = Arc::new(State::default());
+        let close = cancel.child_token();
         let open = Open {
-            busy: Arc::new(AtomicBool::new(false)),
-            close: cancel.child_token(),
+            state: Arc::clone(&state),
+            close: close.clone(),
         };
-        let (busy, close) = (Arc::clone(&open.busy), open.close.clone());
-        table
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, open);
+        table.lock().insert(id, open);
+        // The new connection is not read yet: it is not the one closed.
+        table.make_room();
         let table = Arc::clone(&table);
         let router = router.clone();
         connections.spawn(async move {
-            connection(io, router, slot, busy, close).await;
-            table
-                .open
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
+            connection(io, router, slot, state, close).await;
+            table.lock().remove(&id);
         });
     }
     connections.close();
     connections.wait().await;
 }
 
-/// Serves one connection until it ends or `close` (making room, or shutdown); `busy` is true
-/// while a request is served. Its slot is given back when it ends.
+/// Serves one connection until it ends or `close` (making room, or shutdown); `state.busy` is
+/// true while a request is served. Its slot is given back when it ends.
 async fn connection<I>(
     io: I,
     router: Router,
     slot: OwnedSemaphorePermit,
-    busy: Arc<AtomicBool>,
+    state: Arc<State>,
     close: CancellationToken,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let _slot = slot;
-    let flag = Arc::clone(&busy);
+    let flag = Arc::clone(&state);
     let marked = tower::service_fn(move |request: Request<hyper::body::Incoming>| {
         let router = router.clone();
         let flag = Arc::clone(&flag);
         async move {
-            flag.store(true, Ordering::Release);
+            flag.busy.store(true, Ordering::Release);
             let response = router.oneshot(request).await;
-            flag.store(false, Ordering::Release);
+            flag.busy.store(false, Ordering::Release);
             response
         }
     });
@@ -158,6 +175,7 @@ async fn connection<I>(
         .header_read_timeout(HEADER_TIMEOUT);
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
+    let _ = state.started.set(Instant::now());
     tokio::select! {
         result = connection.as_mut() => {
             if let Err(err) = result {
@@ -167,7 +185,7 @@ async fn connection<I>(
         }
         () = close.cancelled() => {
             // Made room for a newer connection: it waited for a request head, drop it now.
-            if !busy.load(Ordering::Acquire) {
+            if !state.busy.load(Ordering::Acquire) {
                 return;
             }
             connection.as_mut().graceful_shutdown();

@@ -2,7 +2,8 @@
 //! triggered runs, pauses for maintenance (docs/status.md).
 //!
 //! - [`server`]: binding (TCP or unix socket) and the routes, as a daemon background task;
-//! - `connections`: serving connections, with a cap on open ones and a header timeout;
+//! - `connections`: serving connections, with a cap on open ones (the longest-waiting idle one
+//!   makes room for a new one) and a header timeout;
 //! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from the
 //!   daemon's view ([`crate::daemon::DaemonView`]), the outbox, sync and the remote view;
 //! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
