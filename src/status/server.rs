@@ -255,16 +255,18 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         })),
         None => router,
     };
-    // Every answer says whose it is (`super::owner`); a path that cannot be a header value
-    // (a control character in it) is left out, and clients then refuse the answer.
-    let owner = super::owner::identity(&app.config().path);
-    let owner = header::HeaderValue::from_bytes(owner.as_os_str().as_encoded_bytes()).ok();
+    // Every answer says whose it is (`super::owner`), resolved at each answer as the clients
+    // resolve theirs (a config reached through a link that was switched since, as a mounted
+    // Kubernetes ConfigMap is, still matches); a path that cannot be a header value (a control
+    // character in it) is left out, and clients then refuse the answer.
     router.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
-            let owner = owner.clone();
+            let path = app.config().path.clone();
             async move {
                 let mut response = next.run(request).await;
-                if let Some(owner) = owner {
+                let owner = super::owner::identity(&path);
+                let bytes = owner.as_os_str().as_encoded_bytes();
+                if let Ok(owner) = header::HeaderValue::from_bytes(bytes) {
                     response
                         .headers_mut()
                         .insert(super::owner::CONFIG_HEADER, owner);
