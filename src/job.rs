@@ -68,13 +68,14 @@ pub(crate) fn command(job: &Job) -> Result<CommandSpec, CommandError> {
 
 /// What every child of a job gains and loses: `HEARTBEAT_AGENT_JOB` (named `name`, which may be
 /// a `--job` the config does not know), `HEARTBEAT_AGENT_CHECK_ID` when the job is bound to a
-/// check, and never the variable `api_key_env` names (the secrets of [`process::SECRET_ENV`]
-/// are removed from every child anyway).
+/// check, and never the variables in `secret_vars` (the config's `api_key_env` and `[cluster]
+/// password_env`, from `Config::secret_env_vars`; the secrets of [`process::SECRET_ENV`] are
+/// removed from every child anyway).
 pub(crate) fn hygiene(
     spec: &mut CommandSpec,
     name: Option<&str>,
     job: Option<&Job>,
-    api_key_env: Option<&str>,
+    secret_vars: &[String],
 ) {
     if let Some(name) = name {
         spec.env_set.push((process::JOB_ENV.into(), name.into()));
@@ -82,9 +83,8 @@ pub(crate) fn hygiene(
     if let Some(id) = job.and_then(Job::check_id) {
         spec.env_set.push((process::CHECK_ENV.into(), id.into()));
     }
-    if let Some(var) = api_key_env {
-        spec.env_remove.push(OsString::from(var));
-    }
+    spec.env_remove
+        .extend(secret_vars.iter().map(OsString::from));
 }
 
 /// The ids `job` runs as, from its `user` and `group`, when this process is root; `None`

@@ -3,11 +3,15 @@
 //! client (`status/client.rs`).
 //!
 //! Only what those clients act on is kept: the status, where the head ends, `Content-Length`,
-//! `Retry-After` and whether the body is chunked. Header lines that are not valid are skipped,
+//! `Retry-After`, `Location`, whether the body is chunked and the status endpoint's
+//! `Heartbeat-Agent-Config`. Header lines that are not valid are skipped,
 //! as a lenient client does. The header slots live on the stack; only a head with more headers
 //! than that is parsed a second time, with slots on the heap.
 
 use httparse::{Header, ParserConfig, Response, Status, EMPTY_HEADER};
+
+/// The status endpoint's header naming the config its daemon runs (`crate::status::owner`).
+pub(crate) const AGENT_CONFIG: &str = "heartbeat-agent-config";
 
 /// Header slots on the stack: more than any ping host or the status endpoint sends.
 const STACK_HEADERS: usize = 32;
@@ -28,6 +32,8 @@ pub(crate) struct ResponseHead<'a> {
     pub location: Option<&'a str>,
     /// Whether a `Transfer-Encoding` header names `chunked`.
     pub chunked: bool,
+    /// The status endpoint's `Heartbeat-Agent-Config` (the config its daemon runs), as text.
+    pub agent_config: Option<&'a str>,
 }
 
 /// Parses the head at the start of `buf`: `Ok(None)` while it is incomplete (read more), an
@@ -64,6 +70,7 @@ fn parse_into<'b>(
         retry_after: None,
         location: None,
         chunked: false,
+        agent_config: None,
     };
     for header in response.headers.iter() {
         let name = header.name;
@@ -73,6 +80,8 @@ fn parse_into<'b>(
             head.retry_after = text(header.value);
         } else if name.eq_ignore_ascii_case("location") {
             head.location = text(header.value);
+        } else if name.eq_ignore_ascii_case(AGENT_CONFIG) {
+            head.agent_config = text(header.value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             head.chunked |= header
                 .value

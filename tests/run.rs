@@ -320,6 +320,34 @@ fn child_environment_loses_the_agent_secrets() {
     assert_eq!(server.requests().len(), 1);
 }
 
+/// `run --job` with a config that names its secrets' variables (`[api] api_key_env`,
+/// `[cluster] password_env`): the command never sees them.
+#[test]
+fn child_environment_loses_the_configs_secret_variables() {
+    let env = Env::new();
+    let server = FakeServer::start(Mode::Status(200));
+    let config = env.home.write_config(&format!(
+        "[api]\napi_key_env = \"HB_TEST_API_KEY_VAR\"\n\n\
+         [cluster]\nendpoints = [\"http://127.0.0.1:9\"]\nuser = \"agent\"\n\
+         password_env = \"HB_TEST_ETCD_PASSWORD_VAR\"\n\n\
+         [[jobs]]\nname = \"nightly\"\nschedule = \"0 3 * * *\"\nping_url = \"{}\"\n",
+        ping_url(&server)
+    ));
+    let config = config.to_str().expect("utf-8");
+    let mut cmd = env.run(&["--config", config, "--job", "nightly", "--", "env"]);
+    cmd.env("HB_TEST_API_KEY_VAR", "sk-api-key-4242")
+        .env("HB_TEST_ETCD_PASSWORD_VAR", "etcd-pw-4242")
+        .env("HB_TEST_KEPT", "yes");
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let seen = String::from_utf8_lossy(&out.stdout);
+    for gone in ["HB_TEST_API_KEY_VAR", "HB_TEST_ETCD_PASSWORD_VAR", "4242"] {
+        assert!(!seen.contains(gone), "{gone} leaked into the child: {seen}");
+    }
+    assert!(seen.contains("HB_TEST_KEPT=yes\n"), "{seen}");
+    assert_eq!(server.requests().len(), 1);
+}
+
 #[test]
 fn invalid_env_ping_url_is_a_warning_only() {
     let env = Env::new();

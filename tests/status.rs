@@ -19,6 +19,7 @@ mod hostile_config;
 mod local_users;
 mod metrics;
 mod next_run;
+mod owner;
 mod pause;
 mod pause_memory;
 mod prom;

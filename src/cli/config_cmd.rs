@@ -2,8 +2,9 @@
 //! schedule, next fire times and (redacted) ping target. Exit 0 when valid (warnings allowed),
 //! 78 (`EX_CONFIG`) with every problem on stderr when not. Beyond the file itself it warns when
 //! a job is bound to a check (`check_id`) but no API key can be found in this environment: such
-//! a job can neither learn its ping URL nor be kept in sync. The shipped example, checked as it
-//! is, gets one note saying it is the example instead of those warnings.
+//! a job can neither learn its ping URL nor be kept in sync; and when `[status] listen` is taken
+//! by something other than this config's daemon. The shipped example, checked as it is, gets
+//! one note saying it is the example instead of those warnings.
 
 use std::fmt::Write as _;
 
@@ -76,7 +77,14 @@ fn check(args: CheckArgs, global: &GlobalArgs) -> u8 {
             }
             let key = crate::config::read_api_key(&loaded.config.api.api_key);
             let missing_key = api_key_warning(&loaded.config, key.map(|k| k.is_some()));
-            for warning in loaded.warnings.iter().chain(&missing_key) {
+            let status = &loaded.config.status;
+            let expected = crate::status::owner::Expected::config(&path);
+            let in_use = crate::status::owner::listen_in_use(
+                &status.listen,
+                status.listen_configured,
+                &expected,
+            );
+            for warning in loaded.warnings.iter().chain(&missing_key).chain(&in_use) {
                 eprintln!("heartbeat-agent: warning: {warning}");
             }
             exit::OK

@@ -20,6 +20,7 @@ use crate::ping::outbox::{self, Outbox};
 use crate::ping::PingMethod;
 use crate::redact::Secret;
 use crate::status::client::Endpoint;
+use crate::status::owner::Expected;
 
 /// The account id when there is no config file (or the config has none).
 pub(crate) const ACCOUNT_ENV: &str = "HEARTBEAT_AGENT_ACCOUNT";
@@ -294,18 +295,23 @@ fn config_credentials(
 /// How long a command waits for the endpoint (the remote view may take up to 10 s to fetch).
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The endpoint and the token to send: `--url` (the config's token when it loads), else the
-/// config's `[status]`. Errors carry the exit code.
+/// The endpoint, the token to send and whose daemon must answer: `--url` (the config's token
+/// when it loads; no config compared), else the config's `[status]` (its daemon must answer,
+/// see [`crate::status::owner`]). Errors carry the exit code.
 pub(crate) fn endpoint(
     url: Option<&str>,
     global: &GlobalArgs,
-) -> Result<(Endpoint, Option<Secret>), (u8, String)> {
+) -> Result<(Endpoint, Option<Secret>, Expected), (u8, String)> {
     let path = crate::paths::config_file(global.config.as_ref());
     let loaded = Config::load(&path).map(|l| l.config.status);
     match url {
         Some(url) => {
             let endpoint = Endpoint::parse(url).map_err(|e| (exit::USAGE, e.to_string()))?;
-            Ok((endpoint, loaded.ok().and_then(|s| s.token)))
+            Ok((
+                endpoint,
+                loaded.ok().and_then(|s| s.token),
+                Expected::default(),
+            ))
         }
         None => {
             let status: StatusSettings = loaded.map_err(|err| {
@@ -314,7 +320,12 @@ pub(crate) fn endpoint(
                     format!("{err}\nthe endpoint is read from [status] listen of this config; fix it or pass --url"),
                 )
             })?;
-            Ok((Endpoint::from_listen(&status.listen), status.token))
+            let expected = Expected::config(&path);
+            Ok((
+                Endpoint::from_listen(&status.listen),
+                status.token,
+                expected,
+            ))
         }
     }
 }

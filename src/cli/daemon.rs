@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use clap::Args;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::{assemble, config_watch, context, exit, print_error, GlobalArgs};
 use crate::config::{Config, PingTarget};
@@ -83,7 +83,12 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     let bound = match crate::status::bind(&config.status.listen) {
         Ok(bound) => Some(bound),
         Err(err) if !config.status.listen_configured => {
-            warn!("{err}; running without the status endpoint");
+            // An error, not a warning: `status`, `health` and `trigger` cannot reach this
+            // daemon, and whatever holds the port answers them instead (they refuse it).
+            error!(
+                "{err}; running WITHOUT the status endpoint: `status`, `health` and `trigger` \
+                 cannot reach this daemon"
+            );
             None
         }
         Err(err) => {

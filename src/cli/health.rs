@@ -8,7 +8,8 @@ use super::{context, exit, print_error, GlobalArgs};
 /// Check that the running daemon is alive (its scheduler loop makes progress).
 ///
 /// Asks `GET /healthz` of the local endpoint; never the monitoring API. Exit status: 0 when
-/// healthy, 1 otherwise (unreachable, unhealthy, bad config).
+/// healthy, 1 otherwise (unreachable, unhealthy, bad config, or the endpoint belongs to a
+/// daemon of another config).
 #[derive(Debug, Args)]
 pub struct HealthArgs {
     /// The endpoint's base URL (http://127.0.0.1:9465) or unix socket path [default: `[status]
@@ -19,7 +20,7 @@ pub struct HealthArgs {
 
 /// Runs `health`; returns the exit code (0 or 1 only).
 pub fn run(args: HealthArgs, global: &GlobalArgs) -> u8 {
-    let (endpoint, _) = match context::endpoint(args.url.as_deref(), global) {
+    let (endpoint, _, expected) = match context::endpoint(args.url.as_deref(), global) {
         Ok(found) => found,
         Err((_, message)) => {
             print_error(message);
@@ -27,12 +28,13 @@ pub fn run(args: HealthArgs, global: &GlobalArgs) -> u8 {
         }
     };
     match endpoint.request("GET", "/healthz", None, std::time::Duration::from_secs(5)) {
+        Ok(answer) if !super::status::owned(&expected, &endpoint, &answer) => exit::FAILURE,
         Ok(answer) if answer.status == 200 => exit::OK,
         Ok(answer) => {
             print_error(format!(
                 "unhealthy: HTTP {}: {}",
                 answer.status,
-                answer.body.trim()
+                crate::logging::printable(answer.body.trim())
             ));
             exit::FAILURE
         }

@@ -100,12 +100,13 @@ fn table(outbox: &Outbox, entries: &[Listed], stats: &Stats) -> String {
             "LAST ERROR".to_owned(),
         ]];
         for entry in entries {
-            let next = match entry.in_flight_pid {
-                Some(pid) => format!("in flight (pid {pid})"),
-                None if entry.next_attempt_secs > 0 => {
+            let next = match (entry.in_flight_pid, entry.died_sender_pid) {
+                (Some(pid), _) => format!("in flight (pid {pid})"),
+                (None, Some(_)) => "pending (its sender died)".to_owned(),
+                (None, None) if entry.next_attempt_secs > 0 => {
                     format!("in {}", two_units(entry.next_attempt_secs))
                 }
-                None => "now".to_owned(),
+                (None, None) => "now".to_owned(),
             };
             rows.push([
                 entry.target.clone(),

@@ -279,13 +279,17 @@ enum Asked {
 
 /// Sends `body` to `path` of the daemon's endpoint and prints what it answered.
 fn ask_daemon(url: Option<&str>, global: &GlobalArgs, path: &str, body: &str) -> Asked {
-    let (endpoint, token) = match context::endpoint(url, global) {
+    let (endpoint, token, expected) = match context::endpoint(url, global) {
         Ok(found) => found,
         Err((code, message)) => {
             print_error(message);
             return Asked::Answered(code);
         }
     };
+    if let Err(refused) = expected.probe(&endpoint) {
+        print_error(refused);
+        return Asked::Answered(exit::FAILURE);
+    }
     let token = token.as_ref().map(Secret::expose);
     match endpoint.post_json(path, token, body, context::TIMEOUT) {
         Ok(answer) => Asked::Answered(answered(&answer, token.is_some())),

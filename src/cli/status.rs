@@ -7,13 +7,15 @@ use clap::Args;
 
 use super::{context, exit, print_error, GlobalArgs};
 use crate::redact::Secret;
+use crate::status::client::{Answer, Endpoint};
 use crate::status::doc::StatusDoc;
+use crate::status::owner::Expected;
 
 /// Show what the running daemon knows: each job's next and last run, ping, sync and the
 /// service's view of its check.
 ///
 /// Reads `GET /status` of the daemon's local endpoint. Exit status: 0, or 1 when the endpoint
-/// cannot be reached or the job is unknown.
+/// cannot be reached, belongs to a daemon of another config, or the job is unknown.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The endpoint's base URL (http://127.0.0.1:9465) or unix socket path [default: `[status]
@@ -28,9 +30,20 @@ pub struct StatusArgs {
     pub job: Option<String>,
 }
 
+/// Whether `answer` comes from the daemon `expected`; else says which answered.
+pub(super) fn owned(expected: &Expected, endpoint: &Endpoint, answer: &Answer) -> bool {
+    match expected.check(&endpoint.shown(), answer.config.as_deref()) {
+        Ok(()) => true,
+        Err(refused) => {
+            print_error(refused);
+            false
+        }
+    }
+}
+
 /// Runs `status`; returns the exit code.
 pub(crate) fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
-    let (endpoint, token) = match context::endpoint(args.url.as_deref(), global) {
+    let (endpoint, token, expected) = match context::endpoint(args.url.as_deref(), global) {
         Ok(found) => found,
         Err((code, message)) => {
             print_error(message);
@@ -43,12 +56,13 @@ pub(crate) fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
         token.as_ref().map(Secret::expose),
         context::TIMEOUT,
     ) {
+        Ok(answer) if !owned(&expected, &endpoint, &answer) => return exit::FAILURE,
         Ok(answer) if answer.status == 200 => answer,
         Ok(answer) => {
             print_error(format!(
                 "the status endpoint answered HTTP {}: {}",
                 answer.status,
-                answer.body.trim()
+                crate::logging::printable(answer.body.trim())
             ));
             return exit::FAILURE;
         }

@@ -10,7 +10,8 @@ use crate::redact::Secret;
 ///
 /// Needs `[status] token` (or `token_file`) in the config: it is sent as the bearer token.
 /// Exit status: 0 when the run was started or queued, 1 otherwise (running with overlap
-/// "skip", unknown job, token refused, daemon unreachable).
+/// "skip", unknown job, token refused, daemon unreachable, or the endpoint belongs to a daemon
+/// of another config).
 #[derive(Debug, Args)]
 pub struct TriggerArgs {
     /// The job's name
@@ -24,13 +25,17 @@ pub struct TriggerArgs {
 
 /// Runs `trigger`; returns the exit code.
 pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
-    let (endpoint, token) = match context::endpoint(args.url.as_deref(), global) {
+    let (endpoint, token, expected) = match context::endpoint(args.url.as_deref(), global) {
         Ok(found) => found,
         Err((code, message)) => {
             print_error(message);
             return code;
         }
     };
+    if let Err(refused) = expected.probe(&endpoint) {
+        print_error(refused);
+        return exit::FAILURE;
+    }
     let path = format!("/jobs/{}/run", encode(&args.name));
     let answer = match endpoint.request(
         "POST",
@@ -48,6 +53,7 @@ pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
         .ok()
         .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
         .unwrap_or_else(|| answer.body.trim().to_owned());
+    let message = crate::logging::printable(&message);
     match answer.status {
         202 => {
             let queued = answer.body.contains("\"queued\":true");

@@ -511,6 +511,14 @@ impl Config {
     pub(crate) fn state_dir(&self, flag: Option<&Path>) -> PathBuf {
         crate::paths::state_dir(flag, self.agent.state_dir.as_deref())
     }
+
+    /// The variables that hold this config's secrets (`[api] api_key_env`, `[cluster]
+    /// password_env`): the children of jobs must not see them.
+    pub(crate) fn secret_env_vars(&self) -> Vec<String> {
+        let api = self.api.api_key.env_var().map(str::to_owned);
+        let etcd = self.cluster.as_ref().and_then(|c| c.password_env.clone());
+        api.into_iter().chain(etcd).collect()
+    }
 }
 
 /// A configuration that loaded, with the warnings found on the way (a job that pings nothing,

@@ -41,8 +41,8 @@ pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub(super) struct Settings {
     /// `[agent] shutdown_timeout`: the grace between SIGTERM and SIGKILL at shutdown.
     pub shutdown_timeout: Duration,
-    /// `[api] api_key_env`: a variable children must not see.
-    pub api_key_env: Option<String>,
+    /// `[api] api_key_env` and `[cluster] password_env`: variables children must not see.
+    pub secret_env: Vec<String>,
     /// `[agent] outbox_max_age`: how old a pending success may get.
     pub outbox_max_age: Option<Duration>,
 }

@@ -319,12 +319,7 @@ fn command_spec(
         spec.env_set
             .push((crate::process::NODE_ENV.into(), node.to_owned().into()));
     }
-    crate::job::hygiene(
-        &mut spec,
-        Some(&job.name),
-        Some(job),
-        settings.api_key_env.as_deref(),
-    );
+    crate::job::hygiene(&mut spec, Some(&job.name), Some(job), &settings.secret_env);
     spec.io = Io::Capture {
         tail_bytes: job.output_tail,
     };

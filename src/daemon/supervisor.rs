@@ -29,7 +29,7 @@ use super::notify::Notifier;
 use super::state::{boot_id, DaemonState, Persisted};
 use super::view::DaemonView;
 use super::{Ended, Options};
-use crate::config::{ApiKeySource, Config, Job, JobAction};
+use crate::config::{Config, Job, JobAction};
 use crate::ping::outbox::{self, DrainOptions, Outbox};
 use crate::process::children::{self, Children};
 
@@ -118,10 +118,7 @@ pub(crate) async fn run(
 fn settings(config: &Config) -> Settings {
     Settings {
         shutdown_timeout: config.agent.shutdown_timeout,
-        api_key_env: match &config.api.api_key {
-            ApiKeySource::Env(var) => Some(var.clone()),
-            _ => None,
-        },
+        secret_env: config.secret_env_vars(),
         outbox_max_age: config.agent.outbox_max_age,
     }
 }

@@ -13,6 +13,10 @@
 //!   connected it to the journal), written to the journal's native socket with each event
 //!   field as its own journal field (see [`journald`]); if that socket cannot be used, plain
 //!   text without time stamps (the journal adds its own). Otherwise human text as above.
+//!
+//! In text, every field's value and the message go through [`printable`]: text someone else
+//! wrote (a claim value, a pause reason, a server's error) cannot forge a line or drive the
+//! terminal. JSON escapes control characters itself.
 
 use std::io::IsTerminal;
 
@@ -23,8 +27,10 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 mod journald;
+mod printable;
 
 pub(crate) use journald::JOURNAL_SOCKET;
+pub(crate) use printable::printable;
 
 /// The environment variable holding a log filter when `--log-level` is not given.
 pub(crate) const LOG_ENV: &str = "HEARTBEAT_AGENT_LOG";
@@ -108,19 +114,55 @@ fn filter(flag: Option<&str>, env: Option<&str>) -> EnvFilter {
     EnvFilter::try_new(wanted).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
 }
 
+/// How the text format writes one field: `name=value` (the message without its name), the
+/// value through [`printable`].
+type TextFields = tracing_subscriber::field::delimited::Delimited<
+    &'static str,
+    tracing_subscriber::fmt::format::FieldFn<
+        fn(
+            &mut tracing_subscriber::fmt::format::Writer<'_>,
+            &tracing::field::Field,
+            &dyn std::fmt::Debug,
+        ) -> std::fmt::Result,
+    >,
+>;
+
+fn text_field(
+    writer: &mut tracing_subscriber::fmt::format::Writer<'_>,
+    field: &tracing::field::Field,
+    value: &dyn std::fmt::Debug,
+) -> std::fmt::Result {
+    let value = format!("{value:?}");
+    match field.name() {
+        "message" => write!(writer, "{}", printable(&value)),
+        name => write!(writer, "{name}={}", printable(&value)),
+    }
+}
+
 /// The human text format on stderr, without the target (module path) noise.
 fn text_builder(
     filter: EnvFilter,
 ) -> tracing_subscriber::fmt::SubscriberBuilder<
-    tracing_subscriber::fmt::format::DefaultFields,
+    TextFields,
     tracing_subscriber::fmt::format::Format,
     EnvFilter,
     fn() -> std::io::Stderr,
 > {
+    use tracing_subscriber::field::MakeExt;
+    let fields: TextFields = tracing_subscriber::fmt::format::debug_fn(
+        text_field
+            as fn(
+                &mut tracing_subscriber::fmt::format::Writer<'_>,
+                &tracing::field::Field,
+                &dyn std::fmt::Debug,
+            ) -> std::fmt::Result,
+    )
+    .delimited(" ");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr as fn() -> std::io::Stderr)
         .with_target(false)
+        .fmt_fields(fields)
 }
 
 /// Stderr for one log line, with its colour codes stripped unless stderr is a terminal now
@@ -225,6 +267,27 @@ mod tests {
         fn make_writer(&'a self) -> Self::Writer {
             self.clone()
         }
+    }
+
+    #[test]
+    fn text_escapes_control_characters_in_every_field_and_the_message() {
+        let buffer = Buffer::default();
+        let subscriber = text_builder(EnvFilter::new("info"))
+            .with_ansi(false)
+            .with_writer(buffer.clone())
+            .finish();
+        let remote = "x\x1b]0;owned\x07\x1b[2J\r\n2026-01-01T00:00:00Z  INFO fake line";
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("run", job = %remote);
+            let _entered = span.enter();
+            tracing::warn!(node = %remote, reason = remote, "claim of {remote}");
+        });
+        let text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains(['\x1b', '\x07', '\r']), "{text:?}");
+        assert!(text.contains("node=x\\u{1b}]0;owned\\u{7}"), "{text}");
+        assert!(text.contains("claim of x\\u{1b}"), "{text}");
+        assert!(text.contains("job=x\\u{1b}"), "{text}");
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub(crate) struct CommandSpec {
     /// `env` table).
     pub env_set: Vec<(OsString, OsString)>,
     /// Variables to remove from the inherited environment, in addition to [`SECRET_ENV`] and
-    /// `WATCHDOG_*` (for example the config's `api_key_env`).
+    /// `WATCHDOG_*` (the config's `api_key_env` and `[cluster] password_env`).
     pub env_remove: Vec<OsString>,
     /// The working directory; `None` keeps the caller's.
     pub working_dir: Option<PathBuf>,

@@ -87,6 +87,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
         uptime_secs: u64::try_from((now - app.started).num_seconds()).unwrap_or(0),
         config: ConfigInfo {
             path: config.path.display().to_string(),
+            canonical_path: Some(super::owner::identity(&config.path).display().to_string()),
             loaded_at: loaded,
             last_reload_error: app
                 .context

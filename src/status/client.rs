@@ -50,6 +50,8 @@ pub struct Answer {
     pub status: u16,
     /// The body, as text.
     pub body: String,
+    /// The config the answering daemon runs (its `Heartbeat-Agent-Config` header), if said.
+    pub config: Option<String>,
 }
 
 impl Endpoint {
@@ -98,7 +100,8 @@ impl Endpoint {
         }
     }
 
-    fn shown(&self) -> String {
+    /// The endpoint as the user would write it (`http://127.0.0.1:9465` or the socket path).
+    pub fn shown(&self) -> String {
         match self {
             Endpoint::Tcp { authority, prefix } => format!("http://{authority}{prefix}"),
             Endpoint::Unix(path) => path.display().to_string(),
@@ -214,6 +217,7 @@ fn parse_answer(raw: &[u8]) -> Option<Answer> {
     Some(Answer {
         status: head.status,
         body: String::from_utf8_lossy(&body).into_owned(),
+        config: head.agent_config.map(str::to_owned),
     })
 }
 

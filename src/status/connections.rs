@@ -1,21 +1,30 @@
-//! Serving the endpoint's connections: HTTP/1.1 through hyper, with two limits so that another
-//! local user cannot starve the daemon of file descriptors (a slow-client flood):
+//! Serving the endpoint's connections: HTTP/1.1 through hyper, with limits so that another
+//! local user can neither starve the daemon of file descriptors nor keep liveness and readiness
+//! probes out (a slow-client flood):
 //!
-//! - at most [`MAX_CONNECTIONS`] connections are open at once; beyond that the endpoint stops
-//!   accepting, and further connections wait in the kernel's listen queue (they cost the
-//!   daemon no descriptor) until one closes;
+//! - the endpoint keeps accepting while fewer than [`MAX_TASKS`] connections are open; each
+//!   accept brings the connections back to [`MAX_CONNECTIONS`] by closing the oldest ones that
+//!   were read, serve no request and gave no whole request head within [`MAKE_ROOM_AFTER`]
+//!   (idle, sending half a head, or kept alive between requests). A connection not read yet is
+//!   never closed: a probe (`/healthz`, `/readyz`) sends its request with its connection, so its
+//!   first read finds it whole and it is served. So slow clients can make a probe wait neither
+//!   in the kernel's listen queue nor for a slot: the accept loop does not wait for anything
+//!   they hold. Only when [`MAX_TASKS`] are open (every one serving, or accepted and not read
+//!   yet) do new connections wait in the listen queue (they cost no descriptor there);
 //! - a request head (request line and headers) must arrive whole within [`HEADER_TIMEOUT`] of
 //!   the moment the connection waits for one, the first request or the next on a kept-alive
-//!   connection; otherwise the connection is closed. So a client that opens connections and
-//!   sends nothing, or half a request, holds each slot for at most that long.
+//!   connection; otherwise the connection is closed.
 //!
-//! Served by hand rather than by `axum::serve`, which sets neither limit (and whose graceful
+//! Served by hand rather than by `axum::serve`, which sets no limit (and whose graceful
 //! shutdown waits for such connections without end). At shutdown, open connections get
 //! [`SHUTDOWN_GRACE`] to finish the request they serve, then are dropped.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
+use axum::http::Request;
 use axum::serve::Listener;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -23,10 +32,21 @@ use hyper_util::service::TowerToHyperService;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 use tracing::debug;
 
-/// Connections open at once; more wait in the listen queue.
+/// Connections open at once, beyond those accepted but not yet read (see [`MAX_TASKS`]).
 pub(crate) const MAX_CONNECTIONS: usize = 64;
+
+/// Connections open at once, all counted: [`MAX_CONNECTIONS`] plus as many just accepted whose
+/// first bytes the endpoint has not read yet (those are never closed to make room). Beyond
+/// this, new connections wait in the listen queue.
+pub(crate) const MAX_TASKS: usize = 2 * MAX_CONNECTIONS;
+
+/// How long a connection must have been read without giving a whole request head before it
+/// may be closed to make room (a probe's head arrives with its connection: it is read at the
+/// first read).
+const MAKE_ROOM_AFTER: Duration = Duration::from_millis(5);
 
 /// Time allowed for a request head to arrive, from when the connection waits for it.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,15 +54,67 @@ pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time open connections get to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// What the accept loop knows of one open connection, shared with its task.
+#[derive(Default)]
+struct State {
+    /// True while it serves a request (then it is never closed to make room).
+    busy: AtomicBool,
+    /// When its task first ran (its first read): before that it is never closed to make room.
+    started: OnceLock<Instant>,
+}
+
+/// One open connection, as the accept loop sees it.
+struct Open {
+    state: Arc<State>,
+    /// Closes it.
+    close: CancellationToken,
+}
+
+/// The connections open and not asked to close, by arrival (a sequence number): the first one
+/// that may make room is the one that has waited longest.
+#[derive(Default)]
+struct Table {
+    open: Mutex<BTreeMap<u64, Open>>,
+}
+
+impl Table {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Open>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Over [`MAX_CONNECTIONS`]: closes the oldest connections that were read, serve no request
+    /// and gave no whole head within [`MAKE_ROOM_AFTER`], until the count is back or none is
+    /// left to close.
+    fn make_room(&self) {
+        let mut open = self.lock();
+        while open.len() > MAX_CONNECTIONS {
+            let idle = open.iter().find_map(|(id, c)| {
+                let waited = c.state.started.get().map(Instant::elapsed);
+                let idle = !c.state.busy.load(Ordering::Acquire)
+                    && waited.is_some_and(|w| w >= MAKE_ROOM_AFTER);
+                idle.then_some(*id)
+            });
+            let Some(id) = idle else {
+                return;
+            };
+            if let Some(connection) = open.remove(&id) {
+                connection.close.cancel();
+            }
+        }
+    }
+}
+
 /// Accepts connections on `listener` and serves `router` on each, within the limits above,
 /// until `cancel`.
 pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: CancellationToken) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let tasks = Arc::new(Semaphore::new(MAX_TASKS));
+    let table = Arc::new(Table::default());
     let connections = TaskTracker::new();
+    let mut next_id = 0u64;
     loop {
         let slot = tokio::select! {
             () = cancel.cancelled() => break,
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
+            slot = Arc::clone(&tasks).acquire_owned() => match slot {
                 Ok(slot) => slot,
                 Err(_) => break, // never closed
             },
@@ -51,25 +123,59 @@ pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: 
             () = cancel.cancelled() => break,
             (io, _) = listener.accept() => io,
         };
-        connections.spawn(connection(io, router.clone(), slot, cancel.clone()));
+        let id = next_id;
+        next_id += 1;
+        let state = Arc::new(State::default());
+        let close = cancel.child_token();
+        let open = Open {
+            state: Arc::clone(&state),
+            close: close.clone(),
+        };
+        table.lock().insert(id, open);
+        // The new connection is not read yet: it is not the one closed.
+        table.make_room();
+        let table = Arc::clone(&table);
+        let router = router.clone();
+        connections.spawn(async move {
+            connection(io, router, slot, state, close).await;
+            table.lock().remove(&id);
+        });
     }
     connections.close();
     connections.wait().await;
 }
 
-/// Serves one connection; its slot is given back when it ends.
-async fn connection<I>(io: I, router: Router, slot: OwnedSemaphorePermit, cancel: CancellationToken)
-where
+/// Serves one connection until it ends or `close` (making room, or shutdown); `state.busy` is
+/// true while a request is served. Its slot is given back when it ends.
+async fn connection<I>(
+    io: I,
+    router: Router,
+    slot: OwnedSemaphorePermit,
+    state: Arc<State>,
+    close: CancellationToken,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let _slot = slot;
-    let service = TowerToHyperService::new(router);
+    let flag = Arc::clone(&state);
+    let marked = tower::service_fn(move |request: Request<hyper::body::Incoming>| {
+        let router = router.clone();
+        let flag = Arc::clone(&flag);
+        async move {
+            flag.busy.store(true, Ordering::Release);
+            let response = router.oneshot(request).await;
+            flag.busy.store(false, Ordering::Release);
+            response
+        }
+    });
+    let service = TowerToHyperService::new(marked);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT);
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
+    let _ = state.started.set(Instant::now());
     tokio::select! {
         result = connection.as_mut() => {
             if let Err(err) = result {
@@ -77,7 +183,13 @@ where
             }
             return;
         }
-        () = cancel.cancelled() => connection.as_mut().graceful_shutdown(),
+        () = close.cancelled() => {
+            // Made room for a newer connection: it waited for a request head, drop it now.
+            if !state.busy.load(Ordering::Acquire) {
+                return;
+            }
+            connection.as_mut().graceful_shutdown();
+        }
     }
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection).await;
 }

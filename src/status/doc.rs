@@ -85,6 +85,11 @@ pub(crate) struct JobClusterDoc {
 pub(crate) struct ConfigInfo {
     /// The file (re-read on SIGHUP).
     pub path: String,
+    /// The same file, canonical (links resolved): what the endpoint's clients compare with
+    /// their own config to tell this daemon from another (see `status::owner`). Absent from
+    /// daemons older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical_path: Option<String>,
     /// When it was last loaded successfully (start, or the last good reload).
     pub loaded_at: DateTime<Utc>,
     /// Why the last reload failed (the file is invalid or cannot be read, so the daemon runs

@@ -2,20 +2,24 @@
 //! triggered runs, pauses for maintenance (docs/status.md).
 //!
 //! - [`server`]: binding (TCP or unix socket) and the routes, as a daemon background task;
-//! - `connections`: serving connections, with a cap on open ones and a header timeout;
+//! - `connections`: serving connections, with a cap on open ones (the longest-waiting idle one
+//!   makes room for a new one) and a header timeout;
 //! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from the
 //!   daemon's view ([`crate::daemon::DaemonView`]), the outbox, sync and the remote view;
 //! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
 //! - [`table`]: the human table of `heartbeat-agent status`;
-//! - [`client`]: the small HTTP client of the `status`, `health` and `trigger` commands.
+//! - [`client`]: the small HTTP client of the `status`, `health` and `trigger` commands;
+//! - `owner`: whose endpoint it is (the config the daemon runs), told in every answer and
+//!   checked by those commands.
 
 mod build;
 pub mod client;
 mod connections;
 pub(crate) mod doc;
 pub(crate) mod metrics;
+pub(crate) mod owner;
 mod pause;
 pub(crate) mod remote;
 pub(crate) mod server;

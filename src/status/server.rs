@@ -64,17 +64,39 @@ pub(crate) fn bind(listen: &Listen) -> Result<Bound, BindError> {
         Listen::Tcp(addr) => {
             let listener = std::net::TcpListener::bind(addr).map_err(err)?;
             listener.set_nonblocking(true).map_err(err)?;
+            deepen_listen_queue(&listener).map_err(err)?;
             Ok(Bound::Tcp(listener))
         }
         Listen::Unix(path) => {
             remove_stale_socket(path);
             let listener = std::os::unix::net::UnixListener::bind(path).map_err(err)?;
             listener.set_nonblocking(true).map_err(err)?;
+            deepen_listen_queue(&listener).map_err(err)?;
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::Permissions::from_mode(0o660);
             std::fs::set_permissions(path, mode).map_err(err)?;
             Ok(Bound::Unix(listener, path.clone()))
         }
+    }
+}
+
+/// Connections the kernel may hold for the endpoint before it accepts them (capped by
+/// `net.core.somaxconn`, 4096 by default). std listens with 128: a flood of a few hundred
+/// clients that come back at once would fill that queue, and the kernel would then drop the
+/// connection attempt of a health probe (retried only after a second). Queued connections cost
+/// the daemon no file descriptor.
+const LISTEN_BACKLOG: libc::c_int = 4096;
+
+/// Listens again on `listener` with [`LISTEN_BACKLOG`] (Linux applies a second `listen(2)` to
+/// a listening socket: only the queue's length changes).
+fn deepen_listen_queue(listener: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
+    // SAFETY: `listen(2)` on a socket descriptor we own, borrowed for the call; no memory is
+    // passed.
+    let rc = unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -226,13 +248,33 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .route("/jobs/{name}/run", post(trigger))
         .route("/pause", post(super::pause::pause))
         .route("/resume", post(super::pause::resume))
-        .with_state(app);
-    match loopback_port {
+        .with_state(Arc::clone(&app));
+    let router = match loopback_port {
         Some(port) => router.layer(axum::middleware::from_fn(move |request, next| {
             loopback_host(port, request, next)
         })),
         None => router,
-    }
+    };
+    // Every answer says whose it is (`super::owner`), resolved at each answer as the clients
+    // resolve theirs (a config reached through a link that was switched since, as a mounted
+    // Kubernetes ConfigMap is, still matches); a path that cannot be a header value (a control
+    // character in it) is left out, and clients then refuse the answer.
+    router.layer(axum::middleware::from_fn(
+        move |request: Request, next: Next| {
+            let path = app.config().path.clone();
+            async move {
+                let mut response = next.run(request).await;
+                let owner = super::owner::identity(&path);
+                let bytes = owner.as_os_str().as_encoded_bytes();
+                if let Ok(owner) = header::HeaderValue::from_bytes(bytes) {
+                    response
+                        .headers_mut()
+                        .insert(super::owner::CONFIG_HEADER, owner);
+                }
+                response
+            }
+        },
+    ))
 }
 
 /// Refuses (421) a request whose `Host` does not name the loopback with `port`.

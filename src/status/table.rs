@@ -1,11 +1,14 @@
 //! The human table of `heartbeat-agent status`: one line per job with its next run, last run
 //! (age and result), last ping, sync state and what the service thinks (failing, 24 h success
-//! ratio). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`).
+//! ratio). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`). Every cell
+//! and line goes through [`printable`]: a job name, a pause reason, a node or leader name read
+//! from etcd or an etcd error cannot forge a row or drive the terminal.
 
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::doc::{Heartbeat, JobDoc, Remote, StatusDoc};
 use crate::config::duration::one_unit;
+use crate::logging::printable;
 
 const HEADERS: [&str; 6] = ["JOB", "NEXT RUN", "LAST RUN", "PING", "SYNC", "REMOTE"];
 
@@ -20,8 +23,11 @@ enum Tone {
 
 /// The table for `doc` (ages relative to its `generated_at`), with a header line.
 pub(crate) fn render(doc: &StatusDoc, color: bool) -> String {
-    let rows: Vec<[(String, Tone); 6]> =
-        doc.jobs.iter().map(|j| row(j, doc.generated_at)).collect();
+    let rows: Vec<[(String, Tone); 6]> = doc
+        .jobs
+        .iter()
+        .map(|j| row(j, doc.generated_at).map(|(text, tone)| (printable(&text).into_owned(), tone)))
+        .collect();
     let mut widths = HEADERS.map(str::len);
     for row in &rows {
         for (width, (text, _)) in widths.iter_mut().zip(row) {
@@ -32,9 +38,10 @@ pub(crate) fn render(doc: &StatusDoc, color: bool) -> String {
     if let Some(cluster) = &doc.cluster {
         let leader = cluster.leader.as_deref().unwrap_or("unknown");
         out.push_str(&format!(
-            "cluster: node {} is {} (leader: {leader})\n",
-            cluster.node,
-            cluster.role.as_str()
+            "cluster: node {} is {} (leader: {})\n",
+            printable(&cluster.node),
+            cluster.role.as_str(),
+            printable(leader)
         ));
     }
     let header: Vec<(String, Tone)> = HEADERS
@@ -78,7 +85,7 @@ fn etcd_line(etcd: &super::doc::EtcdDoc, jobs: &[JobDoc]) -> String {
         etcd.on_unavailable
     );
     if let (Some(false), Some(error)) = (etcd.reachable, &etcd.last_error) {
-        line.push_str(&format!("etcd error: {error}\n"));
+        line.push_str(&format!("etcd error: {}\n", printable(error)));
     }
     line
 }

@@ -137,6 +137,56 @@ ping_url = "{ctl}"
     assert!(marker.exists());
 }
 
+/// The lines the job `env` printed (its environment) once it finished, within `timeout`.
+fn env_dump(daemon: &Daemon, timeout: std::time::Duration) -> Vec<String> {
+    daemon.wait_for(1, timeout, |l| is(l, "job finished", "env"));
+    daemon
+        .lines()
+        .iter()
+        .filter(|l| is(l, "output", "env"))
+        .filter_map(|l| l["line"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The variables a config names for its secrets (`[api] api_key_env`, `[cluster] password_env`)
+/// never reach a job: the job dumps its environment. etcd is not needed: the daemon starts
+/// while its endpoint refuses, and `on_unavailable = "run"` runs the fires.
+#[test]
+fn children_never_see_the_api_key_or_etcd_password_variables() {
+    let home = Home::new();
+    home.write_jobs(
+        r#"
+[api]
+api_key_env = "HB_TEST_API_KEY_VAR"
+
+[cluster]
+endpoints = ["http://127.0.0.1:9"]
+user = "agent"
+password_env = "HB_TEST_ETCD_PASSWORD_VAR"
+on_unavailable = "run"
+
+[[jobs]]
+name = "env"
+schedule = "*/1 * * * * *"
+shell = "env"
+"#,
+    );
+    let daemon = home.start_with(&[
+        ("HB_TEST_API_KEY_VAR", "sk-api-key-4242"),
+        ("HB_TEST_ETCD_PASSWORD_VAR", "etcd-pw-4242"),
+        ("HB_TEST_KEPT", "yes"),
+    ]);
+    let lines = env_dump(&daemon, 10 * SECOND);
+    assert!(lines.iter().any(|l| l == "HB_TEST_KEPT=yes"), "{lines:?}");
+    for banned in ["HB_TEST_API_KEY_VAR=", "HB_TEST_ETCD_PASSWORD_VAR="] {
+        assert!(
+            !lines.iter().any(|l| l.starts_with(banned)),
+            "{banned} leaked into the job: {lines:?}"
+        );
+    }
+    daemon.stop();
+}
+
 #[test]
 fn children_get_the_job_name_and_not_the_notify_socket() {
     let home = Home::new();
@@ -155,13 +205,7 @@ shell = "env"
         ("WATCHDOG_USEC", "60000000"),
         ("HEARTBEAT_AGENT_API_KEY", "sekrit"),
     ]);
-    daemon.wait_for(1, 5 * SECOND, |l| is(l, "job finished", "env"));
-    let lines: Vec<String> = daemon
-        .lines()
-        .iter()
-        .filter(|l| is(l, "output", "env"))
-        .filter_map(|l| l["line"].as_str().map(str::to_owned))
-        .collect();
+    let lines = env_dump(&daemon, 5 * SECOND);
     assert!(
         lines.iter().any(|l| l == "HEARTBEAT_AGENT_JOB=env"),
         "{lines:?}"

@@ -51,15 +51,18 @@ fn keep_one(env: &Env, url: &str) {
     assert_eq!(env.outbox().list().expect("list").len(), before + 1);
 }
 
-/// `queued` = what left + what is pending (every listed entry but a fresh ping's claim: its
-/// first attempt, not queued); returns `queued` and `delivered`.
+/// `queued` = what left + what is pending (every listed entry but a fresh ping's claim, its
+/// holder alive or dead: its first attempt, not queued); returns `queued` and `delivered`.
 fn assert_adds_up(outbox: &Outbox, when: &str) -> (u64, u64) {
     let s = outbox.stats();
     let pending = outbox
         .list()
         .expect("list")
         .iter()
-        .filter(|l| l.in_flight_pid.is_none() || l.last_error.is_some())
+        .filter(|l| {
+            let claimed = l.in_flight_pid.is_some() || l.died_sender_pid.is_some();
+            !claimed || l.last_error.is_some()
+        })
         .count() as u64;
     let left = s.coalesced
         + s.delivered

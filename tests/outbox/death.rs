@@ -279,3 +279,56 @@ fn a_stale_success_is_dropped_and_counted() {
     assert!(stats.dropped_expired >= 1, "{stats:?}");
     assert!(env.outbox().list().expect("list").is_empty());
 }
+
+/// `outbox list` after a `kill -9` of `run` (and of `outbox flush`) mid-ping: the dead
+/// holder's entry is "pending (its sender died)", not "in flight (pid N)", in text and JSON;
+/// while the holder lives it is in flight; the next drain takes it back and delivers it.
+#[test]
+fn outbox_list_tells_a_dead_sender_from_one_in_flight() {
+    let env = Env::new();
+    let host = PingHost::start(Behaviour::Hang);
+    for (round, args) in [("run", None), ("flush", Some(["outbox", "flush"]))] {
+        host.set(Behaviour::Hang);
+        let path = token(&format!("list-{round}"));
+        let child = match args {
+            None => spawn_run(&env, &host.url(&path)),
+            Some(args) => {
+                super::store(&env.outbox(), &host.url(&path));
+                env.cmd(&args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("spawn flush")
+            }
+        };
+        let pid = child.id();
+        wait_mid_ping(&env, &host, &path, Behaviour::Hang);
+        let alive = env.output(&["outbox", "list"]);
+        assert!(
+            text(&alive).contains(&format!("in flight (pid {pid})")),
+            "{round}: {}",
+            text(&alive)
+        );
+        die(child, Death::Kill, Duration::from_secs(3));
+        let dead = env.output(&["outbox", "list"]);
+        let shown = text(&dead);
+        assert!(
+            shown.contains("pending (its sender died)") && !shown.contains("in flight"),
+            "{round}: {shown}"
+        );
+        let json = env.list();
+        let entry = &json["entries"][0];
+        assert_eq!(entry["in_flight_pid"], serde_json::Value::Null, "{json}");
+        assert_eq!(entry["died_sender_pid"], pid, "{json}");
+        host.set(Behaviour::Status(200));
+        let (recovered, heard) = (env.outbox().stats().recovered, host.count(&path));
+        flush(&env);
+        assert_eq!(env.outbox().stats().recovered, recovered + 1, "{round}");
+        assert!(env.outbox().list().expect("list").is_empty(), "{round}");
+        assert_eq!(
+            host.count(&path),
+            heard + 1,
+            "{round}: delivered after the death"
+        );
+    }
+}

@@ -169,14 +169,20 @@ fn without_a_daemon_the_next_run_or_sync_ends_an_expired_pause() {
     );
 }
 
-#[test]
-fn a_daemon_without_check_sync_refuses_to_pause_checks_and_changes_nothing() {
+/// A home whose daemon listens on its socket with the token and has no API (no check sync).
+fn home_without_check_sync() -> Home {
     let home = Home::new();
     let status = format!(
         "listen = \"{}\"\ntoken = \"{TOKEN}\"",
         home.socket().display()
     );
     home.write(None, &status, &jobs(""));
+    home
+}
+
+#[test]
+fn a_daemon_without_check_sync_refuses_to_pause_checks_and_changes_nothing() {
+    let home = home_without_check_sync();
     let _daemon = home.daemon("");
     let output = home.output(&["pause", "backup"], "");
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
@@ -437,4 +443,38 @@ fn through_the_daemon_resume_reactivates_and_bad_input_is_refused() {
     let doc = status_doc(&home.endpoint(), false);
     assert!(job(&doc, "backup")["paused"].is_null(), "{doc}");
     drop::<Daemon>(daemon);
+}
+
+/// A pause `--reason` carrying terminal escapes (`ESC]0;` retitles the window, `ESC[2J` clears
+/// the screen) and CR LF with a forged row: `status` prints it escaped, one line per job, no
+/// control character (the JSON keeps the reason as written).
+#[test]
+fn a_pause_reason_with_terminal_escapes_cannot_forge_status_lines() {
+    let home = home_without_check_sync();
+    let _daemon = home.daemon("");
+    let reason =
+        "deploy\x1b]0;owned\x07\x1b[2J\r\nbackup    in 1m     1s ago success  ok  in sync  ok";
+    let output = home.output(&["pause", "plain", "--stop-jobs", "--reason", reason], "");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let socket = home.socket().display().to_string();
+    let table = home.output(&["status", "--url", &socket], "");
+    assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
+    let shown = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        !shown.contains(['\x1b', '\x07', '\r']),
+        "a control character reached the terminal: {shown:?}"
+    );
+    // The header and the three jobs, nothing more.
+    assert_eq!(shown.lines().count(), 4, "{shown}");
+    let plain = shown
+        .lines()
+        .find(|l| l.starts_with("plain"))
+        .expect("a row for plain");
+    assert!(
+        plain.contains("(deploy\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\r\\nbackup"),
+        "{plain}"
+    );
+    let json = home.output(&["status", "--json", "--url", &socket], "");
+    let doc: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(job(&doc, "plain")["paused"]["reason"], reason, "{doc}");
 }

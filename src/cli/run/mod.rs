@@ -425,8 +425,8 @@ fn command_spec(
                 exit::CONFIG
             })?
     };
-    let api_key_env = config.and_then(|c| c.api.api_key.env_var());
-    crate::job::hygiene(&mut spec, args.job.as_deref(), job, api_key_env);
+    let secret_vars = config.map(Config::secret_env_vars).unwrap_or_default();
+    crate::job::hygiene(&mut spec, args.job.as_deref(), job, &secret_vars);
     Ok(spec)
 }
 

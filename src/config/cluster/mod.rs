@@ -101,6 +101,8 @@ pub struct ClusterSettings {
     pub password: Option<Secret>,
     /// Where the password came from, in words (`password_file /etc/...`), for `config check`.
     pub password_from: Option<String>,
+    /// `password_env`: the variable holding the password; the children of jobs must not see it.
+    pub password_env: Option<String>,
     /// `on_unavailable`: what a fire does when etcd cannot be reached.
     pub on_unavailable: OnUnavailable,
 }
@@ -153,6 +155,7 @@ pub(crate) fn validate(
     }
     let user = check.non_empty(at("user"), &raw.user);
     let (password, password_from) = password(check, raw, user.is_some());
+    let password_env = (raw.password_env.as_ref()).map(|name| name.get_ref().trim().to_owned());
     Some(ClusterSettings {
         endpoints,
         name,
@@ -164,6 +167,7 @@ pub(crate) fn validate(
         user,
         password,
         password_from,
+        password_env,
         on_unavailable,
     })
 }

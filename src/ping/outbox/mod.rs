@@ -136,8 +136,11 @@ pub struct Listed {
     pub next_attempt_secs: u64,
     /// Seconds until it is dropped as too old.
     pub expires_in_secs: u64,
-    /// The process delivering it right now, if any.
+    /// The process delivering it right now, if any (a process that still holds its claim).
     pub in_flight_pid: Option<u32>,
+    /// The process that claimed it and died before settling it: the entry is pending again
+    /// for the next drain, which takes it back (see [`Outbox::claim`]).
+    pub died_sender_pid: Option<u32>,
     /// The last attempt's error.
     pub last_error: Option<String>,
 }
@@ -399,15 +402,18 @@ impl Outbox {
     }
 
     /// Every pending or in-flight entry, oldest first (unreadable ones are left for the next
-    /// claim to move aside).
+    /// claim to move aside). A claim counts as in flight only while its holder lives, told by
+    /// the claim's `flock` as [`Outbox::recover`] tells it (a pid alone could be reused); a dead
+    /// holder's entry is listed with `died_sender_pid` and left for the next drain to take back.
     pub fn list(&self) -> Result<Vec<Listed>, OutboxError> {
         let now = now_ms();
         let secs = |ms: u64| ms / 1000;
         let mut listed: Vec<(u64, Listed)> = Vec::new();
         for (path, kind) in self.scan().map_err(|err| self.error(err))? {
-            let in_flight_pid = match kind {
-                FileKind::Pending { .. } => None,
-                FileKind::Claimed { pid, .. } => Some(pid),
+            let (in_flight_pid, died_sender_pid) = match kind {
+                FileKind::Pending { .. } => (None, None),
+                FileKind::Claimed { pid, .. } if holder_died(&path) => (None, Some(pid)),
+                FileKind::Claimed { pid, .. } => (Some(pid), None),
                 _ => continue,
             };
             let Ok(entry) = read_entry(&path) else {
@@ -423,6 +429,7 @@ impl Outbox {
                     next_attempt_secs: secs(entry.not_before_ms.saturating_sub(now)),
                     expires_in_secs: secs(entry.expires_ms.saturating_sub(now)),
                     in_flight_pid,
+                    died_sender_pid,
                     last_error: entry.last_error,
                 },
             ));
@@ -514,6 +521,15 @@ fn unique_lease(at: u64) -> u64 {
             Err(seen) => last = seen,
         }
     }
+}
+
+/// Whether the process that claimed the entry at `path` is gone: the claim's `flock` is free (the
+/// kernel drops a dead process's locks). The probe's own lock ends when the file is closed
+/// here; an error (the claim settled meanwhile) counts as alive.
+fn holder_died(path: &Path) -> bool {
+    file::open_regular(path)
+        .and_then(|claim| lock::try_lock(&claim))
+        .unwrap_or(false)
 }
 
 /// Whether process `pid` exists (a process of another user counts as alive).
