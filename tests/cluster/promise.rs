@@ -2,7 +2,8 @@
 //! (docs/cluster.md, "Clocks, restarts and stalls"): a claim outlives the agent that won it,
 //! so an agent whose clock is behind still finds taken every slot another agent ran, even
 //! after that agent stopped (SIGTERM), died (kill -9) or stalled past its lease (SIGSTOP).
-//! Counted from the jobs' own output, with clocks moved by libfaketime.
+//! Counted from the jobs' own output, with clocks moved by libfaketime. And the election's
+//! part: a leader key bound to no lease (written by another etcd user) is not followed.
 
 use std::time::Duration;
 
@@ -212,5 +213,68 @@ fn a_stalled_agent_and_one_behind_run_no_slot_twice() {
     assert!(
         messages.contains("lease"),
         "agent a never noticed its lease: {messages}"
+    );
+}
+
+/// `NAME/leader` written by another etcd user without a lease, naming an agent: no agent takes
+/// it as the leader; it is reported and replaced by a key bound to a lease, and when that
+/// leader is killed another agent leads within the lease.
+#[test]
+fn a_leader_key_bound_to_no_lease_is_replaced() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let put = cluster.etcdctl(&["put", "ghost/leader", "a"]);
+    assert!(put.status.success(), "{put:?}");
+    let emulator = Background::start();
+    let (_dir, out) = out_dir();
+    let setup = Setup {
+        cluster: format!(
+            "{}\nname = \"ghost\"\nlease = \"3s\"",
+            cluster.endpoints_toml()
+        ),
+        jobs: 1,
+        shape: JobShape::EVERY_SECOND,
+        out: &out,
+        emulator: &emulator,
+    };
+    let mut agents = [
+        Agent::start(&setup, "a", &[]),
+        Agent::start(&setup, "b", &[]),
+    ];
+    let leader = |agents: &[Agent]| {
+        crate::util::wait_until(Duration::from_secs(10), Duration::from_millis(100), || {
+            agents.iter().any(|a| a.role().as_deref() == Some("leader"))
+        });
+        agents
+            .iter()
+            .position(|a| a.role().as_deref() == Some("leader"))
+    };
+    let first = leader(&agents).expect("an agent leads");
+    // The key is now bound to a lease.
+    let got = cluster.etcdctl(&["get", "ghost/leader", "-w", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&got.stdout).expect("etcdctl JSON");
+    let lease = json["kvs"][0]["lease"].as_i64().unwrap_or(0);
+    assert_ne!(
+        lease, 0,
+        "the leader key is still bound to no lease: {json}"
+    );
+    let told: String = agents.iter().map(Agent::messages).collect();
+    assert!(
+        told.contains("the leader key is bound to no lease"),
+        "not reported:\n{told}"
+    );
+    // Killed, its lease expires and the other agent leads.
+    agents[first].kill();
+    let other = 1 - first;
+    let took_over =
+        crate::util::wait_until(Duration::from_secs(8), Duration::from_millis(100), || {
+            agents[other].role().as_deref() == Some("leader")
+        });
+    assert!(
+        took_over,
+        "agent {} does not lead 8 s after the leader was killed:\n{}",
+        agents[other].node,
+        agents[other].messages()
     );
 }
