@@ -278,3 +278,56 @@ fn a_leader_key_bound_to_no_lease_is_replaced() {
         agents[other].messages()
     );
 }
+
+/// What a stop does (docs/cluster.md, docs/daemon.md: "revokes its lease when it stops"): the
+/// presence goes with the revoked lease at once, and the claims the agent won stay, bound to no
+/// lease.
+#[test]
+fn a_stopped_agent_revokes_its_lease_and_its_claims_stay() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let emulator = Background::start();
+    let (_dir, out) = out_dir();
+    let setup = Setup {
+        cluster: format!(
+            "{}\nname = \"stop\"\nlease = \"10s\"",
+            cluster.endpoints_toml()
+        ),
+        jobs: 1,
+        shape: JobShape::EVERY_SECOND,
+        out: &out,
+        emulator: &emulator,
+    };
+    let mut agent = Agent::start(&setup, "a", &[]);
+    agent.status();
+    std::thread::sleep(Duration::from_secs(3));
+    agent.terminate();
+    assert!(
+        agent.log().contains("cluster lease revoked at shutdown"),
+        "{}",
+        agent.log()
+    );
+    let keys = |prefix: &str| {
+        let got = cluster.etcdctl(&["get", "--prefix", prefix, "-w", "json"]);
+        let json: serde_json::Value = serde_json::from_slice(&got.stdout).expect("etcdctl JSON");
+        json["kvs"].as_array().cloned().unwrap_or_default()
+    };
+    assert!(
+        keys("stop/nodes/").is_empty(),
+        "the presence outlived the stop"
+    );
+    let claims = keys("stop/claims/j0/");
+    let ran = slots(&out, 1).len();
+    assert!(
+        ran >= 2 && claims.len() >= ran,
+        "{ran} fires ran, {} claims stayed after the stop",
+        claims.len()
+    );
+    assert!(
+        claims
+            .iter()
+            .all(|kv| kv["lease"].as_i64().unwrap_or(0) == 0),
+        "claims bound to a lease: {claims:?}"
+    );
+}
