@@ -12,6 +12,7 @@ mod agents;
 mod bad_input;
 mod client;
 mod outage;
+mod promise;
 mod slots;
 mod sync;
 

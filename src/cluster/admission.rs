@@ -9,12 +9,14 @@
 //! [`Node::claim_lead`] before it is due, 2 s or less with a short lease, and not before the
 //! middle since the job's previous fire), so the spawn does not wait for etcd's round trip and
 //! the batches ahead of it in a burst. The answer is kept here, one per job, until the fire
-//! asks for it ([`Admission::decide`]), which uses it when it is final: a win still bound to
-//! the lease held now, or a loss. A win whose lease has gone since (etcd may have dropped the
-//! claim with it) and an unavailable etcd are asked again at the fire. The daemon sends no
-//! fire ahead that its local rules would not run now (a run going that `overlap` makes it skip
-//! or queue behind, `pause --stop-jobs`): a fire claimed ahead but not run here would not run
-//! on another agent either.
+//! asks for it ([`Admission::decide`]), which uses it when it is final: a win or a loss. A
+//! claim key is bound to no lease and outlives its winner (see [`super::node`]), so a win
+//! stays this agent's whatever happened to its lease since, and a stalled agent that runs it
+//! late still runs the slot once; a win answered too late to be sure is no win
+//! ([`super::ClaimError::Late`]). An unavailable etcd is asked again at the fire. The daemon
+//! sends no fire ahead that its local rules would not run now (a run going that `overlap`
+//! makes it skip or queue behind, `pause --stop-jobs`): a fire claimed ahead but not run here
+//! would not run on another agent either.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,15 +26,12 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::node::CLAIM_KEEP;
-use super::{Claim, LeaseId, Node};
+use super::{Claim, Node};
 use crate::config::{Job, OnUnavailable, RunOn};
 use crate::run::admission::{Admission, Elsewhere, Pending};
 
-/// A claim's answer, with the lease it was made with.
-type Answer = (Claim, Option<LeaseId>);
-
 /// The fire sent ahead and its answer once it came.
-type Ahead = (DateTime<Utc>, watch::Receiver<Option<Answer>>);
+type Ahead = (DateTime<Utc>, watch::Receiver<Option<Claim>>);
 
 /// The claims of this agent's `run_on = "one"` jobs.
 pub struct Claims {
@@ -51,11 +50,7 @@ impl Claims {
     }
 
     /// The answer sent ahead for the fire of `job` at `fire`, if one was.
-    fn take_ahead(
-        &self,
-        job: &str,
-        fire: DateTime<Utc>,
-    ) -> Option<watch::Receiver<Option<Answer>>> {
+    fn take_ahead(&self, job: &str, fire: DateTime<Utc>) -> Option<watch::Receiver<Option<Claim>>> {
         let mut ahead = self.ahead.lock().unwrap_or_else(|e| e.into_inner());
         match ahead.remove(job) {
             Some((sent, answer)) if sent == fire => Some(answer),
@@ -130,9 +125,8 @@ impl Admission for Claims {
                 None => None,
             };
             let claim = match early {
-                Some((Claim::Won, lease)) if lease.is_some() && lease == node.lease() => Claim::Won,
-                Some((Claim::Lost(other), _)) => Claim::Lost(other),
-                _ => node.claim(&job.name, fire, keep).await.0,
+                Some(claim @ (Claim::Won | Claim::Lost(_))) => claim,
+                _ => node.claim(&job.name, fire, keep).await,
             };
             node.record(&job.name, fire, &claim);
             verdict(&node, &job, fire, claim)

@@ -10,9 +10,9 @@
 //! `JoinSet`: when it is cancelled they are aborted, and every fire still waiting is answered
 //! with an error (the node rechecks it). A batch is an outer txn without compares whose
 //! `success` ops are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly
-//! the claim of the node module header: compare create_revision == 0; success: the put bound
-//! to the lease and the deleterange of the job's older claims; failure: a range read of the
-//! holder. Each fire's outcome is its own `response_txn` (`succeeded`, or the holder from its
+//! the claim of the node module header: compare create_revision == 0; success: the put (bound
+//! to no lease: a claim outlives its winner) and the deleterange of the job's older claims;
+//! failure: a range read of the holder. Each fire's outcome is its own `response_txn` (`succeeded`, or the holder from its
 //! range answer).
 //!
 //! Limits: etcd refuses more than `--max-txn-ops` (default 128) ops in one level of a txn, so
@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::etcd::put_body;
 use super::gateway::RangeAnswer;
 use super::node::Claim;
-use super::{Etcd, EtcdError, Keys, LeaseId};
+use super::{Etcd, EtcdError, Keys};
 
 /// The most fires claimed in one transaction (etcd's `--max-txn-ops` defaults to 128 per level).
 pub const MAX_BATCH: usize = 100;
@@ -53,8 +53,6 @@ pub(super) struct Request {
     pub fire: i64,
     /// How long the claim must outlive its slot.
     pub keep: Duration,
-    /// The lease the claim is bound to.
-    pub lease: LeaseId,
     /// The claim's outcome; an error when the batch got no answer (rechecked by the node).
     pub answer: oneshot::Sender<Result<Claim, EtcdError>>,
 }
@@ -129,7 +127,7 @@ fn claim_txn(keys: &Keys, node: &str, request: &Request) -> Value {
             "create_revision": "0",
         }],
         "success": [
-            { "request_put": put_body(&key, node.as_bytes(), Some(request.lease)) },
+            { "request_put": put_body(&key, node.as_bytes(), None) },
             { "request_delete_range": {
                 "key": BASE64.encode(keys.claims(&request.job)),
                 "range_end": BASE64.encode(older),
@@ -224,7 +222,6 @@ mod tests {
             job: job.to_owned(),
             fire,
             keep: Duration::from_secs(60),
-            lease: 1,
             answer,
         };
         (request, receiver)

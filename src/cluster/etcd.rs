@@ -15,7 +15,10 @@
 //! that is down, times out, answers something that is not etcd, fails TLS, or says it has no
 //! leader is skipped, and the next one asked. Answers that every member would give alike (bad
 //! credentials, permission denied) are returned at once. With `user` set, the client
-//! authenticates and sends etcd's token; an expired token is renewed once per request. Every
+//! authenticates and sends etcd's token; an expired token is renewed once per request.
+//! Credentials etcd refused are not tried again at every request (each try costs the member a
+//! bcrypt): until a backoff (1 s doubling to 60 s, jittered) has passed, requests fail with the
+//! same refusal; the log says so when the refusals start and when they end. Every
 //! failure is counted by endpoint ([`Etcd::errors_by_endpoint`]) for `status` and `/metrics`.
 //! Messages name the endpoint and what to do; the password and the token are [`Secret`]s and
 //! appear in none.
@@ -41,6 +44,24 @@ use crate::redact::Secret;
 /// An etcd lease id.
 pub type LeaseId = i64;
 
+/// Whether a txn's compares held (its `success` ops ran).
+#[derive(Deserialize)]
+struct Succeeded {
+    #[serde(default)]
+    succeeded: bool,
+}
+
+/// A key as etcd holds it ([`Etcd::entry`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Its value.
+    pub value: Vec<u8>,
+    /// The lease it is bound to, `None` when it is bound to none.
+    pub lease: Option<LeaseId>,
+    /// The revision of its last change.
+    pub revision: i64,
+}
+
 /// How long a TCP (and TLS) connection to a member may take before the next one is tried.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -59,7 +80,26 @@ struct Inner {
     password: Option<Secret>,
     /// The auth token, once authenticated (a secret too).
     token: Mutex<Option<Secret>>,
+    /// Since etcd last refused the credentials: no new try before its `until`.
+    refused: Mutex<Option<Refused>>,
     health: Mutex<Health>,
+}
+
+/// The first wait before credentials etcd refused are tried again; it doubles with each
+/// refusal up to [`AUTH_BACKOFF_CAP`] (equal jitter, [`crate::backoff::equal_jitter`]). Each
+/// try costs the member a bcrypt of the password.
+const AUTH_BACKOFF_BASE: Duration = Duration::from_secs(1);
+
+/// The longest wait between two tries of refused credentials.
+const AUTH_BACKOFF_CAP: Duration = Duration::from_secs(60);
+
+/// Credentials etcd refused, and when they may be tried again.
+struct Refused {
+    /// The refusal, answered to every request until `until`.
+    error: EtcdError,
+    /// Refusals in a row.
+    refusals: u32,
+    until: std::time::Instant,
 }
 
 /// What the status page and `/metrics` show about etcd.
@@ -204,6 +244,7 @@ impl Etcd {
                 user: settings.user.clone(),
                 password: settings.password.clone(),
                 token: Mutex::new(None),
+                refused: Mutex::new(None),
                 health: Mutex::new(Health::default()),
             }),
         })
@@ -254,11 +295,6 @@ impl Etcd {
         value: &[u8],
         lease: Option<LeaseId>,
     ) -> Result<bool, EtcdError> {
-        #[derive(Deserialize)]
-        struct Txn {
-            #[serde(default)]
-            succeeded: bool,
-        }
         let body = json!({
             "compare": [{
                 "key": BASE64.encode(key),
@@ -268,7 +304,7 @@ impl Etcd {
             }],
             "success": [{ "request_put": put_body(key, value, lease) }],
         });
-        let txn: Txn = self.call("/v3/kv/txn", key, &body).await?;
+        let txn: Succeeded = self.call("/v3/kv/txn", key, &body).await?;
         Ok(txn.succeeded)
     }
 
@@ -277,6 +313,41 @@ impl Etcd {
         let body = json!({ "key": BASE64.encode(key) });
         let mut pairs = self.range(key, &body).await?;
         Ok(pairs.pop().map(|(_, value)| value))
+    }
+
+    /// `key` with its value, its lease and its revision, `None` when there is none.
+    pub async fn entry(&self, key: &str) -> Result<Option<Entry>, EtcdError> {
+        let body = json!({ "key": BASE64.encode(key) });
+        let range: RangeAnswer = self.call("/v3/kv/range", key, &body).await?;
+        let Some(kv) = range.kvs.into_iter().next() else {
+            return Ok(None);
+        };
+        let value = BASE64.decode(&kv.value).map_err(|_| {
+            let endpoint = self.endpoints().get(self.current()).cloned();
+            let detail = "answered a value that is not base64".to_owned();
+            EtcdError::Unavailable(vec![garbage(&endpoint.unwrap_or_default(), detail)])
+        })?;
+        Ok(Some(Entry {
+            value,
+            lease: (kv.lease != 0).then_some(kv.lease),
+            revision: kv.mod_revision,
+        }))
+    }
+
+    /// Deletes `key` if it was not changed since `revision` (its `mod_revision`); true when
+    /// this call deleted it.
+    pub async fn delete_unchanged(&self, key: &str, revision: i64) -> Result<bool, EtcdError> {
+        let body = json!({
+            "compare": [{
+                "key": BASE64.encode(key),
+                "target": "MOD",
+                "result": "EQUAL",
+                "mod_revision": revision.to_string(),
+            }],
+            "success": [{ "request_delete_range": { "key": BASE64.encode(key) } }],
+        });
+        let txn: Succeeded = self.call("/v3/kv/txn", key, &body).await?;
+        Ok(txn.succeeded)
     }
 
     /// Every key under `prefix`, with its value, in key order.
@@ -472,6 +543,9 @@ impl Etcd {
                 return Ok(token);
             }
         }
+        if let Some(err) = self.still_refused() {
+            return Err(Next::Stop(err));
+        }
         #[derive(Deserialize)]
         struct Token {
             token: String,
@@ -489,11 +563,13 @@ impl Etcd {
         let value = match answer {
             Answer::Json(value) => value,
             Answer::Refusal { code, message } if code == 3 || code == 16 => {
-                return Err(Next::Stop(EtcdError::Credentials {
+                let err = EtcdError::Credentials {
                     endpoint: shown(endpoint),
                     user: user.to_owned(),
                     message,
-                }))
+                };
+                self.note_refused(&err);
+                return Err(Next::Stop(err));
             }
             Answer::Refusal { code, message } => {
                 return Err(refusal(
@@ -513,7 +589,37 @@ impl Etcd {
             }
         };
         *self.inner.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
+        if self.refused().take().is_some() {
+            tracing::info!(user, "etcd accepted the credentials again");
+        }
         Ok(token)
+    }
+
+    fn refused(&self) -> MutexGuard<'_, Option<Refused>> {
+        self.inner.refused.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The last refusal of the credentials while they may not be tried again yet.
+    fn still_refused(&self) -> Option<EtcdError> {
+        let refused = self.refused();
+        let refused = refused.as_ref()?;
+        (std::time::Instant::now() < refused.until).then(|| refused.error.clone())
+    }
+
+    /// Counts a refusal of the credentials and sets when they are tried again; says so once
+    /// when the refusals start.
+    fn note_refused(&self, err: &EtcdError) {
+        let mut refused = self.refused();
+        let refusals = refused.as_ref().map_or(0, |r| r.refusals) + 1;
+        let wait = crate::backoff::equal_jitter(refusals - 1, AUTH_BACKOFF_BASE, AUTH_BACKOFF_CAP);
+        if refusals == 1 {
+            tracing::warn!("{err}; the credentials are tried again after {wait:.1?}, then at doubling intervals up to {AUTH_BACKOFF_CAP:?} apart (each try costs etcd a bcrypt); until then every etcd request fails with this error");
+        }
+        *refused = Some(Refused {
+            error: err.clone(),
+            refusals,
+            until: std::time::Instant::now() + wait,
+        });
     }
 }
 

@@ -222,6 +222,12 @@ pub(super) struct KeyValue {
     /// The value, base64.
     #[serde(default)]
     pub value: String,
+    /// The lease the key is bound to; 0 (absent) when none.
+    #[serde(default, deserialize_with = "int64")]
+    pub lease: i64,
+    /// The revision of the key's last change.
+    #[serde(default, deserialize_with = "int64")]
+    pub mod_revision: i64,
 }
 
 /// The end of the range of keys that start with `prefix`: its last byte below 0xff plus one.

@@ -2,7 +2,7 @@
 //! syncs").
 //!
 //! The election binds the leader key to the agent's one lease ([`super::lease`]: the lease its
-//! presence and claims are bound to) and looks at the key every tick ([`tick`]: an eighth of
+//! presence is bound to) and looks at the key every tick ([`tick`]: an eighth of
 //! the TTL, at most 250 ms). The agent whose create-if-absent of `<name>/leader` (its node name
 //! as the value, bound to its lease) wins leads while that lease lives; the others read the key
 //! every tick and try the create again as soon as it is gone. etcd deletes the key when the
@@ -16,17 +16,23 @@
 //! - its lease was replaced (etcd said the old one was gone, and the key went with it);
 //! - or `<name>/leader` no longer names it (deleted by hand, or held by another node).
 //!
+//! Only a key bound to a lease counts: etcd deletes it when that lease ends. A key bound to no
+//! lease (another etcd user wrote it) would name a leader forever; it is reported once, deleted
+//! (unless it changed meanwhile) and the campaign goes on. A key naming this node under another
+//! lease is an earlier run's (killed, its lease not yet expired): this run follows until it goes.
+//!
 //! Leading is what [`Leadership::leading`] says; the sync task runs only while it is true
 //! ([`super::relay::SyncGate`]). On shutdown the election says `unavailable` and the node's
 //! task revokes the lease, so another agent takes over at once instead of after the TTL.
 //!
-//! One lease serves the claims and the election: they need the same rule (never use a lease
-//! etcd may have ended), and a leader key that outlived the agent's presence would name an
-//! agent that is gone.
+//! The election uses the lease that the agent's presence is bound to, and claims are made
+//! only while it is held: one rule (never use a lease etcd may have ended), and a leader key
+//! that outlived the agent's presence would name an agent that is gone.
 //!
 //! Home-made consensus is out of the question: the lease, the create-if-absent transaction and
 //! the expiry are etcd's; this module only reads them.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +42,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::etcd::{Etcd, LeaseId};
+use super::etcd::{Entry, Etcd, LeaseId};
 use super::lease::{Held, Lease};
 use super::Keys;
 
@@ -120,6 +126,8 @@ pub struct Election {
     node: String,
     lease: Arc<Lease>,
     publish: watch::Sender<Standing>,
+    /// The revision of the last leader key bound to no lease that was reported (once each).
+    stale_seen: AtomicI64,
 }
 
 impl Election {
@@ -139,6 +147,7 @@ impl Election {
             node: node.to_owned(),
             lease,
             publish,
+            stale_seen: AtomicI64::new(0),
         };
         (election, Leadership { standing })
     }
@@ -183,8 +192,20 @@ impl Election {
             self.set(Role::Follower, None, None);
         }
         let deadline = self.call_deadline(lease);
-        let leader = match tokio::time::timeout_at(deadline, self.etcd.get(&self.key)).await {
-            Ok(Ok(value)) => value.map(|v| String::from_utf8_lossy(&v).into_owned()),
+        let leader = match tokio::time::timeout_at(deadline, self.etcd.entry(&self.key)).await {
+            Ok(Ok(Some(entry))) if entry.lease.is_none() => {
+                self.replace_stale(lease, &entry).await;
+                return Some(lease.id);
+            }
+            Ok(Ok(Some(entry)))
+                if entry.lease != Some(lease.id) && entry.value == self.node.as_bytes() =>
+            {
+                // This node's name under another lease: an earlier run of this agent (killed,
+                // its lease not yet expired). Not this run's leadership: it goes with that lease.
+                self.set(Role::Follower, None, None);
+                return Some(lease.id);
+            }
+            Ok(Ok(entry)) => entry.map(|e| String::from_utf8_lossy(&e.value).into_owned()),
             Ok(Err(err)) => {
                 self.unreachable(&err.to_string());
                 return Some(lease.id);
@@ -212,6 +233,29 @@ impl Election {
             None => self.campaign(lease).await,
         }
         Some(lease.id)
+    }
+
+    /// `<name>/leader` bound to no lease (written by hand or by another program): it names no
+    /// live agent and would never go by itself, so nobody would ever lead. Said once per such
+    /// key, deleted unless it changed meanwhile, and the create of the campaign tried at once.
+    async fn replace_stale(&self, lease: Held, entry: &Entry) {
+        if self.leading() {
+            self.set(Role::Follower, None, None);
+        }
+        if self.stale_seen.swap(entry.revision, Ordering::Relaxed) != entry.revision {
+            let value = String::from_utf8_lossy(&entry.value);
+            tracing::warn!(node = %self.node, key = %self.key, value = ?value, "the leader key is bound to no lease (written by hand or by another program), so it names no live agent: deleting it and campaigning; write nothing under the cluster's prefix but the agents");
+        }
+        let deleted = tokio::time::timeout_at(
+            self.call_deadline(lease),
+            self.etcd.delete_unchanged(&self.key, entry.revision),
+        )
+        .await;
+        match deleted {
+            Ok(Ok(_)) => self.campaign(lease).await,
+            Ok(Err(err)) => self.unreachable(&err.to_string()),
+            Err(_) => self.unreachable(&self.late()),
+        }
     }
 
     /// Creates the leader key bound to `lease` if it is absent: leads when the create wins.

@@ -1,5 +1,6 @@
-//! This agent's one etcd lease: its presence key, the claims of the fires it wins and, while it
-//! leads, the leader key are all bound to it. [`Lease`] grants it, renews it, says whether it is
+//! This agent's one etcd lease: its presence key and, while it leads, the leader key are bound
+//! to it, and fires are claimed only while it is held (the claim keys themselves are bound to
+//! no lease: they outlive the agent, see [`super::node`]). [`Lease`] grants it, renews it, says whether it is
 //! held at an instant, and revokes it at shutdown; [`super::Node`] runs it
 //! ([`super::Node::keep_lease`]) and the election ([`super::leader`]) reads it.
 //!
@@ -16,13 +17,13 @@
 //!   etcd granted ([`Held::until`]). etcd renews a lease when the request reaches it, at some
 //!   instant after the send, so etcd never ends the lease before that bound: an agent never
 //!   believes it holds a lease etcd has already ended.
-//! - **Lost.** Past that bound the lease is not held: no claim is made with it and a leader stops
+//! - **Lost.** Past that bound the lease is not held: no claim is made and a leader stops
 //!   leading. The keeper goes on renewing the same lease: if etcd still has it, it is held again
 //!   (with every key bound to it); when etcd answers that it is gone, a new one is granted at
 //!   once and the presence written again.
 //! - **Shutdown.** At cancellation renewing stops, the lease counts as not held, and it is
-//!   revoked, waiting at most [`revoke_wait`] for etcd: the presence, the claims and the leader
-//!   key go at once, so another agent leads without waiting for the TTL.
+//!   revoked, waiting at most [`revoke_wait`] for etcd: the presence and the leader key go at
+//!   once, so another agent leads without waiting for the TTL. The claims stay.
 //!
 //! The keeper runs in the future of [`Lease::keep`] and starts no task of its own.
 

@@ -9,8 +9,8 @@
 //! [`etcd`] is the client: etcd's v3 JSON gateway over the agent's reqwest client, not the
 //! gRPC `etcd-client` crate (see its header for why); `gateway` is one request to one member
 //! and what its answer means. [`lease`] is the agent's one etcd lease (granted, renewed, held
-//! or not at an instant, revoked at shutdown), which the presence, the claims and the leader key
-//! are bound to; [`node`] is this agent in the cluster: its lease, its presence and the claim
+//! or not at an instant, revoked at shutdown), which the presence and the leader key are bound
+//! to and without which no claim is made; [`node`] is this agent in the cluster: its lease, its presence and the claim
 //! of each fire; [`batch`] sends the claims of fires due together to etcd in one transaction.
 //!
 //! # Key layout
@@ -19,14 +19,14 @@
 //!
 //! | key | value | bound to |
 //! |-----|-------|----------|
-//! | `<name>/claims/<job>/<fire unix seconds>` | the node that won the fire | the winner's lease |
+//! | `<name>/claims/<job>/<fire unix seconds>` | the node that won the fire | none: kept `keep` past the fire (see [`node`]) |
 //! | `<name>/leader` | the node that syncs | the leader's lease |
 //! | `<name>/urls/<job>` | the ping URL sync learned for the job | none |
 //! | `<name>/accepted/<job>` | the last ping of the job the service accepted | none |
 //! | `<name>/nodes/<node>` | the agent's presence | the agent's lease |
 //!
-//! Each agent has one lease ([`lease`]): the winner's, the leader's and the agent's lease above
-//! are that one lease of the agent in question. The `claims/` level keeps a job named `leader`
+//! Each agent has one lease ([`lease`]): the leader's and the agent's lease above are that one
+//! lease of the agent in question. Claims are bound to no lease, so they outlive their winner. The `claims/` level keeps a job named `leader`
 //! (or `urls`, ...) from colliding with the cluster's other keys. Job names hold no `/` (see
 //! `config::jobs`), so `claims/<job>/` is the prefix of exactly one job's claims.
 

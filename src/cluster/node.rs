@@ -5,12 +5,23 @@
 //! and the lease is revoked.
 //!
 //! A claim is one etcd transaction: if `<name>/claims/<job>/<T>` does not exist, create it
-//! (value: this node's name) bound to the lease and delete the job's claims older than
-//! `T - keep`; else read it (who won). `T` is the fire's scheduled time before jitter, so agents
-//! whose clocks differ name the same slot. A claim stays until a later win of the same job
-//! deletes it (at least [`CLAIM_KEEP`] later) or its lease ends: an agent whose clock is behind
-//! by less than that still finds the slot taken. The range delete compares keys as text, which
-//! orders fire times as numbers while they have 10 digits (2001 to 2286).
+//! (value: this node's name) and delete the job's claims older than `T - keep`; else read it
+//! (who won). `T` is the fire's scheduled time before jitter, so agents whose clocks differ
+//! name the same slot. The agent claims only while it holds its lease (else the fire follows
+//! `on_unavailable`), but the claim key is bound to **no** lease: it outlives its winner's stop
+//! (which revokes the lease), death and stall (after which the lease expires). It stays until a
+//! later win of the same job deletes it, at least `keep` ([`CLAIM_KEEP`] plus the job's jitter)
+//! after its slot. That is what makes the promise hold for clocks up to [`MAX_SKEW`] ahead of or
+//! behind the true time (docs/cluster.md, "Clocks, restarts and stalls"): an agent asks for
+//! slot `T` by its clock at `T + jitter` at the latest, at most `MAX_SKEW` after the true
+//! instant; the earliest win that deletes the key is sent by its agent's clock at
+//! `T + keep - CLAIM_LEAD`, at most `MAX_SKEW` earlier than that instant. Between the two lie
+//! `CLAIM_KEEP - CLAIM_LEAD - 2 * MAX_SKEW` = 8 s, the time etcd may take to apply a claim: a
+//! win answered later than that after the fire (by this agent's clock, [`trusted_until`]) may
+//! have been applied after another agent's win of the slot was deleted, so it does not count
+//! ([`ClaimError::Late`]). The range delete compares keys as text, which orders fire times as
+//! numbers while they have 10 digits (2001 to 2286). The cost: a job removed from the config
+//! leaves its last `keep` of claims in etcd (at most 61 small keys for a job due every second).
 //!
 //! Claims of fires due together go to etcd together: the node's task (see [`super::batch`])
 //! sends what arrived while the previous transaction was in flight as ONE transaction of
@@ -31,9 +42,14 @@ use super::{Etcd, EtcdError, Keys, Lease, LeaseId};
 use crate::config::{ClusterSettings, OnUnavailable};
 use crate::net::Net;
 
-/// How long a won claim is kept at least (besides the job's jitter): the largest clock
-/// difference between agents that still cannot run a slot twice.
+/// How long a won claim is kept at least (besides the job's jitter): it covers two clocks
+/// [`MAX_SKEW`] off in opposite directions, the claim lead and etcd's time to apply a claim
+/// (see the module header).
 pub const CLAIM_KEEP: Duration = Duration::from_secs(60);
+
+/// The largest error of an agent's clock, ahead or behind the true time, under which no fire
+/// runs twice (docs/cluster.md): two agents may differ by twice that.
+pub const MAX_SKEW: Duration = Duration::from_secs(25);
 
 /// How long before its due time a fire is claimed at most (see [`Node::claim_lead`]).
 pub const CLAIM_LEAD: Duration = Duration::from_secs(2);
@@ -74,12 +90,25 @@ pub enum Claim {
 /// Why a fire could not be claimed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClaimError {
-    /// This agent holds no lease to bind the claim to (see [`super::lease`]).
+    /// This agent holds no lease now (see [`super::lease`]): etcd cannot be asked.
     #[error("this agent holds no etcd lease (etcd is unavailable)")]
     NoLease,
     /// etcd did not answer the claim, nor the read of its key after it.
     #[error(transparent)]
     Etcd(#[from] EtcdError),
+    /// The claim was won, but its answer came too long after the fire to be sure that no
+    /// agent ran the slot (see the module header): this agent does not run it either.
+    #[error(
+        "etcd answered the claim {late_ms} ms after the fire, later than the {trust_s} s after \
+         it within which a win is sure (docs/cluster.md, \"Clocks, restarts and stalls\"); \
+         check etcd's latency and the hosts' clocks"
+    )]
+    Late {
+        /// How long after the fire's scheduled time the answer came.
+        late_ms: i64,
+        /// How long after the fire a win counts.
+        trust_s: u64,
+    },
 }
 
 /// One job's claims since start.
@@ -200,27 +229,30 @@ impl Node {
         tokio::join!(self.lease.keep(&cancel), claims);
     }
 
-    /// Claims the fire of `job` scheduled at `fire` (see the module header), and says which
-    /// lease the claim is bound to (`None` when none was held). `keep` is how long the claim
-    /// must outlive its slot (the job's jitter plus [`CLAIM_KEEP`]). Not counted for status:
-    /// the caller counts each fire once, through [`Node::record`], whatever it asked.
-    pub async fn claim(
-        &self,
-        job: &str,
-        fire: DateTime<Utc>,
-        keep: Duration,
-    ) -> (Claim, Option<LeaseId>) {
-        let Some(lease) = self.lease_now().await else {
-            return (Claim::Unavailable(ClaimError::NoLease), None);
-        };
+    /// Claims the fire of `job` scheduled at `fire` (see the module header). `keep` is how long
+    /// the claim must outlive its slot (the job's jitter plus [`CLAIM_KEEP`]). A win answered
+    /// after [`trusted_until`] is [`ClaimError::Late`]. Not counted for status: the caller
+    /// counts each fire once, through [`Node::record`], whatever it asked.
+    pub async fn claim(&self, job: &str, fire: DateTime<Utc>, keep: Duration) -> Claim {
+        if self.lease_now().await.is_none() {
+            return Claim::Unavailable(ClaimError::NoLease);
+        }
         let started = std::time::Instant::now();
-        let done = self.transact(job, fire.timestamp(), keep, lease).await;
+        let done = self.transact(job, fire.timestamp(), keep).await;
         self.time(started.elapsed());
         let claim = match done {
             Ok(claim) => claim,
             Err(err) => self.recheck(job, fire.timestamp(), err).await,
         };
-        (claim, Some(lease))
+        let until = trusted_until(fire, keep);
+        let now = Utc::now();
+        match claim {
+            Claim::Won if now > until => Claim::Unavailable(ClaimError::Late {
+                late_ms: (now - fire).num_milliseconds(),
+                trust_s: (until - fire).num_seconds().unsigned_abs(),
+            }),
+            claim => claim,
+        }
     }
 
     /// How long before a fire is due its claim is sent, so that the claim's round trip (and
@@ -279,23 +311,40 @@ impl Node {
     }
 
     /// The claim, sent by the node's task in the next batch (see [`super::batch`]).
-    async fn transact(
-        &self,
-        job: &str,
-        fire: i64,
-        keep: Duration,
-        lease: LeaseId,
-    ) -> Result<Claim, EtcdError> {
+    async fn transact(&self, job: &str, fire: i64, keep: Duration) -> Result<Claim, EtcdError> {
         let (answer, receiver) = oneshot::channel();
         let request = Request {
             job: job.to_owned(),
             fire,
             keep,
-            lease,
             answer,
         };
         let gone = || batch::failed(&self.etcd, "the agent's claim task has stopped");
         self.claims_to_send.send(request).map_err(|_| gone())?;
         receiver.await.map_err(|_| gone())?
+    }
+}
+
+/// Until when (by this agent's clock) a win of the fire at `fire`, kept `keep`, counts:
+/// `keep - CLAIM_LEAD - 2 * MAX_SKEW` after the fire (see the module header).
+pub fn trusted_until(fire: DateTime<Utc>, keep: Duration) -> DateTime<Utc> {
+    let trust = keep.saturating_sub(CLAIM_LEAD + 2 * MAX_SKEW);
+    fire + chrono::TimeDelta::from_std(trust).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_win_counts_until_keep_less_the_lead_and_twice_the_skew_after_the_fire() {
+        let fire = DateTime::from_timestamp(1_700_000_000, 0).expect("time");
+        let keep = CLAIM_KEEP + Duration::from_secs(30);
+        assert_eq!(
+            trusted_until(fire, keep),
+            fire + chrono::TimeDelta::seconds(38)
+        );
+        // The promised skew leaves etcd some seconds to apply a claim.
+        assert!(trusted_until(fire, CLAIM_KEEP) >= fire + chrono::TimeDelta::seconds(5));
     }
 }

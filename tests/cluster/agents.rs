@@ -81,13 +81,7 @@ impl Agent {
     /// [`faketime`]'s).
     pub fn start(setup: &Setup<'_>, node: &str, env: &[(String, String)]) -> Agent {
         let mut agent = Agent::new(node);
-        let mut config = format!(
-            "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[status]\nlisten = \
-             \"{}\"\n\n[cluster]\n{}\nnode = \"{node}\"\n",
-            agent.home.state_dir().display(),
-            agent.socket().display(),
-            setup.cluster
-        );
+        let mut config = agent.config_head(&setup.cluster);
         for j in 0..setup.jobs {
             let file = setup.out.join(format!("j{j}"));
             let shape = setup.shape;
@@ -106,6 +100,18 @@ impl Agent {
         agent.home.write_config(&config);
         agent.spawn(env);
         agent
+    }
+
+    /// The start of its config: `[agent]`, `[status]` on [`Agent::socket`], and `[cluster]`
+    /// with `cluster` (the lines besides `node`) and its node; the jobs follow.
+    pub fn config_head(&self, cluster: &str) -> String {
+        format!(
+            "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[status]\nlisten = \
+             \"{}\"\n\n[cluster]\n{cluster}\nnode = \"{}\"\n",
+            self.home.state_dir().display(),
+            self.socket().display(),
+            self.node
+        )
     }
 
     /// Stops it with SIGTERM (waiting for its shutdown) when dropped, instead of SIGKILL.
@@ -217,6 +223,14 @@ impl Agent {
         let mut daemon = self.daemon.take().expect("a running agent to stop");
         daemon.signal(nix::sys::signal::Signal::SIGTERM);
         daemon.exit_within(Duration::from_secs(10));
+    }
+
+    /// Sends `signal` to the running daemon (SIGSTOP, SIGCONT, ...), without waiting.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        self.daemon
+            .as_ref()
+            .expect("a running agent to signal")
+            .signal(signal);
     }
 
     /// `kill -9`: SIGKILL, and reaped; [`Agent::spawn`] may start it again.

@@ -84,20 +84,28 @@ fn an_endpoint_answering_garbage_is_named() {
     expect_error(&cluster, &expected, None);
 }
 
+/// Turns on authentication in `cluster` (user `agent`, its role on `name/`) and gives the
+/// `[cluster]` lines of cluster `name` with user `agent` and a wrong password (`wrong-pw-4242`,
+/// in a file of the returned directory).
+fn wrong_password(cluster: &EtcdCluster, name: &str) -> (tempfile::TempDir, String) {
+    cluster.enable_auth("agent", "right-pw-31337", &format!("{name}/"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "wrong-pw-4242\n").expect("write");
+    let settings = format!(
+        "{}\nname = \"{name}\"\nuser = \"agent\"\npassword_file = \"{}\"",
+        cluster.endpoints_toml(),
+        wrong.display()
+    );
+    (dir, settings)
+}
+
 #[test]
 fn wrong_credentials_name_the_user_and_never_show_the_password() {
     let Some(cluster) = EtcdCluster::start(1) else {
         return;
     };
-    cluster.enable_auth("agent", "right-pw-31337", "auth/");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let wrong = dir.path().join("wrong");
-    std::fs::write(&wrong, "wrong-pw-4242\n").expect("write");
-    let settings = format!(
-        "{}\nname = \"auth\"\nuser = \"agent\"\npassword_file = \"{}\"",
-        cluster.endpoints_toml(),
-        wrong.display()
-    );
+    let (_dir, settings) = wrong_password(&cluster, "auth");
     let expected = [
         cluster.endpoint(0),
         "refused the credentials of user \"agent\"".to_owned(),
@@ -139,4 +147,40 @@ fn a_tls_mismatch_says_what_to_check() {
     let settings = format!("endpoints = [\"{plain}\"]\nname = \"tls\"");
     let expected = [plain.as_str(), "if the member serves https, write https://"];
     expect_error(&settings, &expected, None);
+}
+
+/// A wrong password is not tried again at every request (each try costs etcd a bcrypt): the
+/// tries back off (1 s doubling to 60 s), counted from etcd's own `Authenticate` RPCs, and the
+/// log says so once.
+#[test]
+fn a_refused_password_is_tried_again_with_backoff() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let (_dir, settings) = wrong_password(&cluster, "backoff");
+    let before = super::slots::etcd_rpcs(&cluster, 1, "Authenticate");
+    let agent = expect_error(
+        &settings,
+        &["refused the credentials"],
+        Some("wrong-pw-4242"),
+    );
+    // expect_error took 2 s and more; 12 s more: 1 + 2 + 4 + 8 s of backoff at most 5 tries
+    // (and the first few requests of the agent's tasks at once).
+    std::thread::sleep(Duration::from_secs(12));
+    let tries = super::slots::etcd_rpcs(&cluster, 1, "Authenticate") - before;
+    assert!(
+        tries <= 10,
+        "{tries} authentications in about 15 s: the wrong password is not backed off"
+    );
+    assert!(
+        tries >= 1,
+        "etcd counted no authentication: is the metric there?"
+    );
+    let said = agent
+        .messages()
+        .lines()
+        .filter(|l| l.contains("the credentials are tried again after"))
+        .count();
+    assert_eq!(said, 1, "{}", agent.messages());
+    eprintln!("{tries} authentications of a wrong password in about 15 s");
 }

@@ -203,7 +203,14 @@ fn claims_of_fires_due_together_share_one_etcd_transaction() {
 
 /// etcd's `Txn` RPCs served so far, summed over the members (their own `/metrics`).
 fn etcd_txns(cluster: &EtcdCluster) -> u64 {
-    (0..3)
+    etcd_rpcs(cluster, 3, "Txn")
+}
+
+/// etcd's `method` RPCs (`Txn`, `Authenticate`, ...) served so far, summed over the first
+/// `members` members (their own `/metrics`).
+pub fn etcd_rpcs(cluster: &EtcdCluster, members: usize, method: &str) -> u64 {
+    let wanted = format!("grpc_method=\"{method}\"");
+    (0..members)
         .map(|i| {
             let endpoint = cluster.endpoint(i);
             let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
@@ -212,9 +219,7 @@ fn etcd_txns(cluster: &EtcdCluster) -> u64 {
                 crate::util::http::exchange(authority, "GET /metrics HTTP/1.0", &[]);
             assert_eq!(status, 200, "{endpoint}/metrics: {body}");
             body.lines()
-                .filter(|l| {
-                    l.starts_with("grpc_server_handled_total{") && l.contains("grpc_method=\"Txn\"")
-                })
+                .filter(|l| l.starts_with("grpc_server_handled_total{") && l.contains(&wanted))
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                 .sum::<f64>() as u64
         })
