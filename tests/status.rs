@@ -17,6 +17,7 @@ use crate::util::{emulator::Background, Home};
 
 mod local_users;
 mod metrics;
+mod missing;
 mod next_run;
 mod pause;
 mod pause_memory;
