@@ -80,4 +80,9 @@ fn a_check_deleted_on_the_service_is_missing_at_its_first_404() {
         Some(0),
         "liveness is not the service's state"
     );
+    let said = String::from_utf8_lossy(&health.stderr);
+    assert!(
+        said.contains("job \"good\": the service has no check c1"),
+        "{said}"
+    );
 }
