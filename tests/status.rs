@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::util::daemon::Daemon;
 use crate::util::{emulator::Background, Home};
 
+mod drift;
 mod local_users;
 mod metrics;
 mod missing;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use crate::util::Home;
 
-use super::{emulator_with_check, get, job, parse_metrics, sample, status_doc, StatusHome, TOKEN};
+use super::{
+    emulator_with_check, get, job, listen_with_token, parse_metrics, sample, status_doc, StatusHome,
+};
 
 #[test]
 fn a_check_deleted_on_the_service_is_missing_at_its_first_404() {
@@ -16,14 +18,7 @@ fn a_check_deleted_on_the_service_is_missing_at_its_first_404() {
     let home = Home::new();
     let jobs = "[[jobs]]\nname = \"good\"\nschedule = \"*/1 * * * * *\"\nshell = \"true\"\n\
                 check_id = \"c1\"\n[jobs.check]\nperiod = \"1m\"\n";
-    home.write(
-        Some(&emulator),
-        &format!(
-            "listen = \"{}\"\ntoken = \"{TOKEN}\"",
-            home.socket().display()
-        ),
-        jobs,
-    );
+    home.write(Some(&emulator), &listen_with_token(&home), jobs);
     let daemon = home.daemon(&key);
     let endpoint = home.endpoint();
     daemon.until(
