@@ -90,6 +90,7 @@ timeout "$time_limit" "$venv/bin/schemathesis" run "$base_url/openapi.json" \
 check="7b3c1a52-0d5e-4f7a-9c1e-2f6d8b4a1001"
 pinned=(
   "/v1/checks/heartbeat/{id}|id=$check"
+  "/v1/checks/{id}|id=$check"
   "/v1/checks/heartbeats/{checkId}/events|checkId=$check"
   "/v2/check-groups/{id}|id=42"
   "/v1/check-groups/{id}|id=42"

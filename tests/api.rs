@@ -68,6 +68,10 @@ pub(crate) fn canned(request: &Request) -> Reply {
             "id": "hb-1", "name": "backup", "checkType": "HEARTBEAT",
             "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
                           "pingToken": "tok", "pingUrl": "http://ping.invalid/tok"}}),
+        ("GET", "/v1/checks/hb-1") => json!({
+            "id": "hb-1", "name": "backup", "checkType": "HEARTBEAT",
+            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
+                          "pingToken": "tok", "pingUrl": "http://ping.invalid/tok"}}),
         ("GET", p) if p.starts_with("/v1/checks/heartbeats/") => json!({
             "event": {"id": "ev-1", "state": "SNOOZED", "timestamp": "2026-01-01T00:00:00Z",
                       "source": "host-a", "userAgent": "heartbeat-agent/0"},

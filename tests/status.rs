@@ -15,9 +15,11 @@ use serde_json::{json, Value};
 use crate::util::daemon::Daemon;
 use crate::util::{emulator::Background, Home};
 
+mod drift;
 mod hostile_config;
 mod local_users;
 mod metrics;
+mod missing;
 mod next_run;
 mod owner;
 mod pause;

@@ -270,6 +270,15 @@ impl ApiClient {
             .await
     }
 
+    /// `GET /v1/checks/{id}`, outside the seed spec (published by the service): the check as
+    /// the service has it now, whoever changed it last. A service without the route answers
+    /// 404 or 405 ([`ApiError::is_not_found`] cannot tell that from a deleted check: a `PUT` of
+    /// the same check can).
+    pub async fn get_check(&self, check_id: &str) -> Result<HeartbeatCheck, ApiError> {
+        let url = self.url(&["v1", "checks", check_id], &[]);
+        self.call(Operation::GetCheck, url, None::<&()>).await
+    }
+
     /// `GET /v1/checks/heartbeats/{checkId}/events/{id}`.
     pub async fn get_heartbeat_event(
         &self,

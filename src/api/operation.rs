@@ -1,6 +1,6 @@
-//! The 11 operations of the spec as values, plus the heartbeat events list the real service
-//! serves outside the spec: their names (for messages, logs and per-route rate limits), HTTP
-//! methods, and whether repeating one is safe.
+//! The 11 operations of the spec as values, plus the heartbeat events list and the check read
+//! (`GET /v1/checks/{id}`) the real service serves outside the spec: their names (for messages,
+//! logs and per-route rate limits), HTTP methods, and whether repeating one is safe.
 
 use std::fmt;
 
@@ -32,6 +32,10 @@ pub enum Operation {
     /// `GET /v1/checks/heartbeats/{checkId}/events`: not in the spec, but served by the real
     /// service and the emulator; the way to discover event ids.
     ListHeartbeatEvents,
+    /// `GET /v1/checks/{id}`: not in the spec, but published by the service (its `getV1ChecksId`;
+    /// the Go SDK's `GetHeartbeatMonitor` and the Terraform provider's read use it); what sync
+    /// reads to notice a check edited or deleted elsewhere.
+    GetCheck,
 }
 
 impl Operation {
@@ -50,6 +54,7 @@ impl Operation {
             Operation::ListErrorGroups => "list_error_groups",
             Operation::DeleteSnippet => "delete_snippet",
             Operation::ListHeartbeatEvents => "list_heartbeat_events",
+            Operation::GetCheck => "get_check",
         }
     }
 

@@ -31,7 +31,7 @@ pub enum ApiCommand {
     /// Read a maintenance or change its dates
     #[command(subcommand)]
     Maintenance(MaintenanceCommand),
-    /// Update a heartbeat check, read one of its events, or list them
+    /// Read or update a heartbeat check, read one of its events, or list them
     #[command(subcommand)]
     Heartbeat(HeartbeatCommand),
     /// Read or update a check group
@@ -95,6 +95,14 @@ pub enum MaintenanceCommand {
 /// `api heartbeat ...`.
 #[derive(Debug, Subcommand)]
 pub enum HeartbeatCommand {
+    /// Show a check as the service has it now (GET /v1/checks/{id}; outside the seed spec)
+    Get {
+        /// Check id
+        id: String,
+        /// Print the answer's pingToken and pingUrl as they are (redacted by default)
+        #[arg(long)]
+        show_secrets: bool,
+    },
     /// Replace a heartbeat check's definition (PUT) with a JSON body
     Update {
         /// Check id
@@ -201,6 +209,7 @@ enum Call {
     CreateService(CreateStatusPageService),
     GetMaintenance(i64, String),
     SetDates(i64, String, MaintenanceDates),
+    GetCheck(String, bool),
     UpdateHeartbeat(String, Box<HeartbeatCheckUpdate>, Option<bool>, bool),
     Event(String, String),
     Events(String, crate::api::model::EventsWindow),
@@ -238,6 +247,9 @@ impl Call {
                     ends_at: Some(ends_at),
                 },
             ),
+            ApiCommand::Heartbeat(HeartbeatCommand::Get { id, show_secrets }) => {
+                Call::GetCheck(id, show_secrets)
+            }
             ApiCommand::Heartbeat(HeartbeatCommand::Update {
                 id,
                 body,
@@ -307,15 +319,13 @@ impl Call {
             Call::SetDates(window, id, dates) => {
                 json(client.update_maintenance_dates(window, &id, &dates).await?)
             }
+            Call::GetCheck(id, show_secrets) => {
+                let answer = json(client.get_check(&id).await?);
+                answer.map(|a| shown(a, show_secrets))
+            }
             Call::UpdateHeartbeat(id, body, auto, show_secrets) => {
                 let answer = json(client.update_heartbeat_check(&id, &body, auto).await?);
-                answer.map(|a| {
-                    if show_secrets {
-                        a
-                    } else {
-                        redact_ping_secrets(a)
-                    }
-                })
+                answer.map(|a| shown(a, show_secrets))
             }
             Call::Event(check, event) => json(client.get_heartbeat_event(&check, &event).await?),
             Call::Events(check, window) => {
@@ -357,7 +367,15 @@ fn read_body<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T, String> 
     })
 }
 
-/// Prints `answer` on stdout: pretty on a terminal, one line otherwise.
+/// A check answer as printed: its ping secrets redacted unless `--show-secrets`.
+fn shown(answer: serde_json::Value, show_secrets: bool) -> serde_json::Value {
+    if show_secrets {
+        answer
+    } else {
+        redact_ping_secrets(answer)
+    }
+}
+
 /// The answer with `heartbeat.pingToken` shown as `[redacted]` and `heartbeat.pingUrl` as
 /// [`crate::redact::url`] shows it.
 fn redact_ping_secrets(mut answer: serde_json::Value) -> serde_json::Value {
@@ -374,6 +392,7 @@ fn redact_ping_secrets(mut answer: serde_json::Value) -> serde_json::Value {
     answer
 }
 
+/// Prints `answer` on stdout: pretty on a terminal, one line otherwise.
 fn print_json(answer: &serde_json::Value) -> u8 {
     let mut stdout = std::io::stdout().lock();
     let text = if stdout.is_terminal() {

@@ -1,5 +1,7 @@
 //! `heartbeat-agent health`: exit 0 when the daemon's `/healthz` answers 200, else 1. For exec
-//! probes in images without a shell or curl.
+//! probes in images without a shell or curl. A healthy daemon's checks that the service does not
+//! know (`missing` in `/status`) are named on stderr; they never change the exit code (the
+//! service's state is not the daemon's liveness).
 
 use clap::Args;
 
@@ -29,7 +31,10 @@ pub fn run(args: HealthArgs, global: &GlobalArgs) -> u8 {
     };
     match endpoint.request("GET", "/healthz", None, std::time::Duration::from_secs(5)) {
         Ok(answer) if !super::status::owned(&expected, &endpoint, &answer) => exit::FAILURE,
-        Ok(answer) if answer.status == 200 => exit::OK,
+        Ok(answer) if answer.status == 200 => {
+            name_missing_checks(&endpoint);
+            exit::OK
+        }
         Ok(answer) => {
             print_error(format!(
                 "unhealthy: HTTP {}: {}",
@@ -41,6 +46,28 @@ pub fn run(args: HealthArgs, global: &GlobalArgs) -> u8 {
         Err(err) => {
             print_error(err);
             exit::FAILURE
+        }
+    }
+}
+
+/// Names on stderr every job whose check the service does not know, from the endpoint's
+/// `/status` (its cached remote view: no API request is forced). Silent when the document
+/// cannot be read: liveness is already answered.
+fn name_missing_checks(endpoint: &crate::status::client::Endpoint) {
+    let Ok(answer) = endpoint.request("GET", "/status", None, std::time::Duration::from_secs(5))
+    else {
+        return;
+    };
+    let Ok(doc) = serde_json::from_str::<crate::status::doc::StatusDoc>(&answer.body) else {
+        return;
+    };
+    for job in doc.jobs {
+        if let Some(missing) = job.missing {
+            eprintln!(
+                "heartbeat-agent: note: job \"{}\": {} (the daemon is healthy: exit 0)",
+                crate::logging::printable(&job.name),
+                crate::logging::printable(&missing.reason)
+            );
         }
     }
 }

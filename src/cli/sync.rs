@@ -1,9 +1,12 @@
 //! `heartbeat-agent sync`: reconcile every bound heartbeat check with the config once, now.
 //!
-//! Per job it prints the difference between the definition the service last accepted and the
-//! desired one (`field: old -> new`), then PUTs unless `--dry-run`. Exit 0 when everything is
-//! in sync (or would be updated, with `--dry-run`), 1 when a PUT failed or was deferred by rate
-//! limiting (one message per job on stderr), 2 for an unknown `--job`, 78 for a bad config.
+//! Per job it reads the check from the service (`GET /v1/checks/{id}`; the last accepted
+//! definition when the service does not serve that route), prints the difference with the
+//! desired one (`field: old -> new`, `old` being the service's value) and the fields edited on
+//! the service (drift), then PUTs unless `--dry-run`. Exit 0 when everything is in sync (or
+//! would be updated, with `--dry-run`), 1 when a PUT failed or was deferred by rate limiting
+//! (one message per job on stderr) or, with `--exit-code`, when anything would change or was
+//! changed (as `git diff --exit-code`), 2 for an unknown `--job`, 78 for a bad config.
 
 use std::io::Write;
 
@@ -32,6 +35,10 @@ pub struct SyncArgs {
     /// Print the result as one JSON document
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 when anything would change (or changed): a difference, drift or a held change,
+    /// as `git diff --exit-code` does
+    #[arg(long)]
+    pub exit_code: bool,
 }
 
 /// Runs `sync`.
@@ -84,6 +91,7 @@ pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
         dry_run: args.dry_run,
         force: args.force,
         job: args.job.clone(),
+        read: true,
         ..SyncOptions::at(Utc::now())
     };
     let mut cache = CadenceCache::default();
@@ -108,7 +116,7 @@ pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
             print_error(message);
         }
     }
-    if report.failed() {
+    if report.failed() || (args.exit_code && report.changes()) {
         exit::FAILURE
     } else {
         exit::OK
@@ -142,6 +150,15 @@ fn render_job(entry: &JobReport) -> String {
         SyncOutcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
     let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);
+    if !entry.drift.is_empty() {
+        out.push_str(&format!(
+            "  edited on the service since the agent's last update (drift): {}\n",
+            entry.drift.join(", ")
+        ));
+    }
+    if let Some(unread) = &entry.unread {
+        out.push_str(&format!("  not read from the service: {unread}\n"));
+    }
     for change in &entry.changes {
         out.push_str(&format!("  {change}\n"));
     }

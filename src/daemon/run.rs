@@ -159,16 +159,23 @@ impl Runner for DaemonRun<'_> {
     }
 
     fn pinged(&mut self, at: DateTime<Utc>, outcome: &PingOutcome) {
-        let (accepted, detail) = match outcome {
-            PingOutcome::Delivered { status, .. } => (true, format!("HTTP {status}")),
+        let (accepted, detail, status) = match outcome {
+            PingOutcome::Delivered { status, .. } => {
+                (true, format!("HTTP {status}"), Some(*status))
+            }
             PingOutcome::Retryable { error, .. } | PingOutcome::Permanent { error, .. } => {
-                (false, error.to_string())
+                let status = match error {
+                    crate::ping::PingError::Status(status) => Some(*status),
+                    _ => None,
+                };
+                (false, error.to_string(), status)
             }
         };
         self.state.record_ping(PingRecord {
             at,
             accepted,
             detail,
+            status,
         });
     }
 

@@ -87,11 +87,29 @@ fn group_table() -> Vec<Field> {
         Field::nullable("localTearDownScript", STR, Value::Null),
         Field::nullable("privateLocations", Kind::Strings, Value::Null),
         Field::nullable("runParallel", Kind::Bool, json!(false)),
-        Field::nullable("alertSettings", Kind::AlertSettings, Value::Null),
+        // The published schema's answer has no `null` here: null and absent both give its
+        // `default`.
+        Field::nullable("alertSettings", Kind::AlertSettings, group_alert_settings()),
         Field::new("retryStrategy", Kind::RetryStrategy, json!("FALLBACK")),
         Field::nullable("useGlobalAlertSettings", Kind::Bool, json!(true)),
         Field::new("doubleCheck", Kind::Bool, json!(false)),
     ]
+}
+
+/// A check group's alert settings when a `PUT` or fixture gives none (or `null`): the
+/// `default` of `CheckGroupAlertSettings` in the published schema (`checkly/docs`
+/// `api-reference/openapi.json`), whose answers never carry `null` there.
+fn group_alert_settings() -> Value {
+    json!({"escalationType": "RUN_BASED", "runBasedEscalation": {"failedRunThreshold": 1},
+        "reminders": {"amount": 0, "interval": 5},
+        "parallelRunFailureThreshold": {"enabled": false, "percentage": 10}})
+}
+
+/// `group` with a `null` `alertSettings` replaced by the default (see [`group_alert_settings`]).
+fn default_alert_settings(group: &mut Map<String, Value>) {
+    if group.get("alertSettings").is_some_and(Value::is_null) {
+        group.insert("alertSettings".into(), group_alert_settings());
+    }
 }
 
 fn error_group_table() -> Vec<Field> {
@@ -295,6 +313,7 @@ impl Store {
             Field::nullable("updated_at", Kind::DateTime, Value::Null),
         ]);
         let mut group = validate::normalize(body, &table, "", false)?;
+        default_alert_settings(&mut group);
         group
             .entry("created_at")
             .or_insert_with(|| json!(date(now)));
@@ -328,6 +347,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let id = int_id("id", id)?;
         let mut group = validate::normalize(body, &group_table(), "", false)?;
+        default_alert_settings(&mut group);
         let old = self.groups.get_mut(&id).ok_or_else(ApiError::not_found)?;
         group.insert("id".into(), json!(id));
         group.insert("created_at".into(), old["created_at"].clone());

@@ -20,7 +20,7 @@ pub(crate) fn readable(operation: Operation, answer: &Value) -> Result<(), Strin
         Operation::GetMaintenance | Operation::UpdateMaintenanceDates => {
             decode::<Maintenance>(answer)
         }
-        Operation::UpdateHeartbeatCheck => decode::<HeartbeatCheck>(answer),
+        Operation::UpdateHeartbeatCheck | Operation::GetCheck => decode::<HeartbeatCheck>(answer),
         Operation::GetHeartbeatEvent => decode::<HeartbeatEventWithStats>(answer),
         Operation::ListHeartbeatEvents => decode::<Vec<HeartbeatEventList>>(answer),
         Operation::GetCheckGroup | Operation::UpdateCheckGroup => decode::<CheckGroup>(answer),

@@ -476,6 +476,10 @@ fn route(
                 check.ok_or_else(ApiError::not_found)?,
             )
         }
+        (Method::GET, ["v1", "checks", id]) => {
+            let check = store.check_json(id, ping_base);
+            (Op::GetCheck, check.ok_or_else(ApiError::not_found)?)
+        }
         (Method::GET, ["v1", "checks", "heartbeats", check, "events"]) => {
             let query = super::checks::EventsQuery::parse(param, now)?;
             let events = store.events_json(check, now, &query);
@@ -527,6 +531,7 @@ fn is_api_path(segments: &[&str]) -> bool {
         segments,
         ["v1", "status-pages", "services"]
             | ["v1", "maintenance-windows", _, "maintenances", _]
+            | ["v1", "checks", _]
             | ["v1", "checks", "heartbeat", _]
             | ["v1", "checks", "heartbeats", _, "events"]
             | ["v1", "checks", "heartbeats", _, "events", _]

@@ -47,4 +47,6 @@ pub(crate) struct PingRecord {
     pub accepted: bool,
     /// What happened, e.g. `HTTP 200` or the error (never the URL).
     pub detail: String,
+    /// The ping host's HTTP status, when it answered (404: the service has no such check).
+    pub status: Option<u16>,
 }

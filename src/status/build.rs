@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 
 use super::doc::{
-    ConfigInfo, EtcdDoc, JobClusterDoc, JobDoc, PausedDoc, PingDoc, ReloadErrorDoc, Remote, RunDoc,
+    ConfigInfo, EtcdDoc, JobClusterDoc, JobDoc, MissingDoc, PausedDoc, PingDoc, ReloadErrorDoc,
+    Remote, RunDoc,
     StatusDoc, SyncDoc,
 };
 use super::metrics::{self, Scrape};
@@ -47,13 +48,9 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             *pending.entry(job).or_default() += 1;
         }
     }
-    let sync = app
-        .sources
-        .sync
-        .get()
-        .map(|s| s.snapshot())
-        .unwrap_or_default();
+    let sync = sync_snapshot(app);
     let pauses = app.context.pauses.current();
+    let gone = app.sources.remote.gone();
     let jobs = config
         .jobs
         .iter()
@@ -62,6 +59,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             doc.paused = pauses.jobs.get(&job.name).map(|p| PausedDoc::of(p, now));
             doc.outbox_pending = pending.get(&job.name).copied().unwrap_or(0);
             doc.sync = sync.get(&job.name).cloned().map(sync_doc);
+            doc.missing = missing(app, job, &doc, &gone);
             doc.remote = match &job.target {
                 PingTarget::Check(id) => {
                     remote
@@ -162,6 +160,7 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         remote: Remote::Unavailable {
             reason: String::new(),
         },
+        missing: None,
         cluster: app.sources.node.as_ref().map(|node| {
             let claims = node.claims().remove(&job.name).unwrap_or_default();
             let (last_ran_on, last_ran_fire) = claims.last_ran_on.unzip();
@@ -194,6 +193,63 @@ fn run_doc(run: &RunRecord) -> RunDoc {
     }
 }
 
+/// Whether the service does not know `job`'s check: the job's last ping answered 404, sync's
+/// `PUT` answered 404 (state `missing`), or the remote view's read of it answered 404 (`gone`).
+/// The first such answer counts: none waits for the remote view's cache.
+fn missing(app: &App, job: &Job, doc: &JobDoc, gone: &BTreeSet<String>) -> Option<MissingDoc> {
+    let PingTarget::Check(id) = &job.target else {
+        return None;
+    };
+    let what = format!(
+        "the service has no check {id} (deleted, or check_id is wrong): recreate it and set \
+         job \"{}\"'s check_id to its id",
+        job.name
+    );
+    let pinged_404 = app
+        .context
+        .view
+        .job(&job.name)
+        .and_then(|state| state.last_ping)
+        .is_some_and(|ping| !ping.accepted && ping.status == Some(404));
+    let by = if pinged_404 {
+        "ping"
+    } else if doc.sync.as_ref().is_some_and(|s| s.state == "missing") {
+        "sync"
+    } else if gone.contains(id) {
+        "remote"
+    } else {
+        return None;
+    };
+    Some(MissingDoc {
+        by: by.to_owned(),
+        reason: what,
+    })
+}
+
+/// Every job's sync status (none when sync does not run).
+fn sync_snapshot(app: &App) -> BTreeMap<String, crate::sync::JobSyncStatus> {
+    app.sources
+        .sync
+        .get()
+        .map(|s| s.snapshot())
+        .unwrap_or_default()
+}
+
+/// The number of bound jobs whose check is missing (see [`missing`]), for the metrics.
+fn missing_checks(app: &App, config: &Config) -> u64 {
+    let gone = app.sources.remote.gone();
+    let sync = sync_snapshot(app);
+    config
+        .jobs
+        .iter()
+        .filter(|job| {
+            let mut doc = job_doc(app, job);
+            doc.sync = sync.get(&job.name).cloned().map(sync_doc);
+            missing(app, job, &doc, &gone).is_some()
+        })
+        .count() as u64
+}
+
 /// A job's sync status, its last error scrubbed (it may quote an API answer).
 fn sync_doc(status: crate::sync::JobSyncStatus) -> SyncDoc {
     let mut doc = SyncDoc::from(status);
@@ -224,6 +280,8 @@ pub(crate) fn metrics(app: &App) -> String {
         outbox_depth: outbox.depth().unwrap_or(0),
         outbox: outbox.stats(),
         sync: app.sync_counts(),
+        sync_drift: app.sync_drift(),
+        checks_missing: missing_checks(app, &config),
         paused: {
             let now = Utc::now();
             app.context

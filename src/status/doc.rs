@@ -150,10 +150,25 @@ pub(crate) struct JobDoc {
     pub sync: Option<SyncDoc>,
     /// What the service thinks of the check.
     pub remote: Remote,
+    /// The service does not know the check (deleted, or a wrong `check_id`): set at the first
+    /// 404 for it, from a ping, sync's `PUT` or read, or the remote view; absent otherwise (and
+    /// from older daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<MissingDoc>,
     /// In a `[cluster]`: where the job last ran and its claims; absent when the agent runs
     /// alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<JobClusterDoc>,
+}
+
+/// Why a job's check counts as missing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct MissingDoc {
+    /// Which answer said so: `ping` (the ping host answered 404 to the job's last ping), `sync`
+    /// (a `PUT` answered 404) or `remote` (the remote view's read answered 404).
+    pub by: String,
+    /// What to do, naming the check.
+    pub reason: String,
 }
 
 /// A job's pause (`<state_dir>/pause.json`).
@@ -309,6 +324,10 @@ pub(crate) struct SyncDoc {
     pub last_attempt: Option<DateTime<Utc>>,
     /// When the service last had the desired definition.
     pub last_success: Option<DateTime<Utc>>,
+    /// The fields edited on the service (drift) not repaired yet; empty when none (absent from
+    /// older daemons).
+    #[serde(default)]
+    pub drift: Vec<String>,
 }
 
 impl From<crate::sync::JobSyncStatus> for SyncDoc {
@@ -319,6 +338,7 @@ impl From<crate::sync::JobSyncStatus> for SyncDoc {
             last_error: s.last_error,
             last_attempt: s.last_attempt,
             last_success: s.last_success,
+            drift: s.drift,
         }
     }
 }

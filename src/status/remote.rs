@@ -13,7 +13,9 @@
 //! again over the last 365 days (the longest heartbeat period), and only an empty answer to
 //! that is reported as never pinged. A daily job pinged 30 hours ago shows its last event.
 //!
-//! Failures are data: an API that is down makes the view `unavailable` with the reason.
+//! Failures are data: an API that is down makes the view `unavailable` with the reason. A check
+//! whose events the service answers 404 for is remembered as gone ([`RemoteView::gone`]) until a
+//! later fetch finds it, so `/status` and `/metrics` call it missing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -69,6 +71,9 @@ struct View {
 pub(crate) struct RemoteView {
     client: Option<ApiClient>,
     cache: Arc<Mutex<Option<Fetched>>>,
+    /// The check ids the last fetch found gone (their events answered 404), readable without
+    /// waiting for a fetch (the metrics).
+    gone: Arc<std::sync::Mutex<BTreeSet<String>>>,
 }
 
 impl RemoteView {
@@ -77,7 +82,13 @@ impl RemoteView {
         RemoteView {
             client,
             cache: Arc::new(Mutex::new(None)),
+            gone: Arc::default(),
         }
+    }
+
+    /// The check ids the last fetch found gone.
+    pub(crate) fn gone(&self) -> BTreeSet<String> {
+        self.gone.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The view of each of `ids` by check id: from the cache when it covers them and is
@@ -113,6 +124,14 @@ impl RemoteView {
                     FETCH_LIMIT.as_secs()
                 )),
             };
+            if let Ok(view) = &result {
+                *self.gone.lock().unwrap_or_else(|e| e.into_inner()) = view
+                    .heartbeats
+                    .iter()
+                    .filter(|(_, h)| matches!(h, Heartbeat::Unavailable { reason } if reason.starts_with(GONE)))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+            }
             *cache = Some(Fetched {
                 at: Instant::now(),
                 ids: ids.clone(),
@@ -176,6 +195,9 @@ async fn fetch(client: &ApiClient, ids: &BTreeSet<String>) -> Result<View, Strin
     })
 }
 
+/// How the reason of a check the service answered 404 for begins.
+const GONE: &str = "the service has no heartbeat check";
+
 /// How far back a check with no event in the last day is searched before it counts as never
 /// pinged: the longest heartbeat period the service accepts.
 const NEVER_PINGED_WINDOW_DAYS: i64 = 365;
@@ -189,9 +211,7 @@ async fn heartbeat(client: &ApiClient, id: &str) -> Heartbeat {
         let window = EventsWindow::newest_since(now - chrono::Duration::days(days));
         let lists = match client.list_heartbeat_events(id, &window).await {
             Ok(lists) => lists,
-            Err(err) if err.is_not_found() => {
-                return unavailable(format!("the service has no heartbeat check {id}"))
-            }
+            Err(err) if err.is_not_found() => return unavailable(format!("{GONE} {id}")),
             Err(err) => return unavailable(format!("cannot read the events of check {id}: {err}")),
         };
         found = lists

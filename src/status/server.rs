@@ -150,6 +150,17 @@ impl App {
     }
 
     /// Jobs per sync state, for metrics.
+    /// Passes that found drift, by job, when sync runs.
+    pub(crate) fn sync_drift(&self) -> Option<BTreeMap<String, u64>> {
+        let sync = self.sources.sync.get()?;
+        Some(
+            sync.snapshot()
+                .into_iter()
+                .map(|(job, status)| (job, status.drift_found))
+                .collect(),
+        )
+    }
+
     pub(crate) fn sync_counts(&self) -> Option<BTreeMap<&'static str, u64>> {
         let sync = self.sources.sync.get()?;
         let mut counts = BTreeMap::new();

@@ -165,7 +165,11 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
         Some(_) => ("failed".to_owned(), Tone::Bad),
     };
     let sync = match &job.sync {
+        _ if job.missing.is_some() => ("check missing".to_owned(), Tone::Bad),
         None => ("-".to_owned(), Tone::Plain),
+        Some(s) if !s.drift.is_empty() && s.state != "missing" => {
+            (format!("drift: {}", s.drift.join(", ")), Tone::Warn)
+        }
         Some(s) => match s.state.as_str() {
             "in_sync" => ("in sync".to_owned(), Tone::Good),
             "failed" => ("failed".to_owned(), Tone::Bad),
@@ -179,7 +183,10 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
         last,
         ping,
         sync,
-        remote(&job.remote, job.check_id.is_some()),
+        match &job.missing {
+            Some(_) => ("MISSING on the service".to_owned(), Tone::Bad),
+            None => remote(&job.remote, job.check_id.is_some()),
+        },
     ]
 }
 

@@ -4,6 +4,7 @@
 //! - `period`: a check's period and grace from the job and its schedule's cadence, within the
 //!   service's limits (pure functions of `now`);
 //! - `desired`: the complete PUT body and the difference between two definitions;
+//! - `drift`: the check as the service has it (`GET /v1/checks/{id}`), and what was edited there;
 //! - `state`: what the service last accepted, persisted per job in the state directory;
 //! - `timer`: when a period change or re-activation (which restarts the service's timer) may
 //!   be sent: only right after an accepted ping of the check;
@@ -12,6 +13,7 @@
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
 
 pub mod desired;
+pub mod drift;
 pub mod pace;
 pub mod period;
 pub mod reconcile;

@@ -1,6 +1,11 @@
-//! One reconciliation pass: for every bound check, the desired definition against the one the
-//! service last accepted; a PUT only where they differ (or with `force`, or when the daemon
-//! re-asserts the check: `reassert`), the answer persisted. A change that would restart the
+//! One reconciliation pass: for every bound check, the desired definition against what the
+//! service has: read with `GET /v1/checks/{id}` when the pass reads (`read`: `heartbeat-agent
+//! sync`; the daemon's re-assertions), else the one it last accepted (the local record); a PUT
+//! only where they differ (or with `force`, or when the daemon re-asserts a check it cannot
+//! read: `reassert`), the answer persisted. A field whose value on the service differs from the
+//! one it last accepted was edited elsewhere: it is reported as drift ([`super::drift`]) and
+//! repaired like any change (a period or activation only right after an accepted ping). A read
+//! answered 404 is settled by the `PUT`: answered 404 too, the check is gone. A change that would restart the
 //! service's timer waits for the job's next accepted ping ([`super::timer`]). A PUT answered 404
 //! means the check is gone (deleted, or a wrong `check_id`): [`SyncOutcome::Missing`], which
 //! names the job and check and is not retried by the pass (the daemon holds it until the next
@@ -25,6 +30,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::desired::{deactivated, desired, diff, Change, Definition};
+use super::drift::{self, Seen};
 use super::pace::Pacer;
 use super::period::timing;
 use super::state::{self, CheckRecord, LearnedUrls};
@@ -50,6 +56,10 @@ pub struct SyncOptions {
     /// Jobs left out of this pass (the daemon's: a check the service answered 404 for, until
     /// its next re-assertion).
     pub hold: BTreeSet<String>,
+    /// Read every check from the service first (`GET /v1/checks/{id}`) and compare the config
+    /// with what it has, not with the local record (`heartbeat-agent sync`; the daemon reads
+    /// the checks it re-asserts).
+    pub read: bool,
 }
 
 impl SyncOptions {
@@ -62,6 +72,7 @@ impl SyncOptions {
             now,
             reassert: BTreeSet::new(),
             hold: BTreeSet::new(),
+            read: false,
         }
     }
 }
@@ -116,6 +127,15 @@ pub struct JobReport {
     /// ping (`super::timer`); not in the JSON when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<Change>,
+    /// The fields edited on the service since it last accepted this agent's definition (read
+    /// with `GET /v1/checks/{id}`); each is also an entry of `changes` or `held`, whose `old` is
+    /// the service's value. Not in the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<String>,
+    /// Why the check could not be read from the service, when the pass tried (the local record
+    /// was compared instead); not in the JSON when it was read or not asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unread: Option<String>,
     /// What happened.
     #[serde(flatten)]
     pub outcome: SyncOutcome,
@@ -140,6 +160,16 @@ impl SyncReport {
                 j.outcome,
                 SyncOutcome::Failed(_) | SyncOutcome::Deferred(_) | SyncOutcome::Missing(_)
             )
+        })
+    }
+
+    /// Whether anything would change or was changed: a PUT sent or due, or a change held
+    /// (`sync --exit-code`).
+    pub fn changes(&self) -> bool {
+        self.jobs.iter().any(|j| {
+            !j.changes.is_empty()
+                || !j.held.is_empty()
+                || matches!(j.outcome, SyncOutcome::Updated | SyncOutcome::WouldUpdate)
         })
     }
 
@@ -248,11 +278,33 @@ pub async fn sync_paced(
         if pauses.in_force(&job.name, opts.now).is_some() {
             definition.body.activated = Some(false);
         }
+        let service = pass
+            .service(&job.name, check_id, known.as_ref(), &definition, &halted)
+            .await;
+        // What the service has now is what it holds: later passes that do not read compare
+        // with it too, so a held drifted period goes out after the next accepted ping.
+        let known = match (
+            &service.definition,
+            service.drift.is_empty() || opts.dry_run,
+        ) {
+            (Some(remote), false) => {
+                let remembered = state::update(state_dir, &job.name, check_id, |s| {
+                    s.accepted = Some(remote.clone());
+                });
+                remembered.ok().or(known)
+            }
+            _ => known,
+        };
+        // The timer rule weighs the period and activation the service has now.
+        let seen = service.definition.clone().map(|remote| CheckRecord {
+            accepted: Some(remote),
+            ..known.clone().unwrap_or_default()
+        });
         // The end of a pause is an explicit act: its re-activation is not held (crate::pause).
         let (definition, held) = if ending {
             (definition, Vec::new())
         } else {
-            timer::hold(job, known.as_ref(), definition, opts.now)
+            timer::hold(job, seen.as_ref().or(known.as_ref()), definition, opts.now)
         };
         let entry = pass
             .reconcile_one(
@@ -261,6 +313,7 @@ pub async fn sync_paced(
                 known,
                 (definition, held),
                 Action::Update,
+                service,
                 &mut halted,
             )
             .await;
@@ -290,6 +343,7 @@ pub async fn sync_paced(
             Some(known),
             (definition, Vec::new()),
             Action::Deactivate,
+            Service::default(),
             &mut halted,
         );
         report.jobs.push(entry.await);
@@ -306,6 +360,20 @@ enum Halt {
     Unreachable(String),
 }
 
+/// What a pass learned of a check on the service before comparing.
+#[derive(Debug, Default)]
+struct Service {
+    /// The service's definition (read now), compared instead of the local record.
+    definition: Option<Definition>,
+    /// The fields edited on the service since it accepted this agent's definition.
+    drift: Vec<String>,
+    /// The read was answered 404: only a `PUT` tells a deleted check from a service without the
+    /// route, so one is sent whatever the comparison says.
+    must_put: bool,
+    /// Why the check could not be read, when the pass tried.
+    unread: Option<String>,
+}
+
 /// What every job of a pass shares.
 struct Pass<'a> {
     client: &'a ApiClient,
@@ -316,7 +384,67 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// Reads `check_id` from the service when this pass reads it (and a definition was
+    /// accepted before: the first `PUT` goes anyway), and lays it over `desired`.
+    async fn service(
+        &self,
+        job: &str,
+        check_id: &str,
+        known: Option<&CheckRecord>,
+        desired: &Definition,
+        halted: &Option<Halt>,
+    ) -> Service {
+        let Some(accepted) = known.and_then(|k| k.accepted.as_ref()) else {
+            return Service::default();
+        };
+        let reading = self.opts.read || self.opts.reassert.contains(job);
+        if !reading || halted.is_some() {
+            return Service::default();
+        }
+        match drift::read(self.client, check_id).await {
+            Seen::Read(check) => match drift::remote_definition(desired, accepted, &check) {
+                Some(remote) => Service {
+                    drift: drift::drifted(accepted, &remote),
+                    definition: Some(remote),
+                    ..Service::default()
+                },
+                None => Service {
+                    unread: Some(format!(
+                        "check {check_id}: the service's answer does not fit a heartbeat check"
+                    )),
+                    ..Service::default()
+                },
+            },
+            Seen::NotServed => Service {
+                unread: Some(
+                    "the service does not serve GET /v1/checks/{id} (405): compared with the \
+                     last accepted definition"
+                        .to_owned(),
+                ),
+                ..Service::default()
+            },
+            Seen::NotFound => Service {
+                must_put: !self.opts.dry_run,
+                unread: Some(format!(
+                    "GET /v1/checks/{check_id} answered 404: the check was deleted, or the \
+                     service does not serve that route{}",
+                    if self.opts.dry_run {
+                        " (a sync without --dry-run tells which, by its PUT)"
+                    } else {
+                        ""
+                    }
+                )),
+                ..Service::default()
+            },
+            Seen::Failed(message) => Service {
+                unread: Some(message),
+                ..Service::default()
+            },
+        }
+    }
+
     /// Compares, PUTs when needed (and allowed), persists the answer.
+    #[allow(clippy::too_many_arguments)]
     async fn reconcile_one(
         &self,
         job: &str,
@@ -324,16 +452,19 @@ impl Pass<'_> {
         known: Option<CheckRecord>,
         (definition, held): (Definition, Vec<Change>),
         action: Action,
+        service: Service,
         halted: &mut Option<Halt>,
     ) -> JobReport {
         let accepted = known.as_ref().and_then(|s| s.accepted.as_ref());
-        let changes = diff(accepted, &definition);
+        let changes = diff(service.definition.as_ref().or(accepted), &definition);
         let paced = self
             .pacer
             .map_or(Duration::ZERO, |p| p.delay(Instant::now()));
         let mut rate_limited = false;
-        let reassert = self.opts.reassert.contains(job);
-        let outcome = if changes.is_empty() && !self.opts.force && !reassert {
+        // A check read from the service is compared, not re-asserted blindly.
+        let reassert = self.opts.reassert.contains(job) && service.definition.is_none();
+        let send = self.opts.force || reassert || service.must_put;
+        let outcome = if changes.is_empty() && !send {
             if held.is_empty() {
                 SyncOutcome::InSync
             } else {
@@ -387,6 +518,8 @@ impl Pass<'_> {
             action,
             changes,
             held,
+            drift: service.drift,
+            unread: service.unread,
             outcome,
             rate_limited,
         }

@@ -6,15 +6,19 @@
 //! pass ends. Per-job status is kept for the status endpoint, which may also ask for a pass
 //! ([`SyncStatus::request_pass`]: `pause` and `resume`).
 //!
-//! Re-assertion: the API has no `GET` for a heartbeat check, so a check edited in the web UI or
-//! deleted would go unnoticed while the local record says "in sync". Each bound check's
-//! definition is therefore sent whatever the record says, once soon after start (at a random
+//! Re-assertion: a check edited in the web UI or deleted would go unnoticed while the local
+//! record says "in sync". Each bound check is therefore re-asserted once soon after start (at a random
 //! point of the first [`REASSERT_START_SPREAD`], or of `reassert_interval` when that is
 //! shorter) and then every `reassert_interval` plus a random tenth of it, per check: a fleet
 //! restarted together spreads its PUTs instead of sending them at once (1000 checks over 10
-//! minutes is 100 per minute, far under the shared 600 per 60 s). A check the service answers
-//! 404 for is `missing`: it is held (no PUT) until its next re-assertion or a reload, never
-//! retried in a loop.
+//! minutes is 100 per minute, far under the shared 600 per 60 s). A re-assertion reads the check
+//! first (`GET /v1/checks/{id}`, [`super::drift`]) and sends only what differs, so nothing is
+//! sent when nothing was edited; a field edited on the service is drift: logged as a warning
+//! naming the job, check and fields, counted (`heartbeat_agent_sync_drift_total{job}`) and shown
+//! in the job's status until repaired. Against a service that does not serve the read, the
+//! definition is sent whatever the record says. A check the service answers 404 for is
+//! `missing`: it is held (no PUT) until its next re-assertion or a reload, never retried in a
+//! loop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -77,6 +81,10 @@ pub struct JobSyncStatus {
     pub last_attempt: Option<DateTime<Utc>>,
     /// When the service last had the desired definition.
     pub last_success: Option<DateTime<Utc>>,
+    /// The fields edited on the service (drift) that are not repaired yet.
+    pub drift: Vec<String>,
+    /// How many passes found drift since the daemon started.
+    pub drift_found: u64,
 }
 
 /// Per-job sync status shared between the sync task and readers (the status endpoint).
@@ -122,6 +130,8 @@ impl SyncStatus {
                     last_error: None,
                     last_attempt: None,
                     last_success: None,
+                    drift: Vec::new(),
+                    drift_found: 0,
                 });
                 status.check_id.clone_from(id);
                 // A reload retries a missing check once (its check_id may have been fixed).
@@ -143,8 +153,29 @@ impl SyncStatus {
                 last_error: None,
                 last_attempt: None,
                 last_success: None,
+                drift: Vec::new(),
+                drift_found: 0,
             });
             status.last_attempt = Some(now);
+            if !entry.drift.is_empty() {
+                tracing::warn!(
+                    job = %entry.job,
+                    check = %entry.check_id,
+                    fields = %entry.drift.join(", "),
+                    "the check was edited on the service (drift); the config's values are sent \
+                     back (a period or activation right after the job's next accepted ping)"
+                );
+                status.drift_found += 1;
+                status.drift.clone_from(&entry.drift);
+            }
+            // Drift is repaired once nothing of it is held any more.
+            let unrepaired = |field: &String| entry.held.iter().any(|c| &c.field == field);
+            match &entry.outcome {
+                SyncOutcome::InSync | SyncOutcome::Updated | SyncOutcome::Held => {
+                    status.drift.retain(unrepaired);
+                }
+                _ => {}
+            }
             match &entry.outcome {
                 SyncOutcome::Failed(message) => {
                     status.state = SyncState::Failed;

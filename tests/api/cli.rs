@@ -191,6 +191,29 @@ fn usage_errors_exit_2_with_a_message() {
     );
 }
 
+/// `api heartbeat get` reads the check (`GET /v1/checks/{id}`), its ping secrets redacted
+/// unless `--show-secrets`.
+#[test]
+fn heartbeat_get_reads_the_check_with_its_secrets_redacted() {
+    let server = FakeServer::scripted(|request, _| canned(request));
+    let output = api(&server, &["heartbeat", "get", "hb-1"], "");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let shown = stdout_json(&output);
+    assert_eq!(shown["name"], "backup");
+    assert_eq!(shown["heartbeat"]["pingToken"], "[redacted]");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("/tok"));
+    let output = api(&server, &["heartbeat", "get", "hb-1", "--show-secrets"], "");
+    assert_eq!(
+        stdout_json(&output)["heartbeat"]["pingUrl"],
+        "http://ping.invalid/tok"
+    );
+    let seen = server.requests();
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path()),
+        ("GET", "/v1/checks/hb-1")
+    );
+}
+
 #[test]
 fn heartbeat_update_sends_the_body_from_stdin_and_the_query() {
     let server = FakeServer::scripted(|request, _| canned(request));

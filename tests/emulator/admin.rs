@@ -231,6 +231,8 @@ async fn answers_match_the_openapi_document() {
             "/v1/checks/heartbeat/nope".into(),
             Some(heartbeat_body(1, "days")),
         ),
+        ("GET", format!("/v1/checks/{CHECK}"), None),
+        ("GET", "/v1/checks/nope".into(), None),
         (
             "GET",
             format!("/v1/checks/heartbeats/{CHECK}/events/{event_id}"),
@@ -250,6 +252,12 @@ async fn answers_match_the_openapi_document() {
             "/v2/check-groups/42".into(),
             Some(json!({"concurrency": 1})),
         ),
+        (
+            "PUT",
+            "/v2/check-groups/42".into(),
+            Some(json!({"name": "g", "alertSettings": null})),
+        ),
+        ("GET", "/v1/check-groups/42".into(), None),
         ("GET", "/v1/check-statuses".into(), None),
         (
             "GET",

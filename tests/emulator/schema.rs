@@ -1,6 +1,6 @@
 //! A small structural checker for the subset of OpenAPI 3 / JSON Schema the emulator's document
 //! uses: `$ref`, `type`, `required`, `properties`, `items`, `enum`, `nullable`, `oneOf`,
-//! `allOf`.
+//! `allOf`, and the string `format`s `date` (`YYYY-MM-DD`) and `date-time` (RFC 3339).
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -133,6 +133,16 @@ impl Checker {
         };
         if !fits {
             return Err(format!("{at}: {value} is not of type {}", schema["type"]));
+        }
+        if let (Some(text), Some(format)) = (value.as_str(), schema["format"].as_str()) {
+            let fits = match format {
+                "date" => chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok(),
+                "date-time" => chrono::DateTime::parse_from_rfc3339(text).is_ok(),
+                _ => true,
+            };
+            if !fits {
+                return Err(format!("{at}: {value} is not a {format}"));
+            }
         }
         if let Some(object) = value.as_object() {
             for name in schema["required"].as_array().into_iter().flatten() {

@@ -1,7 +1,8 @@
 //! The shapes the service takes and answers, as its published schema and official clients show
 //! them: read-only fields ignored, UUID ping tokens, the incident trigger's required severity,
 //! alert settings from the published value sets, the events list's `limit` and time window, and
-//! the documented bot list.
+//! the documented bot list; and where the published schema differs from the seed spec (a
+//! group's `alertSettings` never `null`, a check's `created_at` a date-time).
 
 use super::*;
 
@@ -259,4 +260,49 @@ async fn only_the_documented_bots_are_ignored() {
     let path = format!("/v1/checks/heartbeats/{CHECK}/events");
     let events = api.call("GET", &path, None).await.1;
     assert_eq!(events[0]["events"].as_array().map(Vec::len), Some(3));
+}
+
+/// Where the published schema differs from the seed spec, answers follow the published one: a
+/// group `PUT` with `alertSettings: null` is read back with the schema's default settings (its
+/// answers never hold `null` there), a heartbeat check's `created_at` is a date-time in the
+/// `PUT` answer and the check read (`GET /v1/checks/{id}`), a check status's a date.
+#[tokio::test]
+async fn answers_follow_the_published_schema_where_the_seed_spec_differs() {
+    let api = start().await;
+    let body = json!({"name": "g", "alertSettings": null});
+    let (status, put) = api.call("PUT", "/v2/check-groups/42", Some(body)).await;
+    assert_eq!(status, 200, "{put}");
+    let (status, group) = api.call("GET", "/v1/check-groups/42", None).await;
+    assert_eq!(status, 200, "{group}");
+    for answer in [&put, &group] {
+        assert_eq!(
+            answer["alertSettings"],
+            json!({"escalationType": "RUN_BASED", "runBasedEscalation": {"failedRunThreshold": 1},
+                   "reminders": {"amount": 0, "interval": 5},
+                   "parallelRunFailureThreshold": {"enabled": false, "percentage": 10}}),
+            "{answer}"
+        );
+    }
+    let (status, put) = api
+        .call("PUT", &check_path(), Some(heartbeat_body(1, "days")))
+        .await;
+    assert_eq!(status, 200, "{put}");
+    let (status, read) = api.call("GET", &format!("/v1/checks/{CHECK}"), None).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read, put, "the read answers the check the PUT answered");
+    let created = put["created_at"].as_str().expect("created_at");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(created).is_ok(),
+        "created_at {created:?} is not a date-time"
+    );
+    let (_, statuses) = api.call("GET", "/v1/check-statuses", None).await;
+    let status_of = statuses
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["checkId"] == CHECK)
+        .expect("the check's status");
+    assert_eq!(status_of["created_at"], created[..10], "{status_of}");
+    let (status, missing) = api.call("GET", "/v1/checks/nope", None).await;
+    assert_eq!((status, &missing["error"]), (404, &json!("Not Found")));
 }

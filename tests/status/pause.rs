@@ -354,16 +354,20 @@ fn through_the_daemon_a_pause_survives_a_restart_stops_jobs_and_ends_at_its_dead
             (job(&doc, "tick")["sync"]["state"] == "in_sync").then_some(())
         },
     );
-    let puts_c1 = || {
+    // A re-assertion reads the check (and sends nothing when nothing differs).
+    let reassertions_c1 = || {
         emulator
             .requests()
             .iter()
-            .filter(|r| r.method == "PUT" && r.path.ends_with("/heartbeat/c1"))
+            .filter(|r| {
+                (r.method == "PUT" && r.path.ends_with("/heartbeat/c1"))
+                    || (r.method == "GET" && r.path == "/v1/checks/c1")
+            })
             .count()
     };
-    let before = puts_c1();
+    let before = reassertions_c1();
     daemon.until("two re-assertions of c1", Duration::from_secs(10), || {
-        (puts_c1() >= before + 2).then_some(())
+        (reassertions_c1() >= before + 2).then_some(())
     });
     assert!(
         !activated(&emulator, "c3") && !activated(&emulator, "c1"),

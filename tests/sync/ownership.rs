@@ -1,13 +1,12 @@
 //! Sync owns exactly what the config sets: fields the config never set are not sent (a mute
-//! made in the web UI stays), a field removed from the config is cleared once; and the daemon's
-//! re-assertion: each check's definition is sent whatever the local record says (an edit made
-//! elsewhere is repaired), a deleted check is `missing`, named, and not retried in a loop.
+//! made in the web UI stays), a field removed from the config is cleared once; and a deleted
+//! check is `missing`, named, and not retried in a loop (edits made elsewhere: `drift`).
 
 use super::*;
 
 const SERVICE: &str = "123e4567-e89b-12d3-a456-426614174000";
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -15,7 +14,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// A PUT as someone editing the check in the web UI would make it.
-fn edit_elsewhere(setup: &Setup, id: &str, body: Value) {
+pub(super) fn edit_elsewhere(setup: &Setup, id: &str, body: Value) {
     let runtime = runtime();
     let url = format!("{}/v1/checks/heartbeat/{id}", setup.emulator.base_url());
     let status = runtime.block_on(async {
@@ -99,7 +98,7 @@ fn sync_sends_only_what_the_config_sets_and_clears_what_it_no_longer_sets() {
     assert_eq!(check["description"], "set by hand");
 }
 
-fn reconciler(setup: &Setup, reassert: Duration) -> sync::Reconciler {
+pub(super) fn reconciler(setup: &Setup, reassert: Duration) -> sync::Reconciler {
     let client = client(setup, RetryPolicy::none());
     sync::Reconciler::new(Arc::new(load(setup)), client, setup.state_dir()).with_timing(
         sync::task::TaskTiming {
@@ -113,57 +112,9 @@ fn reconciler(setup: &Setup, reassert: Duration) -> sync::Reconciler {
     )
 }
 
-fn puts_to(setup: &Setup, id: &str) -> usize {
+pub(super) fn puts_to(setup: &Setup, id: &str) -> usize {
     let path = format!("/v1/checks/heartbeat/{id}");
     setup.puts().iter().filter(|(p, _, _)| *p == path).count()
-}
-
-#[test]
-fn the_daemon_reasserts_each_definition_and_repairs_an_edit_made_elsewhere() {
-    let setup = Setup::new(&["c1"]);
-    setup.write_config(&job(
-        "backup",
-        "0 3 * * *",
-        "c1",
-        "[jobs.check]\ngrace = \"2h\"\n",
-    ));
-    // In sync before the daemon starts: the local record matches the service.
-    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
-    edit_elsewhere(
-        &setup,
-        "c1",
-        json!({"heartbeat": {"period": 7, "periodUnit": "days", "grace": 1,
-                             "graceUnit": "minutes"}}),
-    );
-    let runtime = runtime();
-    let reconciler = reconciler(&setup, Duration::from_millis(400));
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let task = runtime.spawn(reconciler.clone().run(cancel.clone()));
-    runtime.block_on(util::eventually_async(
-        Duration::from_secs(10),
-        "the edit repaired",
-        || {
-            let check = setup.emulator.heartbeat_check("c1").unwrap();
-            match check["heartbeat"]["period"].as_u64() {
-                Some(1) => Ok(()),
-                other => Err(format!("period {other:?}")),
-            }
-        },
-    ));
-    let check = setup.emulator.heartbeat_check("c1").unwrap();
-    assert_eq!(check["heartbeat"]["grace"], 2);
-    assert_eq!(check["heartbeat"]["graceUnit"], "hours");
-    // Then once per interval (400 ms plus up to a tenth), not more: 1.5 s holds 2 to 5.
-    let before = puts_to(&setup, "c1");
-    runtime.block_on(async { tokio::time::sleep(Duration::from_millis(1500)).await });
-    let reasserted = puts_to(&setup, "c1") - before;
-    assert!((2..=5).contains(&reasserted), "{reasserted} re-assertions");
-    assert_eq!(
-        reconciler.status().get("backup").unwrap().state,
-        sync::SyncState::InSync
-    );
-    cancel.cancel();
-    runtime.block_on(task).unwrap();
 }
 
 #[test]

@@ -52,7 +52,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::server::ApiError;
-use super::state::{date, timestamp, uuid, Event, HeartbeatCheck, Store};
+use super::state::{timestamp, uuid, Event, HeartbeatCheck, Store};
 use super::validate::{self, default_heartbeat, Field, Kind, Unknown, INT, NON_EMPTY, STR};
 use crate::api::model::{HeartbeatStats, PeriodStats, SuccessRatio};
 
@@ -147,10 +147,26 @@ fn fixture_table() -> Vec<Field> {
     table.extend([
         Field::optional("id", NON_EMPTY),
         Field::nullable("alertChannels", Kind::AlertChannels, Value::Null),
-        Field::optional("created_at", Kind::Date),
+        Field::optional("created_at", Kind::DateTime),
         Field::nullable("updated_at", Kind::DateTime, Value::Null),
     ]);
     table
+}
+
+/// A fixture's `created_at` as the check's answers carry it: a date-time, as the published
+/// schema types it (`ChecksV1HeartbeatCheck`, `format: date-time`); a fixture may give a date
+/// (`YYYY-MM-DD`), which stands for its midnight UTC.
+fn created_at_as_time(body: &Map<String, Value>) -> Map<String, Value> {
+    let mut body = body.clone();
+    if let Some(created) = body.get_mut("created_at") {
+        let date = created
+            .as_str()
+            .and_then(|text| chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok());
+        if let Some(date) = date {
+            *created = json!(timestamp(date.and_time(chrono::NaiveTime::MIN).and_utc()));
+        }
+    }
+    body
 }
 
 impl Store {
@@ -160,7 +176,8 @@ impl Store {
         body: &Map<String, Value>,
         now: DateTime<Utc>,
     ) -> Result<String, ApiError> {
-        let mut object = validate::normalize(body, &fixture_table(), "", false)?;
+        let body = created_at_as_time(body);
+        let mut object = validate::normalize(&body, &fixture_table(), "", false)?;
         let id = match object.get("id").and_then(Value::as_str) {
             Some(id) => id.to_owned(),
             None => uuid(),
@@ -172,7 +189,7 @@ impl Store {
         object.insert("checkType".into(), json!("HEARTBEAT"));
         object
             .entry("created_at")
-            .or_insert_with(|| json!(date(now)));
+            .or_insert_with(|| json!(timestamp(now)));
         let token = self.claim_token(&id, &mut object)?;
         self.tokens.insert(token, id.clone());
         let check = HeartbeatCheck {
@@ -399,7 +416,11 @@ impl Store {
                     "lastRunLocation": null,
                     "lastCheckRunId": check.events.last().map(|e| e.id.clone()),
                     "sslDaysRemaining": null,
-                    "created_at": field("created_at"),
+                    // A check status's `created_at` is a date (the check's is a date-time).
+                    "created_at": field("created_at")
+                        .as_str()
+                        .and_then(|time| time.get(..10))
+                        .map_or(Value::Null, |day| json!(day)),
                     "updated_at": field("updated_at"),
                 })
             })

@@ -127,6 +127,10 @@ pub(crate) struct Scrape<'a> {
     pub outbox: Stats,
     /// Jobs per sync state (`in_sync`, `pending`, `failed`, `missing`), when sync runs.
     pub sync: Option<BTreeMap<&'static str, u64>>,
+    /// Sync passes that found the check edited on the service (drift), by job, when sync runs.
+    pub sync_drift: Option<BTreeMap<String, u64>>,
+    /// Bound jobs whose check the service does not know (`missing` in `/status`).
+    pub checks_missing: u64,
     /// The pauses in force now, by job: their deadline (`None`: until `resume`).
     pub paused: BTreeMap<String, Option<DateTime<Utc>>>,
     /// In a cluster: this agent's role and the leader.
@@ -168,6 +172,30 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
         }
     }
+    if let Some(drift) = &scrape.sync_drift {
+        out.family(
+            "heartbeat_agent_sync_drift_total",
+            "counter",
+            "Sync passes that found the job's check edited on the service (drift).",
+        );
+        for (job, n) in drift {
+            out.sample(
+                "heartbeat_agent_sync_drift_total",
+                &[("job", job.as_str())],
+                *n as f64,
+            );
+        }
+    }
+    out.family(
+        "heartbeat_agent_checks_missing",
+        "gauge",
+        "Bound jobs whose check the service does not know (a 404 to a ping, a PUT or a read).",
+    );
+    out.sample(
+        "heartbeat_agent_checks_missing",
+        &[],
+        scrape.checks_missing as f64,
+    );
     if let Some(cluster) = &scrape.cluster {
         cluster::role_families(&mut out, cluster);
     }
@@ -512,6 +540,8 @@ mod tests {
             outbox_depth: 0,
             outbox: Stats::default(),
             sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
+            sync_drift: Some(BTreeMap::from([("backup".to_owned(), 3)])),
+            checks_missing: 1,
             paused: BTreeMap::new(),
             cluster: None,
             node: None,
@@ -519,6 +549,8 @@ mod tests {
         let text = render(&RunMetrics::default(), &scrape);
         for line in [
             "heartbeat_agent_sync_jobs{state=\"in_sync\"} 2",
+            "heartbeat_agent_sync_drift_total{job=\"backup\"} 3",
+            "heartbeat_agent_checks_missing 1",
             "heartbeat_agent_sync_jobs{state=\"failed\"} 0",
             "heartbeat_agent_sync_jobs{state=\"missing\"} 1",
         ] {
