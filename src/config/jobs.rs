@@ -32,6 +32,7 @@ pub(super) struct Settings {
     enabled: Option<bool>,
     catch_up: Option<bool>,
     output_tail: Option<usize>,
+    history: Option<usize>,
     shell_program: Option<PathBuf>,
     retries: super::retries::RetrySettings,
 }
@@ -82,6 +83,7 @@ pub(super) fn settings(check: &mut Checker, context: &str, raw: &RawSettings) ->
         output_tail: check
             .bytes(at("output_tail"), &raw.output_tail)
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        history: super::validate::history_count(check, at("history"), &raw.history),
         shell_program: check
             .non_empty(at("shell_program"), &raw.shell_program)
             .map(PathBuf::from),
@@ -256,6 +258,7 @@ pub(super) fn job(
         enabled: merged.enabled.unwrap_or(true),
         catch_up: merged.catch_up.unwrap_or(false),
         output_tail,
+        history: merged.history.unwrap_or(agent.history),
         retries,
         target: target?,
         check: check_settings?,
@@ -564,6 +567,7 @@ fn merge(own: Settings, defaults: &Settings) -> Settings {
         enabled: own.enabled.or(d.enabled),
         catch_up: own.catch_up.or(d.catch_up),
         output_tail: own.output_tail.or(d.output_tail),
+        history: own.history.or(d.history),
         shell_program: own.shell_program.or(d.shell_program),
         // Merged with its own rule (and its own error) by `retries::merge`.
         retries: own.retries,

@@ -8,6 +8,8 @@
 //! notices go to stderr through the log, like `run`'s other notices: stdout and the exit
 //! status stay the command's.
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use nix::sys::signal::Signal;
 use tokio::task::JoinHandle;
@@ -22,7 +24,7 @@ use crate::ping::outbox::{self, Outbox};
 use crate::ping::Ping;
 use crate::process::children::Children;
 use crate::process::RunEnd;
-use crate::run::{Attempt, Ended, Notice, Report, Runner};
+use crate::run::{Attempt, Ended, Notice, Report, RunRecord, Runner};
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
@@ -135,6 +137,10 @@ impl Runner for Wrapped<'_> {
         if let Some((_, task)) = self.reaper.take() {
             let _ = task.await;
         }
+        if let Some((job, limit)) = &self.plan.history {
+            let run = crate::history::Run::of(&report.record, report.ping.as_ref(), None);
+            crate::history::History::new(&self.plan.state_dir).record(job, *limit, run);
+        }
         if report.interrupted {
             return;
         }
@@ -157,7 +163,7 @@ impl Runner for Wrapped<'_> {
         }
     }
 
-    fn ended(&mut self, _ended: &Ended, _attempt: Attempt) {
+    fn ended(&mut self, _record: &Arc<RunRecord>) {
         // The command's tree has ended: no more orphans of it to reap.
         if let Some((cancel, _)) = &self.reaper {
             cancel.cancel();
