@@ -137,6 +137,7 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         skipped: state.skipped,
         last_skipped: state.last_skipped,
         last_run: state.last_run.as_deref().map(RunDoc::of),
+        recent: state.recent.iter().map(|o| o.as_str().to_owned()).collect(),
         last_ping: state.last_ping.map(|p| PingDoc {
             at: p.at,
             result: if p.accepted { "accepted" } else { "failed" }.to_owned(),

@@ -121,6 +121,11 @@ pub(crate) struct JobDoc {
     pub last_skipped: Option<DateTime<Utc>>,
     /// The most recent run.
     pub last_run: Option<RunDoc>,
+    /// The outcomes of the last runs (at most 20, oldest first; from the run history at the
+    /// daemon's start, then its own): the strip of `status` and the dashboard. Absent from
+    /// older daemons.
+    #[serde(default)]
+    pub recent: Vec<String>,
     /// The most recent ping.
     pub last_ping: Option<PingDoc>,
     /// Pings of this job waiting in the outbox.
