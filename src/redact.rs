@@ -168,6 +168,24 @@ pub(crate) fn scrub(text: &str) -> String {
     }
 }
 
+/// `text` safe to print on one line of a terminal table: control characters (escape
+/// sequences, CR, LF, tabs) shown as `\u{1b}`-style escapes, so text someone else wrote cannot
+/// move the cursor, retitle the terminal or forge table lines.
+pub(crate) fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Formats a reqwest error without the URL it carries (which may hold a ping token).
 pub(crate) fn reqwest_error(err: &reqwest::Error) -> String {
     let kind = if err.is_timeout() {

@@ -30,9 +30,9 @@ use super::state::{boot_id, DaemonState, Persisted};
 use super::view::DaemonView;
 use super::{Ended, Options};
 use crate::config::{ApiKeySource, Config, Job, JobAction};
-use crate::run_end::RunOutcome;
 use crate::ping::outbox::{self, DrainOptions, Outbox};
 use crate::process::children::{self, Children};
+use crate::run_end::RunOutcome;
 
 /// Extra time over `shutdown_timeout` for runs to report and tasks to end.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -126,7 +126,9 @@ fn open_history(shared: &Shared, config: &Config) {
         .history
         .prune_removed(&names, config.agent.history_keep_removed);
     for job in config.jobs.iter().filter(|j| j.history > 0) {
-        let outcomes = shared.history.recent_outcomes(&job.name, super::state::RECENT);
+        let outcomes = shared
+            .history
+            .recent_outcomes(&job.name, super::state::RECENT);
         let outcomes = outcomes.iter().filter_map(|o| RunOutcome::named(o));
         shared.state.entry(&job.name).seed_recent(outcomes);
     }

@@ -121,11 +121,7 @@ fn last_seq(file: &File, path: &Path, job: &str) -> io::Result<Option<u64>> {
     match serde_json::from_slice::<Run>(&line) {
         Ok(run) => Ok(Some(run.seq)),
         // A damaged last line: number after the best run read in the file.
-        Err(_) => Ok(read_file(path)
-            .iter()
-            .map(|r| r.seq)
-            .max()
-            .or(Some(0))),
+        Err(_) => Ok(read_file(path).iter().map(|r| r.seq).max().or(Some(0))),
     }
 }
 

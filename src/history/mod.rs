@@ -98,6 +98,35 @@ pub(crate) struct JobRuns {
     pub runs: Vec<Run>,
 }
 
+/// The mark of one outcome in a strip of runs (`status`, `history`): `✓` a success, `·` a run
+/// stopped by the daemon's shutdown, `✗` any other end; in ASCII `+`, `-`, `x`.
+pub(crate) fn glyph(outcome: &str, ascii: bool) -> char {
+    match (outcome, ascii) {
+        ("success", false) => '✓',
+        ("success", true) => '+',
+        ("stopped", false) => '·',
+        ("stopped", true) => '-',
+        (_, false) => '✗',
+        (_, true) => 'x',
+    }
+}
+
+/// The strip of `outcomes` (oldest first).
+pub(crate) fn strip(outcomes: &[String], ascii: bool) -> String {
+    outcomes.iter().map(|o| glyph(o, ascii)).collect()
+}
+
+/// Whether strips are drawn in ASCII: `asked` (`--ascii`), or the locale (`LC_ALL`, else
+/// `LC_CTYPE`, else `LANG`) is not UTF-8, as in cron's and many containers' bare environment.
+pub(crate) fn ascii_wanted(asked: bool) -> bool {
+    let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    asked || !(locale.contains("utf-8") || locale.contains("utf8"))
+}
+
 /// The history of every job under one state directory.
 #[derive(Debug, Clone)]
 pub(crate) struct History {

@@ -39,7 +39,11 @@ fn runs_come_back_newest_first_numbered_and_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let history = History::new(dir.path());
     for i in 1..=25 {
-        history.record("backup", 10, Run::of(&record(0, &format!("run {i}")), None, None));
+        history.record(
+            "backup",
+            10,
+            Run::of(&record(0, &format!("run {i}")), None, None),
+        );
     }
     let runs = history.runs("backup", 10).expect("read");
     assert_eq!(runs.len(), 10);
@@ -66,7 +70,8 @@ fn a_torn_last_line_is_skipped_by_readers_and_cut_off_by_the_next_append() {
         .append(true)
         .open(&file)
         .expect("open");
-    f.write_all(br#"{"seq":3,"scheduled":"2026-"#).expect("torn");
+    f.write_all(br#"{"seq":3,"scheduled":"2026-"#)
+        .expect("torn");
     drop(f);
     assert_eq!(tails(&history, "backup", 100), ["two", "one"]);
     history.record("backup", 100, Run::of(&record(0, "three"), None, None));
@@ -108,10 +113,7 @@ fn a_removed_jobs_history_goes_only_after_the_keep_time() {
         .prune_removed(&configured, Duration::from_secs(3600))
         .is_empty());
     assert_eq!(history.jobs(), ["gone", "kept"]);
-    assert_eq!(
-        history.prune_removed(&configured, Duration::ZERO),
-        ["gone"]
-    );
+    assert_eq!(history.prune_removed(&configured, Duration::ZERO), ["gone"]);
     assert_eq!(history.jobs(), ["kept"]);
 }
 
