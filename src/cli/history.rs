@@ -86,7 +86,7 @@ pub(crate) fn run(args: HistoryArgs, global: &GlobalArgs) -> u8 {
     };
     for job in &mut jobs {
         job.runs.retain(|run| {
-            args.since.is_none_or(|since| run.run.started >= since)
+            args.since.map_or(true, |since| run.run.started >= since)
                 && !(args.failed && run.success())
         });
         job.runs.truncate(args.limit);
@@ -250,7 +250,7 @@ fn table(jobs: &[JobRuns], job_column: bool, ascii: bool) -> String {
         .iter()
         .flat_map(|j| j.runs.iter().map(move |r| (j.job.as_str(), r)))
         .collect();
-    runs.sort_by(|a, b| b.1.run.started.cmp(&a.1.run.started));
+    runs.sort_by_key(|(_, run)| std::cmp::Reverse(run.run.started));
     if runs.is_empty() {
         return "no runs recorded\n".to_owned();
     }

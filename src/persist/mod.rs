@@ -126,7 +126,8 @@ mod tests {
                 "fire_time",
                 "reboot_marker",
                 "sync_state",
-                "pause"
+                "pause",
+                "history"
             ]
         );
     }
