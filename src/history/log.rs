@@ -56,33 +56,54 @@ pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::R
     Ok(())
 }
 
-/// The runs in `dir`, oldest first (the old generation, then the current one). Lines that do
-/// not read as a run (a torn last line after a kill -9, or damage) are skipped with one
-/// warning per file.
-pub(super) fn read(dir: &Path, job: &str) -> io::Result<Vec<Run>> {
-    let mut runs = Vec::new();
+/// The newest `newest` runs in `dir`, oldest first (the old generation, then the current
+/// one): only those lines are parsed. Lines that do not read as a run (a torn last line after a
+/// kill -9, or damage) are skipped with one warning per read.
+pub(super) fn read(dir: &Path, job: &str, newest: usize) -> io::Result<Vec<Run>> {
+    let mut files = Vec::new();
     for name in [OLD, CURRENT] {
         let path = dir.join(name);
-        let bytes = match crate::persist::file::read_regular(&path, READ_LIMIT) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+        match crate::persist::file::read_regular(&path, READ_LIMIT) {
+            Ok(bytes) => files.push(bytes),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => {
                 return Err(io::Error::new(
                     err.kind(),
                     format!("{}: {err}", path.display()),
                 ))
             }
-        };
-        let mut skipped = 0usize;
-        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            match serde_json::from_slice::<Run>(line) {
-                Ok(run) => runs.push(run),
-                Err(_) => skipped += 1,
-            }
         }
-        if skipped > 0 {
-            warn!(job = %job, file = %path.display(), skipped, "skipped unreadable records of the job's history (a record torn by a crash, or a damaged file)");
+    }
+    // A last line without its newline is a torn record: never one of the newest runs.
+    let mut skipped = 0usize;
+    let whole = |bytes: &[u8]| -> usize {
+        match bytes.last() {
+            Some(b'\n') | None => bytes.len(),
+            Some(_) => bytes
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |at| at + 1),
         }
+    };
+    let lines: Vec<&[u8]> = files
+        .iter()
+        .flat_map(|bytes| {
+            let end = whole(bytes);
+            skipped += usize::from(end < bytes.len());
+            bytes[..end].split(|&b| b == b'\n')
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    let runs = lines[lines.len().saturating_sub(newest)..]
+        .iter()
+        .filter_map(|line| {
+            let run = serde_json::from_slice::<Run>(line).ok();
+            skipped += usize::from(run.is_none());
+            run
+        })
+        .collect();
+    if skipped > 0 {
+        warn!(job = %job, dir = %dir.display(), skipped, "skipped unreadable records of the job's history (a record torn by a crash, or a damaged file)");
     }
     Ok(runs)
 }

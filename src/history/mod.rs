@@ -163,9 +163,8 @@ impl History {
     /// `job`'s runs, newest first, at most `limit` (its configured `history`). A job with no
     /// history has none.
     pub(crate) fn runs(&self, job: &str, limit: usize) -> io::Result<Vec<Run>> {
-        let mut runs = log::read(&self.dir.join(job), job)?;
+        let mut runs = log::read(&self.dir.join(job), job, limit)?;
         runs.reverse();
-        runs.truncate(limit);
         Ok(runs)
     }
 
