@@ -87,6 +87,41 @@ pub(super) fn read(dir: &Path, job: &str) -> io::Result<Vec<Run>> {
     Ok(runs)
 }
 
+/// The last `n` runs in `dir`, oldest first, read from the ends of the files backwards (the
+/// current generation, then the old one when it holds fewer than `n`): the cost is that of the
+/// `n` lines, not of the whole history. A torn last line and lines that do not read as a run
+/// are skipped, silently (a full [`read`] warns about them).
+pub(super) fn read_last(dir: &Path, n: usize) -> io::Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for name in [CURRENT, OLD] {
+        if runs.len() >= n {
+            break;
+        }
+        let file = match crate::persist::file::open_regular(&dir.join(name)) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => return Err(err),
+        };
+        let size = file.metadata()?.len();
+        // Past a torn last line (no newline at the end of the file).
+        let mut end = match size {
+            0 => continue,
+            _ => line_start(&file, size)?,
+        };
+        while end > 0 && runs.len() < n {
+            let start = line_start(&file, end - 1)?;
+            let mut line = vec![0u8; usize::try_from(end - 1 - start).unwrap_or(0)];
+            file.read_exact_at(&mut line, start)?;
+            if let Ok(run) = serde_json::from_slice::<Run>(&line) {
+                runs.push(run);
+            }
+            end = start;
+        }
+    }
+    runs.reverse();
+    Ok(runs)
+}
+
 /// When `dir`'s history was last written (its current file, else the old one, else the
 /// directory itself).
 pub(super) fn last_written(dir: &Path) -> Option<SystemTime> {

@@ -169,6 +169,14 @@ impl History {
         Ok(runs)
     }
 
+    /// `job`'s last `n` runs, newest first, read from the ends of its files (the cost of `n`
+    /// runs, not of the whole history: the dashboard's overview of every job).
+    pub(crate) fn last_runs(&self, job: &str, n: usize) -> io::Result<Vec<Run>> {
+        let mut runs = log::read_last(&self.dir.join(job), n)?;
+        runs.reverse();
+        Ok(runs)
+    }
+
     /// The outcomes of `job`'s last `n` runs, oldest first (for the `status` strip after a
     /// restart).
     pub(crate) fn recent_outcomes(&self, job: &str, n: usize) -> Vec<String> {
