@@ -14,7 +14,7 @@ use super::Run;
 use crate::persist::lock::FileLock;
 
 /// The current generation.
-const CURRENT: &str = "runs.jsonl";
+pub(super) const CURRENT: &str = "runs.jsonl";
 /// The generation before it.
 const OLD: &str = "runs.old.jsonl";
 /// The most a history file is read into memory: far above what `2 x history x output_tail`

@@ -177,10 +177,18 @@ impl History {
         Ok(runs)
     }
 
+    /// What identifies the present state of `job`'s history: the length and modification
+    /// time of its current file (`None` without one). Every append changes it, so a reader
+    /// may keep what it read while it stays the same.
+    pub(crate) fn version(&self, job: &str) -> Option<(u64, SystemTime)> {
+        let meta = std::fs::metadata(self.dir.join(job).join(log::CURRENT)).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
+    }
+
     /// The outcomes of `job`'s last `n` runs, oldest first (for the `status` strip after a
     /// restart).
     pub(crate) fn recent_outcomes(&self, job: &str, n: usize) -> Vec<String> {
-        let mut runs = self.runs(job, n).unwrap_or_default();
+        let mut runs = self.last_runs(job, n).unwrap_or_default();
         runs.reverse();
         runs.into_iter().map(|r| r.run.outcome).collect()
     }

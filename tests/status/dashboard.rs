@@ -5,8 +5,7 @@
 //! Policy violation reported by the browser. On a non-loopback bind the pages need the token:
 //! the bearer header or the cookie of the login form, which refuses forms from other sites.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,6 +13,7 @@ use std::time::{Duration, Instant};
 use heartbeat_agent::status::client::Endpoint;
 
 use super::{emulator_with_check, free_port, job, status_doc, tcp_daemon, StatusHome, TOKEN};
+use crate::util::http::{exchange_with_body, RawAnswer};
 use crate::util::{require, runs, Home};
 
 const PING_TOKEN: &str = "c1000000-0000-4000-8000-0000000000c1";
@@ -216,44 +216,19 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
     eprintln!("screenshot: {}", wide.display());
 }
 
-/// An answer: status, head (lower-case names) and body.
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-/// Sends `method path` to 127.0.0.1:`port` with `headers` and `body` (a form when given).
-fn send(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> Answer {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .expect("timeout");
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
-    for header in headers {
-        request.push_str(header);
-        request.push_str("\r\n");
-    }
+/// Sends `method path` to 127.0.0.1:`port` with `headers` and `body` (a form when given);
+/// the answer's head in lower case.
+fn send(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> RawAnswer {
+    let host = format!("Host: 127.0.0.1:{port}");
+    let mut all = vec![host.as_str()];
+    all.extend_from_slice(headers);
     if !body.is_empty() {
-        request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        all.push("Content-Type: application/x-www-form-urlencoded");
     }
-    request.push_str(&format!(
-        "Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    ));
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
-    Answer {
-        status: head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .expect("a status"),
-        head: head.to_ascii_lowercase(),
-        body: body.to_owned(),
-    }
+    let line = format!("{method} {path} HTTP/1.1");
+    let mut answer = exchange_with_body(&format!("127.0.0.1:{port}"), &line, &all, body);
+    answer.head = answer.head.to_ascii_lowercase();
+    answer
 }
 
 #[test]

@@ -17,7 +17,8 @@
 //! **What a page holds**: the `/status` document ([`super::build::document`], every text
 //! already scrubbed of the API key, the token and ping URLs) and the history files
 //! ([`crate::history::History::last_runs`]: only the lines shown are read, in
-//! `spawn_blocking`; scrubbed when recorded), each
+//! `spawn_blocking`, and the overview's sparklines are kept until a job's history changes;
+//! scrubbed when recorded), each
 //! text HTML-escaped by [`render`]. Every answer carries a strict Content-Security-Policy
 //! ([`render::csp`]), `X-Frame-Options: DENY`, `no-store` and `no-referrer`.
 //!
@@ -26,7 +27,9 @@
 
 mod render;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -160,6 +163,47 @@ async fn runs_of(app: &App, jobs: Vec<(String, usize)>) -> Vec<Vec<Run>> {
     .unwrap_or_default()
 }
 
+/// A job's sparkline points as last read, and the version of its history they were read at.
+type Spark = (
+    Option<(u64, std::time::SystemTime)>,
+    usize,
+    Vec<(u64, bool)>,
+);
+
+/// The overview's sparkline points of every job, kept between requests by history directory
+/// and job, and read again only for a job whose history changed since
+/// ([`History::version`]): an overview of 1,000 mostly idle jobs reads next to nothing.
+fn sparks() -> &'static Mutex<HashMap<PathBuf, Spark>> {
+    static SPARKS: OnceLock<Mutex<HashMap<PathBuf, Spark>>> = OnceLock::new();
+    SPARKS.get_or_init(Mutex::default)
+}
+
+/// Each job's sparkline points (oldest first, its last `limit` runs), off the runtime's
+/// threads.
+async fn sparks_of(app: &App, jobs: Vec<(String, usize)>) -> Vec<Vec<(u64, bool)>> {
+    let history = History::new(&app.context.state_dir);
+    tokio::task::spawn_blocking(move || {
+        let mut cache = sparks().lock().unwrap_or_else(|e| e.into_inner());
+        jobs.iter()
+            .map(|(job, limit)| {
+                let key = history.dir().join(job);
+                let version = history.version(job);
+                match cache.get(&key) {
+                    Some((v, n, points)) if *v == version && n == limit => points.clone(),
+                    _ => {
+                        let runs = history.last_runs(job, *limit).unwrap_or_default();
+                        let points = render::spark_points(&runs);
+                        cache.insert(key, (version, *limit, points.clone()));
+                        points
+                    }
+                }
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
 /// `GET /`: every job.
 pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     if !allowed(&app, &headers) {
@@ -175,11 +219,7 @@ pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) ->
             (j.name.clone(), limit.min(OVERVIEW_RUNS))
         })
         .collect();
-    let sparks: Vec<_> = runs_of(&app, jobs)
-        .await
-        .iter()
-        .map(|runs| render::spark_points(runs))
-        .collect();
+    let sparks = sparks_of(&app, jobs).await;
     page(StatusCode::OK, render::overview(&doc, &sparks))
 }
 
