@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::util::daemon::Daemon;
 use crate::util::{emulator::Background, Home};
 
+mod dashboard;
 mod local_users;
 mod metrics;
 mod next_run;

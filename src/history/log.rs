@@ -14,7 +14,7 @@ use super::Run;
 use crate::persist::lock::FileLock;
 
 /// The current generation.
-const CURRENT: &str = "runs.jsonl";
+pub(super) const CURRENT: &str = "runs.jsonl";
 /// The generation before it.
 const OLD: &str = "runs.old.jsonl";
 /// The most a history file is read into memory: far above what `2 x history x output_tail`
@@ -56,55 +56,44 @@ pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::R
     Ok(())
 }
 
-/// The newest `newest` runs in `dir`, oldest first (the old generation, then the current
-/// one): only those lines are parsed. Lines that do not read as a run (a torn last line after a
-/// kill -9, or damage) are skipped with one warning per read.
-pub(super) fn read(dir: &Path, job: &str, newest: usize) -> io::Result<Vec<Run>> {
-    let mut files = Vec::new();
-    for name in [OLD, CURRENT] {
-        let path = dir.join(name);
-        match crate::persist::file::read_regular(&path, READ_LIMIT) {
-            Ok(bytes) => files.push(bytes),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => {
-                return Err(io::Error::new(
-                    err.kind(),
-                    format!("{}: {err}", path.display()),
-                ))
+/// The last `n` runs of `job` in `dir`, oldest first, read from the ends of the files
+/// backwards (the current generation, then the old one when it holds fewer than `n`): the
+/// cost is that of the `n` lines, not of the whole history. A torn last line (a kill -9 during
+/// an append) and lines that do not read as a run are skipped, with one warning per read.
+pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    let mut skipped = 0usize;
+    for name in [CURRENT, OLD] {
+        if runs.len() >= n {
+            break;
+        }
+        let file = match crate::persist::file::open_regular(&dir.join(name)) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => return Err(err),
+        };
+        let size = file.metadata()?.len();
+        // Past a torn last line (no newline at the end of the file).
+        let mut end = match size {
+            0 => continue,
+            _ => line_start(&file, size)?,
+        };
+        skipped += usize::from(end < size);
+        while end > 0 && runs.len() < n {
+            let start = line_start(&file, end - 1)?;
+            let mut line = vec![0u8; usize::try_from(end - 1 - start).unwrap_or(0)];
+            file.read_exact_at(&mut line, start)?;
+            match serde_json::from_slice::<Run>(&line) {
+                Ok(run) => runs.push(run),
+                Err(_) => skipped += 1,
             }
+            end = start;
         }
     }
-    // A last line without its newline is a torn record: never one of the newest runs.
-    let mut skipped = 0usize;
-    let whole = |bytes: &[u8]| -> usize {
-        match bytes.last() {
-            Some(b'\n') | None => bytes.len(),
-            Some(_) => bytes
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |at| at + 1),
-        }
-    };
-    let lines: Vec<&[u8]> = files
-        .iter()
-        .flat_map(|bytes| {
-            let end = whole(bytes);
-            skipped += usize::from(end < bytes.len());
-            bytes[..end].split(|&b| b == b'\n')
-        })
-        .filter(|l| !l.is_empty())
-        .collect();
-    let runs = lines[lines.len().saturating_sub(newest)..]
-        .iter()
-        .filter_map(|line| {
-            let run = serde_json::from_slice::<Run>(line).ok();
-            skipped += usize::from(run.is_none());
-            run
-        })
-        .collect();
     if skipped > 0 {
         warn!(job = %job, dir = %dir.display(), skipped, "skipped unreadable records of the job's history (a record torn by a crash, or a damaged file)");
     }
+    runs.reverse();
     Ok(runs)
 }
 

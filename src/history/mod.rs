@@ -160,12 +160,21 @@ impl History {
         }
     }
 
-    /// `job`'s runs, newest first, at most `limit` (its configured `history`). A job with no
-    /// history has none.
-    pub(crate) fn runs(&self, job: &str, limit: usize) -> io::Result<Vec<Run>> {
-        let mut runs = log::read(&self.dir.join(job), job, limit)?;
+    /// `job`'s last `n` runs (at most its configured `history`), newest first, read from the
+    /// ends of its files: the cost of `n` runs, not of the whole history (the dashboard's
+    /// overview of every job, the strips seeded at start). A job with no history has none.
+    pub(crate) fn runs(&self, job: &str, n: usize) -> io::Result<Vec<Run>> {
+        let mut runs = log::read_last(&self.dir.join(job), job, n)?;
         runs.reverse();
         Ok(runs)
+    }
+
+    /// What identifies the present state of `job`'s history: the length and modification
+    /// time of its current file (`None` without one). Every append changes it, so a reader
+    /// may keep what it read while it stays the same.
+    pub(crate) fn version(&self, job: &str) -> Option<(u64, SystemTime)> {
+        let meta = std::fs::metadata(self.dir.join(job).join(log::CURRENT)).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
     }
 
     /// The outcomes of `job`'s last `n` runs, oldest first (for the `status` strip after a

@@ -137,3 +137,29 @@ fn a_runs_secrets_and_its_ping_are_kept_as_documented() {
     assert_eq!(json["node"], "alpha");
     assert!(!run.success() && record.outcome == RunOutcome::Failed);
 }
+
+#[test]
+fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = History::new(dir.path());
+    for i in 1..=27 {
+        let tail = format!("run {i}\nwith two lines of output");
+        history.record("backup", 10, Run::of(&record(i % 2, &tail), None, None));
+    }
+    let seqs = |runs: Vec<Run>| runs.iter().map(|r| r.seq).collect::<Vec<_>>();
+    // On disk: the old generation holds 11-20, the current one 21-27.
+    for n in [0, 1, 7, 10, 15, 17, 20, 50] {
+        let expected: Vec<u64> = (11..=27).rev().take(n).collect();
+        assert_eq!(seqs(history.runs("backup", n).expect("read")), expected, "n = {n}");
+    }
+    let file = dir.path().join("history/backup/runs.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .expect("open");
+    f.write_all(br#"{"seq":28,"scheduled":"2026-"#)
+        .expect("torn");
+    drop(f);
+    assert_eq!(seqs(history.runs("backup", 3).expect("read")), [27, 26, 25]);
+    assert!(history.runs("nothing", 5).expect("read").is_empty());
+}

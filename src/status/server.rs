@@ -2,7 +2,8 @@
 //! [`bind`] before the daemon starts (so `READY=1` means "listener bound"); [`task`] serves
 //! it as a daemon background task until shutdown.
 //!
-//! Routes: `GET /status` (JSON, `?refresh=1` asks for a fresh remote view, rate-limited
+//! Routes: the dashboard's HTML pages (`GET /`, `GET /jobs/{name}`, `POST /login`,
+//! `POST /logout`: [`super::dashboard`]), `GET /status` (JSON, `?refresh=1` asks for a fresh remote view, rate-limited
 //! without the token), `GET /jobs/{name}/runs` (the job's run history), `GET /metrics`, `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run`,
 //! `POST /pause` and `POST /resume` ([`super::pause`]); the last three always need the bearer
 //! token. On a bind that is not loopback, `/status` and `/metrics`
@@ -219,6 +220,10 @@ async fn refresh_remote(app: Arc<App>, every: Duration, cancel: CancellationToke
 /// The routes; on a loopback TCP bind (`loopback_port`), behind the `Host` check.
 fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
     let router = Router::new()
+        .route("/", get(super::dashboard::overview))
+        .route("/jobs/{name}", get(super::dashboard::job))
+        .route("/login", post(super::dashboard::login))
+        .route("/logout", post(super::dashboard::logout))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
