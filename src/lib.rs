@@ -47,6 +47,7 @@ pub mod daemon;
 mod dir_watch;
 pub mod emulator;
 pub mod exit;
+pub mod history;
 pub mod host;
 pub mod import;
 pub mod job;

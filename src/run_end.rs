@@ -149,6 +149,11 @@ impl RunOutcome {
         RunOutcome::Unhealthy,
     ];
 
+    /// The outcome named `name` (see [`RunOutcome::as_str`]).
+    pub(crate) fn named(name: &str) -> Option<RunOutcome> {
+        RunOutcome::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+
     /// The name in `/status` and in the metric label.
     pub(crate) fn as_str(self) -> &'static str {
         match self {

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::util::daemon::Daemon;
 use crate::util::{emulator::Background, Home};
 
+mod dashboard;
 mod drift;
 mod hostile_config;
 mod local_users;

@@ -9,6 +9,7 @@ mod config;
 mod daemon;
 mod demo;
 mod emulator;
+mod history;
 mod import;
 mod net;
 mod outbox;

@@ -21,6 +21,7 @@ pub mod demo;
 pub mod emulator;
 pub mod generate;
 pub mod health;
+pub mod history;
 pub mod import;
 pub mod outbox;
 pub mod pause;
@@ -250,6 +251,8 @@ pub enum Command {
     Manpage(generate::ManpageArgs),
     /// Show the running daemon's status: jobs, runs, pings, sync, remote view
     Status(status::StatusArgs),
+    /// Show the jobs' last runs, newest first (the run history; no daemon needed)
+    History(history::HistoryArgs),
     /// Exit 0 when the running daemon is healthy, 1 otherwise (for exec probes)
     Health(health::HealthArgs),
     /// Run a job of the running daemon now (needs [status] token)
@@ -279,6 +282,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Completions(args) => generate::completions(args, &global),
         Command::Manpage(args) => generate::manpage(args, &global),
         Command::Status(args) => status::run(args, &global),
+        Command::History(args) => history::run(args, &global),
         Command::Health(args) => health::run(args, &global),
         Command::Trigger(args) => trigger::run(args, &global),
         Command::Pause(args) => pause::pause(args, &global),

@@ -28,6 +28,10 @@ pub struct StatusArgs {
     /// Only this job
     #[arg(long, value_name = "NAME")]
     pub job: Option<String>,
+    /// Draw the RECENT strip with ASCII (+ x -) instead of ✓ ✗ · [default: when the locale is
+    /// not UTF-8]
+    #[arg(long)]
+    pub ascii: bool,
 }
 
 /// Whether `answer` comes from the daemon `expected`; else says which answered.
@@ -98,7 +102,7 @@ pub(crate) fn run(args: StatusArgs, global: &GlobalArgs) -> u8 {
     } else {
         let color =
             stdout.is_terminal() && !std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        crate::status::table::render(&doc, color)
+        crate::status::table::render(&doc, color, crate::history::ascii_wanted(args.ascii))
     };
     let _ = stdout.write_all(text.as_bytes());
     exit::OK

@@ -7,6 +7,16 @@ use super::Job;
 
 /// The default `kill_after`.
 pub(crate) const KILL_AFTER: Duration = Duration::from_secs(10);
+/// The default `history`: runs kept per job.
+pub(crate) const HISTORY: usize = 100;
+
+/// The most runs `history` may keep per job: with the largest `output_tail` a job's files stay
+/// within a few hundred MiB (docs/history.md gives the formula).
+pub(crate) const MAX_HISTORY: usize = 10_000;
+
+/// The default `history_keep_removed`: 7 days.
+pub(crate) const HISTORY_KEEP_REMOVED: Duration = Duration::from_secs(7 * 86_400);
+
 /// The default `output_tail`: 10 KiB.
 pub(crate) const OUTPUT_TAIL: usize = 10 * 1024;
 /// The largest `output_tail`: 1 MiB. Every job's last output tail stays in the daemon's memory

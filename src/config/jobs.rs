@@ -32,6 +32,7 @@ pub(super) struct Settings {
     enabled: Option<bool>,
     catch_up: Option<bool>,
     output_tail: Option<usize>,
+    history: Option<usize>,
     shell_program: Option<PathBuf>,
     retries: super::retries::RetrySettings,
 }
@@ -80,6 +81,7 @@ pub(super) fn settings(check: &mut Checker, context: &str, raw: &RawSettings) ->
         enabled: raw.enabled,
         catch_up: raw.catch_up,
         output_tail: output_tail(check, at("output_tail"), &raw.output_tail),
+        history: super::validate::history_count(check, at("history"), &raw.history),
         shell_program: check
             .non_empty(at("shell_program"), &raw.shell_program)
             .map(PathBuf::from),
@@ -284,6 +286,7 @@ pub(super) fn job(
         enabled: merged.enabled.unwrap_or(true),
         catch_up: merged.catch_up.unwrap_or(false),
         output_tail,
+        history: merged.history.unwrap_or(agent.history),
         retries,
         target: target?,
         check: check_settings?,
@@ -592,6 +595,7 @@ fn merge(own: Settings, defaults: &Settings) -> Settings {
         enabled: own.enabled.or(d.enabled),
         catch_up: own.catch_up.or(d.catch_up),
         output_tail: own.output_tail.or(d.output_tail),
+        history: own.history.or(d.history),
         shell_program: own.shell_program.or(d.shell_program),
         // Merged with its own rule (and its own error) by `retries::merge`.
         retries: own.retries,

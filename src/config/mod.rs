@@ -81,6 +81,12 @@ pub struct AgentSettings {
     /// its local record says the service has it, so an edit in the web UI or a deleted check
     /// comes to light (the API has no `GET` for a heartbeat check); default 1 day.
     pub reassert_interval: Duration,
+    /// `history`: how many runs of each job the run history keeps (0: none), unless the job
+    /// says otherwise (default [`defaults::HISTORY`]).
+    pub history: usize,
+    /// `history_keep_removed`: the history of a job no longer in the configuration is removed
+    /// at the first start this long after its last run (default 7 days).
+    pub history_keep_removed: Duration,
 }
 
 /// `[api]`.
@@ -172,6 +178,9 @@ pub struct Job {
     pub catch_up: bool,
     /// `output_tail`: how many bytes of the last output are kept for status (default 10 KiB).
     pub output_tail: usize,
+    /// `history`: how many of its runs the run history keeps (0: none); the job's own, else
+    /// `[defaults]`, else `[agent] history`.
+    pub history: usize,
     /// `retries`, `retry_delay`, `retry_delay_max`: a failed attempt is tried again within the
     /// same run (one fire), after a doubling wait; only the last attempt decides the ping.
     pub retries: crate::retries::Retries,

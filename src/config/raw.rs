@@ -29,6 +29,10 @@ pub(crate) struct RawAgent {
     pub sync_jitter: Option<Spanned<RawDuration>>,
     /// How often each bound check's definition is sent even when the local record matches.
     pub reassert_interval: Option<Spanned<RawDuration>>,
+    /// Runs kept per job in the run history (0: none).
+    pub history: Option<Spanned<i64>>,
+    /// How long the history of a job removed from the config is kept.
+    pub history_keep_removed: Option<Spanned<RawDuration>>,
 }
 
 /// `[api]`.
@@ -89,6 +93,8 @@ pub(crate) struct RawSettings {
     pub retry_delay: Option<Spanned<RawDuration>>,
     /// The cap of that doubling.
     pub retry_delay_max: Option<Spanned<RawDuration>>,
+    /// Runs kept in the job's history (0: none).
+    pub history: Option<Spanned<i64>>,
 }
 
 /// The keys of one `[[jobs]]` table that are neither settings nor `watch`.
@@ -332,6 +338,8 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
         "resync_interval" => "resync_interval = \"6h\"",
         "sync_jitter" => "sync_jitter = \"30s\"",
         "reassert_interval" => "reassert_interval = \"1d\"",
+        "history" => "history = 100",
+        "history_keep_removed" => "history_keep_removed = \"7d\"",
         "listen" => "listen = \"127.0.0.1:9465\"",
         "token_file" => "token_file = \"/etc/heartbeat-agent/status-token\"",
         "remote_refresh" => "remote_refresh = \"5m\"",
@@ -473,7 +481,9 @@ mod tests {
                 "outbox_max_age",
                 "resync_interval",
                 "sync_jitter",
-                "reassert_interval"
+                "reassert_interval",
+                "history",
+                "history_keep_removed"
             ]
         );
         assert!(keys_of::<RawWatch>().contains(&"expect_status"));

@@ -46,7 +46,7 @@ fn unknown_keys_suggest_the_closest() {
             "c.toml:2:1: [agent]: key `timezon`: unknown key; hint: did you mean `timezone`?",
             "c.toml:3:1: [agent]: key `colour`: unknown key; hint: known keys here: state_dir, \
              timezone, shutdown_timeout, outbox_max_entries, outbox_max_age, resync_interval, \
-             sync_jitter, reassert_interval",
+             sync_jitter, reassert_interval, history, history_keep_removed",
             "c.toml:8:1: job \"backup\": key `schedul`: unknown key; hint: did you mean `schedule`?",
         ]
     );

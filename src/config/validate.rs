@@ -11,7 +11,8 @@ use chrono_tz::Tz;
 use toml::Spanned;
 
 use super::defaults::{
-    OUTBOX_MAX_ENTRIES, REASSERT_INTERVAL, RESYNC_INTERVAL, SHUTDOWN_TIMEOUT, SYNC_JITTER,
+    HISTORY, HISTORY_KEEP_REMOVED, MAX_HISTORY, OUTBOX_MAX_ENTRIES, REASSERT_INTERVAL,
+    RESYNC_INTERVAL, SHUTDOWN_TIMEOUT, SYNC_JITTER,
 };
 use super::parse::{RawFile, Section};
 use super::problem::Lines;
@@ -137,6 +138,34 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
         sync_jitter: check
             .duration(at("sync_jitter"), &raw.sync_jitter)
             .unwrap_or(SYNC_JITTER),
+        history: history_count(check, at("history"), &raw.history).unwrap_or(HISTORY),
+        history_keep_removed: check
+            .duration(at("history_keep_removed"), &raw.history_keep_removed)
+            .unwrap_or(HISTORY_KEEP_REMOVED),
+    }
+}
+
+/// `history`: a number of runs from 0 (no history) to [`MAX_HISTORY`].
+pub(super) fn history_count(
+    check: &mut Checker,
+    at: At<'_>,
+    raw: &Option<Spanned<i64>>,
+) -> Option<usize> {
+    let raw = raw.as_ref()?;
+    match usize::try_from(*raw.get_ref()) {
+        Ok(n) if n <= MAX_HISTORY => Some(n),
+        _ => {
+            check.error(
+                Some(raw.span()),
+                at,
+                format!(
+                    "{} runs: the history keeps 0 (none) to {MAX_HISTORY} runs per job",
+                    raw.get_ref()
+                ),
+                Some("for example: history = 100".to_owned()),
+            );
+            None
+        }
     }
 }
 

@@ -57,6 +57,8 @@ pub(super) struct Shared {
     pub admission: Option<Arc<dyn Admission>>,
     /// The daemon's files in it.
     pub persisted: Persisted,
+    /// The run history under it (each job's `history` says how many runs it keeps).
+    pub history: crate::history::History,
     /// The durable outbox under it: pings that could not be delivered wait there for the
     /// drainer task.
     pub outbox: crate::ping::outbox::Outbox,

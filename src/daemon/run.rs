@@ -17,7 +17,7 @@ use super::state::JobState;
 use crate::config::{Job, JobAction, WatchSpec};
 use crate::job::NoPing;
 use crate::ping::outbox::PingContext;
-use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
+use crate::ping::{Budget, Ping, PingMethod};
 use crate::process::{CommandSpec, Control, Io, Limits, LineSink, Outcome};
 use crate::run::admission::Admitted;
 use crate::run::{Attempt, Ended, Notice, PingRecord, Pings, Report, RunRecord, Runner};
@@ -35,7 +35,11 @@ pub(super) async fn execute(
     let settings = shared.settings();
     if matches!(job.action, JobAction::External) {
         let ended = Ended::without_process(refused("an external job is not run"));
-        state.run_finished(record(scheduled, &ended, Attempt::FIRST));
+        state.run_finished(Arc::new(RunRecord::of(
+            Some(scheduled),
+            &ended,
+            Attempt::FIRST,
+        )));
         return;
     }
     let pings = pings(&job, &shared, &settings);
@@ -150,55 +154,30 @@ impl Runner for DaemonRun<'_> {
         !self.shared.stop_runs.is_cancelled()
     }
 
-    fn ended(&mut self, ended: &Ended, attempt: Attempt) {
+    fn scheduled(&self) -> Option<DateTime<Utc>> {
+        Some(self.scheduled)
+    }
+
+    fn ended(&mut self, record: &Arc<RunRecord>) {
         // The run ends when its process (or probe) does: the job's next fire must not wait
         // for a slow or hanging ping host, so the ping is sent after this.
-        self.state
-            .run_finished(record(self.scheduled, ended, attempt));
+        self.state.run_finished(Arc::clone(record));
         self.admitted = None;
     }
 
-    fn pinged(&mut self, at: DateTime<Utc>, outcome: &PingOutcome) {
-        let (accepted, detail, status) = match outcome {
-            PingOutcome::Delivered { status, .. } => {
-                (true, format!("HTTP {status}"), Some(*status))
-            }
-            PingOutcome::Retryable { error, .. } | PingOutcome::Permanent { error, .. } => {
-                let status = match error {
-                    crate::ping::PingError::Status(status) => Some(*status),
-                    _ => None,
-                };
-                (false, error.to_string(), status)
-            }
-        };
-        self.state.record_ping(PingRecord {
-            at,
-            accepted,
-            detail,
-            status,
-        });
+    fn pinged(&mut self, ping: &PingRecord) {
+        self.state.record_ping(ping.clone());
     }
 
     async fn after_ping(&mut self, report: &Report) {
+        let node = self.shared.admission.as_ref().and_then(|a| a.node());
+        let run = crate::history::Run::of(&report.record, report.ping.as_ref(), node);
+        self.shared
+            .history
+            .record(&self.job.name, self.job.history, run);
         for hook in &self.shared.after_run {
             hook.after_run(self.job, self.scheduled, report.ping_accepted);
         }
-    }
-}
-
-fn record(scheduled: DateTime<Utc>, ended: &Ended, attempt: Attempt) -> RunRecord {
-    let now = Utc::now();
-    RunRecord {
-        attempts: attempt.number,
-        scheduled,
-        started: ended.started,
-        ended: now,
-        duration: (now - ended.started).to_std().unwrap_or_default(),
-        end: ended.end.clone(),
-        outcome: ended.outcome,
-        // Scrubbed where it is recorded, so no reader of the record (status, a run history)
-        // can show a secret; status scrubs again what it shows, for secrets learned later.
-        output_tail: crate::redact::job_output(&ended.output_tail, usize::MAX),
     }
 }
 

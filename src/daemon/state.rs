@@ -12,7 +12,7 @@
 //! - `<state_dir>/daemon/reboot/<job>`: the boot id (`/proc/sys/kernel/random/boot_id`) of the
 //!   boot in which the `@reboot` job last ran.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -26,6 +26,7 @@ use super::view::{Beat, JobView, ReloadError};
 use crate::pause::LivePauses;
 use crate::run::admission::Gate;
 use crate::run::{PingRecord, RunRecord};
+use crate::run_end::RunOutcome;
 
 /// Where the kernel publishes the id of the current boot.
 const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
@@ -41,7 +42,12 @@ struct Records {
     last_ping: Option<PingRecord>,
     /// When a fire was last skipped because the previous run still ran.
     last_skipped: Option<DateTime<Utc>>,
+    /// The outcomes of the last [`RECENT`] runs, oldest first (from the history at start).
+    recent: VecDeque<RunOutcome>,
 }
+
+/// How many outcomes a job's strip shows (`status`, the dashboard).
+pub(crate) const RECENT: usize = 20;
 
 /// One job's live state, shared by its scheduling task, its runs and the daemon's view.
 #[derive(Debug, Default)]
@@ -74,6 +80,7 @@ impl JobState {
             last_run: records.last_run.clone(),
             last_ping: records.last_ping.clone(),
             last_skipped: records.last_skipped,
+            recent: records.recent.iter().copied().collect(),
             running: self.running(),
             runs: self.runs.load(Ordering::Relaxed),
             skipped: self.skipped.load(Ordering::Relaxed),
@@ -99,13 +106,22 @@ impl JobState {
         self.running.fetch_add(1, Ordering::SeqCst);
     }
 
-    pub(super) fn run_finished(&self, record: RunRecord) {
+    pub(super) fn run_finished(&self, record: Arc<RunRecord>) {
         let mut records = lock(&self.records);
-        records.last_run = Some(Arc::new(record));
+        push_recent(&mut records.recent, record.outcome);
+        records.last_run = Some(record);
         self.runs.fetch_add(1, Ordering::Relaxed);
         self.running.fetch_sub(1, Ordering::SeqCst);
         drop(records);
         self.run_ended.notify_one();
+    }
+
+    /// Seeds the strip with the outcomes of earlier runs (oldest first), before any run.
+    pub(super) fn seed_recent(&self, outcomes: impl IntoIterator<Item = RunOutcome>) {
+        let mut records = lock(&self.records);
+        for outcome in outcomes {
+            push_recent(&mut records.recent, outcome);
+        }
     }
 
     pub(super) fn record_skip(&self, at: DateTime<Utc>) {
@@ -117,6 +133,14 @@ impl JobState {
     pub(super) fn record_ping(&self, ping: PingRecord) {
         lock(&self.records).last_ping = Some(ping);
     }
+}
+
+/// Adds `outcome` to a job's strip, dropping the oldest beyond [`RECENT`].
+fn push_recent(recent: &mut VecDeque<RunOutcome>, outcome: RunOutcome) {
+    if recent.len() == RECENT {
+        recent.pop_front();
+    }
+    recent.push_back(outcome);
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

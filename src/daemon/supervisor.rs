@@ -32,6 +32,7 @@ use super::{Ended, Options};
 use crate::config::{Config, Job, JobAction};
 use crate::ping::outbox::{self, DrainOptions, Outbox};
 use crate::process::children::{self, Children};
+use crate::run_end::RunOutcome;
 
 /// Extra time over `shutdown_timeout` for runs to report and tasks to end.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
@@ -74,6 +75,7 @@ pub(crate) async fn run(
         ping_urls: options.ping_urls.clone(),
         admission: options.admission.clone(),
         persisted: Persisted::new(&options.state_dir),
+        history: crate::history::History::new(&options.state_dir),
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         pings: crate::ping::Sender::new(options.net.clone()),
         state: Arc::new(DaemonState::default()),
@@ -91,6 +93,7 @@ pub(crate) async fn run(
             )
             .ok(),
     });
+    open_history(&shared, &config);
     let (config_tx, _) = watch::channel(Arc::clone(&config));
     let mut supervisor = Supervisor {
         options,
@@ -113,6 +116,22 @@ pub(crate) async fn run(
     info!(jobs = count, pid = std::process::id(), "daemon started");
     let stop = supervisor.main_loop(&mut control).await;
     supervisor.shutdown(stop, &mut control, background).await
+}
+
+/// At start: removes the history of jobs that left the configuration more than
+/// `history_keep_removed` ago, and seeds each job's strip with its last runs.
+fn open_history(shared: &Shared, config: &Config) {
+    let names: HashSet<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
+    shared
+        .history
+        .prune_removed(&names, config.agent.history_keep_removed);
+    for job in config.jobs.iter().filter(|j| j.history > 0) {
+        let outcomes = shared
+            .history
+            .recent_outcomes(&job.name, super::state::RECENT);
+        let outcomes = outcomes.iter().filter_map(|o| RunOutcome::named(o));
+        shared.state.entry(&job.name).seed_recent(outcomes);
+    }
 }
 
 fn settings(config: &Config) -> Settings {

@@ -26,6 +26,9 @@ pub(crate) struct JobView {
     pub last_ping: Option<PingRecord>,
     /// When a fire was last skipped because the previous run still ran (`overlap = "skip"`).
     pub last_skipped: Option<DateTime<Utc>>,
+    /// The outcomes of the job's last runs (at most 20), oldest first: its runs in the
+    /// history when the daemon started, then its own.
+    pub recent: Vec<crate::run_end::RunOutcome>,
     /// Runs in progress (more than one only with `overlap = "allow"`).
     pub running: usize,
     /// Runs finished since the daemon started (not counting skips).
@@ -139,7 +142,7 @@ mod tests {
             Some((1, 0))
         );
         let at = Utc::now();
-        job.run_finished(finished(at));
+        job.run_finished(Arc::new(finished(at)));
         job.record_skip(at);
         let seen = view.job("backup").expect("a known job");
         assert_eq!((seen.running, seen.runs, seen.skipped), (0, 1, 1));

@@ -35,17 +35,20 @@ pub(crate) enum What {
     SyncState,
     /// The pauses for maintenance (`pause.json`).
     Pause,
+    /// A run appended to a job's history (`history/<job>/runs.jsonl`).
+    History,
 }
 
 impl What {
     /// Every kind, in the order they are shown.
-    pub(crate) const ALL: [What; 6] = [
+    pub(crate) const ALL: [What; 7] = [
         What::OutboxEntry,
         What::OutboxStats,
         What::FireTime,
         What::RebootMarker,
         What::SyncState,
         What::Pause,
+        What::History,
     ];
 
     /// The name shown in the status document and the metric's `what` label.
@@ -57,6 +60,7 @@ impl What {
             What::RebootMarker => "reboot_marker",
             What::SyncState => "sync_state",
             What::Pause => "pause",
+            What::History => "history",
         }
     }
 }
@@ -122,7 +126,8 @@ mod tests {
                 "fire_time",
                 "reboot_marker",
                 "sync_state",
-                "pause"
+                "pause",
+                "history"
             ]
         );
     }

@@ -26,13 +26,14 @@ pub(crate) mod pings;
 pub(crate) mod record;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 pub(crate) use hooks::AfterRun;
 pub(crate) use pings::Pings;
-pub(crate) use record::{PingRecord, RunRecord};
+pub(crate) use record::{PingKind, PingRecord, RunRecord};
 
 use crate::ping::outbox::Outbox;
 use crate::ping::{Ping, PingOutcome};
@@ -129,11 +130,16 @@ pub(crate) trait Runner {
         true
     }
 
-    /// The run ended (before its final ping): records it, releases what admitted it.
-    fn ended(&mut self, ended: &Ended, attempt: Attempt);
+    /// The fire time the run belongs to (`None`: a run with no fire, recorded at its start).
+    fn scheduled(&self) -> Option<DateTime<Utc>> {
+        None
+    }
 
-    /// The success ping's outcome, with when it was sent.
-    fn pinged(&mut self, _at: DateTime<Utc>, _outcome: &PingOutcome) {}
+    /// The run ended (before its final ping): records it, releases what admitted it.
+    fn ended(&mut self, record: &Arc<RunRecord>);
+
+    /// The success ping's result.
+    fn pinged(&mut self, _ping: &PingRecord) {}
 
     /// The work after the final ping (the last step of every run, its ping interrupted or
     /// not): `run` sends a held period change and what its outbox holds, the daemon tells its
@@ -146,6 +152,11 @@ pub(crate) trait Runner {
 pub(crate) struct Report {
     /// How the last attempt ended.
     pub ended: Ended,
+    /// The run's record (what status and the history keep).
+    pub record: Arc<RunRecord>,
+    /// The final ping's result: `None` when the run pinged nothing (or the daemon was
+    /// stopping and sent none).
+    pub ping: Option<PingRecord>,
     /// Whether the service accepted the success ping (false for failures, for runs that ping
     /// nothing and for an interrupted ping).
     pub ping_accepted: bool,
@@ -186,10 +197,13 @@ async fn run_and_ping<R: Runner>(
         pings.drop_pending_success(outbox, success_ping.as_ref());
     }
     let finish = pings::finish(pings, &ended, success_ping);
-    runner.ended(&ended, attempt);
+    let record = Arc::new(RunRecord::of(runner.scheduled(), &ended, attempt));
+    runner.ended(&record);
     let pings_began = Instant::now();
     let mut report = Report {
         ended,
+        record,
+        ping: None,
         ping_accepted: false,
         stored: None,
         interrupted: false,
@@ -206,17 +220,25 @@ async fn run_and_ping<R: Runner>(
             None
         }
     };
+    let kind = if success {
+        PingKind::Success
+    } else {
+        PingKind::Fail
+    };
     let Some((at, outcome)) = outcome else {
         report.interrupted = true;
+        report.ping = Some(PingRecord::interrupted(kind));
         return report;
     };
     if matches!(outcome, PingOutcome::Retryable { .. }) {
         report.stored = Some(ping);
     }
+    let record = PingRecord::of(at, kind, &outcome);
     if success {
-        report.ping_accepted = matches!(outcome, PingOutcome::Delivered { .. });
-        runner.pinged(at, &outcome);
+        report.ping_accepted = record.accepted;
+        runner.pinged(&record);
     }
+    report.ping = Some(record);
     report
 }
 

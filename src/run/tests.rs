@@ -81,11 +81,11 @@ impl Runner for Scripted {
         None
     }
 
-    fn ended(&mut self, ended: &Ended, attempt: Attempt) {
+    fn ended(&mut self, record: &Arc<RunRecord>) {
         self.tell(format!(
             "ended {} on {}",
-            ended.outcome.as_str(),
-            attempt.number
+            record.outcome.as_str(),
+            record.attempts
         ));
     }
 

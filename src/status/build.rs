@@ -19,7 +19,6 @@ use super::remote::Refresh;
 use super::server::App;
 use crate::config::{Config, Job, JobAction, PingTarget};
 use crate::ping::outbox::Outbox;
-use crate::run::RunRecord;
 
 /// The bound check ids of `config`.
 pub(crate) fn check_ids(config: &Config) -> BTreeSet<String> {
@@ -148,7 +147,8 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         runs: state.runs,
         skipped: state.skipped,
         last_skipped: state.last_skipped,
-        last_run: state.last_run.as_deref().map(run_doc),
+        last_run: state.last_run.as_deref().map(RunDoc::of),
+        recent: state.recent.iter().map(|o| o.as_str().to_owned()).collect(),
         last_ping: state.last_ping.map(|p| PingDoc {
             at: p.at,
             result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
@@ -173,23 +173,6 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
                 claims_unavailable: claims.unavailable,
             }
         }),
-    }
-}
-
-fn run_doc(run: &RunRecord) -> RunDoc {
-    RunDoc {
-        scheduled: run.scheduled,
-        started: run.started,
-        ended: run.ended,
-        duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
-        outcome: run.outcome.as_str().to_owned(),
-        exit_code: run.end.exit_code(),
-        signal: run.end.signal(),
-        timed_out: run.end.timed_out(),
-        stopped: run.end.stopped(),
-        reason: run.end.reason().map(crate::redact::scrub),
-        output_tail: crate::redact::scrub(&run.output_tail),
-        attempts: run.attempts,
     }
 }
 

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::api::model::CheckStatus;
+pub(crate) use crate::run::record::RunDoc;
 
 /// The whole document.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -139,6 +140,11 @@ pub(crate) struct JobDoc {
     pub last_skipped: Option<DateTime<Utc>>,
     /// The most recent run.
     pub last_run: Option<RunDoc>,
+    /// The outcomes of the last runs (at most 20, oldest first; from the run history at the
+    /// daemon's start, then its own): the strip of `status` and the dashboard. Absent from
+    /// older daemons.
+    #[serde(default)]
+    pub recent: Vec<String>,
     /// The most recent ping.
     pub last_ping: Option<PingDoc>,
     /// Pings of this job waiting in the outbox.
@@ -203,42 +209,6 @@ impl PausedDoc {
             stop_jobs: pause.stop_jobs,
         }
     }
-}
-
-/// One run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct RunDoc {
-    /// The fire time it belongs to.
-    pub scheduled: DateTime<Utc>,
-    /// When it started.
-    pub started: DateTime<Utc>,
-    /// When it ended.
-    pub ended: DateTime<Utc>,
-    /// How long it ran, in milliseconds.
-    pub duration_ms: u64,
-    /// `success`, `failed`, `timed_out`, `signaled`, `not_started`, `stopped` or `unhealthy`
-    /// (the names of [`crate::run_end::RunOutcome`]).
-    pub outcome: String,
-    /// The exit code, when the command exited by itself.
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, if one did.
-    pub signal: Option<i32>,
-    /// Whether it ran past `timeout`.
-    pub timed_out: bool,
-    /// Whether the daemon's shutdown stopped it.
-    pub stopped: bool,
-    /// Why it could not start, or what a watch probe measured.
-    pub reason: Option<String>,
-    /// The last `output_tail` bytes of its output (lossy UTF-8; the agent's secrets removed).
-    pub output_tail: String,
-    /// How many attempts the run made (1 without `retries`; absent from older daemons); the
-    /// fields above but `started` are its last attempt's.
-    #[serde(default = "one")]
-    pub attempts: u32,
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// One ping.

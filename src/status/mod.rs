@@ -6,6 +6,8 @@
 //!   makes room for a new one) and a header timeout;
 //! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from the
 //!   daemon's view ([`crate::daemon::DaemonView`]), the outbox, sync and the remote view;
+//! - `dashboard`: the HTML pages for a browser (`GET /`, `GET /jobs/{name}`), their login
+//!   and their rendering;
 //! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
@@ -17,6 +19,7 @@
 mod build;
 pub mod client;
 mod connections;
+mod dashboard;
 pub(crate) mod doc;
 pub(crate) mod metrics;
 pub(crate) mod owner;

@@ -10,7 +10,9 @@ use super::doc::{Heartbeat, JobDoc, Remote, StatusDoc};
 use crate::config::duration::one_unit;
 use crate::logging::printable;
 
-const HEADERS: [&str; 6] = ["JOB", "NEXT RUN", "LAST RUN", "PING", "SYNC", "REMOTE"];
+const HEADERS: [&str; 7] = [
+    "JOB", "NEXT RUN", "LAST RUN", "RECENT", "PING", "SYNC", "REMOTE",
+];
 
 /// How a cell is coloured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,12 +23,13 @@ enum Tone {
     Warn,
 }
 
-/// The table for `doc` (ages relative to its `generated_at`), with a header line.
-pub(crate) fn render(doc: &StatusDoc, color: bool) -> String {
-    let rows: Vec<[(String, Tone); 6]> = doc
+/// The table for `doc` (ages relative to its `generated_at`), with a header line; `ascii`
+/// draws the RECENT strip with `+ x -` instead of `✓ ✗ ·`.
+pub(crate) fn render(doc: &StatusDoc, color: bool, ascii: bool) -> String {
+    let rows: Vec<[(String, Tone); 7]> = doc
         .jobs
         .iter()
-        .map(|j| row(j, doc.generated_at).map(|(text, tone)| (printable(&text).into_owned(), tone)))
+        .map(|j| row(j, doc.generated_at, ascii).map(|(text, tone)| (printable(&text).into_owned(), tone)))
         .collect();
     let mut widths = HEADERS.map(str::len);
     for row in &rows {
@@ -90,7 +93,7 @@ fn etcd_line(etcd: &super::doc::EtcdDoc, jobs: &[JobDoc]) -> String {
     line
 }
 
-fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 6], color: bool) {
+fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 7], color: bool) {
     let last = cells.len() - 1;
     for (i, ((text, tone), width)) in cells.iter().zip(widths).enumerate() {
         let pad = if i == last {
@@ -114,7 +117,7 @@ fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 6], color: 
     out.push('\n');
 }
 
-fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
+fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
     let next = match (&job.next_run, job.enabled, job.kind.as_str()) {
         _ if job.paused.is_some() => paused(job, now),
         (_, false, _) => ("disabled".to_owned(), Tone::Plain),
@@ -181,6 +184,7 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
         (job.name.clone(), Tone::Plain),
         next,
         last,
+        recent(&job.recent, ascii),
         ping,
         sync,
         match &job.missing {
@@ -188,6 +192,15 @@ fn row(job: &JobDoc, now: DateTime<Utc>) -> [(String, Tone); 6] {
             None => remote(&job.remote, job.check_id.is_some()),
         },
     ]
+}
+
+/// The RECENT cell: the last runs' outcomes, oldest first (`✓✓✗✓`), `-` before any.
+fn recent(outcomes: &[String], ascii: bool) -> (String, Tone) {
+    match outcomes.last() {
+        None => ("-".to_owned(), Tone::Plain),
+        Some(last) if last == "success" => (crate::history::strip(outcomes, ascii), Tone::Good),
+        Some(_) => (crate::history::strip(outcomes, ascii), Tone::Bad),
+    }
 }
 
 /// The NEXT RUN cell of a paused job: `paused 25m left (deploy)`, `paused (deploy)` (until

@@ -371,6 +371,27 @@ pub fn refused_url(path: &str) -> String {
 /// `Connection: close`) to `authority` (`HOST:PORT`) on a new connection; returns the answer's
 /// status and body.
 pub fn exchange(authority: &str, request_line: &str, headers: &[&str]) -> (u16, String) {
+    let answer = exchange_with_body(authority, request_line, headers, "");
+    (answer.status, answer.body)
+}
+
+/// An answer read by [`exchange_with_body`].
+pub struct RawAnswer {
+    /// The status code.
+    pub status: u16,
+    /// The status line and headers, as received.
+    pub head: String,
+    /// The body.
+    pub body: String,
+}
+
+/// [`exchange`] with a request `body` (its `Content-Length` added) and the answer's head.
+pub fn exchange_with_body(
+    authority: &str,
+    request_line: &str,
+    headers: &[&str],
+    body: &str,
+) -> RawAnswer {
     let mut stream = TcpStream::connect(authority).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(15)))
@@ -380,7 +401,10 @@ pub fn exchange(authority: &str, request_line: &str, headers: &[&str]) -> (u16, 
         request.push_str(header);
         request.push_str("\r\n");
     }
-    request.push_str("Connection: close\r\nContent-Length: 0\r\n\r\n");
+    request.push_str(&format!(
+        "Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
     stream.write_all(request.as_bytes()).expect("write");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("read the answer");
@@ -389,9 +413,10 @@ pub fn exchange(authority: &str, request_line: &str, headers: &[&str]) -> (u16, 
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    RawAnswer {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
 }

@@ -183,6 +183,9 @@ struct Plan {
     /// A job bound to a check, with API credentials: right after its accepted ping, a period
     /// change held for that ping is sent (`sync::timer`).
     sync: Option<SyncAfterPing>,
+    /// With `--job`: the job's name and how many runs its history keeps (the job's
+    /// `history`, else `[agent] history`).
+    history: Option<(String, usize)>,
 }
 
 /// Runs the command; returns the exit code to pass through.
@@ -277,8 +280,17 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         // The output a fail ping carries is scrubbed of the API key too.
         crate::run::pings::learn_api_key(&config.api.api_key);
     }
+    let history = args.job.clone().map(|name| {
+        let limit = match (job, &config) {
+            (Some(job), _) => job.history,
+            (None, Some(config)) => config.agent.history,
+            (None, None) => crate::config::defaults::HISTORY,
+        };
+        (name, limit)
+    });
     Ok(Plan {
         sync,
+        history,
         retries: retries(&args, job),
         limits: Limits {
             timeout: args.timeout.or(job.and_then(|j| j.timeout)),

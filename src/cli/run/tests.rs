@@ -48,6 +48,7 @@ fn job(action: JobAction, target: PingTarget) -> Job {
         catch_up: false,
         run_on: crate::config::RunOn::One,
         output_tail: 1024,
+        history: 100,
         retries: Default::default(),
         target,
         check: Default::default(),
@@ -110,6 +111,8 @@ fn job_targets_and_environment() {
             resync_interval: Duration::from_secs(6 * 3600),
             sync_jitter: Duration::from_secs(30),
             reassert_interval: Duration::from_secs(86_400),
+            history: 100,
+            history_keep_removed: Duration::from_secs(7 * 86_400),
         },
         api: crate::config::ApiSettings {
             base_url: None,

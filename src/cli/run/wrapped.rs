@@ -9,6 +9,8 @@
 //! status stay the command's. An accepted ping is said only when asked (`-v`, `--log-level
 //! info`): see [`crate::logging::PINGED_TARGET`].
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use nix::sys::signal::Signal;
 use tokio::task::JoinHandle;
@@ -23,7 +25,7 @@ use crate::ping::outbox::{self, Outbox};
 use crate::ping::{Ping, PingOutcome};
 use crate::process::children::Children;
 use crate::process::RunEnd;
-use crate::run::{Attempt, Ended, Notice, Report, Runner};
+use crate::run::{Attempt, Ended, Notice, Report, RunRecord, Runner};
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
@@ -151,6 +153,10 @@ impl Runner for Wrapped<'_> {
         if let Some((_, task)) = self.reaper.take() {
             let _ = task.await;
         }
+        if let Some((job, limit)) = &self.plan.history {
+            let run = crate::history::Run::of(&report.record, report.ping.as_ref(), None);
+            crate::history::History::new(&self.plan.state_dir).record(job, *limit, run);
+        }
         if report.interrupted {
             return;
         }
@@ -173,7 +179,7 @@ impl Runner for Wrapped<'_> {
         }
     }
 
-    fn ended(&mut self, _ended: &Ended, _attempt: Attempt) {
+    fn ended(&mut self, _record: &Arc<RunRecord>) {
         // The command's tree has ended: no more orphans of it to reap.
         if let Some((cancel, _)) = &self.reaper {
             cancel.cancel();

@@ -1,0 +1,362 @@
+//! `heartbeat-agent history [JOB]`: what the jobs' last runs did, newest first, as a table (one
+//! timeline across jobs) or as JSON (docs/history.md). It reads the history files under the
+//! state directory, so it works with no daemon running; with `--url`, or when the files cannot
+//! be read by this user (the daemon's state directory is private to it), it asks the daemon's
+//! status endpoint (`GET /jobs/{name}/runs`) instead.
+
+use std::io::Write;
+use std::time::Duration;
+
+use chrono::{DateTime, Local, NaiveDate, TimeZone, Utc};
+use clap::Args;
+
+use super::context;
+use super::{exit, print_error, GlobalArgs};
+use crate::config::duration::human_duration;
+use crate::config::Config;
+use crate::history::{ascii_wanted, glyph, History, JobRuns, Run};
+use crate::redact::Secret;
+use crate::status::client::Endpoint;
+
+/// Show the last runs of the jobs (newest first): when they ran, how they ended, their ping.
+///
+/// Reads the run history under the state directory (no daemon needed); with --url, or when the
+/// files are not readable by this user, asks the daemon's status endpoint. Exit status: 0, 1
+/// when the history cannot be read or the job is unknown, 2 for a bad option.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only this job
+    #[arg(value_name = "JOB")]
+    pub job: Option<String>,
+    /// At most this many runs per job
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+    /// Only runs that started at or after this time: an RFC 3339 time
+    /// (2026-11-26T03:00:00Z), a date (2026-11-26, local midnight) or a duration ago (12h)
+    #[arg(long, value_name = "TIME", value_parser = parse_since)]
+    pub since: Option<DateTime<Utc>>,
+    /// Only runs that did not succeed
+    #[arg(long)]
+    pub failed: bool,
+    /// Print JSON: {"job", "runs"} for one job, {"jobs": [...]} for all
+    #[arg(long)]
+    pub json: bool,
+    /// Ask this status endpoint (http://HOST:PORT or a unix socket path) instead of reading
+    /// the files
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Draw outcomes with ASCII (+ x -) instead of ✓ ✗ · [default: when the locale is not
+    /// UTF-8]
+    #[arg(long)]
+    pub ascii: bool,
+}
+
+/// `--since`: a time, a date or a duration ago.
+fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        let midnight = day.and_hms_opt(0, 0, 0).unwrap_or_default();
+        if let Some(at) = Local.from_local_datetime(&midnight).earliest() {
+            return Ok(at.with_timezone(&Utc));
+        }
+    }
+    match crate::config::duration::parse(text) {
+        Ok(ago) => Ok(Utc::now() - chrono::TimeDelta::from_std(ago).unwrap_or_default()),
+        Err(_) => Err(format!(
+            "{text:?} is not a time: give an RFC 3339 time (2026-11-26T03:00:00Z), a date \
+             (2026-11-26) or a duration ago (12h)"
+        )),
+    }
+}
+
+/// Runs `history`; returns the exit code.
+pub(crate) fn run(args: HistoryArgs, global: &GlobalArgs) -> u8 {
+    let jobs = match &args.url {
+        Some(url) => from_endpoint(url, &args, global),
+        None => from_files(&args, global),
+    };
+    let mut jobs = match jobs {
+        Ok(jobs) => jobs,
+        Err((code, message)) => {
+            print_error(message);
+            return code;
+        }
+    };
+    for job in &mut jobs {
+        job.runs.retain(|run| {
+            args.since.map_or(true, |since| run.run.started >= since)
+                && !(args.failed && run.success())
+        });
+        job.runs.truncate(args.limit);
+    }
+    let text = if args.json {
+        let json = match (&args.job, jobs.as_slice()) {
+            (Some(_), [one]) => serde_json::to_string_pretty(one),
+            _ => serde_json::to_string_pretty(&serde_json::json!({ "jobs": jobs })),
+        };
+        format!("{}\n", json.unwrap_or_default())
+    } else {
+        table(&jobs, args.job.is_none(), ascii_wanted(args.ascii))
+    };
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    exit::OK
+}
+
+/// The runs from the files under the state directory; when this user may not read them, from
+/// the configured endpoint.
+fn from_files(args: &HistoryArgs, global: &GlobalArgs) -> Result<Vec<JobRuns>, (u8, String)> {
+    // The config only names the jobs and the state directory: its warnings are not this
+    // command's business (`config check` says them).
+    let path = crate::paths::config_file(global.config.as_ref());
+    let config = Config::load(&path).ok().map(|loaded| loaded.config);
+    let state_dir = match &config {
+        Some(config) => config.state_dir(global.state_dir.as_deref()),
+        None => crate::paths::state_dir(global.state_dir.as_deref(), None),
+    };
+    let history = History::new(&state_dir);
+    let names = names(args.job.as_deref(), config.as_ref(), &history)?;
+    let mut jobs = Vec::new();
+    for name in names {
+        let limit = config
+            .as_ref()
+            .and_then(|c| c.job(&name))
+            .map_or(crate::config::defaults::MAX_HISTORY, |j| j.history);
+        match history.runs(&name, limit) {
+            Ok(runs) => jobs.push(JobRuns { job: name, runs }),
+            Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+                return from_endpoint_of_config(args, global).map_err(|(code, message)| {
+                    (
+                        code,
+                        format!(
+                            "cannot read the history in {}: permission denied, and the daemon's \
+                             endpoint did not answer either ({message}); run as a member of \
+                             group heartbeat-agent or with sudo",
+                            history.dir().display()
+                        ),
+                    )
+                });
+            }
+            Err(err) => {
+                return Err((
+                    exit::FAILURE,
+                    format!("cannot read the history of job \"{name}\": {err}"),
+                ))
+            }
+        }
+    }
+    Ok(jobs)
+}
+
+/// The jobs to show: `job` (known to the config or with a history), else every job of the
+/// config, then any other job that still has a history.
+fn names(
+    job: Option<&str>,
+    config: Option<&Config>,
+    history: &History,
+) -> Result<Vec<String>, (u8, String)> {
+    let kept = history.jobs();
+    if let Some(job) = job {
+        let known = config.is_some_and(|c| c.job(job).is_some()) || kept.iter().any(|k| k == job);
+        return if known {
+            Ok(vec![job.to_owned()])
+        } else {
+            Err((
+                exit::FAILURE,
+                format!(
+                    "no job named {job:?} in the config and no history of it in {}",
+                    history.dir().display()
+                ),
+            ))
+        };
+    }
+    let mut names: Vec<String> = config
+        .map(|c| c.jobs.iter().map(|j| j.name.clone()).collect())
+        .unwrap_or_default();
+    for name in kept {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// The runs from the endpoint named in the config.
+fn from_endpoint_of_config(
+    args: &HistoryArgs,
+    global: &GlobalArgs,
+) -> Result<Vec<JobRuns>, (u8, String)> {
+    let (endpoint, token) = context::endpoint(None, global)?;
+    fetch(&endpoint, token.as_ref(), args)
+}
+
+/// The runs from the endpoint at `url`.
+fn from_endpoint(
+    url: &str,
+    args: &HistoryArgs,
+    global: &GlobalArgs,
+) -> Result<Vec<JobRuns>, (u8, String)> {
+    let (endpoint, token) = context::endpoint(Some(url), global)?;
+    fetch(&endpoint, token.as_ref(), args)
+}
+
+/// `GET /jobs/{name}/runs` for `args.job`, else for every job of `GET /status`.
+fn fetch(
+    endpoint: &Endpoint,
+    token: Option<&Secret>,
+    args: &HistoryArgs,
+) -> Result<Vec<JobRuns>, (u8, String)> {
+    let get = |path: &str| -> Result<String, (u8, String)> {
+        match endpoint.request("GET", path, token.map(Secret::expose), context::TIMEOUT) {
+            Ok(answer) if answer.status == 200 => Ok(answer.body),
+            Ok(answer) => Err((
+                exit::FAILURE,
+                format!(
+                    "the status endpoint answered HTTP {} to {path}: {}",
+                    answer.status,
+                    answer.body.trim()
+                ),
+            )),
+            Err(err) => Err((exit::FAILURE, err.to_string())),
+        }
+    };
+    let unreadable = |err: serde_json::Error| {
+        (
+            exit::FAILURE,
+            format!("the status endpoint sent a document this version cannot read: {err}"),
+        )
+    };
+    let names = match &args.job {
+        Some(job) => vec![job.clone()],
+        None => {
+            let doc: crate::status::doc::StatusDoc =
+                serde_json::from_str(&get("/status")?).map_err(unreadable)?;
+            doc.jobs.into_iter().map(|j| j.name).collect()
+        }
+    };
+    names
+        .iter()
+        .map(|name| {
+            let body = get(&format!("/jobs/{name}/runs?limit={}", args.limit))?;
+            serde_json::from_str(&body).map_err(unreadable)
+        })
+        .collect()
+}
+
+/// One timeline, newest first: with `job_column`, every job's runs merged by start time.
+fn table(jobs: &[JobRuns], job_column: bool, ascii: bool) -> String {
+    let mut runs: Vec<(&str, &Run)> = jobs
+        .iter()
+        .flat_map(|j| j.runs.iter().map(move |r| (j.job.as_str(), r)))
+        .collect();
+    runs.sort_by_key(|(_, run)| std::cmp::Reverse(run.run.started));
+    if runs.is_empty() {
+        return "no runs recorded\n".to_owned();
+    }
+    let nodes = runs.iter().any(|(_, r)| r.node.is_some());
+    let mut header = vec!["STARTED", "DURATION", "RESULT", "PING"];
+    if job_column {
+        header.insert(0, "JOB");
+    }
+    if nodes {
+        header.push("NODE");
+    }
+    header.push("OUTPUT");
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|(job, run)| {
+            let mut row = vec![
+                run.run
+                    .started
+                    .with_timezone(&Local)
+                    .format("%Y-%m-%d %H:%M:%S")
+                    .to_string(),
+                human_duration(Duration::from_millis(run.run.duration_ms)),
+                result(run, ascii),
+                ping(run),
+            ];
+            if job_column {
+                row.insert(0, (*job).to_owned());
+            }
+            if nodes {
+                row.push(run.node.clone().unwrap_or_else(|| "-".to_owned()));
+            }
+            row.push(last_line(&run.run.output_tail));
+            row
+        })
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `✓ success`, `✗ exit 3`, `✗ timed out (2 attempts)`...
+fn result(run: &Run, ascii: bool) -> String {
+    let doc = &run.run;
+    let what = match doc.outcome.as_str() {
+        "success" => "success".to_owned(),
+        "failed" => match doc.exit_code {
+            Some(code) => format!("exit {code}"),
+            None => "failed".to_owned(),
+        },
+        "signaled" => format!("signal {}", doc.signal.unwrap_or_default()),
+        "timed_out" => "timed out".to_owned(),
+        "not_started" => "not started".to_owned(),
+        other => other.replace('_', " "),
+    };
+    let attempts = if doc.attempts > 1 {
+        format!(" ({} attempts)", doc.attempts)
+    } else {
+        String::new()
+    };
+    format!("{} {what}{attempts}", glyph(&doc.outcome, ascii))
+}
+
+/// The final ping: `HTTP 200`, `fail ping HTTP 200`, `queued: connection refused`, `-`.
+fn ping(run: &Run) -> String {
+    let Some(ping) = &run.ping else {
+        return "-".to_owned();
+    };
+    let kind = match ping.kind {
+        crate::run::PingKind::Success => "",
+        crate::run::PingKind::Fail => "fail ping ",
+    };
+    let queued = if ping.outbox { "queued: " } else { "" };
+    crate::logging::printable(&format!("{queued}{kind}{}", ping.detail)).into_owned()
+}
+
+/// The last non-blank line of an output tail, at most 60 characters, control characters
+/// escaped.
+fn last_line(tail: &str) -> String {
+    let line = tail
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let line = crate::logging::printable(line.trim()).into_owned();
+    if line.chars().count() > 60 {
+        let cut: String = line.chars().take(59).collect();
+        format!("{cut}…")
+    } else {
+        line
+    }
+}

@@ -1,0 +1,237 @@
+//! Run history: the last `history` runs of each job, kept under `<state_dir>/history/<job>/`
+//! for the daemon's runs and for `run --job`, and read back by `heartbeat-agent history`, the
+//! status endpoint's `GET /jobs/{name}/runs`, the `status` strip and the dashboard. The
+//! shape of a run ([`Run`]) and of a job's runs ([`JobRuns`]) is a contract (docs/history.md).
+//!
+//! **Storage** ([`log`]): two files per job, `runs.jsonl` (the current generation) and
+//! `runs.old.jsonl` (the one before), one JSON object per line, each run numbered (`seq`).
+//! A run is appended with one `write(2)` of its line under the job's `flock(2)` lock; when the
+//! appended run's number is a multiple of the job's limit, the current file is renamed over the
+//! old one (a rename, no copy). A job so holds between `limit` and `2 x limit` runs on disk and
+//! a reader keeps the newest `limit`: at most `2 x limit x (1 KiB + 6 x output_tail)` bytes per
+//! job (a run's fields take about 400 bytes; 6 is the worst JSON escape of an output byte).
+//!
+//! **Crash-safety.** A kill -9 during an append leaves at most a torn last line (no newline):
+//! the next append cuts it off with one warning, a reader skips it with one warning. Lines
+//! already written are never rewritten. There is no fsync per run: a record outlives the death
+//! of the process (the kernel's page cache holds it), not a power cut (like the daemon's fire
+//! times).
+//!
+//! **Why files of JSON lines** and not an embedded database (SQLite, redb, sled): the whole
+//! need is append, read the newest N and drop the oldest, which two generations of an
+//! append-only file do with one `write` and one `rename`; the files read with `tail` and
+//! `jq`; and `run` (which appends from cron) gains no dependency, no page cache of its own and
+//! no start-up cost.
+
+mod log;
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::run::record::{PingKind, PingRecord, RunDoc, RunRecord};
+
+/// One run of a job's history: `/status`'s `last_run` fields, its final ping, the node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Run {
+    /// The run's number in its job's history (1, 2, ...; kept across restarts).
+    #[serde(default)]
+    pub seq: u64,
+    /// How it ran and ended.
+    #[serde(flatten)]
+    pub run: RunDoc,
+    /// Its final ping (the success or the fail ping); `null` when it pinged nothing.
+    pub ping: Option<RunPing>,
+    /// In a `[cluster]`, the node that ran it; `null` otherwise.
+    pub node: Option<String>,
+}
+
+/// A run's final ping.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RunPing {
+    /// `success` or `fail`.
+    pub kind: PingKind,
+    /// When it was sent.
+    pub at: DateTime<Utc>,
+    /// `accepted` (2xx) or `failed`.
+    pub result: String,
+    /// The answer (`HTTP 200`) or the error; never the URL.
+    pub detail: String,
+    /// Whether it waits in the outbox (a later pass delivers it).
+    pub outbox: bool,
+}
+
+impl Run {
+    /// The history's form of `record` with its final ping `ping`, run on `node`.
+    pub(crate) fn of(record: &RunRecord, ping: Option<&PingRecord>, node: Option<&str>) -> Run {
+        Run {
+            seq: 0,
+            run: RunDoc::of(record),
+            ping: ping.map(|p| RunPing {
+                kind: p.kind,
+                at: p.at,
+                result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
+                detail: crate::redact::scrub(&p.detail),
+                outbox: p.queued,
+            }),
+            node: node.map(str::to_owned),
+        }
+    }
+
+    /// Whether the run counts as a success.
+    pub(crate) fn success(&self) -> bool {
+        self.run.outcome == "success"
+    }
+}
+
+/// A job's runs, newest first: the answer of `GET /jobs/{name}/runs` and `history --json JOB`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct JobRuns {
+    /// The job.
+    pub job: String,
+    /// Its runs, newest first.
+    pub runs: Vec<Run>,
+}
+
+/// The mark of one outcome in a strip of runs (`status`, `history`): `✓` a success, `·` a run
+/// stopped by the daemon's shutdown, `✗` any other end; in ASCII `+`, `-`, `x`.
+pub(crate) fn glyph(outcome: &str, ascii: bool) -> char {
+    match (outcome, ascii) {
+        ("success", false) => '✓',
+        ("success", true) => '+',
+        ("stopped", false) => '·',
+        ("stopped", true) => '-',
+        (_, false) => '✗',
+        (_, true) => 'x',
+    }
+}
+
+/// The strip of `outcomes` (oldest first).
+pub(crate) fn strip(outcomes: &[String], ascii: bool) -> String {
+    outcomes.iter().map(|o| glyph(o, ascii)).collect()
+}
+
+/// Whether strips are drawn in ASCII: `asked` (`--ascii`), or the locale (`LC_ALL`, else
+/// `LC_CTYPE`, else `LANG`) is not UTF-8, as in cron's and many containers' bare environment.
+pub(crate) fn ascii_wanted(asked: bool) -> bool {
+    let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    asked || !(locale.contains("utf-8") || locale.contains("utf8"))
+}
+
+/// The history of every job under one state directory.
+#[derive(Debug, Clone)]
+pub(crate) struct History {
+    /// `<state_dir>/history`.
+    dir: PathBuf,
+}
+
+impl History {
+    /// The history under `state_dir`.
+    pub(crate) fn new(state_dir: &Path) -> History {
+        History {
+            dir: state_dir.join("history"),
+        }
+    }
+
+    /// Where the history lives (`<state_dir>/history`).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends `run` to `job`'s history, which keeps `limit` runs (0: none, nothing written).
+    /// A failure is logged (naming the job and the file) and counted; the run itself is not
+    /// affected.
+    pub(crate) fn record(&self, job: &str, limit: usize, run: Run) {
+        if limit == 0 {
+            return;
+        }
+        if let Err(err) = log::append(&self.dir.join(job), job, limit, run) {
+            crate::persist::failed(crate::persist::What::History);
+            warn!(job = %job, dir = %self.dir.join(job).display(), error = %err, "cannot record the run in the job's history");
+        }
+    }
+
+    /// `job`'s last `n` runs (at most its configured `history`), newest first, read from the
+    /// ends of its files: the cost of `n` runs, not of the whole history (the dashboard's
+    /// overview of every job, the strips seeded at start). A job with no history has none.
+    pub(crate) fn runs(&self, job: &str, n: usize) -> io::Result<Vec<Run>> {
+        let mut runs = log::read_last(&self.dir.join(job), job, n)?;
+        runs.reverse();
+        Ok(runs)
+    }
+
+    /// What identifies the present state of `job`'s history: the length and modification
+    /// time of its current file (`None` without one). Every append changes it, so a reader
+    /// may keep what it read while it stays the same.
+    pub(crate) fn version(&self, job: &str) -> Option<(u64, SystemTime)> {
+        let meta = std::fs::metadata(self.dir.join(job).join(log::CURRENT)).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
+    }
+
+    /// The outcomes of `job`'s last `n` runs, oldest first (for the `status` strip after a
+    /// restart).
+    pub(crate) fn recent_outcomes(&self, job: &str, n: usize) -> Vec<String> {
+        let mut runs = self.runs(job, n).unwrap_or_default();
+        runs.reverse();
+        runs.into_iter().map(|r| r.run.outcome).collect()
+    }
+
+    /// Removes the history of each job not in `jobs` whose last run is older than `keep`
+    /// (`history_keep_removed`); returns the names removed.
+    pub(crate) fn prune_removed(&self, jobs: &HashSet<&str>, keep: Duration) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let now = SystemTime::now();
+        let mut removed = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if jobs.contains(name.as_str()) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let last = log::last_written(&entry.path());
+            let age = last.and_then(|t| now.duration_since(t).ok());
+            if age.is_some_and(|age| age < keep) {
+                continue;
+            }
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => {
+                    info!(job = %name, "removed the history of a job no longer in the configuration");
+                    removed.push(name);
+                }
+                Err(err) => {
+                    warn!(job = %name, dir = %entry.path().display(), error = %err, "cannot remove the history of a job no longer in the configuration");
+                }
+            }
+        }
+        removed.sort();
+        removed
+    }
+
+    /// The jobs that have a history, sorted.
+    pub(crate) fn jobs(&self) -> Vec<String> {
+        let mut jobs: Vec<String> = std::fs::read_dir(&self.dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        jobs.sort();
+        jobs
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+//! The history's files: numbering, the two generations and their bound, torn lines, removal.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::*;
+use crate::run::record::RunRecord;
+use crate::run_end::{ProcessEnd, RunEnd, RunOutcome};
+
+fn record(code: i32, tail: &str) -> RunRecord {
+    let now = Utc::now();
+    let end = RunEnd::Ended(ProcessEnd::Exited(code));
+    RunRecord {
+        scheduled: now,
+        started: now,
+        ended: now,
+        duration: Duration::from_millis(5),
+        outcome: end.outcome(&[0]),
+        end,
+        output_tail: tail.to_owned(),
+        attempts: 1,
+    }
+}
+
+fn tails(history: &History, job: &str, limit: usize) -> Vec<String> {
+    history
+        .runs(job, limit)
+        .expect("read")
+        .into_iter()
+        .map(|r| r.run.output_tail)
+        .collect()
+}
+
+#[test]
+fn runs_come_back_newest_first_numbered_and_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = History::new(dir.path());
+    for i in 1..=25 {
+        history.record(
+            "backup",
+            10,
+            Run::of(&record(0, &format!("run {i}")), None, None),
+        );
+    }
+    let runs = history.runs("backup", 10).expect("read");
+    assert_eq!(runs.len(), 10);
+    assert_eq!(runs[0].seq, 25);
+    assert_eq!(runs[0].run.output_tail, "run 25");
+    assert_eq!(runs[9].seq, 16);
+    // Two generations at most: 20 (old) + 5 (current) would be 25; the old one holds 11-20.
+    let lines = |name: &str| {
+        std::fs::read_to_string(dir.path().join("history/backup").join(name))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    assert_eq!((lines("runs.old.jsonl"), lines("runs.jsonl")), (10, 5));
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_by_readers_and_cut_off_by_the_next_append() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = History::new(dir.path());
+    history.record("backup", 100, Run::of(&record(0, "one"), None, None));
+    history.record("backup", 100, Run::of(&record(1, "two"), None, None));
+    let file = dir.path().join("history/backup/runs.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .expect("open");
+    f.write_all(br#"{"seq":3,"scheduled":"2026-"#)
+        .expect("torn");
+    drop(f);
+    assert_eq!(tails(&history, "backup", 100), ["two", "one"]);
+    history.record("backup", 100, Run::of(&record(0, "three"), None, None));
+    let runs = history.runs("backup", 100).expect("read");
+    assert_eq!(
+        runs.iter()
+            .map(|r| (r.seq, r.run.output_tail.as_str()))
+            .collect::<Vec<_>>(),
+        [(3, "three"), (2, "two"), (1, "one")]
+    );
+    let text = std::fs::read_to_string(&file).expect("read");
+    assert_eq!(text.lines().count(), 3, "{text}");
+}
+
+#[test]
+fn numbering_goes_on_after_a_rotation_and_a_limit_of_zero_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = History::new(dir.path());
+    for _ in 0..3 {
+        history.record("a", 3, Run::of(&record(0, ""), None, None));
+    }
+    // The third run started a new generation: the current file is gone, numbering follows
+    // the old one.
+    history.record("a", 3, Run::of(&record(0, ""), None, None));
+    assert_eq!(history.runs("a", 3).expect("read")[0].seq, 4);
+    history.record("off", 0, Run::of(&record(0, ""), None, None));
+    assert!(!dir.path().join("history/off").exists());
+}
+
+#[test]
+fn a_removed_jobs_history_goes_only_after_the_keep_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = History::new(dir.path());
+    for job in ["kept", "gone"] {
+        history.record(job, 5, Run::of(&record(0, ""), None, None));
+    }
+    let configured: HashSet<&str> = ["kept"].into();
+    assert!(history
+        .prune_removed(&configured, Duration::from_secs(3600))
+        .is_empty());
+    assert_eq!(history.jobs(), ["gone", "kept"]);
+    assert_eq!(history.prune_removed(&configured, Duration::ZERO), ["gone"]);
+    assert_eq!(history.jobs(), ["kept"]);
+}
+
+#[test]
+fn a_runs_secrets_and_its_ping_are_kept_as_documented() {
+    let record = record(3, "done");
+    let ping = crate::run::PingRecord {
+        at: Utc::now(),
+        kind: crate::run::PingKind::Fail,
+        accepted: false,
+        detail: "connection refused".to_owned(),
+        queued: true,
+    };
+    let run = Run::of(&record, Some(&ping), Some("alpha"));
+    let json = serde_json::to_value(&run).expect("json");
+    assert_eq!(json["outcome"], "failed");
+    assert_eq!(json["exit_code"], 3);
+    assert_eq!(json["ping"]["kind"], "fail");
+    assert_eq!(json["ping"]["result"], "failed");
+    assert_eq!(json["ping"]["outbox"], true);
+    assert_eq!(json["node"], "alpha");
+    assert!(!run.success() && record.outcome == RunOutcome::Failed);
+}
+
+#[test]
+fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = History::new(dir.path());
+    for i in 1..=27 {
+        let tail = format!("run {i}\nwith two lines of output");
+        history.record("backup", 10, Run::of(&record(i % 2, &tail), None, None));
+    }
+    let seqs = |runs: Vec<Run>| runs.iter().map(|r| r.seq).collect::<Vec<_>>();
+    // On disk: the old generation holds 11-20, the current one 21-27.
+    for n in [0, 1, 7, 10, 15, 17, 20, 50] {
+        let expected: Vec<u64> = (11..=27).rev().take(n).collect();
+        assert_eq!(seqs(history.runs("backup", n).expect("read")), expected, "n = {n}");
+    }
+    let file = dir.path().join("history/backup/runs.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .expect("open");
+    f.write_all(br#"{"seq":28,"scheduled":"2026-"#)
+        .expect("torn");
+    drop(f);
+    assert_eq!(seqs(history.runs("backup", 3).expect("read")), [27, 26, 25]);
+    assert!(history.runs("nothing", 5).expect("read").is_empty());
+}

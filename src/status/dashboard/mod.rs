@@ -1,0 +1,342 @@
+//! The dashboard: server-rendered HTML pages of the status endpoint (docs/status.md,
+//! "Dashboard"), for a person with a browser, next to the JSON routes that stay as they are.
+//!
+//! Routes: `GET /` (every job), `GET /jobs/{name}` (one job and its history with output
+//! tails), `POST /login` and `POST /logout`. The pages are read-only: they show, they change
+//! nothing (running a job or pausing it stays with the bearer-token routes).
+//!
+//! **Access** is the rule of `/status`: open on a loopback or unix-socket bind; on any other
+//! bind a request needs the `[status] token`, either as `Authorization: Bearer` (a proxy in
+//! front adds it) or as the session cookie that `POST /login` sets after the token was typed
+//! into the login form. The cookie holds a SHA-256 digest of the token under a fixed label,
+//! not the token: it is worth the token on this endpoint (until the token changes) and nothing
+//! elsewhere; it is `HttpOnly` and `SameSite=Strict`. `POST /login` and `POST /logout` take
+//! forms only from the page itself: a request whose `Sec-Fetch-Site` is another site, or whose
+//! `Origin` is not this endpoint's `Host`, is refused (login CSRF).
+//!
+//! **What a page holds**: the `/status` document ([`super::build::document`], every text
+//! already scrubbed of the API key, the token and ping URLs) and the history files
+//! ([`crate::history::History::runs`]: only the lines shown are read, in
+//! `spawn_blocking`, and the overview's sparklines are kept until a job's history changes;
+//! scrubbed when recorded), each
+//! text HTML-escaped by [`render`]. Every answer carries a strict Content-Security-Policy
+//! ([`render::csp`]), `X-Frame-Options: DENY`, `no-store` and `no-referrer`.
+//!
+//! Hand-written HTML rather than a template crate (maud, askama): three small pages and one
+//! escape function do not pay for a dependency, and only the daemon reaches this code.
+
+mod render;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Form;
+use sha2::{Digest, Sha256};
+
+use super::remote::Refresh;
+use super::server::App;
+use crate::history::{History, Run};
+use crate::redact::Secret;
+
+/// The session cookie's name.
+const COOKIE: &str = "heartbeat_agent_session";
+
+/// Runs per job read for the overview's sparklines.
+const OVERVIEW_RUNS: usize = 20;
+
+/// The session cookie's value for `token`: a digest of it under a label of this use.
+fn session(token: &Secret) -> String {
+    let digest = Sha256::new()
+        .chain_update(b"heartbeat-agent dashboard session\0")
+        .chain_update(token.expose().as_bytes())
+        .finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The value of the request's cookie `name`, if any.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// Whether the request may see the pages: always on loopback and unix sockets; otherwise with
+/// the bearer token or the session cookie.
+fn allowed(app: &App, headers: &HeaderMap) -> bool {
+    let config = app.config();
+    let status = &config.status;
+    let Some(token) = status
+        .token
+        .as_ref()
+        .filter(|_| status.token_required_for_all())
+    else {
+        return true;
+    };
+    if crate::bearer::carries(headers, token) {
+        return true;
+    }
+    let given = cookie(headers, COOKIE).unwrap_or_default();
+    Sha256::digest(given.as_bytes()) == Sha256::digest(session(token).as_bytes())
+}
+
+/// Whether a form post comes from a page of this endpoint: no `Sec-Fetch-Site` but
+/// `same-origin` (or `none`: typed by the user), and no `Origin` but this `Host`'s.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if text(header::HeaderName::from_static("sec-fetch-site"))
+        .is_some_and(|site| !matches!(site, "same-origin" | "none"))
+    {
+        return false;
+    }
+    match text(header::ORIGIN) {
+        None => true,
+        Some(origin) => {
+            let host = text(header::HOST).unwrap_or_default();
+            !host.is_empty()
+                && (origin == format!("http://{host}") || origin == format!("https://{host}"))
+        }
+    }
+}
+
+/// An HTML answer with the page's security headers.
+fn page(status: StatusCode, html: String) -> Response {
+    let mut response = (status, html).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    if let Ok(csp) = HeaderValue::from_str(render::csp()) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn login_page(message: Option<&str>) -> Response {
+    page(StatusCode::UNAUTHORIZED, render::login(message))
+}
+
+fn redirect(to: &'static str, cookie: Option<String>) -> Response {
+    let mut response = page(StatusCode::SEE_OTHER, String::new());
+    response
+        .headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static(to));
+    if let Some(value) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// Each job's runs (newest first, at most `limit` per job, none for a job whose history
+/// cannot be read), read off the runtime's threads.
+async fn runs_of(app: &App, jobs: Vec<(String, usize)>) -> Vec<Vec<Run>> {
+    let history = History::new(&app.context.state_dir);
+    tokio::task::spawn_blocking(move || {
+        jobs.iter()
+            .map(|(job, limit)| history.runs(job, *limit).unwrap_or_default())
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// A job's sparkline points as last read, and the version of its history they were read at.
+type Spark = (
+    Option<(u64, std::time::SystemTime)>,
+    usize,
+    Vec<(u64, bool)>,
+);
+
+/// The overview's sparkline points of every job, kept between requests by history directory
+/// and job, and read again only for a job whose history changed since
+/// ([`History::version`]): an overview of 1,000 mostly idle jobs reads next to nothing.
+fn sparks() -> &'static Mutex<HashMap<PathBuf, Spark>> {
+    static SPARKS: OnceLock<Mutex<HashMap<PathBuf, Spark>>> = OnceLock::new();
+    SPARKS.get_or_init(Mutex::default)
+}
+
+/// Each job's sparkline points (oldest first, its last `limit` runs), off the runtime's
+/// threads.
+async fn sparks_of(app: &App, jobs: Vec<(String, usize)>) -> Vec<Vec<(u64, bool)>> {
+    let history = History::new(&app.context.state_dir);
+    tokio::task::spawn_blocking(move || {
+        let mut cache = sparks().lock().unwrap_or_else(|e| e.into_inner());
+        jobs.iter()
+            .map(|(job, limit)| {
+                let key = history.dir().join(job);
+                let version = history.version(job);
+                match cache.get(&key) {
+                    Some((v, n, points)) if *v == version && n == limit => points.clone(),
+                    _ => {
+                        let runs = history.runs(job, *limit).unwrap_or_default();
+                        let points = render::spark_points(&runs);
+                        cache.insert(key, (version, *limit, points.clone()));
+                        points
+                    }
+                }
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// `GET /`: every job.
+pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if !allowed(&app, &headers) {
+        return login_page(None);
+    }
+    let doc = super::build::document(&app, Refresh::Cached).await;
+    let config = app.config();
+    let jobs = doc
+        .jobs
+        .iter()
+        .map(|j| {
+            let limit = config.job(&j.name).map_or(0, |c| c.history);
+            (j.name.clone(), limit.min(OVERVIEW_RUNS))
+        })
+        .collect();
+    let sparks = sparks_of(&app, jobs).await;
+    page(StatusCode::OK, render::overview(&doc, &sparks))
+}
+
+/// `GET /jobs/{name}`: one job and its history (its configured `history` runs).
+pub(super) async fn job(
+    State(app): State<Arc<App>>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !allowed(&app, &headers) {
+        return login_page(None);
+    }
+    let Some(limit) = app.config().job(&name).map(|j| j.history) else {
+        let html = format!(
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>no such job\
+             </title></head><body><p>No job named \"{}\" in the config. <a href=\"/\">All jobs</a>\
+             </p></body></html>",
+            render::esc(&name)
+        );
+        return page(StatusCode::NOT_FOUND, html);
+    };
+    let doc = super::build::document(&app, Refresh::Cached).await;
+    let runs = runs_of(&app, vec![(name.clone(), limit)])
+        .await
+        .pop()
+        .unwrap_or_default();
+    match doc.jobs.iter().find(|j| j.name == name) {
+        Some(job) => page(StatusCode::OK, render::job_page(&doc, job, &runs)),
+        None => page(StatusCode::NOT_FOUND, String::new()),
+    }
+}
+
+/// The login form's fields.
+#[derive(serde::Deserialize)]
+pub(super) struct LoginForm {
+    token: String,
+}
+
+/// `POST /login`: with the right token, sets the session cookie and goes to `/`; otherwise
+/// shows the form again, saying why.
+pub(super) async fn login(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return page(
+            StatusCode::FORBIDDEN,
+            render::login(Some(
+                "this form was sent from another site: log in from this endpoint's own page",
+            )),
+        );
+    }
+    let config = app.config();
+    let Some(token) = config.status.token.as_ref() else {
+        return redirect("/", None);
+    };
+    let given = Sha256::digest(form.token.trim().as_bytes());
+    if given != Sha256::digest(token.expose().as_bytes()) {
+        return login_page(Some(
+            "wrong token: type the value of [status] token (or of the file token_file names)",
+        ));
+    }
+    let cookie = format!(
+        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+        session(token)
+    );
+    redirect("/", Some(cookie))
+}
+
+/// `POST /logout`: clears the session cookie.
+pub(super) async fn logout(headers: HeaderMap) -> Response {
+    if !same_origin(&headers) {
+        return page(StatusCode::FORBIDDEN, String::new());
+    }
+    let cookie = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    redirect("/", Some(cookie))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_str(value).expect("a value"));
+        }
+        headers
+    }
+
+    #[test]
+    fn forms_from_other_sites_are_refused() {
+        assert!(same_origin(&headers(&[("host", "10.0.0.5:9465")])));
+        assert!(same_origin(&headers(&[
+            ("host", "10.0.0.5:9465"),
+            ("origin", "http://10.0.0.5:9465"),
+            ("sec-fetch-site", "same-origin"),
+        ])));
+        for bad in [
+            vec![("host", "10.0.0.5:9465"), ("origin", "http://evil.example")],
+            vec![("host", "10.0.0.5:9465"), ("origin", "null")],
+            vec![("host", "10.0.0.5:9465"), ("sec-fetch-site", "cross-site")],
+            vec![("host", "10.0.0.5:9465"), ("sec-fetch-site", "same-site")],
+            vec![("origin", "http://10.0.0.5:9465")],
+        ] {
+            assert!(!same_origin(&headers(&bad)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_cookie_is_read_among_others_and_is_not_the_token() {
+        let h = headers(&[("cookie", "a=1; heartbeat_agent_session=abc ; b=2")]);
+        assert_eq!(cookie(&h, COOKIE), Some("abc"));
+        assert_eq!(cookie(&headers(&[("cookie", "x=1")]), COOKIE), None);
+        let token = Secret::new("t0k");
+        assert!(!session(&token).contains("t0k"));
+        assert_eq!(session(&token).len(), 64);
+    }
+}
