@@ -187,8 +187,8 @@ fn from_endpoint_of_config(
     args: &HistoryArgs,
     global: &GlobalArgs,
 ) -> Result<Vec<JobRuns>, (u8, String)> {
-    let (endpoint, token) = context::endpoint(None, global)?;
-    fetch(&endpoint, token.as_ref(), args)
+    let (endpoint, token, expected) = context::endpoint(None, global)?;
+    fetch(&endpoint, token.as_ref(), &expected, args)
 }
 
 /// The runs from the endpoint at `url`.
@@ -197,19 +197,26 @@ fn from_endpoint(
     args: &HistoryArgs,
     global: &GlobalArgs,
 ) -> Result<Vec<JobRuns>, (u8, String)> {
-    let (endpoint, token) = context::endpoint(Some(url), global)?;
-    fetch(&endpoint, token.as_ref(), args)
+    let (endpoint, token, expected) = context::endpoint(Some(url), global)?;
+    fetch(&endpoint, token.as_ref(), &expected, args)
 }
 
-/// `GET /jobs/{name}/runs` for `args.job`, else for every job of `GET /status`.
+/// `GET /jobs/{name}/runs` for `args.job`, else for every job of `GET /status`, from the daemon
+/// `expected` (a daemon of another config is refused, as `status` refuses it).
 fn fetch(
     endpoint: &Endpoint,
     token: Option<&Secret>,
+    expected: &crate::status::owner::Expected,
     args: &HistoryArgs,
 ) -> Result<Vec<JobRuns>, (u8, String)> {
     let get = |path: &str| -> Result<String, (u8, String)> {
         match endpoint.request("GET", path, token.map(Secret::expose), context::TIMEOUT) {
-            Ok(answer) if answer.status == 200 => Ok(answer.body),
+            Ok(answer) if answer.status == 200 => {
+                expected
+                    .check(&endpoint.shown(), answer.config.as_deref())
+                    .map_err(|refused| (exit::FAILURE, refused.to_string()))?;
+                Ok(answer.body)
+            }
             Ok(answer) => Err((
                 exit::FAILURE,
                 format!(

@@ -125,6 +125,7 @@ fn a_runs_secrets_and_its_ping_are_kept_as_documented() {
         kind: crate::run::PingKind::Fail,
         accepted: false,
         detail: "connection refused".to_owned(),
+        status: None,
         queued: true,
     };
     let run = Run::of(&record, Some(&ping), Some("alpha"));
@@ -150,7 +151,11 @@ fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line()
     // On disk: the old generation holds 11-20, the current one 21-27.
     for n in [0, 1, 7, 10, 15, 17, 20, 50] {
         let expected: Vec<u64> = (11..=27).rev().take(n).collect();
-        assert_eq!(seqs(history.runs("backup", n).expect("read")), expected, "n = {n}");
+        assert_eq!(
+            seqs(history.runs("backup", n).expect("read")),
+            expected,
+            "n = {n}"
+        );
     }
     let file = dir.path().join("history/backup/runs.jsonl");
     let mut f = std::fs::OpenOptions::new()

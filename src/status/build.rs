@@ -11,8 +11,7 @@ use chrono::Utc;
 
 use super::doc::{
     ConfigInfo, EtcdDoc, JobClusterDoc, JobDoc, MissingDoc, PausedDoc, PingDoc, ReloadErrorDoc,
-    Remote, RunDoc,
-    StatusDoc, SyncDoc,
+    Remote, RunDoc, StatusDoc, SyncDoc,
 };
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;

@@ -29,7 +29,10 @@ pub(crate) fn render(doc: &StatusDoc, color: bool, ascii: bool) -> String {
     let rows: Vec<[(String, Tone); 7]> = doc
         .jobs
         .iter()
-        .map(|j| row(j, doc.generated_at, ascii).map(|(text, tone)| (printable(&text).into_owned(), tone)))
+        .map(|j| {
+            row(j, doc.generated_at, ascii)
+                .map(|(text, tone)| (printable(&text).into_owned(), tone))
+        })
         .collect();
     let mut widths = HEADERS.map(str::len);
     for row in &rows {

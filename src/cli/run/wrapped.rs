@@ -22,10 +22,10 @@ use super::{report, supervise, Plan, Signals};
 use crate::cli::print_error;
 use crate::config::duration::human_duration;
 use crate::ping::outbox::{self, Outbox};
-use crate::ping::{Ping, PingOutcome};
+use crate::ping::Ping;
 use crate::process::children::Children;
 use crate::process::RunEnd;
-use crate::run::{Attempt, Ended, Notice, Report, RunRecord, Runner};
+use crate::run::{Attempt, Ended, Notice, PingRecord, Report, RunRecord, Runner};
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
@@ -132,11 +132,11 @@ impl Runner for Wrapped<'_> {
 
     /// An accepted ping is said at info level under its own target, which the default filter
     /// leaves out (a good run from crontab stays silent): `-v` or `--log-level info` shows it.
-    fn pinged(&mut self, at: chrono::DateTime<Utc>, outcome: &PingOutcome) {
-        let PingOutcome::Delivered { status, .. } = outcome else {
+    fn pinged(&mut self, ping: &PingRecord) {
+        let (true, Some(status)) = (ping.accepted, ping.status) else {
             return;
         };
-        let took = (Utc::now() - at).num_milliseconds().max(0);
+        let took = (Utc::now() - ping.at).num_milliseconds().max(0);
         let what = match (&self.plan.pings.context.job, &self.plan.success) {
             (Some(job), _) => job.clone(),
             (None, Some(ping)) => ping.redacted(),
