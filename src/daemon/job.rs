@@ -57,8 +57,9 @@ pub(super) struct Shared {
     pub admission: Option<Arc<dyn Admission>>,
     /// The daemon's files in it.
     pub persisted: Persisted,
-    /// The run history under it (each job's `history` says how many runs it keeps).
-    pub history: crate::history::History,
+    /// The run history under it (each job's `history` says how many runs it keeps), written
+    /// by its own low-priority thread.
+    pub history: crate::history::Recorder,
     /// The durable outbox under it: pings that could not be delivered wait there for the
     /// drainer task.
     pub outbox: crate::ping::outbox::Outbox,

@@ -75,7 +75,7 @@ pub(crate) async fn run(
         ping_urls: options.ping_urls.clone(),
         admission: options.admission.clone(),
         persisted: Persisted::new(&options.state_dir),
-        history: crate::history::History::new(&options.state_dir),
+        history: crate::history::Recorder::start(crate::history::History::new(&options.state_dir)),
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         pings: crate::ping::Sender::new(options.net.clone()),
         state: Arc::new(DaemonState::default()),
@@ -122,13 +122,10 @@ pub(crate) async fn run(
 /// `history_keep_removed` ago, and seeds each job's strip with its last runs.
 fn open_history(shared: &Shared, config: &Config) {
     let names: HashSet<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
-    shared
-        .history
-        .prune_removed(&names, config.agent.history_keep_removed);
+    let history = shared.history.history();
+    history.prune_removed(&names, config.agent.history_keep_removed);
     for job in config.jobs.iter().filter(|j| j.history > 0) {
-        let outcomes = shared
-            .history
-            .recent_outcomes(&job.name, super::state::RECENT);
+        let outcomes = history.recent_outcomes(&job.name, super::state::RECENT);
         let outcomes = outcomes.iter().filter_map(|o| RunOutcome::named(o));
         shared.state.entry(&job.name).seed_recent(outcomes);
     }
@@ -352,7 +349,13 @@ impl Supervisor {
                 }
             }
         }
+        // The runs' records handed to the history's writer reach the disk before the exit.
+        let shared = Arc::clone(&self.shared);
+        let _ = tokio::task::spawn_blocking(move || shared.history.flush(HISTORY_FLUSH)).await;
         info!("daemon stopped");
         Ended::Stopped
     }
 }
+
+/// How long the shutdown waits for the history's writer.
+const HISTORY_FLUSH: Duration = Duration::from_secs(2);

@@ -127,6 +127,89 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
     asked || !(locale.contains("utf-8") || locale.contains("utf8"))
 }
 
+/// The daemon's writer of the history: runs are handed to one thread of their own, below the
+/// runtime's priority (nice +10), which appends them in order. A burst of runs that end
+/// together so never holds up the spawns of the next fires (the append's few system calls
+/// are off the scheduler's threads), and a run is on disk a few milliseconds after it ends.
+/// [`Recorder::flush`] waits for what was handed over (the daemon's shutdown).
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    history: History,
+    queue: std::sync::Mutex<std::sync::mpsc::Sender<Message>>,
+}
+
+/// What the writer thread is given.
+enum Message {
+    /// Append this run of this job, which keeps that many runs.
+    Run(String, usize, Box<Run>),
+    /// Say when everything before was written.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+impl Recorder {
+    /// Starts the writer thread of `history`.
+    pub(crate) fn start(history: History) -> Recorder {
+        let (queue, received) = std::sync::mpsc::channel::<Message>();
+        let writer = history.clone();
+        let started = std::thread::Builder::new()
+            .name("history".to_owned())
+            .spawn(move || {
+                lower_priority();
+                for message in received {
+                    match message {
+                        Message::Run(job, limit, run) => writer.record(&job, limit, *run),
+                        Message::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            });
+        if let Err(err) = started {
+            warn!(error = %err, "cannot start the history's writer thread; runs will not be recorded");
+        }
+        Recorder {
+            history,
+            queue: std::sync::Mutex::new(queue),
+        }
+    }
+
+    /// The history it writes.
+    pub(crate) fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Hands `run` of `job` (which keeps `limit` runs; 0: none) to the writer.
+    pub(crate) fn record(&self, job: &str, limit: usize, run: Run) {
+        if limit == 0 {
+            return;
+        }
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = queue.send(Message::Run(job.to_owned(), limit, Box::new(run)));
+    }
+
+    /// Waits (at most `timeout`) until every run handed over so far is written.
+    pub(crate) fn flush(&self, timeout: Duration) {
+        let (done, wait) = std::sync::mpsc::channel();
+        let sent = {
+            let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.send(Message::Flush(done)).is_ok()
+        };
+        if sent && wait.recv_timeout(timeout).is_err() {
+            warn!("the history's writer did not finish within {timeout:?}; the last runs may be missing from it");
+        }
+    }
+}
+
+/// Puts the calling thread at nice +10 (Linux gives each thread its own nice value).
+fn lower_priority() {
+    // SAFETY: setpriority and gettid take plain integers and touch no memory of ours.
+    let failed =
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) } != 0;
+    if failed {
+        tracing::debug!("cannot lower the history writer's priority");
+    }
+}
+
 /// The history of every job under one state directory.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
