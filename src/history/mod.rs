@@ -11,6 +11,9 @@
 //! a reader keeps the newest `limit`: at most `2 x limit x (1 KiB + 6 x output_tail)` bytes per
 //! job (a run's fields take about 400 bytes; 6 is the worst JSON escape of an output byte).
 //!
+//! **Writers.** The daemon hands each run to [`Recorder`], a thread of its own below the
+//! runtime's priority; `run --job` appends itself ([`History::record`]).
+//!
 //! **Crash-safety.** A kill -9 during an append leaves at most a torn last line (no newline):
 //! the next append cuts it off with one warning, a reader skips it with one warning. Lines
 //! already written are never rewritten. There is no fsync per run: a record outlives the death
