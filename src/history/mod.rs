@@ -131,7 +131,7 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
 }
 
 /// The daemon's writer of the history: runs are handed to one thread of their own, below the
-/// runtime's priority (nice +10), which appends them in order. A burst of runs that end
+/// runtime's priority (nice + 10), which appends them in order. A burst of runs that end
 /// together so never holds up the spawns of the next fires (the append's few system calls
 /// are off the scheduler's threads), and a run is on disk a few milliseconds after it ends.
 /// [`Recorder::flush`] waits for what was handed over (the daemon's shutdown).
@@ -203,11 +203,18 @@ impl Recorder {
     }
 }
 
-/// Puts the calling thread at nice +10 (Linux gives each thread its own nice value).
+/// Puts the calling thread 10 below the daemon's priority (nice + 10, at most 19; Linux gives
+/// each thread its own nice value).
 fn lower_priority() {
-    // SAFETY: setpriority and gettid take plain integers and touch no memory of ours.
-    let failed =
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) } != 0;
+    // The base is the main thread's: this thread may have started at 0 (the daemon's
+    // SCHED_RESET_ON_FORK resets a raised priority in new threads and children).
+    // SAFETY: getpriority, setpriority, getpid and gettid take plain integers and touch no
+    // memory of ours. getpriority's -1 is also a valid answer; a wrong base only shifts it.
+    let failed = unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t);
+        libc::setpriority(libc::PRIO_PROCESS, tid, (nice + 10).min(19))
+    } != 0;
     if failed {
         tracing::debug!("cannot lower the history writer's priority");
     }
