@@ -344,8 +344,9 @@ fn ping(run: &Run) -> String {
         return "-".to_owned();
     };
     let kind = match ping.kind {
-        crate::run::PingKind::Success => "",
-        crate::run::PingKind::Fail => "fail ping ",
+        crate::ping::PingKind::Success => "",
+        crate::ping::PingKind::Start => "start ping ",
+        crate::ping::PingKind::Fail => "fail ping ",
     };
     let queued = if ping.outbox { "queued: " } else { "" };
     crate::logging::printable(&format!("{queued}{kind}{}", ping.detail)).into_owned()

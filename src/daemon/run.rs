@@ -171,7 +171,7 @@ impl Runner for DaemonRun<'_> {
 
     async fn after_ping(&mut self, report: &Report) {
         let node = self.shared.admission.as_ref().and_then(|a| a.node());
-        let run = crate::history::Run::of(&report.record, report.ping.as_ref(), node);
+        let run = crate::history::Run::reported(report, node);
         self.shared
             .history
             .record(&self.job.name, self.job.history, run);

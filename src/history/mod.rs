@@ -37,7 +37,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::run::record::{PingKind, PingRecord, RunDoc, RunRecord};
+use crate::ping::PingKind;
+use crate::run::record::{PingRecord, RunDoc, RunRecord};
 
 /// One run of a job's history: `/status`'s `last_run` fields, its final ping, the node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,14 +51,18 @@ pub(crate) struct Run {
     pub run: RunDoc,
     /// Its final ping (the success or the fail ping); `null` when it pinged nothing.
     pub ping: Option<RunPing>,
+    /// Its start ping (`start_url`), when it sent one and the answer came before the run's
+    /// report (always when a final ping followed); `null` otherwise. Absent from older records.
+    #[serde(default)]
+    pub start_ping: Option<RunPing>,
     /// In a `[cluster]`, the node that ran it; `null` otherwise.
     pub node: Option<String>,
 }
 
-/// A run's final ping.
+/// One of a run's pings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct RunPing {
-    /// `success` or `fail`.
+    /// `success`, `fail` or `start`.
     pub kind: PingKind,
     /// When it was sent.
     pub at: DateTime<Utc>,
@@ -65,8 +70,21 @@ pub(crate) struct RunPing {
     pub result: String,
     /// The answer (`HTTP 200`) or the error; never the URL.
     pub detail: String,
-    /// Whether it waits in the outbox (a later pass delivers it).
+    /// Whether it waits in the outbox (a later pass delivers it; never for a start ping).
     pub outbox: bool,
+}
+
+impl RunPing {
+    /// The history's form of `ping`, its detail scrubbed.
+    fn of(ping: &PingRecord) -> RunPing {
+        RunPing {
+            kind: ping.kind,
+            at: ping.at,
+            result: if ping.accepted { "accepted" } else { "failed" }.to_owned(),
+            detail: crate::redact::scrub(&ping.detail),
+            outbox: ping.queued,
+        }
+    }
 }
 
 impl Run {
@@ -75,14 +93,18 @@ impl Run {
         Run {
             seq: 0,
             run: RunDoc::of(record),
-            ping: ping.map(|p| RunPing {
-                kind: p.kind,
-                at: p.at,
-                result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
-                detail: crate::redact::scrub(&p.detail),
-                outbox: p.queued,
-            }),
+            ping: ping.map(RunPing::of),
+            start_ping: None,
             node: node.map(str::to_owned),
+        }
+    }
+
+    /// The history's form of the run `report` tells of, run on `node`: its record, its final
+    /// ping and its start ping.
+    pub(crate) fn reported(report: &crate::run::Report, node: Option<&str>) -> Run {
+        Run {
+            start_ping: report.start_ping.as_ref().map(RunPing::of),
+            ..Run::of(&report.record, report.ping.as_ref(), node)
         }
     }
 

@@ -122,7 +122,7 @@ fn a_runs_secrets_and_its_ping_are_kept_as_documented() {
     let record = record(3, "done");
     let ping = crate::run::PingRecord {
         at: Utc::now(),
-        kind: crate::run::PingKind::Fail,
+        kind: crate::ping::PingKind::Fail,
         accepted: false,
         detail: "connection refused".to_owned(),
         status: None,

@@ -33,10 +33,10 @@ use tokio::time::Instant;
 
 pub(crate) use hooks::AfterRun;
 pub(crate) use pings::Pings;
-pub(crate) use record::{PingKind, PingRecord, RunRecord};
+pub(crate) use record::{PingRecord, RunRecord};
 
 use crate::ping::outbox::Outbox;
-use crate::ping::{Ping, PingOutcome};
+use crate::ping::{Ping, PingKind, PingOutcome};
 use crate::retries::Retries;
 use crate::run_end::{RunEnd, RunOutcome};
 
@@ -157,6 +157,9 @@ pub(crate) struct Report {
     /// The final ping's result: `None` when the run pinged nothing (or the daemon was
     /// stopping and sent none).
     pub ping: Option<PingRecord>,
+    /// The start ping's result, when the run sent one and its answer came before the report
+    /// (always, when a final ping followed: that waits for it).
+    pub start_ping: Option<PingRecord>,
     /// Whether the service accepted the success ping (false for failures, for runs that ping
     /// nothing and for an interrupted ping).
     pub ping_accepted: bool,
@@ -190,6 +193,20 @@ async fn run_and_ping<R: Runner>(
     outbox: &Outbox,
 ) -> Report {
     let start = pings.send_start();
+    let start_result = start.as_ref().map(|s| Arc::clone(&s.result));
+    let mut report = run_and_ping_from(runner, retries, pings, outbox, start).await;
+    report.start_ping = start_result.and_then(|slot| slot.get().cloned());
+    report
+}
+
+/// [`run_and_ping`] once the start ping is on its way.
+async fn run_and_ping_from<R: Runner>(
+    runner: &mut R,
+    retries: &Retries,
+    pings: &Pings,
+    outbox: &Outbox,
+    start: Option<pings::Started>,
+) -> Report {
     let (ended, attempt) = attempts::run(runner, retries).await;
     let success = ended.success();
     let success_ping = runner.success_ping();
@@ -204,6 +221,7 @@ async fn run_and_ping<R: Runner>(
         ended,
         record,
         ping: None,
+        start_ping: None,
         ping_accepted: false,
         stored: None,
         interrupted: false,
@@ -212,7 +230,7 @@ async fn run_and_ping<R: Runner>(
     let Some(ping) = finish.filter(|_| runner.pings_allowed()) else {
         return report;
     };
-    let send = pings.deliver_after(start, &ping, outbox);
+    let send = pings.deliver_after(start.map(|s| s.task), &ping, outbox);
     let outcome = tokio::select! {
         sent = send => Some(sent),
         () = runner.stopped() => {

@@ -5,14 +5,17 @@
 //! delivered through the outbox after the start ping. A failed run also drops a pending
 //! success of the same job from the outbox: delivered later, it would claim the job is fine.
 
+use std::sync::{Arc, OnceLock};
+
 use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
 use super::Ended;
+use super::PingRecord;
 use crate::config::FailUrl;
 use crate::ping::outbox::{self, Outbox, PingContext};
-use crate::ping::{Budget, Ping, PingMethod, PingOutcome, Sender};
+use crate::ping::{Budget, Ping, PingKind, PingMethod, PingOutcome, Sender};
 
 /// Where and how a run pings, besides its success ping (which the [`super::Runner`] resolves
 /// at the end).
@@ -48,17 +51,21 @@ impl Pings {
         }
     }
 
-    /// Sends the start ping, if any, in a task of its own so the command starts at once.
-    pub(super) fn send_start(&self) -> Option<JoinHandle<PingOutcome>> {
+    /// Sends the start ping, if any, in a task of its own so the command starts at once; its
+    /// result is kept in the [`Started`] slot when it comes.
+    pub(super) fn send_start(&self) -> Option<Started> {
         let ping = self.start.clone()?;
         let (budget, context, sender) = (self.budget, self.context.clone(), self.sender.clone());
+        let result = Arc::new(OnceLock::new());
+        let slot = Arc::clone(&result);
         let send = async move {
-            outbox::deliver_or_queue_for(&sender, &ping, &budget, None, &context).await
+            let at = Utc::now();
+            let outcome =
+                outbox::deliver_or_queue_for(&sender, &ping, &budget, None, &context).await;
+            let _ = slot.set(PingRecord::of(at, PingKind::Start, &outcome));
         };
-        Some(tokio::spawn(tracing::Instrument::instrument(
-            send,
-            self.span(),
-        )))
+        let task = tokio::spawn(tracing::Instrument::instrument(send, self.span()));
+        Some(Started { task, result })
     }
 
     /// After a failed run: drops a pending success of the job (or of `success`'s target) from
@@ -76,7 +83,7 @@ impl Pings {
     /// the outbox; returns when it was sent and what came of it.
     pub(super) async fn deliver_after(
         &self,
-        start: Option<JoinHandle<PingOutcome>>,
+        start: Option<JoinHandle<()>>,
         ping: &Ping,
         outbox: &Outbox,
     ) -> (DateTime<Utc>, PingOutcome) {
@@ -99,6 +106,14 @@ impl Pings {
         };
         tracing::Instrument::instrument(send, self.span()).await
     }
+}
+
+/// A start ping on its way: its task, and its result once it came (for the run's report).
+pub(super) struct Started {
+    /// The task sending it (the final ping waits for it).
+    pub task: JoinHandle<()>,
+    /// Its result, set when it came.
+    pub result: Arc<OnceLock<PingRecord>>,
 }
 
 /// The run's final ping: `success` when the run succeeded, else the fail ping (if the run has

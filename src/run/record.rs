@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{Attempt, Ended};
-use crate::ping::PingOutcome;
+use crate::ping::{PingKind, PingOutcome};
 use crate::run_end::{RunEnd, RunOutcome};
 
 /// One run of a job, as status and the history show it.
@@ -65,22 +65,13 @@ impl RunRecord {
     }
 }
 
-/// Which of a run's pings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum PingKind {
-    /// The success ping.
-    Success,
-    /// The fail ping (`fail_url`).
-    Fail,
-}
-
-/// A run's final ping: what the service (or the network) answered.
+/// One of a run's pings (its start, success or fail ping): what the service (or the network)
+/// answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PingRecord {
     /// When it was sent.
     pub at: DateTime<Utc>,
-    /// The success or the fail ping.
+    /// The start, success or fail ping.
     pub kind: PingKind,
     /// Whether the server accepted it (2xx).
     pub accepted: bool,
@@ -115,7 +106,8 @@ impl PingRecord {
             accepted,
             detail,
             status,
-            queued,
+            // A start ping is never kept in the outbox.
+            queued: queued && kind != PingKind::Start,
         }
     }
 

@@ -39,11 +39,12 @@ fn run(home: &Home, script: &str) -> std::process::Output {
 fn each_run_of_run_job_is_kept_with_its_final_ping() {
     let home = Home::new();
     let host = FakeServer::start(Mode::Status(200));
+    let start = format!("start_url = \"{}\"", host.url("/start/st-token-1234567890"));
     config(
         &home,
         &host.url("/ping/ok-token-1234567890"),
         &refused_url("/fail"),
-        "",
+        &start,
     );
     assert!(run(&home, "echo first").status.success());
     let out = run(&home, "exit 4");
@@ -57,22 +58,32 @@ fn each_run_of_run_job_is_kept_with_its_final_ping() {
         (Some(1), Some(2))
     );
     assert_eq!(ok["outcome"], "success");
-    let ping = &ok["ping"];
-    assert_eq!(
+    // Each ping as (kind, result, detail, outbox).
+    let seen = |ping: &Value| {
+        let text = |key: &str| ping[key].as_str().unwrap_or_default().to_owned();
         (
-            &ping["kind"],
-            &ping["result"],
-            &ping["detail"],
-            &ping["outbox"]
-        ),
+            text("kind"),
+            text("result"),
+            text("detail"),
+            ping["outbox"].as_bool(),
+        )
+    };
+    let accepted = |kind: &str| {
         (
-            &Value::from("success"),
-            &Value::from("accepted"),
-            &Value::from("HTTP 200"),
-            &Value::from(false)
-        ),
-        "{ok}"
-    );
+            kind.to_owned(),
+            "accepted".to_owned(),
+            "HTTP 200".to_owned(),
+            Some(false),
+        )
+    };
+    assert_eq!(seen(&ok["ping"]), accepted("success"), "{ok}");
+    for run in [ok, failed] {
+        assert_eq!(
+            seen(&run["start_ping"]),
+            accepted("start"),
+            "each run's start ping: {run}"
+        );
+    }
     assert_eq!(
         (failed["outcome"].as_str(), failed["exit_code"].as_i64()),
         (Some("failed"), Some(4))
@@ -84,10 +95,12 @@ fn each_run_of_run_job_is_kept_with_its_final_ping() {
         ping["outbox"], true,
         "a refused fail ping waits in the outbox: {failed}"
     );
-    assert!(
-        !doc.to_string().contains("ok-token-1234567890"),
-        "a ping token leaked: {doc}"
-    );
+    for token in ["ok-token-1234567890", "st-token-1234567890"] {
+        assert!(
+            !doc.to_string().contains(token),
+            "a ping token leaked: {doc}"
+        );
+    }
 }
 
 #[test]

@@ -154,7 +154,7 @@ impl Runner for Wrapped<'_> {
             let _ = task.await;
         }
         if let Some((job, limit)) = &self.plan.history {
-            let run = crate::history::Run::of(&report.record, report.ping.as_ref(), None);
+            let run = crate::history::Run::reported(report, None);
             crate::history::History::new(&self.plan.state_dir).record(job, *limit, run);
         }
         if report.interrupted {

@@ -483,8 +483,9 @@ pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Run]) -> String {
                 format!(
                     "<span class=\"{cls}\">{} {}</span>: {}{queued}",
                     esc(match p.kind {
-                        crate::run::record::PingKind::Success => "success ping",
-                        crate::run::record::PingKind::Fail => "fail ping",
+                        crate::ping::PingKind::Success => "success ping",
+                        crate::ping::PingKind::Start => "start ping",
+                        crate::ping::PingKind::Fail => "fail ping",
                     }),
                     esc(&p.result),
                     esc(&p.detail)
