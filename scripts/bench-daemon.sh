@@ -48,21 +48,9 @@ def write_config(name, jobs):
             f.write(f'[[jobs]]\nname = "{job}"\nschedule = "{schedule}"\ncommand = ["echo", "ok"]\n\n')
     return path
 
-class Daemon(agentlog.Daemon):
+class Daemon(agentlog.Runs):
     def __init__(self, config):
-        self.started, self.finished, self.delays = 0, 0, []
         super().__init__(BIN, config, prefix=["nice", "-n", os.environ["BENCH_NICE"]])
-
-    def on_event(self, event):
-        msg = event.get("message", "")
-        if msg == "job started":
-            self.started += 1
-            self.delays.append(event["delay_ms"])
-        elif msg == "job finished":
-            self.finished += 1
-        else:
-            return False
-        return True
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:

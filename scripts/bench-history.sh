@@ -25,23 +25,11 @@ BIN, WORK, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 TICK = os.sysconf("SC_CLK_TCK")
 N, STEP, BURSTS = 1000, 10, 3
 
-class Daemon(agentlog.Daemon):
+class Daemon(agentlog.Runs):
     expected = ("nothing will be pinged",)
 
     def __init__(self, config):
-        self.started, self.finished, self.delays = 0, 0, []
         super().__init__(BIN, config)
-
-    def on_event(self, event):
-        msg = event.get("message", "")
-        if msg == "job started":
-            self.started += 1
-            self.delays.append(event["delay_ms"])
-        elif msg == "job finished":
-            self.finished += 1
-        else:
-            return False
-        return True
 
     def cpu(self):
         with open(f"/proc/{self.proc.pid}/stat") as f:

@@ -65,6 +65,26 @@ class Daemon:
             print(f"   {self.label} warning:", line[:200])
 
 
+class Runs(Daemon):
+    """A daemon whose `job started` lines (and their `delay_ms`) and `job finished` lines are
+    counted: the spawn benchmarks' reader (bench-daemon.sh, bench-history.sh)."""
+
+    def __init__(self, binary, config, prefix=()):
+        self.started, self.finished, self.delays = 0, 0, []
+        super().__init__(binary, config, prefix)
+
+    def on_event(self, event):
+        msg = event.get("message", "")
+        if msg == "job started":
+            self.started += 1
+            self.delays.append(event["delay_ms"])
+        elif msg == "job finished":
+            self.finished += 1
+        else:
+            return False
+        return True
+
+
 def pct(values, p):
     """The p-th percentile of `values`: the sorted value at index int(n * p / 100), NaN when empty."""
     v = sorted(values)
