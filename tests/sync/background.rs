@@ -28,14 +28,7 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
         .build()
         .unwrap();
     let reconciler = sync::Reconciler::new(Arc::new(load(&setup)), client, setup.state_dir())
-        .with_timing(sync::task::TaskTiming {
-            start_jitter: Duration::from_millis(20),
-            resync_interval: Duration::from_secs(3600),
-            retry_base: Duration::from_millis(10),
-            retry_cap: Duration::from_millis(50),
-            reassert_interval: Duration::from_secs(86_400),
-            reassert_start_spread: sync::task::REASSERT_START_SPREAD,
-        })
+        .with_timing(fast_timing())
         .with_pace(fast_pace());
     let status = reconciler.status();
     assert_eq!(status.get("j").unwrap().state, sync::SyncState::Pending);
@@ -150,14 +143,7 @@ fn the_background_task_survives_a_429_asking_for_an_endless_wait() {
         .unwrap();
     let client = client(&setup, RetryPolicy::none());
     let reconciler = sync::Reconciler::new(Arc::new(load(&setup)), client, setup.state_dir())
-        .with_timing(sync::task::TaskTiming {
-            start_jitter: Duration::from_millis(20),
-            resync_interval: Duration::from_secs(3600),
-            retry_base: Duration::from_millis(10),
-            retry_cap: Duration::from_millis(50),
-            reassert_interval: Duration::from_secs(86_400),
-            reassert_start_spread: sync::task::REASSERT_START_SPREAD,
-        });
+        .with_timing(fast_timing());
     let status = reconciler.status();
     let cancel = tokio_util::sync::CancellationToken::new();
     let task = runtime.spawn(reconciler.run(cancel.clone()));
@@ -186,4 +172,17 @@ fn the_background_task_survives_a_429_asking_for_an_endless_wait() {
 /// The daemon's pacing on a clock 6,000 times faster (one request per 10 ms after a 429).
 fn fast_pace() -> sync::PaceRule {
     sync::PaceRule::default().scaled(6000.0)
+}
+
+/// A reconciler's timing for these tests: a 20 ms start, fast retries, nothing periodic
+/// within a test.
+fn fast_timing() -> sync::task::TaskTiming {
+    sync::task::TaskTiming {
+        start_jitter: Duration::from_millis(20),
+        resync_interval: Duration::from_secs(3600),
+        retry_base: Duration::from_millis(10),
+        retry_cap: Duration::from_millis(50),
+        reassert_interval: Duration::from_secs(86_400),
+        reassert_start_spread: sync::task::REASSERT_START_SPREAD,
+    }
 }
