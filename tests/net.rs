@@ -89,6 +89,54 @@ fn run_pings_over_https_trusting_ca_file_or_ssl_cert_file() {
     assert!(text(&out).contains("system bundle"), "{}", text(&out));
 }
 
+/// A bundle reached through symbolic links is trusted: Kubernetes mounts secrets as links
+/// (`ca.crt -> ..data/ca.crt`) and RHEL's system bundle is one. A FIFO named as the bundle is
+/// refused at once, naming it, and the command still runs.
+#[test]
+fn a_ca_file_behind_symbolic_links_is_trusted_and_a_fifo_is_refused_without_blocking() {
+    let home = Home::new();
+    let host = PingHost::start(Behaviour::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Trusted);
+    let data = home.path("..data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::copy(tls::ca_file(), data.join("ca.crt")).expect("copy");
+    let link = home.path("ca.crt");
+    std::os::unix::fs::symlink("..data/ca.crt", &link).expect("symlink");
+    let link = link.to_str().expect("utf8");
+    let out = output(run_ping(
+        &home,
+        &front.url(&token("l")),
+        &["--ca-file", link],
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(host.count(&token("l")), 1, "{}", text(&out));
+    let mut cmd = run_ping(&home, &front.url(&token("m")), &[]);
+    cmd.env("SSL_CERT_FILE", link);
+    let out = output(cmd);
+    assert_eq!(host.count(&token("m")), 1, "{}", text(&out));
+    let fifo = home.path("fifo.pem");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let started = std::time::Instant::now();
+    let out = output(run_ping(
+        &home,
+        &front.url(&token("f")),
+        &["--ca-file", fifo.to_str().expect("utf8")],
+    ));
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "the command ran: {all}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(all.contains("it is a FIFO, not a regular file"), "{all}");
+    assert!(all.contains("fifo.pem"), "{all}");
+}
+
 #[test]
 fn an_untrusted_certificate_is_reported_once_clearly_and_the_ping_is_kept() {
     let home = Home::new();

@@ -631,8 +631,12 @@ fn setup(key: &'static str, path: &std::path::Path, detail: String) -> EtcdError
     }
 }
 
+/// Reads a certificate or key file the config names, as every named file is read (never
+/// blocking on a FIFO, bounded, links followed).
 fn read_pem(key: &'static str, path: &std::path::Path) -> Result<Vec<u8>, EtcdError> {
-    std::fs::read(path).map_err(|err| setup(key, path, format!("cannot read it: {err}")))
+    use crate::config::cluster::{PEM_FILE, PEM_FILE_MAX};
+    crate::persist::file::read_named(path, PEM_FILE_MAX, PEM_FILE)
+        .map_err(|err| setup(key, path, format!("cannot read it: {err}")))
 }
 
 /// The body of a put of `key` (bound to `lease` when given).

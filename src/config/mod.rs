@@ -602,14 +602,14 @@ impl Config {
 /// `config check` alike.
 pub const CONFIG_FILE_MAX: u64 = 8 * 1024 * 1024;
 
-/// What the configuration file is called in the messages of [`secrets::read_regular_file`].
+/// What the configuration file is called in the messages of [`crate::persist::file::read_named`].
 const CONFIG_FILE: &str = "a configuration file";
 
-/// The configuration file's bytes, read as [`secrets::read_regular_file`] reads a file: never
+/// The configuration file's bytes, read as [`crate::persist::file::read_named`] reads a file: never
 /// blocking (a FIFO is refused at once), never more than [`CONFIG_FILE_MAX`]. For the daemon's
 /// watch of the file, which compares them with the last ones seen.
 pub(crate) fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
-    secrets::read_regular_file(path, CONFIG_FILE_MAX, CONFIG_FILE)
+    crate::persist::file::read_named(path, CONFIG_FILE_MAX, CONFIG_FILE)
 }
 
 /// Reads the config file; the error names the path, the OS error and what to do.

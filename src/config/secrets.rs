@@ -4,7 +4,7 @@
 //!   `$CREDENTIALS_DIRECTORY`, or `$HEARTBEAT_AGENT_API_KEY`. It is only ever held in a
 //!   [`Secret`]; no message here contains it.
 //! - Key, token and ping-URL files (`api_key_file`, `token_file`, `run --ping-url-file`) are read
-//!   by [`read_secret_file`], and the configuration file by the same [`read_regular_file`] with
+//!   by [`read_secret_file`], and the configuration file by the same [`read_named`] with
 //!   its own limit: opened without blocking (a FIFO with no writer would block a plain open
 //!   forever, and the daemon with it), checked with `fstat` on the open file (so nothing can be
 //!   swapped in between the check and the read), refused unless a regular file, and read up to
@@ -16,11 +16,12 @@
 //! - Who else can read a file holding secrets (the key file, `token_file`, the config file):
 //!   [`exposed_warning`] warns when others can, or a group the agent does not run as.
 
-use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::Metadata;
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::persist::file::read_named;
 use crate::redact::Secret;
 
 use super::ApiKeySource;
@@ -117,61 +118,20 @@ fn read_key_file(path: &Path) -> Result<Secret, ApiKeyError> {
 /// file is not one, and is not read into memory.
 pub(crate) const SECRET_FILE_MAX: u64 = 16 * 1024;
 
-/// What a key or token file is called in the messages of [`read_regular_file`].
+/// What a key or token file is called in the messages of [`read_named`].
 const SECRET_FILE: &str = "a key or token file";
 
 /// Reads a key or token file (see the module header): its text, or an error saying why it is
 /// not one (`InvalidData`: not a regular file, or larger than [`SECRET_FILE_MAX`]).
 pub(crate) fn read_secret_file(path: &Path) -> io::Result<String> {
-    let bytes = read_regular_file(path, SECRET_FILE_MAX, SECRET_FILE)?;
+    let bytes = read_named(path, SECRET_FILE_MAX, SECRET_FILE)?;
     String::from_utf8(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "it is not UTF-8 text"))
 }
 
-/// Reads the file at `path` the safe way this module's header describes (opened without
-/// blocking, `fstat` on the open file, refused unless a regular file, at most `max` bytes
-/// read): the one way the agent reads a file someone else may have put a FIFO, a device or
-/// gigabytes in (key and token files, the configuration file). `what` names the kind of file
-/// in the error ("a key or token file"). `InvalidData`: not a regular file, or over `max`
-/// (also when it grew past `max` between the `fstat` and the read).
-pub(crate) fn read_regular_file(path: &Path, max: u64, what: &str) -> io::Result<Vec<u8>> {
-    let file: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if let Some(problem) = not_a_regular_file(&file.metadata()?, max, what) {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, problem));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("it is larger than {max} bytes, the most {what} may hold"),
-        ));
-    }
-    Ok(bytes)
-}
-
-/// Why a file with `meta` cannot be read as `what` ([`read_regular_file`]): not a regular file,
-/// or larger than `max`.
-fn not_a_regular_file(meta: &Metadata, max: u64, what: &str) -> Option<String> {
-    let kind = meta.file_type();
-    if kind.is_file() {
-        return (meta.len() > max).then(|| {
-            format!(
-                "it is {} bytes, more than the {max} {what} may hold",
-                meta.len()
-            )
-        });
-    }
-    let what = crate::persist::file::describe(kind);
-    Some(format!("it is {what}, not a regular file"))
-}
-
 /// Why a file with `meta` cannot hold a key or token: not a regular file, or too large.
 fn not_a_secret_file(meta: &Metadata) -> Option<String> {
-    not_a_regular_file(meta, SECRET_FILE_MAX, SECRET_FILE)
+    crate::persist::file::not_a_named_file(meta, SECRET_FILE_MAX, SECRET_FILE)
 }
 
 /// Why the key file at `path` cannot serve as one: it does not exist, cannot be inspected, is

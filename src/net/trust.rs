@@ -9,6 +9,9 @@
 //!   directory `/etc/ssl/certs`.
 //! - When none of these holds a certificate (a `scratch` or distroless image), the Mozilla roots
 //!   compiled into the binary (webpki-roots) are used, and the description says so.
+//! - Bundles are read as every file the user names ([`crate::persist::file::read_named`]):
+//!   symbolic links followed (RHEL's bundle and Kubernetes secret mounts are links), a FIFO or
+//!   a device refused at once with its kind named, at most 16 MiB.
 //!
 //! Why not `rustls-native-certs` (reqwest's `rustls-tls-native-roots`): on Linux it reads the
 //! bundle *and* every file of `/etc/ssl/certs` (each certificate two or three times through its
@@ -147,8 +150,9 @@ struct Loader {
 impl Loader {
     /// Reads a PEM bundle; returns how many certificates it held.
     fn read(&mut self, path: &Path) -> Result<usize, String> {
-        let bytes = crate::persist::file::read_regular(path, MAX_BUNDLE_BYTES)
-            .map_err(|e| e.to_string())?;
+        let bytes =
+            crate::persist::file::read_named(path, MAX_BUNDLE_BYTES, "a certificate bundle")
+                .map_err(|e| e.to_string())?;
         let mut count = 0;
         for cert in CertificateDer::pem_slice_iter(&bytes) {
             let cert = cert.map_err(|e| format!("not a PEM certificate bundle ({e})"))?;
@@ -192,10 +196,10 @@ impl Loader {
         let mut names: Vec<PathBuf> = items.filter_map(|i| i.ok().map(|i| i.path())).collect();
         names.sort();
         for path in names {
-            // Links (the hash names) are followed here: they point at the same certificates,
-            // which the deduplication drops. Anything unreadable is skipped.
+            // Links (the hash names) are followed: they point at the same certificates, which
+            // the deduplication drops. Anything unreadable is skipped.
             if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-                let _ = self.read_followed(&path);
+                let _ = self.read(&path);
             }
         }
         self.sources.push(Source {
@@ -203,12 +207,6 @@ impl Loader {
             path: dir.to_owned(),
             count: self.ders.len() - before,
         });
-    }
-
-    /// [`Loader::read`] through a symbolic link (a certificate directory is made of them).
-    fn read_followed(&mut self, path: &Path) -> Result<usize, String> {
-        let target = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
-        self.read(&target)
     }
 }
 

@@ -7,7 +7,8 @@
 //! Files are read with [`read_regular`]: opened without blocking and without following a final
 //! symbolic link, and refused unless they are regular files of a bounded size, so a FIFO or a
 //! device planted in a state directory cannot freeze the reader (another local user may be
-//! able to write there).
+//! able to write there). Files the user names (the configuration, key and token files,
+//! certificate bundles) are read with [`read_named`], the same but following links.
 //!
 //! Temp files are named `.tmp.<pid>.<random>`: a reader of the directory can tell them from
 //! its own files ([`is_temp`]) and whether their writer still runs ([`temp_writer`]).
@@ -109,6 +110,49 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// Reads a file the user named (key and token files, the configuration file, certificate
+/// bundles): opened without blocking, `fstat` on the open file, refused unless a regular file,
+/// at most `max` bytes read. The one way the agent reads a file someone may have put a FIFO, a
+/// device or gigabytes in. Unlike [`read_regular`], a symbolic link is followed: systemd
+/// credentials, Kubernetes secrets and distributions' CA bundles are links to the real file. `what` names the kind of file
+/// in the error ("a key or token file"). `InvalidData`: not a regular file, or over `max`
+/// (also when it grew past `max` between the `fstat` and the read).
+pub(crate) fn read_named(path: &Path, max: u64, what: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if let Some(problem) = not_a_named_file(&file.metadata()?, max, what) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, problem));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("it is larger than {max} bytes, the most {what} may hold"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Why a file with `meta` cannot be read as `what` ([`read_named`]): not a regular file,
+/// or larger than `max`.
+pub(crate) fn not_a_named_file(meta: &std::fs::Metadata, max: u64, what: &str) -> Option<String> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return (meta.len() > max).then(|| {
+            format!(
+                "it is {} bytes, more than the {max} {what} may hold",
+                meta.len()
+            )
+        });
+    }
+    let what = describe(kind);
+    Some(format!("it is {what}, not a regular file"))
 }
 
 /// What kind of file `kind` is, in words ("a FIFO", "a directory", ...).

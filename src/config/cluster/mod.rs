@@ -284,17 +284,29 @@ fn lease(check: &mut Checker, value: &Option<Spanned<RawDuration>>) -> Duration 
 /// A PEM file of the TLS settings: it must exist (read by the etcd client at start).
 fn pem_file(check: &mut Checker, at: At<'_>, value: &Option<Spanned<String>>) -> Option<PathBuf> {
     let path = check.path(at, value)?;
-    if let Err(err) = std::fs::metadata(&path) {
+    // Metadata only (links followed): nothing is opened, so a FIFO cannot block the check.
+    let problem = match std::fs::metadata(&path) {
+        Err(err) => Some(err.to_string()),
+        Ok(meta) => crate::persist::file::not_a_named_file(&meta, PEM_FILE_MAX, PEM_FILE),
+    };
+    if let Some(problem) = problem {
         let span = value.as_ref().map(Spanned::span);
         check.error(
             span,
             at,
-            format!("cannot read {}: {err}", path.display()),
+            format!("cannot read {}: {problem}", path.display()),
             Some("name a PEM file the agent can read".to_owned()),
         );
     }
     Some(path)
 }
+
+/// The largest certificate or key file read from `[cluster]` (a bundle of a few hundred
+/// certificates fits).
+pub(crate) const PEM_FILE_MAX: u64 = 16 * 1024 * 1024;
+
+/// What `[cluster]`'s certificate and key files are called in messages.
+pub(crate) const PEM_FILE: &str = "a certificate or key file";
 
 /// The password and where it came from: `password_file`, `password_env`, or the systemd
 /// credential `etcd-password` when `user` is set and neither key is.

@@ -71,6 +71,7 @@ fn bad_values_point_at_the_line() {
         (format!("{url}\non_unavailable = \"retry\""), "config.toml:3:18: [cluster]: key `on_unavailable`: \"retry\" is neither \"skip\" nor \"run\""),
         (format!("{url}\ncert_file = \"/etc/hostname\""), "key `cert_file`: a client certificate needs both `cert_file` and `key_file`"),
         (format!("{url}\nca_file = \"/nonexistent/ca.pem\""), "key `ca_file`: cannot read /nonexistent/ca.pem"),
+        (format!("{url}\nca_file = \"/dev/null\""), "key `ca_file`: cannot read /dev/null: it is a device, not a regular file"),
         (format!("{url}\nuser = \"agent\""), "config.toml:3:8: [cluster]: key `user`: `user` is set but no password"),
         (format!("{url}\nuser = \"agent\"\npassword_file = \"/nonexistent/pw\""), "key `password_file`: cannot use the password file /nonexistent/pw"),
         (format!("{url}\nuser = \"agent\"\npassword_env = \"HB_TEST_UNSET_PASSWORD_VAR\""), "key `password_env`: `password_env` names $HB_TEST_UNSET_PASSWORD_VAR, which is not set (or empty); hint: set it in the agent's environment"),
