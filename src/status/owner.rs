@@ -56,26 +56,21 @@ impl DaemonId {
         use crate::persist::file;
         file::private_dir(state_dir)?;
         let path = state_dir.join(DAEMON_ID_FILE);
-        match Self::read(state_dir) {
+        let replace = match Self::read(state_dir) {
             Ok(Some(id)) => return Ok(id),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                let id = Self::random();
-                if file::create_atomic(&path, id.line().as_bytes())? {
-                    return Ok(id);
-                }
-            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => false,
             // Not an id (damaged, or not a regular file): a new one takes its place.
-            Ok(None) => {
-                let id = Self::random();
-                file::write_atomic(&path, id.line().as_bytes())?;
-                return Ok(id);
-            }
-            Err(err) if err.kind() == io::ErrorKind::InvalidData => {
-                let id = Self::random();
-                file::write_atomic(&path, id.line().as_bytes())?;
-                return Ok(id);
-            }
+            Ok(None) => true,
+            Err(err) if err.kind() == io::ErrorKind::InvalidData => true,
             Err(err) => return Err(err),
+        };
+        let id = Self::random();
+        if replace {
+            file::write_atomic(&path, id.line().as_bytes())?;
+            return Ok(id);
+        }
+        if file::create_atomic(&path, id.line().as_bytes())? {
+            return Ok(id);
         }
         // Another daemon created it first.
         Self::read(state_dir)?
