@@ -4,7 +4,7 @@
 //!
 //! Only what those clients act on is kept: the status, where the head ends, `Content-Length`,
 //! `Retry-After`, `Location`, whether the body is chunked and the status endpoint's
-//! `Heartbeat-Agent-Config`. Header lines that are not valid are skipped,
+//! `Heartbeat-Agent-Config` and `Heartbeat-Agent-Daemon`. Header lines that are not valid are skipped,
 //! as a lenient client does. The header slots live on the stack; only a head with more headers
 //! than that is parsed a second time, with slots on the heap.
 
@@ -12,6 +12,9 @@ use httparse::{Header, ParserConfig, Response, Status, EMPTY_HEADER};
 
 /// The status endpoint's header naming the config its daemon runs (`crate::status::owner`).
 pub(crate) const AGENT_CONFIG: &str = "heartbeat-agent-config";
+
+/// The status endpoint's header carrying its daemon's id (`crate::status::owner`).
+pub(crate) const AGENT_DAEMON: &str = "heartbeat-agent-daemon";
 
 /// Header slots on the stack: more than any ping host or the status endpoint sends.
 const STACK_HEADERS: usize = 32;
@@ -34,6 +37,8 @@ pub(crate) struct ResponseHead<'a> {
     pub chunked: bool,
     /// The status endpoint's `Heartbeat-Agent-Config` (the config its daemon runs), as text.
     pub agent_config: Option<&'a str>,
+    /// The status endpoint's `Heartbeat-Agent-Daemon` (its daemon's id), as text.
+    pub agent_daemon: Option<&'a str>,
 }
 
 /// Parses the head at the start of `buf`: `Ok(None)` while it is incomplete (read more), an
@@ -71,6 +76,7 @@ fn parse_into<'b>(
         location: None,
         chunked: false,
         agent_config: None,
+        agent_daemon: None,
     };
     for header in response.headers.iter() {
         let name = header.name;
@@ -82,6 +88,8 @@ fn parse_into<'b>(
             head.location = text(header.value);
         } else if name.eq_ignore_ascii_case(AGENT_CONFIG) {
             head.agent_config = text(header.value);
+        } else if name.eq_ignore_ascii_case(AGENT_DAEMON) {
+            head.agent_daemon = text(header.value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             head.chunked |= header
                 .value
@@ -114,6 +122,15 @@ mod tests {
             .expect("valid")
             .expect("complete");
         assert_eq!((chunked.status, chunked.chunked), (200, true));
+        let owned = parse(
+            b"HTTP/1.1 200 OK\r\nHeartbeat-Agent-Config: /c.toml\r\nheartbeat-agent-daemon: 0a1b \r\n\r\n",
+        )
+        .expect("valid")
+        .expect("complete");
+        assert_eq!(
+            (owned.agent_config, owned.agent_daemon),
+            (Some("/c.toml"), Some("0a1b"))
+        );
     }
 
     #[test]

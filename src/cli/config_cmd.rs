@@ -78,7 +78,11 @@ fn check(args: CheckArgs, global: &GlobalArgs) -> u8 {
             let key = crate::config::read_api_key(&loaded.config.api.api_key);
             let missing_key = api_key_warning(&loaded.config, key.map(|k| k.is_some()));
             let status = &loaded.config.status;
-            let expected = crate::status::owner::Expected::config(&path);
+            let expected = crate::status::owner::Expected::daemon_of(
+                &path,
+                &loaded.config,
+                global.state_dir.as_deref(),
+            );
             let in_use = crate::status::owner::listen_in_use(
                 &status.listen,
                 status.listen_configured,

@@ -14,7 +14,7 @@ use tracing::warn;
 use super::{exit, print_error, GlobalArgs};
 use crate::api::{ApiClient, ApiClientConfig};
 use crate::config::secrets::API_KEY_ENV;
-use crate::config::{Config, StatusSettings};
+use crate::config::Config;
 use crate::net::{Net, NetSettings};
 use crate::ping::outbox::{self, Outbox};
 use crate::ping::PingMethod;
@@ -296,34 +296,35 @@ fn config_credentials(
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The endpoint, the token to send and whose daemon must answer: `--url` (the config's token
-/// when it loads; no config compared), else the config's `[status]` (its daemon must answer,
-/// see [`crate::status::owner`]). Errors carry the exit code.
+/// when it loads; no daemon compared), else the config's `[status]` (its daemon must answer,
+/// with the id kept in its state directory when that can be read: see
+/// [`crate::status::owner`]). Errors carry the exit code.
 pub(crate) fn endpoint(
     url: Option<&str>,
     global: &GlobalArgs,
 ) -> Result<(Endpoint, Option<Secret>, Expected), (u8, String)> {
     let path = crate::paths::config_file(global.config.as_ref());
-    let loaded = Config::load(&path).map(|l| l.config.status);
+    let loaded = Config::load(&path).map(|l| l.config);
     match url {
         Some(url) => {
             let endpoint = Endpoint::parse(url).map_err(|e| (exit::USAGE, e.to_string()))?;
             Ok((
                 endpoint,
-                loaded.ok().and_then(|s| s.token),
+                loaded.ok().and_then(|c| c.status.token),
                 Expected::default(),
             ))
         }
         None => {
-            let status: StatusSettings = loaded.map_err(|err| {
+            let config = loaded.map_err(|err| {
                 (
                     exit::CONFIG,
                     format!("{err}\nthe endpoint is read from [status] listen of this config; fix it or pass --url"),
                 )
             })?;
-            let expected = Expected::config(&path);
+            let expected = Expected::daemon_of(&path, &config, global.state_dir.as_deref());
             Ok((
-                Endpoint::from_listen(&status.listen),
-                status.token,
+                Endpoint::from_listen(&config.status.listen),
+                config.status.token,
                 expected,
             ))
         }

@@ -40,6 +40,22 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         print_error(format!("{message}; the daemon did not start"));
         return exit::FAILURE;
     }
+    // Made before the bind: a daemon that cannot bind has still marked its state directory,
+    // so its commands refuse whichever daemon holds the port (`status::owner`).
+    let daemon_id = match crate::status::owner::DaemonId::load_or_create(&state_dir) {
+        Ok(id) => Some(id),
+        Err(err) => {
+            warn!(
+                "cannot keep the daemon's id in {}: {err}; the status endpoint names only its \
+                 config file, so `status` cannot tell this daemon from another of the same file; \
+                 make the state directory writable",
+                state_dir
+                    .join(crate::status::owner::DAEMON_ID_FILE)
+                    .display()
+            );
+            None
+        }
+    };
     let cluster = match loaded
         .config
         .cluster
@@ -132,6 +148,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         metrics: Arc::default(),
         cluster: leadership,
         node: cluster,
+        daemon_id,
     };
     plugins
         .after_run

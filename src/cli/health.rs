@@ -10,8 +10,8 @@ use super::{context, exit, print_error, GlobalArgs};
 /// Check that the running daemon is alive (its scheduler loop makes progress).
 ///
 /// Asks `GET /healthz` of the local endpoint; never the monitoring API. Exit status: 0 when
-/// healthy, 1 otherwise (unreachable, unhealthy, bad config, or the endpoint belongs to a
-/// daemon of another config).
+/// healthy, 1 otherwise (unreachable, unhealthy, bad config, or the endpoint belongs to
+/// another daemon: of another config, or of this one with another id).
 #[derive(Debug, Args)]
 pub struct HealthArgs {
     /// The endpoint's base URL (http://127.0.0.1:9465) or unix socket path [default: `[status]

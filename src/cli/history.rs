@@ -202,7 +202,7 @@ fn from_endpoint(
 }
 
 /// `GET /jobs/{name}/runs` for `args.job`, else for every job of `GET /status`, from the daemon
-/// `expected` (a daemon of another config is refused, as `status` refuses it).
+/// `expected` (another daemon is refused, as `status` refuses it).
 fn fetch(
     endpoint: &Endpoint,
     token: Option<&Secret>,
@@ -213,7 +213,7 @@ fn fetch(
         match endpoint.request("GET", path, token.map(Secret::expose), context::TIMEOUT) {
             Ok(answer) if answer.status == 200 => {
                 expected
-                    .check(&endpoint.shown(), answer.config.as_deref())
+                    .check(&endpoint.shown(), &answer)
                     .map_err(|refused| (exit::FAILURE, refused.to_string()))?;
                 Ok(answer.body)
             }

@@ -15,7 +15,8 @@ use crate::status::owner::Expected;
 /// service's view of its check.
 ///
 /// Reads `GET /status` of the daemon's local endpoint. Exit status: 0, or 1 when the endpoint
-/// cannot be reached, belongs to a daemon of another config, or the job is unknown.
+/// cannot be reached, belongs to another daemon (of another config, or of this one with
+/// another id), or the job is unknown.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The endpoint's base URL (http://127.0.0.1:9465) or unix socket path [default: `[status]
@@ -36,7 +37,7 @@ pub struct StatusArgs {
 
 /// Whether `answer` comes from the daemon `expected`; else says which answered.
 pub(super) fn owned(expected: &Expected, endpoint: &Endpoint, answer: &Answer) -> bool {
-    match expected.check(&endpoint.shown(), answer.config.as_deref()) {
+    match expected.check(&endpoint.shown(), answer) {
         Ok(()) => true,
         Err(refused) => {
             print_error(refused);

@@ -10,8 +10,8 @@ use crate::redact::Secret;
 ///
 /// Needs `[status] token` (or `token_file`) in the config: it is sent as the bearer token.
 /// Exit status: 0 when the run was started or queued, 1 otherwise (running with overlap
-/// "skip", unknown job, token refused, daemon unreachable, or the endpoint belongs to a daemon
-/// of another config).
+/// "skip", unknown job, token refused, daemon unreachable, or the endpoint belongs to another
+/// daemon: of another config, or of this one with another id).
 #[derive(Debug, Args)]
 pub struct TriggerArgs {
     /// The job's name

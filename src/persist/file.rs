@@ -1,5 +1,6 @@
 //! Crash-safe files: a write leaves either the old file or the new one (temp file 0600 in the
-//! same directory, write, fsync, rename over the target, fsync the directory), renames and
+//! same directory, write, fsync, rename over the target, fsync the directory; [`create_atomic`]
+//! links instead of renaming, for a file made once and never replaced), renames and
 //! removals that survive a crash, and private directories (0700). [`write_fast`] is the same
 //! without the fsyncs, for a file that only has to outlive its process (the page cache does),
 //! not the machine.
@@ -33,22 +34,39 @@ pub(crate) fn private_dir(dir: &Path) -> io::Result<()> {
 /// directory must exist; the temp file is removed when a step fails.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let temp = temp_path(dir);
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        sync_dir(dir)
-    })();
+    let temp = synced_temp(dir, bytes)?;
+    let result = std::fs::rename(&temp, path).and_then(|()| sync_dir(dir));
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
     result
+}
+
+/// Creates `path` with `bytes` unless a file is there already, so that a crash leaves either
+/// no file or the whole one: a temp file in the same directory (mode 0600), fsync, a hard link
+/// to `path` (which, unlike a rename, never replaces a file), fsync the directory. `Ok(false)`
+/// when `path` existed (another process created it first): the caller reads that one. The
+/// directory must exist; the temp file is removed in every case.
+pub(crate) fn create_atomic(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let temp = synced_temp(dir, bytes)?;
+    let result = match std::fs::hard_link(&temp, path) {
+        Ok(()) => sync_dir(dir).map(|()| true),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(err) => Err(err),
+    };
+    let _ = std::fs::remove_file(&temp);
+    result
+}
+
+/// A new temp file in `dir` (mode 0600) holding `bytes`, fsynced; removed when a step fails.
+fn synced_temp(dir: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    let (file, temp) = write_fast(dir, bytes)?;
+    if let Err(err) = file.sync_all() {
+        let _ = std::fs::remove_file(&temp);
+        return Err(err);
+    }
+    Ok(temp)
 }
 
 /// Writes `bytes` to a new temp file in `dir` (mode 0600) without fsync, and returns it open
@@ -247,6 +265,17 @@ mod tests {
         assert_eq!(std::fs::read(&path).expect("read"), b"two");
         assert_eq!(mode(&path), 0o600);
         assert_eq!(std::fs::read_dir(&dir).expect("list").count(), 1);
+    }
+
+    #[test]
+    fn a_creation_never_replaces_a_file_and_leaves_no_temp_file() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let path = root.path().join("id");
+        assert!(create_atomic(&path, b"first").expect("created"));
+        assert_eq!(mode(&path), 0o600);
+        assert!(!create_atomic(&path, b"second").expect("already there"));
+        assert_eq!(std::fs::read(&path).expect("read"), b"first");
+        assert_eq!(std::fs::read_dir(root.path()).expect("list").count(), 1);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! (0700) directory and the `flock(2)` lock that every writer of state uses, and the count of
 //! the writes that failed.
 //!
-//! - [`file`](mod@file): temp file (0600), write, fsync, rename, fsync the directory; private
-//!   directories; durable renames.
+//! - [`file`](mod@file): temp file (0600), write, fsync, rename, fsync the directory (or a
+//!   hard link, for a file created once and never replaced); private directories; durable
+//!   renames.
 //! - [`lock`]: an exclusive `flock(2)` on a lock file, waiting or not.
 //!
 //! The counters (outbox entries and counters, the daemon's fire times and `@reboot` markers,

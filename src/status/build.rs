@@ -98,6 +98,11 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
                         .collect(),
                 }),
         },
+        daemon_id: app
+            .sources
+            .daemon_id
+            .as_ref()
+            .map(|id| id.as_str().to_owned()),
         ready: app.ready(),
         jobs,
         persist_failures: crate::persist::snapshot()

@@ -52,6 +52,8 @@ pub struct Answer {
     pub body: String,
     /// The config the answering daemon runs (its `Heartbeat-Agent-Config` header), if said.
     pub config: Option<String>,
+    /// The answering daemon's id (its `Heartbeat-Agent-Daemon` header), if said.
+    pub daemon: Option<String>,
 }
 
 impl Endpoint {
@@ -218,6 +220,7 @@ fn parse_answer(raw: &[u8]) -> Option<Answer> {
         status: head.status,
         body: String::from_utf8_lossy(&body).into_owned(),
         config: head.agent_config.map(str::to_owned),
+        daemon: head.agent_daemon.map(str::to_owned),
     })
 }
 

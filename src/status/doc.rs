@@ -23,6 +23,12 @@ pub(crate) struct StatusDoc {
     pub uptime_secs: u64,
     /// The configuration in force.
     pub config: ConfigInfo,
+    /// The daemon's id (32 hex digits, kept in `<state_dir>/daemon-id`, also the
+    /// `Heartbeat-Agent-Daemon` header): what tells this daemon from another of the same
+    /// config file (see `status::owner`). Absent from older daemons and when the state
+    /// directory could not keep one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_id: Option<String>,
     /// Whether `/readyz` answers 200.
     pub ready: bool,
     /// Every configured job, in config order.

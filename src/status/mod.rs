@@ -13,8 +13,8 @@
 //! - [`remote`]: the service's view of each check, cached, at low priority;
 //! - [`table`]: the human table of `heartbeat-agent status`;
 //! - [`client`]: the small HTTP client of the `status`, `health` and `trigger` commands;
-//! - `owner`: whose endpoint it is (the config the daemon runs), told in every answer and
-//!   checked by those commands.
+//! - [`owner`]: whose endpoint it is (the config the daemon runs and the daemon's id, kept in
+//!   the state directory), told in every answer and checked by those commands.
 
 mod build;
 pub mod client;

@@ -122,6 +122,10 @@ pub(crate) struct Sources {
     pub cluster: Option<crate::cluster::leader::Leadership>,
     /// In a cluster: this agent's etcd connection, lease and claims.
     pub node: Option<Arc<crate::cluster::Node>>,
+    /// The daemon's id (`<state_dir>/daemon-id`), told in every answer so clients can tell
+    /// this daemon from another of the same config file (`super::owner`); `None` when it
+    /// could not be read or made (clients then compare the config path alone).
+    pub daemon_id: Option<super::owner::DaemonId>,
 }
 
 /// The endpoint's shared state.
@@ -272,21 +276,30 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         })),
         None => router,
     };
-    // Every answer says whose it is (`super::owner`), resolved at each answer as the clients
-    // resolve theirs (a config reached through a link that was switched since, as a mounted
-    // Kubernetes ConfigMap is, still matches); a path that cannot be a header value (a control
-    // character in it) is left out, and clients then refuse the answer.
+    // Every answer says whose it is (`super::owner`): the config, resolved at each answer as
+    // the clients resolve theirs (a config reached through a link that was switched since, as a
+    // mounted Kubernetes ConfigMap is, still matches), and the daemon's id. A path that cannot
+    // be a header value (a control character in it) is left out, and clients then refuse the
+    // answer.
+    let daemon = app
+        .sources
+        .daemon_id
+        .as_ref()
+        .and_then(|id| header::HeaderValue::from_str(id.as_str()).ok());
     router.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
             let path = app.config().path.clone();
+            let daemon = daemon.clone();
             async move {
                 let mut response = next.run(request).await;
                 let owner = super::owner::identity(&path);
                 let bytes = owner.as_os_str().as_encoded_bytes();
+                let headers = response.headers_mut();
                 if let Ok(owner) = header::HeaderValue::from_bytes(bytes) {
-                    response
-                        .headers_mut()
-                        .insert(super::owner::CONFIG_HEADER, owner);
+                    headers.insert(super::owner::CONFIG_HEADER, owner);
+                }
+                if let Some(daemon) = daemon {
+                    headers.insert(super::owner::DAEMON_HEADER, daemon);
                 }
                 response
             }

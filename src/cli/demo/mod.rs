@@ -225,6 +225,7 @@ fn status_endpoint(
         metrics: Arc::default(),
         cluster: None,
         node: None,
+        daemon_id: None,
     };
     let metrics = Arc::clone(&sources.metrics);
     Some((addr, crate::status::task(bound, sources), metrics))
