@@ -89,7 +89,7 @@ fn bad_input_exits_2_with_a_message() {
         ),
         (
             &["@fortnightly"],
-            "heartbeat-agent: invalid schedule \"@fortnightly\": unknown macro \"@fortnightly\"; expected one of @reboot, @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly\n",
+            "heartbeat-agent: invalid schedule \"@fortnightly\": unknown macro \"@fortnightly\"; expected one of @reboot, @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every DURATION\n",
         ),
     ];
     for (args, want) in cases {
