@@ -23,6 +23,8 @@
 //! - [`emulator`]: a local emulator of the monitoring API and its ping host.
 //! - [`config`]: the TOML schema and the validated model, errors with file:line:col.
 //! - [`schedule`]: crontab(5) parsing and fire times in a time zone.
+//! - `duration`: durations with units (`90s`, `1h30m`) read and written back, for the config,
+//!   the command line and `@every` schedules.
 //! - [`import`]: translating crontabs into `[[jobs]]` tables.
 //! - [`persist`]: files under the state directory written safely (atomic writes, locks).
 //! - [`backoff`]: how long to wait before a retry (full-jitter backoff, `Retry-After`).
@@ -45,6 +47,7 @@ pub mod cluster;
 pub mod config;
 pub mod daemon;
 mod dir_watch;
+mod duration;
 pub mod emulator;
 pub mod exit;
 pub mod history;

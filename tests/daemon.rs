@@ -12,6 +12,7 @@ use crate::util::daemon::Daemon;
 use crate::util::http::{FakeServer, Mode};
 use crate::util::{self, Home};
 
+mod every;
 mod output_size;
 mod pid1;
 mod plugins;

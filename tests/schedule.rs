@@ -89,7 +89,7 @@ fn bad_input_exits_2_with_a_message() {
         ),
         (
             &["@fortnightly"],
-            "heartbeat-agent: invalid schedule \"@fortnightly\": unknown macro \"@fortnightly\"; expected one of @reboot, @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly\n",
+            "heartbeat-agent: invalid schedule \"@fortnightly\": unknown macro \"@fortnightly\"; expected one of @reboot, @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every DURATION\n",
         ),
     ];
     for (args, want) in cases {
@@ -98,6 +98,45 @@ fn bad_input_exits_2_with_a_message() {
         assert_eq!(stderr(&out), *want, "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+#[test]
+fn every_lists_the_epoch_grid_written_in_the_zone() {
+    let out = schedule(&[
+        "@every 90s",
+        "--tz",
+        "Europe/Berlin",
+        "--from",
+        "2026-11-26T08:00:00Z",
+        "--count",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "2026-11-26T09:01:30+01:00\n2026-11-26T09:03:00+01:00\n2026-11-26T09:04:30+01:00\n"
+    );
+    // The same instants in another zone: only how they are written changes.
+    let out = schedule(&[
+        "@every 90s",
+        "--tz",
+        "UTC",
+        "--from",
+        "2026-11-26T08:00:00Z",
+        "--count",
+        "1",
+    ]);
+    assert_eq!(stdout(&out), "2026-11-26T08:01:30+00:00\n");
+    let out = schedule(&["@every 0s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(
+            "heartbeat-agent: invalid schedule \"@every 0s\": an interval of 0s never comes \
+             round; @every takes one duration in whole seconds from 1s to 365d"
+        ),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

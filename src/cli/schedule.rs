@@ -1,5 +1,5 @@
 //! `heartbeat-agent schedule 'EXPR' [--tz ZONE] [--from RFC3339] [--count N]`: previews the fire
-//! times of a schedule with the same code the daemon uses.
+//! times of a schedule (crontab(5) or `@every`) with the same code the daemon uses.
 
 use std::io::Write;
 
@@ -13,11 +13,12 @@ use crate::schedule::Schedule;
 /// Print the next fire times of a cron schedule.
 ///
 /// One RFC 3339 time with the zone's offset per line, strictly after --from. `@reboot` has no
-/// fire times: it runs once per boot of the machine.
+/// fire times: it runs once per boot of the machine. `@every DURATION` fires on multiples of
+/// the interval since the Unix epoch, the same instants in every zone.
 #[derive(Debug, Args)]
 pub struct ScheduleArgs {
     /// The schedule expression, as in crontab(5): 5 fields, 6 with a leading seconds field, or
-    /// a macro such as @daily
+    /// a macro such as @daily; or @every DURATION (1s to 365d, e.g. "@every 90s")
     #[arg(value_name = "EXPR")]
     pub expr: String,
 

@@ -14,7 +14,7 @@ use super::problem::Lines;
 use super::raw::{example, RawSettings};
 use super::values::{At, Checker};
 use super::{AgentSettings, FailBody, Job, JobAction, Overlap, PingTarget, RunOn, StartFail};
-use crate::schedule::Schedule;
+use crate::schedule::{is_every, Schedule};
 
 /// Job settings after validation, before defaults are applied: `None` means "not set here".
 #[derive(Debug, Default, Clone)]
@@ -240,9 +240,19 @@ pub(super) fn job(
             };
             parsed
                 .map_err(|message| {
-                    let hint = "use a crontab(5) expression such as \"0 3 * * *\" or \"@daily\""
-                        .to_owned();
-                    check.error(Some(value.span()), at("schedule"), message, Some(hint));
+                    // An `@every` error already lists the durations it takes.
+                    let hint = if is_every(value.get_ref()) {
+                        "write @every with one duration, or a crontab(5) expression such as \
+                         \"0 3 * * *\""
+                    } else {
+                        "use a crontab(5) expression such as \"0 3 * * *\" or \"@daily\""
+                    };
+                    check.error(
+                        Some(value.span()),
+                        at("schedule"),
+                        message,
+                        Some(hint.to_owned()),
+                    );
                 })
                 .ok()
         }

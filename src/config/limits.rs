@@ -28,10 +28,11 @@ pub(crate) fn limit_problem(job: &Job, now: DateTime<Utc>) -> Option<String> {
         }
         return None;
     }
-    // Only a schedule with a seconds field can fire more often than every 30 s; measuring its
-    // whole cadence is worth it there. For the rest only the longest gap matters, and a few
-    // `next_after` probes find it: config loading (every `run` reads the config) stays cheap.
-    let longest = if job.schedule.has_seconds() {
+    // Only a schedule with a seconds field or `@every` can fire more often than every 30 s;
+    // measuring its whole cadence is worth it there (an `@every` one costs nothing). For the
+    // rest only the longest gap matters, and a few `next_after` probes find it: config loading
+    // (every `run` reads the config) stays cheap.
+    let longest = if job.schedule.has_seconds() || job.schedule.every().is_some() {
         let Some(cadence) = cadence(&job.schedule, job.timezone, now) else {
             return Some(no_fire_times(job));
         };
@@ -93,6 +94,24 @@ mod tests {
              heartbeat periods are 30 seconds to 365 days (grace up to 365 days more); change the \
              schedule or set [jobs.check] period, or use `ping_url` instead"
         );
+    }
+
+    #[test]
+    fn every_below_30_seconds_is_refused_for_a_check_and_from_30_seconds_on_accepted() {
+        let text = "[[jobs]]\nname = \"j\"\ncheck_id = \"c\"\nschedule = \"@every 10s\"\n";
+        let err = Config::from_text(Path::new("/t.toml"), text).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/t.toml:4:12: job \"j\": key `schedule`: schedule \"@every 10s\" fires every 10 \
+             seconds, more often than the heartbeat period limit of 30 seconds allows; hint: \
+             heartbeat periods are 30 seconds to 365 days (grace up to 365 days more); change the \
+             schedule or set [jobs.check] period, or use `ping_url` instead"
+        );
+        let now: DateTime<Utc> = "2026-11-20T09:00:00Z".parse().expect("time");
+        for fine in ["@every 30s", "@every 90s", "@every 365d"] {
+            let fine_job = job(&format!("schedule = \"{fine}\""));
+            assert_eq!(limit_problem(&fine_job, now), None, "{fine}");
+        }
     }
 
     #[test]

@@ -18,7 +18,9 @@ mod alerting;
 mod check;
 pub(crate) mod cluster;
 pub(crate) mod defaults;
-pub(crate) mod duration;
+// Durations live at the crate root (a schedule's `@every` reads one, and the config reads
+// schedules); `config::duration` names the same module for the config's readers.
+pub(crate) use crate::duration;
 mod jobs;
 mod limits;
 mod parse;

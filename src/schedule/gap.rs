@@ -68,8 +68,17 @@ impl Schedule {
 /// Measures the cadence of `schedule` in `tz` at `now`: the fires of the 400 days from the
 /// latest fire at or before `now` (so the gap being timed counts; at most 5,000 fires), plus
 /// those around every change of the zone's offset in that time. `None` when the schedule has
-/// no two fires (`@reboot`).
+/// no two fires (`@reboot`). An `@every` schedule's gaps are all its interval, in every zone:
+/// its cadence is that, with no DST shift.
 pub(crate) fn cadence(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option<Cadence> {
+    if let Some(interval) = schedule.every() {
+        return Some(Cadence {
+            shortest: interval,
+            longest: interval,
+            typical: interval,
+            dst_shift: Duration::ZERO,
+        });
+    }
     let mut gaps: BTreeMap<Duration, usize> = BTreeMap::new();
     let from = now
         .checked_add_signed(TimeDelta::nanoseconds(1))

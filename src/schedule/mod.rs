@@ -1,8 +1,14 @@
 //! Cron schedules with the semantics of crontab(5) (Vixie cron / cronie) and fire times in a
-//! time zone, following cron(8) across daylight-saving changes. Everything here is a pure
-//! function of an injected time; `docs/schedule.md` is the user's description.
+//! time zone, following cron(8) across daylight-saving changes, and fixed-interval schedules
+//! (`@every 90s`). Everything here is a pure function of an injected time; `docs/schedule.md`
+//! is the user's description.
 //!
-//! - `fields`: one field's syntax and values; `parse`: whole expressions and macros;
+//! `@every N` fires at every whole multiple of N seconds since the Unix epoch
+//! (1970-01-01T00:00:00Z): the phase is the epoch's, so every host computes the same fire
+//! times, a restart does not shift them, and neither the time zone nor a DST change moves them
+//! (the daemon then adds the job's jitter to each, as for every schedule).
+//!
+//! - `fields`: one field's syntax and values; `parse`: whole expressions, macros and `@every`;
 //! - `next`: the next fire time and the DST rules; `gap`: gaps between fires in real time (a
 //!   schedule's cadence, the gap being timed now, gaps over a year), from which the sync
 //!   derives a check's heartbeat period and the config checks the service's limits;
@@ -15,11 +21,14 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
+use std::time::Duration;
+
 use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 
 pub(crate) use fields::FieldKind;
 pub(crate) use gap::{cadence, long_gap, upcoming_gap, Cadence};
+pub(crate) use parse::is_every;
 use parse::Parsed;
 
 /// The environment variable naming the default time zone when neither `[agent] timezone` nor
@@ -48,7 +57,7 @@ pub(crate) fn zone_from_tz(value: Option<&str>) -> Result<Tz, String> {
     })
 }
 
-/// A parsed schedule expression (5 or 6 fields, or an `@` macro).
+/// A parsed schedule expression (5 or 6 fields, an `@` macro, or `@every DURATION`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
     /// The expression as written, for messages and `config check`.
@@ -73,8 +82,9 @@ pub struct ScheduleError {
 }
 
 impl Schedule {
-    /// Parses a crontab(5) expression: 5 fields, an optional leading seconds field, or a macro.
-    /// Rejects schedules that can never fire (`0 0 30 2 *`).
+    /// Parses a crontab(5) expression: 5 fields, an optional leading seconds field, or a macro;
+    /// or `@every DURATION` (whole seconds, 1 s to 365 days). Rejects schedules that can never
+    /// fire (`0 0 30 2 *`).
     pub fn parse(expr: &str) -> Result<Schedule, ScheduleError> {
         Ok(Schedule {
             expr: expr.to_owned(),
@@ -92,6 +102,14 @@ impl Schedule {
         self.parsed == Parsed::Reboot
     }
 
+    /// The interval of an `@every` schedule; `None` for the others.
+    pub(crate) fn every(&self) -> Option<Duration> {
+        match self.parsed {
+            Parsed::Every(secs) => Some(Duration::from_secs(secs)),
+            _ => None,
+        }
+    }
+
     /// A leading seconds field was written (a sub-minute schedule is possible).
     pub(crate) fn has_seconds(&self) -> bool {
         matches!(self.parsed, Parsed::Times { seconds: true, .. })
@@ -103,26 +121,28 @@ impl Schedule {
     pub(crate) fn is_fixed_time(&self) -> bool {
         match &self.parsed {
             Parsed::Times { fields, .. } => !fields.minute.star && !fields.hour.star,
-            Parsed::Reboot => false,
+            Parsed::Reboot | Parsed::Every(_) => false,
         }
     }
 
-    /// Whether a local (wall-clock) time matches every field; false for `@reboot`.
+    /// Whether a local (wall-clock) time matches every field; false for `@reboot` and
+    /// `@every`, which have no fields.
     #[cfg(test)]
     pub(crate) fn matches_local(&self, local: chrono::NaiveDateTime) -> bool {
         match &self.parsed {
             Parsed::Times { fields, .. } => fields.matches(local),
-            Parsed::Reboot => false,
+            Parsed::Reboot | Parsed::Every(_) => false,
         }
     }
 
-    /// The first fire time strictly after `after`, in time zone `tz`. None for `@reboot`, or
-    /// when nothing fires within 28 years.
+    /// The first fire time strictly after `after`, in time zone `tz` (which `@every` ignores).
+    /// None for `@reboot`, or when nothing fires within 28 years.
     pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         match &self.parsed {
             Parsed::Times { fields, .. } => {
                 next::next_fire(fields, self.is_fixed_time(), after, tz)
             }
+            Parsed::Every(secs) => next::next_every(*secs, after),
             Parsed::Reboot => None,
         }
     }
@@ -139,6 +159,9 @@ impl Schedule {
     /// The last fire time strictly before `before` (within 28 years), e.g. to know which run
     /// a check is waiting for at start-up. Consistent with [`Schedule::fire_times`].
     pub(crate) fn prev_before(&self, before: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+        if let Parsed::Every(secs) = self.parsed {
+            return next::prev_every(secs, before);
+        }
         let mut window = TimeDelta::minutes(2);
         while window <= TimeDelta::days(28 * 366) {
             let found = self

@@ -8,6 +8,9 @@
 //! local times are passed over (wildcard jobs) or fire once at the jump (fixed-time jobs);
 //! after a fall-back the repeated local times match again (wildcard jobs) or are skipped
 //! because they already ran at their first occurrence (fixed-time jobs).
+//!
+//! `@every N` needs none of this: its fires are the multiples of N seconds since the Unix
+//! epoch, the same instants in every zone ([`next_every`], [`prev_every`]).
 
 use chrono::{
     DateTime, Datelike, Days, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta,
@@ -182,4 +185,23 @@ fn bisect(
         }
     }
     high
+}
+
+/// The first multiple of `interval` seconds since the Unix epoch strictly after `after`.
+pub(crate) fn next_every(interval: u64, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let interval = i64::try_from(interval).ok().filter(|n| *n > 0)?;
+    let slot = after.timestamp().div_euclid(interval).checked_add(1)?;
+    DateTime::from_timestamp(slot.checked_mul(interval)?, 0)
+}
+
+/// The last multiple of `interval` seconds since the Unix epoch strictly before `before`.
+pub(crate) fn prev_every(interval: u64, before: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let interval = i64::try_from(interval).ok().filter(|n| *n > 0)?;
+    // `timestamp()` rounds down, so the latest whole second strictly before `before` is it, or
+    // the one before it when `before` is a whole second.
+    let mut latest = before.timestamp();
+    if before.timestamp_subsec_nanos() == 0 {
+        latest = latest.checked_sub(1)?;
+    }
+    DateTime::from_timestamp(latest.div_euclid(interval).checked_mul(interval)?, 0)
 }

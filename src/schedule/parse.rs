@@ -1,8 +1,23 @@
-//! Parsing a whole expression: the `@` macros, splitting into 5 or 6 fields, and the check that
-//! the schedule can fire at all. Errors name the expression and the bad field.
+//! Parsing a whole expression: the `@` macros, `@every DURATION`, splitting into 5 or 6 fields,
+//! and the check that the schedule can fire at all. Errors name the expression and the bad
+//! field (or, for `@every`, the duration and the forms it accepts).
+
+use std::time::Duration;
 
 use super::fields::{parse_field, Field, FieldKind};
 use super::ScheduleError;
+use crate::duration;
+
+/// The macro of fixed-interval schedules, followed by a duration.
+const EVERY: &str = "@every";
+
+/// The longest `@every` interval: 365 days, the service's longest heartbeat period.
+const EVERY_MAX: Duration = Duration::from_secs(365 * 86_400);
+
+/// What `@every` accepts, for its errors.
+const EVERY_FORMS: &str = "@every takes one duration in whole seconds from 1s to \
+     365d: numbers with the units s, m, h or d, alone or combined (\"@every 90s\", \"@every \
+     5m\", \"@every 1h30m\", \"@every 2d\")";
 
 /// The `@` macros of crontab(5) and what they stand for (`None`: `@reboot`, no time at all).
 pub(crate) const MACROS: [(&str, Option<&str>); 8] = [
@@ -38,6 +53,8 @@ pub(crate) struct Fields {
 pub(crate) enum Parsed {
     /// `@reboot`: once per boot of the machine, no clock time.
     Reboot,
+    /// `@every DURATION`: every this many seconds from the Unix epoch, in any time zone.
+    Every(u64),
     /// Clock times; `seconds` says whether a seconds field was written.
     Times {
         /// The matching values.
@@ -50,6 +67,9 @@ pub(crate) enum Parsed {
 /// Parses an expression; `expr` is quoted in every error.
 pub(crate) fn parse(expr: &str) -> Result<Parsed, ScheduleError> {
     let text = expr.trim();
+    if let Some(rest) = every_argument(text) {
+        return parse_every(expr, rest);
+    }
     if text.starts_with('@') {
         return match MACROS
             .iter()
@@ -63,7 +83,7 @@ pub(crate) fn parse(expr: &str) -> Result<Parsed, ScheduleError> {
                     expr,
                     None,
                     format!(
-                        "unknown macro \"{text}\"; expected one of {}",
+                        "unknown macro \"{text}\"; expected one of {} or {EVERY} DURATION",
                         names.join(", ")
                     ),
                 ))
@@ -71,6 +91,49 @@ pub(crate) fn parse(expr: &str) -> Result<Parsed, ScheduleError> {
         };
     }
     parse_fields(expr, text)
+}
+
+/// Whether `expr` is an `@every` schedule, valid or not (its errors list the forms it takes).
+pub(crate) fn is_every(expr: &str) -> bool {
+    every_argument(expr.trim()).is_some()
+}
+
+/// The text after `@every` (any case) when `text` starts with that word.
+fn every_argument(text: &str) -> Option<&str> {
+    let head = text.get(..EVERY.len())?;
+    let rest = &text[EVERY.len()..];
+    (head.eq_ignore_ascii_case(EVERY) && (rest.is_empty() || rest.starts_with(char::is_whitespace)))
+        .then(|| rest.trim_start())
+}
+
+/// `@every DURATION`: the duration is read by the config's one duration parser, then held to
+/// whole seconds from 1 s to [`EVERY_MAX`] (a fire time is a whole second, as for the fields).
+fn parse_every(expr: &str, text: &str) -> Result<Parsed, ScheduleError> {
+    let fail = |reason: String| ScheduleError {
+        message: format!("invalid schedule \"{expr}\": {reason}; {EVERY_FORMS}"),
+        field: None,
+        offset: if text.is_empty() {
+            None
+        } else {
+            offset_in(expr, text)
+        },
+    };
+    if text.is_empty() {
+        return Err(fail(format!("{EVERY} needs a duration")));
+    }
+    let interval = duration::parse(text).map_err(fail)?;
+    if interval.is_zero() {
+        return Err(fail(format!("an interval of {text} never comes round")));
+    }
+    if interval.subsec_nanos() != 0 {
+        return Err(fail(format!(
+            "the interval {text} is not a whole number of seconds"
+        )));
+    }
+    if interval > EVERY_MAX {
+        return Err(fail(format!("the interval {text} is longer than 365 days")));
+    }
+    Ok(Parsed::Every(interval.as_secs()))
 }
 
 fn parse_fields(expr: &str, text: &str) -> Result<Parsed, ScheduleError> {

@@ -1,7 +1,8 @@
 //! Three agents sharing 20 jobs that fire every second: every fire slot runs exactly once, also
 //! when one agent's clock is 2 s ahead (Debian's `faketime`), and with 100 jobs due in the same
 //! second, whose claims go to etcd in a few transactions per second and agent (group commit),
-//! not one per fire. Counted from the jobs' own output and etcd's own metrics.
+//! not one per fire; and `@every 2s` jobs name the same slots on every agent. Counted from the
+//! jobs' own output and etcd's own metrics.
 
 use std::time::Duration;
 
@@ -124,6 +125,52 @@ fn three_agents_run_every_slot_exactly_once() {
             agent.node
         );
     }
+}
+
+/// `@every 2s` in a cluster: each agent computes the same grid (the epoch's, not the moment it
+/// started), so each fire is one slot that runs exactly once, on whichever agent claims it.
+#[test]
+fn every_two_seconds_names_the_same_slots_on_every_agent_and_runs_each_once() {
+    let Some(cluster) = EtcdCluster::start(1) else {
+        return;
+    };
+    let jobs = 4;
+    let shape = JobShape {
+        schedule: "@every 2s",
+        then: "",
+        extra: "",
+    };
+    let run = run_three(
+        &cluster.endpoints_toml(),
+        "every",
+        jobs,
+        shape,
+        Duration::from_secs(14),
+        &[],
+    );
+    let twice = twice(&run.written);
+    assert!(twice.is_empty(), "slots run twice: {twice:?}");
+    let off_grid: Vec<_> = run
+        .written
+        .keys()
+        .filter(|(_, slot)| slot % 2 != 0)
+        .collect();
+    assert!(off_grid.is_empty(), "slots off the 2 s grid: {off_grid:?}");
+    let first = run.from + run.from.rem_euclid(2);
+    let gaps: Vec<_> = (0..jobs)
+        .flat_map(|j| (first..=run.to).step_by(2).map(move |slot| (j, slot)))
+        .filter(|key| !run.written.contains_key(key))
+        .collect();
+    assert!(
+        gaps.is_empty(),
+        "slots nobody ran: {gaps:?}\n{}",
+        skips(&run.agents)
+    );
+    assert!(
+        run.to - first >= 6,
+        "the window {first}..{} is too short",
+        run.to
+    );
 }
 
 #[test]

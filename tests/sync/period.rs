@@ -168,6 +168,56 @@ fn daily_in_berlin_sends_nothing_new_across_both_dst_changes() {
     );
 }
 
+/// `@every` against the emulator: `sync` PUTs the interval itself as the period (90 s in
+/// seconds), and a one-day interval keeps one day with no DST slack in a zone with DST.
+#[test]
+fn an_every_schedule_puts_its_interval_as_the_period() {
+    let setup = Setup::new(&["e"]);
+    setup.write_config(&job("every", "@every 90s", "e", ""));
+    let out = setup.agent(&["sync"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("  heartbeat.period: (none) -> 90\n"),
+        "{shown}"
+    );
+    assert_eq!(
+        heartbeat_puts(&setup),
+        [json!({"period": 90, "periodUnit": "seconds", "grace": 1, "graceUnit": "minutes"})]
+    );
+    let check = setup.emulator.heartbeat_check("e").unwrap();
+    assert_eq!(check["heartbeat"]["period"], 90, "{check}");
+    assert_eq!(check["heartbeat"]["periodUnit"], "seconds", "{check}");
+
+    let daily = Setup::new(&["d"]);
+    daily.write_config(&job(
+        "daily",
+        "@every 1d",
+        "d",
+        "timezone = \"America/New_York\"",
+    ));
+    let client = client(&daily, RetryPolicy::none());
+    assert_eq!(
+        pass(&daily, &client, "2026-10-30T12:00:00Z"),
+        [SyncOutcome::Updated]
+    );
+    for now in [
+        "2026-10-31T00:00:01Z",
+        "2026-11-01T00:00:01Z",
+        "2026-11-02T00:00:01Z",
+    ] {
+        assert_eq!(
+            pass(&daily, &client, now),
+            [SyncOutcome::InSync],
+            "at {now}"
+        );
+    }
+    assert_eq!(
+        heartbeat_puts(&daily),
+        [json!({"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours"})]
+    );
+}
+
 #[test]
 fn run_job_sends_a_held_period_change_right_after_its_ping_and_never_after_a_failure() {
     let setup = Setup::new(&["e"]);

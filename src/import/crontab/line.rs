@@ -137,6 +137,14 @@ fn entry(text: &str, system: bool) -> Result<Entry, String> {
         fields.push(field);
         rest = tail;
     }
+    if count == 1 && fields[0].eq_ignore_ascii_case("@every") {
+        // The daemon's fixed intervals are no crontab(5) form: cron never ran this line.
+        return Err(
+            "@every is not a crontab(5) macro: cron does not run this line, so there is no \
+             job to move; write it into the config by hand as schedule = \"@every ...\""
+                .to_owned(),
+        );
+    }
     if count == 1 && !MACROS.contains(&fields[0]) {
         return Err(format!(
             "unknown schedule macro \"{}\"; crontab(5) knows {}",
@@ -307,6 +315,9 @@ mod tests {
         assert!(classify("@sometimes x", false)
             .unwrap_err()
             .contains("unknown schedule macro"));
+        assert!(classify("@every 5m x", false)
+            .unwrap_err()
+            .starts_with("@every is not a crontab(5) macro: cron does not run this line"));
         assert!(classify("* * * *", false)
             .unwrap_err()
             .contains("only 4 field"));

@@ -40,6 +40,32 @@ fn every_five_minutes_is_a_five_minute_period() {
 }
 
 #[test]
+fn an_every_schedule_is_a_period_of_its_interval_in_any_zone_and_on_dst_days() {
+    for (expr, period, grace) in [
+        ("@every 90s", 90, 60),
+        ("@every 1h30m", 5_400, 540),
+        ("@every 1d", 86_400, HOUR),
+    ] {
+        let job = job(&format!(
+            "schedule = \"{expr}\"\ntimezone = \"Europe/Berlin\""
+        ));
+        for now in [
+            "2026-03-29T00:30:00Z",
+            "2026-10-25T00:30:00Z",
+            "2026-11-26T08:00:00Z",
+        ] {
+            let t = timing_at(&job, now, None);
+            // No DST slack: a fixed interval is the same in real time on every day.
+            assert_eq!(
+                (t.period, t.grace),
+                (Duration::from_secs(period), Duration::from_secs(grace)),
+                "{expr} at {now}"
+            );
+        }
+    }
+}
+
+#[test]
 fn daily_in_berlin_keeps_one_day_across_both_dst_changes() {
     let job = job("schedule = \"@daily\"\ntimezone = \"Europe/Berlin\"");
     let cad = cadence(&job.schedule, job.timezone, at("2026-03-01T00:00:00Z")).unwrap();

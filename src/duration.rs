@@ -1,5 +1,6 @@
-//! Durations in the config and on the command line: strings with a unit (`"30s"`, `"5m"`,
-//! `"2h"`, `"1d"`, also `"1h30m"` and `"250ms"`). A bare number is an error that suggests a unit.
+//! Durations in the config, on the command line and in `@every` schedules: strings with a unit
+//! (`"30s"`, `"5m"`, `"2h"`, `"1d"`, also `"1h30m"` and `"250ms"`). A bare number is an error
+//! that suggests a unit.
 //! No duration may exceed [`MAX`] (3650 days, ten times the service's longest heartbeat period,
 //! so the check limits keep their own, more precise message): a larger one (such as
 //! `"18446744073709551615s"`) is refused here, so no later `now + duration` can overflow.
