@@ -18,6 +18,19 @@ pub(crate) const MAX: Duration = Duration::from_secs(3650 * 86_400);
 
 /// Parses a duration with units, at most [`MAX`]; the error says what was expected.
 pub(crate) fn parse(text: &str) -> Result<Duration, String> {
+    let total = parse_any(text)?;
+    if total > MAX {
+        let text = text.trim();
+        return Err(format!(
+            "duration \"{text}\" is longer than the longest allowed (3650d): give at most \"3650d\""
+        ));
+    }
+    Ok(total)
+}
+
+/// Parses a duration with units, of any length (saturating): for a caller that holds it to a
+/// bound of its own and says so in its own words.
+pub(crate) fn parse_any(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("empty duration: expected a number with a unit, such as \"30s\"".to_owned());
@@ -61,11 +74,6 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
         };
         total = total.saturating_add(piece);
         rest = tail;
-    }
-    if total > MAX {
-        return Err(format!(
-            "duration \"{text}\" is longer than the longest allowed (3650d): give at most \"3650d\""
-        ));
     }
     Ok(total)
 }

@@ -121,7 +121,7 @@ fn parse_every(expr: &str, text: &str) -> Result<Parsed, ScheduleError> {
     if text.is_empty() {
         return Err(fail(format!("{EVERY} needs a duration")));
     }
-    let interval = duration::parse(text).map_err(fail)?;
+    let interval = duration::parse_any(text).map_err(fail)?;
     if interval.is_zero() {
         return Err(fail(format!("an interval of {text} never comes round")));
     }

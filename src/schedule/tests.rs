@@ -564,6 +564,11 @@ fn every_takes_whole_seconds_from_one_second_to_365_days() {
             "@every 8761h",
             "the interval 8761h is longer than 365 days".to_owned(),
         ),
+        // Past the duration parser's own ceiling: still the one @every limit, never two.
+        (
+            "@every 4000d",
+            "the interval 4000d is longer than 365 days".to_owned(),
+        ),
         (
             "@every 1500ms",
             "the interval 1500ms is not a whole number of seconds".to_owned(),
