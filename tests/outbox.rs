@@ -16,6 +16,7 @@ use crate::util::{self, Home};
 mod counters;
 mod death;
 mod drops;
+mod duplicates;
 mod faults;
 mod hostile;
 mod kill;

@@ -121,8 +121,8 @@ fn table(outbox: &Outbox, entries: &[Listed], stats: &Stats) -> String {
     };
     text.push_str(&format!(
         "queued {}, coalesced {}, delivered {}, dropped after a failed run {}, dropped as too old {}, \
-         dropped over the limit {}, refused {}, unreadable {}, purged {}, taken back from a dead \
-         process {}\n",
+         dropped over the limit {}, refused {}, unreadable {}, purged {}, sent again unanswered \
+         {}\n",
         stats.queued,
         stats.coalesced,
         stats.delivered,

@@ -33,9 +33,17 @@ pub(crate) fn private_dir(dir: &Path) -> io::Result<()> {
 /// file in the same directory (mode 0600), fsync, rename over `path`, fsync the directory. The
 /// directory must exist; the temp file is removed when a step fails.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_whole(path, bytes)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// [`write_atomic`] but for the directory's fsync: the new content is in place when this
+/// returns, and a machine crash before the directory is synced (by a later write) leaves the
+/// old file whole. For a step that must be seen at once, before what it announces happens.
+pub(crate) fn replace_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let temp = synced_temp(dir, bytes)?;
-    let result = std::fs::rename(&temp, path).and_then(|()| sync_dir(dir));
+    let result = std::fs::rename(&temp, path);
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
     }

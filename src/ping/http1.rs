@@ -23,15 +23,18 @@ const MAX_BODY: usize = 64 * 1024;
 /// How long draining the body may take once the status is known.
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 
-/// Sends `ping` and reads the answer's status (and a redirect's `Location`), all by `deadline`.
+/// Sends `ping` and reads the answer's status (and a redirect's `Location`), all by `deadline`;
+/// calls `leaving` once connected, just before the request is written.
 pub(super) async fn request(
     ping: &Ping,
     connect_timeout: Duration,
     deadline: Instant,
+    leaving: &(dyn Fn() + Sync),
 ) -> Result<(Answer, Option<String>), PingError> {
     let mut stream = tokio::time::timeout_at(deadline, connect(&ping.url, connect_timeout))
         .await
         .map_err(|_| PingError::Timeout)??;
+    leaving();
     let head = request_head(ping);
     let exchange = async {
         let body = ping.body().unwrap_or_default();

@@ -364,21 +364,23 @@ impl Sender {
 
 /// Sends `ping` within `budget`; see the module documentation.
 pub(crate) async fn send(sender: &Sender, ping: &Ping, budget: &Budget) -> PingOutcome {
-    send_with(sender, ping, budget, |_| {}).await
+    send_with(sender, ping, budget, &|| {}, |_| {}).await
 }
 
-/// [`send`], calling `failed` after each attempt that failed (the outbox makes its entry
-/// durable then).
+/// [`send`], calling `leaving` just before each attempt's request is written (after the
+/// connection is made; the outbox marks its entry as possibly at the host then) and `failed`
+/// after each attempt that failed (the outbox makes its entry durable then).
 pub(crate) async fn send_with(
     sender: &Sender,
     ping: &Ping,
     budget: &Budget,
+    leaving: &(dyn Fn() + Sync),
     mut failed: impl FnMut(&PingError),
 ) -> PingOutcome {
     let connect_timeout = budget.connect_timeout;
     let one = move |this: Try| async move {
         let (error, retry_after) =
-            match send_once(sender, ping, connect_timeout, this.deadline).await {
+            match send_once(sender, ping, connect_timeout, this.deadline, leaving).await {
                 Ok(answer) if (200..300).contains(&answer.status) => {
                     return Attempt::Done(answer.status);
                 }
@@ -426,17 +428,22 @@ pub(crate) async fn send_with(
 }
 
 /// One attempt, ending by `deadline`: the building block of [`send`] and of outbox draining.
+/// `leaving` is called once, just before the request is written: by the built-in client after
+/// the connection is made, before reqwest's request (which connects and writes in one call).
+/// A redirect's second request is not announced again: the first one's answer came, and the
+/// second goes on from it.
 pub(crate) async fn send_once(
     sender: &Sender,
     ping: &Ping,
     connect_timeout: Duration,
     deadline: Instant,
+    leaving: &(dyn Fn() + Sync),
 ) -> Result<Answer, PingError> {
     if ping.url.scheme() == "http"
         && ping.url.username().is_empty()
         && sender.net.proxy_for(&ping.url).is_none()
     {
-        let (answer, location) = http1::request(ping, connect_timeout, deadline).await?;
+        let (answer, location) = http1::request(ping, connect_timeout, deadline, leaving).await?;
         let target = location.and_then(|l| ping.url.join(&l).ok());
         let Some(url) = target.filter(|_| (300..400).contains(&answer.status)) else {
             return Ok(answer);
@@ -449,6 +456,7 @@ pub(crate) async fn send_once(
         };
         return send_reqwest(sender, &moved, deadline).await;
     }
+    leaving();
     send_reqwest(sender, ping, deadline).await
 }
 

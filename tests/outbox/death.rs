@@ -149,8 +149,12 @@ fn run_dies_mid_ping(behaviour: Behaviour, death: Death) {
             // kept the ping itself just before the kill: then there was nothing to recover.
             Death::Kill if behaviour == Behaviour::Drop => assert!(recovered <= 1, "{cycle}"),
             Death::Kill => assert_eq!(recovered, 1, "cycle {cycle}"),
-            // A stopping `run` put it back itself: nothing to recover.
-            Death::Term => assert_eq!(recovered, 0, "cycle {cycle}"),
+            // A stopping `run` put it back itself, marked as sent unanswered: the host has
+            // it (hanging), so sending it again is a possible duplicate, counted (issue 33
+            // item 14). A host that drops connections answered each request by closing:
+            // nothing to count, unless the stop came while one was on its way.
+            Death::Term if behaviour == Behaviour::Drop => assert!(recovered <= 1, "{cycle}"),
+            Death::Term => assert_eq!(recovered, 1, "cycle {cycle}"),
         }
         if behaviour == Behaviour::Drop {
             assert_eq!(

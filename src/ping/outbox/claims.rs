@@ -1,8 +1,59 @@
 //! Claiming pending entries for delivery and settling each claim (see the module
 //! documentation of [`super`]): who holds an entry (an `flock` on the claim file), taking back
-//! the claims of processes that died or hung, and recording each attempt's result.
+//! the claims of processes that died or hung, recording each attempt's result, and counting
+//! the possible duplicates.
+//!
+//! A possible duplicate is a request sent for an entry whose earlier request left and got no
+//! answer: the host may have taken the earlier one. The claim's [`Flight`] follows it:
+//! [`Outbox::leaving`], just before a request is written (after the connection is made, so a
+//! refused connection marks nothing), writes `"unanswered": true` into the claim file in
+//! place, without fsync: the page cache outlives a `kill -9`, the death that matters (a
+//! machine crash loses at most the mark: one duplicate uncounted). An answer of any status, or
+//! a connection closed without one, takes the mark off again ([`Outbox::attempt_ended`]); a
+//! timeout leaves it. A claim taken back from a dead process keeps the mark its file holds, a
+//! claim given back by a stopping process or put back after a timeout keeps the one in
+//! memory, and when a marked entry's request leaves again, `recovered` is counted (under the
+//! directory lock, before the request is written: a death in between counts one that did not
+//! leave). So an entry is delivered at most once more than needed per death that caught it in
+//! flight, and `recovered` is exactly the deliveries beyond the first, but for a `kill -9` in
+//! the few system calls between a count or a mark and the write it announces (nothing on disk
+//! can be written together with a socket write): then one more is counted than left (up to 2
+//! in some 550 re-sends under 45 kills on a loaded machine, RELIABILITY.md). A stop (SIGTERM)
+//! drops a delivery at an await, never in between: exact. An entry taken back unsent (its
+//! process died before its request left) is not counted.
+
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::AtomicBool;
 
 use super::*;
+use crate::ping::PingError;
+
+/// What a claim's holder knows about its request, shared by the claim's clones.
+#[derive(Debug)]
+pub(crate) struct Flight {
+    /// As the claim file says: a request left and no answer came.
+    unanswered: AtomicBool,
+    /// The current attempt's request left.
+    left: AtomicBool,
+    /// The claim file's length: a mark is padded to it (JSON allows trailing spaces), so a
+    /// shorter write never leaves the end of a longer one behind.
+    len: AtomicU64,
+}
+
+impl Flight {
+    pub(crate) fn new(unanswered: bool, len: usize) -> Flight {
+        Flight {
+            unanswered: AtomicBool::new(unanswered),
+            left: AtomicBool::new(false),
+            len: AtomicU64::new(len as u64),
+        }
+    }
+
+    /// Whether a request left and no answer came: what the entry carries when put back.
+    pub(crate) fn unanswered(&self) -> bool {
+        self.unanswered.load(Ordering::SeqCst)
+    }
+}
 
 impl Outbox {
     /// Claims up to `limit` pending entries whose key `wanted` accepts (asked before the file
@@ -42,9 +93,11 @@ impl Outbox {
                 let lease = unique_lease(now.saturating_add(millis(CLAIM_LEASE)));
                 let claim = self.dir.join(entry::claim_name(&key, pid, lease));
                 std::fs::rename(&path, &claim)?;
+                let len = usize::try_from(held.metadata()?.len()).unwrap_or(usize::MAX);
                 claimed.push(Claimed {
                     key,
                     path: claim,
+                    flight: Arc::new(Flight::new(entry.unanswered, len)),
                     entry,
                     held: Arc::new(held),
                 });
@@ -110,11 +163,10 @@ impl Outbox {
                             _ => file::rename_durable(&path, &pending)?,
                         }
                     }
-                    counters.recovered += 1;
                     info!(
                         pid,
-                        "took back an outbox entry claimed by a process that is gone (it may have \
-                         reached the host already: counted as recovered)"
+                        "took back an outbox entry claimed by a process that is gone (if its \
+                         request had left, sending it again counts as recovered)"
                     );
                 }
                 FileKind::Temp if temp_writer(&path).is_some_and(|pid| !alive(pid)) => {
@@ -155,6 +207,7 @@ impl Outbox {
                 entry.last_error = Some(error.to_string());
                 entry.not_before_ms =
                     retry_after.map_or(0, |after| now_ms().saturating_add(millis(after)));
+                entry.unanswered = claimed.flight.unanswered();
                 self.put_back(&claimed, &entry, counters)
             }
             PingOutcome::Permanent { error, attempts } => {
@@ -176,9 +229,11 @@ impl Outbox {
         })
     }
 
-    /// Gives a claim back untouched (a drainer stopping mid-attempt).
+    /// Gives a claim back untouched but for the mark of a request that left unanswered (a
+    /// drainer stopping mid-attempt).
     pub(crate) fn release(&self, claimed: Claimed) -> Result<(), OutboxError> {
-        let entry = claimed.entry.clone();
+        let mut entry = claimed.entry.clone();
+        entry.unanswered = claimed.flight.unanswered();
         self.locked("release", |counters| {
             self.put_back(&claimed, &entry, counters)
         })
@@ -199,5 +254,81 @@ impl Outbox {
         }
         file::remove_if_present(&claimed.path)?;
         Ok(())
+    }
+}
+
+impl Outbox {
+    /// The request of `claimed` is about to be written (see the module documentation): a
+    /// marked entry's counts as `recovered`, an unmarked one's claim file is marked.
+    pub(crate) fn leaving(&self, claimed: &Claimed) {
+        let flight = &claimed.flight;
+        flight.left.store(true, Ordering::SeqCst);
+        if flight.unanswered.swap(true, Ordering::SeqCst) {
+            let job = claimed.entry.job.as_deref().unwrap_or("");
+            let target = crate::redact::url(&claimed.entry.url);
+            info!(job, target_url = %target, "sending a ping again whose earlier request got no answer (the host may have it already: counted as recovered)");
+            // Counted just before the request is written, with nothing after the counters'
+            // rename but the lock's release: a death in between counts one that never left
+            // (a directory fsync or a log line there made that window wide enough to hit).
+            let counted = self.locked_with("resend", false, |counters| {
+                counters.recovered += 1;
+                Ok(())
+            });
+            if let Err(err) = counted {
+                warn!(job, target_url = %target, error = %err, "the ping sent again could not be counted as recovered");
+            }
+        } else {
+            self.mark(claimed, true);
+        }
+    }
+
+    /// An attempt of `claimed` failed with `error`: an answer (any status) or a connection
+    /// closed without one takes the mark off; a timeout after the request left, or a failure
+    /// before it left, leaves the mark as it was.
+    pub(crate) fn attempt_ended(&self, claimed: &Claimed, error: &PingError) {
+        let flight = &claimed.flight;
+        let left = flight.left.swap(false, Ordering::SeqCst);
+        if !left || matches!(error, PingError::Timeout) {
+            return;
+        }
+        if flight.unanswered.swap(false, Ordering::SeqCst) {
+            self.mark(claimed, false);
+        }
+    }
+
+    /// Writes the entry of `claimed` with `unanswered` into its claim file, in place (padded to
+    /// the file's length; one write, which a `kill -9` does not tear), without fsync. A claim
+    /// gone meanwhile (a later failed run dropped it) is left alone.
+    fn mark(&self, claimed: &Claimed, unanswered: bool) {
+        let entry = Entry {
+            unanswered,
+            ..claimed.entry.clone()
+        };
+        let written = serde_json::to_vec(&entry)
+            .map_err(io::Error::other)
+            .and_then(|mut bytes| {
+                let len = claimed.flight.len.load(Ordering::SeqCst);
+                let len = usize::try_from(len).unwrap_or(usize::MAX);
+                if bytes.len() < len {
+                    bytes.resize(len, b' ');
+                }
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+                    .open(&claimed.path)?;
+                file.write_all_at(&bytes, 0)?;
+                claimed
+                    .flight
+                    .len
+                    .fetch_max(bytes.len() as u64, Ordering::SeqCst);
+                Ok(())
+            });
+        match written {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => {
+                warn!(file = %claimed.path.display(), error = %err, "cannot mark the ping's outbox entry as sent (should the agent die now, its next delivery is not counted as recovered)");
+            }
+            Ok(()) => {}
+        }
     }
 }

@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use super::entry::now_ms;
 use super::{Claimed, Outbox, OutboxError, PingContext};
 use crate::backoff;
-use crate::ping::{send, send_with, Budget, Ping, PingKind, PingOutcome, Sender};
+use crate::ping::{send_with, Budget, Ping, PingError, PingKind, PingOutcome, Sender};
 
 /// Delivers `ping` within `budget`, through `outbox` when there is one: the ping is written
 /// to it before the first attempt ([`Outbox::begin`]), made durable once an attempt failed,
@@ -37,7 +37,17 @@ pub(crate) async fn deliver_or_queue_for(
     let start = ping.kind == PingKind::Start;
     let outbox = outbox.filter(|_| !start);
     let mut ahead = Ahead::begin(ping, budget, outbox, context);
-    let outcome = send_with(sender, ping, budget, |_| ahead.attempt_failed()).await;
+    let watched = ahead.outbox.zip(ahead.claim.clone());
+    let leaving = || {
+        if let Some((outbox, claim)) = &watched {
+            outbox.leaving(claim);
+        }
+    };
+    let outcome = send_with(sender, ping, budget, &leaving, |error| {
+        ahead.attempt_failed(error);
+    })
+    .await;
+    drop(watched);
     match &outcome {
         PingOutcome::Delivered { status, attempts } => {
             debug!(job, target_url = %ping.redacted(), status, attempts, "ping delivered");
@@ -106,12 +116,13 @@ impl<'a> Ahead<'a> {
         }
     }
 
-    fn attempt_failed(&mut self) {
+    fn attempt_failed(&mut self, error: &PingError) {
         self.failed = self.failed.saturating_add(1);
-        if self.failed > 1 {
+        let (Some(outbox), Some(claim)) = (self.outbox, &self.claim) else {
             return;
-        }
-        if let (Some(outbox), Some(claim)) = (self.outbox, &self.claim) {
+        };
+        outbox.attempt_ended(claim, error);
+        if self.failed == 1 {
             outbox.attempt_failed(claim);
         }
     }
@@ -216,9 +227,9 @@ pub async fn deliver_pending(
     )?;
     let mut tasks = JoinSet::new();
     for claim in claimed {
-        let (budget, sender) = (options.budget, sender.clone());
+        let (budget, sender, outbox) = (options.budget, sender.clone(), outbox.clone());
         tasks.spawn(async move {
-            let outcome = attempt(&sender, &claim, &budget).await;
+            let outcome = attempt(&sender, &outbox, &claim, &budget).await;
             (claim, outcome)
         });
     }
@@ -279,9 +290,22 @@ pub(crate) async fn catch_up(
     }
 }
 
-async fn attempt(sender: &Sender, claim: &Claimed, budget: &Budget) -> PingOutcome {
+/// One delivery of a claimed entry, its requests marked as they leave (see
+/// [`super::claims`]).
+async fn attempt(
+    sender: &Sender,
+    outbox: &Outbox,
+    claim: &Claimed,
+    budget: &Budget,
+) -> PingOutcome {
     match claim.entry.ping() {
-        Ok(ping) => send(sender, &ping, budget).await,
+        Ok(ping) => {
+            let leaving = || outbox.leaving(claim);
+            send_with(sender, &ping, budget, &leaving, |error| {
+                outbox.attempt_ended(claim, error);
+            })
+            .await
+        }
         Err(err) => PingOutcome::Permanent {
             error: crate::ping::PingError::Protocol(err.to_string()),
             attempts: 0,
@@ -383,8 +407,11 @@ pub async fn drain(
                     last_error.clear();
                     for claim in claimed {
                         let key = claim.key.clone();
-                        let (copy, sender) = (claim.clone(), sender.clone());
-                        tasks.spawn(async move { (key, attempt(&sender, &copy, &budget).await) });
+                        let (copy, sender, outbox) =
+                            (claim.clone(), sender.clone(), outbox.clone());
+                        tasks.spawn(async move {
+                            (key, attempt(&sender, &outbox, &copy, &budget).await)
+                        });
                         in_flight.insert(claim.key.clone(), claim);
                     }
                 }

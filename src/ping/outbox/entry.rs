@@ -47,6 +47,12 @@ pub(crate) struct Entry {
     /// The `POST` body of a fail ping that carries the output tail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// A request for it left and no answer came back (its process died or stopped, or the
+    /// attempt timed out): the host may have it already, so sending it again may deliver it
+    /// twice, and is counted as `recovered` when it leaves (see [`super::claims`]). Absent:
+    /// false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unanswered: bool,
 }
 
 impl Entry {
@@ -64,6 +70,7 @@ impl Entry {
             last_error: None,
             kind: ping.kind,
             body: ping.body().map(str::to_owned),
+            unanswered: false,
         }
     }
 

@@ -51,6 +51,7 @@ impl Outbox {
             path,
             entry,
             held: Arc::new(held),
+            flight: Arc::new(claims::Flight::new(false, bytes.len())),
         })
     }
 
@@ -100,6 +101,7 @@ impl Outbox {
         entry.attempts = entry.attempts.saturating_add(attempts);
         entry.last_error = Some(error.to_owned());
         entry.not_before_ms = retry_after.map_or(0, |after| now_ms().saturating_add(millis(after)));
+        entry.unanswered = claimed.flight.unanswered();
         self.create().map_err(|err| self.error(err))?;
         let kept = self.locked("keep", |counters| {
             if !claimed.path.exists() {

@@ -16,9 +16,12 @@
 //!
 //! Whoever looks next takes back a claim whose lock is free (its process died, however it
 //! died: the kernel drops the lock with the process, so this works at once, across pid
-//! namespaces and with a zombie not yet reaped) or whose lease ran out (a hung process); such
-//! an entry may have reached the host just before the death, so it is counted as `recovered`:
-//! at most one duplicate each. Durable writes are crash-safe (temp, fsync, rename, fsync the
+//! namespaces and with a zombie not yet reaped) or whose lease ran out (a hung process). Just
+//! before a request leaves, its claim file is marked `unanswered` (in place, page cache only),
+//! and the mark goes when an answer comes; an entry taken back, or given back by a stopping
+//! process, keeps the mark, and sending a marked entry again is what counts as `recovered`:
+//! each is at most one duplicate at the host, and the counter says exactly how many left (see
+//! [`claims`]). Durable writes are crash-safe (temp, fsync, rename, fsync the
 //! directory); an unreadable entry, or anything but a regular file where an entry should be
 //! (a FIFO would block a reader), is moved to `failed/` with a warning. Counters live in
 //! `stats.json`; how `queued` stays equal to what left plus what is pending when a process
@@ -119,6 +122,8 @@ pub(crate) struct Claimed {
     /// The claim file, open with an exclusive `flock` held while this process owns the claim
     /// (dropping the last clone lets others take it back).
     held: Arc<File>,
+    /// Whether its request is out unanswered, shared by the clones (see [`claims`]).
+    flight: Arc<claims::Flight>,
 }
 
 /// One entry as `outbox list` shows it (no secret in it).
@@ -272,6 +277,18 @@ impl Outbox {
         name: &str,
         step: impl FnOnce(&mut Stats) -> io::Result<T>,
     ) -> Result<T, OutboxError> {
+        self.locked_with(name, true, step)
+    }
+
+    /// [`Outbox::locked`]; with `sync_dir` false the counters are in place when it returns but
+    /// the directory is not synced after ([`file::replace_whole`]): for a count that must be
+    /// seen before what it announces happens, with nothing slow in between.
+    fn locked_with<T>(
+        &self,
+        name: &str,
+        sync_dir: bool,
+        step: impl FnOnce(&mut Stats) -> io::Result<T>,
+    ) -> Result<T, OutboxError> {
         let run = || {
             if !self.dir.is_dir() {
                 return step(&mut Stats::default());
@@ -281,7 +298,7 @@ impl Outbox {
             let mut counters = before;
             let value = step(&mut counters)?;
             crate::persist::crash_point(&format!("outbox:{name}"));
-            stats::save_or_carry(&self.dir, &before, &counters);
+            stats::save_or_carry(&self.dir, &before, &counters, sync_dir);
             Ok(value)
         };
         run().map_err(|source| self.error(source))

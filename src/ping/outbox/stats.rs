@@ -60,8 +60,9 @@ pub struct Stats {
     pub corrupt: u64,
     /// Entries deleted by `outbox purge`.
     pub purged: u64,
-    /// In-flight entries taken back from a process that died (or hung past its lease) during
-    /// a delivery: each may have reached the host already, so each may be one duplicate.
+    /// Requests sent again for an entry whose earlier request left and got no answer (its
+    /// process died, stopped or hung mid-delivery, or the attempt timed out): each may be one
+    /// duplicate at the host (counted as it leaves, see [`super::claims`]).
     pub recovered: u64,
 }
 
@@ -173,22 +174,28 @@ pub(crate) fn load(dir: &Path, present: impl FnOnce() -> u64) -> Stats {
     }
 }
 
-/// Writes the counters as stored (call with the directory lock held).
-pub(crate) fn save(dir: &Path, stats: &Stats) -> std::io::Result<()> {
+/// Writes the counters as stored (call with the directory lock held); with `sync_dir` false
+/// the directory is not synced after the rename ([`file::replace_whole`]).
+pub(crate) fn save(dir: &Path, stats: &Stats, sync_dir: bool) -> std::io::Result<()> {
     let stored = Stored {
         counters: *stats,
         format: FORMAT,
     };
     let bytes = serde_json::to_vec_pretty(&stored).map_err(std::io::Error::other)?;
-    file::write_atomic(&dir.join(FILE), &bytes)
-        .inspect_err(|_| crate::persist::failed(crate::persist::What::OutboxStats))
+    let path = dir.join(FILE);
+    let written = if sync_dir {
+        file::write_atomic(&path, &bytes)
+    } else {
+        file::replace_whole(&path, &bytes)
+    };
+    written.inspect_err(|_| crate::persist::failed(crate::persist::What::OutboxStats))
 }
 
 /// Writes `after` (counted from `before`, as loaded) plus whatever an earlier failed write
 /// left to carry (call with the directory lock held); nothing when neither changed anything.
 /// When the write fails, the counters' step still stands: the difference is carried to the
-/// next write and the failure logged.
-pub(crate) fn save_or_carry(dir: &Path, before: &Stats, after: &Stats) {
+/// next write and the failure logged. `sync_dir` as in [`save`].
+pub(crate) fn save_or_carry(dir: &Path, before: &Stats, after: &Stats, sync_dir: bool) {
     let mut carried = CARRIED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -197,7 +204,7 @@ pub(crate) fn save_or_carry(dir: &Path, before: &Stats, after: &Stats) {
     }
     let added = after.combine(*before, u64::saturating_sub);
     let added = carried.map_or(added, |c| added.combine(c, u64::saturating_add));
-    match save(dir, &before.combine(added, u64::saturating_add)) {
+    match save(dir, &before.combine(added, u64::saturating_add), sync_dir) {
         Ok(()) => *carried = None,
         Err(err) => {
             warn!(dir = %dir.display(), error = %err, "outbox counters not written (they are kept in memory and written with the next change)");

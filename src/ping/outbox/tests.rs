@@ -85,13 +85,86 @@ fn claims_whose_lock_is_free_or_whose_lease_ran_out_are_taken_back_at_once() {
         [dead.url, hung.entry.url.clone()],
         "a live, leased claim stays"
     );
-    assert_eq!(outbox.stats().recovered, 2);
+    // Taken back before any request of theirs left: nothing to count.
+    assert_eq!(outbox.stats().recovered, 0);
     // Its holder dies (the lock goes with it): the next look takes it back.
     drop(live);
     let claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(claimed[0].entry.url.ends_with("/live"));
-    assert_eq!(outbox.stats().recovered, 3);
+    assert_eq!(outbox.stats().recovered, 0);
+}
+
+/// Issue 33 item 14: a request that left marks its claim file; the mark survives the holder's
+/// death, a stopping holder's give-back and a timeout, and only sending a marked entry again
+/// counts `recovered`; an answer or a refused connection takes the mark off or leaves none.
+#[test]
+fn only_a_request_sent_again_after_one_left_unanswered_counts_as_recovered() {
+    let home = tempfile::tempdir().unwrap();
+    let outbox = open(home.path(), 10);
+    let context = PingContext::default();
+    let claim_one = |outbox: &Outbox| {
+        let mut claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
+        assert_eq!(claimed.len(), 1);
+        claimed.remove(0)
+    };
+    // A fresh ping whose request left: its holder dies (the claim and its lock dropped).
+    let fresh = outbox
+        .begin(&ping("a"), &context, Duration::from_secs(5))
+        .unwrap();
+    outbox.leaving(&fresh);
+    assert!(
+        read_entry(&fresh.path).unwrap().unanswered,
+        "marked on disk"
+    );
+    assert!(
+        read_entry(&fresh.path).unwrap().fresh(),
+        "still a first attempt"
+    );
+    drop(fresh);
+    let again = claim_one(&outbox);
+    assert!(again.entry.unanswered, "the mark is taken back with it");
+    assert_eq!(outbox.stats().recovered, 0, "nothing sent again yet");
+    outbox.leaving(&again);
+    assert_eq!(
+        outbox.stats().recovered,
+        1,
+        "sent again: one possible duplicate"
+    );
+    // Its answer came (a 503): the mark goes, and the put-back entry is not marked.
+    outbox.attempt_ended(&again, &PingError::Status(503));
+    assert!(!read_entry(&again.path).unwrap().unanswered);
+    outbox.finish(again, &retryable()).unwrap();
+    let plain = claim_one(&outbox);
+    assert!(!plain.entry.unanswered);
+    outbox.leaving(&plain);
+    assert_eq!(
+        outbox.stats().recovered,
+        1,
+        "a first request after an answer"
+    );
+    // A timeout after the request left keeps the mark through the put-back ...
+    outbox.attempt_ended(&plain, &PingError::Timeout);
+    outbox.finish(plain, &retryable()).unwrap();
+    let timed_out = claim_one(&outbox);
+    assert!(timed_out.entry.unanswered);
+    // ... and a refused connection (nothing left) before the next request keeps it too.
+    outbox.attempt_ended(&timed_out, &PingError::Connect("refused".into()));
+    outbox.leaving(&timed_out);
+    assert_eq!(outbox.stats().recovered, 2);
+    // A stopping drainer gives it back marked; a holder that dies before its request leaves
+    // does not add a mark.
+    outbox.release(timed_out).unwrap();
+    assert!(claim_one(&outbox).entry.unanswered);
+    let unsent = outbox
+        .begin(&ping("b"), &context, Duration::from_secs(5))
+        .unwrap();
+    drop(unsent);
+    let mut claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
+    assert_eq!(claimed.len(), 2);
+    claimed.sort_by(|a, b| a.entry.url.cmp(&b.entry.url));
+    assert!(claimed[0].entry.unanswered && !claimed[1].entry.unanswered);
+    assert_eq!(outbox.stats().recovered, 2);
 }
 
 #[test]

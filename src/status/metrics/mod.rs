@@ -408,8 +408,9 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
     out.family(
         "heartbeat_agent_outbox_recovered_total",
         "counter",
-        "Pings in flight taken back from a process that died mid-delivery (each may be one \
-         duplicate at the ping host).",
+        "Requests sent again for a ping whose earlier request left unanswered (its process \
+         died or stopped mid-delivery, or it timed out): each may be one duplicate at the ping \
+         host.",
     );
     out.sample(
         "heartbeat_agent_outbox_recovered_total",
