@@ -5,6 +5,7 @@ mod admin;
 mod binary;
 mod heartbeats;
 mod operations;
+mod published;
 mod schema;
 mod shapes;
 

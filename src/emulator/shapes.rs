@@ -1,12 +1,12 @@
-//! Nested objects of the spec that requests carry: alert settings, the incident trigger and a
-//! group's API check defaults. They are checked field by field, so the emulator never stores
+//! Nested objects of the spec that requests carry: alert settings, the incident trigger, a
+//! check's intent and a group's API check defaults. They are checked field by field, so the emulator never stores
 //! (and echoes back) a shape the spec, and so the typed client, cannot read: counts are
 //! non-negative integers, texts are strings, flags are booleans.
 
 use serde_json::{json, Value};
 
 use super::server::ApiError;
-use super::validate::{bad, normalize, Field, Kind, STR};
+use super::validate::{bad, check, normalize, Field, Kind, STR};
 use crate::api::model::limits;
 
 /// A count: an integer from 0 to `u32::MAX` (the client reads counts as `u32`).
@@ -88,24 +88,100 @@ pub(crate) fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiEr
     object(name, value, &table).map(Value::Object)
 }
 
-/// Checks a check group's `apiCheckDefaults`; lists not sent become `[]`.
+/// Most entries in each list of a check's `intent`.
+const MAX_INTENT_ITEMS: usize = 20;
+
+/// Checks a check's `intent` as the service's published schema has it: a `goal` of 1 to 2,000
+/// characters, at most 20 `requiredOutcomes` and `mustPreserve` entries of 1 to 1,000
+/// characters each, and nothing else.
+pub(crate) fn intent(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let text = |max| Kind::Str {
+        max_len: Some(max),
+        non_empty: true,
+    };
+    let table = [
+        Field::required("goal", text(2000)),
+        Field::optional("requiredOutcomes", Kind::Array),
+        Field::optional("mustPreserve", Kind::Array),
+    ];
+    let out = object(name, value, &table)?;
+    for key in ["requiredOutcomes", "mustPreserve"] {
+        let items = out.get(key).and_then(Value::as_array).into_iter().flatten();
+        for (i, item) in items.enumerate() {
+            if i == MAX_INTENT_ITEMS {
+                return Err(bad(
+                    &format!("{name}.{key}"),
+                    format!("must contain less than or equal to {MAX_INTENT_ITEMS} items"),
+                ));
+            }
+            check(&format!("{name}.{key}[{i}]"), text(1000), item)?;
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// `apiCheckDefaults.assertions[].source`, from the service's published schema
+/// (`AssertionSource`).
+const ASSERTION_SOURCES: &[&str] = &[
+    "STATUS_CODE",
+    "JSON_BODY",
+    "HEADERS",
+    "TEXT_BODY",
+    "RESPONSE_TIME",
+];
+
+/// `apiCheckDefaults.assertions[].comparison`, from the service's published schema
+/// (`AssertionComparison`).
+const ASSERTION_COMPARISONS: &[&str] = &[
+    "EQUALS",
+    "NOT_EQUALS",
+    "HAS_KEY",
+    "NOT_HAS_KEY",
+    "HAS_VALUE",
+    "NOT_HAS_VALUE",
+    "IS_EMPTY",
+    "NOT_EMPTY",
+    "GREATER_THAN",
+    "LESS_THAN",
+    "CONTAINS",
+    "NOT_CONTAINS",
+    "IS_NULL",
+    "NOT_NULL",
+];
+
+/// Checks a check group's `apiCheckDefaults`; lists not sent become `[]`. As the service's
+/// published schema has it: `url` and `basicAuth` may be `null`, a header or query parameter may
+/// carry `locked`, and an assertion's `source` and `comparison` come from fixed sets (an
+/// assertion may also carry `property` and a nullable `regex`).
 pub(crate) fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> {
     let table = [
-        Field::optional("url", STR),
+        Field {
+            nullable: true,
+            ..Field::optional("url", STR)
+        },
         Field::new("headers", Kind::Array, json!([])),
         Field::new("queryParameters", Kind::Array, json!([])),
         Field::new("assertions", Kind::Array, json!([])),
-        Field::optional("basicAuth", Kind::Object),
+        Field {
+            nullable: true,
+            ..Field::optional("basicAuth", Kind::Object)
+        },
     ];
     let mut out = object(name, value, &table)?;
     let pair = [
         Field::new("key", STR, json!("")),
         Field::new("value", STR, json!("")),
+        Field::optional("locked", Kind::Bool),
     ];
     let assertion = [
-        Field::new("source", STR, json!("")),
-        Field::new("comparison", STR, json!("")),
+        Field::optional("source", Kind::OneOf(ASSERTION_SOURCES)),
+        Field::optional("comparison", Kind::OneOf(ASSERTION_COMPARISONS)),
+        Field::optional("property", STR),
         Field::new("target", STR, json!("")),
+        Field {
+            nullable: true,
+            ..Field::optional("regex", STR)
+        },
     ];
     let lists: [(&str, &[Field]); 3] = [
         ("headers", &pair),
@@ -116,7 +192,7 @@ pub(crate) fn api_check_defaults(name: &str, value: &Value) -> Result<Value, Api
         let checked = each(&format!("{name}.{key}"), &out[key], table)?;
         out.insert(key.to_owned(), checked);
     }
-    if let Some(auth) = out.get("basicAuth") {
+    if let Some(auth) = out.get("basicAuth").filter(|auth| !auth.is_null()) {
         let table = [
             Field::new("username", STR, json!("")),
             Field::new("password", STR, json!("")),
