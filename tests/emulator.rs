@@ -101,6 +101,19 @@ async fn read(response: reqwest::Response) -> (u16, Value) {
     (status, body)
 }
 
+/// The error of an emulator started with the fixtures `doc`, which must be refused.
+async fn fixtures_refused(doc: &str) -> String {
+    let fixtures = Fixtures::parse(doc, "test").expect("shape is fine");
+    let options = EmulatorOptions {
+        fixtures,
+        ..EmulatorOptions::default()
+    };
+    Emulator::start(options)
+        .await
+        .expect_err("fixtures that must be refused")
+        .to_string()
+}
+
 fn heartbeat_body(period: u64, unit: &str) -> Value {
     json!({"script": "", "name": "nightly backup", "tags": ["a"],
            "heartbeat": {"period": period, "periodUnit": unit, "grace": 10, "graceUnit": "minutes"}})

@@ -203,6 +203,10 @@ pub(crate) fn api_check_defaults(name: &str, value: &Value) -> Result<Value, Api
     Ok(Value::Object(out))
 }
 
+/// A webhook alert channel's `method`, from the service's published schema
+/// (`ChecksV1AlertWebhook`).
+const WEBHOOK_METHODS: &[&str] = &["GET", "POST", "PUT", "HEAD", "DELETE", "PATCH"];
+
 /// Checks an `alertChannels` object (fixtures only; the API answers it, never takes it).
 pub(crate) fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
     let lists = [
@@ -219,7 +223,10 @@ pub(crate) fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiErro
             vec![
                 Field::new("url", STR, json!("")),
                 Field::optional("name", STR),
-                Field::optional("method", STR),
+                Field {
+                    nullable: true,
+                    ..Field::optional("method", Kind::OneOf(WEBHOOK_METHODS))
+                },
                 Field::new("headers", Kind::Array, json!([])),
                 Field::new("queryParameters", Kind::Array, json!([])),
             ],
@@ -229,7 +236,7 @@ pub(crate) fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiErro
             "sms",
             vec![
                 Field::new("number", STR, json!("")),
-                Field::optional("name", STR),
+                Field::new("name", STR, json!("")),
             ],
         ),
     ];
@@ -319,14 +326,16 @@ pub(crate) fn objects(name: &str, value: &Value, list: List) -> Result<Value, Ap
             ),
             Field::nullable("userContext", Kind::Any, Value::Null),
         ],
+        // The fields the published schema requires of an update (`MaintenanceWindowMaintenance`),
+        // so a fixture cannot seed an answer the service would not give.
         List::MaintenanceUpdates => vec![
-            Field::new("id", STR, json!("")),
-            Field::optional("maintenanceWindowId", super::validate::INT),
-            Field::optional("maintenanceId", STR),
-            Field::optional("status", STR),
-            Field::optional("description", STR),
-            Field::optional("notifySubscribers", Kind::Bool),
-            Field::optional("created_at", Kind::Date),
+            Field::required("id", STR),
+            Field::required("maintenanceWindowId", super::validate::INT),
+            Field::required("maintenanceId", STR),
+            Field::required("status", STR),
+            Field::required("description", STR),
+            Field::required("notifySubscribers", Kind::Bool),
+            Field::required("created_at", Kind::Date),
             Field::optional("previousStatus", STR),
             Field::optional("previousStartsAt", Kind::Date),
             Field::optional("previousEndsAt", Kind::Date),
@@ -485,7 +494,9 @@ mod tests {
             check_status("value", &Value::Null).expect("null is allowed"),
             Value::Null
         );
-        let updates = json!([{"id": "u", "dateAdjustments": {"startsAt": "May"}}]);
+        let updates = json!([{"id": "u", "maintenanceWindowId": 7, "maintenanceId": "m",
+            "status": "scheduled", "description": "moved", "notifySubscribers": false,
+            "created_at": "2026-12-01", "dateAdjustments": {"startsAt": "May"}}]);
         let err = objects("updates", &updates, List::MaintenanceUpdates).expect_err("bad date");
         assert!(
             err.message

@@ -3,8 +3,8 @@
 //! (`null` for a heartbeat check's `request`, `sslCheckDomain` and an environment variable's
 //! `value`; a group's `url` and `basicAuth`; `locked` on a header; an assertion's `property` and
 //! `regex`), and a group's assertions, which were echoed with any `source` and `comparison`
-//! although the schema's answers hold only values of its sets. Every answer is also checked
-//! against the emulator's own document.
+//! although the schema's answers hold only values of its sets; and fixtures that would seed
+//! answers it forbids. Every answer is also checked against the emulator's own document.
 
 use super::*;
 
@@ -133,4 +133,25 @@ async fn a_check_intent_keeps_to_the_published_shape() {
         .await
         .check("PUT", &path, status, &check)
         .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Fixtures cannot seed answers the published schema forbids: a maintenance update without the
+/// fields it requires, or a webhook alert channel with a method outside its set.
+#[tokio::test]
+async fn fixtures_cannot_seed_answers_the_published_schema_forbids() {
+    for (doc, expected) in [
+        (
+            r#"{"maintenances": [{"id": "m1", "maintenanceWindowId": 7, "startsAt": "2026-12-01",
+                "endsAt": "2026-12-02", "updates": [{"id": "u1"}]}]}"#,
+            "\"updates[0].maintenanceWindowId\" is required",
+        ),
+        (
+            r#"{"heartbeatChecks": [{"id": "7b3c1a52-0d5e-4f7a-9c1e-2f6d8b4a1009", "name": "c",
+                "alertChannels": {"webhook": [{"url": "https://hooks.example", "method": "BREW"}]}}]}"#,
+            "\"alertChannels.webhook[0].method\" must be one of [GET, POST, PUT, HEAD, DELETE, PATCH]",
+        ),
+    ] {
+        let err = fixtures_refused(doc).await;
+        assert!(err.contains(expected), "{err}");
+    }
 }
