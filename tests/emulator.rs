@@ -5,6 +5,7 @@ mod admin;
 mod binary;
 mod heartbeats;
 mod operations;
+mod published;
 mod schema;
 mod shapes;
 
@@ -98,6 +99,19 @@ async fn read(response: reqwest::Response) -> (u16, Value) {
         serde_json::from_str(&text).unwrap_or_else(|_| panic!("JSON body, got {text:?}"))
     };
     (status, body)
+}
+
+/// The error of an emulator started with the fixtures `doc`, which must be refused.
+async fn fixtures_refused(doc: &str) -> String {
+    let fixtures = Fixtures::parse(doc, "test").expect("shape is fine");
+    let options = EmulatorOptions {
+        fixtures,
+        ..EmulatorOptions::default()
+    };
+    Emulator::start(options)
+        .await
+        .expect_err("fixtures that must be refused")
+        .to_string()
 }
 
 fn heartbeat_body(period: u64, unit: &str) -> Value {

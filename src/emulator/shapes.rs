@@ -1,12 +1,12 @@
-//! Nested objects of the spec that requests carry: alert settings, the incident trigger and a
-//! group's API check defaults. They are checked field by field, so the emulator never stores
+//! Nested objects of the spec that requests carry: alert settings, the incident trigger, a
+//! check's intent and a group's API check defaults. They are checked field by field, so the emulator never stores
 //! (and echoes back) a shape the spec, and so the typed client, cannot read: counts are
 //! non-negative integers, texts are strings, flags are booleans.
 
 use serde_json::{json, Value};
 
 use super::server::ApiError;
-use super::validate::{bad, normalize, Field, Kind, STR};
+use super::validate::{bad, check, normalize, Field, Kind, STR};
 use crate::api::model::limits;
 
 /// A count: an integer from 0 to `u32::MAX` (the client reads counts as `u32`).
@@ -88,24 +88,100 @@ pub(crate) fn trigger_incident(name: &str, value: &Value) -> Result<Value, ApiEr
     object(name, value, &table).map(Value::Object)
 }
 
-/// Checks a check group's `apiCheckDefaults`; lists not sent become `[]`.
+/// Most entries in each list of a check's `intent`.
+const MAX_INTENT_ITEMS: usize = 20;
+
+/// Checks a check's `intent` as the service's published schema has it: a `goal` of 1 to 2,000
+/// characters, at most 20 `requiredOutcomes` and `mustPreserve` entries of 1 to 1,000
+/// characters each, and nothing else.
+pub(crate) fn intent(name: &str, value: &Value) -> Result<Value, ApiError> {
+    let text = |max| Kind::Str {
+        max_len: Some(max),
+        non_empty: true,
+    };
+    let table = [
+        Field::required("goal", text(2000)),
+        Field::optional("requiredOutcomes", Kind::Array),
+        Field::optional("mustPreserve", Kind::Array),
+    ];
+    let out = object(name, value, &table)?;
+    for key in ["requiredOutcomes", "mustPreserve"] {
+        let items = out.get(key).and_then(Value::as_array).into_iter().flatten();
+        for (i, item) in items.enumerate() {
+            if i == MAX_INTENT_ITEMS {
+                return Err(bad(
+                    &format!("{name}.{key}"),
+                    format!("must contain less than or equal to {MAX_INTENT_ITEMS} items"),
+                ));
+            }
+            check(&format!("{name}.{key}[{i}]"), text(1000), item)?;
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// `apiCheckDefaults.assertions[].source`, from the service's published schema
+/// (`AssertionSource`).
+const ASSERTION_SOURCES: &[&str] = &[
+    "STATUS_CODE",
+    "JSON_BODY",
+    "HEADERS",
+    "TEXT_BODY",
+    "RESPONSE_TIME",
+];
+
+/// `apiCheckDefaults.assertions[].comparison`, from the service's published schema
+/// (`AssertionComparison`).
+const ASSERTION_COMPARISONS: &[&str] = &[
+    "EQUALS",
+    "NOT_EQUALS",
+    "HAS_KEY",
+    "NOT_HAS_KEY",
+    "HAS_VALUE",
+    "NOT_HAS_VALUE",
+    "IS_EMPTY",
+    "NOT_EMPTY",
+    "GREATER_THAN",
+    "LESS_THAN",
+    "CONTAINS",
+    "NOT_CONTAINS",
+    "IS_NULL",
+    "NOT_NULL",
+];
+
+/// Checks a check group's `apiCheckDefaults`; lists not sent become `[]`. As the service's
+/// published schema has it: `url` and `basicAuth` may be `null`, a header or query parameter may
+/// carry `locked`, and an assertion's `source` and `comparison` come from fixed sets (an
+/// assertion may also carry `property` and a nullable `regex`).
 pub(crate) fn api_check_defaults(name: &str, value: &Value) -> Result<Value, ApiError> {
     let table = [
-        Field::optional("url", STR),
+        Field {
+            nullable: true,
+            ..Field::optional("url", STR)
+        },
         Field::new("headers", Kind::Array, json!([])),
         Field::new("queryParameters", Kind::Array, json!([])),
         Field::new("assertions", Kind::Array, json!([])),
-        Field::optional("basicAuth", Kind::Object),
+        Field {
+            nullable: true,
+            ..Field::optional("basicAuth", Kind::Object)
+        },
     ];
     let mut out = object(name, value, &table)?;
     let pair = [
         Field::new("key", STR, json!("")),
         Field::new("value", STR, json!("")),
+        Field::optional("locked", Kind::Bool),
     ];
     let assertion = [
-        Field::new("source", STR, json!("")),
-        Field::new("comparison", STR, json!("")),
+        Field::optional("source", Kind::OneOf(ASSERTION_SOURCES)),
+        Field::optional("comparison", Kind::OneOf(ASSERTION_COMPARISONS)),
+        Field::optional("property", STR),
         Field::new("target", STR, json!("")),
+        Field {
+            nullable: true,
+            ..Field::optional("regex", STR)
+        },
     ];
     let lists: [(&str, &[Field]); 3] = [
         ("headers", &pair),
@@ -116,7 +192,7 @@ pub(crate) fn api_check_defaults(name: &str, value: &Value) -> Result<Value, Api
         let checked = each(&format!("{name}.{key}"), &out[key], table)?;
         out.insert(key.to_owned(), checked);
     }
-    if let Some(auth) = out.get("basicAuth") {
+    if let Some(auth) = out.get("basicAuth").filter(|auth| !auth.is_null()) {
         let table = [
             Field::new("username", STR, json!("")),
             Field::new("password", STR, json!("")),
@@ -126,6 +202,10 @@ pub(crate) fn api_check_defaults(name: &str, value: &Value) -> Result<Value, Api
     }
     Ok(Value::Object(out))
 }
+
+/// A webhook alert channel's `method`, from the service's published schema
+/// (`ChecksV1AlertWebhook`).
+const WEBHOOK_METHODS: &[&str] = &["GET", "POST", "PUT", "HEAD", "DELETE", "PATCH"];
 
 /// Checks an `alertChannels` object (fixtures only; the API answers it, never takes it).
 pub(crate) fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiError> {
@@ -143,7 +223,10 @@ pub(crate) fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiErro
             vec![
                 Field::new("url", STR, json!("")),
                 Field::optional("name", STR),
-                Field::optional("method", STR),
+                Field {
+                    nullable: true,
+                    ..Field::optional("method", Kind::OneOf(WEBHOOK_METHODS))
+                },
                 Field::new("headers", Kind::Array, json!([])),
                 Field::new("queryParameters", Kind::Array, json!([])),
             ],
@@ -153,7 +236,7 @@ pub(crate) fn alert_channels(name: &str, value: &Value) -> Result<Value, ApiErro
             "sms",
             vec![
                 Field::new("number", STR, json!("")),
-                Field::optional("name", STR),
+                Field::new("name", STR, json!("")),
             ],
         ),
     ];
@@ -243,14 +326,16 @@ pub(crate) fn objects(name: &str, value: &Value, list: List) -> Result<Value, Ap
             ),
             Field::nullable("userContext", Kind::Any, Value::Null),
         ],
+        // The fields the published schema requires of an update (`MaintenanceWindowMaintenance`),
+        // so a fixture cannot seed an answer the service would not give.
         List::MaintenanceUpdates => vec![
-            Field::new("id", STR, json!("")),
-            Field::optional("maintenanceWindowId", super::validate::INT),
-            Field::optional("maintenanceId", STR),
-            Field::optional("status", STR),
-            Field::optional("description", STR),
-            Field::optional("notifySubscribers", Kind::Bool),
-            Field::optional("created_at", Kind::Date),
+            Field::required("id", STR),
+            Field::required("maintenanceWindowId", super::validate::INT),
+            Field::required("maintenanceId", STR),
+            Field::required("status", STR),
+            Field::required("description", STR),
+            Field::required("notifySubscribers", Kind::Bool),
+            Field::required("created_at", Kind::Date),
             Field::optional("previousStatus", STR),
             Field::optional("previousStartsAt", Kind::Date),
             Field::optional("previousEndsAt", Kind::Date),
@@ -409,7 +494,9 @@ mod tests {
             check_status("value", &Value::Null).expect("null is allowed"),
             Value::Null
         );
-        let updates = json!([{"id": "u", "dateAdjustments": {"startsAt": "May"}}]);
+        let updates = json!([{"id": "u", "maintenanceWindowId": 7, "maintenanceId": "m",
+            "status": "scheduled", "description": "moved", "notifySubscribers": false,
+            "created_at": "2026-12-01", "dateAdjustments": {"startsAt": "May"}}]);
         let err = objects("updates", &updates, List::MaintenanceUpdates).expect_err("bad date");
         assert!(
             err.message

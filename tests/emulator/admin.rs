@@ -168,17 +168,9 @@ async fn admin_api_records_requests_without_the_key_and_resets() {
 #[tokio::test]
 async fn bad_fixtures_name_the_item() {
     let doc = r#"{"checkGroups": [{"id": 1, "name": "g", "locations": ["moon"]}]}"#;
-    let fixtures = Fixtures::parse(doc, "test").expect("shape is fine");
-    let options = EmulatorOptions {
-        fixtures,
-        ..EmulatorOptions::default()
-    };
-    let err = Emulator::start(options)
-        .await
-        .expect_err("invalid location");
+    let err = fixtures_refused(doc).await;
     assert!(
-        err.to_string()
-            .starts_with("fixtures: checkGroups[0] 1: \"locations[0]\" must be one of"),
+        err.starts_with("fixtures: checkGroups[0] 1: \"locations[0]\" must be one of"),
         "{err}"
     );
 }

@@ -75,7 +75,7 @@ fn request_table() -> Vec<Field> {
         Field::optional("checkType", Kind::OneOf(&["HEARTBEAT"])),
         Field {
             nullable: true,
-            ..Field::optional("intent", Kind::Object)
+            ..Field::optional("intent", Kind::Intent)
         },
         Field {
             nullable: true,
@@ -121,11 +121,11 @@ fn request_table() -> Vec<Field> {
             },
             json!(1),
         ),
-        Field::new("request", Kind::Object, json!({})),
+        Field::nullable("request", Kind::Object, json!({})),
         Field::new("heartbeat", Kind::Heartbeat, default_heartbeat()),
         Field::nullable("scriptPath", STR, Value::Null),
-        Field::new("sslCheckDomain", STR, json!("")),
-        Field::nullable("environmentVariables", Kind::EnvVars, Value::Null),
+        Field::nullable("sslCheckDomain", STR, json!("")),
+        Field::nullable("environmentVariables", Kind::CheckEnvVars, Value::Null),
         Field::nullable("setupSnippetId", INT, Value::Null),
         Field::nullable("tearDownSnippetId", INT, Value::Null),
         Field::nullable("localSetupScript", STR, Value::Null),

@@ -86,6 +86,9 @@ pub(crate) enum Kind {
     Runtime,
     /// An array of environment variables (at most 100).
     EnvVars,
+    /// A check's environment variables: as [`Kind::EnvVars`], with a `value` that may be
+    /// `null` (the published schema's heartbeat check `PUT`).
+    CheckEnvVars,
     /// An array of alert channel subscriptions.
     Subscriptions,
     /// Any JSON object.
@@ -104,6 +107,8 @@ pub(crate) enum Kind {
     AlertSettings,
     /// A `triggerIncident` object.
     TriggerIncident,
+    /// A check's `intent` object.
+    Intent,
     /// A string out of a fixed set.
     OneOf(&'static [&'static str]),
     /// An integer out of a fixed set.
@@ -330,7 +335,8 @@ pub(crate) fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiE
             Ok(value.clone())
         }
         Kind::Runtime => one_of(name, value, RUNTIMES).map(|()| value.clone()),
-        Kind::EnvVars => check_env_vars(name, value),
+        Kind::EnvVars => check_env_vars(name, value, false),
+        Kind::CheckEnvVars => check_env_vars(name, value, true),
         Kind::Subscriptions => check_subscriptions(name, value),
         Kind::Object if !value.is_object() => Err(bad(name, "must be of type object")),
         Kind::Array => array(name, value).map(|_| value.clone()),
@@ -350,6 +356,7 @@ pub(crate) fn check(name: &str, kind: Kind, value: &Value) -> Result<Value, ApiE
         Kind::Heartbeat => check_heartbeat(name, value),
         Kind::AlertSettings => super::shapes::alert_settings(name, value),
         Kind::TriggerIncident => super::shapes::trigger_incident(name, value),
+        Kind::Intent => super::shapes::intent(name, value),
         Kind::ApiCheckDefaults => super::shapes::api_check_defaults(name, value),
         Kind::AlertChannels => super::shapes::alert_channels(name, value),
         Kind::List(list) => super::shapes::objects(name, value, list),
@@ -424,7 +431,7 @@ fn one_of(name: &str, value: &Value, allowed: &[&str]) -> Result<(), ApiError> {
     }
 }
 
-fn check_env_vars(name: &str, value: &Value) -> Result<Value, ApiError> {
+fn check_env_vars(name: &str, value: &Value, value_nullable: bool) -> Result<Value, ApiError> {
     let items = array(name, value)?;
     if items.len() > MAX_ENV_VARS {
         return Err(bad(
@@ -434,7 +441,10 @@ fn check_env_vars(name: &str, value: &Value) -> Result<Value, ApiError> {
     }
     let table = [
         Field::required("key", NON_EMPTY),
-        Field::required("value", STR),
+        Field {
+            nullable: value_nullable,
+            ..Field::required("value", STR)
+        },
         Field::new("locked", Kind::Bool, json!(false)),
         Field::new("secret", Kind::Bool, json!(false)),
     ];
