@@ -179,19 +179,20 @@ pub(crate) fn fail_body_bytes(job: &Job) -> Option<usize> {
     (job.start_fail.fail_body == FailBody::OutputTail).then_some(job.output_tail)
 }
 
-/// The fail ping of a run that ended with `status` (as `run` exits:
-/// [`crate::run_end::RunEnd::exit_status`]) to `url`, `{exit_code}` filled in; with `output`
-/// (the run's last output) a `POST` carrying it, made text, scrubbed of the agent's secrets
-/// and cut to its last `max` bytes.
+/// The fail ping of run `run_id` that ended with `status` (as `run` exits:
+/// [`crate::run_end::RunEnd::exit_status`]) to `url`, `{exit_code}` and `{run_id}` filled in;
+/// with `output` (the run's last output) a `POST` carrying it, made text, scrubbed of the
+/// agent's secrets and cut to its last `max` bytes.
 pub(crate) fn fail_ping(
     url: &FailUrl,
     status: u8,
+    run_id: &str,
     output: Option<(&[u8], usize)>,
     method: PingMethod,
     source: &str,
 ) -> Result<Ping, InvalidPing> {
     let filled = url
-        .with_exit_code(status)
+        .with_exit_code(status, run_id)
         .map_err(|problem| InvalidPing::of(url.as_str(), problem))?;
     let ping = Ping::to(&filled, method, source)?.of_kind(PingKind::Fail);
     Ok(match output {
@@ -206,10 +207,16 @@ mod tests {
 
     #[test]
     fn the_exit_status_fills_the_placeholder() {
-        let url = FailUrl::parse("http://127.0.0.1:9/fail-test-token-1/{exit_code}?x={exit_code}")
-            .unwrap();
-        let ping = fail_ping(&url, 137, Some((b"out", 10)), PingMethod::Get, "h").unwrap();
-        assert_eq!(ping.url(), "http://127.0.0.1:9/fail-test-token-1/137?x=137");
+        let url = FailUrl::parse(
+            "http://127.0.0.1:9/fail-test-token-1/{exit_code}?x={exit_code}&rid={run_id}",
+        )
+        .unwrap();
+        let run = "5f0c3a9e-8f7b-4d2a-9c1e-2b7d9e4f6a10";
+        let ping = fail_ping(&url, 137, run, Some((b"out", 10)), PingMethod::Get, "h").unwrap();
+        assert_eq!(
+            ping.url(),
+            format!("http://127.0.0.1:9/fail-test-token-1/137?x=137&rid={run}")
+        );
         assert_eq!(
             (ping.method, ping.kind, ping.body()),
             (PingMethod::Post, PingKind::Fail, Some("out"))
@@ -224,23 +231,61 @@ mod tests {
 
     #[test]
     fn the_placeholder_is_only_allowed_in_the_path_and_query() {
-        use crate::config::UrlProblem::PlaceholderPart;
-        for (url, part) in [
-            ("http://127.0.0.1:1846{exit_code}/t", "host or port"),
-            ("http://{exit_code}.example/t", "host or port"),
-            ("http://u:{exit_code}@h/t", "host or port"),
-            ("http://h:1{exit_code}", "host or port"),
-            ("http://h/t#{exit_code}", "fragment"),
-            ("{exit_code}://h/t", "scheme"),
-        ] {
-            assert_eq!(FailUrl::parse(url), Err(PlaceholderPart(part)), "{url}");
+        use crate::config::PingUrl;
+        use crate::config::UrlProblem::{Placeholder, PlaceholderPart};
+        for placeholder in [FailUrl::PLACEHOLDER, PingUrl::RUN_ID] {
+            for (url, part) in [
+                ("http://127.0.0.1:1846{}/t", "host or port"),
+                ("http://{}.example/t", "host or port"),
+                ("http://u:{}@h/t", "host or port"),
+                ("http://h:1{}", "host or port"),
+                ("http://h/t#{}", "fragment"),
+                ("{}://h/t", "scheme"),
+            ] {
+                let url = url.replace("{}", placeholder);
+                let refused = Err(PlaceholderPart(placeholder, part));
+                assert_eq!(FailUrl::parse(&url).map(|_| ()), refused, "{url}");
+                if placeholder == PingUrl::RUN_ID {
+                    assert_eq!(PingUrl::template(&url).map(|_| ()), refused, "{url}");
+                }
+            }
+            for url in [
+                "http://h:18466/t/{}",
+                "http://h/t?code={}#x",
+                "http://h?code={}",
+            ] {
+                let url = url.replace("{}", placeholder);
+                assert!(FailUrl::parse(&url).is_ok(), "{url}");
+            }
         }
-        for url in [
-            "http://h:18466/t/{exit_code}",
-            "http://h/t?code={exit_code}#x",
-            "http://h?code={exit_code}",
+        let unknown = Err(Placeholder("{exit_code}".to_owned()));
+        assert_eq!(
+            PingUrl::template("http://h/t/{exit_code}").map(|_| ()),
+            unknown
+        );
+    }
+
+    #[test]
+    fn the_run_id_fills_a_ping_url_in_its_path_and_query_and_keeps_its_target() {
+        use crate::config::PingUrl;
+        let run = "5f0c3a9e-8f7b-4d2a-9c1e-2b7d9e4f6a10";
+        for (url, filled) in [
+            (
+                "http://127.0.0.1:9/tok-run-id-1/{run_id}",
+                format!("http://127.0.0.1:9/tok-run-id-1/{run}"),
+            ),
+            (
+                "http://127.0.0.1:9/tok-run-id-1?rid={run_id}",
+                format!("http://127.0.0.1:9/tok-run-id-1?rid={run}"),
+            ),
         ] {
-            assert!(FailUrl::parse(url).is_ok(), "{url}");
+            let ping = Ping::to(&PingUrl::template(url).unwrap(), PingMethod::Get, "h").unwrap();
+            let target = ping.url().to_owned();
+            let ping = ping.for_run(run);
+            assert_eq!(ping.url(), filled);
+            assert_eq!(ping.target(), target);
         }
+        let plain = Ping::new("http://127.0.0.1:9/tok-run-id-2", PingMethod::Get, "h").unwrap();
+        assert_eq!(plain.clone().for_run(run), plain);
     }
 }

@@ -486,13 +486,12 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
             None
         }
         (Some(_), None) => check
-            .url(
+            .url_template(
                 At {
                     context,
                     key: "ping_url",
                 },
                 &raw.ping_url,
-                true,
             )
             .map(PingTarget::Url),
         (None, Some(_)) => check
@@ -519,14 +518,15 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
     }
 }
 
-/// `start_url`, `fail_url` (with its `{exit_code}`) and `fail_body`; `None` when one is
+/// `start_url` (with its `{run_id}`), `fail_url` (with its `{exit_code}` and `{run_id}`) and
+/// `fail_body`; `None` when one is
 /// invalid. The body is the output tail, so a tail larger than a fail body may be is refused
 /// at `fail_body`.
 fn start_fail(check: &mut Checker, entry: &RawJobEntry, output_tail: usize) -> Option<StartFail> {
     let context = entry.context.as_str();
     let at = |key| At { context, key };
     let raw = &entry.job.raw;
-    let start_url = check.url(at("start_url"), &raw.start_url, true);
+    let start_url = check.url_template(at("start_url"), &raw.start_url);
     let fail_url = check.fail_url(at("fail_url"), &raw.fail_url);
     let fail_body = match &raw.fail_body {
         None => Some(FailBody::Empty),

@@ -83,6 +83,10 @@ pub struct Ping {
     pub kind: PingKind,
     /// A `POST` body (a fail ping's output tail, scrubbed), sent as `text/plain`.
     body: Option<String>,
+    /// The URL as configured, when it differs from `url` by a filled-in `{run_id}`: the
+    /// target the outbox keys the ping by, so one pending success per ping URL still
+    /// coalesces across runs.
+    target: Option<String>,
 }
 
 /// Why a ping URL was refused.
@@ -127,15 +131,16 @@ impl InvalidPing {
             UrlProblem::Placeholder(found) => InvalidPing::Malformed {
                 shown,
                 reason: format!(
-                    "unknown placeholder \"{found}\"; the only one is {}",
-                    crate::config::FailUrl::PLACEHOLDER
+                    "unknown placeholder \"{found}\"; the only ones are {} (in a fail URL) \
+                     and {}",
+                    crate::config::FailUrl::PLACEHOLDER,
+                    PingUrl::RUN_ID
                 ),
             },
-            UrlProblem::PlaceholderPart(part) => InvalidPing::Malformed {
+            UrlProblem::PlaceholderPart(placeholder, part) => InvalidPing::Malformed {
                 shown,
                 reason: format!(
-                    "{} is in its {part}; it may only be in the path or query",
-                    crate::config::FailUrl::PLACEHOLDER
+                    "{placeholder} is in its {part}; it may only be in the path or query"
                 ),
             },
         }
@@ -150,6 +155,17 @@ impl Ping {
         Ping::to(&parsed, method, source)
     }
 
+    /// [`Ping::new`] for a URL a user wrote (`run`'s flags and files), which may hold
+    /// `{run_id}` ([`PingUrl::template`]).
+    pub(crate) fn template(
+        url: &str,
+        method: PingMethod,
+        source: &str,
+    ) -> Result<Ping, InvalidPing> {
+        let parsed = PingUrl::template(url).map_err(|problem| InvalidPing::of(url, problem))?;
+        Ping::to(&parsed, method, source)
+    }
+
     /// A ping to an already validated URL (a job's `ping_url`); only `source` is checked.
     pub(crate) fn to(url: &PingUrl, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
         if source.chars().any(char::is_control) {
@@ -161,7 +177,40 @@ impl Ping {
             source: source.to_owned(),
             kind: PingKind::Success,
             body: None,
+            target: None,
         })
+    }
+
+    /// The ping of run `run`: its URL's `{run_id}` (as written in the query, or percent-encoded
+    /// in the path) filled in with the run's id; the same ping when it has none. The URL made is
+    /// not learned as a secret of its own (one per run would grow the scrubber without end):
+    /// the text around the placeholder was learned with the configured URL.
+    pub(crate) fn for_run(self, run: impl std::fmt::Display) -> Ping {
+        const ENCODED: &str = "%7Brun_id%7D";
+        let text = self.url.as_str();
+        if !text.contains(PingUrl::RUN_ID) && !text.contains(ENCODED) {
+            return self;
+        }
+        let id = run.to_string();
+        let filled = text.replace(ENCODED, &id).replace(PingUrl::RUN_ID, &id);
+        match reqwest::Url::parse(&filled) {
+            Ok(url) => Ping {
+                target: Some(self.url.as_str().to_owned()),
+                url,
+                ..self
+            },
+            Err(_) => self,
+        }
+    }
+
+    /// What the outbox keys the ping by: the URL as configured (its `{run_id}` unfilled).
+    pub(crate) fn target(&self) -> &str {
+        self.target.as_deref().unwrap_or(self.url.as_str())
+    }
+
+    /// The same ping keyed by `target` in the outbox (an entry read back from it).
+    pub(crate) fn with_target(self, target: Option<String>) -> Ping {
+        Ping { target, ..self }
     }
 
     /// The same ping as a `kind` ping.

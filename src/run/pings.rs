@@ -1,7 +1,8 @@
 //! A run's pings: the start ping (sent once, before the first attempt, in a task of its own,
 //! never kept in the outbox), and at the end the one choice between the success ping and the
 //! fail ping ([`finish`]: the fail URL's `{exit_code}` filled with the status `run` exits
-//! with, and with `fail_body` the output tail, scrubbed of every secret the agent knows),
+//! with, and with `fail_body` the output tail, scrubbed of every secret the agent knows), each
+//! with the run's id as its URL's `{run_id}`,
 //! delivered through the outbox after the start ping. A failed run also drops a pending
 //! success of the same job from the outbox: delivered later, it would claim the job is fine.
 
@@ -12,7 +13,7 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use super::Ended;
-use super::PingRecord;
+use super::{PingRecord, RunId};
 use crate::config::FailUrl;
 use crate::ping::outbox::{self, Outbox, PingContext};
 use crate::ping::{Budget, Ping, PingKind, PingMethod, PingOutcome, Sender};
@@ -53,8 +54,8 @@ impl Pings {
 
     /// Sends the start ping, if any, in a task of its own so the command starts at once; its
     /// result is kept in the [`Started`] slot when it comes.
-    pub(super) fn send_start(&self) -> Option<Started> {
-        let ping = self.start.clone()?;
+    pub(super) fn send_start(&self, run: RunId) -> Option<Started> {
+        let ping = self.start.clone()?.for_run(run);
         let (budget, context, sender) = (self.budget, self.context.clone(), self.sender.clone());
         let result = Arc::new(OnceLock::new());
         let slot = Arc::clone(&result);
@@ -118,7 +119,12 @@ pub(super) struct Started {
 
 /// The run's final ping: `success` when the run succeeded, else the fail ping (if the run has
 /// a fail URL). The one place that chooses between them.
-pub(super) fn finish(pings: &Pings, ended: &Ended, success: Option<Ping>) -> Option<Ping> {
+pub(super) fn finish(
+    pings: &Pings,
+    ended: &Ended,
+    success: Option<Ping>,
+    run: RunId,
+) -> Option<Ping> {
     if ended.success() {
         return success;
     }
@@ -129,9 +135,16 @@ pub(super) fn finish(pings: &Pings, ended: &Ended, success: Option<Ping>) -> Opt
     let status = ended.end.exit_status();
     let span = pings.span();
     let _entered = span.enter();
-    crate::job::fail_ping(url, status, output, pings.method, &pings.source)
-        .inspect_err(|err| warn!("fail ping not sent: {err}"))
-        .ok()
+    crate::job::fail_ping(
+        url,
+        status,
+        &run.text(),
+        output,
+        pings.method,
+        &pings.source,
+    )
+    .inspect_err(|err| warn!("fail ping not sent: {err}"))
+    .ok()
 }
 
 /// Reads the API key of `source` (if it can be read) so that [`crate::redact::job_output`]

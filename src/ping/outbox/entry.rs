@@ -47,6 +47,10 @@ pub(crate) struct Entry {
     /// The `POST` body of a fail ping that carries the output tail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// The URL as configured, when `url` is it with the run's `{run_id}` filled in: what the
+    /// entry is keyed by, so a newer run's success replaces it (a secret, like `url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 impl Entry {
@@ -64,6 +68,7 @@ impl Entry {
             last_error: None,
             kind: ping.kind,
             body: ping.body().map(str::to_owned),
+            target: (ping.target() != ping.url()).then(|| ping.target().to_owned()),
         }
     }
 
@@ -74,7 +79,9 @@ impl Entry {
         } else {
             PingMethod::Get
         };
-        let ping = Ping::new(&self.url, method, &self.source)?.of_kind(self.kind);
+        let ping = Ping::new(&self.url, method, &self.source)?
+            .of_kind(self.kind)
+            .with_target(self.target.clone());
         Ok(match &self.body {
             Some(body) => ping.with_body(body.clone()),
             None => ping,
@@ -100,12 +107,13 @@ impl Entry {
 
     /// The file name key of its target.
     pub(crate) fn key(&self) -> String {
-        key(&self.url)
+        key(self.target.as_deref().unwrap_or(&self.url))
     }
 }
 
-/// The key of a target: 16 hex digits of the SHA-256 of the URL (names files without showing
-/// the token; one pending file per target is what coalesces).
+/// The key of a target: 16 hex digits of the SHA-256 of the URL as configured (names files
+/// without showing the token; one pending file per target is what coalesces, across runs
+/// whose `{run_id}` filled it differently too).
 pub(crate) fn key(url: &str) -> String {
     Sha256::digest(url.as_bytes())[..8]
         .iter()
