@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::{eventually, exists, Home};
 
+mod fail_json;
 mod hostile_config;
 mod job;
 mod messages;

@@ -19,6 +19,7 @@ mod check;
 pub(crate) mod cluster;
 pub(crate) mod defaults;
 pub(crate) mod duration;
+mod fail;
 mod jobs;
 mod limits;
 mod parse;
@@ -203,6 +204,33 @@ pub struct StartFail {
     pub fail_url: Option<FailUrl>,
     /// `fail_body`: what the fail ping carries.
     pub fail_body: FailBody,
+    /// `fail_method`: the fail ping's method (default `POST` with a body, else `GET`).
+    pub fail_method: Option<FailMethod>,
+    /// `fail_headers`: headers the fail ping carries (values are secrets).
+    pub fail_headers: Vec<FailHeader>,
+}
+
+/// `fail_method`: the HTTP method of a fail ping, for endpoints that need one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMethod {
+    /// `GET` (no body).
+    Get,
+    /// `POST`.
+    Post,
+    /// `PUT`.
+    Put,
+}
+
+/// One of `fail_headers`: a header of the fail ping whose value, from the config, a file or an
+/// environment variable, is a secret (never printed, scrubbed from every output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailHeader {
+    /// The header's name, as written.
+    pub name: String,
+    /// Its value.
+    pub value: crate::redact::Secret,
+    /// The environment variable it was read from, which the job's children must not see.
+    pub env: Option<String>,
 }
 
 /// `fail_body`: what a fail ping carries.
@@ -214,6 +242,10 @@ pub enum FailBody {
     /// `"output_tail"`: a `POST` whose body is the run's last output, the last `output_tail`
     /// bytes (at most [`defaults::FAIL_BODY_MAX`]), scrubbed of the agent's secrets.
     OutputTail,
+    /// `"json"`: a `POST` (`application/json`) of the run's summary for a chat or generic
+    /// webhook: `text`, `job`, `host`, `run_id`, `exit_code`, `signal`, `outcome`,
+    /// `duration_seconds` and `output_tail` (as [`FailBody::OutputTail`] bounds and scrubs it).
+    Json,
 }
 
 /// A `fail_url` (or `run --fail-url`): a ping URL that may carry the run's exit status in the
@@ -558,11 +590,15 @@ impl Config {
     }
 
     /// The variables that hold this config's secrets (`[api] api_key_env`, `[cluster]
-    /// password_env`): the children of jobs must not see them.
+    /// password_env`, the jobs' `fail_headers` from `{ env = ... }`): the children of jobs
+    /// must not see them.
     pub(crate) fn secret_env_vars(&self) -> Vec<String> {
         let api = self.api.api_key.env_var().map(str::to_owned);
         let etcd = self.cluster.as_ref().and_then(|c| c.password_env.clone());
-        api.into_iter().chain(etcd).collect()
+        let headers = self.jobs.iter().flat_map(|job| {
+            (job.start_fail.fail_headers.iter()).filter_map(|header| header.env.clone())
+        });
+        api.into_iter().chain(etcd).chain(headers).collect()
     }
 }
 

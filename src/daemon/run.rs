@@ -73,6 +73,7 @@ fn pings(job: &Job, shared: &Shared, settings: &Settings) -> Pings {
         start,
         fail: job.start_fail.fail_url.clone(),
         fail_body: crate::job::fail_body_bytes(job),
+        fail_send: crate::job::fail_send(job, true),
         method: PingMethod::Get,
         source: shared.host.clone(),
         budget: Budget::default(),

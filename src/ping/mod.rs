@@ -39,6 +39,8 @@ pub enum PingMethod {
     Get,
     /// `POST` with an empty body.
     Post,
+    /// `PUT` (a fail ping's `fail_method`).
+    Put,
 }
 
 impl PingMethod {
@@ -46,6 +48,7 @@ impl PingMethod {
         match self {
             PingMethod::Get => "GET",
             PingMethod::Post => "POST",
+            PingMethod::Put => "PUT",
         }
     }
 }
@@ -81,8 +84,13 @@ pub struct Ping {
     pub source: String,
     /// What it tells the service.
     pub kind: PingKind,
-    /// A `POST` body (a fail ping's output tail, scrubbed), sent as `text/plain`.
+    /// A `POST` body (a fail ping's output tail, scrubbed), sent as `text/plain`, or its JSON
+    /// summary (`json`).
     body: Option<String>,
+    /// Whether `body` is JSON (`application/json`).
+    json: bool,
+    /// Extra headers (a fail ping's `fail_headers`; their values are secrets).
+    headers: Vec<(String, crate::redact::Secret)>,
     /// The URL as configured, when it differs from `url` by a filled-in `{run_id}`: the
     /// target the outbox keys the ping by, so one pending success per ping URL still
     /// coalesces across runs.
@@ -177,6 +185,8 @@ impl Ping {
             source: source.to_owned(),
             kind: PingKind::Success,
             body: None,
+            json: false,
+            headers: Vec::new(),
             target: None,
         })
     }
@@ -224,6 +234,43 @@ impl Ping {
             method: PingMethod::Post,
             body: Some(body),
             ..self
+        }
+    }
+
+    /// The same ping as a `POST` carrying the JSON document `body`.
+    pub(crate) fn with_json_body(self, body: String) -> Ping {
+        Ping {
+            json: true,
+            ..self.with_body(body)
+        }
+    }
+
+    /// The same ping sent with `method`.
+    pub(crate) fn with_method(self, method: PingMethod) -> Ping {
+        Ping { method, ..self }
+    }
+
+    /// The same ping carrying `headers` (name, secret value).
+    pub(crate) fn with_headers(self, headers: Vec<(String, crate::redact::Secret)>) -> Ping {
+        Ping { headers, ..self }
+    }
+
+    /// Whether the body is JSON.
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+
+    /// The extra headers.
+    pub(crate) fn headers(&self) -> &[(String, crate::redact::Secret)] {
+        &self.headers
+    }
+
+    /// The `Content-Type` of the body.
+    fn body_type(&self) -> &'static str {
+        if self.json {
+            JSON_TYPE
+        } else {
+            BODY_TYPE
         }
     }
 
@@ -356,6 +403,9 @@ pub enum PingOutcome {
 
 /// The `Content-Type` of a ping's body (job output, made valid UTF-8 when it was scrubbed).
 const BODY_TYPE: &str = "text/plain; charset=utf-8";
+
+/// The `Content-Type` of a JSON body (`fail_body = "json"`).
+const JSON_TYPE: &str = "application/json";
 
 /// Base and cap of a ping's backoff between attempts (see [`crate::net::retry`]).
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
@@ -510,17 +560,21 @@ async fn send_reqwest(
     let method = match ping.method {
         PingMethod::Get => reqwest::Method::GET,
         PingMethod::Post => reqwest::Method::POST,
+        PingMethod::Put => reqwest::Method::PUT,
     };
     let timeout = deadline.saturating_duration_since(Instant::now());
     let request = client
         .request(method, ping.url.clone())
         .header(reqwest::header::ORIGIN, &ping.source)
         .timeout(timeout);
+    let request = ping.headers.iter().fold(request, |request, (name, value)| {
+        request.header(name.as_str(), value.expose())
+    });
     let request = match (&ping.body, ping.method) {
         (Some(body), _) => request
-            .header(reqwest::header::CONTENT_TYPE, BODY_TYPE)
+            .header(reqwest::header::CONTENT_TYPE, ping.body_type())
             .body(body.clone()),
-        (None, PingMethod::Post) => request.body(""),
+        (None, PingMethod::Post | PingMethod::Put) => request.body(""),
         (None, PingMethod::Get) => request,
     };
     // The proxy this request goes through, named without its password: what it says or

@@ -99,6 +99,7 @@ fn pings(fail: Option<&str>, fail_body: Option<usize>) -> Pings {
         start: None,
         fail: fail.map(|u| FailUrl::parse(u).expect("fail url")),
         fail_body,
+        fail_send: crate::job::FailSend::default(),
         method: PingMethod::Get,
         source: "test-host".into(),
         budget: Budget {

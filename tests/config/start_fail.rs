@@ -40,8 +40,9 @@ fn bad_fail_body_is_named() {
     assert_problem(
         &format!("{JOB}{url}fail_body = \"stdout\"\n"),
         "5:13: job \"backup\": key `fail_body`: unknown fail_body \"stdout\": expected \
-         \"output_tail\"; hint: fail_body = \"output_tail\" sends the run's last output with the \
-         fail ping; leave it out for none",
+         \"output_tail\" or \"json\"; hint: fail_body = \"output_tail\" sends the run's last \
+         output with the fail ping, \"json\" a JSON summary for a chat or generic webhook; leave \
+         it out for none",
     );
     assert_problem(
         &format!("{JOB}{url}output_tail = \"1MiB\"\nfail_body = \"output_tail\"\n"),

@@ -312,6 +312,9 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
             start,
             fail,
             fail_body,
+            fail_send: job
+                .map(|job| crate::job::fail_send(job, args.ping.fail_url.is_none()))
+                .unwrap_or_default(),
             method,
             source,
             budget: Budget {

@@ -51,6 +51,13 @@ pub(crate) struct Entry {
     /// entry is keyed by, so a newer run's success replaces it (a secret, like `url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Whether `body` is JSON (`fail_body = "json"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json: bool,
+    /// The fail ping's `fail_headers`, values included: secrets, kept as the URL is (the file
+    /// is 0600 in a 0700 directory), never printed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
 }
 
 impl Entry {
@@ -69,23 +76,38 @@ impl Entry {
             kind: ping.kind,
             body: ping.body().map(str::to_owned),
             target: (ping.target() != ping.url()).then(|| ping.target().to_owned()),
+            json: ping.json(),
+            headers: (ping.headers().iter())
+                .map(|(name, value)| (name.clone(), value.expose().to_owned()))
+                .collect(),
         }
     }
 
     /// The ping to send.
     pub(crate) fn ping(&self) -> Result<Ping, InvalidPing> {
-        let method = if self.method.eq_ignore_ascii_case("POST") {
-            PingMethod::Post
-        } else {
-            PingMethod::Get
+        let method = match self.method.to_ascii_uppercase().as_str() {
+            "POST" => PingMethod::Post,
+            "PUT" => PingMethod::Put,
+            _ => PingMethod::Get,
         };
         let ping = Ping::new(&self.url, method, &self.source)?
             .of_kind(self.kind)
             .with_target(self.target.clone());
-        Ok(match &self.body {
+        let ping = match &self.body {
+            Some(body) if self.json => ping.with_json_body(body.clone()),
             Some(body) => ping.with_body(body.clone()),
             None => ping,
-        })
+        };
+        // Only header-safe names and values: the file is the agent's own, but a line break in
+        // it must never become a header of its own.
+        let headers = (self.headers.iter())
+            .filter(|(name, value)| {
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                    && reqwest::header::HeaderValue::from_str(value).is_ok()
+            })
+            .map(|(name, value)| (name.clone(), crate::redact::Secret::new(value.clone())))
+            .collect();
+        Ok(ping.with_method(method).with_headers(headers))
     }
 
     /// Whether it is a ping written before its first attempt ([`super::Outbox::begin`]), not
