@@ -187,3 +187,53 @@ start_url = "{start}"
     let log: String = logs.iter().map(Value::to_string).collect();
     assert!(!log.contains(TOKEN), "{log}");
 }
+
+#[test]
+fn a_daemon_fail_ping_is_a_json_summary_with_its_headers() {
+    const HEADER: &str = "daemon-hook-secret-9d9d9d";
+    const VAR: &str = "DAEMON_HOOK_SECRET";
+    let second = ping_server();
+    let home = Home::new();
+    let seen = home.path("child-env");
+    home.write_jobs(&format!(
+        r#"
+[[jobs]]
+name = "broken"
+schedule = "*/1 * * * * *"
+shell = "env > '{seen}'; echo it broke; exit 5"
+fail_url = "{fail}"
+fail_body = "json"
+fail_headers = {{ X-Hook-Token = {{ env = "{VAR}" }} }}
+"#,
+        seen = seen.display(),
+        fail = second.url(&format!("/{TOKEN}/hook")),
+    ));
+    let daemon = home.start_with(&[(VAR, HEADER)]);
+    wait_hits(&second, &format!("/{TOKEN}/hook"), 1, 6 * SECOND);
+    let logs = daemon.stop();
+    let requests = second.requests();
+    let hook = &requests[0];
+    assert_eq!(hook.method, "POST");
+    assert_eq!(hook.header("content-type"), Some("application/json"));
+    assert_eq!(hook.header("x-hook-token"), Some(HEADER));
+    let doc: Value = serde_json::from_slice(&hook.body).expect("JSON");
+    assert_eq!(
+        (
+            doc["job"].as_str(),
+            doc["exit_code"].as_i64(),
+            doc["outcome"].as_str()
+        ),
+        (Some("broken"), Some(5), Some("failed"))
+    );
+    assert_eq!(doc["output_tail"], "it broke\n");
+    let run_id = doc["run_id"].as_str().expect("run_id");
+    assert!(
+        logs.iter().any(|l| is(l, "job failed", "broken")
+            && l.get("run_id").and_then(Value::as_str) == Some(run_id)),
+        "the log names the run"
+    );
+    let child_env = std::fs::read_to_string(&seen).expect("the job wrote its env");
+    assert!(!child_env.contains(VAR), "{child_env}");
+    let log: String = logs.iter().map(Value::to_string).collect();
+    assert!(!log.contains(HEADER) && !log.contains(TOKEN), "{log}");
+}

@@ -260,4 +260,25 @@ mod tests {
         let back: Entry = serde_json::from_str(&text).unwrap();
         assert_eq!(back.ping().unwrap(), fail);
     }
+
+    #[test]
+    fn a_json_fail_ping_comes_back_with_its_method_and_headers_and_no_injected_header() {
+        let secret = crate::redact::Secret::new("Bearer entry-header-secret");
+        let fail = Ping::new("http://h.example/t", PingMethod::Get, "host")
+            .unwrap()
+            .of_kind(PingKind::Fail)
+            .with_json_body(r#"{"text":"x"}"#.to_owned())
+            .with_method(PingMethod::Put)
+            .with_headers(vec![("Authorization".to_owned(), secret)]);
+        let entry = Entry::new(&fail, None, Duration::from_secs(60), 1_000);
+        let text = serde_json::to_string(&entry).unwrap();
+        let back: Entry = serde_json::from_str(&text).unwrap();
+        let ping = back.ping().unwrap();
+        assert_eq!(ping, fail);
+        assert!(ping.json() && ping.method == PingMethod::Put, "{text}");
+        // A header whose value would end the line is dropped when read back.
+        let mut broken = back;
+        broken.headers = vec![("X-A".to_owned(), "v\r\nX-Injected: 1".to_owned())];
+        assert!(broken.ping().unwrap().headers().is_empty());
+    }
 }
