@@ -113,3 +113,25 @@ fn a_run_id_in_the_flags_urls_is_filled_and_an_unknown_placeholder_refused() {
     );
     assert!(!said.contains(TOKEN), "{said}");
 }
+
+#[test]
+fn the_emulators_check_takes_a_ping_with_the_healthchecks_style_rid() {
+    // The seed service's ping host, with `?rid={run_id}` written after the token: the check is
+    // pinged (2xx, no outbox entry) and the query carries the run's id.
+    const SEED: &str = "5eed0000-aaaa-4bbb-8ccc-000000000031";
+    let env = Env::new();
+    let emulator = crate::util::emulator::Background::with_checks(&[("c-rid", SEED)]);
+    let url = format!("{}/{SEED}?rid={{run_id}}", emulator.ping_url());
+    let out = output(env.run(&["--ping-url", &url, "-v", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pings = emulator.pings();
+    assert_eq!(pings.len(), 1, "{pings:?}");
+    assert!(pings[0].path.ends_with(SEED), "{pings:?}");
+    assert_eq!(pings[0].status, Some(200), "{pings:?}");
+    let id = pings[0]
+        .query
+        .as_deref()
+        .and_then(|q| q.strip_prefix("rid="));
+    assert!(id.is_some_and(is_uuid_v4), "{pings:?}");
+    assert!(!stderr(&out).contains(SEED), "{}", stderr(&out));
+}
