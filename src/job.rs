@@ -10,7 +10,7 @@
 
 use std::ffi::{CString, OsString};
 
-use crate::config::{FailBody, FailUrl, Job, PingTarget};
+use crate::config::{FailBody, FailMethod, FailUrl, Job, PingTarget};
 use crate::ping::{InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::{self, CommandSpec, RunAs};
 
@@ -174,30 +174,72 @@ pub(crate) fn start_ping(
 }
 
 /// How many bytes of output `job`'s fail ping carries: its `output_tail` with
-/// `fail_body = "output_tail"`, else none.
+/// `fail_body = "output_tail"` or `"json"`, else none.
 pub(crate) fn fail_body_bytes(job: &Job) -> Option<usize> {
-    (job.start_fail.fail_body == FailBody::OutputTail).then_some(job.output_tail)
+    (job.start_fail.fail_body != FailBody::Empty).then_some(job.output_tail)
 }
 
-/// The fail ping of a run that ended with `status` (as `run` exits:
-/// [`crate::run_end::RunEnd::exit_status`]) to `url`, `{exit_code}` filled in; with `output`
-/// (the run's last output) a `POST` carrying it, made text, scrubbed of the agent's secrets
-/// and cut to its last `max` bytes.
+/// How a fail ping is sent besides its URL and what its body holds: as JSON
+/// (`fail_body = "json"`), with `fail_method` and with `fail_headers`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FailSend {
+    /// The body is the run's JSON summary, not its output.
+    pub json: bool,
+    /// `fail_method`, when set.
+    pub method: Option<PingMethod>,
+    /// `fail_headers` (values are secrets).
+    pub headers: Vec<(String, crate::redact::Secret)>,
+}
+
+/// How `job`'s fail ping is sent. `own_url`: the fail URL is the job's own `fail_url` (not
+/// `run --fail-url`); only then do its method and headers go with it, so a header's secret
+/// never reaches a URL it was not written for.
+pub(crate) fn fail_send(job: &Job, own_url: bool) -> FailSend {
+    let fail = &job.start_fail;
+    let method = fail.fail_method.map(|method| match method {
+        FailMethod::Get => PingMethod::Get,
+        FailMethod::Post => PingMethod::Post,
+        FailMethod::Put => PingMethod::Put,
+    });
+    let headers = fail
+        .fail_headers
+        .iter()
+        .map(|header| (header.name.clone(), header.value.clone()))
+        .collect();
+    FailSend {
+        json: fail.fail_body == FailBody::Json,
+        method: method.filter(|_| own_url),
+        headers: if own_url { headers } else { Vec::new() },
+    }
+}
+
+/// The fail ping of run `run_id` that ended with `status` (as `run` exits:
+/// [`crate::run_end::RunEnd::exit_status`]) to `url`, `{exit_code}` and `{run_id}` filled in;
+/// with `body` (the run's last output, already scrubbed and cut, or its JSON summary as
+/// `send` says) a `POST` carrying it; sent with `send`'s method and headers.
 pub(crate) fn fail_ping(
     url: &FailUrl,
     status: u8,
-    output: Option<(&[u8], usize)>,
+    run_id: &str,
+    body: Option<String>,
     method: PingMethod,
     source: &str,
+    send: &FailSend,
 ) -> Result<Ping, InvalidPing> {
     let filled = url
-        .with_exit_code(status)
+        .with_exit_code(status, run_id)
         .map_err(|problem| InvalidPing::of(url.as_str(), problem))?;
     let ping = Ping::to(&filled, method, source)?.of_kind(PingKind::Fail);
-    Ok(match output {
-        Some((bytes, max)) => ping.with_body(crate::redact::job_output(bytes, max)),
+    let ping = match body {
+        Some(body) if send.json => ping.with_json_body(body),
+        Some(body) => ping.with_body(body),
         None => ping,
-    })
+    };
+    let ping = match send.method {
+        Some(method) => ping.with_method(method),
+        None => ping,
+    };
+    Ok(ping.with_headers(send.headers.clone()))
 }
 
 #[cfg(test)]
@@ -206,10 +248,26 @@ mod tests {
 
     #[test]
     fn the_exit_status_fills_the_placeholder() {
-        let url = FailUrl::parse("http://127.0.0.1:9/fail-test-token-1/{exit_code}?x={exit_code}")
-            .unwrap();
-        let ping = fail_ping(&url, 137, Some((b"out", 10)), PingMethod::Get, "h").unwrap();
-        assert_eq!(ping.url(), "http://127.0.0.1:9/fail-test-token-1/137?x=137");
+        let url = FailUrl::parse(
+            "http://127.0.0.1:9/fail-test-token-1/{exit_code}?x={exit_code}&rid={run_id}",
+        )
+        .unwrap();
+        let run = "5f0c3a9e-8f7b-4d2a-9c1e-2b7d9e4f6a10";
+        let send = FailSend::default();
+        let ping = fail_ping(
+            &url,
+            137,
+            run,
+            Some("out".into()),
+            PingMethod::Get,
+            "h",
+            &send,
+        )
+        .unwrap();
+        assert_eq!(
+            ping.url(),
+            format!("http://127.0.0.1:9/fail-test-token-1/137?x=137&rid={run}")
+        );
         assert_eq!(
             (ping.method, ping.kind, ping.body()),
             (PingMethod::Post, PingKind::Fail, Some("out"))
@@ -224,23 +282,61 @@ mod tests {
 
     #[test]
     fn the_placeholder_is_only_allowed_in_the_path_and_query() {
-        use crate::config::UrlProblem::PlaceholderPart;
-        for (url, part) in [
-            ("http://127.0.0.1:1846{exit_code}/t", "host or port"),
-            ("http://{exit_code}.example/t", "host or port"),
-            ("http://u:{exit_code}@h/t", "host or port"),
-            ("http://h:1{exit_code}", "host or port"),
-            ("http://h/t#{exit_code}", "fragment"),
-            ("{exit_code}://h/t", "scheme"),
-        ] {
-            assert_eq!(FailUrl::parse(url), Err(PlaceholderPart(part)), "{url}");
+        use crate::config::PingUrl;
+        use crate::config::UrlProblem::{Placeholder, PlaceholderPart};
+        for placeholder in [FailUrl::PLACEHOLDER, PingUrl::RUN_ID] {
+            for (url, part) in [
+                ("http://127.0.0.1:1846{}/t", "host or port"),
+                ("http://{}.example/t", "host or port"),
+                ("http://u:{}@h/t", "host or port"),
+                ("http://h:1{}", "host or port"),
+                ("http://h/t#{}", "fragment"),
+                ("{}://h/t", "scheme"),
+            ] {
+                let url = url.replace("{}", placeholder);
+                let refused = Err(PlaceholderPart(placeholder, part));
+                assert_eq!(FailUrl::parse(&url).map(|_| ()), refused, "{url}");
+                if placeholder == PingUrl::RUN_ID {
+                    assert_eq!(PingUrl::template(&url).map(|_| ()), refused, "{url}");
+                }
+            }
+            for url in [
+                "http://h:18466/t/{}",
+                "http://h/t?code={}#x",
+                "http://h?code={}",
+            ] {
+                let url = url.replace("{}", placeholder);
+                assert!(FailUrl::parse(&url).is_ok(), "{url}");
+            }
         }
-        for url in [
-            "http://h:18466/t/{exit_code}",
-            "http://h/t?code={exit_code}#x",
-            "http://h?code={exit_code}",
+        let unknown = Err(Placeholder("{exit_code}".to_owned()));
+        assert_eq!(
+            PingUrl::template("http://h/t/{exit_code}").map(|_| ()),
+            unknown
+        );
+    }
+
+    #[test]
+    fn the_run_id_fills_a_ping_url_in_its_path_and_query_and_keeps_its_target() {
+        use crate::config::PingUrl;
+        let run = "5f0c3a9e-8f7b-4d2a-9c1e-2b7d9e4f6a10";
+        for (url, filled) in [
+            (
+                "http://127.0.0.1:9/tok-run-id-1/{run_id}",
+                format!("http://127.0.0.1:9/tok-run-id-1/{run}"),
+            ),
+            (
+                "http://127.0.0.1:9/tok-run-id-1?rid={run_id}",
+                format!("http://127.0.0.1:9/tok-run-id-1?rid={run}"),
+            ),
         ] {
-            assert!(FailUrl::parse(url).is_ok(), "{url}");
+            let ping = Ping::to(&PingUrl::template(url).unwrap(), PingMethod::Get, "h").unwrap();
+            let target = ping.url().to_owned();
+            let ping = ping.for_run(run);
+            assert_eq!(ping.url(), filled);
+            assert_eq!(ping.target(), target);
         }
+        let plain = Ping::new("http://127.0.0.1:9/tok-run-id-2", PingMethod::Get, "h").unwrap();
+        assert_eq!(plain.clone().for_run(run), plain);
     }
 }

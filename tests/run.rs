@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 use crate::util::{eventually, exists, Home};
 
+mod fail_json;
 mod hostile_config;
 mod job;
 mod messages;
 mod ping_failures;
 mod ping_url_file;
 mod retries;
+mod run_id;
 mod signals;
 mod start_fail;
 mod terminal;
@@ -79,6 +81,16 @@ const IGNORES_SIGTERM: [&str; 8] = [
 
 fn output(mut cmd: Command) -> Output {
     cmd.stdin(Stdio::null()).output().expect("run the agent")
+}
+
+/// `run FLAG URL -- touch ran`, which must be refused as a usage error (exit 2) before its
+/// command runs; returns what it printed on stderr.
+fn refused_usage(env: &Env, flag: &str, url: &str) -> String {
+    let marker = env.path("ran");
+    let out = output(env.run(&[flag, url, "--", "touch", marker.to_str().expect("utf-8")]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!marker.exists(), "a usage error runs nothing");
+    stderr(&out)
 }
 
 fn stderr(out: &Output) -> String {

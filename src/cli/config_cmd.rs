@@ -248,6 +248,7 @@ fn job_report(job: &Job, now: DateTime<Utc>, in_cluster: bool) -> String {
     if let Some(url) = &job.start_fail.fail_url {
         let body = match job.start_fail.fail_body {
             crate::config::FailBody::OutputTail => " (POST, the last output as body)",
+            crate::config::FailBody::Json => " (POST, a JSON summary of the run as body)",
             crate::config::FailBody::Empty => "",
         };
         let _ = writeln!(

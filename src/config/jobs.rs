@@ -496,13 +496,12 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
             None
         }
         (Some(_), None) => check
-            .url(
+            .url_template(
                 At {
                     context,
                     key: "ping_url",
                 },
                 &raw.ping_url,
-                true,
             )
             .map(PingTarget::Url),
         (None, Some(_)) => check
@@ -529,19 +528,20 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
     }
 }
 
-/// `start_url`, `fail_url` (with its `{exit_code}`) and `fail_body`; `None` when one is
+/// `start_url` (with its `{run_id}`), `fail_url` (with its `{exit_code}` and `{run_id}`),
+/// `fail_body`, `fail_method` and `fail_headers`; `None` when one is
 /// invalid. The body is the output tail, so a tail larger than a fail body may be is refused
 /// at `fail_body`.
 fn start_fail(check: &mut Checker, entry: &RawJobEntry, output_tail: usize) -> Option<StartFail> {
     let context = entry.context.as_str();
     let at = |key| At { context, key };
     let raw = &entry.job.raw;
-    let start_url = check.url(at("start_url"), &raw.start_url, true);
+    let start_url = check.url_template(at("start_url"), &raw.start_url);
     let fail_url = check.fail_url(at("fail_url"), &raw.fail_url);
     let fail_body = match &raw.fail_body {
         None => Some(FailBody::Empty),
         Some(value) => match value.get_ref().as_str() {
-            "output_tail" if output_tail > FAIL_BODY_MAX => {
+            "output_tail" | "json" if output_tail > FAIL_BODY_MAX => {
                 let message = format!(
                     "fail_body sends the output tail, at most {} KiB, but output_tail is {output_tail} bytes",
                     FAIL_BODY_MAX / 1024
@@ -554,25 +554,35 @@ fn start_fail(check: &mut Checker, entry: &RawJobEntry, output_tail: usize) -> O
                 None
             }
             "output_tail" => Some(FailBody::OutputTail),
+            "json" => Some(FailBody::Json),
             other => {
-                let hint = "fail_body = \"output_tail\" sends the run's last output with the fail ping; leave it out for none";
+                let hint = "fail_body = \"output_tail\" sends the run's last output with the fail ping, \
+                            \"json\" a JSON summary for a chat or generic webhook; leave it out for none";
                 check.error(
                     Some(value.span()),
                     at("fail_body"),
-                    format!("unknown fail_body \"{other}\": expected \"output_tail\""),
+                    format!("unknown fail_body \"{other}\": expected \"output_tail\" or \"json\""),
                     Some(hint.to_owned()),
                 );
                 None
             }
         },
     };
-    if let (Some(value), None) = (&raw.fail_body, &raw.fail_url) {
-        check.warn(
-            Some(value.span()),
-            at("fail_body"),
-            "fail_body without fail_url: nothing carries it",
-            Some("add fail_url, or remove fail_body".to_owned()),
-        );
+    let with_body = raw.fail_body.is_some();
+    let fail_method = super::fail::method(check, at("fail_method"), &raw.fail_method, with_body);
+    let fail_headers = super::fail::headers(check, context, &raw.fail_headers);
+    for (key, set) in [
+        ("fail_body", raw.fail_body.as_ref().map(Spanned::span)),
+        ("fail_method", raw.fail_method.as_ref().map(Spanned::span)),
+    ] {
+        if let (Some(span), None) = (set, &raw.fail_url) {
+            check.warn(
+                Some(span),
+                at(key),
+                format!("{key} without fail_url: nothing carries it"),
+                Some(format!("add fail_url, or remove {key}")),
+            );
+        }
     }
     let valid = [
         raw.start_url.is_none() || start_url.is_some(),
@@ -582,6 +592,8 @@ fn start_fail(check: &mut Checker, entry: &RawJobEntry, output_tail: usize) -> O
         start_url,
         fail_url,
         fail_body: fail_body?,
+        fail_method: fail_method.ok()?,
+        fail_headers: fail_headers.ok()?,
     })
     .filter(|_| valid.iter().all(|v| *v))
 }

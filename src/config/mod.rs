@@ -21,6 +21,7 @@ pub(crate) mod defaults;
 // Durations live at the crate root (a schedule's `@every` reads one, and the config reads
 // schedules); `config::duration` names the same module for the config's readers.
 pub(crate) use crate::duration;
+mod fail;
 mod jobs;
 mod limits;
 mod parse;
@@ -205,6 +206,33 @@ pub struct StartFail {
     pub fail_url: Option<FailUrl>,
     /// `fail_body`: what the fail ping carries.
     pub fail_body: FailBody,
+    /// `fail_method`: the fail ping's method (default `POST` with a body, else `GET`).
+    pub fail_method: Option<FailMethod>,
+    /// `fail_headers`: headers the fail ping carries (values are secrets).
+    pub fail_headers: Vec<FailHeader>,
+}
+
+/// `fail_method`: the HTTP method of a fail ping, for endpoints that need one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMethod {
+    /// `GET` (no body).
+    Get,
+    /// `POST`.
+    Post,
+    /// `PUT`.
+    Put,
+}
+
+/// One of `fail_headers`: a header of the fail ping whose value, from the config, a file or an
+/// environment variable, is a secret (never printed, scrubbed from every output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailHeader {
+    /// The header's name, as written.
+    pub name: String,
+    /// Its value.
+    pub value: crate::redact::Secret,
+    /// The environment variable it was read from, which the job's children must not see.
+    pub env: Option<String>,
 }
 
 /// `fail_body`: what a fail ping carries.
@@ -216,86 +244,106 @@ pub enum FailBody {
     /// `"output_tail"`: a `POST` whose body is the run's last output, the last `output_tail`
     /// bytes (at most [`defaults::FAIL_BODY_MAX`]), scrubbed of the agent's secrets.
     OutputTail,
+    /// `"json"`: a `POST` (`application/json`) of the run's summary for a chat or generic
+    /// webhook: `text`, `job`, `host`, `run_id`, `exit_code`, `signal`, `outcome`,
+    /// `duration_seconds` and `output_tail` (as [`FailBody::OutputTail`] bounds and scrubs it).
+    Json,
 }
 
 /// A `fail_url` (or `run --fail-url`): a ping URL that may carry the run's exit status in the
-/// placeholder [`FailUrl::PLACEHOLDER`], which is filled in when the run has ended. A secret
-/// like [`PingUrl`]: `Debug` shows it redacted.
+/// placeholder [`FailUrl::PLACEHOLDER`] and its id in [`PingUrl::RUN_ID`], which are filled in
+/// when the run has ended. A secret like [`PingUrl`]: `Debug` shows it redacted.
 #[derive(Clone, PartialEq, Eq)]
 pub struct FailUrl(String);
 
 impl FailUrl {
-    /// The one placeholder a fail URL may hold: the exit status as `run` reports it.
+    /// The placeholder of the exit status as `run` reports it (only a fail URL has it).
     pub const PLACEHOLDER: &'static str = "{exit_code}";
 
-    /// Checks `text`: an http(s) URL with a host once the placeholder is filled in, and no
-    /// `{...}` but [`FailUrl::PLACEHOLDER`]. The error never repeats the URL. The URL and its
-    /// token (the last path segment without the placeholder) become secrets
-    /// ([`crate::redact::scrub`]).
+    /// Checks `text`: an http(s) URL with a host once the placeholders are filled in, and no
+    /// `{...}` but [`FailUrl::PLACEHOLDER`] and [`PingUrl::RUN_ID`], each only in the path or
+    /// the query. The error never repeats the URL. The URL and its token (the last path
+    /// segment without the placeholders) become secrets ([`crate::redact::scrub`]).
     pub(crate) fn parse(text: &str) -> Result<FailUrl, UrlProblem> {
-        let rest = text.replace(Self::PLACEHOLDER, "");
-        if let Some(at) = rest.find(['{', '}']) {
-            let found: String = rest[at..]
-                .chars()
-                .take_while(|c| *c != '/')
-                .take(20)
-                .collect();
-            let plain = found
-                .trim_matches(['{', '}'])
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-            let shown = if plain {
-                found
-            } else {
-                rest[at..at + 1].to_owned()
-            };
-            return Err(UrlProblem::Placeholder(shown));
-        }
-        if let Some(part) = Self::placeholder_outside_path(text) {
-            return Err(UrlProblem::PlaceholderPart(part));
-        }
-        PingUrl::parse(&text.replace(Self::PLACEHOLDER, "0"))?;
+        let rest = placeholders(text, &[Self::PLACEHOLDER, PingUrl::RUN_ID])?;
+        parse_url(&Self::filled(text, "0", "run-id"))?;
         crate::redact::remember(text);
         crate::redact::remember_url(&rest);
         Ok(FailUrl(text.to_owned()))
     }
 
-    /// The part of the URL `text` outside its path and query that holds the placeholder
-    /// (`"scheme"`, `"host or port"`, `"fragment"`), if any. Filled in there, the exit status
-    /// would send the ping to another host or port (or nowhere): only the path and the query
-    /// may carry it. The placeholder holds none of `/?#`, so the parts are found in the text
-    /// as written.
-    fn placeholder_outside_path(text: &str) -> Option<&'static str> {
-        let first = text.find(Self::PLACEHOLDER)?;
-        let (scheme_end, authority_start) = match text.find("://") {
-            Some(at) => (at, at + 3),
-            None => (0, 0),
-        };
-        if first < scheme_end {
-            return Some("scheme");
-        }
-        let authority_end = text[authority_start..]
-            .find(['/', '?', '#'])
-            .map_or(text.len(), |at| authority_start + at);
-        if first < authority_end {
-            return Some("host or port");
-        }
-        let fragment = text.find('#')?;
-        text[fragment..]
-            .contains(Self::PLACEHOLDER)
-            .then_some("fragment")
+    /// `text` with its placeholders replaced by `status` and `run_id`.
+    fn filled(text: &str, status: &str, run_id: &str) -> String {
+        text.replace(Self::PLACEHOLDER, status)
+            .replace(PingUrl::RUN_ID, run_id)
     }
 
-    /// The URL to ping for a run that ended with `status` (as `run` exits: the code, 128+N
-    /// for signal N, 124 or 137 after a timeout).
-    pub(crate) fn with_exit_code(&self, status: u8) -> Result<PingUrl, UrlProblem> {
-        PingUrl::parse(&self.0.replace(Self::PLACEHOLDER, &status.to_string()))
+    /// The URL to ping for run `run_id` that ended with `status` (as `run` exits: the code,
+    /// 128+N for signal N, 124 or 137 after a timeout). The URL made is not learned as a
+    /// secret of its own (one per run would grow the scrubber without end): its token and
+    /// the text around the placeholders were learned with the fail URL.
+    pub(crate) fn with_exit_code(&self, status: u8, run_id: &str) -> Result<PingUrl, UrlProblem> {
+        parse_url(&Self::filled(&self.0, &status.to_string(), run_id)).map(PingUrl)
     }
 
     /// The URL as given, placeholder included: a secret, only for fingerprints.
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Checks the placeholders of the URL `text`: none but `allowed`, each only in the path or the
+/// query. Returns the text without them (its secret parts, to remember).
+fn placeholders(text: &str, allowed: &[&'static str]) -> Result<String, UrlProblem> {
+    let rest = allowed
+        .iter()
+        .fold(text.to_owned(), |rest, p| rest.replace(p, ""));
+    if let Some(at) = rest.find(['{', '}']) {
+        let found: String = rest[at..]
+            .chars()
+            .take_while(|c| *c != '/')
+            .take(20)
+            .collect();
+        let plain = found
+            .trim_matches(['{', '}'])
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let shown = if plain {
+            found
+        } else {
+            rest[at..at + 1].to_owned()
+        };
+        return Err(UrlProblem::Placeholder(shown));
+    }
+    for placeholder in allowed {
+        if let Some(part) = placeholder_outside_path(text, placeholder) {
+            return Err(UrlProblem::PlaceholderPart(placeholder, part));
+        }
+    }
+    Ok(rest)
+}
+
+/// The part of the URL `text` outside its path and query that holds `placeholder`
+/// (`"scheme"`, `"host or port"`, `"fragment"`), if any. Filled in there, the value would
+/// send the ping to another host or port (or nowhere): only the path and the query may carry
+/// it. A placeholder holds none of `/?#`, so the parts are found in the text as written.
+fn placeholder_outside_path(text: &str, placeholder: &str) -> Option<&'static str> {
+    let first = text.find(placeholder)?;
+    let (scheme_end, authority_start) = match text.find("://") {
+        Some(at) => (at, at + 3),
+        None => (0, 0),
+    };
+    if first < scheme_end {
+        return Some("scheme");
+    }
+    let authority_end = text[authority_start..]
+        .find(['/', '?', '#'])
+        .map_or(text.len(), |at| authority_start + at);
+    if first < authority_end {
+        return Some("host or port");
+    }
+    let fragment = text.find('#')?;
+    text[fragment..].contains(placeholder).then_some("fragment")
 }
 
 impl std::fmt::Debug for FailUrl {
@@ -382,21 +430,29 @@ pub enum PingTarget {
 pub struct PingUrl(reqwest::Url);
 
 impl PingUrl {
+    /// The placeholder of the run's id (a UUID), in `ping_url`, `start_url` and `fail_url`:
+    /// [`crate::ping::Ping::for_run`] fills it in for each run.
+    pub const RUN_ID: &'static str = "{run_id}";
+
     /// Parses `text` as a ping URL; the error never repeats the text. A ping URL is a secret
     /// from then on: [`crate::redact::scrub`] removes it (and its token) from any text.
     pub(crate) fn parse(text: &str) -> Result<PingUrl, UrlProblem> {
-        match reqwest::Url::parse(text) {
-            Ok(url) if !matches!(url.scheme(), "http" | "https") => {
-                Err(UrlProblem::Scheme(url.scheme().to_owned()))
-            }
-            Ok(url) if url.host_str().map_or(true, str::is_empty) => Err(UrlProblem::NoHost),
-            Ok(url) => {
-                crate::redact::remember_url(text);
-                crate::redact::remember_url(url.as_str());
-                Ok(PingUrl(url))
-            }
-            Err(err) => Err(UrlProblem::Malformed(err.to_string())),
-        }
+        let url = parse_url(text)?;
+        crate::redact::remember_url(text);
+        crate::redact::remember_url(url.as_str());
+        Ok(PingUrl(url))
+    }
+
+    /// [`PingUrl::parse`] for a URL of the config (`ping_url`, `start_url`) or of `run`'s
+    /// flags, which may hold [`PingUrl::RUN_ID`] in its path or query (any other `{...}` is
+    /// refused). The token learned as a secret is the last path segment without it.
+    pub(crate) fn template(text: &str) -> Result<PingUrl, UrlProblem> {
+        let rest = placeholders(text, &[Self::RUN_ID])?;
+        let url = parse_url(text)?;
+        crate::redact::remember(text);
+        crate::redact::remember_url(&rest);
+        crate::redact::remember(url.as_str());
+        Ok(PingUrl(url))
     }
 
     /// The URL itself: a secret, only for sending and for keying state (outbox, locks).
@@ -410,6 +466,18 @@ impl PingUrl {
     }
 }
 
+/// `text` parsed as an http(s) URL with a host (the error never repeats the text).
+fn parse_url(text: &str) -> Result<reqwest::Url, UrlProblem> {
+    match reqwest::Url::parse(text) {
+        Ok(url) if !matches!(url.scheme(), "http" | "https") => {
+            Err(UrlProblem::Scheme(url.scheme().to_owned()))
+        }
+        Ok(url) if url.host_str().map_or(true, str::is_empty) => Err(UrlProblem::NoHost),
+        Ok(url) => Ok(url),
+        Err(err) => Err(UrlProblem::Malformed(err.to_string())),
+    }
+}
+
 /// Why a text is not a usable http(s) URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum UrlProblem {
@@ -419,10 +487,10 @@ pub(crate) enum UrlProblem {
     NoHost,
     /// It does not parse: what the parser said (never the text).
     Malformed(String),
-    /// A `fail_url` holds a `{...}` other than [`FailUrl::PLACEHOLDER`] (shown short).
+    /// A URL holds a `{...}` other than the placeholders it may have (shown short).
     Placeholder(String),
-    /// A `fail_url` holds [`FailUrl::PLACEHOLDER`] outside its path and query: in this part.
-    PlaceholderPart(&'static str),
+    /// A URL holds this placeholder outside its path and query: in this part.
+    PlaceholderPart(&'static str, &'static str),
 }
 
 impl std::fmt::Debug for PingUrl {
@@ -524,11 +592,15 @@ impl Config {
     }
 
     /// The variables that hold this config's secrets (`[api] api_key_env`, `[cluster]
-    /// password_env`): the children of jobs must not see them.
+    /// password_env`, the jobs' `fail_headers` from `{ env = ... }`): the children of jobs
+    /// must not see them.
     pub(crate) fn secret_env_vars(&self) -> Vec<String> {
         let api = self.api.api_key.env_var().map(str::to_owned);
         let etcd = self.cluster.as_ref().and_then(|c| c.password_env.clone());
-        api.into_iter().chain(etcd).collect()
+        let headers = self.jobs.iter().flat_map(|job| {
+            (job.start_fail.fail_headers.iter()).filter_map(|header| header.env.clone())
+        });
+        api.into_iter().chain(etcd).chain(headers).collect()
     }
 }
 

@@ -119,8 +119,12 @@ pub(crate) struct RawJob {
     pub start_url: Option<Spanned<String>>,
     /// Pinged when a run fails; may hold `{exit_code}` (secret).
     pub fail_url: Option<Spanned<String>>,
-    /// What a fail ping carries: `"output_tail"`.
+    /// What a fail ping carries: `"output_tail"` or `"json"`.
     pub fail_body: Option<Spanned<String>>,
+    /// The fail ping's method: `"GET"`, `"POST"` or `"PUT"`.
+    pub fail_method: Option<Spanned<String>>,
+    /// Headers of the fail ping, each a string, `{ file = "PATH" }` or `{ env = "VAR" }`.
+    pub fail_headers: Option<BTreeMap<String, Spanned<toml::Value>>>,
 }
 
 /// `[jobs.watch]`: every key of every kind; which apply is checked against `kind` later.
@@ -388,7 +392,9 @@ pub(crate) fn example(key: &str) -> Option<&'static str> {
         "check_id" => "check_id = \"chk_123\"",
         "start_url" => "start_url = \"https://hc-ping.com/UUID/start\"",
         "fail_url" => "fail_url = \"https://hc-ping.com/UUID/{exit_code}\"",
-        "fail_body" => "fail_body = \"output_tail\"",
+        "fail_body" => "fail_body = \"output_tail\" (or \"json\")",
+        "fail_method" => "fail_method = \"POST\" (or \"GET\", \"PUT\")",
+        "fail_headers" => "fail_headers = { Authorization = { env = \"HOOK_TOKEN\" } }",
         "kind" => "kind = \"process\"",
         "pattern" => "pattern = \"nginx\"",
         "path" => "path = \"/var/backups/latest.tar\"",

@@ -177,14 +177,35 @@ impl Checker {
             .ok()
     }
 
-    /// A `fail_url`: a secret ping URL that may hold the `{exit_code}` placeholder.
+    /// A `ping_url` or `start_url`: a secret ping URL that may hold the `{run_id}`
+    /// placeholder.
+    pub(crate) fn url_template(
+        &mut self,
+        at: At<'_>,
+        value: &Option<Spanned<String>>,
+    ) -> Option<PingUrl> {
+        self.secret_url(at, value, PingUrl::template)
+    }
+
+    /// A `fail_url`: a secret ping URL that may hold the `{exit_code}` and `{run_id}`
+    /// placeholders.
     pub(crate) fn fail_url(
         &mut self,
         at: At<'_>,
         value: &Option<Spanned<String>>,
     ) -> Option<FailUrl> {
+        self.secret_url(at, value, FailUrl::parse)
+    }
+
+    /// A secret URL that may hold placeholders, checked by `parse`.
+    fn secret_url<T>(
+        &mut self,
+        at: At<'_>,
+        value: &Option<Spanned<String>>,
+        parse: fn(&str) -> Result<T, UrlProblem>,
+    ) -> Option<T> {
         let value = value.as_ref()?;
-        FailUrl::parse(value.get_ref().trim())
+        parse(value.get_ref().trim())
             .map_err(|problem| self.url_problem(at, value.span(), "", problem))
             .ok()
     }
@@ -197,25 +218,42 @@ impl Checker {
             UrlProblem::NoHost => format!("URL{shown} has no host"),
             UrlProblem::Malformed(reason) => format!("not a valid URL{shown}: {reason}"),
             UrlProblem::Placeholder(found) => {
-                let hint = format!(
-                    "the only placeholder is {}, filled in with the run's exit status",
-                    FailUrl::PLACEHOLDER
-                );
+                let hint = if leaf(at.key) == "fail_url" {
+                    format!(
+                        "the placeholders are {}, filled in with the run's exit status, and {}, \
+                         the run's id",
+                        FailUrl::PLACEHOLDER,
+                        PingUrl::RUN_ID
+                    )
+                } else {
+                    format!(
+                        "the only placeholder here is {}, filled in with the run's id \
+                         ({} is only for fail_url)",
+                        PingUrl::RUN_ID,
+                        FailUrl::PLACEHOLDER
+                    )
+                };
                 let message = format!("unknown placeholder \"{found}\" in the URL");
                 self.error(Some(span), at, message, Some(hint));
                 return;
             }
-            UrlProblem::PlaceholderPart(part) => {
+            UrlProblem::PlaceholderPart(placeholder, part) => {
+                let value = if placeholder == FailUrl::PLACEHOLDER {
+                    "the exit status"
+                } else {
+                    "the run's id"
+                };
                 let message = format!(
-                    "{} is in the URL's {part}: filled in, the exit status would send the ping \
-                     elsewhere",
-                    FailUrl::PLACEHOLDER
+                    "{placeholder} is in the URL's {part}: filled in, {value} would send the ping \
+                     elsewhere"
                 );
+                let example = if placeholder == FailUrl::PLACEHOLDER {
+                    format!("https://hc-ping.com/UUID/{placeholder}")
+                } else {
+                    format!("https://hc-ping.com/UUID?rid={placeholder}")
+                };
                 let hint = format!(
-                    "put {} in the URL's path or query only, for example: \
-                     https://hc-ping.com/UUID/{}",
-                    FailUrl::PLACEHOLDER,
-                    FailUrl::PLACEHOLDER
+                    "put {placeholder} in the URL's path or query only, for example: {example}"
                 );
                 self.error(Some(span), at, message, Some(hint));
                 return;

@@ -38,7 +38,7 @@ pub(super) async fn execute(
         state.run_finished(Arc::new(RunRecord::of(
             Some(scheduled),
             &ended,
-            Attempt::FIRST,
+            Attempt::first(),
         )));
         return;
     }
@@ -73,6 +73,7 @@ fn pings(job: &Job, shared: &Shared, settings: &Settings) -> Pings {
         start,
         fail: job.start_fail.fail_url.clone(),
         fail_body: crate::job::fail_body_bytes(job),
+        fail_send: crate::job::fail_send(job, true),
         method: PingMethod::Get,
         source: shared.host.clone(),
         budget: Budget::default(),
@@ -196,7 +197,7 @@ async fn run_command(
     scheduled: DateTime<Utc>,
     attempt: Attempt,
 ) -> Ended {
-    let spec = match command_spec(job, shared, settings, scheduled) {
+    let spec = match command_spec(job, shared, settings, scheduled, attempt) {
         Ok(spec) => spec,
         Err(reason) => {
             warn!(job = %job.name, error = %reason, "job not started");
@@ -213,8 +214,8 @@ async fn run_command(
     let started = Utc::now();
     let pid = running.pid();
     let delay_ms = (started - scheduled).num_microseconds().unwrap_or(0) as f64 / 1000.0;
-    let Attempt { number, of } = attempt;
-    info!(job = %job.name, pid, scheduled = %millis(scheduled), spawned = %millis(started), delay_ms, attempt = number, attempts = of, "job started");
+    let Attempt { number, of, run } = attempt;
+    info!(job = %job.name, run_id = %run, pid, scheduled = %millis(scheduled), spawned = %millis(started), delay_ms, attempt = number, attempts = of, "job started");
     let limits = Limits {
         timeout: job.timeout,
         kill_after: job.kill_after,
@@ -245,11 +246,11 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attem
     let success = run_outcome == RunOutcome::Success;
     let duration_ms = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
     let check_id = job.check_id();
-    let Attempt { number, of } = attempt;
+    let Attempt { number, of, run } = attempt;
     if success {
-        info!(job = %job.name, check_id, exit_code = code, duration_ms, success, attempt = number, attempts = of, "job finished");
+        info!(job = %job.name, run_id = %run, check_id, exit_code = code, duration_ms, success, attempt = number, attempts = of, "job finished");
     } else if let Some(process_end) = end.process_end() {
-        warn!(job = %job.name, check_id, exit_code = code, signal, timed_out, stopped, killed, duration_ms, success, attempt = number, attempts = of, "job failed: {process_end}");
+        warn!(job = %job.name, run_id = %run, check_id, exit_code = code, signal, timed_out, stopped, killed, duration_ms, success, attempt = number, attempts = of, "job failed: {process_end}");
     }
     let output_tail = outcome
         .tail
@@ -273,11 +274,11 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec, attempt: Attempt) -
         }
     };
     let check_id = job.check_id();
-    let Attempt { number, of } = attempt;
+    let Attempt { number, of, run } = attempt;
     if probe.healthy {
-        info!(job = %job.name, check_id, healthy = true, reason = %probe.reason, attempt = number, attempts = of, "watch healthy");
+        info!(job = %job.name, run_id = %run, check_id, healthy = true, reason = %probe.reason, attempt = number, attempts = of, "watch healthy");
     } else {
-        warn!(job = %job.name, check_id, healthy = false, reason = %probe.reason, attempt = number, attempts = of, "watch unhealthy: not pinging");
+        warn!(job = %job.name, run_id = %run, check_id, healthy = false, reason = %probe.reason, attempt = number, attempts = of, "watch unhealthy: not pinging");
     }
     let end = RunEnd::from(probe);
     Ended {
@@ -290,17 +291,21 @@ async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec, attempt: Attempt) -
 
 /// The child of a command or shell job: its command and hygiene (see [`crate::job`]), its
 /// output captured and logged line by line, the user it runs as; the fire's slot
-/// (`HEARTBEAT_AGENT_SCHEDULED`) and, in a cluster, the node (`HEARTBEAT_AGENT_NODE`).
+/// (`HEARTBEAT_AGENT_SCHEDULED`), the run's id (`HEARTBEAT_AGENT_RUN_ID`) and, in a cluster,
+/// the node (`HEARTBEAT_AGENT_NODE`).
 fn command_spec(
     job: &Job,
     shared: &Shared,
     settings: &Settings,
     scheduled: DateTime<Utc>,
+    attempt: Attempt,
 ) -> Result<CommandSpec, crate::job::CommandError> {
     let mut spec = crate::job::command(job)?;
     let slot = scheduled.timestamp().to_string();
     spec.env_set
         .push((crate::process::SCHEDULED_ENV.into(), slot.into()));
+    spec.env_set
+        .push((crate::process::RUN_ID_ENV.into(), attempt.run.text().into()));
     if let Some(node) = shared.admission.as_ref().and_then(|a| a.node()) {
         spec.env_set
             .push((crate::process::NODE_ENV.into(), node.to_owned().into()));

@@ -127,6 +127,7 @@ mod tests {
             outcome: RunOutcome::Success,
             output_tail: "done".to_owned(),
             attempts: 1,
+            run_id: crate::run::RunId::fixed(1),
         }
     }
 

@@ -22,6 +22,7 @@ fn record(code: i32, tail: &str) -> RunRecord {
         end,
         output_tail: tail.to_owned(),
         attempts: 1,
+        run_id: crate::run::RunId::fixed(1),
     }
 }
 

@@ -85,15 +85,20 @@ fn request_head(ping: &Ping) -> String {
     }
     let host = url.host_str().unwrap_or_default();
     let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
-    let length = match (ping.body(), ping.method) {
+    let mut length = match (ping.body(), ping.method) {
         (Some(body), _) => format!(
             "Content-Type: {}\r\nContent-Length: {}\r\n",
-            super::BODY_TYPE,
+            ping.body_type(),
             body.len()
         ),
-        (None, PingMethod::Post) => "Content-Length: 0\r\n".to_owned(),
+        (None, PingMethod::Post | PingMethod::Put) => "Content-Length: 0\r\n".to_owned(),
         (None, PingMethod::Get) => String::new(),
     };
+    // Names and values were checked as header-safe when the config was loaded (and again
+    // when read back from the outbox).
+    for (name, value) in ping.headers() {
+        length.push_str(&format!("{name}: {}\r\n", value.expose()));
+    }
     format!(
         "{method} {target} HTTP/1.1\r\nHost: {host}{port}\r\nUser-Agent: {agent}\r\n\
          Origin: {origin}\r\nAccept: */*\r\n{length}Connection: close\r\n\r\n",

@@ -39,6 +39,8 @@ pub enum PingMethod {
     Get,
     /// `POST` with an empty body.
     Post,
+    /// `PUT` (a fail ping's `fail_method`).
+    Put,
 }
 
 impl PingMethod {
@@ -46,6 +48,7 @@ impl PingMethod {
         match self {
             PingMethod::Get => "GET",
             PingMethod::Post => "POST",
+            PingMethod::Put => "PUT",
         }
     }
 }
@@ -81,8 +84,17 @@ pub struct Ping {
     pub source: String,
     /// What it tells the service.
     pub kind: PingKind,
-    /// A `POST` body (a fail ping's output tail, scrubbed), sent as `text/plain`.
+    /// A `POST` body (a fail ping's output tail, scrubbed), sent as `text/plain`, or its JSON
+    /// summary (`json`).
     body: Option<String>,
+    /// Whether `body` is JSON (`application/json`).
+    json: bool,
+    /// Extra headers (a fail ping's `fail_headers`; their values are secrets).
+    headers: Vec<(String, crate::redact::Secret)>,
+    /// The URL as configured, when it differs from `url` by a filled-in `{run_id}`: the
+    /// target the outbox keys the ping by, so one pending success per ping URL still
+    /// coalesces across runs.
+    target: Option<String>,
 }
 
 /// Why a ping URL was refused.
@@ -127,15 +139,16 @@ impl InvalidPing {
             UrlProblem::Placeholder(found) => InvalidPing::Malformed {
                 shown,
                 reason: format!(
-                    "unknown placeholder \"{found}\"; the only one is {}",
-                    crate::config::FailUrl::PLACEHOLDER
+                    "unknown placeholder \"{found}\"; the only ones are {} (in a fail URL) \
+                     and {}",
+                    crate::config::FailUrl::PLACEHOLDER,
+                    PingUrl::RUN_ID
                 ),
             },
-            UrlProblem::PlaceholderPart(part) => InvalidPing::Malformed {
+            UrlProblem::PlaceholderPart(placeholder, part) => InvalidPing::Malformed {
                 shown,
                 reason: format!(
-                    "{} is in its {part}; it may only be in the path or query",
-                    crate::config::FailUrl::PLACEHOLDER
+                    "{placeholder} is in its {part}; it may only be in the path or query"
                 ),
             },
         }
@@ -150,6 +163,17 @@ impl Ping {
         Ping::to(&parsed, method, source)
     }
 
+    /// [`Ping::new`] for a URL a user wrote (`run`'s flags and files), which may hold
+    /// `{run_id}` ([`PingUrl::template`]).
+    pub(crate) fn template(
+        url: &str,
+        method: PingMethod,
+        source: &str,
+    ) -> Result<Ping, InvalidPing> {
+        let parsed = PingUrl::template(url).map_err(|problem| InvalidPing::of(url, problem))?;
+        Ping::to(&parsed, method, source)
+    }
+
     /// A ping to an already validated URL (a job's `ping_url`); only `source` is checked.
     pub(crate) fn to(url: &PingUrl, method: PingMethod, source: &str) -> Result<Ping, InvalidPing> {
         if source.chars().any(char::is_control) {
@@ -161,7 +185,42 @@ impl Ping {
             source: source.to_owned(),
             kind: PingKind::Success,
             body: None,
+            json: false,
+            headers: Vec::new(),
+            target: None,
         })
+    }
+
+    /// The ping of run `run`: its URL's `{run_id}` (as written in the query, or percent-encoded
+    /// in the path) filled in with the run's id; the same ping when it has none. The URL made is
+    /// not learned as a secret of its own (one per run would grow the scrubber without end):
+    /// the text around the placeholder was learned with the configured URL.
+    pub(crate) fn for_run(self, run: impl std::fmt::Display) -> Ping {
+        const ENCODED: &str = "%7Brun_id%7D";
+        let text = self.url.as_str();
+        if !text.contains(PingUrl::RUN_ID) && !text.contains(ENCODED) {
+            return self;
+        }
+        let id = run.to_string();
+        let filled = text.replace(ENCODED, &id).replace(PingUrl::RUN_ID, &id);
+        match reqwest::Url::parse(&filled) {
+            Ok(url) => Ping {
+                target: Some(self.url.as_str().to_owned()),
+                url,
+                ..self
+            },
+            Err(_) => self,
+        }
+    }
+
+    /// What the outbox keys the ping by: the URL as configured (its `{run_id}` unfilled).
+    pub(crate) fn target(&self) -> &str {
+        self.target.as_deref().unwrap_or(self.url.as_str())
+    }
+
+    /// The same ping keyed by `target` in the outbox (an entry read back from it).
+    pub(crate) fn with_target(self, target: Option<String>) -> Ping {
+        Ping { target, ..self }
     }
 
     /// The same ping as a `kind` ping.
@@ -175,6 +234,43 @@ impl Ping {
             method: PingMethod::Post,
             body: Some(body),
             ..self
+        }
+    }
+
+    /// The same ping as a `POST` carrying the JSON document `body`.
+    pub(crate) fn with_json_body(self, body: String) -> Ping {
+        Ping {
+            json: true,
+            ..self.with_body(body)
+        }
+    }
+
+    /// The same ping sent with `method`.
+    pub(crate) fn with_method(self, method: PingMethod) -> Ping {
+        Ping { method, ..self }
+    }
+
+    /// The same ping carrying `headers` (name, secret value).
+    pub(crate) fn with_headers(self, headers: Vec<(String, crate::redact::Secret)>) -> Ping {
+        Ping { headers, ..self }
+    }
+
+    /// Whether the body is JSON.
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+
+    /// The extra headers.
+    pub(crate) fn headers(&self) -> &[(String, crate::redact::Secret)] {
+        &self.headers
+    }
+
+    /// The `Content-Type` of the body.
+    fn body_type(&self) -> &'static str {
+        if self.json {
+            JSON_TYPE
+        } else {
+            BODY_TYPE
         }
     }
 
@@ -307,6 +403,9 @@ pub enum PingOutcome {
 
 /// The `Content-Type` of a ping's body (job output, made valid UTF-8 when it was scrubbed).
 const BODY_TYPE: &str = "text/plain; charset=utf-8";
+
+/// The `Content-Type` of a JSON body (`fail_body = "json"`).
+const JSON_TYPE: &str = "application/json";
 
 /// Base and cap of a ping's backoff between attempts (see [`crate::net::retry`]).
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
@@ -469,17 +568,21 @@ async fn send_reqwest(
     let method = match ping.method {
         PingMethod::Get => reqwest::Method::GET,
         PingMethod::Post => reqwest::Method::POST,
+        PingMethod::Put => reqwest::Method::PUT,
     };
     let timeout = deadline.saturating_duration_since(Instant::now());
     let request = client
         .request(method, ping.url.clone())
         .header(reqwest::header::ORIGIN, &ping.source)
         .timeout(timeout);
+    let request = ping.headers.iter().fold(request, |request, (name, value)| {
+        request.header(name.as_str(), value.expose())
+    });
     let request = match (&ping.body, ping.method) {
         (Some(body), _) => request
-            .header(reqwest::header::CONTENT_TYPE, BODY_TYPE)
+            .header(reqwest::header::CONTENT_TYPE, ping.body_type())
             .body(body.clone()),
-        (None, PingMethod::Post) => request.body(""),
+        (None, PingMethod::Post | PingMethod::Put) => request.body(""),
         (None, PingMethod::Get) => request,
     };
     // The proxy this request goes through, named without its password: what it says or

@@ -48,6 +48,9 @@ pub(crate) const JOB_ENV: &str = "HEARTBEAT_AGENT_JOB";
 /// job's child runs for: the fire's slot, the same on every agent of a cluster.
 pub(crate) const SCHEDULED_ENV: &str = "HEARTBEAT_AGENT_SCHEDULED";
 
+/// The variable holding the run's id (a UUID, new for each run; `{run_id}` in the job's URLs).
+pub(crate) const RUN_ID_ENV: &str = "HEARTBEAT_AGENT_RUN_ID";
+
 /// The variable naming the cluster node (`[cluster] node`) that runs a daemon job's child.
 pub(crate) const NODE_ENV: &str = "HEARTBEAT_AGENT_NODE";
 

@@ -4,14 +4,19 @@
 //! the run with the last attempt's result: no further attempt starts. Only the last attempt
 //! decides the run's outcome; its start is the first attempt's.
 
-use super::{Attempt, Ended, Notice, Runner};
+use super::{Attempt, Ended, Notice, RunId, Runner};
 use crate::retries::Retries;
 
-/// Runs the attempts; returns how the last one ended and which it was.
-pub(super) async fn run<R: Runner>(runner: &mut R, retries: &Retries) -> (Ended, Attempt) {
+/// Runs the attempts of run `run`; returns how the last one ended and which it was.
+pub(super) async fn run<R: Runner>(
+    runner: &mut R,
+    retries: &Retries,
+    run: RunId,
+) -> (Ended, Attempt) {
     let mut attempt = Attempt {
         number: 1,
         of: retries.attempts(),
+        run,
     };
     let mut first_started = None;
     loop {

@@ -15,6 +15,9 @@
 //! wrapper; the daemon's shutdown), how notices are worded for its reader (the wrapper's
 //! stderr; the daemon's structured log), and what is recorded where.
 //!
+//! Each run gets its id ([`RunId`]) here, before its start ping: its attempts, its record and
+//! the `{run_id}` of its URLs all carry it.
+//!
 //! Whether a fire runs at all is decided before the pipeline starts, by an [`admission`]: a
 //! local form (overlap and pause) and, in a cluster, the claim that `crate::cluster` gives the
 //! daemon when it is assembled.
@@ -22,6 +25,7 @@
 pub(crate) mod admission;
 mod attempts;
 pub(crate) mod hooks;
+pub(crate) mod id;
 pub(crate) mod pings;
 pub(crate) mod record;
 
@@ -32,6 +36,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 pub(crate) use hooks::AfterRun;
+pub(crate) use id::RunId;
 pub(crate) use pings::Pings;
 pub(crate) use record::{PingRecord, RunRecord};
 
@@ -40,18 +45,26 @@ use crate::ping::{Ping, PingKind, PingOutcome};
 use crate::retries::Retries;
 use crate::run_end::{RunEnd, RunOutcome};
 
-/// Which attempt of a run this is, of how many at most.
+/// Which attempt of a run this is, of how many at most, and the run it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Attempt {
     /// 1 for the first attempt.
     pub number: u32,
     /// `retries + 1`.
     pub of: u32,
+    /// The run's id (the same for all its attempts).
+    pub run: RunId,
 }
 
 impl Attempt {
-    /// The only attempt of a run that has no retries.
-    pub(crate) const FIRST: Attempt = Attempt { number: 1, of: 1 };
+    /// The only attempt of a new run that has no retries.
+    pub(crate) fn first() -> Attempt {
+        Attempt {
+            number: 1,
+            of: 1,
+            run: RunId::new(),
+        }
+    }
 }
 
 /// What one attempt (a command or a probe) came to.
@@ -192,9 +205,10 @@ async fn run_and_ping<R: Runner>(
     pings: &Pings,
     outbox: &Outbox,
 ) -> Report {
-    let start = pings.send_start();
+    let run = RunId::new();
+    let start = pings.send_start(run);
     let start_result = start.as_ref().map(|s| Arc::clone(&s.result));
-    let mut report = run_and_ping_from(runner, retries, pings, outbox, start).await;
+    let mut report = run_and_ping_from(runner, retries, pings, outbox, start, run).await;
     report.start_ping = start_result.and_then(|slot| slot.get().cloned());
     report
 }
@@ -206,14 +220,15 @@ async fn run_and_ping_from<R: Runner>(
     pings: &Pings,
     outbox: &Outbox,
     start: Option<pings::Started>,
+    run: RunId,
 ) -> Report {
-    let (ended, attempt) = attempts::run(runner, retries).await;
+    let (ended, attempt) = attempts::run(runner, retries, run).await;
     let success = ended.success();
-    let success_ping = runner.success_ping();
+    let success_ping = runner.success_ping().map(|ping| ping.for_run(run));
     if !success {
         pings.drop_pending_success(outbox, success_ping.as_ref());
     }
-    let finish = pings::finish(pings, &ended, success_ping);
+    let finish = pings::finish(pings, &ended, success_ping, run);
     let record = Arc::new(RunRecord::of(runner.scheduled(), &ended, attempt));
     runner.ended(&record);
     let pings_began = Instant::now();

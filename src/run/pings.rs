@@ -1,7 +1,9 @@
 //! A run's pings: the start ping (sent once, before the first attempt, in a task of its own,
 //! never kept in the outbox), and at the end the one choice between the success ping and the
 //! fail ping ([`finish`]: the fail URL's `{exit_code}` filled with the status `run` exits
-//! with, and with `fail_body` the output tail, scrubbed of every secret the agent knows),
+//! with, and with `fail_body` the output tail, scrubbed of every secret the agent knows, or
+//! with `fail_body = "json"` the run's JSON summary for a webhook; `fail_method` and
+//! `fail_headers` applied), each with the run's id as its URL's `{run_id}`,
 //! delivered through the outbox after the start ping. A failed run also drops a pending
 //! success of the same job from the outbox: delivered later, it would claim the job is fine.
 
@@ -12,7 +14,7 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use super::Ended;
-use super::PingRecord;
+use super::{PingRecord, RunId};
 use crate::config::FailUrl;
 use crate::ping::outbox::{self, Outbox, PingContext};
 use crate::ping::{Budget, Ping, PingKind, PingMethod, PingOutcome, Sender};
@@ -27,6 +29,8 @@ pub(crate) struct Pings {
     pub fail: Option<FailUrl>,
     /// With `fail`: how many bytes of the last output its fail ping carries (`fail_body`).
     pub fail_body: Option<usize>,
+    /// With `fail`: whether its body is the JSON summary, its method and headers.
+    pub fail_send: crate::job::FailSend,
     /// Method and source (`Origin`) of the fail ping.
     pub method: PingMethod,
     pub source: String,
@@ -53,8 +57,8 @@ impl Pings {
 
     /// Sends the start ping, if any, in a task of its own so the command starts at once; its
     /// result is kept in the [`Started`] slot when it comes.
-    pub(super) fn send_start(&self) -> Option<Started> {
-        let ping = self.start.clone()?;
+    pub(super) fn send_start(&self, run: RunId) -> Option<Started> {
+        let ping = self.start.clone()?.for_run(run);
         let (budget, context, sender) = (self.budget, self.context.clone(), self.sender.clone());
         let result = Arc::new(OnceLock::new());
         let slot = Arc::clone(&result);
@@ -118,20 +122,72 @@ pub(super) struct Started {
 
 /// The run's final ping: `success` when the run succeeded, else the fail ping (if the run has
 /// a fail URL). The one place that chooses between them.
-pub(super) fn finish(pings: &Pings, ended: &Ended, success: Option<Ping>) -> Option<Ping> {
+pub(super) fn finish(
+    pings: &Pings,
+    ended: &Ended,
+    success: Option<Ping>,
+    run: RunId,
+) -> Option<Ping> {
     if ended.success() {
         return success;
     }
     let url = pings.fail.as_ref()?;
-    let output = pings
-        .fail_body
-        .map(|max| (ended.output_tail.as_slice(), max));
+    let body = pings.fail_body.map(|max| {
+        let tail = crate::redact::job_output(&ended.output_tail, max);
+        if pings.fail_send.json {
+            summary(pings.context.job.as_deref(), ended, run, tail)
+        } else {
+            tail
+        }
+    });
     let status = ended.end.exit_status();
     let span = pings.span();
     let _entered = span.enter();
-    crate::job::fail_ping(url, status, output, pings.method, &pings.source)
+    let (method, source, send) = (pings.method, &pings.source, &pings.fail_send);
+    crate::job::fail_ping(url, status, &run.text(), body, method, source, send)
         .inspect_err(|err| warn!("fail ping not sent: {err}"))
         .ok()
+}
+
+/// The body of `fail_body = "json"` (docs/config.md): a failed run of `job` (`null` for a
+/// plain `run`) as a chat or generic webhook takes it, `text` a one-line summary (what a
+/// Slack incoming webhook shows). Every text is scrubbed of the agent's secrets; `tail` already
+/// is.
+fn summary(job: Option<&str>, ended: &Ended, run: RunId, tail: String) -> String {
+    let host = crate::host::name();
+    let end = &ended.end;
+    let how = match (end.process_end(), end.reason()) {
+        (Some(process), _) => process.to_string(),
+        (None, Some(reason)) => reason.to_owned(),
+        (None, None) => ended.outcome.as_str().to_owned(),
+    };
+    let how = if end.timed_out() {
+        format!("{how} after its timeout")
+    } else {
+        how
+    };
+    let what = match job {
+        Some(job) => format!("job \"{job}\""),
+        None => "a command".to_owned(),
+    };
+    let line = format!("heartbeat-agent: {what} failed on {host}: {how} (run {run})");
+    let text: String = crate::redact::scrub(&line)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let millis = (Utc::now() - ended.started).num_milliseconds().max(0);
+    let doc = serde_json::json!({
+        "text": text,
+        "job": job,
+        "host": host,
+        "run_id": run.text(),
+        "exit_code": end.exit_code(),
+        "signal": end.signal(),
+        "outcome": ended.outcome.as_str(),
+        "duration_seconds": millis as f64 / 1000.0,
+        "output_tail": tail,
+    });
+    doc.to_string()
 }
 
 /// Reads the API key of `source` (if it can be read) so that [`crate::redact::job_output`]

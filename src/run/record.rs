@@ -1,4 +1,4 @@
-//! What a run is remembered as: its record (how it ended, when, with its output tail), its
+//! What a run is remembered as: its record (its id, how it ended, when, with its output tail), its
 //! final ping's result, and the documented JSON form of a run ([`RunDoc`]: `/status`'s
 //! `last_run`, and each run of the history, docs/status.md), made here once for every reader.
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Attempt, Ended};
+use super::{Attempt, Ended, RunId};
 use crate::ping::{PingKind, PingOutcome};
 use crate::run_end::{RunEnd, RunOutcome};
 
@@ -34,6 +34,8 @@ pub(crate) struct RunRecord {
     /// How many attempts it made (1 without retries); the fields above but `started` are the
     /// last attempt's.
     pub attempts: u32,
+    /// The run's id (its command's `HEARTBEAT_AGENT_RUN_ID`, its URLs' `{run_id}`).
+    pub run_id: RunId,
 }
 
 impl RunRecord {
@@ -47,6 +49,7 @@ impl RunRecord {
         let now = Utc::now();
         RunRecord {
             attempts: attempt.number,
+            run_id: attempt.run,
             scheduled: scheduled.unwrap_or(ended.started),
             started: ended.started,
             ended: now,
@@ -155,6 +158,10 @@ pub(crate) struct RunDoc {
     /// fields above but `started` are its last attempt's.
     #[serde(default = "one")]
     pub attempts: u32,
+    /// The run's id, a UUID (its command's `HEARTBEAT_AGENT_RUN_ID`, its URLs' `{run_id}`;
+    /// absent from runs recorded by older daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 fn one() -> u32 {
@@ -177,6 +184,7 @@ impl RunDoc {
             reason: run.end.reason().map(crate::redact::scrub),
             output_tail: crate::redact::scrub(&run.output_tail),
             attempts: run.attempts,
+            run_id: Some(run.run_id.text()),
         }
     }
 }

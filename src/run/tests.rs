@@ -99,6 +99,7 @@ fn pings(fail: Option<&str>, fail_body: Option<usize>) -> Pings {
         start: None,
         fail: fail.map(|u| FailUrl::parse(u).expect("fail url")),
         fail_body,
+        fail_send: crate::job::FailSend::default(),
         method: PingMethod::Get,
         source: "test-host".into(),
         budget: Budget {
@@ -168,10 +169,10 @@ fn a_failure_chooses_the_fail_ping_with_its_status_and_bounded_output() {
         Some("http://127.0.0.1:9/fail-token-0001/{exit_code}"),
         Some(10),
     );
-    let ping = pings::finish(&with_body, &ended, None).expect("a fail ping");
+    let ping = pings::finish(&with_body, &ended, None, RunId::new()).expect("a fail ping");
     assert_eq!(ping.url(), "http://127.0.0.1:9/fail-token-0001/4");
     assert_eq!(ping.body(), Some("last line\n"));
-    assert!(pings::finish(&pings(None, None), &ended, None).is_none());
+    assert!(pings::finish(&pings(None, None), &ended, None, RunId::new()).is_none());
 
     let end = RunEnd::Ended(ProcessEnd::Exited(0));
     let success = Ended {
@@ -180,6 +181,7 @@ fn a_failure_chooses_the_fail_ping_with_its_status_and_bounded_output() {
         ..ended
     };
     let ok = Ping::new("http://127.0.0.1:9/ok-token-0001", PingMethod::Get, "h").expect("ping");
-    let chosen = pings::finish(&with_body, &success, Some(ok.clone())).expect("the success");
+    let chosen =
+        pings::finish(&with_body, &success, Some(ok.clone()), RunId::new()).expect("the success");
     assert_eq!(chosen.url(), ok.url());
 }

@@ -117,3 +117,123 @@ fail_body = "output_tail"
     assert!(!log.contains(KEY), "{log}");
     assert!(log.contains("key [redacted] here"), "{log}");
 }
+
+#[test]
+fn overlapping_runs_pair_each_start_with_its_end_by_run_id() {
+    // Runs of 2.5 s every second with `overlap = "allow"`: three run at once. Each start and
+    // success carries its run's id, so the service can tell which start each end closes.
+    let second = ping_server();
+    let home = Home::new();
+    let seen = home.path("seen");
+    home.write_jobs(&format!(
+        r#"
+[[jobs]]
+name = "slow"
+schedule = "*/1 * * * * *"
+overlap = "allow"
+shell = "echo \"$HEARTBEAT_AGENT_RUN_ID\" >> '{seen}'; sleep 2.5"
+ping_url = "{ping}"
+start_url = "{start}"
+"#,
+        seen = seen.display(),
+        ping = second.url(&format!("/{TOKEN}/slow/{{run_id}}")),
+        start = second.url(&format!("/{TOKEN}/slow/start?rid={{run_id}}")),
+    ));
+    let daemon = home.start();
+    let end_prefix = format!("/{TOKEN}/slow/");
+    let start_prefix = format!("/{TOKEN}/slow/start?rid=");
+    let is_end =
+        |target: &str| target.starts_with(&end_prefix) && !target.starts_with(&start_prefix);
+    let arrived = second.receive_until(10 * SECOND, |requests| {
+        requests.iter().filter(|r| is_end(&r.target)).count() >= 3
+    });
+    let logs = daemon.stop();
+    assert!(arrived, "three runs ended");
+    let targets: Vec<String> = second.requests().into_iter().map(|r| r.target).collect();
+    let starts: Vec<(usize, &str)> = targets
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((i, t.strip_prefix(&start_prefix)?)))
+        .collect();
+    let ends: Vec<(usize, &str)> = targets
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| is_end(t))
+        .filter_map(|(i, t)| Some((i, t.strip_prefix(&end_prefix)?)))
+        .collect();
+    // The runs overlapped: the second run started before the first one ended.
+    assert!(starts.len() >= 2 && starts[1].0 < ends[0].0, "{targets:?}");
+    let written = std::fs::read_to_string(&seen).expect("the runs wrote their ids");
+    for (at, id) in &ends {
+        let started = starts.iter().find(|(_, s)| s == id);
+        assert!(
+            started.is_some_and(|(start_at, _)| start_at < at),
+            "the end of run {id} follows its own start: {targets:?}"
+        );
+        assert!(written.lines().any(|l| l == *id), "{id} in {written}");
+        let logged = |msg: &str| {
+            logs.iter()
+                .any(|l| is(l, msg, "slow") && l.get("run_id").and_then(Value::as_str) == Some(*id))
+        };
+        assert!(
+            logged("job started") && logged("job finished"),
+            "{id} in the log"
+        );
+    }
+    let mut distinct: Vec<&str> = starts.iter().map(|(_, id)| *id).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), starts.len(), "each run has its own id");
+    let log: String = logs.iter().map(Value::to_string).collect();
+    assert!(!log.contains(TOKEN), "{log}");
+}
+
+#[test]
+fn a_daemon_fail_ping_is_a_json_summary_with_its_headers() {
+    const HEADER: &str = "daemon-hook-secret-9d9d9d";
+    const VAR: &str = "DAEMON_HOOK_SECRET";
+    let second = ping_server();
+    let home = Home::new();
+    let seen = home.path("child-env");
+    home.write_jobs(&format!(
+        r#"
+[[jobs]]
+name = "broken"
+schedule = "*/1 * * * * *"
+shell = "env > '{seen}'; echo it broke; exit 5"
+fail_url = "{fail}"
+fail_body = "json"
+fail_headers = {{ X-Hook-Token = {{ env = "{VAR}" }} }}
+"#,
+        seen = seen.display(),
+        fail = second.url(&format!("/{TOKEN}/hook")),
+    ));
+    let daemon = home.start_with(&[(VAR, HEADER)]);
+    wait_hits(&second, &format!("/{TOKEN}/hook"), 1, 6 * SECOND);
+    let logs = daemon.stop();
+    let requests = second.requests();
+    let hook = &requests[0];
+    assert_eq!(hook.method, "POST");
+    assert_eq!(hook.header("content-type"), Some("application/json"));
+    assert_eq!(hook.header("x-hook-token"), Some(HEADER));
+    let doc: Value = serde_json::from_slice(&hook.body).expect("JSON");
+    assert_eq!(
+        (
+            doc["job"].as_str(),
+            doc["exit_code"].as_i64(),
+            doc["outcome"].as_str()
+        ),
+        (Some("broken"), Some(5), Some("failed"))
+    );
+    assert_eq!(doc["output_tail"], "it broke\n");
+    let run_id = doc["run_id"].as_str().expect("run_id");
+    assert!(
+        logs.iter().any(|l| is(l, "job failed", "broken")
+            && l.get("run_id").and_then(Value::as_str) == Some(run_id)),
+        "the log names the run"
+    );
+    let child_env = std::fs::read_to_string(&seen).expect("the job wrote its env");
+    assert!(!child_env.contains(VAR), "{child_env}");
+    let log: String = logs.iter().map(Value::to_string).collect();
+    assert!(!log.contains(HEADER) && !log.contains(TOKEN), "{log}");
+}

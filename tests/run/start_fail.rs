@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{output, stderr, Env, IGNORES_SIGTERM};
+use super::{output, refused_usage, stderr, Env, IGNORES_SIGTERM};
 use crate::util::emulator::Background;
 use crate::util::http::{refused_url, FakeServer, Mode};
 
@@ -150,24 +150,16 @@ fn the_exit_code_placeholder_carries_the_status_run_exits_with() {
         assert_eq!(requests[0].target, format!("/{SECOND}/{status}"));
         assert_eq!(requests[0].method, "GET");
     }
-    // A placeholder other than {exit_code} is a usage error: nothing runs.
-    let marker = env.path("ran");
+    // A placeholder other than {exit_code} and {run_id} is a usage error: nothing runs.
     let bad = second.url(&format!("/{SECOND}/{{code}}"));
-    let out = output(env.run(&[
-        "--fail-url",
-        &bad,
-        "--",
-        "touch",
-        marker.to_str().expect("utf-8"),
-    ]));
-    assert_eq!(out.status.code(), Some(2));
+    let said = refused_usage(&env, "--fail-url", &bad);
     assert!(
-        stderr(&out).contains("unknown placeholder \"{code}\"; the only one is {exit_code}"),
-        "{}",
-        stderr(&out)
+        said.contains(
+            "unknown placeholder \"{code}\"; the only ones are {exit_code} (in a fail URL) and {run_id}"
+        ),
+        "{said}"
     );
-    assert_no_token(&out);
-    assert!(!marker.exists());
+    assert!(!said.contains(SECOND), "{said}");
 }
 
 /// `outbox list --json`, parsed.

@@ -100,8 +100,10 @@ pub struct RunArgs {
 /// The ping options of `run`.
 #[derive(Debug, Args)]
 pub struct PingArgs {
-    /// Ping this URL when the command succeeds. Its token is visible to every local user in
-    /// the process list (`ps`): prefer --ping-url-file or $HEARTBEAT_AGENT_PING_URL
+    /// Ping this URL when the command succeeds. `{run_id}` in its path or query (here and in
+    /// --start-url, --fail-url) becomes the run's id, a UUID the command also gets in
+    /// $HEARTBEAT_AGENT_RUN_ID. Its token is visible to every local user in the process list
+    /// (`ps`): prefer --ping-url-file or $HEARTBEAT_AGENT_PING_URL
     #[arg(long, value_name = "URL")]
     pub ping_url: Option<String>,
 
@@ -310,6 +312,9 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
             start,
             fail,
             fail_body,
+            fail_send: job
+                .map(|job| crate::job::fail_send(job, args.ping.fail_url.is_none()))
+                .unwrap_or_default(),
             method,
             source,
             budget: Budget {
@@ -352,7 +357,7 @@ type Explicit = (Option<Ping>, Option<FailUrl>, Option<Ping>);
 fn check_arguments(args: &RunArgs, method: PingMethod, source: &str) -> Result<Explicit, u8> {
     let explicit = |flag: &str, url: &Option<String>| -> Result<Option<Ping>, u8> {
         url.as_deref()
-            .map(|u| Ping::new(u, method, source))
+            .map(|u| Ping::template(u, method, source))
             .transpose()
             .map_err(|err| usage(format!("invalid {flag}: {err}")))
     };

@@ -43,7 +43,7 @@ pub(super) fn file_ping(path: &std::path::Path, method: PingMethod, source: &str
     if let Some(warning) = crate::config::secrets::exposed_warning("ping URL file", path, fix) {
         warn!("{warning}");
     }
-    Ping::new(&url, method, source)
+    Ping::template(&url, method, source)
         .inspect_err(|err| warn!("--ping-url-file {shown} not used: {err}; nothing will be pinged"))
         .ok()
 }
@@ -57,7 +57,7 @@ pub(super) fn job_start_ping(job: &Job, method: PingMethod, source: &str) -> Opt
 
 pub(super) fn env_ping(method: PingMethod, source: &str) -> Option<Ping> {
     let url = std::env::var(PING_URL_ENV).ok().filter(|u| !u.is_empty())?;
-    Ping::new(&url, method, source)
+    Ping::template(&url, method, source)
         .inspect_err(|err| warn!("{PING_URL_ENV} not used: {err}"))
         .ok()
 }

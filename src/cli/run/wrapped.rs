@@ -1,5 +1,6 @@
 //! What `run` gives the run pipeline ([`crate::run::Runner`]): each attempt runs the planned
-//! command in the foreground under the run's limits (`--timeout` applies to each), with the
+//! command (with the run's id in `HEARTBEAT_AGENT_RUN_ID`) in the foreground under the run's
+//! limits (`--timeout` applies to each), with the
 //! signals the wrapper receives forwarded to the command's process group. A SIGTERM, SIGINT,
 //! SIGHUP or SIGQUIT, whether it came during an attempt (it was forwarded to the command) or
 //! during a wait between attempts, ends the run with the last attempt's status and starts no
@@ -40,9 +41,12 @@ pub(super) struct Wrapped<'a> {
 }
 
 impl Runner for Wrapped<'_> {
-    async fn attempt(&mut self, _attempt: Attempt) -> Ended {
+    async fn attempt(&mut self, attempt: Attempt) -> Ended {
         let started = Utc::now();
-        let (end, tail) = match self.children.spawn(&self.plan.spec) {
+        let mut spec = self.plan.spec.clone();
+        spec.env_set
+            .push((crate::process::RUN_ID_ENV.into(), attempt.run.text().into()));
+        let (end, tail) = match self.children.spawn(&spec) {
             Err(err) => {
                 print_error(&err);
                 (RunEnd::from(&err), None)
@@ -74,7 +78,7 @@ impl Runner for Wrapped<'_> {
     fn notice(&self, notice: Notice<'_>) {
         match notice {
             Notice::SucceededAfter { attempt } => {
-                let Attempt { number, of } = attempt;
+                let Attempt { number, of, .. } = attempt;
                 info!(
                     attempt = number,
                     attempts = of,
@@ -90,7 +94,7 @@ impl Runner for Wrapped<'_> {
                 );
             }
             Notice::NoFurtherAttempt { attempt, ended } => {
-                let Attempt { number, of } = attempt;
+                let Attempt { number, of, .. } = attempt;
                 let status = ended.end.exit_status();
                 let signal = self.stop.map(|s| s.to_string());
                 warn!(
@@ -106,7 +110,7 @@ impl Runner for Wrapped<'_> {
                 ended,
                 wait,
             } => {
-                let Attempt { number, of } = attempt;
+                let Attempt { number, of, .. } = attempt;
                 let status = ended.end.exit_status();
                 warn!(
                     attempt = number,

@@ -218,7 +218,7 @@ pub async fn deliver_pending(
     outbox: &Outbox,
     options: &PassOptions,
 ) -> Result<PassReport, OutboxError> {
-    let skip = options.skip.as_ref().map(|p| super::entry::key(p.url()));
+    let skip = options.skip.as_ref().map(|p| super::entry::key(p.target()));
     let now = now_ms();
     let claimed = outbox.claim(
         usize::MAX,

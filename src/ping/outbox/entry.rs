@@ -53,6 +53,17 @@ pub(crate) struct Entry {
     /// false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unanswered: bool,
+    /// The URL as configured, when `url` is it with the run's `{run_id}` filled in: what the
+    /// entry is keyed by, so a newer run's success replaces it (a secret, like `url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Whether `body` is JSON (`fail_body = "json"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json: bool,
+    /// The fail ping's `fail_headers`, values included: secrets, kept as the URL is (the file
+    /// is 0600 in a 0700 directory), never printed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
 }
 
 impl Entry {
@@ -71,21 +82,39 @@ impl Entry {
             kind: ping.kind,
             body: ping.body().map(str::to_owned),
             unanswered: false,
+            target: (ping.target() != ping.url()).then(|| ping.target().to_owned()),
+            json: ping.json(),
+            headers: (ping.headers().iter())
+                .map(|(name, value)| (name.clone(), value.expose().to_owned()))
+                .collect(),
         }
     }
 
     /// The ping to send.
     pub(crate) fn ping(&self) -> Result<Ping, InvalidPing> {
-        let method = if self.method.eq_ignore_ascii_case("POST") {
-            PingMethod::Post
-        } else {
-            PingMethod::Get
+        let method = match self.method.to_ascii_uppercase().as_str() {
+            "POST" => PingMethod::Post,
+            "PUT" => PingMethod::Put,
+            _ => PingMethod::Get,
         };
-        let ping = Ping::new(&self.url, method, &self.source)?.of_kind(self.kind);
-        Ok(match &self.body {
+        let ping = Ping::new(&self.url, method, &self.source)?
+            .of_kind(self.kind)
+            .with_target(self.target.clone());
+        let ping = match &self.body {
+            Some(body) if self.json => ping.with_json_body(body.clone()),
             Some(body) => ping.with_body(body.clone()),
             None => ping,
-        })
+        };
+        // Only header-safe names and values: the file is the agent's own, but a line break in
+        // it must never become a header of its own.
+        let headers = (self.headers.iter())
+            .filter(|(name, value)| {
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                    && reqwest::header::HeaderValue::from_str(value).is_ok()
+            })
+            .map(|(name, value)| (name.clone(), crate::redact::Secret::new(value.clone())))
+            .collect();
+        Ok(ping.with_method(method).with_headers(headers))
     }
 
     /// Whether it is a ping written before its first attempt ([`super::Outbox::begin`]), not
@@ -107,12 +136,13 @@ impl Entry {
 
     /// The file name key of its target.
     pub(crate) fn key(&self) -> String {
-        key(&self.url)
+        key(self.target.as_deref().unwrap_or(&self.url))
     }
 }
 
-/// The key of a target: 16 hex digits of the SHA-256 of the URL (names files without showing
-/// the token; one pending file per target is what coalesces).
+/// The key of a target: 16 hex digits of the SHA-256 of the URL as configured (names files
+/// without showing the token; one pending file per target is what coalesces, across runs
+/// whose `{run_id}` filled it differently too).
 pub(crate) fn key(url: &str) -> String {
     Sha256::digest(url.as_bytes())[..8]
         .iter()
@@ -236,5 +266,26 @@ mod tests {
         assert!(text.contains(r#""kind":"fail""#), "{text}");
         let back: Entry = serde_json::from_str(&text).unwrap();
         assert_eq!(back.ping().unwrap(), fail);
+    }
+
+    #[test]
+    fn a_json_fail_ping_comes_back_with_its_method_and_headers_and_no_injected_header() {
+        let secret = crate::redact::Secret::new("Bearer entry-header-secret");
+        let fail = Ping::new("http://h.example/t", PingMethod::Get, "host")
+            .unwrap()
+            .of_kind(PingKind::Fail)
+            .with_json_body(r#"{"text":"x"}"#.to_owned())
+            .with_method(PingMethod::Put)
+            .with_headers(vec![("Authorization".to_owned(), secret)]);
+        let entry = Entry::new(&fail, None, Duration::from_secs(60), 1_000);
+        let text = serde_json::to_string(&entry).unwrap();
+        let back: Entry = serde_json::from_str(&text).unwrap();
+        let ping = back.ping().unwrap();
+        assert_eq!(ping, fail);
+        assert!(ping.json() && ping.method == PingMethod::Put, "{text}");
+        // A header whose value would end the line is dropped when read back.
+        let mut broken = back;
+        broken.headers = vec![("X-A".to_owned(), "v\r\nX-Injected: 1".to_owned())];
+        assert!(broken.ping().unwrap().headers().is_empty());
     }
 }

@@ -374,7 +374,7 @@ impl Outbox {
     /// A success for `ping` was just delivered: an older pending one for the same target is
     /// pointless now (counted as coalesced).
     pub(crate) fn delivered_directly(&self, ping: &Ping) -> Result<(), OutboxError> {
-        let path = self.pending_path(&entry::key(ping.url()));
+        let path = self.pending_path(&entry::key(ping.target()));
         if !path.exists() {
             return Ok(());
         }
@@ -394,7 +394,7 @@ impl Outbox {
         job: Option<&str>,
         ping: Option<&Ping>,
     ) -> Result<usize, OutboxError> {
-        let target = ping.map(|p| entry::key(p.url()));
+        let target = ping.map(|p| entry::key(p.target()));
         self.locked("drop_after_failure", |counters| {
             let mut dropped = 0;
             for (path, kind) in self.scan()? {

@@ -382,3 +382,43 @@ fn the_bound_drops_the_oldest() {
     assert_eq!(jobs, [Some("b".to_owned()), Some("c".to_owned())]);
     assert_eq!(outbox.stats().dropped_overflow, 1);
 }
+
+#[test]
+fn successes_of_runs_whose_run_id_filled_the_url_coalesce_under_the_configured_url() {
+    let home = tempfile::tempdir().unwrap();
+    let outbox = open(home.path(), 10);
+    let context = PingContext {
+        job: None,
+        max_age: Duration::from_secs(60),
+    };
+    let configured = crate::config::PingUrl::template("http://127.0.0.1:9/tok?rid={run_id}")
+        .expect("a template");
+    let of_run = |n: u128| {
+        Ping::to(&configured, PingMethod::Get, "t")
+            .unwrap()
+            .for_run(crate::run::RunId::fixed(n))
+    };
+    let (first, second) = (of_run(1), of_run(2));
+    assert_ne!(first.url(), second.url());
+    outbox.store(&first, &context, 1, None, "down").unwrap();
+    outbox.store(&second, &context, 1, None, "down").unwrap();
+    assert_eq!(
+        outbox.list().unwrap().len(),
+        1,
+        "one pending success per configured URL"
+    );
+    assert_eq!(outbox.stats().coalesced, 1);
+    let claimed = outbox.claim(10, |_| true, |_, _| true).unwrap();
+    let entry = &claimed[0].entry;
+    assert_eq!(entry.url, second.url(), "the newest run's");
+    assert_eq!(entry.ping().unwrap(), second, "read back with its target");
+    for claim in claimed {
+        outbox.release(claim).unwrap();
+    }
+    // A later failed run drops it by the configured URL, whatever its own run id.
+    assert_eq!(
+        outbox.drop_after_failure(None, Some(&of_run(3))).unwrap(),
+        1
+    );
+    assert!(outbox.list().unwrap().is_empty());
+}

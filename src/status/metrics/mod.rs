@@ -572,6 +572,7 @@ mod tests {
             outcome: crate::run_end::RunOutcome::Success,
             output_tail: String::new(),
             attempts: 3,
+            run_id: crate::run::RunId::fixed(1),
         };
         metrics.record("j", &run, Some(true));
         metrics.record("j", &RunRecord { attempts: 1, ..run }, Some(true));
