@@ -321,9 +321,7 @@ pub async fn sync_paced(
     }
     crate::pause::forget_ended(state_dir, &resumed, opts.now);
     for name in state::jobs(state_dir).into_iter().filter(|n| wanted(n)) {
-        let bound = config
-            .job(&name)
-            .is_some_and(|j| matches!(j.target, PingTarget::Check(_)) || j.check.create);
+        let bound = config.job(&name).is_some_and(|j| j.has_synced_check());
         let Some(known) = state::load(state_dir, &name).filter(|_| !bound) else {
             continue;
         };

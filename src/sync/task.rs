@@ -433,11 +433,7 @@ impl Reconciler {
         let mut due_at = self.lock_reassert();
         let mut due = BTreeSet::new();
         let mut hold = BTreeSet::new();
-        for job in config
-            .jobs
-            .iter()
-            .filter(|j| matches!(j.target, PingTarget::Check(_)) || j.check.create)
-        {
+        for job in config.jobs.iter().filter(|j| j.has_synced_check()) {
             let spread = timing.reassert_start_spread.min(timing.reassert_interval);
             let at = *due_at
                 .entry(job.name.clone())

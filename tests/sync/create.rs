@@ -266,3 +266,59 @@ fn an_agent_killed_between_its_post_and_recording_the_answer_makes_no_second_che
         checks[0]["id"].as_str().unwrap()
     );
 }
+
+#[test]
+fn the_daemon_creates_the_check_and_its_runs_ping_it() {
+    let setup = Setup::new(&[]);
+    let text = format!(
+        "[agent]\nstate_dir = \"{}\"\nsync_jitter = \"1s\"\n\n[api]\nbase_url = \"{}\"\n\
+         account_id = \"{}\"\napi_key_env = \"EMULATOR_KEY\"\nping_base_url = \"{}\"\n\n\
+         [status]\nlisten = \"127.0.0.1:0\"\n\n\
+         [[jobs]]\nname = \"tick\"\nschedule = \"* * * * * *\"\ncommand = [\"true\"]\n\
+         [jobs.check]\ncreate = true\nperiod = \"1m\"\n",
+        setup.state_dir().display(),
+        setup.emulator.base_url(),
+        setup.emulator.account(),
+        setup.emulator.ping_url(),
+    );
+    setup.home.write_config(&text);
+    let daemon = crate::util::daemon::Daemon::on(&setup.home)
+        .config(setup.config_path())
+        .env("EMULATOR_KEY", setup.emulator.api_key())
+        .terminate_on_drop()
+        .start();
+    let tag = host_tag("tick");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let token = loop {
+        let checks = tagged(&setup, &tag);
+        let token = checks
+            .first()
+            .and_then(|c| c["id"].as_str())
+            .and_then(|id| setup.emulator.heartbeat_check(id))
+            .and_then(|c| c["heartbeat"]["pingToken"].as_str().map(str::to_owned));
+        if let Some(token) = token {
+            if setup
+                .emulator
+                .pings()
+                .iter()
+                .any(|p| p.path == format!("/{token}"))
+            {
+                break token;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no ping to a created check within 30 s: {}",
+            daemon.log().text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    daemon.stop();
+    assert_eq!(posts(&setup), 1, "created once");
+    assert_eq!(tagged(&setup, &tag).len(), 1);
+    assert!(setup
+        .emulator
+        .pings()
+        .iter()
+        .all(|p| p.path == format!("/{token}")));
+}
