@@ -3,7 +3,7 @@
 
 /// The host name (`localhost` when it is unknown, empty, not UTF-8 or holds control
 /// characters, so it is always safe in a header).
-pub(crate) fn name() -> String {
+pub fn name() -> String {
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())

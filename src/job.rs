@@ -137,7 +137,8 @@ pub(crate) fn run_as(job: &Job) -> Result<Option<RunAs>, CommandError> {
 
 /// The ping of `job`'s success: its `ping_url`, or for a job bound by `check_id` the URL sync
 /// learned, which `learned` looks up by check id (from the state directory in `run` and `ping`,
-/// from memory in the daemon).
+/// from memory in the daemon); for a job with `[jobs.check] create = true`, `learned` is asked
+/// for [`crate::sync::CREATED_CHECK`]: the URL of the check sync found or created for it.
 pub(crate) fn ping(
     job: &Job,
     learned: impl FnOnce(&str) -> Option<String>,
@@ -155,6 +156,13 @@ pub(crate) fn ping(
             None => Err(NoPing::NotLearned {
                 job: job.name.clone(),
                 check: check.clone(),
+            }),
+        },
+        PingTarget::None if job.check.create => match learned(crate::sync::CREATED_CHECK) {
+            Some(url) => Ping::new(&url, method, source).map_err(invalid),
+            None => Err(NoPing::NotLearned {
+                job: job.name.clone(),
+                check: "(created by sync)".to_owned(),
             }),
         },
         PingTarget::None => Err(NoPing::NoTarget {

@@ -3,6 +3,7 @@
 
 mod admin;
 mod binary;
+mod create;
 mod heartbeats;
 mod operations;
 mod published;
@@ -23,11 +24,16 @@ const TOKEN: &str = crate::util::emulator::FIXTURE_TOKEN;
 const PROJECT: &str = "5f0c2f4e-8a51-4c7b-9f0a-3c2d1e0b9a77";
 
 async fn start_with(rate_limit: RateLimit) -> Api {
-    let options = EmulatorOptions {
+    start_options(EmulatorOptions {
         fixtures: example_fixtures(),
         rate_limit,
         ..EmulatorOptions::default()
-    };
+    })
+    .await
+}
+
+/// A test client of an emulator started with `options`.
+async fn start_options(options: EmulatorOptions) -> Api {
     let emulator = start_emulator(options).await;
     Api {
         http: reqwest::Client::builder()

@@ -279,6 +279,75 @@ impl ApiClient {
         self.call(Operation::GetCheck, url, None::<&()>).await
     }
 
+    /// `GET /v1/checks`, outside the seed spec (published by the service): one page of checks.
+    /// Without a `checkType` filter the page may hold checks of every type; they decode as
+    /// [`HeartbeatCheck`] with what they share (id, name, tags, `checkType`, dates).
+    pub async fn list_checks(&self, query: &ListChecks) -> Result<Vec<HeartbeatCheck>, ApiError> {
+        let url = self.url(&["v1", "checks"], &query.query());
+        self.call(Operation::ListChecks, url, None::<&()>).await
+    }
+
+    /// Every check `query` matches, following `page` from `query.page` (else 1) until a page
+    /// holds fewer than the limit (`query.limit`, else 100, the service's maximum). A page that
+    /// repeats the ids of the one before ends the walk with an error, so a service that ignores
+    /// `page` cannot loop it forever.
+    pub async fn list_all_checks(
+        &self,
+        query: &ListChecks,
+    ) -> Result<Vec<HeartbeatCheck>, ApiError> {
+        let limit = query.limit.unwrap_or(100);
+        let mut query = ListChecks {
+            limit: Some(limit),
+            page: Some(query.page.unwrap_or(1)),
+            ..query.clone()
+        };
+        let mut all: Vec<HeartbeatCheck> = Vec::new();
+        let mut seen = HashSet::new();
+        loop {
+            let page = self.list_checks(&query).await?;
+            let full = page.len() >= limit as usize;
+            for check in page {
+                if !seen.insert(check.id.clone()) {
+                    return Err(ApiError::Decode {
+                        operation: Operation::ListChecks,
+                        status: 200,
+                        detail: format!(
+                            "page {} repeats a check of an earlier page; stopped to avoid a loop",
+                            query.page.unwrap_or(1)
+                        ),
+                    });
+                }
+                all.push(check);
+            }
+            if !full {
+                return Ok(all);
+            }
+            query.page = query.page.map(|p| p + 1);
+        }
+    }
+
+    /// `POST /v1/checks/heartbeat`, outside the seed spec (published by the service): creates
+    /// a heartbeat check (201). Never retried once it may have reached the service: a second
+    /// attempt could make a second check (sync looks the check up by its tag instead).
+    /// `auto_assign_alerts` is sent only when given.
+    pub async fn create_heartbeat_check(
+        &self,
+        body: &HeartbeatCheckCreate,
+        auto_assign_alerts: Option<bool>,
+    ) -> Result<HeartbeatCheck, ApiError> {
+        let query = auto_assign_query(auto_assign_alerts);
+        let url = self.url(&["v1", "checks", "heartbeat"], &query);
+        self.call(Operation::CreateHeartbeatCheck, url, Some(body))
+            .await
+    }
+
+    /// `DELETE /v1/checks/{id}`, outside the seed spec (published by the service; 204).
+    pub async fn delete_check(&self, check_id: &str) -> Result<(), ApiError> {
+        let url = self.url(&["v1", "checks", check_id], &[]);
+        self.execute(Operation::DeleteCheck, url, None).await?;
+        Ok(())
+    }
+
     /// `GET /v1/checks/heartbeats/{checkId}/events/{id}`.
     pub async fn get_heartbeat_event(
         &self,

@@ -1,6 +1,8 @@
-//! The 11 operations of the spec as values, plus the heartbeat events list and the check read
-//! (`GET /v1/checks/{id}`) the real service serves outside the spec: their names (for messages,
-//! logs and per-route rate limits), HTTP methods, and whether repeating one is safe.
+//! The 11 operations of the spec as values, plus those the real service publishes outside it
+//! (the heartbeat events list, the check read `GET /v1/checks/{id}`, the checks list
+//! `GET /v1/checks`, `POST /v1/checks/heartbeat` and `DELETE /v1/checks/{id}`): their names
+//! (for messages, logs and per-route rate limits), HTTP methods, and whether repeating one is
+//! safe.
 
 use std::fmt;
 
@@ -36,6 +38,15 @@ pub enum Operation {
     /// the Go SDK's `GetHeartbeatMonitor` and the Terraform provider's read use it); what sync
     /// reads to notice a check edited or deleted elsewhere.
     GetCheck,
+    /// `GET /v1/checks`: not in the spec, but published by the service (its `getV1Checks`):
+    /// one page of checks, filtered by `tag` and `checkType`; how sync finds a check it created.
+    ListChecks,
+    /// `POST /v1/checks/heartbeat`: not in the spec, but published by the service (its
+    /// `postV1ChecksHeartbeat`, answer 201, 402 when the plan allows no more checks).
+    CreateHeartbeatCheck,
+    /// `DELETE /v1/checks/{id}`: not in the spec, but published by the service (its
+    /// `deleteV1ChecksId`, answer 204); sync deletes a duplicate it created.
+    DeleteCheck,
 }
 
 impl Operation {
@@ -55,25 +66,33 @@ impl Operation {
             Operation::DeleteSnippet => "delete_snippet",
             Operation::ListHeartbeatEvents => "list_heartbeat_events",
             Operation::GetCheck => "get_check",
+            Operation::ListChecks => "list_checks",
+            Operation::CreateHeartbeatCheck => "create_heartbeat_check",
+            Operation::DeleteCheck => "delete_check",
         }
     }
 
     /// The HTTP method.
     pub(crate) fn method(self) -> reqwest::Method {
         match self {
-            Operation::CreateStatusPageService => reqwest::Method::POST,
+            Operation::CreateStatusPageService | Operation::CreateHeartbeatCheck => {
+                reqwest::Method::POST
+            }
             Operation::UpdateMaintenanceDates => reqwest::Method::PATCH,
             Operation::UpdateHeartbeatCheck | Operation::UpdateCheckGroup => reqwest::Method::PUT,
-            Operation::DeleteSnippet => reqwest::Method::DELETE,
+            Operation::DeleteSnippet | Operation::DeleteCheck => reqwest::Method::DELETE,
             _ => reqwest::Method::GET,
         }
     }
 
-    /// Whether sending it twice has the effect of sending it once. Only creating a status page
-    /// service is not: a repeated POST makes a second service. (The dates PATCH sets absolute
-    /// dates, so it counts as idempotent even though the service logs each update.)
+    /// Whether sending it twice has the effect of sending it once. Only the creations are not:
+    /// a repeated POST makes a second status page service or check. (The dates PATCH sets
+    /// absolute dates, so it counts as idempotent even though the service logs each update.)
     pub(crate) fn is_idempotent(self) -> bool {
-        self != Operation::CreateStatusPageService
+        !matches!(
+            self,
+            Operation::CreateStatusPageService | Operation::CreateHeartbeatCheck
+        )
     }
 }
 

@@ -15,8 +15,9 @@ use serde::Serialize;
 
 use super::{context, exit, print_error, GlobalArgs};
 use crate::api::model::{
-    CheckGroupUpdate, CreateStatusPageService, HeartbeatCheckUpdate, ListStatusPageServices,
-    MaintenanceDates, StatusPageServicePage,
+    CheckGroupUpdate, CheckType, CreateStatusPageService, HeartbeatCheckCreate,
+    HeartbeatCheckUpdate, ListChecks, ListStatusPageServices, MaintenanceDates,
+    StatusPageServicePage,
 };
 use crate::api::{ApiClient, ApiError};
 
@@ -31,9 +32,13 @@ pub enum ApiCommand {
     /// Read a maintenance or change its dates
     #[command(subcommand)]
     Maintenance(MaintenanceCommand),
-    /// Read or update a heartbeat check, read one of its events, or list them
+    /// Create, read or update a heartbeat check, read one of its events, or list them
     #[command(subcommand)]
     Heartbeat(HeartbeatCommand),
+    /// List checks (every type, filtered by tag and type) or delete one (outside the seed
+    /// spec; published by the service)
+    #[command(subcommand)]
+    Checks(ChecksCommand),
     /// Read or update a check group
     #[command(subcommand)]
     CheckGroup(CheckGroupCommand),
@@ -103,19 +108,21 @@ pub enum HeartbeatCommand {
         #[arg(long)]
         show_secrets: bool,
     },
+    /// Create a heartbeat check (POST /v1/checks/heartbeat; outside the seed spec) from a JSON
+    /// body with at least `name` and `heartbeat`; prints the new check (exit 1 on a 402: the
+    /// account's plan has no room for another check)
+    Create {
+        /// The body and how the answer is shown.
+        #[command(flatten)]
+        args: CheckBodyArgs,
+    },
     /// Replace a heartbeat check's definition (PUT) with a JSON body
     Update {
         /// Check id
         id: String,
-        /// JSON request body: a file, or `-` for stdin
-        #[arg(long, value_name = "FILE|-")]
-        body: PathBuf,
-        /// Subscribe a new check to all alert channels [service default: true]
-        #[arg(long, value_name = "BOOL")]
-        auto_assign_alerts: Option<bool>,
-        /// Print the answer's pingToken and pingUrl as they are (redacted by default)
-        #[arg(long)]
-        show_secrets: bool,
+        /// The body and how the answer is shown.
+        #[command(flatten)]
+        args: CheckBodyArgs,
     },
     /// Show a heartbeat event with the check's statistics
     Event {
@@ -139,6 +146,52 @@ pub enum HeartbeatCommand {
         #[arg(long, value_parser = parse_time)]
         end_time: Option<chrono::DateTime<chrono::Utc>>,
     },
+}
+
+/// `api checks ...`.
+#[derive(Debug, Subcommand)]
+pub enum ChecksCommand {
+    /// List checks (GET /v1/checks): one page, or every page with --all; without a filter the
+    /// service lists every check of the account
+    List {
+        /// Only checks carrying this tag (repeat for any of several)
+        #[arg(long, value_name = "TAG")]
+        tag: Vec<String>,
+        /// Only checks of this type, e.g. HEARTBEAT
+        #[arg(long, value_name = "TYPE")]
+        check_type: Option<String>,
+        /// Page number, from 1 [service default: 1]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        page: Option<u32>,
+        /// Checks per page, 1 to 100 [service default: 10; with --all: 100]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+        limit: Option<u32>,
+        /// Follow the pages until one is not full, and print every check as one array
+        #[arg(long)]
+        all: bool,
+        /// Print each check's pingToken and pingUrl as they are (redacted by default)
+        #[arg(long)]
+        show_secrets: bool,
+    },
+    /// Delete a check (DELETE /v1/checks/{id}; prints nothing on success)
+    Delete {
+        /// Check id
+        id: String,
+    },
+}
+
+/// What `api heartbeat create` and `update` take besides the id.
+#[derive(Debug, clap::Args)]
+pub struct CheckBodyArgs {
+    /// JSON request body: a file, or `-` for stdin
+    #[arg(long, value_name = "FILE|-")]
+    body: PathBuf,
+    /// Subscribe a new check to all alert channels [service default: true]
+    #[arg(long, value_name = "BOOL")]
+    auto_assign_alerts: Option<bool>,
+    /// Print the answer's pingToken and pingUrl as they are (redacted by default)
+    #[arg(long)]
+    show_secrets: bool,
 }
 
 /// `api check-group ...`.
@@ -210,6 +263,9 @@ enum Call {
     GetMaintenance(i64, String),
     SetDates(i64, String, MaintenanceDates),
     GetCheck(String, bool),
+    CreateHeartbeat(Box<HeartbeatCheckCreate>, Option<bool>, bool),
+    ListChecks(ListChecks, bool, bool),
+    DeleteCheck(String),
     UpdateHeartbeat(String, Box<HeartbeatCheckUpdate>, Option<bool>, bool),
     Event(String, String),
     Events(String, crate::api::model::EventsWindow),
@@ -250,16 +306,34 @@ impl Call {
             ApiCommand::Heartbeat(HeartbeatCommand::Get { id, show_secrets }) => {
                 Call::GetCheck(id, show_secrets)
             }
-            ApiCommand::Heartbeat(HeartbeatCommand::Update {
-                id,
-                body,
-                auto_assign_alerts,
+            ApiCommand::Heartbeat(HeartbeatCommand::Create { args }) => Call::CreateHeartbeat(
+                Box::new(read_body(&args.body, "heartbeat check create")?),
+                args.auto_assign_alerts,
+                args.show_secrets,
+            ),
+            ApiCommand::Checks(ChecksCommand::List {
+                tag,
+                check_type,
+                page,
+                limit,
+                all,
                 show_secrets,
-            }) => Call::UpdateHeartbeat(
-                id,
-                Box::new(read_body(&body, "heartbeat check")?),
-                auto_assign_alerts,
+            }) => Call::ListChecks(
+                ListChecks {
+                    tags: tag,
+                    check_type: check_type.as_deref().map(CheckType::parse),
+                    page,
+                    limit,
+                },
+                all,
                 show_secrets,
+            ),
+            ApiCommand::Checks(ChecksCommand::Delete { id }) => Call::DeleteCheck(id),
+            ApiCommand::Heartbeat(HeartbeatCommand::Update { id, args }) => Call::UpdateHeartbeat(
+                id,
+                Box::new(read_body(&args.body, "heartbeat check")?),
+                args.auto_assign_alerts,
+                args.show_secrets,
             ),
             ApiCommand::Heartbeat(HeartbeatCommand::Event { check, event }) => {
                 Call::Event(check, event)
@@ -322,6 +396,26 @@ impl Call {
             Call::GetCheck(id, show_secrets) => {
                 let answer = json(client.get_check(&id).await?);
                 answer.map(|a| shown(a, show_secrets))
+            }
+            Call::CreateHeartbeat(body, auto, show_secrets) => {
+                let answer = json(client.create_heartbeat_check(&body, auto).await?);
+                answer.map(|a| shown(a, show_secrets))
+            }
+            Call::ListChecks(query, all, show_secrets) => {
+                let checks = if all {
+                    client.list_all_checks(&query).await?
+                } else {
+                    client.list_checks(&query).await?
+                };
+                let shown: Vec<serde_json::Value> = checks
+                    .iter()
+                    .filter_map(|check| json(check).map(|a| shown(a, show_secrets)))
+                    .collect();
+                Some(serde_json::Value::Array(shown))
+            }
+            Call::DeleteCheck(id) => {
+                client.delete_check(&id).await?;
+                None
             }
             Call::UpdateHeartbeat(id, body, auto, show_secrets) => {
                 let answer = json(client.update_heartbeat_check(&id, &body, auto).await?);

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::leader::{Election, Leadership};
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
 use crate::cluster::{Keys, Node};
-use crate::config::{ClusterSettings, Config, Job, PingTarget};
+use crate::config::{ClusterSettings, Config, Job};
 use crate::daemon::control::{self, Control, Controller, Request};
 use crate::daemon::{AfterRun, Context, Plugins, Task};
 use crate::sync::{Reconciler, SyncStatus};
@@ -139,10 +139,7 @@ impl DeferredSync {
                         changed = context.config.changed() => if changed.is_err() { return },
                     }
                     let config = Arc::clone(&context.config.borrow_and_update());
-                    let bound = config
-                        .jobs
-                        .iter()
-                        .any(|job| matches!(job.target, PingTarget::Check(_)));
+                    let bound = config.jobs.iter().any(|job| job.has_synced_check());
                     let Some(reconciler) = bound.then(|| build(&config)).flatten() else {
                         continue;
                     };

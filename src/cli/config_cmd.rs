@@ -241,7 +241,17 @@ fn job_report(job: &Job, now: DateTime<Utc>, in_cluster: bool) -> String {
             human(job.retries.delay_max),
         );
     }
-    let _ = writeln!(out, "  ping:     {}", target(&job.target));
+    let ping = match &job.target {
+        PingTarget::None if job.check.create => {
+            "the check sync creates (its URL is learned when sync creates or finds it)".to_owned()
+        }
+        other => target(other),
+    };
+    let _ = writeln!(out, "  ping:     {ping}");
+    if job.check.create {
+        let name = job.check.name.as_deref().unwrap_or(&job.name);
+        let _ = writeln!(out, "  check:    will be created as {name:?}");
+    }
     if let Some(url) = &job.start_fail.start_url {
         let _ = writeln!(out, "  start:    {}", crate::redact::url(url.as_str()));
     }

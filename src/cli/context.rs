@@ -53,7 +53,7 @@ pub(super) fn load_config(global: &GlobalArgs, job: Option<&str>) -> Option<Conf
 }
 
 /// The state directory: `--state-dir`, else the config's, else the user's default.
-fn state_dir(global: &GlobalArgs, config: Option<&Config>) -> PathBuf {
+pub(super) fn state_dir(global: &GlobalArgs, config: Option<&Config>) -> PathBuf {
     crate::paths::state_dir(
         global.state_dir.as_deref(),
         config.and_then(|c| c.agent.state_dir.as_deref()),

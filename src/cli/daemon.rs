@@ -7,7 +7,7 @@ use clap::Args;
 use tracing::{error, info, warn};
 
 use super::{assemble, config_watch, context, exit, print_error, GlobalArgs};
-use crate::config::{Config, PingTarget};
+use crate::config::Config;
 use crate::daemon::{self, Options, Plugins};
 
 /// Run and watch the config's jobs on their cron schedules and ping each job's check on success.
@@ -196,12 +196,9 @@ fn reconciler(
     options: &Options,
     global: &GlobalArgs,
 ) -> Option<crate::sync::Reconciler> {
-    let bound = config
-        .jobs
-        .iter()
-        .any(|job| matches!(job.target, PingTarget::Check(_)));
+    let bound = config.jobs.iter().any(|job| job.has_synced_check());
     if !bound {
-        info!("no job is bound to a check (check_id): check sync is off until a reload binds one");
+        info!("no job is bound to a check (check_id or create = true): check sync is off until a reload binds one");
         return None;
     }
     let net = options.net.clone();

@@ -50,6 +50,11 @@ pub struct EmulatorArgs {
     /// Emulated seconds per real second (1 = real time)
     #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
     pub clock_scale: f64,
+
+    /// How many checks the account may hold: creating one more is answered 402 [default: no
+    /// limit]
+    #[arg(long, value_name = "N")]
+    pub max_checks: Option<usize>,
 }
 
 /// Serves until SIGTERM or SIGINT; 0 then, 1 when the emulator cannot start.
@@ -79,6 +84,7 @@ pub fn run(args: EmulatorArgs, _global: &GlobalArgs) -> u8 {
         fixtures,
         rate_limit: args.rate_limit,
         clock_scale: args.clock_scale,
+        max_checks: args.max_checks,
     };
     let runtime = match context::runtime() {
         Ok(runtime) => runtime,

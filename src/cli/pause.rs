@@ -262,7 +262,7 @@ fn send(
                     ));
                     code = exit::FAILURE;
                 }
-                SyncOutcome::Held | SyncOutcome::WouldUpdate => {}
+                SyncOutcome::Held | SyncOutcome::WouldUpdate | SyncOutcome::WouldCreate => {}
             }
         }
     }

@@ -144,12 +144,20 @@ fn render_job(entry: &JobReport) -> String {
         SyncOutcome::InSync => "in sync",
         SyncOutcome::Updated => "updated",
         SyncOutcome::WouldUpdate => "would update (dry run: nothing sent)",
+        SyncOutcome::WouldCreate => {
+            "would create the check: POST /v1/checks/heartbeat with the fields below (dry run: nothing sent)"
+        }
         SyncOutcome::Held => "held (nothing sent)",
         SyncOutcome::Failed(_) => "failed",
         SyncOutcome::Missing(_) => "failed: the service has no such check (404)",
         SyncOutcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
-    let mut out = format!("{} (check {}{what}): {result}\n", entry.job, entry.check_id);
+    let check = if entry.check_id.is_empty() {
+        "no check yet: create = true".to_owned()
+    } else {
+        format!("check {}", entry.check_id)
+    };
+    let mut out = format!("{} ({check}{what}): {result}\n", entry.job);
     if !entry.drift.is_empty() {
         out.push_str(&format!(
             "  edited on the service since the agent's last update (drift): {}\n",

@@ -3,8 +3,9 @@
 //!
 //! - `<name>/urls/<job>`: the leader publishes each bound check's sync record after the passes
 //!   that change it: the definition the service accepted (and when), the ping URL and the ping
-//!   token. Followers import it into their own state directory, so they ping a `check_id` job
-//!   they win, and a follower that becomes leader knows what the service has (it does not PUT
+//!   token, and for a job with `create = true` the tag its check was found or created by (only
+//!   the leader syncs, so only the leader creates). Followers import it into their own state
+//!   directory, so they ping a `check_id` job, or the check the leader created, that they win, and a follower that becomes leader knows what the service has (it does not PUT
 //!   a held period change because it has no record, and it sends the same ping token back).
 //! - `<name>/accepted/<job>`: the agent that ran a job and had its ping accepted writes the
 //!   fire and the time ([`AcceptedPings`], an after-run hook). The leader feeds each new one
@@ -52,6 +53,9 @@ pub struct SharedRecord {
     pub ping_url: Option<String>,
     /// The ping token, sent back by every PUT so it never rotates.
     pub ping_token: Option<String>,
+    /// For a job with `create = true`: the scope tag the leader found or created its check by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_tag: Option<String>,
 }
 
 /// A ping the service accepted, as the agent that ran the job writes it under
@@ -72,19 +76,21 @@ pub struct AcceptedPing {
 /// handed to [`Relay::run`], which writes it to etcd.
 pub struct AcceptedPings {
     node: String,
+    /// Where a job with `create = true` finds the id of its check.
+    state_dir: PathBuf,
     sender: mpsc::UnboundedSender<(String, AcceptedPing)>,
 }
 
 impl AfterRun for AcceptedPings {
     fn after_run(&self, job: &Job, fire: DateTime<Utc>, ping_accepted: bool) {
-        let PingTarget::Check(check_id) = &job.target else {
+        let Some(check_id) = crate::sync::created::bound_check(&self.state_dir, job) else {
             return;
         };
         if !ping_accepted {
             return;
         }
         let ping = AcceptedPing {
-            check_id: check_id.clone(),
+            check_id,
             fire,
             at: Utc::now(),
             node: self.node.clone(),
@@ -139,6 +145,7 @@ impl Relay {
         };
         let hook = AcceptedPings {
             node: node.to_owned(),
+            state_dir: relay.shared.state_dir.clone(),
             sender,
         };
         (relay, hook)
@@ -257,7 +264,11 @@ impl SharedState {
                 continue;
             };
             let id = check(&record);
-            if bound_check(config, job) != Some(id.as_str()) {
+            // A job with `create = true` names no id: the leader's is the job's check.
+            let creates = config
+                .job(job)
+                .is_some_and(|j| j.check.create && j.target == PingTarget::None);
+            if !creates && bound_check(config, job) != Some(id.as_str()) {
                 continue;
             }
             let local = state::load(&self.state_dir, job).filter(|r| &r.check_id == id);
@@ -306,11 +317,11 @@ impl SharedState {
         published: &mut BTreeMap<String, SharedRecord>,
     ) -> Result<(), EtcdError> {
         for job in &config.jobs {
-            let PingTarget::Check(check_id) = &job.target else {
+            let Some(check_id) = crate::sync::created::bound_check(&self.state_dir, job) else {
                 continue;
             };
             let Some(record) =
-                state::load(&self.state_dir, &job.name).filter(|r| &r.check_id == check_id)
+                state::load(&self.state_dir, &job.name).filter(|r| r.check_id == check_id)
             else {
                 continue;
             };
@@ -345,6 +356,7 @@ impl SharedState {
                 r.accepted_at = shared.accepted_at;
                 r.ping_url.clone_from(&shared.ping_url);
                 r.ping_token.clone_from(&shared.ping_token);
+                r.created_tag.clone_from(&shared.created_tag);
             });
             match saved {
                 Ok(_) => {
@@ -369,6 +381,7 @@ impl From<&CheckRecord> for SharedRecord {
             accepted_at: record.accepted_at,
             ping_url: record.ping_url.clone(),
             ping_token: record.ping_token.clone(),
+            created_tag: record.created_tag.clone(),
         }
     }
 }

@@ -1,7 +1,9 @@
-//! `[jobs.check]`: the definition of the heartbeat check a job with `check_id` is bound to,
-//! which sync keeps true to the config and the schedule; and its validation (description
-//! length, period and grace values, whether the schedule fits the service's limits, and, in
-//! `alerting`, the alert settings and incident trigger values).
+//! `[jobs.check]`: the definition of the heartbeat check a job with `check_id` is bound to (or,
+//! with `create = true` and no `check_id`, the check sync creates for it), which sync keeps
+//! true to the config and the schedule; and its validation (`create` against `check_id`,
+//! `ping_url` and the API key, description length, period and grace values, whether the
+//! schedule fits the service's limits, and, in `alerting`, the alert settings and incident
+//! trigger values).
 
 use std::time::Duration;
 
@@ -32,6 +34,13 @@ pub enum CheckDuration {
 /// "Who owns which field").
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckSettings {
+    /// `create`: sync finds or creates the job's check when the job has no `check_id`
+    /// (default false).
+    pub create: bool,
+    /// The tag that names a created check's job and scope, `heartbeat-agent:<scope>/<job>`
+    /// ([`scope_tag`]); set for a job with `create`, which sync finds its check by and always
+    /// sends among the check's tags.
+    pub scope_tag: Option<String>,
     /// `name`: the check's name; `None` means the job's name (always sent).
     pub name: Option<String>,
     /// `activated` (default true; always sent, false when the job is disabled).
@@ -61,6 +70,8 @@ pub struct CheckSettings {
 impl Default for CheckSettings {
     fn default() -> Self {
         CheckSettings {
+            create: false,
+            scope_tag: None,
             name: None,
             activated: true,
             muted: None,
@@ -142,6 +153,8 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
         .map(|r| super::alerting::trigger_incident(check, context, r));
     ok &= !matches!(alert_settings, Some(None)) && !matches!(trigger_incident, Some(None));
     let settings = CheckSettings {
+        create: raw.create.as_ref().is_some_and(|c| *c.get_ref()),
+        scope_tag: None,
         name,
         activated: raw.activated.unwrap_or(true),
         muted: raw.muted,
@@ -165,6 +178,48 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
     ok.then_some(settings)
 }
 
+/// The tag of the check sync creates for `job`: `heartbeat-agent:<scope>/<job>`, where the
+/// scope is the `[cluster]` name in a cluster (every agent of it shares the job's one check)
+/// and else this host's name (the same job on two hosts outside a cluster is two heartbeats, so
+/// two checks, by design). The service's only constraint on a tag is that it is not empty
+/// (`ChecksV1HeartbeatCheckCreate`, `tags.items.minLength: 1`), which this always holds.
+pub fn scope_tag(cluster: Option<&str>, host: &str, job: &str) -> String {
+    let scope = cluster.unwrap_or(host);
+    format!("heartbeat-agent:{scope}/{job}")
+}
+
+/// A job with `create = true`: creating a check needs the API key, so a config whose key
+/// source gives none is refused at `check.create` (a job bound by `check_id` only warns: it
+/// can still be pinged through a URL learned earlier).
+pub(super) fn create_needs_key(check: &mut Checker, entry: &RawJobEntry, api: &super::ApiSettings) {
+    let why = match super::read_api_key(&api.api_key) {
+        Ok(Some(_)) => return,
+        Ok(None) => format!(
+            "no API key is found: [api] sets neither api_key_file nor api_key_env, there is no \
+             systemd credential `{}` and ${} is unset",
+            super::secrets::CREDENTIAL_NAME,
+            super::secrets::API_KEY_ENV
+        ),
+        Err(err) => err.to_string(),
+    };
+    let span = (entry.check.as_ref())
+        .and_then(|c| c.raw.create.as_ref())
+        .map(Spanned::span);
+    check.error(
+        span,
+        At {
+            context: entry.context.as_str(),
+            key: "check.create",
+        },
+        format!("`create = true` needs the API key to create the check, but {why}"),
+        Some(
+            "set [api] api_key_file (or api_key_env, or the systemd credential `api-key`), \
+             or bind the job to an existing check with `check_id`"
+                .to_owned(),
+        ),
+    );
+}
+
 /// `"auto"` or a duration.
 fn check_duration(
     check: &mut Checker,
@@ -178,14 +233,36 @@ fn check_duration(
     }
 }
 
-/// After the job is built: whether its check can be given a period and grace within the
-/// service's limits (a schedule firing every 10 s cannot). Errors point at `check.period` when
-/// it is explicit, else at `schedule`. A `[jobs.check]` on a job without `check_id` is a
-/// warning: nothing would use it.
+/// After the job is built: whether `create = true` goes with what else the job sets (it needs
+/// no `check_id` and no `ping_url`), and whether its check can be given a period and grace
+/// within the service's limits (a schedule firing every 10 s cannot). Errors point at
+/// `check.create`, at `check.period` when it is explicit, else at `schedule`. A `[jobs.check]`
+/// on a job without `check_id` or `create` is a warning: nothing would use it.
 pub(super) fn check_limits(check: &mut Checker, entry: &RawJobEntry, job: &Job) {
     let context = entry.context.as_str();
     let raw_check: Option<&Section<RawCheck>> = entry.check.as_ref();
-    if !matches!(job.target, PingTarget::Check(_)) {
+    let create_span = raw_check
+        .and_then(|c| c.raw.create.as_ref())
+        .map(Spanned::span);
+    if job.check.create {
+        let other = match &job.target {
+            PingTarget::Check(id) => Some(format!("`check_id = \"{id}\"`")),
+            PingTarget::Url(_) => Some("`ping_url`".to_owned()),
+            PingTarget::None => None,
+        };
+        if let Some(other) = other {
+            check.error(
+                create_span,
+                At {
+                    context,
+                    key: "check.create",
+                },
+                format!("`create = true` asks sync to create the job's check, but the job already names one with {other}"),
+                Some("remove `create = true` to keep the check named, or remove the other key to have the agent create and own the check".to_owned()),
+            );
+            return;
+        }
+    } else if !matches!(job.target, PingTarget::Check(_)) {
         if let Some(section) = raw_check {
             check.warn(
                 section.span.clone(),
@@ -193,8 +270,8 @@ pub(super) fn check_limits(check: &mut Checker, entry: &RawJobEntry, job: &Job) 
                     context,
                     key: "check",
                 },
-                "[jobs.check] applies only to a job with `check_id`; it is ignored",
-                Some("add check_id, or remove the [jobs.check] table".to_owned()),
+                "[jobs.check] applies only to a job with `check_id` or `create = true`; it is ignored",
+                Some("add check_id, set `create = true` to have the agent create the check, or remove the [jobs.check] table".to_owned()),
             );
         }
         return;
@@ -312,7 +389,7 @@ mod tests {
                 "c.toml:12:1: job \"b\": key `check.colour`: unknown key; hint: known keys here: \
                  name, activated, muted, tags, description, alert_settings, \
                  use_global_alert_settings, alert_channel_subscriptions, trigger_incident, \
-                 auto_assign_alerts, period, grace",
+                 auto_assign_alerts, period, grace, create",
                 "c.toml:13:9: job \"b\": key `check.tags`: a tag must not be empty; hint: for \
                  example: tags = [\"backup\", \"prod\"]",
             ]
@@ -397,8 +474,80 @@ mod tests {
             loaded.warnings,
             [
                 "c.toml:5:1: job \"b\": key `check`: [jobs.check] applies only to a job with \
-              `check_id`; it is ignored; hint: add check_id, or remove the [jobs.check] table"
+              `check_id` or `create = true`; it is ignored; hint: add check_id, set `create = \
+              true` to have the agent create the check, or remove the [jobs.check] table"
             ]
+        );
+    }
+
+    /// A private key file for the tests that need a key source that gives a key.
+    fn key_file() -> (tempfile::TempDir, String) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, "k-1\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let shown = path.display().to_string();
+        (dir, shown)
+    }
+
+    #[test]
+    fn create_without_check_id_is_read_and_needs_no_warning() {
+        let (_dir, key) = key_file();
+        let text = format!(
+            "[api]\napi_key_file = \"{key}\"\n[[jobs]]\nname = \"b\"\nschedule = \"0 3 * * *\"\n\
+             [jobs.check]\ncreate = true\n"
+        );
+        let loaded = Config::from_text(Path::new("c.toml"), &text).unwrap();
+        let job = &loaded.config.jobs[0];
+        assert!(job.check.create);
+        assert_eq!(job.target, PingTarget::None);
+        let tag = format!("heartbeat-agent:{}/b", crate::host::name());
+        assert_eq!(job.check.scope_tag.as_deref(), Some(tag.as_str()));
+        assert_eq!(
+            scope_tag(Some("prod-eu"), "host-a", "backup"),
+            "heartbeat-agent:prod-eu/backup",
+            "in a cluster the scope is the cluster, not the host"
+        );
+        assert_eq!(
+            scope_tag(None, "host-a", "backup"),
+            "heartbeat-agent:host-a/backup"
+        );
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
+
+    #[test]
+    fn create_with_check_id_ping_url_or_without_a_key_is_refused_at_create() {
+        let (_dir, key) = key_file();
+        let with_id =
+            format!("[api]\napi_key_file = \"{key}\"\n{JOB}[jobs.check]\ncreate = true\n");
+        assert_eq!(
+            problems(&with_id),
+            [
+                "c.toml:8:10: job \"b\": key `check.create`: `create = true` asks sync to create \
+              the job's check, but the job already names one with `check_id = \"c1\"`; hint: \
+              remove `create = true` to keep the check named, or remove the other key to have \
+              the agent create and own the check"
+            ]
+        );
+        let with_url = format!(
+            "[api]\napi_key_file = \"{key}\"\n[[jobs]]\nname = \"b\"\nschedule = \"0 3 * * *\"\n\
+             ping_url = \"https://ping.example/t\"\n[jobs.check]\ncreate = true\n"
+        );
+        assert!(problems(&with_url)[0].contains("already names one with `ping_url`"));
+        let no_key = "[api]\napi_key_env = \"HEARTBEAT_AGENT_TEST_NEVER_SET\"\n[[jobs]]\n\
+                      name = \"b\"\nschedule = \"0 3 * * *\"\n[jobs.check]\ncreate = true\n";
+        let found = problems(no_key);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with(
+                "c.toml:7:10: job \"b\": key `check.create`: `create = true` needs the API key"
+            ),
+            "{found:?}"
+        );
+        assert!(
+            found[0].contains("HEARTBEAT_AGENT_TEST_NEVER_SET"),
+            "{found:?}"
         );
     }
 }

@@ -514,7 +514,13 @@ fn ping_target(check: &mut Checker, entry: &RawJobEntry) -> Option<PingTarget> {
             )
             .map(PingTarget::Check),
         (None, None) => {
-            if !entry.job.broken.contains("ping_url") && !entry.job.broken.contains("check_id") {
+            let creates = (entry.check.as_ref())
+                .and_then(|c| c.raw.create.as_ref())
+                .is_some_and(|c| *c.get_ref());
+            if !creates
+                && !entry.job.broken.contains("ping_url")
+                && !entry.job.broken.contains("check_id")
+            {
                 let hint = "add `ping_url` or `check_id` to monitor this job".to_owned();
                 check.warn(
                     entry.job.span.clone(),

@@ -567,6 +567,12 @@ impl Job {
         }
     }
 
+    /// Whether sync keeps a check for the job: one named by `check_id`, or the one it finds or
+    /// creates for `[jobs.check] create = true`.
+    pub(crate) fn has_synced_check(&self) -> bool {
+        matches!(self.target, PingTarget::Check(_)) || self.check.create
+    }
+
     /// The program and arguments the job runs: `command` as given, `shell` as
     /// `shell_program -c script`; `None` for watches and external jobs, which run nothing here.
     pub(crate) fn argv(&self) -> Option<Vec<std::ffi::OsString>> {

@@ -183,6 +183,8 @@ pub(crate) struct RawCheck {
     pub period: Option<Spanned<RawDuration>>,
     /// `"auto"` or a duration.
     pub grace: Option<Spanned<RawDuration>>,
+    /// Whether sync creates the check (a job without `check_id`).
+    pub create: Option<Spanned<bool>>,
 }
 
 /// `[jobs.check.alert_settings]`, the API's `alertSettings` in snake case.

@@ -47,6 +47,20 @@ pub(crate) fn build(
         .collect();
     let status = super::status::validate(&mut check, &file.status);
     let cluster = super::cluster::validate(&mut check, file.cluster.as_ref());
+    let mut jobs = jobs;
+    let host = crate::host::name();
+    for (entry, job) in file.jobs.iter().zip(&mut jobs) {
+        // A `create` beside `check_id` or `ping_url` is refused already (`check_limits`).
+        let Some(job) = job
+            .as_mut()
+            .filter(|job| job.check.create && job.target == super::PingTarget::None)
+        else {
+            continue;
+        };
+        super::check::create_needs_key(&mut check, entry, &api);
+        let cluster = cluster.as_ref().map(|c| c.name.as_str());
+        job.check.scope_tag = Some(super::check::scope_tag(cluster, &host, &job.name));
+    }
     if !check.errors.is_empty() {
         return (None, check);
     }

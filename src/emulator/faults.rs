@@ -1,6 +1,7 @@
 //! Faults injected per route through the admin API, so tests can prove a client survives a slow,
-//! broken or rate-limiting service: added latency, a fixed status, a dropped connection, a hang,
-//! and a 429 storm with or without `Retry-After`.
+//! broken or rate-limiting service: added latency, a fixed status, a dropped connection, a hang
+//! (before or after the request is carried out), and a 429 storm with or without
+//! `Retry-After`.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,10 @@ pub enum FaultKind {
     Drop,
     /// No answer at all, until the client gives up or the emulator stops.
     Hang,
+    /// The request is carried out (a `POST` creates, a `DELETE` deletes), then no answer at
+    /// all, until the client gives up or the emulator stops: a client killed or timed out
+    /// after the service acted but before it learned the result.
+    ApplyThenHang,
     /// 429 `Too Many Requests`, with `Retry-After` when `retryAfter` is set.
     RateLimit,
 }

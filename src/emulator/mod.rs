@@ -105,6 +105,9 @@ pub struct EmulatorOptions {
     pub rate_limit: RateLimit,
     /// Emulated seconds per real second (1 = real time), for large simulations.
     pub clock_scale: f64,
+    /// How many checks the account may hold (`None`: no limit); `POST /v1/checks/heartbeat`
+    /// beyond it is answered 402, as the service answers a plan without room.
+    pub max_checks: Option<usize>,
 }
 
 impl Default for EmulatorOptions {
@@ -119,6 +122,7 @@ impl Default for EmulatorOptions {
             fixtures: Fixtures::default(),
             rate_limit: RateLimit::default(),
             clock_scale: 1.0,
+            max_checks: None,
         }
     }
 }
@@ -191,6 +195,7 @@ impl Emulator {
                 account: options.account,
                 ping_base: ping_url.clone(),
                 fixtures: options.fixtures,
+                max_checks: options.max_checks,
             },
             clock,
             store: Mutex::new(store),

@@ -20,13 +20,16 @@ pub(crate) fn readable(operation: Operation, answer: &Value) -> Result<(), Strin
         Operation::GetMaintenance | Operation::UpdateMaintenanceDates => {
             decode::<Maintenance>(answer)
         }
-        Operation::UpdateHeartbeatCheck | Operation::GetCheck => decode::<HeartbeatCheck>(answer),
+        Operation::UpdateHeartbeatCheck | Operation::GetCheck | Operation::CreateHeartbeatCheck => {
+            decode::<HeartbeatCheck>(answer)
+        }
+        Operation::ListChecks => decode::<Vec<HeartbeatCheck>>(answer),
         Operation::GetHeartbeatEvent => decode::<HeartbeatEventWithStats>(answer),
         Operation::ListHeartbeatEvents => decode::<Vec<HeartbeatEventList>>(answer),
         Operation::GetCheckGroup | Operation::UpdateCheckGroup => decode::<CheckGroup>(answer),
         Operation::ListCheckStatuses => decode::<Vec<Option<CheckStatus>>>(answer),
         Operation::ListErrorGroups => decode::<Vec<ErrorGroup>>(answer),
-        Operation::DeleteSnippet => Ok(()),
+        Operation::DeleteSnippet | Operation::DeleteCheck => Ok(()),
     }
 }
 

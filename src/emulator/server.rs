@@ -267,6 +267,17 @@ async fn front_door(
                 cancel.cancelled().await;
                 return Err(Dropped);
             }
+            FaultKind::ApplyThenHang => {
+                let reply = match listener {
+                    Listener::Api => {
+                        api(shared, &parts.method, &path, query, &parts.headers, &bytes)
+                    }
+                    Listener::Ping => pings::handle(shared, &parts.method, &path, &parts.headers),
+                };
+                set_status(shared, seq, reply.status);
+                cancel.cancelled().await;
+                return Err(Dropped);
+            }
             FaultKind::Status => Some(Reply::from(ApiError::new(
                 fault.status.unwrap_or(500),
                 "injected fault",
@@ -441,6 +452,7 @@ fn route(
     let account = &shared.config.account;
     let ping_base = &shared.config.ping_base;
     let (mut store, now) = shared.store();
+    let mut status = 200;
     let (operation, reply) = match (method.clone(), segments.as_slice()) {
         (Method::GET, ["v1", "status-pages", "services"]) => {
             let query = ListQuery {
@@ -475,6 +487,27 @@ fn route(
                 Op::UpdateHeartbeatCheck,
                 check.ok_or_else(ApiError::not_found)?,
             )
+        }
+        (Method::POST, ["v1", "checks", "heartbeat"]) => {
+            bool_param(&pairs, "autoAssignAlerts")?;
+            let body = parse_object(body)?;
+            let id = store.create_check(&body, shared.config.max_checks, now)?;
+            status = 201;
+            let check = store.check_json(&id, ping_base);
+            (
+                Op::CreateHeartbeatCheck,
+                check.ok_or_else(ApiError::not_found)?,
+            )
+        }
+        (Method::GET, ["v1", "checks"]) => {
+            let query = super::checks::ChecksQuery::from_pairs(&pairs);
+            (Op::ListChecks, store.list_checks_json(&query, ping_base)?)
+        }
+        (Method::DELETE, ["v1", "checks", id]) => {
+            if !store.delete_check(id) {
+                return Err(ApiError::not_found());
+            }
+            return Ok(Reply::no_content());
         }
         (Method::GET, ["v1", "checks", id]) => {
             let check = store.check_json(id, ping_base);
@@ -522,7 +555,7 @@ fn route(
             )
         })?;
     }
-    Ok(Reply::ok(reply))
+    Ok(Reply::json(status, reply))
 }
 
 /// Whether the path names an operation (so a wrong method is a 405, not a 404).
@@ -531,6 +564,7 @@ fn is_api_path(segments: &[&str]) -> bool {
         segments,
         ["v1", "status-pages", "services"]
             | ["v1", "maintenance-windows", _, "maintenances", _]
+            | ["v1", "checks"]
             | ["v1", "checks", _]
             | ["v1", "checks", "heartbeat", _]
             | ["v1", "checks", "heartbeats", _, "events"]

@@ -276,6 +276,8 @@ pub(crate) struct Config {
     pub ping_base: String,
     /// The fixtures loaded at start, reloaded by a reset.
     pub fixtures: Fixtures,
+    /// How many checks the account may hold: a create beyond it is answered 402.
+    pub max_checks: Option<usize>,
 }
 
 /// Everything the listeners and the handle share.

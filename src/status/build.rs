@@ -142,10 +142,8 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         schedule: job.schedule.to_string(),
         timezone: job.timezone.name().to_owned(),
         overlap: overlap.to_owned(),
-        check_id: match &job.target {
-            PingTarget::Check(id) => Some(id.clone()),
-            _ => None,
-        },
+        // A job with `create = true` shows the id sync found or created once it is known.
+        check_id: crate::sync::created::bound_check(&app.context.state_dir, job),
         next_run: state.next_fire,
         running: state.running,
         runs: state.runs,

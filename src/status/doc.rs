@@ -130,7 +130,8 @@ pub(crate) struct JobDoc {
     pub timezone: String,
     /// `skip`, `queue` or `allow`: what a fire (or a trigger) does while a run is going.
     pub overlap: String,
-    /// The bound check, for `check_id` jobs.
+    /// The bound check: a job's `check_id`, or for a job with `create = true` the id of the
+    /// check sync found or created for it, once known.
     pub check_id: Option<String>,
     /// When the next run starts: the next fire time plus the job's stable `jitter` (none for
     /// `@reboot`, external and disabled jobs).

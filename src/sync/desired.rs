@@ -1,4 +1,6 @@
-//! The desired definition of a bound check: the body of `PUT /v1/checks/heartbeat/{id}` built
+//! The desired definition of a bound check: the body of `PUT /v1/checks/heartbeat/{id}` (and of
+//! the `POST /v1/checks/heartbeat` that creates a check for a job with `create = true`, whose
+//! tags always carry the job's scope tag) built
 //! from the job's `[jobs.check]`, its schedule (through [`super::period`]) and the ping token
 //! learned earlier; and the field-by-field difference between two definitions, as `sync` shows
 //! it.
@@ -55,7 +57,7 @@ pub fn desired(
         activated: Some(job.enabled && check.activated),
         muted: owned(check.muted, was(|b| b.muted == Some(true)), false),
         tags: owned(
-            check.tags.clone(),
+            with_scope_tag(check.tags.clone(), check.scope_tag.as_deref()),
             was(|b| b.tags.as_ref().is_some_and(|t| !t.is_empty())),
             Vec::new(),
         ),
@@ -97,6 +99,19 @@ pub fn desired(
         body,
         auto_assign_alerts: check.auto_assign_alerts,
     }
+}
+
+/// The configured tags with the tag a created check is found by (always sent for such a
+/// check, so a `PUT` never drops it).
+fn with_scope_tag(tags: Option<Vec<String>>, scope_tag: Option<&str>) -> Option<Vec<String>> {
+    let Some(scope_tag) = scope_tag else {
+        return tags;
+    };
+    let mut tags = tags.unwrap_or_default();
+    if !tags.iter().any(|t| t == scope_tag) {
+        tags.push(scope_tag.to_owned());
+    }
+    Some(tags)
 }
 
 /// A field sync owns: the configured value; else `cleared` when the last accepted definition

@@ -8,10 +8,12 @@
 //! - `state`: what the service last accepted, persisted per job in the state directory;
 //! - `timer`: when a period change or re-activation (which restarts the service's timer) may
 //!   be sent: only right after an accepted ping of the check;
+//! - `created`: the check found or created for a job with `create = true` (by its scope tag);
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
 //! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
 
+pub mod created;
 pub mod desired;
 pub mod drift;
 pub mod pace;
@@ -26,5 +28,5 @@ pub use pace::{PaceRule, Pacer};
 pub use reconcile::{
     sync_all, sync_paced, Action, CadenceCache, JobReport, SyncOptions, SyncOutcome, SyncReport,
 };
-pub use state::{learned_ping_url, LearnedUrls};
+pub use state::{learned_ping_url, LearnedUrls, CREATED_CHECK};
 pub use task::{JobSyncStatus, Reconciler, SyncState, SyncStatus};

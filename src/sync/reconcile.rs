@@ -29,6 +29,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::created;
 use super::desired::{deactivated, desired, diff, Change, Definition};
 use super::drift::{self, Seen};
 use super::pace::Pacer;
@@ -100,6 +101,9 @@ pub enum SyncOutcome {
     Held,
     /// `--dry-run`: a PUT would be sent.
     WouldUpdate,
+    /// `--dry-run`, a job with `create = true` whose check the service does not have yet: the
+    /// `POST /v1/checks/heartbeat` whose body the changes list would be sent.
+    WouldCreate,
     /// The PUT (or saving its answer) failed; the message names the job and check.
     Failed(String),
     /// The service answered 404: it has no such check (deleted in the web UI, or a wrong
@@ -262,73 +266,62 @@ pub async fn sync_paced(
     let pauses = crate::pause::load(state_dir);
     let mut resumed = Vec::new();
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
-        let PingTarget::Check(check_id) = &job.target else {
-            // A pause without a check (`stop_jobs` only) ends with nothing to send.
-            if pauses.ending(&job.name, opts.now) && !opts.dry_run {
-                resumed.push(job.name.clone());
+        let check_id = match &job.target {
+            PingTarget::Check(check_id) => check_id.clone(),
+            PingTarget::None if job.check.create => {
+                match pass.created(job, cache, created::Reason::New).await {
+                    Ok(check_id) => check_id,
+                    Err(entry) => {
+                        report.jobs.push(*entry);
+                        continue;
+                    }
+                }
             }
-            continue;
+            _ => {
+                // A pause without a check (`stop_jobs` only) ends with nothing to send.
+                if pauses.ending(&job.name, opts.now) && !opts.dry_run {
+                    resumed.push(job.name.clone());
+                }
+                continue;
+            }
         };
-        let known = state::load(state_dir, &job.name).filter(|s| &s.check_id == check_id);
-        let Some(mut definition) = desired_for(job, known.as_ref(), opts.now, cache) else {
+        let Some((mut entry, mut ending)) = pass
+            .sync_job(job, &check_id, &pauses, cache, &mut halted)
+            .await
+        else {
             // `@reboot` with an auto period: no fire times, the check is left alone.
             continue;
         };
-        let ending = pauses.ending(&job.name, opts.now);
-        if pauses.in_force(&job.name, opts.now).is_some() {
-            definition.body.activated = Some(false);
-        }
-        let service = pass
-            .service(&job.name, check_id, known.as_ref(), &definition, &halted)
-            .await;
-        // What the service has now is what it holds: later passes that do not read compare
-        // with it too, so a held drifted period goes out after the next accepted ping.
-        let known = match (
-            &service.definition,
-            service.drift.is_empty() || opts.dry_run,
-        ) {
-            (Some(remote), false) => {
-                let remembered = state::update(state_dir, &job.name, check_id, |s| {
-                    s.accepted = Some(remote.clone());
-                });
-                remembered.ok().or(known)
+        if job.check.create && matches!(entry.outcome, SyncOutcome::Missing(_)) && !opts.dry_run {
+            // The job's check was deleted on the service: `create = true` makes it again.
+            tracing::warn!(
+                job = %job.name,
+                check = %check_id,
+                "the job's check was deleted on the service; creating it again (create = true)"
+            );
+            created::forget(state_dir, job);
+            match pass.created(job, cache, created::Reason::Deleted).await {
+                Ok(check_id) => {
+                    if let Some(again) = pass
+                        .sync_job(job, &check_id, &pauses, cache, &mut halted)
+                        .await
+                    {
+                        (entry, ending) = again;
+                    }
+                }
+                Err(failed) => entry = *failed,
             }
-            _ => known,
-        };
-        // The timer rule weighs the period and activation the service has now.
-        let seen = service.definition.clone().map(|remote| CheckRecord {
-            accepted: Some(remote),
-            ..known.clone().unwrap_or_default()
-        });
-        // The end of a pause is an explicit act: its re-activation is not held (crate::pause).
-        let (definition, held) = if ending {
-            (definition, Vec::new())
-        } else {
-            timer::hold(job, seen.as_ref().or(known.as_ref()), definition, opts.now)
-        };
-        let entry = pass
-            .reconcile_one(
-                &job.name,
-                check_id,
-                known,
-                (definition, held),
-                Action::Update,
-                service,
-                &mut halted,
-            )
-            .await;
+        }
         let accepted = matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::InSync);
         if ending && accepted && !opts.dry_run {
-            tracing::info!(job = %job.name, check = %check_id, "pause ended: the check is active again");
+            tracing::info!(job = %job.name, check = %entry.check_id, "pause ended: the check is active again");
             resumed.push(job.name.clone());
         }
         report.jobs.push(entry);
     }
     crate::pause::forget_ended(state_dir, &resumed, opts.now);
     for name in state::jobs(state_dir).into_iter().filter(|n| wanted(n)) {
-        let bound = config
-            .job(&name)
-            .is_some_and(|j| matches!(j.target, PingTarget::Check(_)));
+        let bound = config.job(&name).is_some_and(|j| j.has_synced_check());
         let Some(known) = state::load(state_dir, &name).filter(|_| !bound) else {
             continue;
         };
@@ -384,6 +377,118 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// One bound job's part of the pass: the desired definition against what the service has,
+    /// a `PUT` where needed; with whether the job's pause ends now. `None` for a job whose
+    /// check is left alone (`@reboot` with an auto period).
+    async fn sync_job(
+        &self,
+        job: &Job,
+        check_id: &str,
+        pauses: &crate::pause::Pauses,
+        cache: &mut CadenceCache,
+        halted: &mut Option<Halt>,
+    ) -> Option<(JobReport, bool)> {
+        let known = state::load(self.state_dir, &job.name).filter(|s| s.check_id == check_id);
+        let mut definition = desired_for(job, known.as_ref(), self.opts.now, cache)?;
+        let ending = pauses.ending(&job.name, self.opts.now);
+        if pauses.in_force(&job.name, self.opts.now).is_some() {
+            definition.body.activated = Some(false);
+        }
+        let service = self
+            .service(&job.name, check_id, known.as_ref(), &definition, halted)
+            .await;
+        // What the service has now is what it holds: later passes that do not read compare
+        // with it too, so a held drifted period goes out after the next accepted ping.
+        let known = match (
+            &service.definition,
+            service.drift.is_empty() || self.opts.dry_run,
+        ) {
+            (Some(remote), false) => {
+                let remembered = state::update(self.state_dir, &job.name, check_id, |s| {
+                    s.accepted = Some(remote.clone());
+                });
+                remembered.ok().or(known)
+            }
+            _ => known,
+        };
+        // The timer rule weighs the period and activation the service has now.
+        let seen = service.definition.clone().map(|remote| CheckRecord {
+            accepted: Some(remote),
+            ..known.clone().unwrap_or_default()
+        });
+        // The end of a pause is an explicit act: its re-activation is not held (crate::pause).
+        let (definition, held) = if ending {
+            (definition, Vec::new())
+        } else {
+            timer::hold(
+                job,
+                seen.as_ref().or(known.as_ref()),
+                definition,
+                self.opts.now,
+            )
+        };
+        let entry = self
+            .reconcile_one(
+                &job.name,
+                check_id,
+                known,
+                (definition, held),
+                Action::Update,
+                service,
+                halted,
+            )
+            .await;
+        Some((entry, ending))
+    }
+
+    /// The id of the check of a job with `create = true` (see [`created`]); the job's report
+    /// when there is none to sync yet (`--dry-run`: the `POST` it would send, as changes from
+    /// nothing) or finding or creating it failed.
+    async fn created(
+        &self,
+        job: &Job,
+        cache: &mut CadenceCache,
+        reason: created::Reason,
+    ) -> Result<String, Box<JobReport>> {
+        let report = |changes, outcome| {
+            Box::new(JobReport {
+                job: job.name.clone(),
+                check_id: String::new(),
+                action: Action::Update,
+                changes,
+                held: Vec::new(),
+                drift: Vec::new(),
+                unread: None,
+                outcome,
+                rate_limited: false,
+            })
+        };
+        let Some(definition) = desired_for(job, None, self.opts.now, cache) else {
+            let message = format!(
+                "job \"{}\": its check cannot be created: the schedule has no fire times to \
+                 derive a period from; set [jobs.check] period",
+                job.name
+            );
+            return Err(report(Vec::new(), SyncOutcome::Failed(message)));
+        };
+        let lookup = created::Lookup {
+            client: self.client,
+            state_dir: self.state_dir,
+            dry_run: self.opts.dry_run,
+            now: self.opts.now,
+            learned: self.learned,
+        };
+        match created::resolve(&lookup, job, &definition, reason).await {
+            created::Resolved::Known(check_id) => Ok(check_id),
+            created::Resolved::WouldCreate => {
+                Err(report(diff(None, &definition), SyncOutcome::WouldCreate))
+            }
+            created::Resolved::Failed(message) => {
+                Err(report(Vec::new(), SyncOutcome::Failed(message)))
+            }
+        }
+    }
+
     /// Reads `check_id` from the service when this pass reads it (and a definition was
     /// accepted before: the first `PUT` goes anyway), and lays it over `desired`.
     async fn service(

@@ -48,6 +48,11 @@ pub struct CheckRecord {
     /// (`super::timer`).
     #[serde(default)]
     pub acked_at: Option<DateTime<Utc>>,
+    /// For a job with `create = true`: the scope tag its check was found or created by
+    /// (`super::created`). A record without it, or with another tag (the host or cluster was
+    /// renamed), does not name the job's check: sync looks it up again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_tag: Option<String>,
 }
 
 impl std::fmt::Debug for CheckRecord {
@@ -169,13 +174,26 @@ fn write(state_dir: &Path, job: &str, state: &CheckRecord) -> Result<(), StateEr
 /// `run --job`, `ping --job` and the daemon ping for a job bound by `check_id`. `None` before the
 /// first successful sync, and when the state is about another check (the job's `check_id`
 /// changed and sync has not run since: the old check's URL must not be pinged).
+///
+/// `check_id` [`CREATED_CHECK`] asks for the check sync found or created for a job with
+/// `create = true`, whatever its id: the record must carry the tag it was found by.
 pub fn learned_ping_url(state_dir: &Path, job: &str, check_id: &str) -> Option<String> {
     let state = load(state_dir, job)?;
-    if state.check_id != check_id {
+    let matches = if check_id == CREATED_CHECK {
+        state.created_tag.is_some()
+    } else {
+        state.check_id == check_id
+    };
+    if !matches {
         return None;
     }
     state.ping_url
 }
+
+/// The check id that stands for "the check sync found or created for this job" (a job with
+/// `create = true` names none) in [`learned_ping_url`] and [`LearnedUrls::get`]; no real id is
+/// empty.
+pub const CREATED_CHECK: &str = "";
 
 /// The ping URLs sync learned, held in memory by a long-running process (the daemon), so a
 /// job's run finds its URL without reading the state file. A URL not in memory yet is read
@@ -202,7 +220,7 @@ impl LearnedUrls {
     pub fn get(&self, job: &str, check_id: &str) -> Option<String> {
         let known = self.known.read().unwrap_or_else(|e| e.into_inner());
         if let Some((check, url)) = known.get(job) {
-            return (check == check_id).then(|| url.clone());
+            return (check == check_id || check_id == CREATED_CHECK).then(|| url.clone());
         }
         drop(known);
         let url = learned_ping_url(&self.state_dir, job, check_id)?;

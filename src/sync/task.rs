@@ -123,7 +123,17 @@ impl SyncStatus {
         for job in &config.jobs {
             // `@reboot` with an auto period is left alone by sync (config check warns).
             let managed = !(job.schedule.is_reboot() && job.check.period == CheckDuration::Auto);
-            if let (PingTarget::Check(id), true) = (&job.target, managed) {
+            // A job with `create = true` shows its check's id once sync found or created it.
+            let id = match &job.target {
+                PingTarget::Check(id) => Some(id.clone()),
+                PingTarget::None if job.check.create => Some(
+                    old.get(&job.name)
+                        .map(|s| s.check_id.clone())
+                        .unwrap_or_default(),
+                ),
+                _ => None,
+            };
+            if let (Some(id), true) = (&id, managed) {
                 let mut status = old.get(&job.name).cloned().unwrap_or(JobSyncStatus {
                     check_id: id.clone(),
                     state: SyncState::Pending,
@@ -157,6 +167,9 @@ impl SyncStatus {
                 drift_found: 0,
             });
             status.last_attempt = Some(now);
+            if !entry.check_id.is_empty() {
+                status.check_id.clone_from(&entry.check_id);
+            }
             if !entry.drift.is_empty() {
                 tracing::warn!(
                     job = %entry.job,
@@ -185,7 +198,7 @@ impl SyncStatus {
                     status.state = SyncState::Missing;
                     status.last_error = Some(message.clone());
                 }
-                SyncOutcome::WouldUpdate | SyncOutcome::Held => {
+                SyncOutcome::WouldUpdate | SyncOutcome::WouldCreate | SyncOutcome::Held => {
                     status.state = SyncState::Pending;
                 }
                 SyncOutcome::Deferred(message) => {
@@ -333,12 +346,12 @@ impl Reconciler {
         let Some(bound) = config.job(job) else {
             return;
         };
-        let PingTarget::Check(check_id) = &bound.target else {
+        let Some(check_id) = super::created::bound_check(&self.inner.state_dir, bound) else {
             return;
         };
         if ping_accepted {
             let recorded =
-                timer::record_ping(&self.inner.state_dir, job, check_id, fire, Utc::now());
+                timer::record_ping(&self.inner.state_dir, job, &check_id, fire, Utc::now());
             if let Err(err) = recorded {
                 tracing::warn!(job, error = %err, "cannot record the accepted ping for sync");
             }
@@ -420,11 +433,7 @@ impl Reconciler {
         let mut due_at = self.lock_reassert();
         let mut due = BTreeSet::new();
         let mut hold = BTreeSet::new();
-        for job in config
-            .jobs
-            .iter()
-            .filter(|j| matches!(j.target, PingTarget::Check(_)))
-        {
+        for job in config.jobs.iter().filter(|j| j.has_synced_check()) {
             let spread = timing.reassert_start_spread.min(timing.reassert_interval);
             let at = *due_at
                 .entry(job.name.clone())

@@ -411,3 +411,120 @@ fn a_connection_failure_exits_1_without_the_key() {
     );
     assert!(!text.contains(KEY));
 }
+
+/// A heartbeat check answer with id `id` (its token `tok-<id>`).
+fn check(id: &str) -> Value {
+    json!({"id": id, "name": id, "checkType": "HEARTBEAT", "tags": ["t"],
+           "created_at": "2026-11-20T10:00:00.000Z",
+           "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours",
+                         "pingToken": format!("tok-{id}"),
+                         "pingUrl": format!("http://ping.invalid/tok-{id}")}})
+}
+
+#[test]
+fn checks_list_all_follows_pages_until_one_is_not_full() {
+    let server = FakeServer::scripted(|request, _| {
+        let page = match request.query() {
+            "tag=t&tag=u&checkType=HEARTBEAT&page=1&limit=2" => json!([check("a"), check("b")]),
+            "tag=t&tag=u&checkType=HEARTBEAT&page=2&limit=2" => json!([check("c")]),
+            other => {
+                return error_reply(
+                    400,
+                    "Bad Request",
+                    &format!("unexpected query {other}"),
+                    None,
+                )
+            }
+        };
+        super::replies::reply(200, page)
+    });
+    let args = [
+        "checks",
+        "list",
+        "--tag",
+        "t",
+        "--tag",
+        "u",
+        "--check-type",
+        "HEARTBEAT",
+        "--limit",
+        "2",
+        "--all",
+    ];
+    let output = api(&server, &args, "");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let listed = stdout_json(&output);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .expect("one array")
+        .iter()
+        .map(|c| c["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert_eq!(listed[0]["heartbeat"]["pingToken"], "[redacted]");
+    assert_eq!(server.requests().len(), 2);
+    let one = api(
+        &server,
+        &["checks", "list", "--tag", "t", "--page", "0"],
+        "",
+    );
+    assert_eq!(one.status.code(), Some(2), "a page is from 1");
+}
+
+#[test]
+fn heartbeat_create_posts_the_body_once_and_a_402_says_what_to_do() {
+    let server = FakeServer::scripted(|request, n| match (request.method.as_str(), n) {
+        ("POST", 0) => super::replies::reply(201, check("new")),
+        ("POST", _) => error_reply(402, "Payment Required", "check limit reached", None),
+        _ => error_reply(400, "Bad Request", "unexpected", None),
+    });
+    let no_heartbeat = api(
+        &server,
+        &["heartbeat", "create", "--body", "-"],
+        r#"{"name": "x"}"#,
+    );
+    assert_eq!(
+        no_heartbeat.status.code(),
+        Some(2),
+        "{}",
+        stderr(&no_heartbeat)
+    );
+    assert!(
+        stderr(&no_heartbeat).contains("needs a \"heartbeat\" object"),
+        "{}",
+        stderr(&no_heartbeat)
+    );
+    assert!(server.requests().is_empty(), "nothing sent");
+    let body = r#"{"name": "new", "tags": ["t"],
+                  "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours"}}"#;
+    let args = [
+        "heartbeat",
+        "create",
+        "--body",
+        "-",
+        "--auto-assign-alerts",
+        "false",
+    ];
+    let created = api(&server, &args, body);
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    let answer = stdout_json(&created);
+    assert_eq!(answer["id"], "new");
+    assert_eq!(answer["heartbeat"]["pingToken"], "[redacted]");
+    let seen = server.requests();
+    assert_eq!(
+        seen[0].target,
+        "/v1/checks/heartbeat?autoAssignAlerts=false"
+    );
+    let sent: Value = serde_json::from_str(&seen[0].text()).expect("JSON body");
+    assert_eq!(sent["heartbeat"]["periodUnit"], "days");
+    assert_eq!(sent["tags"], json!(["t"]));
+
+    let refused = api(&server, &args, body);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("api error 402 Payment Required: check limit reached"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(server.requests().len(), 2, "a 402 is not retried");
+}

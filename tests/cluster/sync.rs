@@ -515,3 +515,59 @@ fn the_leader_key_and_the_presence_share_one_lease_which_sigterm_revokes() {
             .ok_or("no leader yet")
     });
 }
+
+#[test]
+fn in_a_cluster_only_the_leader_creates_the_check_and_every_agent_pings_it() {
+    let Some(etcd) = EtcdCluster::start(3) else {
+        return;
+    };
+    let emulator = Background::start();
+    let jobs = "[[jobs]]\nname = \"tick\"\nschedule = \"* * * * * *\"\nrun_on = \"all\"\n\
+                command = [\"true\"]\n[jobs.check]\ncreate = true\nperiod = \"1m\"\n";
+    let (agents, _leader) = cluster_of_three(&etcd, &emulator, jobs);
+    // The scope is the cluster: one tag, one check for the three agents.
+    let tag = "heartbeat-agent:sync-test/tick";
+    util::eventually(
+        Duration::from_secs(20),
+        "every agent pings the created check",
+        || {
+            let posts = emulator
+                .requests()
+                .iter()
+                .filter(|r| r.method == "POST" && r.path == "/v1/checks/heartbeat")
+                .count();
+            let state: Vec<String> = agents
+                .iter()
+                .map(|a| std::fs::read_to_string(a.home.state_dir().join("sync/tick.json")))
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("{posts} POSTs; a record is missing: {e}"))?;
+            let ids: Vec<Value> = state
+                .iter()
+                .map(|text| serde_json::from_str::<Value>(text).expect("JSON")["checkId"].clone())
+                .collect();
+            if posts != 1 || ids.iter().any(|id| id != &ids[0]) {
+                return Err(format!("{posts} POSTs, ids {ids:?}"));
+            }
+            let check = emulator
+                .heartbeat_check(ids[0].as_str().expect("an id"))
+                .ok_or_else(|| "the check is gone".to_owned())?;
+            if !check["tags"]
+                .as_array()
+                .expect("tags")
+                .iter()
+                .any(|t| t == tag)
+            {
+                return Err(format!("not tagged {tag}: {check}"));
+            }
+            // Every agent's own runs ping it (run_on = "all"), and its status shows the id.
+            for agent in &agents {
+                let doc = agent.try_status().ok_or_else(|| "no status".to_owned())?;
+                let job = &doc["jobs"][0];
+                if job["check_id"] != ids[0] || job["last_ping"]["result"] != "accepted" {
+                    return Err(format!("{}: {job}", agent.node));
+                }
+            }
+            Ok(())
+        },
+    );
+}

@@ -263,6 +263,21 @@ async fn answers_match_the_openapi_document() {
         ),
         ("DELETE", "/v1/snippets/11".into(), None),
         ("DELETE", "/v1/snippets/11".into(), None),
+        (
+            "POST",
+            "/v1/checks/heartbeat".into(),
+            Some(json!({"name": "made", "tags": ["t"],
+                        "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1, "graceUnit": "hours"}})),
+        ),
+        (
+            "POST",
+            "/v1/checks/heartbeat".into(),
+            Some(json!({"name": "no heartbeat"})),
+        ),
+        ("GET", "/v1/checks?tag=t&checkType=HEARTBEAT".into(), None),
+        ("GET", "/v1/checks?limit=0".into(), None),
+        ("DELETE", "/v1/checks/nope".into(), None),
+        ("DELETE", format!("/v1/checks/{CHECK}"), None),
     ];
     for (method, path, body) in calls {
         let (status, answer) = api.call(method, &path, body).await;

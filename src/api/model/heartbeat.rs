@@ -1,11 +1,13 @@
 //! Heartbeat checks: the update request (`PUT /v1/checks/heartbeat/{id}`), the check it answers,
-//! a heartbeat event with statistics (`GET /v1/checks/heartbeats/{checkId}/events/{id}`), and
-//! the events list the real service serves outside the spec.
+//! a heartbeat event with statistics (`GET /v1/checks/heartbeats/{checkId}/events/{id}`), and,
+//! outside the spec but published by the service (`checkly/docs` `api-reference/openapi.json`),
+//! the events list, the create request (`POST /v1/checks/heartbeat`, schema
+//! `ChecksV1HeartbeatCheckCreate`) and the query of the checks list (`GET /v1/checks`).
 //!
 //! The ping token and ping URL are secrets (a ping URL's path carries the token): `Debug` never
 //! shows them.
 
-use chrono::{DateTime, FixedOffset, NaiveDate};
+use chrono::{DateTime, FixedOffset};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -135,9 +137,11 @@ pub struct HeartbeatCheck {
     /// The alert channels themselves.
     #[serde(default)]
     pub alert_channels: Option<AlertChannels>,
-    /// Creation date.
-    #[serde(rename = "created_at", default, with = "super::opt_date")]
-    pub created_at: Option<NaiveDate>,
+    /// When the check was created: a date-time in the published schema (`ChecksV1Check`); a
+    /// bare date (the seed spec's type) reads as its midnight UTC. Sync keeps the oldest of two
+    /// checks made for one job by it.
+    #[serde(rename = "created_at", default, with = "super::opt_date_time")]
+    pub created_at: Option<DateTime<FixedOffset>>,
     /// Last change.
     #[serde(rename = "updated_at", default)]
     pub updated_at: Option<DateTime<FixedOffset>>,
@@ -248,6 +252,82 @@ pub struct HeartbeatCheckUpdate {
     /// Milliseconds, 0..=300000 (default 20000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_response_time: Option<u32>,
+}
+
+/// The body of `POST /v1/checks/heartbeat` (`ChecksV1HeartbeatCheckCreate`): the fields of an
+/// update, of which `name` and `heartbeat` are required. Built only through
+/// [`HeartbeatCheckCreate::new`] (or decoded, which applies the same rule), so a body without
+/// them is never sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "HeartbeatCheckUpdate", into = "HeartbeatCheckUpdate")]
+pub struct HeartbeatCheckCreate(HeartbeatCheckUpdate);
+
+impl HeartbeatCheckCreate {
+    /// The create body of `definition`; an error names the required field it lacks.
+    pub fn new(definition: HeartbeatCheckUpdate) -> Result<Self, String> {
+        match (&definition.name, &definition.heartbeat) {
+            (None, _) => Err("a heartbeat check to create needs a \"name\"".into()),
+            (Some(name), _) if name.is_empty() => {
+                Err("a heartbeat check to create needs a non-empty \"name\"".into())
+            }
+            (_, None) => Err("a heartbeat check to create needs a \"heartbeat\" object \
+                              (period, periodUnit, grace, graceUnit)"
+                .into()),
+            _ => Ok(HeartbeatCheckCreate(definition)),
+        }
+    }
+
+    /// The fields it sends.
+    pub fn definition(&self) -> &HeartbeatCheckUpdate {
+        &self.0
+    }
+}
+
+impl TryFrom<HeartbeatCheckUpdate> for HeartbeatCheckCreate {
+    type Error = String;
+
+    fn try_from(definition: HeartbeatCheckUpdate) -> Result<Self, String> {
+        HeartbeatCheckCreate::new(definition)
+    }
+}
+
+impl From<HeartbeatCheckCreate> for HeartbeatCheckUpdate {
+    fn from(create: HeartbeatCheckCreate) -> Self {
+        create.0
+    }
+}
+
+/// The query of `GET /v1/checks`: one page of checks (the service's default is page 1 of 10),
+/// only those carrying at least one of `tags` and of `check_type` when given. Without filters
+/// the service lists every check of the account, of every type.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListChecks {
+    /// `tag`, repeated: a check matches when it carries any of them.
+    pub tags: Vec<String>,
+    /// `checkType` (e.g. `HEARTBEAT`).
+    pub check_type: Option<super::CheckType>,
+    /// `page`, from 1.
+    pub page: Option<u32>,
+    /// `limit`, 1 to 100 (the service's default is 10).
+    pub limit: Option<u32>,
+}
+
+impl ListChecks {
+    /// The query parameters.
+    pub fn query(&self) -> Vec<(&'static str, String)> {
+        let mut query: Vec<(&'static str, String)> =
+            self.tags.iter().map(|tag| ("tag", tag.clone())).collect();
+        if let Some(kind) = &self.check_type {
+            query.push(("checkType", kind.as_str().to_owned()));
+        }
+        if let Some(page) = self.page {
+            query.push(("page", page.to_string()));
+        }
+        if let Some(limit) = self.limit {
+            query.push(("limit", limit.to_string()));
+        }
+        query
+    }
 }
 
 /// A heartbeat event and the check's statistics.
@@ -409,7 +489,8 @@ mod tests {
         .unwrap();
         assert!(check.activated && check.use_global_alert_settings && !check.muted);
         assert_eq!(check.heartbeat.period_unit, Some(TimeUnit::Days));
-        assert_eq!(check.created_at, NaiveDate::from_ymd_opt(2026, 1, 2));
+        let midnight = DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z").unwrap();
+        assert_eq!(check.created_at, Some(midnight));
         assert!(!format!("{check:?}").contains("tok-secret-1"));
     }
 

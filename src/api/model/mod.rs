@@ -33,6 +33,7 @@ pub fn parses_as_answers(body: &[u8]) -> usize {
     }
     parse_all!(
         HeartbeatCheck,
+        Vec<HeartbeatCheck>,
         ErrorBody,
         Vec<CheckStatus>,
         CheckGroup,
@@ -96,6 +97,46 @@ pub mod opt_date {
                 serde::de::Error::custom(format!("expected a date (YYYY-MM-DD), got {text:?}"))
             }),
         }
+    }
+}
+
+/// Nullable `date-time` fields that may also come as a bare `date` (read as its midnight UTC);
+/// use with `#[serde(default)]`.
+pub mod opt_date_time {
+    use chrono::{DateTime, FixedOffset};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes RFC 3339 or null.
+    pub fn serialize<S: Serializer>(
+        value: &Option<DateTime<FixedOffset>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.serialize(s)
+    }
+
+    /// Reads a date-time, a date (its midnight UTC) or null.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<DateTime<FixedOffset>>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        if let Ok(time) = DateTime::parse_from_rfc3339(&text) {
+            return Ok(Some(time));
+        }
+        chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+            .map(|date| {
+                Some(
+                    date.and_time(chrono::NaiveTime::MIN)
+                        .and_utc()
+                        .fixed_offset(),
+                )
+            })
+            .map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "expected a date-time (RFC 3339) or a date (YYYY-MM-DD), got {text:?}"
+                ))
+            })
     }
 }
 

@@ -33,9 +33,8 @@ pub(super) fn sync_after_ping(
     global: &GlobalArgs,
     net: crate::net::Net,
 ) -> Option<SyncAfterPing> {
-    let crate::config::PingTarget::Check(check_id) = &job.target else {
-        return None;
-    };
+    let state_dir = context::state_dir(global, Some(config));
+    let check_id = crate::sync::created::bound_check(&state_dir, job)?;
     let path = crate::paths::config_file(global.config.as_ref());
     let client = context::config_client(config.api.clone(), &path, global, net)
         .inspect_err(
@@ -46,7 +45,7 @@ pub(super) fn sync_after_ping(
         config: config.clone(),
         client,
         job: job.name.clone(),
-        check_id: check_id.clone(),
+        check_id,
         fire: crate::sync::timer::fire_of_run(job, chrono::Utc::now()),
     })
 }

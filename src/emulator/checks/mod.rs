@@ -1,4 +1,5 @@
-//! Heartbeat checks: the definition (`PUT /v1/checks/heartbeat/{id}`), the timer that turns
+//! Heartbeat checks: the definition (`PUT /v1/checks/heartbeat/{id}`; creating, listing and
+//! deleting them live in `create.rs`), the timer that turns
 //! pings and silence into events, the events list and event statistics, and the check statuses
 //! list.
 //!
@@ -47,6 +48,10 @@
 //!
 //! The timer is advanced lazily: [`Store::tick`] runs before every read and every ping, and
 //! records every mark that passed since the last one, at the time each happened.
+
+mod create;
+
+pub(crate) use create::ChecksQuery;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};

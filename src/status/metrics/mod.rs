@@ -229,6 +229,18 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             n as f64,
         );
     }
+    out.family(
+        "heartbeat_agent_checks_created_total",
+        "counter",
+        "Checks sync created for jobs with `create = true` since start, by job and reason: new (no check carried the job's tag), or deleted (its check was deleted on the service).",
+    );
+    for (job, reason, n) in crate::sync::created::created_counts() {
+        out.sample(
+            "heartbeat_agent_checks_created_total",
+            &[("job", job.as_str()), ("reason", reason)],
+            n as f64,
+        );
+    }
     out.0
 }
 
