@@ -159,6 +159,10 @@ impl Runner for DaemonRun<'_> {
         Some(self.scheduled)
     }
 
+    fn stop_grace(&self) -> std::time::Duration {
+        crate::ping::STOP_GRACE
+    }
+
     fn ended(&mut self, record: &Arc<RunRecord>) {
         // The run ends when its process (or probe) does: the job's next fire must not wait
         // for a slow or hanging ping host, so the ping is sent after this.

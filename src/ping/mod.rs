@@ -31,6 +31,12 @@ use crate::net::RetryPolicy;
 mod http1;
 pub mod outbox;
 
+/// How long the daemon, once asked to stop, still waits for the answers of pings already on
+/// their way (its runs' final pings and the outbox's deliveries) before it abandons them to the
+/// outbox: a request that reached a slow host and is abandoned is sent again at the next start,
+/// a duplicate. A second SIGTERM ends the daemon at once.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// The HTTP method of a ping; the service records `GET` and `POST` alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PingMethod {

@@ -31,6 +31,7 @@ pub(crate) mod record;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
@@ -143,6 +144,13 @@ pub(crate) trait Runner {
         true
     }
 
+    /// How long a final ping already on its way may still take for its answer once a stop is
+    /// asked (zero: cut at once). A request abandoned after it reached the host is sent again
+    /// from the outbox later: a duplicate.
+    fn stop_grace(&self) -> Duration {
+        Duration::ZERO
+    }
+
     /// The fire time the run belongs to (`None`: a run with no fire, recorded at its start).
     fn scheduled(&self) -> Option<DateTime<Utc>> {
         None
@@ -245,12 +253,21 @@ async fn run_and_ping_from<R: Runner>(
     let Some(ping) = finish.filter(|_| runner.pings_allowed()) else {
         return report;
     };
-    let send = pings.deliver_after(start.map(|s| s.task), &ping, outbox);
-    let outcome = tokio::select! {
-        sent = send => Some(sent),
-        () = runner.stopped() => {
-            runner.notice(Notice::PingInterrupted { fail: !success });
-            None
+    let outcome = {
+        let send = pings.deliver_after(start.map(|s| s.task), &ping, outbox);
+        tokio::pin!(send);
+        tokio::select! {
+            sent = &mut send => Some(sent),
+            // Stopping: a ping on its way gets the runner's grace for its answer.
+            () = runner.stopped() => {
+                match tokio::time::timeout(runner.stop_grace(), &mut send).await {
+                    Ok(sent) => Some(sent),
+                    Err(_) => {
+                        runner.notice(Notice::PingInterrupted { fail: !success });
+                        None
+                    }
+                }
+            }
         }
     };
     let kind = if success {

@@ -4,9 +4,10 @@
 //! (so each target has exactly one success to deliver) while the entries of the earlier cycles
 //! are still being re-sent by the drainer. Then `outbox flush` drains what is left. No success
 //! is lost; a target is delivered at most once more than needed per death that caught one of
-//! its requests at the host unanswered; and `recovered` equals the deliveries beyond the first
-//! (exactly after SIGTERM; after `kill -9` it may count one more for a death in the few system
-//! calls between a count and its request's write).
+//! its requests at the host unanswered; a stop (SIGTERM) waits for the answers on their way, so
+//! it leaves almost none; and `recovered` equals the deliveries beyond the first (exactly after
+//! SIGTERM; after `kill -9` it may count one more for a death in the few system calls between a
+//! count and its request's write).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -171,11 +172,20 @@ fn repeated_deaths(death: Death) {
     );
     match death {
         // A stopping daemon drops its deliveries at an await, never between the count and the
-        // write of a request: exact.
-        Death::Term => assert_eq!(
-            stats.recovered, duplicates as u64,
-            "the counter says how many duplicates left: {stats:?}"
-        ),
+        // write of a request: exact. And it waits up to 2 s (`ping::STOP_GRACE`) for the
+        // answers on their way, which this host gives within 2 s of the stop: a duplicate is
+        // left only when the machine is slow enough to miss that (without the wait: 49 to 562).
+        Death::Term => {
+            assert_eq!(
+                stats.recovered, duplicates as u64,
+                "the counter says how many duplicates left: {stats:?}"
+            );
+            assert!(
+                duplicates <= CYCLES / 5,
+                "{duplicates} duplicates for {CYCLES} stops: the answers on their way were not \
+                 waited for"
+            );
+        }
         // Nothing on disk can be written together with a socket write: a `kill -9` between
         // the count and the write (a few system calls) counts one that never left. Never
         // fewer; at most a few more in some 500 (measured: 0 to 2).

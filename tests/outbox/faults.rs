@@ -50,6 +50,7 @@ fn emulator_faults_then_every_pending_ping_is_delivered_once() {
         backoff_base: Duration::from_millis(100),
         backoff_cap: Duration::from_millis(800),
         max_in_flight: 4,
+        stop_grace: Duration::from_secs(2),
     };
     let drainer = rt.spawn(outbox::drain(
         util::outbox::sender(),

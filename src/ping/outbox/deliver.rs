@@ -326,10 +326,15 @@ pub struct DrainOptions {
     pub backoff_cap: Duration,
     /// At most this many attempts at once (each to a different target).
     pub max_in_flight: usize,
+    /// When the drainer is cancelled (the daemon stops), how long attempts already on their way
+    /// get to bring their answer back before they are abandoned and put back: a request that
+    /// reached a slow host and is abandoned is sent again by the next start, a duplicate.
+    pub stop_grace: Duration,
 }
 
 impl Default for DrainOptions {
-    /// Poll every 500 ms, 30 s per attempt, backoff 1 s doubling up to 5 min, 16 at once.
+    /// Poll every 500 ms, 30 s per attempt, backoff 1 s doubling up to 5 min, 16 at once, 2 s
+    /// for the answers on their way at a stop.
     fn default() -> DrainOptions {
         DrainOptions {
             poll: Duration::from_millis(500),
@@ -337,6 +342,7 @@ impl Default for DrainOptions {
             backoff_base: Duration::from_secs(1),
             backoff_cap: Duration::from_secs(300),
             max_in_flight: 16,
+            stop_grace: crate::ping::STOP_GRACE,
         }
     }
 }
@@ -431,6 +437,22 @@ pub async fn drain(
             Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
                 let Ok((key, outcome)) = joined else { continue };
                 note(&mut backoff, &key, &outcome, &options);
+                if let Some(claim) = in_flight.remove(&key) {
+                    if let Err(err) = outbox.finish(claim, &outcome) {
+                        warn!(error = %err, "cannot record a delivery attempt in the outbox");
+                    }
+                }
+            }
+        }
+    }
+    // Stopping: nothing new leaves; what is on its way gets `stop_grace` to be answered.
+    let grace = tokio::time::sleep(options.stop_grace);
+    tokio::pin!(grace);
+    while !tasks.is_empty() {
+        tokio::select! {
+            () = &mut grace => break,
+            Some(joined) = tasks.join_next() => {
+                let Ok((key, outcome)) = joined else { continue };
                 if let Some(claim) = in_flight.remove(&key) {
                     if let Err(err) = outbox.finish(claim, &outcome) {
                         warn!(error = %err, "cannot record a delivery attempt in the outbox");
