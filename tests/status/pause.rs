@@ -11,7 +11,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::prom::{parse_metrics, sample};
-use super::{get, job, listen_with_token, status_doc, Daemon, StatusHome, SECOND, TOKEN};
+use super::{
+    created_job, get, job, listen_with_token, made_id, status_doc, Daemon, StatusHome, SECOND,
+    TOKEN,
+};
 use crate::util::emulator::Background;
 use crate::util::{self, Home};
 use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
@@ -483,22 +486,6 @@ fn a_pause_reason_with_terminal_escapes_cannot_forge_status_lines() {
     assert_eq!(job(&doc, "plain")["paused"]["reason"], reason, "{doc}");
 }
 
-/// A job `made` whose check the agent creates (`create = true`, period 1 day, grace 1 hour).
-fn created_job() -> String {
-    format!(
-        "[[jobs]]\nname = \"made\"\nschedule = \"0 0 1 1 *\"\ncommand = [\"true\"]\n\
-         {DAILY}create = true\n"
-    )
-}
-
-/// The id sync recorded for `made`'s check.
-fn made_id(home: &Home) -> String {
-    let text = std::fs::read_to_string(home.path("state/sync/made.json")).expect("a record");
-    let record: Value = serde_json::from_str(&text).expect("JSON");
-    assert!(record["createdTag"].is_string(), "{record}");
-    record["checkId"].as_str().expect("an id").to_owned()
-}
-
 #[test]
 fn a_check_the_agent_created_is_paused_and_resumed_like_a_bound_one() {
     let emulator = emulator();
@@ -506,7 +493,7 @@ fn a_check_the_agent_created_is_paused_and_resumed_like_a_bound_one() {
     home.write(
         Some(&emulator),
         &listen_with_token(&home),
-        &jobs(&created_job()),
+        &jobs(&created_job(DAILY)),
     );
     // Before sync created it there is no check: refused (exit 2), nothing sent or recorded.
     let requests = emulator.requests().len();
