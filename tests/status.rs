@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::util::daemon::Daemon;
 use crate::util::{emulator::Background, Home};
 
+mod created;
 mod dashboard;
 mod drift;
 mod hostile_config;
@@ -144,6 +145,23 @@ fn job<'a>(doc: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|j| j["name"] == name)
         .unwrap_or_else(|| panic!("no job {name} in {doc}"))
+}
+
+/// A job `made` whose check the agent creates (`create = true`), with `check`, a
+/// `[jobs.check]` table that sets period and grace.
+fn created_job(check: &str) -> String {
+    format!(
+        "[[jobs]]\nname = \"made\"\nschedule = \"0 0 1 1 *\"\ncommand = [\"true\"]\n\
+         {check}create = true\n"
+    )
+}
+
+/// The id sync recorded for `made`'s check.
+fn made_id(home: &Home) -> String {
+    let text = std::fs::read_to_string(home.path("state/sync/made.json")).expect("a record");
+    let record: Value = serde_json::from_str(&text).expect("JSON");
+    assert!(record["createdTag"].is_string(), "{record}");
+    record["checkId"].as_str().expect("an id").to_owned()
 }
 
 fn emulator_with_check() -> Background {

@@ -97,9 +97,10 @@ fn check(args: CheckArgs, global: &GlobalArgs) -> u8 {
     }
 }
 
-/// The warning for jobs bound to a check when no API key is found: `key_found` is whether the
-/// configured source gave a key (`Err` with why a configured source failed). None when no job
-/// is bound to a check or a key was found. Names the file and the jobs, never a key.
+/// The warning for jobs bound to a check (`check_id`, or `create = true`: creating the check
+/// needs the key too) when no API key is found: `key_found` is whether the configured source
+/// gave a key (`Err` with why a configured source failed). None when no job is bound to a check
+/// or a key was found. Names the file and the jobs, never a key.
 pub(crate) fn api_key_warning(
     config: &Config,
     key_found: Result<bool, crate::config::secrets::ApiKeyError>,
@@ -109,6 +110,10 @@ pub(crate) fn api_key_warning(
         .iter()
         .filter_map(|job| match &job.target {
             PingTarget::Check(id) => Some(format!("job \"{}\" (check {id})", job.name)),
+            PingTarget::None if job.check.create => Some(format!(
+                "job \"{}\" (check to be created: create = true)",
+                job.name
+            )),
             _ => None,
         })
         .collect();
@@ -128,8 +133,8 @@ pub(crate) fn api_key_warning(
         n => format!(" and {n} more"),
     };
     Some(format!(
-        "{}: {first}{more} bound to a check, but {why}; such a job cannot learn its ping URL or \
-         be kept in sync: under systemd give the service the credential `{}` (the packaged unit \
+        "{}: {first}{more} bound to a check, but {why}; such a job cannot learn its ping URL, \
+         have its check created or be kept in sync: under systemd give the service the credential `{}` (the packaged unit \
          loads {PACKAGED_KEY}; a check run outside the service cannot see it, so then this does \
          not apply to the daemon); else give the daemon ${} or set `api_key_env`, or \
          `api_key_file` naming a file the daemon's user can read",

@@ -2,7 +2,9 @@
 //! "Pausing for maintenance"; the model and why a pause deactivates the check:
 //! [`crate::pause`]).
 //!
-//! Both first check the request against the config (a bad one exits 2 and changes nothing),
+//! Both first check the request against the config (a bad one exits 2 and changes nothing;
+//! a job's check is its `check_id`, or the one sync recorded for `create = true`:
+//! [`crate::sync::created::bound_check`]),
 //! then ask the running daemon through its status endpoint (`POST /pause`, `POST /resume` with
 //! the `[status]` token, as `trigger`), which records the pause, deactivates or re-activates the
 //! checks at once through its sync and ends the pause at its deadline. When no daemon answers,
@@ -20,6 +22,7 @@ use crate::config::Config;
 use crate::pause::{PauseRequest, ResumeRequest};
 use crate::redact::Secret;
 use crate::status::client::{Answer, ClientError};
+use crate::sync::created::bound_check;
 use crate::sync::{sync_all, CadenceCache, SyncOptions, SyncOutcome};
 
 /// Pause jobs for maintenance: deactivate their checks so they do not alarm.
@@ -28,7 +31,8 @@ use crate::sync::{sync_all, CadenceCache, SyncOptions, SyncOutcome};
 /// so the first run after the maintenance gets a whole period). Through the running daemon when
 /// its status endpoint answers (needs `[status] token`), else directly with the config's API
 /// key; without a daemon nothing runs at the deadline, and the next `run --job`, `sync` or
-/// daemon start after it ends the pause. A job with only a `ping_url` can be paused with
+/// daemon start after it ends the pause. A job with `create = true` is paused once sync found
+/// or created its check; before that, like a job with only a `ping_url`, it can be paused with
 /// --stop-jobs only. Exit status: 0 paused, 1 the pause could not be sent or recorded, 2 bad
 /// arguments (nothing changed).
 #[derive(Debug, Args)]
@@ -98,7 +102,9 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         reason: args.reason,
         stop_jobs: args.stop_jobs,
     };
-    let plan = match crate::pause::plan(&config, &request, Utc::now()) {
+    let state_dir = config.state_dir(global.state_dir.as_deref());
+    let check_of = |job: &crate::config::Job| bound_check(&state_dir, job);
+    let plan = match crate::pause::plan(&config, &request, Utc::now(), &check_of) {
         Ok(plan) => plan,
         Err(message) => {
             print_error(message);
@@ -106,14 +112,17 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         }
     };
     for name in &plan.left_out {
-        eprintln!("heartbeat-agent: job \"{name}\" left out: it has no check_id (add --stop-jobs to stop the daemon running it)");
+        if config.job(name).is_some_and(|job| job.check.create) {
+            eprintln!("heartbeat-agent: job \"{name}\" left out: it has no check yet (create = true: sync has not found or created it), so nothing was deactivated on the service for it (add --stop-jobs to stop the daemon running it)");
+        } else {
+            eprintln!("heartbeat-agent: job \"{name}\" left out: it has no check_id (add --stop-jobs to stop the daemon running it)");
+        }
     }
     let body = serde_json::to_string(&request).unwrap_or_default();
     let where_ = match ask_daemon(args.url.as_deref(), global, "/pause", &body) {
         Asked::Answered(code) => return code,
         Asked::NoDaemon(where_) => where_,
     };
-    let state_dir = config.state_dir(global.state_dir.as_deref());
     if let Err(message) = crate::paths::check_state_dir(&state_dir) {
         print_error(message);
         return exit::FAILURE;
@@ -175,7 +184,8 @@ pub fn resume(args: ResumeArgs, global: &GlobalArgs) -> u8 {
         print_error(message);
         return exit::FAILURE;
     }
-    let bound = crate::pause::bound_jobs(&config, &jobs);
+    let check_of = |job: &crate::config::Job| bound_check(&state_dir, job);
+    let bound = crate::pause::bound_jobs(&config, &jobs, &check_of);
     let client = match client_if(&bound, &config, &path, global) {
         Ok(client) => client,
         Err(code) => return code,

@@ -21,9 +21,13 @@
 //! re-activations are. The entry stays (as "resuming") until the service accepted the
 //! re-activation, so an API that is down at the resume only delays it.
 //!
-//! A job without a bound check (`ping_url` only) has nothing the API can deactivate: it can be
-//! paused only with `stop_jobs` (the daemon does not run it), and its check's timer keeps
-//! running on the service.
+//! Which check a job's pause deactivates is asked of the caller (`crate::sync::created::
+//! bound_check`, which this module cannot import: sync reads the pauses): the job's `check_id`,
+//! or for a job with `create = true` the id sync recorded once it found or created the check.
+//! A job without such a check (`ping_url` only, or `create = true` before sync created its
+//! check) has nothing the API can deactivate: it can be paused only with `stop_jobs` (the daemon
+//! does not run it); a `ping_url` check's timer keeps running on the service, and a check sync
+//! creates while the pause holds is deactivated by the same pass that created it.
 //!
 //! The daemon holds the pauses in memory ([`LivePauses`]): a fire and a `/metrics` or `/status`
 //! request read memory, never the file. Its status endpoint refreshes them right after writing
@@ -47,7 +51,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, PingTarget};
+use crate::config::{Config, Job};
 
 mod live;
 pub use live::LivePauses;
@@ -269,12 +273,17 @@ impl PausePlan {
 /// The longest `--for` or the farthest `--until`: the longest duration the config takes.
 const MAX_PAUSE: Duration = crate::config::duration::MAX;
 
-/// Checks `request` against `config` at `now`: every problem is a message naming it (the
-/// command exits 2 and nothing is changed).
+/// The check a job's pause deactivates, given by the caller: the job's `check_id`, or the id
+/// recorded for a job with `create = true`; `None` when it has none (yet).
+pub type CheckOf<'a> = &'a dyn Fn(&Job) -> Option<String>;
+
+/// Checks `request` against `config` at `now`, each job's check given by `check_of`: every
+/// problem is a message naming it (the command exits 2 and nothing is changed).
 pub fn plan(
     config: &Config,
     request: &PauseRequest,
     now: DateTime<Utc>,
+    check_of: CheckOf<'_>,
 ) -> Result<PausePlan, String> {
     let until = deadline(request, now)?;
     if request.all != request.jobs.is_empty() {
@@ -284,16 +293,11 @@ pub fn plan(
             "name the jobs to pause, or give --all".to_owned()
         });
     }
-    let bound = |name: &str| {
-        config
-            .job(name)
-            .map(|job| matches!(job.target, PingTarget::Check(_)))
-    };
     let mut jobs = Vec::new();
     let mut left_out = Vec::new();
     if request.all {
         for job in &config.jobs {
-            let has_check = matches!(job.target, PingTarget::Check(_));
+            let has_check = check_of(job).is_some();
             if has_check || request.stop_jobs {
                 jobs.push((job.name.clone(), has_check));
             } else {
@@ -302,25 +306,31 @@ pub fn plan(
         }
         if jobs.is_empty() {
             return Err(format!(
-                "no job of {} is bound to a check (check_id): nothing to pause; --stop-jobs \
-                 pauses jobs without one in the daemon only",
+                "no job of {} is bound to a check (check_id, or create = true once sync created \
+                 the check): nothing to pause; --stop-jobs pauses jobs without one in the daemon \
+                 only",
                 config.path.display()
             ));
         }
     }
     for name in &request.jobs {
-        let Some(has_check) = bound(name) else {
+        let Some(job) = config.job(name) else {
             return Err(format!(
                 "no job named \"{name}\" in {}; `heartbeat-agent config check` lists the jobs",
                 config.path.display()
             ));
         };
+        let has_check = check_of(job).is_some();
         if !has_check && !request.stop_jobs {
-            return Err(format!(
-                "job \"{name}\" has no check_id: there is no check the API can deactivate (its \
-                 ping_url check keeps its own timer); add --stop-jobs to only stop the daemon \
-                 running it, or pause the check on the service"
-            ));
+            return Err(if job.check.create {
+                no_check_yet(name)
+            } else {
+                format!(
+                    "job \"{name}\" has no check_id: there is no check the API can deactivate \
+                     (its ping_url check keeps its own timer); add --stop-jobs to only stop the \
+                     daemon running it, or pause the check on the service"
+                )
+            });
         }
         if !jobs.iter().any(|(n, _)| n == name) {
             jobs.push((name.clone(), has_check));
@@ -345,6 +355,17 @@ pub fn plan(
         },
         left_out,
     })
+}
+
+/// Why a job with `create = true` whose check sync has not found or created yet cannot be
+/// paused without `stop_jobs`.
+pub fn no_check_yet(name: &str) -> String {
+    format!(
+        "job \"{name}\" has no check yet: it has `create = true` and sync has not found or \
+         created its check, so nothing was deactivated on the service (there is nothing to \
+         deactivate); run `heartbeat-agent sync --job {name}` (or let the daemon's sync run) to \
+         create it, then pause again; or add --stop-jobs to only stop the daemon running it"
+    )
 }
 
 /// The pause's deadline from `--for` or `--until`, checked.
@@ -416,14 +437,10 @@ pub fn resume_plan(pauses: &Pauses, request: &ResumeRequest) -> Result<Vec<Strin
     Ok(request.jobs.clone())
 }
 
-/// `jobs` that are bound to a check in `config` (those whose check a pause changes).
-pub fn bound_jobs(config: &Config, jobs: &[String]) -> Vec<String> {
+/// `jobs` of `config` that have a check (`check_of`): those whose check a pause changes.
+pub fn bound_jobs(config: &Config, jobs: &[String], check_of: CheckOf<'_>) -> Vec<String> {
     jobs.iter()
-        .filter(|name| {
-            config
-                .job(name)
-                .is_some_and(|job| matches!(job.target, PingTarget::Check(_)))
-        })
+        .filter(|name| config.job(name).is_some_and(|job| check_of(job).is_some()))
         .cloned()
         .collect()
 }
@@ -472,11 +489,19 @@ mod tests {
         text.parse().expect("RFC 3339")
     }
 
+    /// The configured `check_id` (no state directory here).
+    fn check_of(job: &Job) -> Option<String> {
+        match &job.target {
+            crate::config::PingTarget::Check(id) => Some(id.clone()),
+            _ => None,
+        }
+    }
+
     #[test]
     fn bad_requests_name_the_problem() {
         let config = config();
         let now = at("2026-11-25T12:00:00Z");
-        let ask = |r: PauseRequest| plan(&config, &r, now).expect_err("refused");
+        let ask = |r: PauseRequest| plan(&config, &r, now, &check_of).expect_err("refused");
         let job = |name: &str| PauseRequest {
             jobs: vec![name.to_owned()],
             ..PauseRequest::default()
@@ -515,14 +540,20 @@ mod tests {
             for_: Some("30m".into()),
             ..PauseRequest::default()
         };
-        let planned = plan(&config, &all, now).expect("valid");
+        let planned = plan(&config, &all, now, &check_of).expect("valid");
         assert_eq!(planned.jobs, vec![("bound".to_owned(), true)]);
         assert_eq!(planned.left_out, vec!["url".to_owned()]);
         let stop = PauseRequest {
             stop_jobs: true,
             ..all
         };
-        assert_eq!(plan(&config, &stop, now).expect("valid").jobs.len(), 2);
+        assert_eq!(
+            plan(&config, &stop, now, &check_of)
+                .expect("valid")
+                .jobs
+                .len(),
+            2
+        );
         let dir = tempfile::tempdir().expect("temp dir");
         apply(dir.path(), &planned).expect("written");
         let pauses = load(dir.path());

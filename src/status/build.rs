@@ -19,15 +19,13 @@ use super::server::App;
 use crate::config::{Config, Job, JobAction, PingTarget};
 use crate::ping::outbox::Outbox;
 
-/// The bound check ids of `config`.
-pub(crate) fn check_ids(config: &Config) -> BTreeSet<String> {
+/// The check ids of `config`'s jobs: each `check_id`, and the id sync recorded for each job
+/// with `create = true` ([`crate::sync::created::bound_check`]).
+pub(crate) fn check_ids(app: &App, config: &Config) -> BTreeSet<String> {
     config
         .jobs
         .iter()
-        .filter_map(|job| match &job.target {
-            PingTarget::Check(id) => Some(id.clone()),
-            _ => None,
-        })
+        .filter_map(|job| crate::sync::created::bound_check(&app.context.state_dir, job))
         .collect()
 }
 
@@ -39,7 +37,11 @@ fn outbox(app: &App, config: &Config) -> Outbox {
 pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
     let config = app.config();
     let now = Utc::now();
-    let remote = app.sources.remote.get(&check_ids(&config), refresh).await;
+    let remote = app
+        .sources
+        .remote
+        .get(&check_ids(app, &config), refresh)
+        .await;
     let mut pending: BTreeMap<String, usize> = BTreeMap::new();
     for entry in outbox(app, &config).list().unwrap_or_default() {
         if let Some(job) = entry.job {
@@ -58,19 +60,20 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             doc.outbox_pending = pending.get(&job.name).copied().unwrap_or(0);
             doc.sync = sync.get(&job.name).cloned().map(sync_doc);
             doc.missing = missing(app, job, &doc, &gone);
-            doc.remote = match &job.target {
-                PingTarget::Check(id) => {
-                    remote
-                        .get(id)
-                        .cloned()
-                        .map(scrub_remote)
-                        .unwrap_or(Remote::Unavailable {
-                            reason: "not fetched".to_owned(),
-                        })
-                }
-                _ => Remote::Unavailable {
-                    reason: "the job is not bound to a check (check_id)".to_owned(),
-                },
+            // The job's check: its `check_id`, or the one sync created (`job_doc`).
+            let unavailable = |reason: &str| Remote::Unavailable {
+                reason: reason.to_owned(),
+            };
+            doc.remote = match &doc.check_id {
+                Some(id) => remote
+                    .get(id)
+                    .cloned()
+                    .map_or_else(|| unavailable("not fetched"), scrub_remote),
+                None if job.check.create => unavailable(
+                    "the job's check does not exist yet (create = true: sync has not found or \
+                     created it)",
+                ),
+                None => unavailable("the job is not bound to a check (check_id)"),
             };
             doc
         })

@@ -1,7 +1,8 @@
 //! `POST /pause` and `POST /resume`: `heartbeat-agent pause` and `resume` through a running
 //! daemon, with the `[status]` token (as `trigger`). The body is a [`PauseRequest`] or a
 //! [`ResumeRequest`] (JSON); it is checked against the daemon's config exactly as the command
-//! checks it without a daemon ([`crate::pause::plan`]): a bad request is a 400 naming the
+//! checks it without a daemon ([`crate::pause::plan`], a job's check being its `check_id` or
+//! the one sync recorded for `create = true`): a bad request is a 400 naming the
 //! problem, and nothing is changed. A valid one is written to `<state_dir>/pause.json` and the
 //! daemon's pauses in memory are refreshed from it at once (fires and scrapes read those); then
 //! the daemon's sync task is asked for a pass at once (pausing and resuming are explicit acts,
@@ -15,6 +16,7 @@
 //! 409 when a bound job is named but the daemon runs no check sync (no API configured): it could
 //! not deactivate anything, so nothing is recorded.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,8 +31,9 @@ use serde_json::{json, Value};
 use tracing::info;
 
 use super::server::{authorize, error, App};
-use crate::config::{Config, PingTarget};
+use crate::config::Config;
 use crate::pause::{PauseRequest, ResumeRequest};
+use crate::sync::created::bound_check;
 use crate::sync::SyncStatus;
 
 /// How long an answer waits for the sync pass it asked for.
@@ -50,7 +53,9 @@ pub(super) async fn pause(
         Ok(request) => request,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
-    let plan = match crate::pause::plan(&config, &request, Utc::now()) {
+    let state_dir = &app.context.state_dir;
+    let check_of = |job: &crate::config::Job| bound_check(state_dir, job);
+    let plan = match crate::pause::plan(&config, &request, Utc::now(), &check_of) {
         Ok(plan) => plan,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
@@ -65,7 +70,7 @@ pub(super) async fn pause(
     app.context.pauses.refresh();
     let names: Vec<&str> = plan.jobs.iter().map(|(name, _)| name.as_str()).collect();
     info!(jobs = ?names, until = %plan.pause.until.map_or_else(|| "none".to_owned(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)), reason = plan.pause.reason.as_deref().unwrap_or(""), stop_jobs = plan.pause.stop_jobs, "jobs paused through the status endpoint");
-    let checks = confirm(sync, &config, &bound).await;
+    let checks = confirm(sync, &config, state_dir, &bound).await;
     // The pass may have forgotten ended pauses in the file: the answer and what follows it
     // see the file as the pass left it.
     app.context.pauses.refresh();
@@ -97,7 +102,8 @@ pub(super) async fn resume(
         Ok(jobs) => jobs,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
     };
-    let bound = crate::pause::bound_jobs(&config, &jobs);
+    let check_of = |job: &crate::config::Job| bound_check(state_dir, job);
+    let bound = crate::pause::bound_jobs(&config, &jobs, &check_of);
     let sync = match sync_for(&app, &bound) {
         Ok(sync) => sync,
         Err(message) => return error(StatusCode::CONFLICT, message),
@@ -108,7 +114,7 @@ pub(super) async fn resume(
     }
     app.context.pauses.refresh();
     info!(jobs = ?jobs, "pause ended through the status endpoint");
-    let checks = confirm(sync, &config, &bound).await;
+    let checks = confirm(sync, &config, state_dir, &bound).await;
     // The pass may have forgotten ended pauses in the file: the answer and what follows it
     // see the file as the pass left it.
     app.context.pauses.refresh();
@@ -135,7 +141,12 @@ fn sync_for(app: &App, bound: &[String]) -> Result<Option<SyncStatus>, &'static 
 
 /// Asks for a sync pass and waits (up to [`CONFIRM_WAIT`]) until it tried every `bound` job;
 /// each job's sync status then.
-async fn confirm(sync: Option<SyncStatus>, config: &Config, bound: &[String]) -> Vec<Value> {
+async fn confirm(
+    sync: Option<SyncStatus>,
+    config: &Config,
+    state_dir: &Path,
+    bound: &[String],
+) -> Vec<Value> {
     let Some(sync) = sync else {
         return Vec::new();
     };
@@ -158,10 +169,7 @@ async fn confirm(sync: Option<SyncStatus>, config: &Config, bound: &[String]) ->
             let status = sync
                 .get(job)
                 .filter(|s| s.last_attempt.is_some_and(|at| at >= asked));
-            let check_id = config.job(job).and_then(|j| match &j.target {
-                PingTarget::Check(id) => Some(id.clone()),
-                _ => None,
-            });
+            let check_id = config.job(job).and_then(|j| bound_check(state_dir, j));
             json!({
                 "job": job,
                 "check_id": check_id,

@@ -1,4 +1,5 @@
-//! The remote view: what the service thinks of each bound check, fetched only when someone
+//! The remote view: what the service thinks of each bound check (a job's `check_id`, or the
+//! check sync created for a `create = true` job: the caller gives the ids), fetched only when someone
 //! asks (a `/status` request), cached for 60 s, at the lowest priority of the shared rate
 //! limiter. A request can ask for a fresh view (`?refresh=1`); without the status token such a
 //! request fetches at most once per [`REFRESH_EVERY`] (else it gets the cached view), so no

@@ -249,7 +249,7 @@ async fn refresh_remote(app: Arc<App>, every: Duration, cancel: CancellationToke
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
-        let ids = build::check_ids(&app.config());
+        let ids = build::check_ids(&app, &app.config());
         app.sources.remote.get(&ids, Refresh::Now).await;
     }
 }

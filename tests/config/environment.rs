@@ -22,6 +22,16 @@ fn config_option_is_global_and_env_is_the_fallback() {
     assert!(String::from_utf8_lossy(&from_env.stdout).contains("valid, 1 job"));
 }
 
+/// The line of a valid config's `config check` that warns that no API key source is found.
+fn key_warning(checked: &super::Checked) -> &str {
+    assert_eq!(checked.code, 0, "{}", checked.stderr);
+    checked
+        .stderr
+        .lines()
+        .find(|l| l.contains("no API key source is found"))
+        .unwrap_or_else(|| panic!("no warning in {:?}", checked.stderr))
+}
+
 /// A job bound to a check needs the API (to learn its ping URL, to sync): `config check` warns,
 /// naming the file, the job and every place a key may come from, when none is found; it stays
 /// valid (exit 0). With a key in the environment or a readable key file there is no warning,
@@ -34,12 +44,7 @@ fn bound_job_without_an_api_key_source_is_a_warning() {
                 [[jobs]]\nname = \"report\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n\
                 check_id = \"c-report\"\n";
     let (home, path, checked) = check_text(text);
-    assert_eq!(checked.code, 0, "{}", checked.stderr);
-    let warning = checked
-        .stderr
-        .lines()
-        .find(|l| l.contains("no API key source is found"))
-        .unwrap_or_else(|| panic!("no warning in {:?}", checked.stderr));
+    let warning = key_warning(&checked);
     assert!(
         warning.starts_with("heartbeat-agent: warning: "),
         "{warning}"
@@ -100,6 +105,36 @@ fn bound_job_without_an_api_key_source_is_a_warning() {
         check_text("[[jobs]]\nname = \"a\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n");
     assert_eq!(checked.code, 0, "{}", checked.stderr);
     assert!(!checked.stderr.contains("API key"), "{}", checked.stderr);
+}
+
+/// A job with `create = true` needs the key to create its check: with no key source configured
+/// and none found (the systemd credential is seen only by the service), the config stays valid
+/// and the warning lists the job beside the `check_id` ones; a configured source that fails is
+/// still an error at `check.create` (tests/data/bad-configs/create-without-api-key.toml).
+#[test]
+fn a_job_creating_its_check_is_listed_in_the_api_key_warning() {
+    let text = "[api]\nbase_url = \"http://127.0.0.1:1\"\n\n\
+                [[jobs]]\nname = \"made\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n\
+                [jobs.check]\ncreate = true\n\n\
+                [[jobs]]\nname = \"backup\"\nschedule = \"@daily\"\ncommand = [\"true\"]\n\
+                check_id = \"c-backup\"\n";
+    let (_home, path, checked) = check_text(text);
+    let warning = key_warning(&checked);
+    assert!(
+        warning.contains(&format!(
+            "{}: job \"made\" (check to be created: create = true) and 1 more bound to a check",
+            path.display()
+        )),
+        "{warning}"
+    );
+    assert!(warning.contains("have its check created"), "{warning}");
+    // Only the job that creates its check.
+    let (_home, _path, checked) = check_text(&text.replace("check_id = \"c-backup\"\n", ""));
+    let warning = key_warning(&checked);
+    assert!(
+        warning.contains("job \"made\" (check to be created: create = true) bound to a check, but"),
+        "{warning}"
+    );
 }
 
 /// `[agent] timezone` unset: jobs follow the zone `TZ` names (as under cron and supercronic),

@@ -11,7 +11,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::prom::{parse_metrics, sample};
-use super::{get, job, status_doc, Daemon, StatusHome, SECOND, TOKEN};
+use super::{
+    created_job, get, job, listen_with_token, made_id, status_doc, Daemon, StatusHome, SECOND,
+    TOKEN,
+};
 use crate::util::emulator::Background;
 use crate::util::{self, Home};
 use heartbeat_agent::emulator::{EmulatorOptions, Fixtures};
@@ -481,4 +484,65 @@ fn a_pause_reason_with_terminal_escapes_cannot_forge_status_lines() {
     let json = home.output(&["status", "--json", "--url", &socket], "");
     let doc: Value = serde_json::from_slice(&json.stdout).expect("JSON");
     assert_eq!(job(&doc, "plain")["paused"]["reason"], reason, "{doc}");
+}
+
+#[test]
+fn a_check_the_agent_created_is_paused_and_resumed_like_a_bound_one() {
+    let emulator = emulator();
+    let home = Home::new();
+    home.write(
+        Some(&emulator),
+        &listen_with_token(&home),
+        &jobs(&created_job(DAILY)),
+    );
+    // Before sync created it there is no check: refused (exit 2), nothing sent or recorded.
+    let requests = emulator.requests().len();
+    let err = expect(&home, &emulator, &["pause", "made"], 2);
+    assert!(
+        err.contains("job \"made\" has no check yet")
+            && err.contains("nothing was deactivated on the service"),
+        "{err}"
+    );
+    assert_eq!(emulator.requests().len(), requests, "a request was sent");
+    assert!(pause_file(&home).is_none(), "a pause was recorded");
+    let err = expect(&home, &emulator, &["pause", "--all"], 0);
+    assert!(
+        err.contains("job \"made\" left out: it has no check yet"),
+        "{err}"
+    );
+    expect(&home, &emulator, &["resume", "--all"], 0);
+
+    // Without a daemon, once sync created the check.
+    expect(&home, &emulator, &["sync", "--job", "made"], 0);
+    let id = made_id(&home);
+    assert!(activated(&emulator, &id));
+    // `pause made ARGS`, then `resume made`: the check deactivated, then active again; the
+    // pause's stderr.
+    let pause_and_resume = |args: &[&str]| {
+        let err = expect(&home, &emulator, &[&["pause", "made"], args].concat(), 0);
+        assert!(err.contains(&format!("check {id} deactivated")), "{err}");
+        assert!(
+            !activated(&emulator, &id),
+            "the created check stayed active"
+        );
+        let resumed = expect(&home, &emulator, &["resume", "made"], 0);
+        assert!(
+            resumed.contains(&format!("check {id} re-activated")),
+            "{resumed}"
+        );
+        assert!(activated(&emulator, &id));
+        err
+    };
+    let err = pause_and_resume(&[]);
+    assert!(err.contains("no daemon answered"), "{err}");
+
+    // Through the daemon.
+    let daemon = home.daemon(emulator.api_key());
+    daemon.until("the first sync", Duration::from_secs(10), || {
+        let doc = status_doc(&home.endpoint(), false);
+        (job(&doc, "made")["sync"]["state"] == "in_sync").then_some(())
+    });
+    let err = pause_and_resume(&["--for", "1h"]);
+    assert!(err.contains("(by the daemon)"), "{err}");
+    drop::<Daemon>(daemon);
 }

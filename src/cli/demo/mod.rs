@@ -286,6 +286,7 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         checks,
         live,
         daemon: Arc::new(Mutex::new(None)),
+        state_dir: state_dir.clone(),
     };
     let (controller, control) = super::assemble::signal_control()
         .map_err(|err| format!("cannot install signal handlers: {err}"))?;

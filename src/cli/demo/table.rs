@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CheckIds;
 use crate::api::ApiClient;
-use crate::config::{Config, JobAction, PingTarget};
+use crate::config::{Config, JobAction};
 use crate::daemon::{Context, Controller, DaemonView, JobView, Request, Task};
 use crate::run_end::{ProcessEnd, RunEnd};
 use crate::sync::{SyncState, SyncStatus};
@@ -80,6 +80,8 @@ pub(super) struct View {
     pub(super) live: bool,
     /// The daemon's view of its jobs, handed over by the table task once the daemon runs.
     pub(super) daemon: Arc<Mutex<Option<DaemonView>>>,
+    /// The demo's state directory, where sync records the checks it creates.
+    pub(super) state_dir: std::path::PathBuf,
 }
 
 /// One job's row.
@@ -106,21 +108,27 @@ impl View {
         let mut rows = Vec::new();
         for job in &config.jobs {
             let job_state = daemon.as_ref().and_then(|d| d.job(&job.name));
-            let sync = match (&job.target, self.sync.get(&job.name)) {
-                (PingTarget::Check(_), Some(status)) => match status.state {
+            let sync = match (job.has_synced_check(), self.sync.get(&job.name)) {
+                (true, Some(status)) => match status.state {
                     SyncState::InSync => "in sync".to_owned(),
                     SyncState::Pending => "pending".to_owned(),
                     SyncState::Failed => "failed".to_owned(),
                     SyncState::Missing => "check missing".to_owned(),
                 },
-                (PingTarget::Check(_), None) => "not managed".to_owned(),
-                _ => "-".to_owned(),
+                (true, None) => "not managed".to_owned(),
+                (false, _) => "-".to_owned(),
             };
-            let emulator = match &job.target {
-                PingTarget::Check(id) => self.emulator_view(id, failing.get(id)).await,
-                _ => Service {
+            // The job's check: its `check_id`, or the one sync created for `create = true`.
+            let emulator = match crate::sync::created::bound_check(&self.state_dir, job) {
+                Some(id) => self.emulator_view(&id, failing.get(&id)).await,
+                None => Service {
                     alarm: false,
-                    text: "-".to_owned(),
+                    text: if job.check.create {
+                        "no check yet"
+                    } else {
+                        "-"
+                    }
+                    .to_owned(),
                 },
             };
             rows.push(Row {
