@@ -129,6 +129,16 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
                 "a tag must not be empty",
                 hint,
             );
+        } else if tag.get_ref().trim().starts_with(SCOPE_TAG_PREFIX) {
+            // The agent finds the check it created by this tag: one written by hand on another
+            // job would make sync take that job's check for this one's.
+            ok = false;
+            check.error(
+                Some(tag.span()),
+                at("check.tags"),
+                format!("tags starting with \"{SCOPE_TAG_PREFIX}\" are the agent's own: it tags the checks it creates with \"{SCOPE_TAG_PREFIX}<scope>/<job>\" and finds them by it"),
+                Some("remove it (with `create = true` the agent adds the job's own)".to_owned()),
+            );
         } else if let Some(tags) = tags.as_mut() {
             tags.push(tag.get_ref().trim().to_owned());
         }
@@ -178,6 +188,9 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
     ok.then_some(settings)
 }
 
+/// How the tag of a check the agent creates begins ([`scope_tag`]): reserved in `tags`.
+const SCOPE_TAG_PREFIX: &str = "heartbeat-agent:";
+
 /// The tag of the check sync creates for `job`: `heartbeat-agent:<scope>/<job>`, where the
 /// scope is the `[cluster]` name in a cluster (every agent of it shares the job's one check)
 /// and else this host's name (the same job on two hosts outside a cluster is two heartbeats, so
@@ -185,7 +198,7 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
 /// (`ChecksV1HeartbeatCheckCreate`, `tags.items.minLength: 1`), which this always holds.
 pub fn scope_tag(cluster: Option<&str>, host: &str, job: &str) -> String {
     let scope = cluster.unwrap_or(host);
-    format!("heartbeat-agent:{scope}/{job}")
+    format!("{SCOPE_TAG_PREFIX}{scope}/{job}")
 }
 
 /// A job with `create = true`: creating a check needs the API key, so a config whose
@@ -359,6 +372,19 @@ mod tests {
             .unwrap()
             .config;
         assert_eq!(config.agent.reassert_interval, Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn a_tag_in_the_agents_own_form_is_refused_with_its_place() {
+        let text =
+            format!("{JOB}[jobs.check]\ntags = [\"prod\", \"heartbeat-agent:host-a/backup\"]\n");
+        let found = problems(&text);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("c.toml:6:17: job \"b\": key `check.tags`: tags starting with \"heartbeat-agent:\" are the agent's own"),
+            "{found:?}"
+        );
+        assert!(found[0].contains("hint: remove it"), "{found:?}");
     }
 
     #[test]
