@@ -431,7 +431,7 @@ pub struct PingUrl(reqwest::Url);
 
 impl PingUrl {
     /// The placeholder of the run's id (a UUID), in `ping_url`, `start_url` and `fail_url`:
-    /// [`crate::ping::Ping::for_run`] fills it in for each run.
+    /// the ping of each run fills it in (`Ping::for_run`).
     pub const RUN_ID: &'static str = "{run_id}";
 
     /// Parses `text` as a ping URL; the error never repeats the text. A ping URL is a secret

@@ -95,7 +95,7 @@ fn claims_whose_lock_is_free_or_whose_lease_ran_out_are_taken_back_at_once() {
     assert_eq!(outbox.stats().recovered, 0);
 }
 
-/// Issue 33 item 14: a request that left marks its claim file; the mark survives the holder's
+/// A request that left marks its claim file; the mark survives the holder's
 /// death, a stopping holder's give-back and a timeout, and only sending a marked entry again
 /// counts `recovered`; an answer or a refused connection takes the mark off or leaves none.
 #[test]
