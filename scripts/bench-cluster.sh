@@ -18,6 +18,7 @@
 # BENCH_NO_BUILD=1 measures the release binary already built; BENCH_BIN=PATH another binary.
 # Needs etcd and etcdctl (scripts/test-tools.sh installs them) and python3.
 # The agent's JSON log is read by scripts/lib/agentlog.py (shared with bench-daemon.sh).
+# Each figure is also printed as a `ROW` line (scripts/lib/benchrow.py, collected by scripts/bench.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in python3 etcd etcdctl; do
@@ -33,6 +34,7 @@ import os, re, socket, subprocess, sys, time, urllib.request
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, "scripts/lib")
 import agentlog
+import benchrow
 from agentlog import pct
 
 BIN, WORK, BURSTS = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -189,5 +191,9 @@ for line in (perf.stdout + perf.stderr).splitlines():
         print("   ", line.strip())
 etcd.stop()
 ok = ratio <= 1.5 and len(shared) == fires and txns / (fires * 3) <= 1.0
+benchrow.emit("cluster.burst.p99", f"{JOBS} jobs due together on 3 agents on etcd, spawn delay p99",
+              pct(shared, 99), "ms", "ratio<=1.5", max(pct(alone, 99), 0.001), "one agent")
+benchrow.emit("cluster.txn", "etcd transactions per fire and agent", txns / (fires * 3), "Txn", "<=1")
+benchrow.emit("cluster.fires", "fires spawned exactly once, missing ones", fires - len(shared), "fires", "<=0")
 print("verdict:", "all targets met" if ok else "some target missed")
 PY

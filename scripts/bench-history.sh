@@ -4,7 +4,8 @@
 # with `history = 0` (off), ROUNDS rounds, the two interleaved and their order swapped every
 # round. Prints each daemon's spawn delay p50/p99 (the `delay_ms` of `job started`, from the
 # scheduled second to the spawn) and the daemon's CPU per run, then the median p99 of each
-# side and their ratio (target: history on within 10% of off, docs/history.md).
+# side and their ratio (target: history on within 10% of off, docs/history.md), and that figure
+# as a `ROW` line (scripts/lib/benchrow.py, collected by scripts/bench.sh).
 #
 # Usage: scripts/bench-history.sh [ROUNDS]     (default 3)
 # BENCH_NO_BUILD=1 measures the binary already built; BENCH_BIN=PATH another binary.
@@ -19,6 +20,7 @@ import os, statistics, sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, "scripts/lib")
 import agentlog
+import benchrow
 from agentlog import pct
 
 BIN, WORK, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -63,4 +65,6 @@ for r in range(ROUNDS):
               f"p99 {pct(d, 99):.1f} ms; daemon CPU {cpu * 1000 / max(runs, 1):.3f} ms per run", flush=True)
 off, on = statistics.median(p99s["off"]), statistics.median(p99s["on"])
 print(f"median p99: history off {off:.1f} ms, on {on:.1f} ms; on/off {on / off:.3f} (target <= 1.10)")
+benchrow.emit("history.burst.p99", "1,000 jobs due together, history = 100, spawn delay p99", on, "ms",
+              "ratio<=1.10", off, "history = 0")
 PY

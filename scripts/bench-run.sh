@@ -4,16 +4,17 @@
 #   http:  A: heartbeat-agent run --ping-url http://127.0.0.1:PORT/TOKEN -- true
 #          B: curl -fsS -o /dev/null http://127.0.0.1:PORT/TOKEN
 #          (python3 -m http.server serving a file named TOKEN, so GET /TOKEN answers 200)
-#          targets: median A <= 0.5 x B, peak RSS of A <= 5 MiB
+#          targets: median A <= 0.45 x B, peak RSS of A (median of 11) <= 3.8 MiB
 #   https: A: SSL_CERT_FILE=BUNDLE heartbeat-agent run --ping-url https://127.0.0.1:PORT/TOKEN -- true
 #          B: curl -fsS -o /dev/null --cacert BUNDLE https://127.0.0.1:PORT/TOKEN
 #          (openssl s_server -www with the test certificate of tests/data/tls: a fast TLS server,
 #          whose own handshake does not hide the client's cost; BUNDLE is the system's whole CA
 #          bundle plus the test CA, one file given to both)
-#          targets: median A <= 0.6 x B, peak RSS of A <= 6 MiB
+#          targets: median A <= 0.6 x B, peak RSS of A (median of 11) <= 6 MiB
 #
 # Builds the release binary and runs A and B alternately N times each per protocol; prints both
-# medians, the ratio A/B and the peak RSS of A. Every run of A must have delivered its ping: the
+# medians, the ratio A/B and the peak RSS of A, and a `ROW` line per figure (scripts/lib/benchrow.py,
+# collected by scripts/bench.sh). Every run of A must have delivered its ping: the
 # outbox (every ping is written there before its first attempt, and an undelivered one stays)
 # must be empty at the end, with nothing queued, or the benchmark fails.
 # Timing comes from a small python driver (posix_spawn + wait4 per run). Peak RSS comes from GNU
@@ -83,6 +84,10 @@ if [ -x /usr/bin/time ] && /usr/bin/time -f %M true >/dev/null 2>&1; then GNU_TI
 python3 - "$N" "$BIN" "$URL" "$GNU_TIME" "$HTTPS_URL" "$BUNDLE" <<'PY'
 import os, statistics, subprocess, sys, time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+sys.path.insert(0, "scripts/lib")
+import benchrow
+
 n, binary, url, gnu_time, https_url, bundle = (int(sys.argv[1]), *sys.argv[2:7])
 curl = "/usr/bin/curl" if os.path.exists("/usr/bin/curl") else "curl"
 devnull = os.open(os.devnull, os.O_RDWR)
@@ -98,13 +103,14 @@ def once(argv, env):
         sys.exit(f"bench-run: {argv[0]} exited with {os.waitstatus_to_exitcode(status)}")
     return elapsed, usage.ru_maxrss
 
-def compare(name, a_argv, b_argv, a_env, wall_target, rss_target_mib):
-    for argv, env in ((a_argv, a_env), (b_argv, os.environ)):   # warm-up
+def compare(name, a_argv, b_argv, a_env, wall_target, rss_target_mib, b_what, b_env=None):
+    b_env = b_env or os.environ
+    for argv, env in ((a_argv, a_env), (b_argv, b_env)):   # warm-up
         for _ in range(5):
             once(argv, env)
     a_times, b_times, a_rss = [], [], []
     for i in range(n):
-        pair = ((a_argv, a_env), (b_argv, os.environ))
+        pair = ((a_argv, a_env), (b_argv, b_env))
         for argv, env in (pair if i % 2 == 0 else pair[::-1]):
             t, rss = once(argv, env)
             if argv is a_argv:
@@ -115,31 +121,36 @@ def compare(name, a_argv, b_argv, a_env, wall_target, rss_target_mib):
     ratio = ma / mb
     if gnu_time:
         peaks = []
-        for _ in range(20):
+        for _ in range(11):
             res = subprocess.run([gnu_time, "-f", "%M", *a_argv], stdin=devnull, env=a_env,
                                  capture_output=True, text=True, check=True)
             peaks.append(int(res.stderr.strip().splitlines()[-1]))
-        peak, how = max(peaks), "GNU time, max of 20 runs"
+        peak, how = statistics.median(peaks), f"GNU time, median of 11 runs (max {max(peaks)} KiB)"
     else:
         peak, how = max(a_rss), "UPPER BOUND from wait4, includes the driver's memory; install GNU time for the real figure"
     print(f"== {name}: runs: {n} each, alternating")
     print(f"A heartbeat-agent run: median {ma * 1000:.2f} ms")
-    print(f"B curl:                median {mb * 1000:.2f} ms")
+    print(f"B {b_what + ':':<20} median {mb * 1000:.2f} ms")
     print(f"ratio A/B:             {ratio:.3f}  (target <= {wall_target})")
-    print(f"peak RSS of A:         {peak} KiB = {peak / 1024:.2f} MiB  (target <= {rss_target_mib} MiB; {how})")
+    print(f"peak RSS of A:         {peak:.0f} KiB = {peak / 1024:.2f} MiB  (target <= {rss_target_mib} MiB; {how})")
     print(f"verdict {name}: wall {'OK' if ratio <= wall_target else 'MISSED'}, "
           f"rss {'OK' if peak <= rss_target_mib * 1024 else 'MISSED'}")
+    benchrow.emit(f"run.{name}.wall", f"`run -- true`, {name} ping, median wall", ma * 1000, "ms",
+                  f"ratio<={wall_target}", mb * 1000, b_what)
+    if gnu_time:
+        benchrow.emit(f"run.{name}.rss", f"`run -- true`, {name} ping, peak RSS (median of 11)",
+                      peak / 1024, "MiB", f"<={rss_target_mib}")
 
 compare("http",
         [binary, "run", "--ping-url", url, "--", "true"],
         [curl, "-fsS", "-o", "/dev/null", url],
-        dict(os.environ), 0.5, 5)
+        dict(os.environ), 0.45, 3.8, "curl")
 if https_url:
     env = dict(os.environ, SSL_CERT_FILE=bundle)
     compare("https",
             [binary, "run", "--ping-url", https_url, "--", "true"],
             [curl, "-fsS", "-o", "/dev/null", "--cacert", bundle, https_url],
-            env, 0.6, 6)
+            env, 0.6, 6, "curl --cacert BUNDLE")
 PY
 
 # Every ping was delivered: nothing pending, nothing ever queued.
