@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::util::daemon::Daemon;
 use crate::util::emulator::Background;
+use crate::util::http::{FakeServer, Reply};
 use crate::util::outbox::{Behaviour, PingHost};
 use crate::util::tls::{self, Cert, Front, TinyProxy};
 use crate::util::Home;
@@ -459,4 +460,68 @@ fn config_check_names_a_bad_ca_file_or_proxy_with_its_place() {
         all.contains("proxy scheme \"socks5\" is not supported"),
         "{all}"
     );
+}
+
+#[test]
+fn an_api_call_through_a_proxy_that_wants_credentials_names_the_proxy_not_the_service() {
+    // A 407 is the proxy's answer by definition: to the CONNECT of an https:// base URL
+    // (tinyproxy with BasicAuth) and to a forwarded http:// request (a proxy answering 407 with
+    // `Proxy-Authenticate`, as squid does; tinyproxy answers those 401), the message names the
+    // proxy without its password and says what to do, never "api error 407" as if the service
+    // had answered, and no request reaches the service.
+    let home = Home::new();
+    let tiny = TinyProxy::start_with("BasicAuth agent right-pw\n");
+    let squid_like = FakeServer::scripted(|_, _| Reply {
+        status: 407,
+        headers: vec![("proxy-authenticate", "Basic realm=\"proxy\"".to_owned())],
+        body: "Proxy Authentication Required".to_owned(),
+        delay: std::time::Duration::ZERO,
+    });
+    let emulator = Background::start();
+    let api = Front::start(
+        "127.0.0.1:0",
+        tls::addr_of(emulator.base_url()),
+        Cert::Trusted,
+    );
+    let ca = tls::ca_file();
+    // tinyproxy answers 401 to a CONNECT without credentials: the proxy is named all the same.
+    for (base, proxy, says) in [
+        (
+            api.base(),
+            squid_like.url(""),
+            "HTTP 407 (it wants credentials)",
+        ),
+        (
+            emulator.base_url().to_owned(),
+            squid_like.url(""),
+            "HTTP 407 (it wants credentials)",
+        ),
+        (api.base(), tiny.url(), "tunnel error: unsuccessful"),
+    ] {
+        let port = &proxy[17..];
+        let wrong = format!("http://agent:{SECRET}-wrong@127.0.0.1:{port}");
+        let before = emulator.requests().len();
+        let mut cmd = agent(&home, &["--base-url", &base, "api", "check-statuses"]);
+        cmd.env("HEARTBEAT_AGENT_API_KEY", emulator.api_key())
+            .env("HEARTBEAT_AGENT_ACCOUNT", emulator.account())
+            .env("HTTP_PROXY", &wrong)
+            .env("HTTPS_PROXY", &wrong)
+            .env("SSL_CERT_FILE", &ca);
+        let out = output(cmd);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{base}: {all}");
+        let named = format!("through the proxy http://agent:…@127.0.0.1:{port}: ");
+        assert!(
+            all.contains(&named),
+            "{base}: the proxy is not named: {all}"
+        );
+        assert!(all.contains(says), "{base}: {all}");
+        assert!(!all.contains("api error 407"), "{base}: {all}");
+        assert!(all.contains("(GET /v1/check-statuses)"), "{base}: {all}");
+        assert_eq!(
+            emulator.requests().len(),
+            before,
+            "{base}: the proxy let it through"
+        );
+    }
 }

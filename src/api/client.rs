@@ -531,16 +531,31 @@ impl ApiClient {
                     };
                     return Err(Failed::new(Failure::Untrusted, error, None));
                 }
+                if crate::net::proxy::refused_credentials(&e) {
+                    if let Some(refused) = self.proxy_refused(label, url) {
+                        return Err(refused);
+                    }
+                }
                 let failure = if e.is_connect() {
                     Failure::NotSent
                 } else {
                     Failure::NoAnswer
                 };
-                return Err(Failed::new(failure, self.transport_error(label, &e), None));
+                return Err(Failed::new(
+                    failure,
+                    self.transport_error(label, url, &e),
+                    None,
+                ));
             }
         };
         let status = response.status();
         super::counters::record(label.operation, Some(status.as_u16()));
+        // 407 is a proxy's answer by definition: the request never reached the service.
+        if status.as_u16() == 407 {
+            if let Some(refused) = self.proxy_refused(label, url) {
+                return Err(refused);
+            }
+        }
         let retry_after = response
             .headers()
             .get(RETRY_AFTER)
@@ -549,7 +564,7 @@ impl ApiClient {
         let bytes = match crate::net::read_body(response, super::limits::MAX_BODY).await {
             Ok(bytes) => bytes,
             Err(BodyError::Transport(e)) => {
-                let error = self.transport_error(label, &e);
+                let error = self.transport_error(label, url, &e);
                 return Err(Failed::new(Failure::NoAnswer, error, None));
             }
             Err(BodyError::TooLarge(limit)) => {
@@ -576,10 +591,37 @@ impl ApiClient {
         ))
     }
 
-    fn transport_error(&self, label: &RequestLabel, err: &reqwest::Error) -> ApiError {
+    /// The failure when the proxy `url` goes through answered 407 (`None` without a proxy):
+    /// the request never reached the service.
+    fn proxy_refused(&self, label: &RequestLabel, url: &Url) -> Option<Failed> {
+        let proxy = self.net.proxy_for(url)?;
+        let error = ApiError::Transport {
+            request: label.clone(),
+            detail: format!(
+                "through the proxy {}: {}",
+                crate::net::Proxy::redacted(proxy),
+                crate::net::proxy::wants_credentials(407)
+            ),
+            not_sent: true,
+            timed_out: false,
+        };
+        Some(Failed::new(Failure::NotSent, error, None))
+    }
+
+    /// A request without an answer; a failed connection through a proxy names the proxy (the
+    /// failure may be the proxy's: a refused `CONNECT`, a proxy that is down).
+    fn transport_error(&self, label: &RequestLabel, url: &Url, err: &reqwest::Error) -> ApiError {
+        let detail = crate::redact::scrub(&crate::redact::reqwest_error(err));
+        let through = self.net.proxy_for(url).filter(|_| err.is_connect());
         ApiError::Transport {
             request: label.clone(),
-            detail: crate::redact::scrub(&crate::redact::reqwest_error(err)),
+            detail: match through {
+                Some(proxy) => format!(
+                    "through the proxy {}: {detail}",
+                    crate::net::Proxy::redacted(proxy)
+                ),
+                None => detail,
+            },
             not_sent: err.is_connect(),
             timed_out: err.is_timeout(),
         }

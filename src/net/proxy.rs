@@ -17,6 +17,10 @@
 //! rule says "direct"), and reqwest does not expose its matcher; one rule here, given to reqwest
 //! as its only proxy ([`super::Net::client_builder`]), keeps both the same. A proxy's password
 //! is a secret: [`Proxy::redacted`] is what is shown.
+//!
+//! A proxy that wants credentials answers 407 (to a forwarded `http://` request, or to the
+//! `CONNECT` of an `https://` one): [`refused_credentials`] recognises both, and
+//! [`wants_credentials`] is what every caller says then, naming the proxy and never the service.
 
 use std::net::IpAddr;
 
@@ -282,6 +286,27 @@ fn in_block(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
         }
         _ => false,
     }
+}
+
+/// What to say when a proxy refused a request with HTTP `status` because it wants credentials
+/// (the caller names the proxy, redacted): the answer is the proxy's, not the server's, so
+/// nothing reached the server.
+pub(crate) fn wants_credentials(status: u16) -> String {
+    format!(
+        "the proxy refused the request with HTTP {status} (it wants credentials); give it its \
+         user and password in its URL ([api] proxy, HTTP_PROXY or HTTPS_PROXY), or exempt the \
+         host with NO_PROXY"
+    )
+}
+
+/// Whether `err` is a proxy's 407 to the `CONNECT` of an `https://` request. hyper-util's tunnel
+/// error type is not exported, so its words are what can be matched.
+pub(crate) fn refused_credentials(err: &reqwest::Error) -> bool {
+    super::causes(err).any(|inner| {
+        inner
+            .to_string()
+            .ends_with("tunnel error: proxy authorization required")
+    })
 }
 
 #[cfg(test)]

@@ -608,7 +608,9 @@ async fn send_reqwest(
         (_, error) => error,
     };
     let response = request.send().await.map_err(|err| {
-        through(if let Some(detail) = sender.net.certificate_problem(&err) {
+        through(if crate::net::proxy::refused_credentials(&err) {
+            PingError::Http(crate::net::proxy::wants_credentials(407))
+        } else if let Some(detail) = sender.net.certificate_problem(&err) {
             let host = ping.url.host_str().unwrap_or("?").to_owned();
             PingError::Certificate { host, detail }
         } else if err.is_timeout() {
@@ -627,11 +629,7 @@ async fn send_reqwest(
         // token is in the URL), so a 401 through a proxy is the proxy's too.
         return Err(PingError::Proxy {
             proxy: proxy.clone(),
-            detail: format!(
-                "the proxy refused the request with HTTP {status} (it wants credentials); \
-                 give it its user and password in its URL ([api] proxy, HTTP_PROXY or \
-                 HTTPS_PROXY), or exempt the host with NO_PROXY"
-            ),
+            detail: crate::net::proxy::wants_credentials(status),
         });
     }
     let retry_after = response
