@@ -49,7 +49,7 @@ done
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
   cargo build --release --locked --quiet
   if printf '%s\n' "${expanded[@]}" | grep -qx fleet; then
-    cargo test --release --locked --test tests --no-run --quiet 2>/dev/null
+    cargo test --release --locked --test tests --no-run --quiet
   fi
 fi
 export BENCH_NO_BUILD=1

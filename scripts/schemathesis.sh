@@ -48,7 +48,7 @@ published_operations=(
   postV1StatuspagesServices getV1StatuspagesServices
   getV1MaintenancewindowsIdMaintenancesMaintenanceid
   patchV1MaintenancewindowsIdMaintenancesMaintenanceid
-  getV1ChecksId putV1ChecksHeartbeatId
+  getV1ChecksId putV1ChecksHeartbeatId getV1Checks postV1ChecksHeartbeat deleteV1ChecksId
   getV1ChecksHeartbeatsCheckidEvents getV1ChecksHeartbeatsCheckidEventsId
   getV1CheckgroupsId putV2CheckgroupsId getV1Checkstatuses
   getV1TestsessionerrorgroupsProjectsProjectid deleteV1SnippetsId
