@@ -64,6 +64,8 @@ struct View {
     fetched_at: DateTime<Utc>,
     statuses: BTreeMap<String, CheckStatus>,
     heartbeats: BTreeMap<String, Heartbeat>,
+    /// The checks whose events the service answered 404 for.
+    gone: BTreeSet<String>,
 }
 
 /// The remote view's cache and client (`None` when no API is configured: every check is then
@@ -126,12 +128,7 @@ impl RemoteView {
                 )),
             };
             if let Ok(view) = &result {
-                *self.gone.lock().unwrap_or_else(|e| e.into_inner()) = view
-                    .heartbeats
-                    .iter()
-                    .filter(|(_, h)| matches!(h, Heartbeat::Unavailable { reason } if reason.starts_with(GONE)))
-                    .map(|(id, _)| id.clone())
-                    .collect();
+                *self.gone.lock().unwrap_or_else(|e| e.into_inner()) = view.gone.clone();
             }
             *cache = Some(Fetched {
                 at: Instant::now(),
@@ -186,33 +183,42 @@ async fn fetch(client: &ApiClient, ids: &BTreeSet<String>) -> Result<View, Strin
         .filter(|(id, _)| ids.contains(id))
         .collect();
     let mut heartbeats = BTreeMap::new();
+    let mut gone = BTreeSet::new();
     for id in ids {
-        heartbeats.insert(id.clone(), heartbeat(client, id).await);
+        let found = heartbeat(client, id).await;
+        if found.is_none() {
+            gone.insert(id.clone());
+        }
+        heartbeats.insert(
+            id.clone(),
+            found.unwrap_or_else(|| Heartbeat::Unavailable {
+                reason: format!("the service has no heartbeat check {id}"),
+            }),
+        );
     }
     Ok(View {
         fetched_at: Utc::now(),
         statuses,
         heartbeats,
+        gone,
     })
 }
-
-/// How the reason of a check the service answered 404 for begins.
-const GONE: &str = "the service has no heartbeat check";
 
 /// How far back a check with no event in the last day is searched before it counts as never
 /// pinged: the longest heartbeat period the service accepts.
 const NEVER_PINGED_WINDOW_DAYS: i64 = 365;
 
-/// The statistics of check `id` from its newest event.
-async fn heartbeat(client: &ApiClient, id: &str) -> Heartbeat {
-    let unavailable = |reason: String| Heartbeat::Unavailable { reason };
+/// The statistics of check `id` from its newest event; `None` when the service answered 404
+/// (it has no such check).
+async fn heartbeat(client: &ApiClient, id: &str) -> Option<Heartbeat> {
+    let unavailable = |reason: String| Some(Heartbeat::Unavailable { reason });
     let now = Utc::now();
     let mut found = None;
     for days in [1, NEVER_PINGED_WINDOW_DAYS] {
         let window = EventsWindow::newest_since(now - chrono::Duration::days(days));
         let lists = match client.list_heartbeat_events(id, &window).await {
             Ok(lists) => lists,
-            Err(err) if err.is_not_found() => return unavailable(format!("{GONE} {id}")),
+            Err(err) if err.is_not_found() => return None,
             Err(err) => return unavailable(format!("cannot read the events of check {id}: {err}")),
         };
         found = lists
@@ -225,9 +231,9 @@ async fn heartbeat(client: &ApiClient, id: &str) -> Heartbeat {
         }
     }
     let Some((event, stats)) = found else {
-        return Heartbeat::NeverPinged {
+        return Some(Heartbeat::NeverPinged {
             searched_days: NEVER_PINGED_WINDOW_DAYS as u32,
-        };
+        });
     };
     let stats = match stats {
         Some(stats) => stats,
@@ -241,7 +247,7 @@ async fn heartbeat(client: &ApiClient, id: &str) -> Heartbeat {
             }
         },
     };
-    available(&event, &stats)
+    Some(available(&event, &stats))
 }
 
 fn available(event: &HeartbeatEvent, stats: &HeartbeatStats) -> Heartbeat {

@@ -81,3 +81,41 @@ fn a_check_deleted_on_the_service_is_missing_at_its_first_404() {
         "{said}"
     );
 }
+
+#[test]
+fn a_check_the_service_does_not_have_is_missing_before_any_ping_and_the_remote_view_says_why() {
+    // No run yet: sync's 404 marks the check missing, and the remote view's 404 for the
+    // check's events says the same in its own words (the heartbeat part of `remote`).
+    let emulator = emulator_with_check();
+    let key = emulator.api_key().to_owned();
+    let home = Home::new();
+    let jobs = "[[jobs]]\nname = \"gone\"\nschedule = \"0 0 1 1 *\"\nshell = \"true\"\n\
+                check_id = \"no-such-check\"\n";
+    home.write(Some(&emulator), &listen_with_token(&home), jobs);
+    let daemon = home.daemon(&key);
+    let endpoint = home.endpoint();
+    let doc = daemon.until("the check missing", Duration::from_secs(15), || {
+        let doc = status_doc(&endpoint, true);
+        let gone = job(&doc, "gone");
+        (gone["missing"].is_object() && gone["remote"]["heartbeat"].is_object()).then_some(doc)
+    });
+    let gone = job(&doc, "gone");
+    assert_eq!(gone["missing"]["by"], "sync", "{gone}");
+    let heartbeat = &gone["remote"]["heartbeat"];
+    assert_eq!(heartbeat["state"], "unavailable", "{gone}");
+    assert_eq!(
+        heartbeat["reason"], "the service has no heartbeat check no-such-check",
+        "{gone}"
+    );
+    assert!(gone["last_ping"].is_null(), "no run yet: {gone}");
+    let metrics = get(&endpoint, "/metrics").body;
+    assert_eq!(
+        sample(
+            &parse_metrics(&metrics),
+            "heartbeat_agent_checks_missing",
+            &[]
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+}
