@@ -301,7 +301,7 @@ mod tests {
         ))
         .expect("client");
         let daily = heartbeat(&api, "daily").await;
-        let Heartbeat::Available { latest_event, .. } = &daily else {
+        let Some(Heartbeat::Available { latest_event, .. }) = &daily else {
             panic!("{daily:?}");
         };
         assert_eq!(latest_event.state.as_deref(), Some("RECEIVED"));
@@ -309,15 +309,19 @@ mod tests {
         assert!(age > chrono::Duration::hours(29), "{age}");
         assert!(matches!(
             heartbeat(&api, "never").await,
-            Heartbeat::NeverPinged { searched_days: 365 }
+            Some(Heartbeat::NeverPinged { searched_days: 365 })
         ));
+        assert!(
+            heartbeat(&api, "no-such-check").await.is_none(),
+            "a 404 is gone"
+        );
         let queries: Vec<String> = emulator
             .requests()
             .into_iter()
             .filter(|r| r.path.ends_with("/events"))
             .filter_map(|r| r.query)
             .collect();
-        assert_eq!(queries.len(), 4, "{queries:?}");
+        assert_eq!(queries.len(), 5, "{queries:?}");
         assert!(
             queries.iter().all(|q| q.starts_with("limit=1&startTime=")),
             "{queries:?}"

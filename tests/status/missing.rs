@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use heartbeat_agent::status::client::Endpoint;
+
 use crate::util::Home;
 
 use super::{
@@ -59,16 +61,7 @@ fn a_check_deleted_on_the_service_is_missing_at_its_first_404() {
         "{row}"
     );
     assert!(!row.contains("ok 24h") && !row.contains("in sync"), "{row}");
-    let metrics = get(&endpoint, "/metrics").body;
-    assert_eq!(
-        sample(
-            &parse_metrics(&metrics),
-            "heartbeat_agent_checks_missing",
-            &[]
-        ),
-        Some(1.0),
-        "{metrics}"
-    );
+    assert_one_missing(&endpoint);
     let health = home.output(&["health"], &key);
     assert_eq!(
         health.status.code(),
@@ -108,14 +101,16 @@ fn a_check_the_service_does_not_have_is_missing_before_any_ping_and_the_remote_v
         "{gone}"
     );
     assert!(gone["last_ping"].is_null(), "no run yet: {gone}");
-    let metrics = get(&endpoint, "/metrics").body;
-    assert_eq!(
-        sample(
-            &parse_metrics(&metrics),
-            "heartbeat_agent_checks_missing",
-            &[]
-        ),
-        Some(1.0),
-        "{metrics}"
+    assert_one_missing(&endpoint);
+}
+
+/// `/metrics` counts exactly one missing check.
+fn assert_one_missing(endpoint: &Endpoint) {
+    let metrics = get(endpoint, "/metrics").body;
+    let missing = sample(
+        &parse_metrics(&metrics),
+        "heartbeat_agent_checks_missing",
+        &[],
     );
+    assert_eq!(missing, Some(1.0), "{metrics}");
 }
