@@ -23,7 +23,9 @@
 //! them was most of an https `run` (callgrind: 36.0 M of its 42.7 M instructions, with a
 //! bundle and `/etc/ssl/certs` named; the handshake itself 2.6 M). So the agent gives reqwest
 //! its own rustls configuration, whose verifier ([`verifier`]) asks the store for the roots by
-//! the issuers of the presented chain, once per issuer per process:
+//! the issuers of the presented chain, once per issuer per process (the whole run: 7.1 M
+//! instructions, 3.1 M of them reading the system bundle; with `SSL_CERT_DIR` set, 3,902
+//! syscalls became 422):
 //! - bundles are read at load (a malformed one is a problem at once, as before), quickly
 //!   ([`pem`]: the `base64` crate, not rustls-pki-types' constant-time decoder), and only the
 //!   subject of each certificate is looked at;
