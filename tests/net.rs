@@ -75,9 +75,13 @@ fn run_pings_over_https_trusting_ca_file_or_ssl_cert_file() {
     let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Trusted);
     let ca = tls::ca_file();
     let ca = ca.to_str().expect("utf8");
-    let out = output(run_ping(&home, &front.url(&token("a")), &["--ca-file", ca]));
+    // The system store plus `--ca-file`: found in the ca_file without reading the whole store.
+    let mut cmd = run_ping(&home, &front.url(&token("a")), &["--ca-file", ca]);
+    cmd.env("HEARTBEAT_AGENT_LOG", TRUST_LOG);
+    let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(host.count(&token("a")), 1, "{}", text(&out));
+    assert!(!text(&out).contains("the whole store"), "{}", text(&out));
     let mut cmd = run_ping(&home, &front.url(&token("b")), &[]);
     cmd.env("SSL_CERT_FILE", ca);
     let out = output(cmd);
@@ -88,6 +92,130 @@ fn run_pings_over_https_trusting_ca_file_or_ssl_cert_file() {
     assert_eq!(host.count(&token("c")), 0);
     assert!(text(&out).contains("is not trusted"), "{}", text(&out));
     assert!(text(&out).contains("system bundle"), "{}", text(&out));
+}
+
+/// The default log filter plus the trust store's own debug lines (`src/net/trust`), which
+/// name no URL; not `heartbeat_agent::net`'s, whose description would read the whole store.
+const TRUST_LOG: &str = "info,heartbeat_agent::pinged=warn,heartbeat_agent::net::trust=debug";
+
+/// The system's bundle plus the test CA, and a hashed directory (`openssl rehash`) of the
+/// system's roots plus the test CA, each as the whole store (`SSL_CERT_FILE`, `SSL_CERT_DIR`):
+/// the test CA is found without reading the whole store (in the directory by its subject
+/// hash), and a certificate of a CA that neither holds is refused as before, its ping kept.
+#[test]
+fn the_test_ca_is_found_in_a_large_bundle_and_by_hash_in_a_directory() {
+    let home = Home::new();
+    let host = PingHost::start(Behaviour::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Trusted);
+    let ca = std::fs::read(tls::ca_file()).expect("test CA");
+    let system = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
+        .expect("the system bundle: install ca-certificates (scripts/test-tools.sh)");
+    let bundle = home.path("bundle.pem");
+    std::fs::write(&bundle, [system.as_slice(), ca.as_slice()].concat()).expect("bundle");
+    let dir = home.path("certs");
+    std::fs::create_dir(&dir).expect("mkdir");
+    // The distinct certificates of the directory (one a file), as the description counts them.
+    let mut distinct = std::collections::HashSet::new();
+    for item in std::fs::read_dir("/etc/ssl/certs").expect("/etc/ssl/certs") {
+        let path = item.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "pem") {
+            let name = path.file_name().expect("name");
+            std::fs::copy(&path, dir.join(name)).expect("copy a root");
+            let text = std::fs::read_to_string(&path).expect("a root");
+            distinct.insert(text.split_whitespace().collect::<String>());
+        }
+    }
+    assert!(
+        distinct.len() > 50,
+        "{} roots in /etc/ssl/certs",
+        distinct.len()
+    );
+    std::fs::write(dir.join("test-ca.pem"), &ca).expect("test CA");
+    let in_dir = distinct.len() + 1;
+    let in_bundle = String::from_utf8_lossy(&system)
+        .matches("-----BEGIN CERTIFICATE-----")
+        .count()
+        + 1;
+    let rehash = Command::new("openssl")
+        .arg("rehash")
+        .arg(&dir)
+        .output()
+        .expect("openssl (scripts/test-tools.sh)");
+    assert!(rehash.status.success(), "{}", text(&rehash));
+    let hash = Command::new("openssl")
+        .args(["x509", "-noout", "-subject_hash", "-in"])
+        .arg(tls::ca_file())
+        .output()
+        .expect("openssl");
+    let hash = String::from_utf8_lossy(&hash.stdout).trim().to_owned();
+    assert!(
+        dir.join(format!("{hash}.0")).exists(),
+        "rehash made {hash}.0"
+    );
+    let store = |cmd: &mut Command, var: &str| {
+        let value = if var == "SSL_CERT_FILE" {
+            &bundle
+        } else {
+            &dir
+        };
+        cmd.env(var, value).env("HEARTBEAT_AGENT_LOG", TRUST_LOG);
+    };
+    for var in ["SSL_CERT_FILE", "SSL_CERT_DIR"] {
+        let name = token(var);
+        let mut cmd = run_ping(&home, &front.url(&name), &[]);
+        store(&mut cmd, var);
+        let out = output(cmd);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{all}");
+        assert_eq!(host.count(&name), 1, "{var}: {all}");
+        assert!(!all.contains("the whole store is read"), "{var}: {all}");
+        if var == "SSL_CERT_DIR" {
+            let line = all
+                .lines()
+                .find(|l| l.contains("looked up by subject hash"))
+                .unwrap_or_else(|| panic!("no lookup by hash: {all}"));
+            assert!(line.contains(&format!("hash={hash}")), "{line}");
+            assert!(line.contains("found=1"), "{line}");
+        }
+    }
+    // A CA neither holds: refused with the same words, the ping kept; the whole store was
+    // read before refusing.
+    let untrusted = Front::start("127.0.0.1:0", tls::addr_of(&host.url("x")), Cert::Untrusted);
+    for var in ["SSL_CERT_FILE", "SSL_CERT_DIR"] {
+        let name = token(&format!("{var}-untrusted"));
+        let mut cmd = run_ping(&home, &untrusted.url(&name), &[]);
+        store(&mut cmd, var);
+        let out = output(cmd);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(0), "the command's status: {all}");
+        assert_eq!(host.count(&name), 0, "{all}");
+        assert!(all.contains("the whole store is read"), "{all}");
+        let expected = if var == "SSL_CERT_FILE" {
+            format!(
+                "trusted: SSL_CERT_FILE {} ({in_bundle} certificates)",
+                bundle.display()
+            )
+        } else {
+            format!(
+                "trusted: SSL_CERT_DIR {} ({in_dir} certificates)",
+                dir.display()
+            )
+        };
+        for needle in [
+            "is not trusted (UnknownIssuer)",
+            &expected,
+            "kept in the outbox",
+        ] {
+            assert!(all.contains(needle), "{needle} missing in:\n{all}");
+        }
+    }
+    let out = output(agent(&home, &["outbox", "list", "--json"]));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        listed["entries"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
 }
 
 /// A bundle reached through symbolic links is trusted: Kubernetes mounts secrets as links

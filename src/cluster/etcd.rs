@@ -30,6 +30,8 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -203,39 +205,53 @@ impl Etcd {
         let https = settings.endpoints.iter().any(|u| u.scheme() == "https");
         // Long enough for a member to see a new raft leader elected (a request waits for it).
         let timeout = (settings.lease / 3).clamp(Duration::from_secs(2), Duration::from_secs(5));
-        let mut builder = net
-            .client_builder(https)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(timeout);
+        let mut extra = Vec::new();
         if let Some(path) = &settings.ca_file {
             let bundle = read_pem("ca_file", path)?;
+            // reqwest's reading words the refusal as before; rustls is handed the same DERs.
             let certs = reqwest::Certificate::from_pem_bundle(&bundle)
                 .map_err(|err| setup("ca_file", path, format!("not PEM certificates ({err})")))?;
             if certs.is_empty() {
                 return Err(setup("ca_file", path, "holds no certificate".to_owned()));
             }
-            builder = certs
-                .into_iter()
-                .fold(builder, |b, c| b.add_root_certificate(c));
+            extra = CertificateDer::pem_slice_iter(&bundle)
+                .collect::<Result<_, _>>()
+                .map_err(|err| setup("ca_file", path, format!("not PEM certificates ({err})")))?;
         }
+        let mut client_auth = None;
         if let (Some(cert), Some(key)) = (&settings.cert_file, &settings.key_file) {
-            let mut pem = read_pem("cert_file", cert)?;
+            let cert_pem = read_pem("cert_file", cert)?;
+            let key_pem = read_pem("key_file", key)?;
+            let mut pem = cert_pem.clone();
             pem.push(b'\n');
-            pem.extend(read_pem("key_file", key)?);
-            let identity = reqwest::Identity::from_pem(&pem).map_err(|err| {
+            pem.extend(&key_pem);
+            let refused = |err: &dyn std::fmt::Display| {
                 let detail = format!(
                     "with key_file {}, not a PEM certificate and its private key ({err})",
                     key.display()
                 );
                 setup("cert_file", cert, detail)
-            })?;
-            builder = builder.identity(identity);
+            };
+            reqwest::Identity::from_pem(&pem).map_err(|err| refused(&err))?;
+            let certs = CertificateDer::pem_slice_iter(&cert_pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|err| refused(&err))?;
+            let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|err| refused(&err))?;
+            client_auth = Some((certs, key));
         }
-        let client = builder.build().map_err(|err| EtcdError::Setup {
+        let tls_refused = |err: &dyn std::fmt::Display| EtcdError::Setup {
             key: "ca_file",
             path: String::new(),
             detail: format!("the TLS settings cannot be used: {err}"),
-        })?;
+        };
+        let builder = if https {
+            net.tls_client_builder(&extra, client_auth)
+                .map_err(|err| tls_refused(&err))?
+        } else {
+            net.client_builder(false)
+        };
+        let builder = builder.connect_timeout(CONNECT_TIMEOUT).timeout(timeout);
+        let client = builder.build().map_err(|err| tls_refused(&err))?;
         Ok(Etcd {
             inner: Arc::new(Inner {
                 client,

@@ -29,7 +29,7 @@ pub mod trust;
 pub(crate) use body::{read_body, BodyError};
 pub use proxy::{Proxy, ProxySetting};
 pub use retry::RetryPolicy;
-pub use trust::Trust;
+pub use trust::{ClientAuth, Trust};
 
 /// What the config and the command line say about outgoing connections.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,10 +129,33 @@ impl Net {
                 rule.proxy_for(url).cloned()
             }));
         if https {
-            self.trust().apply(builder)
+            self.with_tls(builder, &[], None)
+                .expect("the store's own configuration has no extra certificate or key to refuse")
         } else {
             builder
         }
+    }
+
+    /// [`Net::client_builder`] for `https`, also trusting `extra` (a cluster's own `ca_file`)
+    /// and presenting `client_auth` (certificates and key); rustls' refusal of either is
+    /// returned.
+    pub fn tls_client_builder(
+        &self,
+        extra: &[rustls::pki_types::CertificateDer<'_>],
+        client_auth: Option<ClientAuth>,
+    ) -> Result<reqwest::ClientBuilder, rustls::Error> {
+        let builder = self.client_builder(false);
+        self.with_tls(builder, extra, client_auth)
+    }
+
+    fn with_tls(
+        &self,
+        builder: reqwest::ClientBuilder,
+        extra: &[rustls::pki_types::CertificateDer<'_>],
+        client_auth: Option<ClientAuth>,
+    ) -> Result<reqwest::ClientBuilder, rustls::Error> {
+        let config = self.trust().tls_config(extra, client_auth)?;
+        Ok(builder.use_preconfigured_tls(config))
     }
 
     /// Whether a reqwest error is a refused server certificate; then the text to show: which host,

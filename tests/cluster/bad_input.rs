@@ -142,6 +142,26 @@ fn a_tls_mismatch_says_what_to_check() {
     ];
     let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
     expect_error(&other, &expected, None);
+    // The CA that signed it: the member is reached over TLS, and the agent leads.
+    let emulator = Background::start();
+    let (_dir, out) = out_dir();
+    let setup = Setup {
+        cluster: format!(
+            "{}\nname = \"tls-ok\"\nca_file = \"{}\"",
+            cluster.endpoints_toml(),
+            tls.join("ca.pem").display()
+        ),
+        jobs: 1,
+        shape: JobShape::EVERY_SECOND,
+        out: &out,
+        emulator: &emulator,
+    };
+    let agent = Agent::start(&setup, "a", &[]);
+    let led = crate::util::wait_until(Duration::from_secs(15), Duration::from_millis(100), || {
+        agent.role().as_deref() == Some("leader")
+    });
+    assert!(led, "not leading over TLS:\n{}", agent.log());
+    drop(agent);
     // http:// to a member that serves https.
     let plain = cluster.endpoint(0).replace("https://", "http://");
     let settings = format!("endpoints = [\"{plain}\"]\nname = \"tls\"");
