@@ -4,16 +4,18 @@
 # --burst`: a C program that sleeps until such a second, then starts the same N `sh -c` commands
 # with posix_spawn from one thread without waiting. Each child records its own start time, so
 # both sides are measured the same way: the start delay of a child is the time it wrote minus
-# the due second. ROUNDS rounds; each round runs the floor and every binary given, the order
-# rotated every round (interleaved), and each binary's ratio is its p99 over the floor's p99
-# of the same round. The due second is a whole second a few seconds after the daemon started
+# the due second. ROUNDS rounds; each round runs every binary given (the order rotated every
+# round) with the floor measured before and after each, and a binary's ratio in a round is
+# its p99 over the geometric mean of the two floors' p99 beside it (on a loaded machine the
+# floor moves by 2x within a minute, so only the floor measured next to a daemon is its
+# anchor). The due second is a whole second a few seconds after the daemon started
 # (its schedule `S M H * * *`), so a round does not wait for the next minute; every job's
 # fire is at that second all the same.
 #
 # Prints one line per measurement (p50, p99, max in ms; for a daemon also its CPU per run,
 # utime + stime over the burst), then, per binary, one summary line:
-#   burst: daemon p99 <median> ms, floor p99 <median> ms, ratio <median of the rounds' ratios>
-#     (rounds r1 r2 r3; target <= 1.15) BIN
+#   burst: daemon p99 <median> ms, floor p99 <median of all floors> ms, ratio <median of the
+#     rounds' ratios> (rounds r1 r2 r3; target <= 1.15) BIN
 #
 # Usage: scripts/bench-burst.sh [ROUNDS] [BIN...]   (default 3 rounds; BIN defaults to the
 # release build, or BENCH_BIN). Several binaries (e.g. a saved base build and a new one) are
@@ -31,7 +33,7 @@ shift || true
 cc -O2 -pthread -o "$work/spawn-floor" scripts/spawn-floor.c
 
 python3 - "$work" "$ROUNDS" "${BURST_JOBS:-1000}" "$@" <<'PY'
-import os, signal, statistics, subprocess, sys, time
+import math, os, signal, statistics, subprocess, sys, time
 from datetime import datetime
 
 sys.dont_write_bytecode = True
@@ -104,23 +106,22 @@ def show(name, d, per_run):
     return pct(d, 99)
 
 print(f"machine: {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; {N} jobs due together, {ROUNDS} rounds")
-sides = ["floor"] + [f"bin{i}" for i in range(len(BINS))]
-p99 = {s: [] for s in sides}
+floors, p99, ratios = [], {b: [] for b in BINS}, {b: [] for b in BINS}
 for r in range(ROUNDS):
-    order = sides[r % len(sides):] + sides[: r % len(sides)]
+    order = BINS[r % len(BINS):] + BINS[: r % len(BINS)]
     print(f"round {r + 1}:")
-    for side in order:
-        if side == "floor":
-            d, per_run = floor(f"floor-{r}")
-            p99[side].append(show("floor (C, posix_spawn, one thread)", d, per_run))
-        else:
-            binary = BINS[int(side[3:])]
-            d, per_run = daemon(binary, f"{side}-{r}")
-            p99[side].append(show(f"daemon {binary}", d, per_run))
-floor_p99 = statistics.median(p99["floor"])
-for i, binary in enumerate(BINS):
-    ratios = [a / b for a, b in zip(p99[f"bin{i}"], p99["floor"])]
-    print(f"burst: daemon p99 {statistics.median(p99[f'bin{i}']):.0f} ms, floor p99 {floor_p99:.0f} ms, "
-          f"ratio {statistics.median(ratios):.3f} (rounds {' '.join(f'{x:.3f}' for x in ratios)}; "
+    before = show("floor (C, posix_spawn, one thread)", *floor(f"floor-{r}-0"))
+    floors.append(before)
+    for i, binary in enumerate(order):
+        value = show(f"daemon {binary}", *daemon(binary, f"daemon-{r}-{i}"))
+        after = show("floor (C, posix_spawn, one thread)", *floor(f"floor-{r}-{i + 1}"))
+        floors.append(after)
+        p99[binary].append(value)
+        ratios[binary].append(value / math.sqrt(before * after))
+        before = after
+for binary in BINS:
+    rs = ratios[binary]
+    print(f"burst: daemon p99 {statistics.median(p99[binary]):.0f} ms, floor p99 {statistics.median(floors):.0f} ms, "
+          f"ratio {statistics.median(rs):.3f} (rounds {' '.join(f'{x:.3f}' for x in rs)}; "
           f"target <= 1.15) {binary}")
 PY
