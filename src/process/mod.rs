@@ -220,10 +220,8 @@ pub(crate) fn children_at_default_priority() {
 pub(crate) fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
     let mut cmd = tokio::process::Command::new(&spec.program);
     cmd.args(&spec.args).process_group(0);
-    for (key, _) in std::env::vars_os() {
-        if is_removed(&key, &spec.env_remove) {
-            cmd.env_remove(&key);
-        }
+    for key in inherited_secrets().iter().chain(&spec.env_remove) {
+        cmd.env_remove(key);
     }
     for (key, value) in &spec.env_set {
         cmd.env(key, value);
@@ -302,11 +300,25 @@ fn switch_user(cmd: &mut tokio::process::Command, run_as: RunAs) {
     }
 }
 
-fn is_removed(key: &std::ffi::OsStr, extra: &[OsString]) -> bool {
+/// The agent's own variables that no child may see ([`SECRET_ENV`], `WATCHDOG_*`), read from
+/// its environment once: the agent never changes its environment. Reading and copying all of
+/// it at every spawn to find them cost the daemon a sixth of its instructions per run in a
+/// burst (callgrind, 100 jobs, 35 variables: 241 k instructions per run before, 201 k after;
+/// std's `Command` still copies the environment once, since every child gets variables set).
+/// A spec's own `env_remove` names are removed whether or not they are set.
+fn inherited_secrets() -> &'static [OsString] {
+    static SECRETS: std::sync::OnceLock<Vec<OsString>> = std::sync::OnceLock::new();
+    SECRETS.get_or_init(|| {
+        std::env::vars_os()
+            .map(|(key, _)| key)
+            .filter(|key| is_secret(key))
+            .collect()
+    })
+}
+
+fn is_secret(key: &std::ffi::OsStr) -> bool {
     let text = key.to_string_lossy();
-    SECRET_ENV.contains(&text.as_ref())
-        || text.starts_with("WATCHDOG_")
-        || extra.iter().any(|e| e == key)
+    SECRET_ENV.contains(&text.as_ref()) || text.starts_with("WATCHDOG_")
 }
 
 fn classify(program: String, source: io::Error) -> SpawnError {
