@@ -70,7 +70,7 @@ run_group() {
   echo "== round $round: $group ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"
   case "$group" in
     run) bash scripts/bench-run.sh "${BENCH_RUN_N:-100}" ;;
-    burst) bash scripts/bench-burst.sh ;;
+    burst) bash scripts/bench-burst.sh 1 ;;
     memory) bash scripts/bench-daemon.sh memory ;;
     daemon) bash scripts/bench-daemon.sh "${BENCH_IDLE:-10}" ;;
     history) bash scripts/bench-history.sh 1 ;;
