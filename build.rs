@@ -8,19 +8,27 @@
 //!   none. Shared libraries, the stack and the heap keep their address randomization; only the
 //!   executable's own image sits at a fixed address. `HEARTBEAT_AGENT_PIE=1` keeps PIE.
 //! - **function order**: `packaging/link/run.order` (written by `scripts/link-order.sh`) lists
-//!   the functions `run` executes; lld places them together at the start of `.text`, so the
-//!   kernel maps a few windows of code instead of half the binary. Only with rustc's own lld
-//!   (the default linker of x86_64-unknown-linux-gnu since Rust 1.90) and no linker configured;
-//!   `HEARTBEAT_AGENT_LINK_ORDER=0` turns it off. A stale entry is ignored by the linker.
+//!   the functions `run` executes, `packaging/link/daemon.order` those the daemon executes once
+//!   started and then those of its start-up. lld places them at the start of `.text` in the
+//!   order [`link_order`] composes, so each path maps a few windows of code instead of half the
+//!   binary (the kernel maps 64 KiB around every first touch of a page). Only with rustc's own
+//!   lld (the default linker of x86_64-unknown-linux-gnu since Rust 1.90) and no linker
+//!   configured; `HEARTBEAT_AGENT_LINK_ORDER=0` turns it off. A stale entry is ignored by the
+//!   linker.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 const ORDER_FILE: &str = "packaging/link/run.order";
+const DAEMON_ORDER_FILE: &str = "packaging/link/daemon.order";
+/// The line of `daemon.order` after which its start-up functions are listed.
+const START_UP_MARKER: &str = "# start-up";
 
 fn main() {
     println!("cargo:rerun-if-env-changed=HEARTBEAT_AGENT_PIE");
     println!("cargo:rerun-if-env-changed=HEARTBEAT_AGENT_LINK_ORDER");
     println!("cargo:rerun-if-changed={ORDER_FILE}");
+    println!("cargo:rerun-if-changed={DAEMON_ORDER_FILE}");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;
@@ -30,15 +38,66 @@ fn main() {
         println!("cargo:rustc-link-arg-bins=-no-pie");
     }
     if var("HEARTBEAT_AGENT_LINK_ORDER") != "0" && links_with_rust_lld() {
-        let order = Path::new(&var("CARGO_MANIFEST_DIR")).join(ORDER_FILE);
-        if order.is_file() {
+        let root = Path::new(&var("CARGO_MANIFEST_DIR")).to_owned();
+        let read = |file: &str| std::fs::read_to_string(root.join(file)).unwrap_or_default();
+        let (run, daemon) = (read(ORDER_FILE), read(DAEMON_ORDER_FILE));
+        let order = link_order(&run, &daemon);
+        if !order.is_empty() {
+            let path = Path::new(&var("OUT_DIR")).join("link.order");
+            std::fs::write(&path, order.join("\n") + "\n").expect("OUT_DIR is writable");
             println!(
                 "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-                order.display()
+                path.display()
             );
             println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
         }
     }
+}
+
+/// The order of functions handed to lld, in three groups: `run`'s functions that the running
+/// daemon does not execute, in reverse; then `run`'s that it does, in `run`'s order; then the
+/// daemon's steady path alone, then its start-up. `run`'s list starts with an http `run`, so
+/// reversing the first group puts that run's own functions at its end, next to the start of
+/// the second: an http `run` executes one contiguous block, and so does the running daemon
+/// (the second and third groups). Split without the reversal, an http `run`'s code was two
+/// blocks and its peak 0.1-0.2 MiB higher.
+fn link_order<'a>(run: &'a str, daemon: &'a str) -> Vec<&'a str> {
+    let names = |lines: &[&'a str]| -> Vec<&'a str> {
+        lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect()
+    };
+    let daemon: Vec<&str> = daemon.lines().collect();
+    let marker = daemon
+        .iter()
+        .position(|l| l.trim() == START_UP_MARKER)
+        .unwrap_or(daemon.len());
+    let run: Vec<&str> = run.lines().collect();
+    let (run, steady, start) = (
+        names(&run),
+        names(&daemon[..marker]),
+        names(&daemon[marker..]),
+    );
+    let in_steady: HashSet<&str> = steady.iter().copied().collect();
+    let in_run: HashSet<&str> = run.iter().copied().collect();
+    let mut seen = HashSet::new();
+    let groups = [
+        run.iter()
+            .rev()
+            .filter(|n| !in_steady.contains(*n))
+            .collect::<Vec<_>>(),
+        run.iter().filter(|n| in_steady.contains(*n)).collect(),
+        steady.iter().filter(|n| !in_run.contains(*n)).collect(),
+        start.iter().collect(),
+    ];
+    groups
+        .into_iter()
+        .flatten()
+        .copied()
+        .filter(|n| seen.insert(*n))
+        .collect()
 }
 
 /// Whether the final link uses rustc's self-contained lld: x86_64-unknown-linux-gnu with rustc

@@ -6,6 +6,11 @@
 #      Targets: <= 10 MiB at 100 jobs, <= 64 MiB at 10,000.
 #   2. idle CPU: the same daemons, right after, over 60 s in which no job is due (utime + stime
 #      from /proc/PID/stat). Target: <= 0.05 s.
+#   2b. steady memory: a daemon with 10 and one with 100 jobs `echo ok` every 5 s (`*/5` in the
+#      seconds field); VmRSS 1 s after start, and the largest VmRSS sampled every 0.25 s over
+#      the 5 s after every job's sixth run. Targets: <= 5 MiB with 10 jobs, <= 6 MiB with 100.
+#      One line per daemon: "    10 jobs every 5 s: RSS at start X KiB = X MiB; running X KiB
+#      = X MiB (target <= 5 MiB)".
 #   3. spawn delay: 50 and 1,000 jobs all due at the same seconds (`*/3` and `*/10` in the
 #      seconds field, a few bursts each); the delay from the scheduled time to the child's spawn
 #      is the `delay_ms` field of the daemon's "job started" log line (JSON logs); also the CPU
@@ -52,12 +57,6 @@ class Daemon(agentlog.Runs):
     def __init__(self, config):
         super().__init__(BIN, config, prefix=["nice", "-n", os.environ["BENCH_NICE"]])
 
-    def rss_kib(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-
     def cpu_seconds(self):
         return sum(self.cpu_split()[:2])
 
@@ -94,6 +93,15 @@ for n, limit in ((100, 10 * 1024), (1000, None), (10000, 64 * 1024)):
         line += f" (target <= {limit // 1024} MiB)"
     verdicts.append(idle <= 0.05)
     print(line + f"; idle CPU over {IDLE}s: {idle:.3f} s (target <= 0.05 s)")
+
+for n, limit in ((10, 5 * 1024), (100, 6 * 1024)):
+    jobs = [(f"job-{i:05d}", "*/5 * * * * *") for i in range(n)]
+    daemon = Daemon(write_config(f"every5-{n}", jobs))
+    start, peak, ok = daemon.running_rss(n)
+    daemon.stop()
+    verdicts.append(ok and peak <= limit)
+    print(f"{n:>6} jobs every 5 s: RSS at start {start} KiB = {start/1024:.1f} MiB; running {peak} KiB "
+          f"= {peak/1024:.1f} MiB (target <= {limit // 1024} MiB)" + ("" if ok else " (not all ran)"))
 
 for n, step, bursts, target in ((50, 3, 5, 20.0), (1000, 10, 3, 1000.0)):
     jobs = [(f"job-{i:05d}", f"*/{step} * * * * *") for i in range(n)]

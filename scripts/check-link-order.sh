@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks that packaging/link/run.order still belongs to the code: the release binary's symbol
-# table must hold at least 98 % of the list's names. The names carry compiler hashes, which
+# Checks that packaging/link/run.order and packaging/link/daemon.order still belong to the code:
+# the release binary's symbol table must hold at least 98 % of each list's names. The names carry compiler hashes, which
 # change with the code, the toolchain and Cargo.lock; a name that is gone is skipped by the
 # linker, so a stale list does not fail the build, it only lets `run`'s memory grow back
 # (BENCHMARKS.md, "run wrapper overhead"). Below the threshold this fails and prints the
@@ -13,7 +13,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ORDER=packaging/link/run.order
 MIN="${LINK_ORDER_MIN_PERCENT:-98}"
 BIN="${1:-${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent}"
 REGENERATE="bash scripts/link-order.sh"
@@ -27,23 +26,29 @@ command -v nm >/dev/null || { echo "check-link-order: nm (binutils) is required"
 [ -f "$BIN" ] || { echo "check-link-order: $BIN does not exist; build it first (cargo build --release)" >&2; exit 1; }
 
 export LC_ALL=C
-listed=$(grep -v -e '^#' -e '^$' "$ORDER" | sort -u)
 symbols=$(nm --defined-only "$BIN" 2>/dev/null | awk '{print $NF}' | sort -u)
 if [ -z "$symbols" ]; then
   echo "check-link-order: $BIN has no symbol table (stripped?); the check needs it" >&2
   exit 1
 fi
-total=$(printf '%s\n' "$listed" | grep -c . || true)
-found=$(comm -12 <(printf '%s\n' "$listed") <(printf '%s\n' "$symbols") | grep -c . || true)
-if [ "$total" -eq 0 ]; then
-  echo "check-link-order: $ORDER lists no names; regenerate it with: $REGENERATE" >&2
-  exit 1
-fi
-percent=$(awk -v f="$found" -v t="$total" 'BEGIN { printf "%.1f", 100 * f / t }')
-echo "link order: $found of $total names of $ORDER are in $BIN ($percent %, at least $MIN % required)"
-if [ $((found * 100)) -lt $((total * MIN)) ]; then
-  echo "check-link-order: $ORDER is stale (the code, Cargo.lock or the toolchain changed)." >&2
-  echo "check-link-order: regenerate it and commit the result:" >&2
+stale=0
+for ORDER in packaging/link/run.order packaging/link/daemon.order; do
+  listed=$(grep -v -e '^#' -e '^$' "$ORDER" | sort -u)
+  total=$(printf '%s\n' "$listed" | grep -c . || true)
+  found=$(comm -12 <(printf '%s\n' "$listed") <(printf '%s\n' "$symbols") | grep -c . || true)
+  if [ "$total" -eq 0 ]; then
+    echo "check-link-order: $ORDER lists no names; regenerate it with: $REGENERATE" >&2
+    exit 1
+  fi
+  percent=$(awk -v f="$found" -v t="$total" 'BEGIN { printf "%.1f", 100 * f / t }')
+  echo "link order: $found of $total names of $ORDER are in $BIN ($percent %, at least $MIN % required)"
+  if [ $((found * 100)) -lt $((total * MIN)) ]; then
+    echo "check-link-order: $ORDER is stale (the code, Cargo.lock or the toolchain changed)." >&2
+    stale=1
+  fi
+done
+if [ "$stale" = 1 ]; then
+  echo "check-link-order: regenerate the lists and commit the result:" >&2
   echo "    $REGENERATE" >&2
   exit 1
 fi

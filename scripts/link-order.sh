@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Regenerates packaging/link/run.order: the functions `heartbeat-agent run` executes, which
-# build.rs hands to the linker (lld's --symbol-ordering-file) so they sit together at the start
-# of .text. Without it they are scattered over 6 MB of code and every first call faults in a
-# 64 KiB window around it: about 3 MiB of resident code for a run that executes about 0.5 MiB
-# (see BENCHMARKS.md, "run wrapper overhead").
+# Regenerates packaging/link/run.order, the functions `heartbeat-agent run` executes, and
+# packaging/link/daemon.order, the functions the daemon executes once started (its steady path:
+# fires, pings, a status scrape), then those of its start-up. build.rs hands both to the linker
+# (lld's --symbol-ordering-file) so each path's code sits together at the start of .text.
+# Without it they are scattered over 6 MB of code and every first call faults in a 64 KiB window
+# around it: about 3 MiB of resident code for a run that executes about 0.5 MiB, and about
+# 6 MiB for a daemon that runs jobs (see BENCHMARKS.md and docs/packaging.md).
 #
 # Names carry the compiler's hashes, so the list is tied to the code, the toolchain (pinned in
 # rust-toolchain.toml) and Cargo.lock: a stale entry is ignored by the linker and only costs
@@ -12,16 +14,19 @@
 # 98 % of the names are left, asking for this script to be rerun. Needs valgrind (callgrind
 # lists every function executed) and python3.
 #
-# Usage: scripts/link-order.sh         (builds the release binary, profiles, writes the file)
-# LINK_ORDER_NO_BUILD=1 profiles the binary already built; LINK_ORDER_OUT=FILE writes elsewhere.
+# Usage: scripts/link-order.sh         (builds the release binary, profiles, writes both files)
+# LINK_ORDER_NO_BUILD=1 profiles the binary already built; LINK_ORDER_OUT=FILE and
+# LINK_ORDER_DAEMON_OUT=FILE write elsewhere. The daemon's profile takes about a minute (it
+# runs under callgrind for 20 s after its start-up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for tool in valgrind python3 openssl curl; do
+for tool in valgrind callgrind_control python3 openssl curl; do
   command -v "$tool" >/dev/null || { echo "link-order: $tool is required" >&2; exit 1; }
 done
 [ -n "${LINK_ORDER_NO_BUILD:-}" ] || cargo build --release --quiet
 BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/heartbeat-agent"
 OUT="${LINK_ORDER_OUT:-packaging/link/run.order}"
+DAEMON_OUT="${LINK_ORDER_DAEMON_OUT:-packaging/link/daemon.order}"
 
 . scripts/lib/static-server.sh
 make_workdir
@@ -68,34 +73,86 @@ done
 SSL_CERT_FILE="$work/bundle.pem" profile run --ping-url "https://127.0.0.1:$tls_port/TOKEN" -- true
 profile run --help
 
-python3 - "$BIN" "$OUT" "$work"/cg.* <<'PY'
-import re, sys
-binary, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
-order, seen = [], set()
-for path in files:
-    names, obs, ob = {}, {}, None
-    for line in open(path, errors="replace"):
-        m = re.match(r"^(c?ob)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
-        if m:
+# The daemon: ten jobs every 2 s, one of them pinging, one failing with a fail ping, and a
+# scrape of the status endpoint. Callgrind dumps its counts once the daemon has started
+# (start-up) and again before it is stopped (the steady path); the stop itself is not kept.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+status_port="$(free_port)"
+{
+  printf '[agent]\nstate_dir = "%s"\nshutdown_timeout = "5s"\n\n' "$work/daemon-state"
+  printf '[status]\nlisten = "127.0.0.1:%s"\n\n' "$status_port"
+  for i in $(seq 1 8); do
+    printf '[[jobs]]\nname = "job-%s"\nschedule = "*/2 * * * * *"\ncommand = ["echo", "ok"]\n\n' "$i"
+  done
+  printf '[[jobs]]\nname = "pinged"\nschedule = "*/2 * * * * *"\ncommand = ["echo", "ok"]\n'
+  printf 'ping_url = "http://127.0.0.1:%s/TOKEN"\n\n' "$port"
+  printf '[[jobs]]\nname = "failing"\nschedule = "*/2 * * * * *"\ncommand = ["false"]\n'
+  printf 'ping_url = "http://127.0.0.1:%s/TOKEN"\n\n' "$port"
+} >"$work/daemon.toml"
+valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/daemon.cg" \
+  "$BIN" daemon --config "$work/daemon.toml" >/dev/null 2>"$work/daemon.log" &
+daemon_pid=$!
+for _ in $(seq 1 600); do
+  grep -q 'daemon started' "$work/daemon.log" && break
+  sleep 0.1
+done
+grep -q 'daemon started' "$work/daemon.log" || { echo "link-order: the daemon did not start" >&2; exit 1; }
+callgrind_control -d "$daemon_pid" >/dev/null 2>&1
+for _ in 1 2 3 4; do
+  sleep 5
+  curl -fsS -o /dev/null "http://127.0.0.1:$status_port/metrics" || true
+  curl -fsS -o /dev/null "http://127.0.0.1:$status_port/status" || true
+done
+callgrind_control -d "$daemon_pid" >/dev/null 2>&1
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || true
+[ -f "$work/daemon.cg.1" ] && [ -f "$work/daemon.cg.2" ] ||
+  { echo "link-order: callgrind did not dump the daemon's profile" >&2; exit 1; }
+
+python3 - "$BIN" "$OUT" "$DAEMON_OUT" "$work" <<'PY'
+import glob, os, re, sys
+binary, out, daemon_out, work = sys.argv[1:5]
+
+def functions(files):
+    """The binary's functions (mangled) that the callgrind profiles in `files` executed."""
+    order, seen = [], set()
+    for path in files:
+        names, obs, ob = {}, {}, None
+        for line in open(path, errors="replace"):
+            m = re.match(r"^(c?ob)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+            if m:
+                if m.group(3):
+                    obs[m.group(2)] = m.group(3)
+                if m.group(1) == "ob":
+                    ob = obs.get(m.group(2))
+                continue
+            m = re.match(r"^(c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+            if not m:
+                continue
             if m.group(3):
-                obs[m.group(2)] = m.group(3)
-            if m.group(1) == "ob":
-                ob = obs.get(m.group(2))
-            continue
-        m = re.match(r"^(c?fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
-        if not m:
-            continue
-        if m.group(3):
-            names[m.group(2)] = m.group(3)
-        # Callgrind names a function's recursive activations (or a member of a call cycle)
-        # `name'2`, `name'3`, ...: the symbol is `name`.
-        name = re.sub(r"'[0-9]+$", "", names.get(m.group(2), ""))
-        if m.group(1) == "fn" and ob == binary and name.startswith("_") and name not in seen:
-            seen.add(name)
-            order.append(name)
+                names[m.group(2)] = m.group(3)
+            # Callgrind names a function's recursive activations (or a member of a call cycle)
+            # `name'2`, `name'3`, ...: the symbol is `name`.
+            name = re.sub(r"'[0-9]+$", "", names.get(m.group(2), ""))
+            if m.group(1) == "fn" and ob == binary and name.startswith("_") and name not in seen:
+                seen.add(name)
+                order.append(name)
+    return order
+
+run = functions(sorted(glob.glob(os.path.join(work, "cg.*")), key=lambda p: int(p.rsplit(".", 1)[1])))
 with open(out, "w") as f:
     f.write("# Functions `heartbeat-agent run` executes, placed first in .text by the linker.\n")
     f.write("# Generated by scripts/link-order.sh; do not edit by hand.\n")
-    f.write("\n".join(order) + "\n")
-print(f"link-order: {len(order)} functions written to {out}", file=sys.stderr)
+    f.write("\n".join(run) + "\n")
+print(f"link-order: {len(run)} functions written to {out}", file=sys.stderr)
+
+steady = functions([os.path.join(work, "daemon.cg.2")])
+known = set(steady)
+start = [name for name in functions([os.path.join(work, "daemon.cg.1")]) if name not in known]
+with open(daemon_out, "w") as f:
+    f.write("# Functions the daemon executes once started, then (after the marker line) those of\n")
+    f.write("# its start-up; build.rs places them after `run`'s, sharing the code both run.\n")
+    f.write("# Generated by scripts/link-order.sh; do not edit by hand.\n")
+    f.write("\n".join(steady) + "\n# start-up\n" + "\n".join(start) + "\n")
+print(f"link-order: {len(steady)} + {len(start)} functions written to {daemon_out}", file=sys.stderr)
 PY

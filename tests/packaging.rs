@@ -439,8 +439,38 @@ fn the_binary_is_linked_non_pie() {
 #[test]
 fn the_link_order_file_is_well_formed() {
     let text = read("packaging/link/run.order");
-    let names: Vec<&str> = text
-        .lines()
+    let names = link_order_names(text.lines());
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("heartbeat_agent") && n.contains("run")),
+        "no function of `run` in the list"
+    );
+}
+
+/// The daemon's list has its steady path, then one marker line `# start-up` (build.rs splits
+/// there), then its start-up; each part holds the daemon's own code.
+#[test]
+fn the_daemon_link_order_file_has_a_steady_part_then_a_start_up_part() {
+    let text = read("packaging/link/daemon.order");
+    let lines: Vec<&str> = text.lines().collect();
+    let markers: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i] == "# start-up")
+        .collect();
+    assert_eq!(markers.len(), 1, "one `# start-up` line expected");
+    let (steady, start) = lines.split_at(markers[0]);
+    for (part, names) in [("steady", steady), ("start-up", start)] {
+        let names = link_order_names(names.iter().copied());
+        assert!(
+            names.iter().any(|n| n.contains("heartbeat_agent")),
+            "no function of the agent in the {part} part"
+        );
+    }
+}
+
+/// The names of a link-order list (one mangled symbol per line, `#` comments), at least 100.
+fn link_order_names<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let names: Vec<&str> = lines
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .collect();
     assert!(names.len() > 100, "only {} entries", names.len());
@@ -451,12 +481,7 @@ fn the_link_order_file_is_well_formed() {
         );
         assert!(!name.contains(char::is_whitespace), "{name:?}");
     }
-    assert!(
-        names
-            .iter()
-            .any(|n| n.contains("heartbeat_agent") && n.contains("run")),
-        "no function of `run` in the list"
-    );
+    names
 }
 
 /// The config can hold secrets: the package installs it 0640 (`Cargo.toml`), and postinst

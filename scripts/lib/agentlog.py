@@ -1,8 +1,9 @@
 """The daemon benchmarks' reader of `heartbeat-agent daemon --log-format json` (bench-daemon.sh,
 bench-cluster.sh): a daemon started with its JSON log on a pipe that a thread reads line by
 line, handing each event to the script's own `on_event` under a lock, keeping the WARN and
-ERROR lines nobody took (the first three are printed when it stops), and the percentile
-helper both scripts report with. The embedded Python of each script imports it through
+ERROR lines nobody took (the first three are printed when it stops), its resident size (now,
+and at start and running for jobs every 5 s: bench-daemon.sh and bench-daemon-pair.sh), and
+the percentile helper the scripts report with. The embedded Python of each script imports it through
 `sys.path` (the scripts run from the repository's root).
 """
 import json
@@ -57,6 +58,24 @@ class Daemon:
                     return True
             time.sleep(0.05)
         return False
+
+    def rss_kib(self):
+        """The daemon's resident size now (VmRSS, KiB)."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def running_rss(self, jobs, fires=6):
+        """For a daemon of `jobs` jobs due every 5 s that has just started, counting `finished`
+        runs: VmRSS (KiB) 1 s after start; the largest VmRSS sampled every 0.25 s over the 5 s
+        after the jobs' `fires`-th run; and whether every run came within 45 s."""
+        time.sleep(1)
+        start = self.rss_kib()
+        ok = self.wait(lambda d: d.finished >= fires * jobs, 45)
+        end, peak = time.time() + 5, 0
+        while time.time() < end:
+            peak = max(peak, self.rss_kib())
+            time.sleep(0.25)
+        return start, peak, ok
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

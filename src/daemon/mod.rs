@@ -9,6 +9,8 @@
 //!   `state_dir`; private to the daemon;
 //! - [`view`]: what it publishes of that state to readers (status, the demo's table): copies
 //!   of each job, the beat and the reloads, and the request to run a job now;
+//! - `memory`: what the daemon asks of the allocator and the kernel to hold only what it
+//!   uses (malloc arenas and trimming, start-up code unmapped);
 //! - [`hooks`]: where sync, the status listener and the cluster's tasks plug in;
 //! - [`control`]: the stop and reload requests it obeys (the caller adapts signals);
 //!   [`notify`]: `sd_notify(3)`.
@@ -21,6 +23,7 @@ use std::sync::Arc;
 pub(crate) mod control;
 pub(crate) mod hooks;
 mod job;
+mod memory;
 pub(crate) mod notify;
 mod run;
 mod state;
@@ -32,6 +35,8 @@ pub(crate) mod view;
 pub(crate) use crate::run::AfterRun;
 pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{Context, Plugins, Task};
+pub(crate) use memory::limit_malloc_arenas;
+use memory::{release_free_memory, release_start_up_code};
 pub(crate) use supervisor::run;
 pub(crate) use view::{DaemonView, JobView};
 
@@ -77,27 +82,5 @@ pub(crate) fn raise_open_files_limit() -> Option<u64> {
             tracing::warn!(soft, hard, error = %err, "cannot raise the open-files limit");
             Some(soft)
         }
-    }
-}
-
-/// Limits glibc's malloc to two arenas. By default each thread that allocates gets its own
-/// arena (up to 8 per core), and memory freed in one cannot serve another: with a
-/// multi-threaded runtime and thousands of small job records that fragmentation is most of the
-/// resident size. Call before any thread is started.
-pub(crate) fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tuning; called before other threads exist.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
-}
-
-/// Hands freed heap memory back to the system. Parsing a large config allocates far more than
-/// the validated model keeps; without this the daemon's resident size would stay at that peak.
-pub(crate) fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns unused pages of glibc's heap to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

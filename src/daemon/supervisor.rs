@@ -106,6 +106,7 @@ pub(crate) async fn run(
     };
     supervisor.apply(&config);
     super::release_free_memory();
+    super::release_start_up_code();
     let background = CancellationToken::new();
     supervisor.start_background(plugins.tasks, &background);
     // The status listener was bound by the caller and runs as a background task, so READY=1
@@ -302,6 +303,7 @@ impl Supervisor {
                 self.shared.state.count_reload(Ok(()));
                 info!(jobs = self.jobs.len(), "configuration reloaded");
                 super::release_free_memory();
+                super::release_start_up_code();
             }
         }
         let _ = self.notifier.ready();
