@@ -39,7 +39,7 @@
 //! requests; release 1.67-1.83x and 12,767-13,071). There the old rule (halve, 6 min hold
 //! ±50 %, doubling per 20 min then per minute, gaps ±50 %) lost its time to over-shoots every
 //! three minutes and to a tail of agents halved by their last 429; this rule converges in
-//! 1.43-1.48x with about 11,290 requests, 1,290 of them 429 (notes/profile-fleet.md). Both
+//! 1.43-1.48x with about 11,290 requests, 1,290 of them 429 (docs/dev/profiles/profile-fleet.md). Both
 //! rules storm beyond about 1,200 agents: one PUT per 120 s each is then over the limit, and
 //! every round of 429s costs one per agent.
 
