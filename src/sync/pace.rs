@@ -1,47 +1,30 @@
 //! Fleet-friendly pacing of the sync task's PUTs ([`Pacer`], rule in docs/sync.md).
 //!
 //! Many agents may share one API key, and the service counts its 429 answers against the same
-//! limit (600 requests per sliding 60 s): a fleet whose combined rate is above the limit gets
-//! nothing but 429s until it slows down, and every 429 keeps the window full a little longer.
-//! No agent knows the fleet's size (the service sends no remaining-quota header; only a
-//! `Retry-After`, when it sends one, is read), so each one paces itself from what it sees:
+//! limit (600 requests per 60 s): a fleet whose combined rate is above the limit gets nothing
+//! but 429s until it slows down. No agent knows the fleet's size, so each one paces itself
+//! from what it sees:
 //!
 //! - Unpaced until the first 429: a lone agent syncs all its checks at once (the client's own
 //!   limiter still keeps it under the quota).
-//! - On a 429: the rate is multiplied by `decrease` (0.9) and capped at one request per
-//!   `restart_interval`, and the next PUT waits at least one `window` of the limit (60 s,
-//!   stretched by up to `jitter`) and the `Retry-After` the service sent, if any. The window
-//!   wait is what lets the decrease be mild: the requests that filled the window, 429s
-//!   included, count until they are a window old, so an agent that came back sooner met another
-//!   429 and kept the key locked for all (with the old rule, halving and no window wait, each
-//!   crowded minute cost 150-500 429s and half a minute to a minute of nothing accepted).
-//!   A fleet that tipped over the limit by a few percent needs only a few of its agents to
-//!   slow down a little; halving them instead left the fleet far under the limit for minutes.
+//! - On a 429: the rate is multiplied by `decrease` and capped at one request per
+//!   `restart_interval`, and the next PUT waits at least the `Retry-After` the service sent,
+//!   if any.
 //! - Without 429s the rate grows with the time `t` since the last one, in two phases:
 //!   `rate = base * 2^(min(t, hold) / slow_doubling + max(0, t - hold) / fast_doubling)`.
-//!   For `hold` (20 min) it grows slowly (doubling per hour, +26 % at 20 min): the fleet is
-//!   near the limit, and every agent that speeds up there brings 429s for all. Once no 429 has
-//!   come for `hold`, the fleet has thinned out (agents are done), and the rate doubles every
-//!   `fast_doubling` (5 min), so the last agents finish faster instead of crawling at the pace
-//!   of the last crowded minute. Growth follows time, not accepted requests: an agent with few
-//!   checks left sends few requests. Pacing ends (unpaced) when the rate reaches one request
-//!   per `min_interval`. Each 429 draws the agent's own `hold` (the rule's, jittered by
-//!   `±jitter`): agents slowed down by the same crowded minute would otherwise all speed up in
-//!   the same minute and push the fleet over the limit together.
+//!   For `hold` it grows slowly: the fleet is near the limit, and every agent that speeds up
+//!   there brings a minute of 429s for all. Once no 429 has come for `hold`, the fleet has
+//!   thinned out (agents are done), and the rate doubles every `fast_doubling`, so the last
+//!   agents finish fast instead of crawling at the pace of the last crowded minute. Growth
+//!   follows time, not accepted requests: an agent with few checks left sends few requests.
+//!   Pacing ends (unpaced) when the rate reaches one request per `min_interval`. Each 429
+//!   draws the agent's own `hold` (the rule's, jittered by `±jitter`): agents slowed down by
+//!   the same crowded minute would otherwise all speed up in the same minute and push the
+//!   fleet over the limit together.
 //! - Each gap is the time in which the growing rate adds up to one request (not the interval
 //!   of the rate at its start: an agent slowed by several 429s would otherwise wait minutes
 //!   while its pace grows many times over), jittered by `±jitter` so that agents paced alike
 //!   do not send in step.
-//!
-//! The constants were chosen with the fleet simulation's setup (tests/sync/scale.rs: 1,000
-//! agents x 10 checks on one key, ideal 16.7 min) through a discrete-event model of it that
-//! reproduces the old rule's release figures (model 1.70-1.80x the ideal and 12,789-12,898
-//! requests; release 1.67-1.83x and 12,767-13,071). There the old rule (halve, 6 min hold
-//! ±50 %, doubling per 20 min then per minute, gaps ±50 %) lost its time to over-shoots every
-//! three minutes and to a tail of agents halved by their last 429; this rule converges in
-//! 1.43-1.48x with about 11,290 requests, 1,290 of them 429 (docs/dev/profiles/profile-fleet.md). Both
-//! rules storm beyond about 1,200 agents: one PUT per 120 s each is then over the limit, and
-//! every round of 429s costs one per agent.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -72,28 +55,21 @@ pub struct PaceRule {
     /// Each gap (one request's worth of the pace) is multiplied by a random factor in
     /// `1 - jitter ..= 1 + jitter`.
     pub jitter: f64,
-    /// The service's rate-limit window (60 s): after a 429 the next PUT waits at least this
-    /// long, times a random factor in `1 ..= 1 + jitter`. The requests that filled the window,
-    /// 429 answers included, count until they are a window old, so a PUT sooner only meets
-    /// another 429 and keeps the key locked longer for every agent.
-    pub window: Duration,
 }
 
 impl Default for PaceRule {
-    /// At most one request per 120 s after a 429, and 0.9 times the rate per further 429, the
-    /// next PUT at least a window (60 s) later; for 20 minutes after the last 429 the rate
-    /// doubles every hour (+26 % at 20 min), then every 5 minutes, up to 10 per second (the
-    /// quota's 600 per 60 s); gaps and the 20 minutes jittered by ±30 %.
+    /// At most one request per 120 s after a 429, halved per further 429; for 6 minutes after
+    /// the last 429 the rate doubles every 20 minutes (+23 % at 6 min), then every minute (about
+    /// 20-fold at 10 min), up to 10 per second (the quota's 600 per 60 s); gaps jittered by ±50 %.
     fn default() -> Self {
         PaceRule {
             restart_interval: Duration::from_secs(120),
-            decrease: 0.9,
-            hold: Duration::from_secs(1200),
-            slow_doubling: Duration::from_secs(3600),
-            fast_doubling: Duration::from_secs(300),
+            decrease: 0.5,
+            hold: Duration::from_secs(360),
+            slow_doubling: Duration::from_secs(1200),
+            fast_doubling: Duration::from_secs(60),
             min_interval: Duration::from_millis(100),
-            jitter: 0.3,
-            window: Duration::from_secs(60),
+            jitter: 0.5,
         }
     }
 }
@@ -112,7 +88,6 @@ impl PaceRule {
             slow_doubling: self.slow_doubling.div_f64(scale),
             fast_doubling: self.fast_doubling.div_f64(scale),
             min_interval: self.min_interval.div_f64(scale),
-            window: self.window.div_f64(scale),
             ..*self
         }
     }
@@ -232,8 +207,7 @@ impl Pacer {
         inner.since = now;
         inner.hold = rule.hold.mul_f64(inner.jitter_factor(rng));
         let asked = retry_after.unwrap_or_default().min(MAX_RETRY_AFTER);
-        let drain = rule.window.mul_f64(inner.stretch_factor(rng));
-        let gap = inner.gap(now, rng).max(asked).max(drain);
+        let gap = inner.gap(now, rng).max(asked);
         inner.next = Some(now + gap);
     }
 }
@@ -244,16 +218,6 @@ impl Inner {
         let jitter = self.rule.jitter.clamp(0.0, 1.0);
         if jitter > 0.0 {
             rng.gen_range(1.0 - jitter..=1.0 + jitter)
-        } else {
-            1.0
-        }
-    }
-
-    /// A random factor in `1 ..= 1 + jitter` (waits that must not be shorter than asked).
-    fn stretch_factor(&self, rng: &mut impl Rng) -> f64 {
-        let jitter = self.rule.jitter.clamp(0.0, 1.0);
-        if jitter > 0.0 {
-            rng.gen_range(1.0..=1.0 + jitter)
         } else {
             1.0
         }
@@ -315,7 +279,6 @@ mod tests {
             fast_doubling: Duration::from_secs(60),
             min_interval: Duration::from_millis(100),
             jitter: 0.0,
-            window: Duration::ZERO,
         }
     }
 
@@ -391,23 +354,23 @@ mod tests {
                 pacer
             })
             .collect();
-        // Every hold is 20 min +- 30 %: after 10 min all paces are alike (slow growth)...
-        let at_10 = pacers
+        // Every hold is 6 min +- 50 %: after 3 min all paces are alike (slow growth)...
+        let at_3 = pacers
             .iter()
-            .map(|p| per_minute_at(p, 600))
+            .map(|p| per_minute_at(p, 180))
             .collect::<Vec<_>>();
-        assert!(at_10.iter().all(|r| close(*r, at_10[0])), "{at_10:?}");
-        // ...after 27 min all have left the slow phase, some long before others.
-        let at_27 = pacers
+        assert!(at_3.iter().all(|r| close(*r, at_3[0])), "{at_3:?}");
+        // ...after 9 min all have left the slow phase, some long before others.
+        let at_9 = pacers
             .iter()
-            .map(|p| per_minute_at(p, 1620))
+            .map(|p| per_minute_at(p, 540))
             .collect::<Vec<_>>();
-        let slow_only = 0.5 * (1620.0f64 / 3600.0).exp2();
-        let (low, high) = at_27
+        let slow_only = 0.5 * (540.0f64 / 1200.0).exp2();
+        let (low, high) = at_9
             .iter()
             .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
         assert!(low > slow_only * 1.01, "{low} vs {slow_only}");
-        assert!(high > low * 3.0, "holds spread: {low}..{high} per minute");
+        assert!(high > low * 8.0, "holds spread: {low}..{high} per minute");
     }
 
     #[test]
@@ -482,23 +445,19 @@ mod tests {
     }
 
     #[test]
-    fn by_default_the_rate_holds_twenty_minutes_then_doubles_every_five() {
+    fn by_default_the_rate_holds_six_minutes_then_doubles_every_minute() {
         let (pacer, _, t0) = limited_once(PaceRule {
             jitter: 0.0,
             ..PaceRule::default()
         });
-        // One per 120 s, longer than the 60 s window: the pace sets the first gap.
-        assert!(near(pacer.delay(t0), grown_gap(1.0 / 120.0, 3600.0)));
+        assert!(near(pacer.delay(t0), grown_gap(1.0 / 120.0, 1200.0)));
         let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
-        assert!(close(at(600), (1.0f64 / 6.0).exp2()), "{}", at(600));
-        assert!(
-            close(at(1200), (1.0f64 / 3.0).exp2()),
-            "+26 % after the slow phase"
-        );
-        assert!(close(at(1500), (4.0f64 / 3.0).exp2()));
-        assert!(close(at(2400), (13.0f64 / 3.0).exp2()), "{}", at(2400));
-        assert!(at(4100) < 1200.0);
-        assert!(close(at(4200), 1200.0), "capped at 10 per second");
+        assert!(close(at(300), 0.25f64.exp2()), "{}", at(300));
+        assert!(close(at(360), 0.3f64.exp2()), "+23 % after the slow phase");
+        assert!(close(at(420), 1.3f64.exp2()));
+        assert!(close(at(600), 4.3f64.exp2()), "{}", at(600));
+        assert!(at(900) < 1200.0);
+        assert!(close(at(960), 1200.0), "capped at 10 per second");
     }
 
     #[test]
@@ -529,37 +488,6 @@ mod tests {
     }
 
     #[test]
-    fn after_a_429_the_next_put_waits_out_the_window() {
-        // A pace that would allow the next PUT 10 s after a 429 waits the 60 s window instead:
-        // the requests that filled it count until they are a window old.
-        let quick = PaceRule {
-            restart_interval: Duration::from_secs(10),
-            window: Duration::from_secs(60),
-            ..rule()
-        };
-        let (pacer, mut rng, t0) = limited_once(quick);
-        assert_eq!(pacer.delay(t0), Duration::from_secs(60));
-        // Jittered, the wait is stretched (never shortened) by up to the jitter.
-        let now = Instant::now();
-        let waits: Vec<f64> = (0..200)
-            .map(|_| {
-                let pacer = Pacer::new(PaceRule {
-                    jitter: 0.3,
-                    ..quick
-                });
-                pacer.limited(now, None, &mut rng);
-                secs(pacer.delay(now))
-            })
-            .collect();
-        assert!(waits.iter().all(|w| (60.0..=78.0).contains(w)), "{waits:?}");
-        assert!(waits.iter().any(|w| *w > 72.0), "{waits:?}");
-        // The window does not stretch the gaps between accepted PUTs.
-        let later = t0 + Duration::from_secs(60);
-        pacer.sent(later, &mut rng);
-        assert!(secs(pacer.delay(later)) < 10.0, "{:?}", pacer.delay(later));
-    }
-
-    #[test]
     fn gaps_are_jittered_around_the_interval() {
         let mut rng = StdRng::seed_from_u64(7);
         let now = Instant::now();
@@ -570,23 +498,22 @@ mod tests {
                 secs(pacer.delay(now))
             })
             .collect();
-        // A first 429 restarts at one per 120 s: every gap is 120 s +- 30 % (a little less, as
-        // the pace grows meanwhile), never under the 60 s window.
-        assert!(gaps.iter().all(|g| (80.0..=156.0).contains(g)), "{gaps:?}");
-        assert!(gaps.iter().any(|g| *g < 95.0));
-        assert!(gaps.iter().any(|g| *g > 145.0));
+        // A first 429 restarts at one per 120 s: every gap is 120 s +- 50 % (a little less, as
+        // the pace grows meanwhile).
+        assert!(gaps.iter().all(|g| (57.0..=180.0).contains(g)), "{gaps:?}");
+        assert!(gaps.iter().any(|g| *g < 80.0));
+        assert!(gaps.iter().any(|g| *g > 160.0));
     }
 
     #[test]
     fn a_scaled_rule_divides_every_duration() {
         let scaled = PaceRule::default().scaled(60.0);
         assert_eq!(scaled.restart_interval, Duration::from_secs(2));
-        assert_eq!(scaled.hold, Duration::from_secs(20));
-        assert_eq!(scaled.slow_doubling, Duration::from_secs(60));
-        assert_eq!(scaled.fast_doubling, Duration::from_secs(5));
-        assert_eq!(scaled.window, Duration::from_secs(1));
+        assert_eq!(scaled.hold, Duration::from_secs(6));
+        assert_eq!(scaled.slow_doubling, Duration::from_secs(20));
+        assert_eq!(scaled.fast_doubling, Duration::from_secs(1));
         assert!((secs(scaled.min_interval) - 0.1 / 60.0).abs() < 1e-9);
-        assert_eq!(scaled.decrease, 0.9);
+        assert_eq!(scaled.decrease, 0.5);
         assert_eq!(PaceRule::default().scaled(0.0), PaceRule::default());
     }
 }

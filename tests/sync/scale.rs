@@ -9,8 +9,8 @@
 //! the limit this machine must then serve 100 requests per real second; see BENCHMARKS.md), and
 //! to try other pacing constants (emulated seconds; defaults from `PaceRule::default`):
 //! `SIM_RESTART`, `SIM_DECREASE`, `SIM_HOLD`, `SIM_SLOW_DOUBLING`, `SIM_FAST_DOUBLING`,
-//! `SIM_JITTER`, `SIM_WINDOW`. `SIM_GIVE_UP` (4) is when the run stops, in multiples of the
-//! ideal time (raise it to see how long a case that misses the 2x target takes).
+//! `SIM_JITTER`. `SIM_GIVE_UP` (4) is when the run stops, in multiples of the ideal time (raise
+//! it to see how long a case that misses the 2x target takes).
 //!
 //! Besides the totals it prints where the time beyond the ideal goes: per emulated minute the
 //! checks that came in sync, the 429 answers, the agents still working and the seconds the key
@@ -47,7 +47,6 @@ fn pace_rule() -> PaceRule {
         slow_doubling: secs("SIM_SLOW_DOUBLING", rule.slow_doubling),
         fast_doubling: secs("SIM_FAST_DOUBLING", rule.fast_doubling),
         jitter: env("SIM_JITTER", rule.jitter),
-        window: secs("SIM_WINDOW", rule.window),
         ..rule
     }
 }
