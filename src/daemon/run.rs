@@ -254,7 +254,14 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attem
     if success {
         info!(job = %job.name, run_id = %run, check_id, exit_code = code, duration_ms, success, attempt = number, attempts = of, "job finished");
     } else if let Some(process_end) = end.process_end() {
-        warn!(job = %job.name, run_id = %run, check_id, exit_code = code, signal, timed_out, stopped, killed, duration_ms, success, attempt = number, attempts = of, "job failed: {process_end}");
+        // A run the daemon's shutdown stopped did not fail by itself (a job that exits 0 on
+        // SIGTERM did not "fail"); it is not a success either, so no ping follows.
+        let what = if stopped {
+            "job stopped at shutdown"
+        } else {
+            "job failed"
+        };
+        warn!(job = %job.name, run_id = %run, check_id, exit_code = code, signal, timed_out, stopped, killed, duration_ms, success, attempt = number, attempts = of, "{what}: {process_end}");
     }
     let output_tail = outcome
         .tail

@@ -112,8 +112,16 @@ shell = "trap '' TERM; echo $$ > {stubborn}; sleep 30 & wait; sleep 30"
         let gone = nix::sys::signal::killpg(Pid::from_raw(group), None).is_err();
         assert!(gone || process_gone(group), "group {group} survived");
     }
-    let stopped = daemon.wait_for(2, SECOND, |l| message(l).starts_with("job failed"));
+    let stopped = daemon.wait_for(2, SECOND, |l| {
+        message(l).starts_with("job stopped at shutdown: ")
+    });
     assert!(stopped.iter().all(|l| l["stopped"] == true), "{stopped:?}");
+    assert_eq!(
+        daemon.count(|l| message(l).starts_with("job failed")),
+        0,
+        "a run the shutdown stopped did not fail: {}",
+        daemon.text()
+    );
 }
 
 fn receive(socket: &UnixDatagram) -> String {
