@@ -145,7 +145,7 @@ print("verdict:", "all targets met" if all(verdicts) else "some target missed")
 PY
 
 # The machine's floor for the spawn-delay targets: a minimal C program spawning the same jobs.
-if command -v cc >/dev/null && cc -O2 -pthread -o "$work/spawn-floor" scripts/spawn-floor.c 2>/dev/null; then
+if [ "$IDLE" != -1 ] && command -v cc >/dev/null && cc -O2 -pthread -o "$work/spawn-floor" scripts/spawn-floor.c 2>/dev/null; then
   "$work/spawn-floor" 50
   "$work/spawn-floor" 1000
 fi
