@@ -6,8 +6,13 @@
 //! - [`release_free_memory`]: `malloc_trim(0)` after the config is parsed and after a burst of
 //!   runs (when no run has been in progress for a second), so the heap does not stay at its
 //!   peak;
-//! - [`release_start_up_code`]: after start-up and after each reload, the pages of the binary
-//!   and its libraries that are mapped but identical to their files are unmapped. Every first
+//! - [`release_start_up_code`]: once after start-up and once after each reload, at the first
+//!   quiet moment (when no run has been in progress for a second, as the trim), the pages of the
+//!   binary and its libraries that are mapped but identical to their files are unmapped. Not at
+//!   once: everything the daemon then runs faults its code back in, and right after start that
+//!   made the first health probes under a flood of slow clients miss their 1 s deadline
+//!   (`status::local_users::slow_clients_that_keep_coming_back_do_not_starve_health_probes`
+//!   failed 2 runs in 3 with the release at start, passed 3 in 3 without it). Every first
 //!   touch of a page of code maps the 64 KiB around it (the kernel's fault-around), so parsing
 //!   the config, the command line and the TLS setup leave 6-8 MiB of code mapped that the
 //!   running daemon never executes again: with 10 jobs every 5 s, 8.4 MiB of the 9.6 MiB
@@ -38,6 +43,23 @@ pub(crate) fn release_free_memory() {
     // SAFETY: malloc_trim only returns unused pages of glibc's heap to the kernel.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Whether start-up or a reload left code to release at the next quiet moment.
+static CODE_RELEASE_PENDING: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Asks for [`release_start_up_code`] at the next quiet moment
+/// ([`release_pending_start_up_code`], called when no run has been in progress for a second).
+pub(crate) fn release_start_up_code_when_quiet() {
+    CODE_RELEASE_PENDING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Releases start-up's code if start-up or a reload asked for it since the last release.
+pub(crate) fn release_pending_start_up_code() {
+    if CODE_RELEASE_PENDING.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        release_start_up_code();
     }
 }
 
