@@ -36,6 +36,7 @@
 //! - [`redact`]: secrets (the API key, ping URLs) kept out of everything shown.
 //! - [`exit`]: the exit codes of the command-line contract.
 //! - [`logging`]: the log subscriber: terminal text, JSON or journald.
+//! - `math`: `pow` and `exp2` defined in-process, so that libm is not loaded.
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
@@ -55,6 +56,7 @@ pub mod host;
 pub mod import;
 pub mod job;
 pub mod logging;
+mod math;
 pub mod net;
 pub mod paths;
 pub mod pause;

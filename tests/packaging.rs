@@ -2,8 +2,8 @@
 //! `config check`, the Kubernetes manifests (parsed as YAML) run non-root with a read-only root,
 //! the default seccomp profile, no capabilities and resources, the CronJob keeps its outbox on a
 //! claim that outlives the pod, the container build copies everything the binary embeds, the
-//! systemd unit's stop timeout covers the daemon's shutdown, and the Debian package keeps the
-//! config from other users.
+//! systemd unit's stop timeout covers the daemon's shutdown, the Debian package keeps the
+//! config from other users, and the binary loads no shared library but libc and libgcc_s.
 
 use std::path::{Path, PathBuf};
 
@@ -642,5 +642,35 @@ fn the_daemon_doc_installs_the_packaged_unit_and_its_steps_work() {
             .contains("Permission denied (os error 13); run as a member of group heartbeat-agent or with sudo"),
         "{}",
         String::from_utf8_lossy(&other.stderr)
+    );
+}
+
+/// The shared objects the dynamic loader maps for the agent's binary, from the loader itself
+/// (`LD_TRACE_LOADED_OBJECTS`, what ldd(1) runs): it lists them and exits without running it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn loaded_objects() -> String {
+    let out = std::process::Command::new(util::bin())
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .output()
+        .expect("the loader lists the binary's objects");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `src/math.rs` defines the binary's only two libm functions so that libm is never mapped:
+/// 304 KiB of every process's resident memory. A new call to another libm function brings it
+/// back; this says so before the memory figures do.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_binary_does_not_load_libm() {
+    let objects = loaded_objects();
+    assert!(
+        objects.contains("libc.so.6"),
+        "the loader's list: {objects}"
+    );
+    assert!(
+        !objects.contains("libm.so"),
+        "the binary loads libm again: a libm function other than pow and exp2 is called \
+         (find it with `nm -D --undefined-only`, and define it in src/math.rs or avoid it):\n{objects}"
     );
 }
