@@ -42,6 +42,8 @@ pub(super) async fn execute(
         )));
         return;
     }
+    // The history's writer waits while runs are starting (a burst's spawns go first).
+    shared.history.run_starting();
     let pings = pings(&job, &shared, &settings);
     let mut runner = DaemonRun {
         job: &job,

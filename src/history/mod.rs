@@ -31,7 +31,9 @@ mod log;
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -153,20 +155,60 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
 }
 
 /// The daemon's writer of the history: runs are handed to one thread of their own, below the
-/// runtime's priority (nice + 10), which appends them in order. A burst of runs that end
-/// together so never holds up the spawns of the next fires (the append's few system calls
-/// are off the scheduler's threads), and a run is on disk a few milliseconds after it ends.
+/// runtime's priority (nice + 10), which appends them in order, a few milliseconds after each
+/// run ends. While runs are starting (one started less than [`STARTS_QUIET`] ago, as told by
+/// [`Recorder::run_starting`]) the writer waits, at most [`MOST_DEFERRED`] after a run was
+/// handed over: the append's system calls, and the directory and files a job's first run
+/// creates (about 1.2 ms of CPU per job on ext4), then run after a burst of spawns rather than
+/// during it. When 1,000 jobs were due at one second the writer held 6-12 % of the CPU while
+/// the children were still being started, at nice + 10 (docs/dev/profiles/profile-burst.md).
 /// [`Recorder::flush`] waits for what was handed over (the daemon's shutdown).
 #[derive(Debug)]
 pub(crate) struct Recorder {
     history: History,
     queue: std::sync::Mutex<std::sync::mpsc::Sender<Message>>,
+    starts: Arc<Starts>,
+}
+
+/// How long after the last run's start the writer counts the daemon as quiet.
+const STARTS_QUIET: Duration = Duration::from_millis(100);
+/// The longest a run handed to the writer waits for a quiet moment.
+const MOST_DEFERRED: Duration = Duration::from_secs(2);
+
+/// When the daemon last started a run, in milliseconds since `epoch` (0: never).
+#[derive(Debug)]
+struct Starts {
+    epoch: Instant,
+    last: AtomicU64,
+}
+
+impl Starts {
+    fn mark(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// Sleeps until no run started for [`STARTS_QUIET`], or until `deadline`.
+    fn wait_for_quiet(&self, deadline: Instant) {
+        loop {
+            let last = self.last.load(Ordering::Relaxed);
+            if last == 0 {
+                return;
+            }
+            let quiet_at = self.epoch + Duration::from_millis(last) + STARTS_QUIET;
+            let now = Instant::now();
+            if quiet_at <= now || deadline <= now {
+                return;
+            }
+            std::thread::sleep(quiet_at.min(deadline) - now);
+        }
+    }
 }
 
 /// What the writer thread is given.
 enum Message {
-    /// Append this run of this job, which keeps that many runs.
-    Run(String, usize, Box<Run>),
+    /// Append this run of this job, which keeps that many runs; handed over at that instant.
+    Run(String, usize, Box<Run>, Instant),
     /// Say when everything before was written.
     Flush(std::sync::mpsc::Sender<()>),
 }
@@ -176,13 +218,21 @@ impl Recorder {
     pub(crate) fn start(history: History) -> Recorder {
         let (queue, received) = std::sync::mpsc::channel::<Message>();
         let writer = history.clone();
+        let starts = Arc::new(Starts {
+            epoch: Instant::now(),
+            last: AtomicU64::new(0),
+        });
+        let quiet = Arc::clone(&starts);
         let started = std::thread::Builder::new()
             .name("history".to_owned())
             .spawn(move || {
                 lower_priority();
                 for message in received {
                     match message {
-                        Message::Run(job, limit, run) => writer.record(&job, limit, *run),
+                        Message::Run(job, limit, run, handed) => {
+                            quiet.wait_for_quiet(handed + MOST_DEFERRED);
+                            writer.record(&job, limit, *run);
+                        }
                         Message::Flush(done) => {
                             let _ = done.send(());
                         }
@@ -195,7 +245,13 @@ impl Recorder {
         Recorder {
             history,
             queue: std::sync::Mutex::new(queue),
+            starts,
         }
+    }
+
+    /// Says that a run is starting: the writer waits until runs stop starting (see [`Recorder`]).
+    pub(crate) fn run_starting(&self) {
+        self.starts.mark();
     }
 
     /// The history it writes.
@@ -209,7 +265,12 @@ impl Recorder {
             return;
         }
         let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = queue.send(Message::Run(job.to_owned(), limit, Box::new(run)));
+        let _ = queue.send(Message::Run(
+            job.to_owned(),
+            limit,
+            Box::new(run),
+            Instant::now(),
+        ));
     }
 
     /// Waits (at most `timeout`) until every run handed over so far is written.

@@ -1,8 +1,9 @@
-//! The history's files: numbering, the two generations and their bound, torn lines, removal.
+//! The history's files: numbering, the two generations and their bound, torn lines, removal;
+//! the daemon's writer waiting out a burst of starts.
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
@@ -168,4 +169,50 @@ fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line()
     drop(f);
     assert_eq!(seqs(history.runs("backup", 3).expect("read")), [27, 26, 25]);
     assert!(history.runs("nothing", 5).expect("read").is_empty());
+}
+
+/// The daemon's writer leaves the disk alone while runs are starting, but never holds a run
+/// longer than [`MOST_DEFERRED`]; once starts stop, what it holds is written at once.
+#[test]
+fn the_writer_waits_out_a_burst_of_starts_but_not_beyond_its_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorder = Recorder::start(History::new(dir.path()));
+    let recorder = std::sync::Arc::new(recorder);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let starter = {
+        let (recorder, stop) = (
+            std::sync::Arc::clone(&recorder),
+            std::sync::Arc::clone(&stop),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                recorder.run_starting();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let handed = Instant::now();
+    recorder.record("burst", 10, Run::of(&record(0, "first"), None, None));
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        tails(recorder.history(), "burst", 10).is_empty(),
+        "written while runs were still starting"
+    );
+    // Starts go on past the bound: the run is written anyway, about MOST_DEFERRED after it
+    // was handed over.
+    while tails(recorder.history(), "burst", 10).is_empty() {
+        assert!(
+            handed.elapsed() < MOST_DEFERRED + Duration::from_secs(3),
+            "held past its bound"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(handed.elapsed() >= MOST_DEFERRED - Duration::from_millis(50));
+    // Once starts stop, a run is written as soon as the daemon is quiet.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    starter.join().expect("starter");
+    recorder.record("burst", 10, Run::of(&record(0, "second"), None, None));
+    recorder.flush(Duration::from_secs(5));
+    assert_eq!(tails(recorder.history(), "burst", 10), ["second", "first"]);
 }
