@@ -23,7 +23,7 @@ pub struct DaemonArgs {}
 
 /// Runs the daemon; returns the exit code.
 pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
-    daemon::limit_malloc_arenas();
+    daemon::tune_malloc();
     daemon::raise_open_files_limit();
     let path = crate::paths::config_file(global.config.as_ref());
     let loaded = match Config::load(&path) {
