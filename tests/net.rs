@@ -144,6 +144,41 @@ fn https_pings_go_through_the_built_in_client_with_the_same_trust() {
     );
 }
 
+/// The daemon's https pings without a proxy take the built-in client too: a job firing every
+/// second delivers each run's ping over TLS to a host known only through `[api] ca_file`, each
+/// on its own connection (`Connection: close`), the one TLS configuration shared by them all.
+#[test]
+fn the_daemons_https_pings_go_through_the_built_in_client() {
+    let home = Home::new();
+    let host = FakeServer::start(crate::util::http::Mode::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("")), Cert::Trusted);
+    let config = home.write_config(&format!(
+        "[agent]\nstate_dir = \"{state}\"\n\n[api]\nca_file = \"{ca}\"\n\n\
+         [[jobs]]\nname = \"tick\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
+         ping_url = \"{url}\"\n",
+        state = home.state_dir().display(),
+        ca = tls::ca_file().display(),
+        url = front.url(&token("daemon")),
+    ));
+    let mut daemon = Daemon::on(&home)
+        .env_remove(INHERITED)
+        .config(&config)
+        .text_log()
+        .both_outputs()
+        .start();
+    let requests = host.wait_for(2, std::time::Duration::from_secs(20));
+    daemon.signal(nix::sys::signal::Signal::SIGKILL);
+    daemon.exit_within(std::time::Duration::from_secs(10));
+    assert!(requests.len() >= 2, "{requests:?}\n{}", daemon.text());
+    for request in &requests {
+        assert_eq!(request.path(), format!("/{}", token("daemon")));
+        assert_eq!(request.header("connection"), Some("close"), "{request:?}");
+    }
+    let log = daemon.text();
+    assert!(!log.contains("not trusted"), "{log}");
+    assert!(!log.contains(SECRET), "a token was logged:\n{log}");
+}
+
 /// How an https ping fails, in the words users saw from reqwest: a certificate for other
 /// names, an expired certificate (both refused certificates, kept, logged once with the trust
 /// store), a server that does not speak TLS (a failed connection with rustls' words) and one
