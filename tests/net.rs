@@ -94,6 +94,184 @@ fn run_pings_over_https_trusting_ca_file_or_ssl_cert_file() {
     assert!(text(&out).contains("system bundle"), "{}", text(&out));
 }
 
+/// An https ping without a proxy goes through the built-in HTTP/1.1 client over rustls (its
+/// request says `Connection: close`; reqwest's keeps the connection), trusting each source as
+/// reqwest did: `--ca-file` beside the system store, and `SSL_CERT_DIR` alone (a hashed
+/// directory holding only the test CA, no bundle). A certificate of a CA neither holds is
+/// refused with the words reqwest's refusal had, and the ping never reaches the host.
+#[test]
+fn https_pings_go_through_the_built_in_client_with_the_same_trust() {
+    let home = Home::new();
+    let host = FakeServer::start(crate::util::http::Mode::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("")), Cert::Trusted);
+    let ca = tls::ca_file();
+    let ca = ca.to_str().expect("utf8");
+    let dir = home.path("certs");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(tls::ca_file(), dir.join("test-ca.pem")).expect("copy the CA");
+    rehash(&dir);
+    let with_ca_file = run_ping(&home, &front.url(&token("ca-file")), &["--ca-file", ca]);
+    let mut with_dir = run_ping(&home, &front.url(&token("dir")), &[]);
+    with_dir.env("SSL_CERT_DIR", &dir);
+    for (cmd, name) in [(with_ca_file, token("ca-file")), (with_dir, token("dir"))] {
+        let out = output(cmd);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let requests = host.requests();
+        let seen = requests
+            .iter()
+            .find(|r| r.path() == format!("/{name}"))
+            .unwrap_or_else(|| panic!("{name} never arrived: {}", text(&out)));
+        assert_eq!(seen.header("connection"), Some("close"), "{name}: {seen:?}");
+        assert!(seen.header("origin").is_some(), "{name}: {seen:?}");
+    }
+    let untrusted = Front::start("127.0.0.1:0", tls::addr_of(&host.url("")), Cert::Untrusted);
+    let mut cmd = run_ping(&home, &untrusted.url(&token("unknown")), &[]);
+    cmd.env("SSL_CERT_DIR", &dir);
+    let out = output(cmd);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "the command's status: {all}");
+    let expected = format!(
+        "the certificate of 127.0.0.1 is not trusted (UnknownIssuer); trusted: SSL_CERT_DIR {} \
+         (1 certificates). If 127.0.0.1 uses a private CA",
+        dir.display()
+    );
+    assert!(all.contains(&expected), "{expected} missing in:\n{all}");
+    assert!(all.contains("kept in the outbox"), "{all}");
+    assert!(
+        !host.requests().iter().any(|r| r.path().contains("unknown")),
+        "{:?}",
+        host.requests()
+    );
+}
+
+/// The daemon's https pings without a proxy take the built-in client too: a job firing every
+/// second delivers each run's ping over TLS to a host known only through `[api] ca_file`, each
+/// on its own connection (`Connection: close`), the one TLS configuration shared by them all.
+#[test]
+fn the_daemons_https_pings_go_through_the_built_in_client() {
+    let home = Home::new();
+    let host = FakeServer::start(crate::util::http::Mode::Status(200));
+    let front = Front::start("127.0.0.1:0", tls::addr_of(&host.url("")), Cert::Trusted);
+    let config = home.write_config(&format!(
+        "[agent]\nstate_dir = \"{state}\"\n\n[api]\nca_file = \"{ca}\"\n\n\
+         [[jobs]]\nname = \"tick\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n\
+         ping_url = \"{url}\"\n",
+        state = home.state_dir().display(),
+        ca = tls::ca_file().display(),
+        url = front.url(&token("daemon")),
+    ));
+    let mut daemon = Daemon::on(&home)
+        .env_remove(INHERITED)
+        .config(&config)
+        .text_log()
+        .both_outputs()
+        .start();
+    let requests = host.wait_for(2, std::time::Duration::from_secs(20));
+    daemon.signal(nix::sys::signal::Signal::SIGKILL);
+    daemon.exit_within(std::time::Duration::from_secs(10));
+    assert!(requests.len() >= 2, "{requests:?}\n{}", daemon.text());
+    for request in &requests {
+        assert_eq!(request.path(), format!("/{}", token("daemon")));
+        assert_eq!(request.header("connection"), Some("close"), "{request:?}");
+    }
+    let log = daemon.text();
+    assert!(!log.contains("not trusted"), "{log}");
+    assert!(!log.contains(SECRET), "a token was logged:\n{log}");
+}
+
+/// How an https ping fails, in the words users saw from reqwest: a certificate for other
+/// names, an expired certificate (both refused certificates, kept, logged once with the trust
+/// store), a server that does not speak TLS (a failed connection with rustls' words) and one
+/// that never answers the handshake (a timeout). The command's status is untouched and each
+/// ping is kept.
+#[test]
+fn https_ping_failures_are_told_as_before() {
+    let home = Home::new();
+    let host = FakeServer::start(crate::util::http::Mode::Status(200));
+    let backend = tls::addr_of(&host.url(""));
+    let ca = tls::ca_file();
+    let ca = ca.to_str().expect("utf8");
+    let expired_ca = tls::data("expired-ca.pem");
+    let expired_ca = expired_ca.to_str().expect("utf8");
+    // The test certificate names 127.0.0.1, ::1 and localhost, not 127.0.0.2.
+    let other_name = Front::start("127.0.0.2:0", backend, Cert::Trusted);
+    let expired = Front::start("127.0.0.1:0", backend, Cert::Expired);
+    // A listener that never accepts: the kernel completes the TCP handshake, nobody answers
+    // the TLS one.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let silent_url = format!(
+        "https://{}/{}",
+        silent.local_addr().expect("addr"),
+        token("silent")
+    );
+    // A plain HTTP server: it answers the ClientHello with an HTTP error, which is no TLS record.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let plain_url = format!(
+        "https://{}/{}",
+        plain.local_addr().expect("addr"),
+        token("plain")
+    );
+    std::thread::spawn(move || {
+        for mut conn in plain.incoming().flatten() {
+            use std::io::{Read, Write};
+            let _ = conn.read(&mut [0u8; 4096]);
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let cases = [
+        (
+            other_name.url(&token("name")),
+            ca,
+            vec![
+                "the certificate of 127.0.0.2 is not trusted (certificate not valid for name \
+                 \"127.0.0.2\"; certificate is only valid for IpAddress(127.0.0.1), \
+                 IpAddress(0::1) or DnsName(\"localhost\")); trusted: system bundle",
+            ],
+        ),
+        (
+            expired.url(&token("expired")),
+            expired_ca,
+            vec![
+                "the certificate of 127.0.0.1 is not trusted (certificate expired: \
+                 verification time ",
+                "but certificate is not valid after 978393600 (",
+            ],
+        ),
+        (
+            plain_url,
+            ca,
+            vec!["connection failed: received corrupt message of type InvalidContentType"],
+        ),
+        (silent_url, ca, vec!["timed out"]),
+    ];
+    for (url, trusted, needles) in cases {
+        let started = std::time::Instant::now();
+        let out = output(run_ping(&home, &url, &["--ca-file", trusted]));
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(0), "the command's status: {all}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(9),
+            "within the 5 s ping budget: {:?}: {all}",
+            started.elapsed()
+        );
+        for needle in needles.iter().chain(&["kept in the outbox"]) {
+            assert!(all.contains(needle), "{needle} missing in:\n{all}");
+        }
+    }
+    assert!(host.requests().is_empty(), "{:?}", host.requests());
+    drop(silent);
+}
+
+/// Names the certificates of `dir` by subject hash (`HASH.0`), as OpenSSL looks them up.
+fn rehash(dir: &std::path::Path) {
+    let rehash = Command::new("openssl")
+        .arg("rehash")
+        .arg(dir)
+        .output()
+        .expect("openssl (scripts/test-tools.sh)");
+    assert!(rehash.status.success(), "{}", text(&rehash));
+}
+
 /// The default log filter plus the trust store's own debug lines (`src/net/trust`), which
 /// name no URL; not `heartbeat_agent::net`'s, whose description would read the whole store.
 const TRUST_LOG: &str = "info,heartbeat_agent::pinged=warn,heartbeat_agent::net::trust=debug";
@@ -136,12 +314,7 @@ fn the_test_ca_is_found_in_a_large_bundle_and_by_hash_in_a_directory() {
         .matches("-----BEGIN CERTIFICATE-----")
         .count()
         + 1;
-    let rehash = Command::new("openssl")
-        .arg("rehash")
-        .arg(&dir)
-        .output()
-        .expect("openssl (scripts/test-tools.sh)");
-    assert!(rehash.status.success(), "{}", text(&rehash));
+    rehash(&dir);
     let hash = Command::new("openssl")
         .args(["x509", "-noout", "-subject_hash", "-in"])
         .arg(tls::ca_file())

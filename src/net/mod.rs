@@ -6,15 +6,17 @@
 //! command line say ([`NetSettings`]) and the process's environment (`SSL_CERT_FILE`,
 //! `SSL_CERT_DIR`, `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` and their lower-case
 //! forms), then handed to every client it builds. [`Net::client_builder`] gives a reqwest builder
-//! set up with both; the built-in HTTP/1.1 client of `http://` pings asks [`Net::proxy_for`] and
-//! is used only for direct connections. The environment is read, and the trust store loaded,
+//! set up with both; the built-in HTTP/1.1 client of pings asks [`Net::proxy_for`], is used only
+//! for direct connections, and makes its `https://` ones with [`Net::tls_connector`] (the same
+//! rustls configuration and verifier as reqwest's). The environment is read, and the trust store loaded,
 //! only when first needed (loading the store costs more than a whole `http://` ping), and once
 //! per value: clones share them. A changed `ca_file` or `proxy` takes effect at the next start
 //! (the daemon keeps the value it started with).
 //!
 //! Also what every client does alike with an answer or a failure: [`read_body`] reads a body up
 //! to a cap, [`causes`] walks an error's sources, [`is_tls_failure`] tells a failed TLS
-//! handshake, and [`Net::certificate_problem`] words a refused server certificate. [`retry`]
+//! handshake, and [`Net::refused_certificate`] words a refused server certificate (for reqwest's
+//! errors, [`Net::certificate_problem`]). [`retry`]
 //! is the one retry loop, with its one policy ([`RetryPolicy`]) and `Retry-After` rule, of the
 //! clients that repeat a request within one call (pings and the API).
 
@@ -57,6 +59,8 @@ struct Resolved {
     proxy: OnceLock<Proxy>,
     /// Loaded at the first client that may make a TLS connection.
     trust: OnceLock<Trust>,
+    /// The built-in client's TLS configuration, made at its first `https://` connection.
+    tls: OnceLock<tokio_rustls::TlsConnector>,
 }
 
 impl std::fmt::Debug for Net {
@@ -158,35 +162,55 @@ impl Net {
         Ok(builder.use_preconfigured_tls(config))
     }
 
+    /// The TLS side of the built-in HTTP/1.1 client of pings: the configuration every reqwest
+    /// client of [`Net::client_builder`] gets (this store and its verifier, HTTP/1.1 offered by
+    /// ALPN), made at the first call and shared by clones, so the connections of a daemon share
+    /// one session cache.
+    pub(crate) fn tls_connector(&self) -> &tokio_rustls::TlsConnector {
+        self.inner.tls.get_or_init(|| {
+            let config = self
+                .trust()
+                .tls_config(&[], None)
+                .expect("the store's own configuration has no extra certificate or key to refuse");
+            tokio_rustls::TlsConnector::from(Arc::new(config))
+        })
+    }
+
     /// Whether a reqwest error is a refused server certificate; then the text to show: which host,
-    /// which trust source, what to set. Counted by host, and logged here as an error the first time
-    /// for each host (at debug level after that), so every client reports it once.
+    /// which trust source, what to set (see [`Net::refused_certificate`]).
     pub fn certificate_problem(&self, err: &reqwest::Error) -> Option<String> {
-        for inner in causes(err) {
-            let text = inner.to_string();
-            if text.contains("invalid peer certificate") {
-                let host = err
-                    .url()
-                    .and_then(|u| u.host_str())
-                    .unwrap_or("?")
-                    .to_owned();
-                let problem = format!(
-                    "the certificate of {host} is not trusted ({}); trusted: {}. If {host} \
-                     uses a private CA or a TLS-inspecting proxy, add its CA certificate (PEM) \
-                     with `[api] ca_file` (or `run --ca-file`), or point SSL_CERT_FILE at a \
-                     bundle that holds it",
-                    text.trim_start_matches("invalid peer certificate: "),
-                    self.trust().describe()
-                );
-                if trust::count_error(&host) {
-                    tracing::error!("{problem}");
-                } else {
-                    tracing::debug!("{problem}");
-                }
-                return Some(problem);
-            }
+        let host = err.url().and_then(|u| u.host_str()).unwrap_or("?");
+        causes(err).find_map(|inner| self.refused_certificate(host, inner))
+    }
+
+    /// Whether `err`, why a TLS connection to `host` failed (one error of its chain: a rustls
+    /// error or the I/O error that carries one), is a refused server certificate; then the text
+    /// to show: which host, which trust source, what to set. Counted by host, and logged here
+    /// as an error the first time for each host (at debug level after that), so every client
+    /// (reqwest's and the built-in one of pings) reports it once, in the same words.
+    pub(crate) fn refused_certificate(
+        &self,
+        host: &str,
+        err: &(dyn std::error::Error + 'static),
+    ) -> Option<String> {
+        let text = err.to_string();
+        if !text.contains("invalid peer certificate") {
+            return None;
         }
-        None
+        let problem = format!(
+            "the certificate of {host} is not trusted ({}); trusted: {}. If {host} \
+             uses a private CA or a TLS-inspecting proxy, add its CA certificate (PEM) \
+             with `[api] ca_file` (or `run --ca-file`), or point SSL_CERT_FILE at a \
+             bundle that holds it",
+            text.trim_start_matches("invalid peer certificate: "),
+            self.trust().describe()
+        );
+        if trust::count_error(host) {
+            tracing::error!("{problem}");
+        } else {
+            tracing::debug!("{problem}");
+        }
+        Some(problem)
     }
 }
 

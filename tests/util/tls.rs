@@ -36,6 +36,8 @@ pub enum Cert {
     Trusted,
     /// `other-server.pem`, signed by a CA nobody trusts.
     Untrusted,
+    /// `expired-server.pem`, signed by `expired-ca.pem`, valid only on 2001-01-01.
+    Expired,
     /// No TLS: bytes are passed on as they come.
     Plain,
 }
@@ -54,6 +56,7 @@ impl Front {
             Cert::Plain => None,
             Cert::Trusted => Some(acceptor("server")),
             Cert::Untrusted => Some(acceptor("other-server")),
+            Cert::Expired => Some(acceptor("expired-server")),
         };
         let listener = std::net::TcpListener::bind(bind).expect("bind the front");
         listener.set_nonblocking(true).expect("nonblocking");
