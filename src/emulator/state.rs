@@ -3,7 +3,7 @@
 //!
 //! Locks are `std::sync::Mutex`es held only for short synchronous work, never across an await.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -155,6 +155,9 @@ pub(crate) struct HeartbeatCheck {
     pub failing: bool,
     /// Every event, oldest first.
     pub events: Vec<Event>,
+    /// The failing mark this check is filed under in [`Store::due`]; `None` while it is not
+    /// filed (never pinged, or deactivated). Only `Store::schedule` writes it.
+    pub mark: Option<DateTime<Utc>>,
 }
 
 impl HeartbeatCheck {
@@ -180,6 +183,10 @@ pub(crate) struct Store {
     pub checks: BTreeMap<String, HeartbeatCheck>,
     /// Check id by ping token, for the ping host.
     pub tokens: HashMap<String, String>,
+    /// The armed, activated checks by their next failing mark, earliest first: `(mark, id)`.
+    /// `Store::tick` takes only the entries whose mark passed, so a request's work does not
+    /// grow with the number of checks (see `checks/mod.rs`).
+    pub due: BTreeSet<(DateTime<Utc>, String)>,
     /// Check groups by id.
     pub groups: BTreeMap<u64, Value>,
     /// Maintenances by (maintenance window id, maintenance id).

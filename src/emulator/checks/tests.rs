@@ -136,6 +136,48 @@ fn a_new_period_or_reactivation_restarts_the_timer_when_saved() {
     assert_eq!(failing_at(&store).len(), 1);
 }
 
+/// The checks `Store::tick` looks at: `(mark, id)` of every check filed in `due`.
+fn filed(store: &Store) -> Vec<(DateTime<Utc>, String)> {
+    store.due.iter().cloned().collect()
+}
+
+#[test]
+fn only_armed_activated_checks_are_filed_under_their_failing_mark() {
+    let t0 = Utc::now();
+    let (mins, hours) = (chrono::Duration::minutes, chrono::Duration::hours);
+    let late = chrono::Duration::seconds(LATE_WINDOW_SECS);
+    let mut store = store_with_check(t0);
+    assert!(filed(&store).is_empty(), "a check never pinged never fails");
+    ping_at(&mut store, t0);
+    assert_eq!(filed(&store), vec![(t0 + mins(70) + late, "c1".to_owned())]);
+    // A failure restarts the timer at the mark: filed again one period + grace later.
+    store.tick(t0 + mins(71));
+    let mark = t0 + mins(70) + late;
+    assert_eq!(
+        filed(&store),
+        vec![(mark + mins(70) + late, "c1".to_owned())]
+    );
+    // A new period moves the mark; deactivation takes the check out, re-activation files it.
+    put(&mut store, hours_period(2, 10), true, t0 + mins(80));
+    let moved = t0 + mins(80) + hours(2) + mins(10) + late;
+    assert_eq!(filed(&store), vec![(moved, "c1".to_owned())]);
+    put(&mut store, hours_period(2, 10), false, t0 + mins(90));
+    assert!(filed(&store).is_empty(), "a deactivated check never fails");
+    put(&mut store, hours_period(2, 10), true, t0 + mins(95));
+    let back = t0 + mins(95) + hours(2) + mins(10) + late;
+    assert_eq!(filed(&store), vec![(back, "c1".to_owned())]);
+    // A deleted check leaves nothing behind, and one created again with its id is not armed.
+    assert!(store.delete_check("c1"));
+    assert!(filed(&store).is_empty());
+    let again = store_with_check(t0).checks["c1"].object.clone();
+    store
+        .add_check(&again, t0 + hours(5))
+        .expect("id free again");
+    assert!(filed(&store).is_empty());
+    store.tick(t0 + hours(48));
+    assert!(failing_at(&store).is_empty(), "the old timer is gone");
+}
+
 #[test]
 fn stats_count_failures_per_window() {
     let now = Utc::now();
