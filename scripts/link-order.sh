@@ -12,7 +12,12 @@
 # memory. The profiled runs include an https ping (openssl s_server with tests/data/tls), so
 # the TLS client is placed as well. CI runs scripts/check-link-order.sh on the release binary and fails when fewer than
 # 98 % of the names are left, asking for this script to be rerun. Needs valgrind (callgrind
-# lists every function executed) and python3.
+# lists every function executed) and python3. With perf (Debian's linux-perf), each command of
+# `run` is also run on the real CPU with its page faults recorded, and the functions it faulted
+# in that callgrind did not list (paths chosen by CPU features, system calls valgrind lacks)
+# join that command's list; each regeneration so completes the list of the build it profiles.
+# For the same reason, run it twice after a large change: the second pass sees the faults the
+# first layout hid (a fault-around window maps the neighbours of the function that faulted).
 #
 # Usage: scripts/link-order.sh         (builds the release binary, profiles, writes both files)
 # LINK_ORDER_NO_BUILD=1 profiles the binary already built; LINK_ORDER_OUT=FILE and
@@ -48,7 +53,21 @@ profile() {
   n=$((n + 1))
   valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.$n" \
     "$BIN" "$@" >/dev/null 2>&1 || true
+  # The same command on the real CPU, its page faults recorded: callgrind runs the program on
+  # valgrind's CPU, where code chosen by CPU features (sha2's SHA-NI path, ring's ADX/AVX
+  # ones) and system calls valgrind lacks (pidfd_open: tokio's pidfd reaper) take other
+  # functions than the real run. A fault in .text outside the functions callgrind listed
+  # names a function the real run needs; the python below adds it to this profile's list.
+  if [ -n "$perf_ok" ]; then
+    perf record -q -e page-faults -c 1 -d -o "$work/pf.$n" "$BIN" "$@" >/dev/null 2>&1 || true
+  fi
 }
+perf_ok=
+if command -v perf >/dev/null 2>&1 && perf record -q -e page-faults -c 1 -o "$work/pf.test" true >/dev/null 2>&1; then
+  perf_ok=1
+else
+  echo "link-order: perf cannot record page faults here; the lists hold callgrind's functions only" >&2
+fi
 # The common cases first: a success with a ping, a failure, a job from the config, a ping that
 # cannot be delivered (the outbox), then --help (clap's whole tree, for errors and help).
 profile run --ping-url "http://127.0.0.1:$port/TOKEN" -- true
@@ -110,7 +129,7 @@ wait "$daemon_pid" || true
   { echo "link-order: callgrind did not dump the daemon's profile" >&2; exit 1; }
 
 python3 - "$BIN" "$OUT" "$DAEMON_OUT" "$work" <<'PY'
-import glob, os, re, sys
+import bisect, glob, os, re, subprocess, sys
 binary, out, daemon_out, work = sys.argv[1:5]
 
 def functions(files):
@@ -139,7 +158,57 @@ def functions(files):
                 order.append(name)
     return order
 
-run = functions(sorted(glob.glob(os.path.join(work, "cg.*")), key=lambda p: int(p.rsplit(".", 1)[1])))
+def text_symbols():
+    """The binary's functions (mangled) by address: [(start, end, name)]."""
+    out = subprocess.run(["nm", "-S", "-n", binary], capture_output=True, text=True).stdout
+    symbols = []
+    for line in out.splitlines():
+        parts = line.split()
+        # A symbol without a size (crt's `frame_dummy`, ...) ends where the next one starts.
+        if len(parts) == 3 and parts[1] in "tTwW":
+            symbols.append([int(parts[0], 16), None, parts[2]])
+        elif len(parts) == 4 and parts[2] in "tTwW" and int(parts[1], 16) > 0:
+            start = int(parts[0], 16)
+            symbols.append([start, start + int(parts[1], 16), parts[3]])
+    for this, after in zip(symbols, symbols[1:] + [[None, None, None]]):
+        if this[1] is None:
+            this[1] = after[0] if after[0] is not None else this[0] + 1
+    return [tuple(s) for s in symbols]
+
+SYMBOLS = text_symbols()
+STARTS = [s for s, _, _ in SYMBOLS]
+
+def faulted(path):
+    """The binary's functions in whose code the real run (perf, `pf.N`) took a page fault."""
+    if not os.path.exists(path):
+        return []
+    out = subprocess.run(["perf", "script", "-i", path, "-F", "addr"],
+                         capture_output=True, text=True).stdout
+    names = []
+    for line in out.split():
+        try:
+            addr = int(line, 16)
+        except ValueError:
+            continue
+        i = bisect.bisect_right(STARTS, addr) - 1
+        if i >= 0 and SYMBOLS[i][0] <= addr < SYMBOLS[i][1] and SYMBOLS[i][2] not in names:
+            names.append(SYMBOLS[i][2])
+    return names
+
+def profiles():
+    """Each profiled command's functions: callgrind's, then those only the real CPU took."""
+    paths = sorted(glob.glob(os.path.join(work, "cg.[0-9]*")), key=lambda p: int(p.rsplit(".", 1)[1]))
+    order, seen = [], set()
+    for path in paths:
+        listed = functions([path])
+        extra = [f for f in faulted(path.replace("cg.", "pf.")) if f not in set(listed)]
+        for name in listed + extra:
+            if name not in seen:
+                seen.add(name)
+                order.append(name)
+    return order
+
+run = profiles()
 with open(out, "w") as f:
     f.write("# Functions `heartbeat-agent run` executes, placed first in .text by the linker.\n")
     f.write("# Generated by scripts/link-order.sh; do not edit by hand.\n")
