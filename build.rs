@@ -15,12 +15,18 @@
 //!   lld (the default linker of x86_64-unknown-linux-gnu since Rust 1.90) and no linker
 //!   configured; `HEARTBEAT_AGENT_LINK_ORDER=0` turns it off. A stale entry is ignored by the
 //!   linker.
+//! - **data order**: `packaging/link/data.order` (same script) lists the input sections of
+//!   `.rodata` and `.data.rel.ro` that `run`, then the running daemon, then its start-up read;
+//!   a linker script ([`data_order_script`]) places them first, so an http `run` maps 4 windows
+//!   of read-only data instead of 18. Release builds also write lld's map
+//!   (`OUT_DIR/heartbeat-agent.map`), which the script reads to name the section at an address.
 
 use std::collections::HashSet;
 use std::path::Path;
 
 const ORDER_FILE: &str = "packaging/link/run.order";
 const DAEMON_ORDER_FILE: &str = "packaging/link/daemon.order";
+const DATA_ORDER_FILE: &str = "packaging/link/data.order";
 /// The line of `daemon.order` after which its start-up functions are listed.
 const START_UP_MARKER: &str = "# start-up";
 
@@ -29,6 +35,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=HEARTBEAT_AGENT_LINK_ORDER");
     println!("cargo:rerun-if-changed={ORDER_FILE}");
     println!("cargo:rerun-if-changed={DAEMON_ORDER_FILE}");
+    println!("cargo:rerun-if-changed={DATA_ORDER_FILE}");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;
@@ -50,6 +57,15 @@ fn main() {
                 path.display()
             );
             println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+        }
+        let script = data_order_script(&read(DATA_ORDER_FILE));
+        let path = Path::new(&var("OUT_DIR")).join("data-order.ld");
+        std::fs::write(&path, script).expect("OUT_DIR is writable");
+        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", path.display());
+        if var("PROFILE") == "release" {
+            // scripts/link-order.sh reads which input section holds each data address here.
+            let map = Path::new(&var("OUT_DIR")).join("heartbeat-agent.map");
+            println!("cargo:rustc-link-arg-bins=-Wl,-Map={}", map.display());
         }
     }
 }
@@ -99,6 +115,61 @@ fn link_order<'a>(run: &'a str, daemon: &'a str) -> Vec<&'a str> {
         .filter(|n| seen.insert(*n))
         .collect()
 }
+
+/// A linker script that places the data sections `data.order` lists (`# run`, `# steady`,
+/// `# start-up`; a section name and its size per line) first in `.rodata` and `.data.rel.ro`,
+/// in that order, leaving the rest of the layout to lld's defaults (`OVERWRITE_SECTIONS`).
+/// The merged constants, which every path reads, come first; the merged strings after the
+/// small sections of `run` and the steady path; then the large ones, then the start-up's. The
+/// listed sections are unnamed constants
+/// (`.rodata..Lanon.<hash>.<n>`), jump tables and vtables, which carry no symbol for
+/// `--symbol-ordering-file`; a name that is gone matches nothing.
+fn data_order_script(list: &str) -> String {
+    // (group, name, size) in the list's order: the order of first touch.
+    let mut sections: Vec<(&str, &str, u64)> = Vec::new();
+    let mut group = "";
+    for line in list.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(title) = line.strip_prefix("# ") {
+            if ["run", "steady", "start-up"].contains(&title) {
+                group = title;
+            }
+        } else if !line.starts_with('#') && !group.is_empty() && !line.contains('"') {
+            let mut words = line.split(' ');
+            if let (Some(name), Some(Ok(size))) = (words.next(), words.next().map(str::parse)) {
+                sections.push((group, name, size));
+            }
+        }
+    }
+    // One rule per section keeps the list's order (a rule with several names places them in
+    // the objects' order). Large tables (ring's precomputed points, 24-151 KB) would push
+    // the small constants that follow into further windows: they go after the strings.
+    let rules = |prefix: &str, groups: &[&str], large: bool| -> String {
+        sections
+            .iter()
+            .filter(|(g, n, size)| {
+                groups.contains(g) && n.starts_with(prefix) && (*size >= LARGE_SECTION) == large
+            })
+            .map(|(_, n, _)| format!("    *(\"{n}\")\n"))
+            .collect()
+    };
+    let mut script = String::from("OVERWRITE_SECTIONS\n{\n  .rodata : {\n");
+    script += "    *(.rodata.cst16) *(.rodata.cst32) *(.rodata.cst8) *(.rodata.cst4)\n";
+    // The compiler's own unnamed `.rodata` (a few bytes every path reads), not the C objects'.
+    script += "    *.rcgu.o(.rodata)\n";
+    script += &rules(".rodata.", &["run", "steady"], false);
+    script += "    *(.rodata.str1.1)\n";
+    script += &rules(".rodata.", &["run", "steady"], true);
+    script += &rules(".rodata.", &["start-up"], false);
+    script += &rules(".rodata.", &["start-up"], true);
+    script += "    *(.rodata .rodata.*)\n  }\n  .data.rel.ro : {\n";
+    script += &rules(".data.rel.ro.", &["run", "steady", "start-up"], false);
+    script += &rules(".data.rel.ro.", &["run", "steady", "start-up"], true);
+    script += "    *(.data.rel.ro .data.rel.ro.*)\n  }\n}\n";
+    script
+}
+
+/// The size from which a listed data section is placed after the small ones (bytes).
+const LARGE_SECTION: u64 = 8 * 1024;
 
 /// Whether the final link uses rustc's self-contained lld: x86_64-unknown-linux-gnu with rustc
 /// 1.90 or later, and no linker chosen by configuration or flags.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks that packaging/link/run.order and packaging/link/daemon.order still belong to the code:
-# the release binary's symbol table must hold at least 98 % of each list's names. The names carry compiler hashes, which
+# Checks that packaging/link/run.order, packaging/link/daemon.order and packaging/link/data.order
+# still belong to the code: the release binary's symbol table must hold at least 98 % of each
+# function list's names, and its link (lld's map) 98 % of the data list's sections. The names carry compiler hashes, which
 # change with the code, the toolchain and Cargo.lock; a name that is gone is skipped by the
 # linker, so a stale list does not fail the build, it only lets `run`'s memory grow back
 # (BENCHMARKS.md, "run wrapper overhead"). Below the threshold this fails and prints the
@@ -32,21 +33,33 @@ if [ -z "$symbols" ]; then
   exit 1
 fi
 stale=0
+# Judges one list: judge LIST FOUND TOTAL WHAT WHERE.
+judge() {
+  if [ "$3" -eq 0 ]; then
+    echo "check-link-order: $1 lists no $4; regenerate it with: $REGENERATE" >&2
+    exit 1
+  fi
+  percent=$(awk -v f="$2" -v t="$3" 'BEGIN { printf "%.1f", 100 * f / t }')
+  echo "link order: $2 of $3 $4 of $1 are in $5 ($percent %, at least $MIN % required)"
+  if [ $(($2 * 100)) -lt $(($3 * MIN)) ]; then
+    echo "check-link-order: $1 is stale (the code, Cargo.lock or the toolchain changed)." >&2
+    stale=1
+  fi
+}
 for ORDER in packaging/link/run.order packaging/link/daemon.order; do
   listed=$(grep -v -e '^#' -e '^$' "$ORDER" | sort -u)
   total=$(printf '%s\n' "$listed" | grep -c . || true)
   found=$(comm -12 <(printf '%s\n' "$listed") <(printf '%s\n' "$symbols") | grep -c . || true)
-  if [ "$total" -eq 0 ]; then
-    echo "check-link-order: $ORDER lists no names; regenerate it with: $REGENERATE" >&2
-    exit 1
-  fi
-  percent=$(awk -v f="$found" -v t="$total" 'BEGIN { printf "%.1f", 100 * f / t }')
-  echo "link order: $found of $total names of $ORDER are in $BIN ($percent %, at least $MIN % required)"
-  if [ $((found * 100)) -lt $((total * MIN)) ]; then
-    echo "check-link-order: $ORDER is stale (the code, Cargo.lock or the toolchain changed)." >&2
-    stale=1
-  fi
+  judge "$ORDER" "$found" "$total" names "$BIN"
 done
+# The data list names input sections, which leave no trace in the binary: it is checked against
+# lld's map of the same link (build.rs writes it for release builds), name and size.
+DATA=packaging/link/data.order
+read -r found total < <(python3 scripts/lib/data_order.py check "$DATA" "$BIN") || {
+  echo "check-link-order: cannot check $DATA without the linker map of $BIN" >&2
+  exit 1
+}
+judge "$DATA" "$found" "$total" sections "its link"
 if [ "$stale" = 1 ]; then
   echo "check-link-order: regenerate the lists and commit the result:" >&2
   echo "    $REGENERATE" >&2

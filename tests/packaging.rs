@@ -468,6 +468,36 @@ fn the_daemon_link_order_file_has_a_steady_part_then_a_start_up_part() {
     }
 }
 
+/// The data list (scripts/link-order.sh, build.rs turns it into a linker script) has its three
+/// groups in order, `run`'s holding the agent's own constants, and one section and its size
+/// per line: a name with a space or a quote would break the script lld reads.
+#[test]
+fn the_data_order_file_has_run_steady_and_start_up_groups_of_sections() {
+    let text = read("packaging/link/data.order");
+    let groups: Vec<&str> = text
+        .lines()
+        .filter(|l| ["# run", "# steady", "# start-up"].contains(l))
+        .collect();
+    assert_eq!(groups, ["# run", "# steady", "# start-up"]);
+    let entries: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(entries.len() > 100, "only {} sections", entries.len());
+    for line in &entries {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words.len(), 2, "not `section size`: {line:?}");
+        assert!(
+            words[0].starts_with(".rodata.") || words[0].starts_with(".data.rel.ro."),
+            "not a .rodata or .data.rel.ro input section: {line:?}"
+        );
+        assert!(!words[0].contains('"'), "a quote in {line:?}");
+        words[1].parse::<u64>().expect("a size in bytes");
+    }
+    let run_part = text.split("\n# steady\n").next().unwrap();
+    assert!(
+        run_part.contains("heartbeat_agent"),
+        "none of the agent's own tables in `run`'s group"
+    );
+}
+
 /// The names of a link-order list (one symbol per line, `#` comments), at least 100: Rust's
 /// mangled names, and the C functions the real CPU runs (`main`, ring's, crt's `_start`).
 fn link_order_names<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
