@@ -139,12 +139,16 @@ def names(map_path, run_traces, daemon_trace):
     """data.order's three groups: `run`'s sections, the running daemon's, its start-up's."""
     sections = input_sections(map_path)
     starts = [s[0] for s in sections]
-    run = []
+    run, placed = [], set()
     for path in run_traces:
-        run += [n for n in touched(sections, starts, path)[0] if n not in set(run)]
+        for name in touched(sections, starts, path)[0]:
+            if name not in placed:
+                placed.add(name)
+                run.append(name)
     everything, steady = touched(sections, starts, daemon_trace)
-    steady = [n for n in steady if n not in set(run)]
-    start_up = [n for n in everything if n not in set(run) and n not in set(steady)]
+    steady = [n for n in steady if n not in placed]
+    placed.update(steady)
+    start_up = [n for n in everything if n not in placed]
     for title, group in (("run", run), ("steady", steady), ("start-up", start_up)):
         print(f"# {title}")
         if group:
