@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that packaging/link/run.order, packaging/link/daemon.order and packaging/link/data.order
 # still belong to the code: the release binary's symbol table must hold at least 98 % of each
-# function list's names, and its link (lld's map) 98 % of the data list's sections. The names carry compiler hashes, which
+# function list's names; the data list's sections are counted in its link (lld's map) and a
+# stale data list is reported without failing (see below). The names carry compiler hashes, which
 # change with the code, the toolchain and Cargo.lock; a name that is gone is skipped by the
 # linker, so a stale list does not fail the build, it only lets `run`'s memory grow back
 # (BENCHMARKS.md, "run wrapper overhead"). Below the threshold this fails and prints the
@@ -53,13 +54,22 @@ for ORDER in packaging/link/run.order packaging/link/daemon.order; do
   judge "$ORDER" "$found" "$total" names "$BIN"
 done
 # The data list names input sections, which leave no trace in the binary: it is checked against
-# lld's map of the same link (build.rs writes it for release builds), name and size.
+# lld's map of the same link (build.rs writes it for release builds), name and size. Its names
+# are numbered in the order the compiler emits the constants (`.Lanon.<hash>.<n>`), so almost
+# any change to the code renumbers them (a 30-line change to src/config left 457 of 1,123): a
+# stale data list is reported, not failed, or every code change would have to regenerate it.
+# It costs memory only (about 0.6 MiB of an http `run`), which scripts/bench.sh shows.
 DATA=packaging/link/data.order
 read -r found total < <(python3 scripts/lib/data_order.py check "$DATA" "$BIN") || {
   echo "check-link-order: cannot check $DATA without the linker map of $BIN" >&2
   exit 1
 }
+functions_stale=$stale
 judge "$DATA" "$found" "$total" sections "its link"
+if [ "$stale" = 1 ] && [ "$functions_stale" = 0 ]; then
+  echo "check-link-order: warning: $DATA is stale; before measuring memory, regenerate it with: $REGENERATE" >&2
+  stale=0
+fi
 if [ "$stale" = 1 ]; then
   echo "check-link-order: regenerate the lists and commit the result:" >&2
   echo "    $REGENERATE" >&2
