@@ -363,7 +363,7 @@ mod tests {
         assert_eq!(incident.description.as_deref(), Some(""));
         assert_eq!(incident.notify_subscribers, Some(false));
         let plain = Config::from_text(Path::new("c.toml"), JOB).unwrap().config;
-        assert_eq!(plain.jobs[0].check, CheckSettings::default());
+        assert_eq!(*plain.jobs[0].check, CheckSettings::default());
         assert_eq!(plain.agent.resync_interval, Duration::from_secs(6 * 3600));
         assert_eq!(plain.agent.sync_jitter, Duration::from_secs(30));
         assert_eq!(plain.agent.reassert_interval, Duration::from_secs(86_400));

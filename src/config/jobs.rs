@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use toml::Spanned;
@@ -299,8 +300,14 @@ pub(super) fn job(
         history: merged.history.unwrap_or(agent.history),
         retries,
         target: target?,
-        check: check_settings?,
-        start_fail: start_fail?,
+        check: super::shared_default(check_settings?, {
+            static DEFAULT: OnceLock<Arc<super::CheckSettings>> = OnceLock::new();
+            &DEFAULT
+        }),
+        start_fail: super::shared_default(start_fail?, {
+            static DEFAULT: OnceLock<Arc<super::StartFail>> = OnceLock::new();
+            &DEFAULT
+        }),
     };
     super::check::check_limits(check, entry, &job);
     super::retries::fit(check, entry, &job);

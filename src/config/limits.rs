@@ -120,7 +120,7 @@ mod tests {
         // Loading refuses the schedule with an auto period (that is the check under test), so load
         // it with a fixed period and switch back to auto.
         let mut leap = job("schedule = \"0 0 29 2 *\"\n[jobs.check]\nperiod = \"1d\"");
-        leap.check.period = CheckDuration::Auto;
+        std::sync::Arc::make_mut(&mut leap.check).period = CheckDuration::Auto;
         let problem = limit_problem(&leap, now).expect("a four-year gap is over the limit");
         assert!(
             problem.contains("has gaps of 1") && problem.contains("days"),

@@ -190,9 +190,27 @@ pub struct Job {
     /// Where success is reported.
     pub target: PingTarget,
     /// `[jobs.check]`: the definition sync keeps on the bound check (used with `check_id`).
-    pub check: CheckSettings,
+    /// Shared with every job that leaves it at its default ([`shared_default`]).
+    pub check: Arc<CheckSettings>,
     /// `start_url`, `fail_url`, `fail_body`: what else a run reports, besides its success.
-    pub start_fail: StartFail,
+    /// Shared with every job that leaves it at its default ([`shared_default`]).
+    pub start_fail: Arc<StartFail>,
+}
+
+/// `value` behind an `Arc`, the one of `default` when it equals the default. Most jobs leave
+/// `[jobs.check]` and the start and fail pings unset, and those two are 488 of a job's 1,016
+/// bytes: a daemon with thousands of jobs keeps one copy of each default instead of one per
+/// job (measured in BENCHMARKS.md, the 1,000-job row).
+pub(crate) fn shared_default<T: Default + PartialEq>(
+    value: T,
+    default: &'static std::sync::OnceLock<Arc<T>>,
+) -> Arc<T> {
+    let default = default.get_or_init(|| Arc::new(T::default()));
+    if value == **default {
+        Arc::clone(default)
+    } else {
+        Arc::new(value)
+    }
 }
 
 /// The pings a job sends besides its success, to a service that has such endpoints

@@ -540,3 +540,25 @@ fn api_key_file_missing_or_a_directory_is_an_error_not_a_warning() {
         "{found:?}"
     );
 }
+
+/// Jobs that leave `[jobs.check]` and the start and fail pings at their defaults share one copy
+/// of each (a daemon with thousands of jobs keeps one); a job that sets them has its own, with
+/// what it set, and a created check's scope tag is that job's alone.
+#[test]
+fn default_check_settings_and_pings_are_shared_and_set_ones_are_each_jobs_own() {
+    let text = "[[jobs]]\nname = \"a\"\nschedule = \"0 3 * * *\"\ncheck_id = \"c1\"\n\
+                [[jobs]]\nname = \"b\"\nschedule = \"0 4 * * *\"\ncheck_id = \"c2\"\n\
+                [[jobs]]\nname = \"c\"\nschedule = \"0 5 * * *\"\ncheck_id = \"c3\"\n\
+                start_url = \"https://hc.example.com/start\"\n\
+                [jobs.check]\nmuted = true\n";
+    let jobs = load(text).config.jobs;
+    let (a, b, c) = (&jobs[0], &jobs[1], &jobs[2]);
+    assert!(Arc::ptr_eq(&a.check, &b.check));
+    assert!(Arc::ptr_eq(&a.start_fail, &b.start_fail));
+    assert_eq!(*a.check, CheckSettings::default());
+    assert!(!Arc::ptr_eq(&a.check, &c.check));
+    assert_eq!(c.check.muted, Some(true));
+    assert!(!Arc::ptr_eq(&a.start_fail, &c.start_fail));
+    assert!(c.start_fail.start_url.is_some());
+    assert!(a.start_fail.start_url.is_none());
+}

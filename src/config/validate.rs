@@ -59,7 +59,8 @@ pub(crate) fn build(
         };
         super::check::create_needs_key(&mut check, entry, &api);
         let cluster = cluster.as_ref().map(|c| c.name.as_str());
-        job.check.scope_tag = Some(super::check::scope_tag(cluster, &host, &job.name));
+        std::sync::Arc::make_mut(&mut job.check).scope_tag =
+            Some(super::check::scope_tag(cluster, &host, &job.name));
     }
     if !check.errors.is_empty() {
         return (None, check);
