@@ -17,7 +17,7 @@
 //!   linker.
 //! - **data order**: `packaging/link/data.order` (same script) lists the input sections of
 //!   `.rodata` and `.data.rel.ro` that `run`, then the running daemon, then its start-up read;
-//!   a linker script ([`data_order_script`]) places them first, so an http `run` maps 4 windows
+//!   a linker script ([`data_order_script`]) places them first, so an http `run` maps 7 windows
 //!   of read-only data instead of 18. Release builds also write lld's map
 //!   (`OUT_DIR/heartbeat-agent.map`), which the script reads to name the section at an address.
 
