@@ -210,7 +210,7 @@ async fn run_command(
             return Ended::without_process(refused(reason.to_string()));
         }
     };
-    let running = match shared.children.spawn(&spec) {
+    let running = match shared.children.spawn_on_spawner(spec).await {
         Ok(running) => running,
         Err(err) => {
             warn!(job = %job.name, error = %err, "job not started");

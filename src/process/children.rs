@@ -20,15 +20,31 @@
 //! The scan runs on every SIGCHLD and every 30 s (a pid reused between tokio's reaping and
 //! the set update is caught by the next scan), while jobs run, not only once they ended. Where
 //! orphans go to the real init no reaper runs.
+//!
+//! **The spawner threads.** The daemon starts its job processes from threads of their own
+//! ([`Children::spawn_on_spawner`]), while the runtime's workers only prepare runs and finish
+//! them. Every new process starts with a copy of the daemon's descriptor table and closes, at
+//! its `exec`, every descriptor it copied; each run in progress holds three (its two pipes and
+//! tokio's pidfd). When the workers spawned themselves, a burst of 1,000 runs due at one second
+//! queued every fire ahead of the ends of the runs already finished, so the table grew to 1,876
+//! descriptors and the children's close-on-exec took 30 % of the daemon's side of the burst
+//! (`perf`, docs/dev/profiles/profile-burst.md). With the spawns off the workers, the workers
+//! read each ended run's pipes and reap it while the next ones start, and the table holds
+//! little more than the runs still in progress (at most 97 in the same burst). As many threads
+//! as cores, at most 4: each waits while its child reaches `exec` (glibc's `posix_spawn` is a
+//! vfork), so two spawn side by side on two cores; one thread was slower than the workers' own
+//! spawns (BENCHMARKS.md). Requests are taken in order; a request whose caller went away (its
+//! run was cancelled) is dropped unspawned.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -68,6 +84,39 @@ impl Children {
             live.insert(pid);
         }
         Ok(running)
+    }
+
+    /// [`spawn`](Self::spawn) on a spawner thread (see the module's header), or inline when
+    /// no such thread could be started. Must be called inside a tokio runtime.
+    pub(crate) async fn spawn_on_spawner(
+        self: &Arc<Self>,
+        spec: CommandSpec,
+    ) -> Result<Running, SpawnError> {
+        let (answer, answered) = oneshot::channel();
+        let program = spec.program.clone();
+        let request = Request {
+            children: Arc::clone(self),
+            spec,
+            runtime: tokio::runtime::Handle::current(),
+            answer,
+        };
+        let request = match spawner() {
+            Some(spawner) => match spawner.send(request) {
+                Ok(()) => None,
+                Err(mpsc::SendError(request)) => Some(request),
+            },
+            None => Some(request),
+        };
+        if let Some(request) = request {
+            request.serve();
+        }
+        answered.await.unwrap_or_else(|_| {
+            // Only when a spawner thread died mid-request (a panic): nothing was started.
+            Err(SpawnError::Other {
+                program: program.to_string_lossy().into_owned(),
+                source: std::io::Error::other("the daemon's spawner thread stopped"),
+            })
+        })
     }
 
     /// Forgets `pid` once its supervision returned (tokio reaped it).
@@ -120,10 +169,76 @@ impl Children {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashSet<i32>> {
-        self.live
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.live)
     }
+}
+
+/// A spawn asked of the spawner threads.
+struct Request {
+    children: Arc<Children>,
+    spec: CommandSpec,
+    /// The caller's runtime: tokio's process handles register with its reactor.
+    runtime: tokio::runtime::Handle,
+    answer: oneshot::Sender<Result<Running, SpawnError>>,
+}
+
+impl Request {
+    /// Spawns, unless the caller went away; a process whose caller went away in the meantime
+    /// is left to run unsupervised, as it would have been had the caller gone after the spawn.
+    fn serve(self) {
+        if self.answer.is_closed() {
+            return;
+        }
+        let _entered = self.runtime.enter();
+        let _ = self.answer.send(self.children.spawn(&self.spec));
+    }
+}
+
+/// Starts the spawner threads now (they start at the first spawn otherwise). The daemon calls
+/// it from its main thread before anything sets `SCHED_RESET_ON_FORK`, which a thread's new
+/// threads inherit: started later, from a runtime worker, the spawners would run at the
+/// default priority instead of the daemon's.
+pub(crate) fn start_spawners() {
+    spawner();
+}
+
+/// The spawner threads' queue, started at the first request; `None` when no thread could be
+/// started (then every spawn is inline).
+fn spawner() -> Option<&'static mpsc::Sender<Request>> {
+    static SPAWNER: OnceLock<Option<mpsc::Sender<Request>>> = OnceLock::new();
+    SPAWNER
+        .get_or_init(|| {
+            let (queue, requests) = mpsc::channel::<Request>();
+            let requests = Arc::new(Mutex::new(requests));
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+            let started = (0..threads)
+                .filter(|_| {
+                    let requests = Arc::clone(&requests);
+                    std::thread::Builder::new()
+                        .name("spawner".into())
+                        .stack_size(256 * 1024)
+                        .spawn(move || {
+                            process::children_at_default_priority();
+                            loop {
+                                // Held while waiting for a request, not while serving it.
+                                let next = lock(&requests).recv();
+                                let Ok(request) = next else { break };
+                                request.serve();
+                            }
+                        })
+                        .map_err(|err| warn!(error = %err, "cannot start a spawner thread"))
+                        .is_ok()
+                })
+                .count();
+            (started > 0).then_some(queue)
+        })
+        .as_ref()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether the process of `stat` is a zombie whose parent is `parent`.
@@ -208,5 +323,76 @@ mod tests {
             process::RunEnd::Ended(process::ProcessEnd::Exited(7))
         );
         assert_eq!(children.running(), 0);
+    }
+
+    /// Runs `count` jobs through the spawner threads at once, on a new runtime of the given
+    /// flavour, and returns each one's exit code and captured output.
+    fn spawn_many_on_spawner(count: usize, multi_thread: bool) -> Vec<(Option<i32>, String)> {
+        let mut builder = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        let runtime = builder
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let children = Arc::new(Children::new(false));
+            let runs = (0..count).map(|n| {
+                let children = Arc::clone(&children);
+                tokio::spawn(async move {
+                    let script = format!("echo out-{n}; echo err-{n} >&2; exit {}", n % 3);
+                    let mut spec = CommandSpec::from_argv(&["sh", "-c", &script]).expect("argv");
+                    spec.io = process::Io::Capture { tail_bytes: 256 };
+                    let running = children.spawn_on_spawner(spec).await.expect("spawn");
+                    let pid = running.pid();
+                    let (_tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    let limits = process::Limits {
+                        timeout: Some(Duration::from_secs(20)),
+                        kill_after: Duration::from_secs(1),
+                    };
+                    let outcome = running.supervise(limits, rx).await;
+                    children.ended(pid);
+                    let tail = outcome.tail.expect("captured").contents();
+                    (
+                        outcome.end.exit_code(),
+                        String::from_utf8_lossy(&tail).into_owned(),
+                    )
+                })
+            });
+            let mut ended = Vec::new();
+            for run in runs.collect::<Vec<_>>() {
+                ended.push(run.await.expect("run task"));
+            }
+            assert_eq!(children.running(), 0);
+            ended
+        })
+    }
+
+    #[test]
+    fn the_spawner_threads_serve_each_callers_runtime_and_every_run_ends_as_its_process_did() {
+        // Two runtimes one after the other: the spawner threads must register each
+        // process with the runtime that asked for it (the first is gone when the second asks).
+        for (count, multi_thread) in [(40, false), (200, true)] {
+            let ended = spawn_many_on_spawner(count, multi_thread);
+            assert_eq!(ended.len(), count);
+            for (n, (code, output)) in ended.iter().enumerate() {
+                assert_eq!(
+                    *code,
+                    Some(i32::try_from(n % 3).unwrap()),
+                    "run {n}: {output}"
+                );
+                assert!(
+                    output.contains(&format!("out-{n}\n")),
+                    "run {n}: {output:?}"
+                );
+                assert!(
+                    output.contains(&format!("err-{n}\n")),
+                    "run {n}: {output:?}"
+                );
+            }
+        }
     }
 }
