@@ -78,9 +78,10 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         config_path: path,
         net,
     };
-    // Jobs are spawned from the spawner threads: their children start at the default
-    // priority even when the daemon was given a higher one (see the function). Started here,
-    // before any thread of the daemon asks for that, so they keep the daemon's own priority.
+    // Jobs are spawned from the spawner threads (from the runtime's threads when none could
+    // start): every one of those threads makes its children start at the default priority
+    // even when the daemon was given a higher one (see the function). The spawners start
+    // here, before any thread of the daemon asks for that, so they keep the daemon's own.
     crate::process::children::start_spawners();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
