@@ -7,9 +7,12 @@
 //!
 //! - Unpaced until the first 429: a lone agent syncs all its checks at once (the client's own
 //!   limiter still keeps it under the quota).
-//! - On a 429: the rate is multiplied by `decrease` and capped at one request per
-//!   `restart_interval`, and the next PUT waits at least the `Retry-After` the service sent,
-//!   if any.
+//! - On a 429: the rate is multiplied by `decrease` (by `repeat_decrease` from the
+//!   `repeat_after`-th 429 in a row) and capped at one request per `restart_interval`. The next
+//!   PUT waits one `window` of the service's limit, then a random part of one interval of the
+//!   new pace, and at least the `Retry-After` the service sent, if any: the window's requests,
+//!   429s included, count until they are a window old, so a PUT sooner only meets another 429;
+//!   and a fleet refused together comes back spread evenly over the interval.
 //! - Without 429s the rate grows with the time `t` since the last one, in two phases:
 //!   `rate = base * 2^(min(t, hold) / slow_doubling + max(0, t - hold) / fast_doubling)`.
 //!   For `hold` it grows slowly: the fleet is near the limit, and every agent that speeds up
@@ -21,10 +24,18 @@
 //!   draws the agent's own `hold` (the rule's, jittered by `±jitter`): agents slowed down by
 //!   the same crowded minute would otherwise all speed up in the same minute and push the
 //!   fleet over the limit together.
-//! - Each gap is the time in which the growing rate adds up to one request (not the interval
-//!   of the rate at its start: an agent slowed by several 429s would otherwise wait minutes
-//!   while its pace grows many times over), jittered by `±jitter` so that agents paced alike
-//!   do not send in step.
+//! - Each gap between accepted PUTs is the time in which the growing rate adds up to one
+//!   request (not the interval of the rate at its start: an agent slowed by several 429s would
+//!   otherwise wait minutes while its pace grows many times over), jittered by `±gap_jitter`.
+//!
+//! The constants (docs/sync.md) were chosen with a discrete-event model of the fleet
+//! simulation (tests/sync/scale.rs: 1,000 agents x 10 checks on one key), then measured in the
+//! release simulation against the rule they replace (BENCHMARKS.md, "Sync: a fleet sharing one
+//! API key"; every run in docs/dev/profiles/profile-fleet.md). What the model showed: the
+//! time beyond the ideal went to agents refused a second time at the start (they came back
+//! while the start's 429s still filled the window), to over-shoots when many agents' slow
+//! phases ended while the fleet was still near the limit, and to the spread of the agents'
+//! summed gaps; the fleet's last check decides the figure, so one unlucky agent is the tail.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -52,24 +63,45 @@ pub struct PaceRule {
     pub fast_doubling: Duration,
     /// The shortest gap; once the pace reaches it, pacing ends (the client's limiter rules).
     pub min_interval: Duration,
-    /// Each gap (one request's worth of the pace) is multiplied by a random factor in
+    /// Each 429's slow phase (`hold`) is multiplied by a random factor in
     /// `1 - jitter ..= 1 + jitter`.
     pub jitter: f64,
+    /// Each gap (one request's worth of the pace) is multiplied by a random factor in
+    /// `1 - gap_jitter ..= 1 + gap_jitter`.
+    pub gap_jitter: f64,
+    /// The service's rate-limit window. When not zero, the next PUT after a 429 goes one
+    /// window plus a random part of one interval of the new pace later: the requests that
+    /// filled the window, 429 answers included, count until they are a window old, so a PUT
+    /// sooner only meets another 429 and keeps the key locked longer for every agent; and a
+    /// fleet refused together comes back spread evenly over a whole interval. Zero: the next
+    /// PUT waits one gap of the new pace.
+    pub window: Duration,
+    /// Factor applied to the rate, instead of `decrease`, on the `repeat_after`-th 429 in a
+    /// row and every later one without an accepted PUT between them: a fleet far above the
+    /// limit (thousands of agents on one key) gets under it in a few rounds of 429s, not tens.
+    pub repeat_decrease: f64,
+    /// See `repeat_decrease` (0: never).
+    pub repeat_after: u32,
 }
 
 impl Default for PaceRule {
-    /// At most one request per 120 s after a 429, halved per further 429; for 6 minutes after
-    /// the last 429 the rate doubles every 20 minutes (+23 % at 6 min), then every minute (about
-    /// 20-fold at 10 min), up to 10 per second (the quota's 600 per 60 s); gaps jittered by ±50 %.
+    /// After a 429 at most one request per 120 s, 0.9 times the rate (0.5 times from the third
+    /// 429 in a row), the next PUT a window (60 s) plus a random part of one interval later;
+    /// for 25 minutes (±30 %) after the last 429 the rate doubles every hour (+33 % at 25 min),
+    /// then every 5 minutes, up to 10 per second (the quota's 600 per 60 s); gaps ±20 %.
     fn default() -> Self {
         PaceRule {
             restart_interval: Duration::from_secs(120),
-            decrease: 0.5,
-            hold: Duration::from_secs(360),
-            slow_doubling: Duration::from_secs(1200),
-            fast_doubling: Duration::from_secs(60),
+            decrease: 0.9,
+            hold: Duration::from_secs(1500),
+            slow_doubling: Duration::from_secs(3600),
+            fast_doubling: Duration::from_secs(300),
             min_interval: Duration::from_millis(100),
-            jitter: 0.5,
+            jitter: 0.3,
+            gap_jitter: 0.2,
+            window: Duration::from_secs(60),
+            repeat_decrease: 0.5,
+            repeat_after: 3,
         }
     }
 }
@@ -88,6 +120,7 @@ impl PaceRule {
             slow_doubling: self.slow_doubling.div_f64(scale),
             fast_doubling: self.fast_doubling.div_f64(scale),
             min_interval: self.min_interval.div_f64(scale),
+            window: self.window.div_f64(scale),
             ..*self
         }
     }
@@ -128,6 +161,8 @@ struct Inner {
     /// This pace's slow phase: the rule's `hold` times a jitter factor drawn at the 429, so
     /// that agents limited by the same crowded minute do not all speed up at once.
     hold: Duration,
+    /// The 429s met since the last PUT that got another answer.
+    in_row: u32,
 }
 
 impl Default for Pacer {
@@ -146,6 +181,7 @@ impl Pacer {
                 since: Instant::now(),
                 next: None,
                 hold: rule.hold,
+                in_row: 0,
             }),
         }
     }
@@ -181,6 +217,7 @@ impl Pacer {
     /// rate ends.
     pub fn sent(&self, now: Instant, rng: &mut impl Rng) {
         let mut inner = self.lock();
+        inner.in_row = 0;
         match inner.rate(now) {
             Some(rate) if rate < inner.rule.max_rate() => {
                 let gap = inner.gap(now, rng);
@@ -198,29 +235,45 @@ impl Pacer {
     pub fn limited(&self, now: Instant, retry_after: Option<Duration>, rng: &mut impl Rng) {
         let mut inner = self.lock();
         let rule = inner.rule;
+        inner.in_row = inner.in_row.saturating_add(1);
+        let repeated = rule.repeat_after > 0 && inner.in_row >= rule.repeat_after;
+        let decrease = if repeated {
+            rule.repeat_decrease
+        } else {
+            rule.decrease
+        };
         let current = inner.rate(now).unwrap_or_else(|| rule.max_rate());
         let restart = 1.0 / rule.restart_interval.as_secs_f64().max(1e-9);
-        let base = (current * rule.decrease)
-            .min(restart)
-            .max(f64::MIN_POSITIVE);
+        let base = (current * decrease).min(restart).max(f64::MIN_POSITIVE);
         inner.base = Some(base);
         inner.since = now;
         inner.hold = rule.hold.mul_f64(inner.jitter_factor(rng));
         let asked = retry_after.unwrap_or_default().min(MAX_RETRY_AFTER);
-        let gap = inner.gap(now, rng).max(asked);
-        inner.next = Some(now + gap);
+        let paced = if rule.window.is_zero() {
+            inner.gap(now, rng)
+        } else {
+            // At most a day, as a gap (a pace that slow is a bug, not a plan).
+            let interval = (1.0 / base).min(86_400.0);
+            rule.window + Duration::from_secs_f64(interval * rng.gen_range(0.0..=1.0))
+        };
+        inner.next = Some(now + paced.max(asked));
+    }
+}
+
+/// A random factor in `1 - jitter ..= 1 + jitter` (1 without jitter).
+fn spread(jitter: f64, rng: &mut impl Rng) -> f64 {
+    let jitter = jitter.clamp(0.0, 1.0);
+    if jitter > 0.0 {
+        rng.gen_range(1.0 - jitter..=1.0 + jitter)
+    } else {
+        1.0
     }
 }
 
 impl Inner {
-    /// A random factor in `1 - jitter ..= 1 + jitter`.
+    /// A random factor in `1 - jitter ..= 1 + jitter` (the hold's).
     fn jitter_factor(&self, rng: &mut impl Rng) -> f64 {
-        let jitter = self.rule.jitter.clamp(0.0, 1.0);
-        if jitter > 0.0 {
-            rng.gen_range(1.0 - jitter..=1.0 + jitter)
-        } else {
-            1.0
-        }
+        spread(self.rule.jitter, rng)
     }
 
     fn rate(&self, now: Instant) -> Option<f64> {
@@ -237,7 +290,7 @@ impl Inner {
     /// to one request (times the jitter factor). Taking the pace at `now` alone would keep an
     /// agent slowed by several 429s waiting for minutes while its pace has long grown.
     fn gap(&self, now: Instant, rng: &mut impl Rng) -> Duration {
-        let factor = self.jitter_factor(rng);
+        let factor = spread(self.rule.gap_jitter, rng);
         let rate_at = |offset: f64| {
             self.rate(now + Duration::from_secs_f64(offset))
                 .unwrap_or_else(|| self.rule.max_rate())
@@ -279,6 +332,10 @@ mod tests {
             fast_doubling: Duration::from_secs(60),
             min_interval: Duration::from_millis(100),
             jitter: 0.0,
+            gap_jitter: 0.0,
+            window: Duration::ZERO,
+            repeat_decrease: 0.5,
+            repeat_after: 0,
         }
     }
 
@@ -339,38 +396,6 @@ mod tests {
         let expected = grown_gap(1.0 / 30.0, 60.0);
         assert!((expected - 25.75).abs() < 0.01, "{expected}");
         assert!(near(pacer.delay(now), expected), "{:?}", pacer.delay(now));
-    }
-
-    #[test]
-    fn the_slow_phase_is_jittered_so_a_fleet_does_not_speed_up_in_step() {
-        let mut rng = StdRng::seed_from_u64(5);
-        let t0 = Instant::now();
-        let per_minute_at =
-            |pacer: &Pacer, s: u64| pacer.rate(t0 + Duration::from_secs(s)).expect("paced") * 60.0;
-        let pacers: Vec<Pacer> = (0..100)
-            .map(|_| {
-                let pacer = Pacer::default();
-                pacer.limited(t0, None, &mut rng);
-                pacer
-            })
-            .collect();
-        // Every hold is 6 min +- 50 %: after 3 min all paces are alike (slow growth)...
-        let at_3 = pacers
-            .iter()
-            .map(|p| per_minute_at(p, 180))
-            .collect::<Vec<_>>();
-        assert!(at_3.iter().all(|r| close(*r, at_3[0])), "{at_3:?}");
-        // ...after 9 min all have left the slow phase, some long before others.
-        let at_9 = pacers
-            .iter()
-            .map(|p| per_minute_at(p, 540))
-            .collect::<Vec<_>>();
-        let slow_only = 0.5 * (540.0f64 / 1200.0).exp2();
-        let (low, high) = at_9
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
-        assert!(low > slow_only * 1.01, "{low} vs {slow_only}");
-        assert!(high > low * 8.0, "holds spread: {low}..{high} per minute");
     }
 
     #[test]
@@ -445,22 +470,6 @@ mod tests {
     }
 
     #[test]
-    fn by_default_the_rate_holds_six_minutes_then_doubles_every_minute() {
-        let (pacer, _, t0) = limited_once(PaceRule {
-            jitter: 0.0,
-            ..PaceRule::default()
-        });
-        assert!(near(pacer.delay(t0), grown_gap(1.0 / 120.0, 1200.0)));
-        let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
-        assert!(close(at(300), 0.25f64.exp2()), "{}", at(300));
-        assert!(close(at(360), 0.3f64.exp2()), "+23 % after the slow phase");
-        assert!(close(at(420), 1.3f64.exp2()));
-        assert!(close(at(600), 4.3f64.exp2()), "{}", at(600));
-        assert!(at(900) < 1200.0);
-        assert!(close(at(960), 1200.0), "capped at 10 per second");
-    }
-
-    #[test]
     fn a_zero_doubling_time_ends_the_pace_when_its_phase_starts() {
         let (pacer, mut rng, t0) = limited_once(PaceRule {
             fast_doubling: Duration::ZERO,
@@ -488,32 +497,140 @@ mod tests {
     }
 
     #[test]
-    fn gaps_are_jittered_around_the_interval() {
+    fn the_slow_phase_is_jittered_so_a_fleet_does_not_speed_up_in_step() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let t0 = Instant::now();
+        let per_minute_at =
+            |pacer: &Pacer, s: u64| pacer.rate(t0 + Duration::from_secs(s)).expect("paced") * 60.0;
+        let pacers: Vec<Pacer> = (0..100)
+            .map(|_| {
+                let pacer = Pacer::default();
+                pacer.limited(t0, None, &mut rng);
+                pacer
+            })
+            .collect();
+        // Every hold is 25 min +- 30 %: after 15 min all paces are alike (slow growth)...
+        let at_15 = pacers
+            .iter()
+            .map(|p| per_minute_at(p, 900))
+            .collect::<Vec<_>>();
+        assert!(at_15.iter().all(|r| close(*r, at_15[0])), "{at_15:?}");
+        // ...after 33 min all have left the slow phase, some long before others.
+        let at_33 = pacers
+            .iter()
+            .map(|p| per_minute_at(p, 1980))
+            .collect::<Vec<_>>();
+        let slow_only = 0.5 * (1980.0f64 / 3600.0).exp2();
+        let (low, high) = at_33
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        assert!(low > slow_only * 1.01, "{low} vs {slow_only}");
+        assert!(high > low * 4.0, "holds spread: {low}..{high} per minute");
+    }
+
+    #[test]
+    fn by_default_the_rate_holds_25_minutes_then_doubles_every_5_minutes() {
+        let (pacer, _, t0) = limited_once(PaceRule {
+            jitter: 0.0,
+            gap_jitter: 0.0,
+            ..PaceRule::default()
+        });
+        let at = |s: u64| pacer.rate(t0 + Duration::from_secs(s)).unwrap() * 120.0;
+        assert!(close(at(0), 1.0), "one per 120 s after a 429");
+        assert!(close(at(600), (600.0f64 / 3600.0).exp2()), "{}", at(600));
+        assert!(
+            close(at(1500), (1500.0f64 / 3600.0).exp2()),
+            "+33 % at 25 min"
+        );
+        assert!(close(at(1800), (1500.0f64 / 3600.0 + 1.0).exp2()));
+        assert!(at(4400) < 1200.0, "{}", at(4400));
+        assert!(close(at(4500), 1200.0), "capped at 10 per second");
+    }
+
+    #[test]
+    fn after_a_429_the_next_put_waits_a_window_plus_a_random_part_of_an_interval() {
         let mut rng = StdRng::seed_from_u64(7);
         let now = Instant::now();
-        let gaps: Vec<f64> = (0..200)
+        let waits: Vec<f64> = (0..400)
             .map(|_| {
                 let pacer = Pacer::default();
                 pacer.limited(now, None, &mut rng);
                 secs(pacer.delay(now))
             })
             .collect();
-        // A first 429 restarts at one per 120 s: every gap is 120 s +- 50 % (a little less, as
-        // the pace grows meanwhile).
-        assert!(gaps.iter().all(|g| (57.0..=180.0).contains(g)), "{gaps:?}");
-        assert!(gaps.iter().any(|g| *g < 80.0));
-        assert!(gaps.iter().any(|g| *g > 160.0));
+        // A first 429 restarts at one per 120 s: the next PUT goes after the 60 s window, at
+        // an even random point of the following 120 s, so a fleet refused together comes back
+        // spread over the whole interval once its refusals have left the window.
+        assert!(
+            waits.iter().all(|w| (60.0..=180.0).contains(w)),
+            "{waits:?}"
+        );
+        let quarters = waits.iter().fold([0usize; 4], |mut q, w| {
+            q[(((w - 60.0) / 30.0) as usize).min(3)] += 1;
+            q
+        });
+        assert!(
+            quarters.iter().all(|&n| (70..=130).contains(&n)),
+            "{quarters:?}"
+        );
+        // Gaps between accepted PUTs are the pace's interval +- 20 %.
+        let pacer = Pacer::default();
+        pacer.limited(now, None, &mut rng);
+        let later = now + Duration::from_secs(180);
+        let gaps: Vec<f64> = (0..200)
+            .map(|_| {
+                pacer.sent(later, &mut rng);
+                secs(pacer.delay(later))
+            })
+            .collect();
+        assert!(gaps.iter().all(|g| (90.0..=145.0).contains(g)), "{gaps:?}");
+        assert!(gaps.iter().any(|g| *g < 100.0) && gaps.iter().any(|g| *g > 135.0));
+    }
+
+    #[test]
+    fn from_the_third_429_in_a_row_the_rate_halves_and_an_accepted_put_resets_the_count() {
+        let rule = PaceRule {
+            decrease: 0.9,
+            repeat_decrease: 0.5,
+            repeat_after: 3,
+            ..rule()
+        };
+        let (pacer, mut rng, t0) = limited_once(rule);
+        assert_eq!(pacer.rate(t0), Some(1.0 / 60.0));
+        let mut now = t0;
+        let mut expect = |pacer: &Pacer, factor: f64, now: Instant| {
+            let before = pacer.rate(now).unwrap();
+            pacer.limited(now, None, &mut rng);
+            let after = pacer.rate(now).unwrap();
+            assert!(
+                close(after, before * factor),
+                "{after} vs {before} x {factor}"
+            );
+        };
+        now += Duration::from_secs(60);
+        expect(&pacer, 0.9, now);
+        now += Duration::from_secs(60);
+        expect(&pacer, 0.5, now);
+        now += Duration::from_secs(60);
+        expect(&pacer, 0.5, now);
+        // An accepted PUT: the next 429 is the first in a row again.
+        now += Duration::from_secs(600);
+        pacer.sent(now, &mut StdRng::seed_from_u64(3));
+        now += Duration::from_secs(60);
+        expect(&pacer, 0.9, now);
     }
 
     #[test]
     fn a_scaled_rule_divides_every_duration() {
         let scaled = PaceRule::default().scaled(60.0);
         assert_eq!(scaled.restart_interval, Duration::from_secs(2));
-        assert_eq!(scaled.hold, Duration::from_secs(6));
-        assert_eq!(scaled.slow_doubling, Duration::from_secs(20));
-        assert_eq!(scaled.fast_doubling, Duration::from_secs(1));
+        assert_eq!(scaled.hold, Duration::from_secs(25));
+        assert_eq!(scaled.slow_doubling, Duration::from_secs(60));
+        assert_eq!(scaled.fast_doubling, Duration::from_secs(5));
+        assert_eq!(scaled.window, Duration::from_secs(1));
         assert!((secs(scaled.min_interval) - 0.1 / 60.0).abs() < 1e-9);
-        assert_eq!(scaled.decrease, 0.5);
+        assert_eq!(scaled.decrease, 0.9);
+        assert_eq!(scaled.repeat_after, 3);
         assert_eq!(PaceRule::default().scaled(0.0), PaceRule::default());
     }
 }

@@ -9,7 +9,7 @@
 //! the limit this machine must then serve 100 requests per real second; see BENCHMARKS.md), and
 //! to try other pacing constants (emulated seconds; defaults from `PaceRule::default`):
 //! `SIM_RESTART`, `SIM_DECREASE`, `SIM_HOLD`, `SIM_SLOW_DOUBLING`, `SIM_FAST_DOUBLING`,
-//! `SIM_JITTER`. `SIM_GIVE_UP` (4) is when the run stops, in multiples of the ideal time (raise
+//! `SIM_JITTER`, `SIM_GAP_JITTER`, `SIM_WINDOW`, `SIM_REPEAT_DECREASE`, `SIM_REPEAT_AFTER`. `SIM_GIVE_UP` (4) is when the run stops, in multiples of the ideal time (raise
 //! it to see how long a case that misses the 2x target takes).
 //!
 //! Besides the totals it prints where the time beyond the ideal goes: per emulated minute the
@@ -47,6 +47,10 @@ fn pace_rule() -> PaceRule {
         slow_doubling: secs("SIM_SLOW_DOUBLING", rule.slow_doubling),
         fast_doubling: secs("SIM_FAST_DOUBLING", rule.fast_doubling),
         jitter: env("SIM_JITTER", rule.jitter),
+        gap_jitter: env("SIM_GAP_JITTER", rule.gap_jitter),
+        window: secs("SIM_WINDOW", rule.window),
+        repeat_decrease: env("SIM_REPEAT_DECREASE", rule.repeat_decrease),
+        repeat_after: env("SIM_REPEAT_AFTER", f64::from(rule.repeat_after)) as u32,
         ..rule
     }
 }
@@ -261,7 +265,7 @@ fn a_fleet_converges_under_the_shared_rate_limit() {
         println!(
             "agents={agents} jobs={jobs} limit={limit}/60s scale={scale} rule={rule:?}\n\
              load before {load_before}, after {load_after}\n\
-             {in_sync}/{} in sync after {minutes:.1} emulated minutes (ideal {ideal:.1}, ratio \
+             {in_sync}/{} in sync after {minutes:.2} emulated minutes (ideal {ideal:.2}, ratio \
              {:.2}); {sent} requests, {limited} answered 429; {gave_up} agents gave up",
             agents * jobs,
             minutes / ideal
