@@ -217,6 +217,10 @@ async fn run_command(
             return Ended::without_process(RunEnd::from(&err));
         }
     };
+    // Counts as a start again once the process exists: in a burst the runs all begin at the
+    // fire, but their spawns queue for the spawner threads for up to a second after it, and the
+    // history's writer must wait until the last of them, not until 100 ms after the fire.
+    shared.history.run_starting();
     let started = Utc::now();
     let pid = running.pid();
     let delay_ms = (started - scheduled).num_microseconds().unwrap_or(0) as f64 / 1000.0;

@@ -156,8 +156,9 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
 
 /// The daemon's writer of the history: runs are handed to one thread of their own, below the
 /// runtime's priority (nice + 10), which appends them in order, a few milliseconds after each
-/// run ends. While runs are starting (one started less than [`STARTS_QUIET`] ago, as told by
-/// [`Recorder::run_starting`]) the writer waits, at most [`MOST_DEFERRED`] after a run was
+/// run ends. While runs are starting (one began or had its process spawned less than
+/// [`STARTS_QUIET`] ago, as told by [`Recorder::run_starting`]) the writer waits, at most
+/// [`MOST_DEFERRED`] after a run was
 /// handed over: the append's system calls, and the directory and files a job's first run
 /// creates (about 1.2 ms of CPU per job on ext4), then run after a burst of spawns rather than
 /// during it. When 1,000 jobs were due at one second the writer held 6-12 % of the CPU while
