@@ -286,8 +286,9 @@ fn a_bursts_history_is_written_after_its_last_process_started() {
     let state = home.path("state");
     let starts = home.path("starts");
     std::fs::write(&starts, "").unwrap();
-    // Due at a whole second a few seconds ahead, in UTC.
-    let due = chrono::Utc::now() + chrono::Duration::seconds(4);
+    // Due at a whole second a few seconds ahead, in UTC (a fire due before the daemon is up
+    // would not run: the margin is for a loaded machine).
+    let due = chrono::Utc::now() + chrono::Duration::seconds(7);
     let schedule = due.format("%S %M %H * * *").to_string();
     let mut config = format!(
         "[agent]\nstate_dir = \"{}\"\ntimezone = \"UTC\"\nshutdown_timeout = \"5s\"\n\n",
