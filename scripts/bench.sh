@@ -27,8 +27,8 @@
 # row held, 1 when a row missed, 2 on a usage error.
 #
 # BENCH_NO_BUILD=1 measures the binaries already built (release binary and, for `fleet`, the
-# simulation's test binary; BENCH_TEST_BIN=PATH names another). The machine's load is printed before and after: on a shared machine,
-# run it when nothing else runs.
+# simulation's test binary; BENCH_TEST_BIN=PATH names another). The machine's load is printed
+# before and after: on a shared machine, run it when nothing else runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
