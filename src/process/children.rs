@@ -5,7 +5,8 @@
 //! stays a zombie until it is reaped. A process a supervisor made a child subreaper
 //! (`PR_SET_CHILD_SUBREAPER`) inherits orphans the same way; [`inherits_orphans`] covers both.
 //! A `waitpid(-1)` reaper would also collect the exit status of our own job processes, which
-//! tokio waits for by pid: tokio would then see `ECHILD` and the run's status would be lost.
+//! their supervisors wait for by pid ([`super::child`]): they would then see `ECHILD` and the
+//! run's status would be lost.
 //!
 //! So the reaper never waits for "any child". It scans `/proc` for zombies whose parent is
 //! this process and reaps each by its pid, skipping every pid in [`Children`]' set of live job
@@ -13,7 +14,7 @@
 //! - a pid enters the set under the set's lock, in the same critical section as the spawn, and
 //!   the reaper holds the lock for its whole scan, so it can never see a job process that
 //!   exists but is not yet in the set;
-//! - a pid leaves the set only after tokio has reaped it (the run's supervision returned), so
+//! - a pid leaves the set only after its supervisor reaped it (the run's supervision returned), so
 //!   while a job process can still be a zombie, it is in the set;
 //! - `waitpid(pid)` for an orphan's pid cannot touch any other process's status.
 //!
@@ -25,7 +26,7 @@
 //! ([`Children::spawn_on_spawner`]), while the runtime's workers only prepare runs and finish
 //! them. Every new process starts with a copy of the daemon's descriptor table and closes, at
 //! its `exec`, every descriptor it copied; each run in progress holds three (its two pipes and
-//! tokio's pidfd). When the workers spawned themselves, a burst of 1,000 runs due at one second
+//! its pidfd). When the workers spawned themselves, a burst of 1,000 runs due at one second
 //! queued every fire ahead of the ends of the runs already finished, so the table grew to 1,876
 //! descriptors and the children's close-on-exec took 30 % of the daemon's side of the burst
 //! (`perf`, docs/dev/profiles/profile-burst.md). With the spawns off the workers, the workers
@@ -119,7 +120,7 @@ impl Children {
         })
     }
 
-    /// Forgets `pid` once its supervision returned (tokio reaped it).
+    /// Forgets `pid` once its supervision returned (its supervisor reaped it).
     pub(crate) fn ended(&self, pid: u32) {
         if let Ok(pid) = i32::try_from(pid) {
             self.lock().remove(&pid);
@@ -177,7 +178,7 @@ impl Children {
 struct Request {
     children: Arc<Children>,
     spec: CommandSpec,
-    /// The caller's runtime: tokio's process handles register with its reactor.
+    /// The caller's runtime: a child's pidfd and pipes register with its reactor.
     runtime: tokio::runtime::Handle,
     answer: oneshot::Sender<Result<Running, SpawnError>>,
 }

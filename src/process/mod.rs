@@ -2,8 +2,9 @@
 //! (SIGTERM to the group, then SIGKILL), exit status as code or signal, environment hygiene.
 //!
 //! Used by `run` (one command, stdio inherited, or passed through by a copy that keeps a
-//! bounded tail) and by the daemon (many jobs, output captured into a bounded tail). The flow is [`spawn`] a [`CommandSpec`], then
-//! [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
+//! bounded tail) and by the daemon (many jobs, output captured into a bounded tail). The flow
+//! is [`spawn`] a [`CommandSpec`] (`posix_spawn` or std's `Command`, see [`self::spawn`]; the
+//! child is waited for on its pidfd, see [`child`]), then [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
 //! an [`Outcome`] whose [`RunEnd`] says who ended the run and keeps an exit code and a
 //! terminating signal apart. A command that cannot start is a [`SpawnError`], which is a
 //! [`RunEnd`] too.
@@ -15,14 +16,15 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use nix::unistd::Pid;
 
+mod child;
 pub(crate) mod children;
 pub(crate) mod lock;
 mod proc_stat;
+mod spawn;
 mod supervise;
 mod tail;
 mod tee;
@@ -184,7 +186,7 @@ impl From<&SpawnError> for RunEnd {
 /// A started child in its own process group (its pid is the group id).
 #[derive(Debug)]
 pub(crate) struct Running {
-    child: tokio::process::Child,
+    child: child::Child,
     pid: Pid,
     tail: Option<tail::Capture>,
     tee: Option<tee::Tee>,
@@ -213,52 +215,15 @@ pub(crate) fn children_at_default_priority() {
     }
 }
 
-/// Starts `spec` in a new process group with a cleaned environment.
+/// Starts `spec` in a new process group with a cleaned environment (see [`spawn`'s
+/// module](self::spawn) for how).
 ///
 /// Must be called inside a tokio runtime. The child is not killed when the [`Running`] is
 /// dropped: supervise it to the end.
 pub(crate) fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
-    let mut cmd = tokio::process::Command::new(&spec.program);
-    cmd.args(&spec.args).process_group(0);
-    for key in inherited_secrets().iter().chain(&spec.env_remove) {
-        cmd.env_remove(key);
-    }
-    for (key, value) in &spec.env_set {
-        cmd.env(key, value);
-    }
-    if let Some(dir) = &spec.working_dir {
-        cmd.current_dir(dir);
-    }
-    if let Some(run_as) = spec.run_as.clone() {
-        switch_user(&mut cmd, run_as);
-    }
-    let foreground = match spec.io {
-        Io::Inherit => {
-            cmd.stdin(Stdio::inherit())
-                .stdout(Stdio::inherit())
-                .stderr(Stdio::inherit());
-            tty::Foreground::prepare(&mut cmd)
-        }
-        Io::Capture { .. } => {
-            cmd.stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            None
-        }
-        Io::Tee { .. } => {
-            cmd.stdin(Stdio::inherit())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            tty::Foreground::prepare(&mut cmd)
-        }
-    };
-    let program = spec.program_display();
-    let mut child = cmd.spawn().map_err(|source| classify(program, source))?;
-    let raw = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
-    let pid = Pid::from_raw(raw);
+    let (mut child, foreground) =
+        spawn::start(spec).map_err(|source| classify(spec.program_display(), source))?;
+    let pid = Pid::from_raw(child.pid());
     let terminal = foreground.map(|f| f.hand_to(pid));
     let tail = match spec.io {
         Io::Capture { tail_bytes } => Some(tail::Capture::start(
@@ -278,41 +243,6 @@ pub(crate) fn spawn(spec: &CommandSpec) -> Result<Running, SpawnError> {
         tail,
         tee,
         terminal,
-    })
-}
-
-/// Makes the child drop to `run_as` before exec: supplementary groups, then the group, then the
-/// user (in that order: after `setuid` the others are no longer allowed).
-fn switch_user(cmd: &mut tokio::process::Command, run_as: RunAs) {
-    let groups: Vec<libc::gid_t> = run_as.groups.clone();
-    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
-    // calls on data prepared before the fork; it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                || libc::setgid(run_as.gid) != 0
-                || libc::setuid(run_as.uid) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// The agent's own variables that no child may see ([`SECRET_ENV`], `WATCHDOG_*`), read from
-/// its environment once: the agent never changes its environment. Reading and copying all of
-/// it at every spawn to find them cost the daemon a sixth of its instructions per run in a
-/// burst (callgrind, 100 jobs, 35 variables: 241 k instructions per run before, 201 k after;
-/// std's `Command` still copies the environment once, since every child gets variables set).
-/// A spec's own `env_remove` names are removed whether or not they are set.
-fn inherited_secrets() -> &'static [OsString] {
-    static SECRETS: std::sync::OnceLock<Vec<OsString>> = std::sync::OnceLock::new();
-    SECRETS.get_or_init(|| {
-        std::env::vars_os()
-            .map(|(key, _)| key)
-            .filter(|key| is_secret(key))
-            .collect()
     })
 }
 

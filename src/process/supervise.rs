@@ -147,7 +147,7 @@ impl Running {
 /// Waits for `child` to end, sending SIGTERM at the timeout and SIGKILL after the grace, and
 /// obeying `control`.
 async fn wait(
-    child: &mut tokio::process::Child,
+    child: &mut super::child::Child,
     group: Pid,
     limits: Limits,
     mut control: UnboundedReceiver<Control>,

@@ -1,9 +1,11 @@
 //! The bounded tail of a child's output: the last N bytes of stdout and stderr, never all of it.
 
 use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::net::unix::pipe;
 
 /// A ring buffer holding the most recent `capacity` bytes written to it.
 #[derive(Debug, Clone, Default)]
@@ -53,8 +55,8 @@ impl Tail {
 /// [`Tail`] and the optional [`LineSink`].
 #[derive(Debug)]
 pub(super) struct Capture {
-    stdout: Option<tokio::process::ChildStdout>,
-    stderr: Option<tokio::process::ChildStderr>,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
     tail: Tail,
     lines: Option<LineSink>,
     /// The unfinished last line of stdout and of stderr (only with a sink; grows only with
@@ -67,15 +69,17 @@ pub(super) struct Capture {
 const READ_CHUNK: usize = 1024;
 
 impl Capture {
-    /// Takes the child's pipes; nothing is read until [`Capture::pump`] is polled.
+    /// Takes the child's pipes (registered with the runtime's reactor); nothing is read until
+    /// [`Capture::pump`] is polled. A pipe that cannot be registered is closed: the child sees
+    /// a broken pipe there, the run goes on.
     pub(super) fn start(
-        child: &mut tokio::process::Child,
+        child: &mut super::child::Child,
         capacity: usize,
         lines: Option<LineSink>,
     ) -> Capture {
         Capture {
-            stdout: child.stdout.take(),
-            stderr: child.stderr.take(),
+            stdout: child.stdout.take().and_then(receiver),
+            stderr: child.stderr.take().and_then(receiver),
             tail: Tail::new(capacity),
             lines,
             pending: (Vec::new(), Vec::new()),
@@ -129,6 +133,12 @@ impl Capture {
     pub(super) fn into_tail(self) -> Tail {
         self.tail
     }
+}
+
+/// The read end `fd` of a pipe, made non-blocking and registered with the runtime's reactor.
+fn receiver(fd: OwnedFd) -> Option<pipe::Receiver> {
+    super::child::set_nonblocking(&fd).ok()?;
+    pipe::Receiver::from_owned_fd_unchecked(fd).ok()
 }
 
 /// One read of `pipe` into `buf` (0 at its end or on an error); never ready without a pipe.

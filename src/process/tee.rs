@@ -50,7 +50,7 @@ struct Shared {
 impl Tee {
     /// Takes the child's stdout and stderr pipes and starts copying them to this process's
     /// own, keeping the last `capacity` bytes.
-    pub(super) fn start(child: &mut tokio::process::Child, capacity: usize) -> Tee {
+    pub(super) fn start(child: &mut super::child::Child, capacity: usize) -> Tee {
         let shared = Arc::new(Shared {
             tail: Mutex::new(Tail::new(capacity)),
             progress: AtomicU64::new(0),
@@ -58,15 +58,14 @@ impl Tee {
             done: AtomicUsize::new(0),
             ended: Notify::new(),
         });
-        let stdout = child.stdout.take().map(|p| p.into_owned_fd());
-        let stderr = child.stderr.take().map(|p| p.into_owned_fd());
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let targets = [
             std::io::stdout().as_fd().try_clone_to_owned(),
             std::io::stderr().as_fd().try_clone_to_owned(),
         ];
         let mut copies = 0;
         for (pipe, target) in [stdout, stderr].into_iter().zip(targets) {
-            let Some(Ok(pipe)) = pipe else { continue };
+            let Some(pipe) = pipe else { continue };
             let shared = Arc::clone(&shared);
             let target = target.ok().map(File::from);
             let started = std::thread::Builder::new()

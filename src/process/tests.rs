@@ -119,3 +119,72 @@ async fn capture_does_not_wait_for_a_background_process_holding_the_pipe() {
     );
     assert_eq!(out.tail.expect("captured").contents(), b"done\n");
 }
+
+#[tokio::test]
+async fn a_child_starts_as_std_would_start_it() {
+    // Its own group, no blocked and no ignored signal (the agent ignores SIGPIPE), stdin at its
+    // end, the working directory asked for, a program without `/` found in the agent's PATH.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut spec = sh("echo \"pgid=$(ps -o pgid= $$ | tr -d ' ') pid=$$\"; \
+         grep -E '^Sig(Blk|Ign)' /proc/$$/status | tr -s '\\t' ' '; \
+         cat; echo \"stdin-ended cwd=$(pwd)\"");
+    spec.io = Io::Capture { tail_bytes: 1000 };
+    spec.working_dir = Some(dir.path().to_owned());
+    let out = run(spec, no_limits()).await;
+    assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(0)));
+    let text = String::from_utf8(out.tail.expect("captured").contents()).expect("utf8");
+    let mut lines = text.lines();
+    let ids = lines.next().expect("ids");
+    let (pgid, pid) = ids.split_once(' ').expect("two fields");
+    assert_eq!(
+        pgid.trim_start_matches("pgid="),
+        pid.trim_start_matches("pid="),
+        "{text}"
+    );
+    assert_eq!(lines.next(), Some("SigBlk: 0000000000000000"), "{text}");
+    // glibc's posix_spawn leaves its two internal signals (32, 33) ignored; SIGPIPE is not.
+    let ignored = lines
+        .next()
+        .and_then(|l| l.strip_prefix("SigIgn: "))
+        .expect("SigIgn");
+    let ignored = u64::from_str_radix(ignored, 16).expect("hex");
+    assert_eq!(ignored & !(0b11 << 31), 0, "{text}");
+    let cwd = dir.path().canonicalize().expect("canonical");
+    assert_eq!(
+        lines.next(),
+        Some(format!("stdin-ended cwd={}", cwd.display()).as_str()),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_path_set_in_the_jobs_env_finds_its_program() {
+    // std's rule: a program without `/` is looked up in the PATH the child gets.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("only-here-xyz");
+    std::fs::write(&script, "#!/bin/sh\necho found \"$PATH\"\n").expect("write");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let path = format!("{}:/usr/bin:/bin", dir.path().display());
+    let mut spec = CommandSpec::from_argv(&["only-here-xyz"]).expect("argv");
+    spec.io = Io::Capture { tail_bytes: 1000 };
+    spec.env_set.push(("PATH".into(), path.clone().into()));
+    let out = run(spec, no_limits()).await;
+    assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(0)));
+    let text = String::from_utf8(out.tail.expect("captured").contents()).expect("utf8");
+    assert_eq!(text, format!("found {path}\n"));
+    // Without it, the agent's own PATH is searched, and the program is not there.
+    let spec = CommandSpec::from_argv(&["only-here-xyz"]).expect("argv");
+    let err = spawn(&spec).expect_err("not in the agent's PATH");
+    assert!(matches!(err, SpawnError::NotFound { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_child_is_waited_for_by_sigchld_where_there_is_no_pidfd() {
+    let mut running = spawn(&sh("sleep 0.2; exit 5")).expect("spawn");
+    running.child.watch_sigchld_only().expect("SIGCHLD stream");
+    let out = running
+        .supervise(no_limits(), mpsc::unbounded_channel().1)
+        .await;
+    assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(5)));
+}

@@ -14,17 +14,17 @@ pub(super) struct Foreground {
     previous: libc::pid_t,
 }
 
-/// The terminal hand-over prepared in the child, waiting for the parent's half
+/// The terminal hand-over: the child's half ([`Pending::arm`]) and the parent's
 /// ([`Pending::hand_to`]).
 #[derive(Debug)]
 pub(super) struct Pending {
     previous: libc::pid_t,
 }
 
-impl Foreground {
-    /// When stdin is a terminal whose foreground group is ours, arranges for the child to take
-    /// the foreground before it execs. Returns `None` (nothing to do) otherwise.
-    pub(super) fn prepare(cmd: &mut tokio::process::Command) -> Option<Pending> {
+impl Pending {
+    /// When stdin is a terminal whose foreground group is ours, the hand-over the child must
+    /// make before it execs ([`Pending::arm`]). Returns `None` (nothing to do) otherwise.
+    pub(super) fn detect() -> Option<Pending> {
         // SAFETY: plain queries of our own process and fd 0.
         let (is_tty, ours, foreground) = unsafe {
             (
@@ -36,6 +36,12 @@ impl Foreground {
         if !is_tty || foreground != ours {
             return None;
         }
+        Some(Pending { previous: ours })
+    }
+
+    /// Makes the child take the terminal's foreground before it execs.
+    pub(super) fn arm(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
         // SAFETY: runs in the forked child before exec and only calls async-signal-safe
         // functions (setpgid, signal, tcsetpgrp, getpgrp).
         unsafe {
@@ -45,11 +51,8 @@ impl Foreground {
                 Ok(())
             });
         }
-        Some(Pending { previous: ours })
     }
-}
 
-impl Pending {
     /// The parent's half: puts the child's group in the foreground (whichever side runs first).
     pub(super) fn hand_to(self, child: Pid) -> Foreground {
         // SAFETY: setpgid on our own child; failure (it already exec'd) is harmless since the
