@@ -73,7 +73,13 @@ impl RunMetrics {
 
     fn record(&self, job: &str, run: &RunRecord, ping: Option<bool>) {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        let counters = jobs.entry(job.to_owned()).or_default();
+        // The job's counters exist after its first run: no new key (an allocation) per run.
+        if !jobs.contains_key(job) {
+            jobs.insert(job.to_owned(), JobCounters::default());
+        }
+        let Some(counters) = jobs.get_mut(job) else {
+            return;
+        };
         *counters.outcomes.entry(run.outcome.as_str()).or_default() += 1;
         if run.success() {
             counters.last_success = Some(run.ended);
