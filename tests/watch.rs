@@ -300,12 +300,7 @@ async fn http_expected_status_mismatch_and_timeout() {
 
 #[tokio::test]
 async fn http_connection_refused() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!(
-        "http://{}/secret-token-123?key=hidden",
-        listener.local_addr().expect("addr")
-    );
-    drop(listener);
+    let url = crate::util::http::refused_url("/secret-token-123?key=hidden");
     let refused = probe(http_spec(&url, 200, Duration::from_secs(5))).await;
     assert!(!refused.healthy);
     assert!(

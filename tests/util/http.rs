@@ -360,11 +360,34 @@ fn write_reply(stream: &mut TcpStream, reply: &Reply) {
 }
 
 /// A URL on 127.0.0.1 where nothing listens (connections are refused).
+///
+/// The port stays taken for the rest of the test's process: a socket is bound to it and never
+/// listens, so a connection is refused, and no server of a test running beside this one can
+/// be given the same port (a listener bound to port 0 and dropped, as this once did, handed
+/// its port to the next test's emulator, which then received this test's pings).
 pub fn refused_url(path: &str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    drop(listener);
-    format!("http://{addr}{path}")
+    format!("http://127.0.0.1:{}{path}", refused_port())
+}
+
+/// A port on 127.0.0.1 bound by this process and never listened on (see [`refused_url`]).
+pub fn refused_port() -> u16 {
+    // SAFETY: plain socket calls on a new descriptor and local structures; the descriptor is
+    // deliberately left open until the process ends.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let bound = libc::bind(fd, std::ptr::from_ref(&addr).cast(), len);
+        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut got_len = len;
+        let named = libc::getsockname(fd, std::ptr::from_mut(&mut got).cast(), &mut got_len);
+        assert_eq!(named, 0, "getsockname: {}", std::io::Error::last_os_error());
+        u16::from_be(got.sin_port)
+    }
 }
 
 /// Sends `request_line` with `headers` (each `Name: value`, sent as given, then
