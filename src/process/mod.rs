@@ -4,10 +4,10 @@
 //! Used by `run` (one command, stdio inherited, or passed through by a copy that keeps a
 //! bounded tail) and by the daemon (many jobs, output captured into a bounded tail). The flow
 //! is [`spawn`] a [`CommandSpec`] (`posix_spawn` or std's `Command`, see [`self::spawn`]; the
-//! child is waited for on its pidfd, see [`child`]), then [`Running::supervise`] it with [`Limits`] and a channel of [`Control`] messages; the result is
-//! an [`Outcome`] whose [`RunEnd`] says who ended the run and keeps an exit code and a
-//! terminating signal apart. A command that cannot start is a [`SpawnError`], which is a
-//! [`RunEnd`] too.
+//! child is waited for on its pidfd, see [`child`]), then [`Running::supervise`] it with
+//! [`Limits`] and a channel of [`Control`] messages; the result is an [`Outcome`] whose
+//! [`RunEnd`] says who ended the run and keeps an exit code and a terminating signal apart. A
+//! command that cannot start is a [`SpawnError`], which is a [`RunEnd`] too.
 //!
 //! Nothing here knows about the wrapper's own signals: the caller turns received signals into
 //! [`Control::Forward`], and reads its status off the [`RunEnd`]

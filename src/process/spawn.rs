@@ -73,12 +73,15 @@ pub(super) fn start(spec: &CommandSpec) -> io::Result<(Child, Option<tty::Pendin
     };
     let path_lookup_in_child = !spec.program.as_bytes().contains(&b'/')
         && spec.env_set.iter().any(|(key, _)| key == "PATH");
-    // A descriptor the parent holds below 3 would be moved by the child's own dup2 calls:
-    // std's Command handles that case.
+    // A descriptor handed to the child below 3 (the agent started with a standard stream
+    // closed) could be overwritten by the child's own dup2 calls: std's Command handles that.
+    let null_stdin = streams.null_stdin.then(dev_null).flatten();
     let low_fd = [&streams.child_out, &streams.child_err]
         .into_iter()
         .flatten()
-        .any(|fd| fd.as_raw_fd() < 3);
+        .map(AsRawFd::as_raw_fd)
+        .chain(null_stdin)
+        .any(|fd| fd < 3);
     let pid = if spec.run_as.is_some() || foreground.is_some() || path_lookup_in_child || low_fd {
         with_std(spec, &mut streams, foreground.as_ref())?
     } else {
