@@ -53,6 +53,7 @@ pub mod emulator;
 pub mod exit;
 pub mod history;
 pub mod host;
+pub mod identity;
 pub mod import;
 pub mod job;
 pub mod logging;

@@ -41,6 +41,14 @@ pub struct CheckSettings {
     /// ([`scope_tag`]); set for a job with `create`, which sync finds its check by and always
     /// sends among the check's tags.
     pub scope_tag: Option<String>,
+    /// The tag older agents gave this job's check outside a cluster
+    /// (`heartbeat-agent:<host>/<job>`, [`adopt_tag`]): a check carrying it and no owner tag
+    /// is adopted when none carries `scope_tag` (docs/sync.md, "Upgrading").
+    pub adopt_tag: Option<String>,
+    /// The tag naming the agent that owns the created check
+    /// (`heartbeat-agent-owner:<identity>`, [`owner_tag`]); never from the config: sync sets
+    /// it outside a cluster (in a cluster the check is the cluster's, and has none).
+    pub owner_tag: Option<String>,
     /// `name`: the check's name; `None` means the job's name (always sent).
     pub name: Option<String>,
     /// `activated` (default true; always sent, false when the job is disabled).
@@ -72,6 +80,8 @@ impl Default for CheckSettings {
         CheckSettings {
             create: false,
             scope_tag: None,
+            adopt_tag: None,
+            owner_tag: None,
             name: None,
             activated: true,
             muted: None,
@@ -129,14 +139,15 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
                 "a tag must not be empty",
                 hint,
             );
-        } else if tag.get_ref().trim().starts_with(SCOPE_TAG_PREFIX) {
-            // The agent finds the check it created by this tag: one written by hand on another
-            // job would make sync take that job's check for this one's.
+        } else if let Some(prefix) = reserved_prefix(tag.get_ref().trim()) {
+            // The agent finds the check it created by its scope tag, and tells whose it is by
+            // its owner tag: one written by hand on another job would make sync take that
+            // job's check for this one's, or another agent's for its own.
             ok = false;
             check.error(
                 Some(tag.span()),
                 at("check.tags"),
-                format!("tags starting with \"{SCOPE_TAG_PREFIX}\" are the agent's own: it tags the checks it creates with \"{SCOPE_TAG_PREFIX}<scope>/<job>\" and finds them by it"),
+                format!("tags starting with \"{prefix}\" are the agent's own: it tags the checks it creates with \"{SCOPE_TAG_PREFIX}<scope>/<job>\" and \"{OWNER_TAG_PREFIX}<identity>\" and finds them by them"),
                 Some("remove it (with `create = true` the agent adds the job's own)".to_owned()),
             );
         } else if let Some(tags) = tags.as_mut() {
@@ -165,6 +176,8 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
     let settings = CheckSettings {
         create: raw.create.as_ref().is_some_and(|c| *c.get_ref()),
         scope_tag: None,
+        adopt_tag: None,
+        owner_tag: None,
         name,
         activated: raw.activated.unwrap_or(true),
         muted: raw.muted,
@@ -191,14 +204,41 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
 /// How the tag of a check the agent creates begins ([`scope_tag`]): reserved in `tags`.
 const SCOPE_TAG_PREFIX: &str = "heartbeat-agent:";
 
-/// The tag of the check sync creates for `job`: `heartbeat-agent:<scope>/<job>`, where the
-/// scope is the `[cluster]` name in a cluster (every agent of it shares the job's one check)
-/// and else this host's name (the same job on two hosts outside a cluster is two heartbeats, so
-/// two checks, by design). The service's only constraint on a tag is that it is not empty
-/// (`ChecksV1HeartbeatCheckCreate`, `tags.items.minLength: 1`), which this always holds.
-pub fn scope_tag(cluster: Option<&str>, host: &str, job: &str) -> String {
-    let scope = cluster.unwrap_or(host);
-    format!("{SCOPE_TAG_PREFIX}{scope}/{job}")
+/// How the tag naming the owner of a created check begins ([`owner_tag`]): reserved in `tags`.
+pub const OWNER_TAG_PREFIX: &str = "heartbeat-agent-owner:";
+
+/// The reserved prefix `tag` starts with, if any.
+fn reserved_prefix(tag: &str) -> Option<&'static str> {
+    [SCOPE_TAG_PREFIX, OWNER_TAG_PREFIX]
+        .into_iter()
+        .find(|prefix| tag.starts_with(prefix))
+}
+
+/// The tag of the check sync creates for `job`, the one place that spells it:
+/// `heartbeat-agent:<cluster>/<job>` in a cluster (every agent of it shares the job's one
+/// check), else `heartbeat-agent:<host>@<scope id>/<job>`, where the scope id
+/// ([`crate::identity::scope_id`]) is derived from the machine id and the config file's path:
+/// two configs on one machine, or two machines with the same host name, never share a check,
+/// and a lost state directory finds its check again. The host name is only there to be read.
+/// Cluster and node names hold no `@` nor `/`, so the two forms never meet. The service's only
+/// constraint on a tag is that it is not empty (`ChecksV1HeartbeatCheckCreate`,
+/// `tags.items.minLength: 1`), which this always holds.
+pub fn scope_tag(cluster: Option<&str>, host: &str, scope_id: &str, job: &str) -> String {
+    match cluster {
+        Some(cluster) => format!("{SCOPE_TAG_PREFIX}{cluster}/{job}"),
+        None => format!("{SCOPE_TAG_PREFIX}{host}@{scope_id}/{job}"),
+    }
+}
+
+/// The tag older agents created `job`'s check with outside a cluster (the host name was the
+/// scope), adopted on upgrade (see [`CheckSettings::adopt_tag`]).
+pub fn adopt_tag(host: &str, job: &str) -> String {
+    format!("{SCOPE_TAG_PREFIX}{host}/{job}")
+}
+
+/// The tag that names the agent owning a created check.
+pub fn owner_tag(identity: &crate::identity::Identity) -> String {
+    format!("{OWNER_TAG_PREFIX}{identity}")
 }
 
 /// A job with `create = true`: creating a check needs the API key, so a config whose
@@ -525,16 +565,21 @@ mod tests {
         let job = &loaded.config.jobs[0];
         assert!(job.check.create);
         assert_eq!(job.target, PingTarget::None);
-        let tag = format!("heartbeat-agent:{}/b", crate::host::name());
+        let host = crate::host::name();
+        let id = crate::identity::scope_id(Path::new("c.toml"));
+        let tag = format!("heartbeat-agent:{host}@{id}/b");
         assert_eq!(job.check.scope_tag.as_deref(), Some(tag.as_str()));
+        let old = format!("heartbeat-agent:{host}/b");
+        assert_eq!(job.check.adopt_tag.as_deref(), Some(old.as_str()));
+        assert_eq!(job.check.owner_tag, None, "sync sets the owner");
         assert_eq!(
-            scope_tag(Some("prod-eu"), "host-a", "backup"),
+            scope_tag(Some("prod-eu"), "host-a", "0123456789abcdef", "backup"),
             "heartbeat-agent:prod-eu/backup",
             "in a cluster the scope is the cluster, not the host"
         );
         assert_eq!(
-            scope_tag(None, "host-a", "backup"),
-            "heartbeat-agent:host-a/backup"
+            scope_tag(None, "host-a", "0123456789abcdef", "backup"),
+            "heartbeat-agent:host-a@0123456789abcdef/backup"
         );
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     }

@@ -49,6 +49,7 @@ pub(crate) fn build(
     let cluster = super::cluster::validate(&mut check, file.cluster.as_ref());
     let mut jobs = jobs;
     let host = crate::host::name();
+    let mut scope_id = None;
     for (entry, job) in file.jobs.iter().zip(&mut jobs) {
         // A `create` beside `check_id` or `ping_url` is refused already (`check_limits`).
         let Some(job) = job
@@ -59,8 +60,15 @@ pub(crate) fn build(
         };
         super::check::create_needs_key(&mut check, entry, &api);
         let cluster = cluster.as_ref().map(|c| c.name.as_str());
-        std::sync::Arc::make_mut(&mut job.check).scope_tag =
-            Some(super::check::scope_tag(cluster, &host, &job.name));
+        let scope_id = scope_id.get_or_insert_with(|| crate::identity::scope_id(path));
+        let settings = std::sync::Arc::make_mut(&mut job.check);
+        settings.scope_tag = Some(super::check::scope_tag(
+            cluster, &host, scope_id, &job.name,
+        ));
+        // A cluster's tag is what older agents gave it: nothing to adopt.
+        settings.adopt_tag = cluster
+            .is_none()
+            .then(|| super::check::adopt_tag(&host, &job.name));
     }
     if !check.errors.is_empty() {
         return (None, check);

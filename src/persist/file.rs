@@ -67,6 +67,40 @@ pub(crate) fn create_atomic(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     result
 }
 
+/// The random id kept in `path` (128 random bits as 32 lowercase hex digits): the one there,
+/// else a new one written there (created with a hard link, so two processes creating it at once
+/// end up with the same id; a file that holds no id is replaced). The directory must exist.
+pub(crate) fn kept_id(path: &Path) -> io::Result<String> {
+    let replace = match read_id(path) {
+        Ok(Some(id)) => return Ok(id),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => false,
+        // Not an id (damaged, or not a regular file): a new one takes its place.
+        Ok(None) => true,
+        Err(err) if err.kind() == io::ErrorKind::InvalidData => true,
+        Err(err) => return Err(err),
+    };
+    let id = format!("{:032x}", rand::random::<u128>());
+    let line = format!("{id}\n");
+    if replace {
+        write_atomic(path, line.as_bytes())?;
+        return Ok(id);
+    }
+    if create_atomic(path, line.as_bytes())? {
+        return Ok(id);
+    }
+    // Another process created it first.
+    read_id(path)?.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "it holds no id"))
+}
+
+/// The id kept in `path` by [`kept_id`]: `Ok(None)` when the file holds something else, an
+/// error when it cannot be read (`NotFound` when there is none).
+pub(crate) fn read_id(path: &Path) -> io::Result<Option<String>> {
+    let bytes = read_regular(path, 256)?;
+    let text = std::str::from_utf8(&bytes).unwrap_or_default().trim();
+    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    Ok((text.len() == 32 && text.chars().all(hex)).then(|| text.to_owned()))
+}
+
 /// A new temp file in `dir` (mode 0600) holding `bytes`, fsynced; removed when a step fails.
 fn synced_temp(dir: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
     let (file, temp) = write_fast(dir, bytes)?;

@@ -53,49 +53,14 @@ impl DaemonId {
     /// with the same id; a file that holds no id is replaced). The directory is created (0700)
     /// when missing.
     pub(crate) fn load_or_create(state_dir: &Path) -> io::Result<DaemonId> {
-        use crate::persist::file;
-        file::private_dir(state_dir)?;
-        let path = state_dir.join(DAEMON_ID_FILE);
-        let replace = match Self::read(state_dir) {
-            Ok(Some(id)) => return Ok(id),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => false,
-            // Not an id (damaged, or not a regular file): a new one takes its place.
-            Ok(None) => true,
-            Err(err) if err.kind() == io::ErrorKind::InvalidData => true,
-            Err(err) => return Err(err),
-        };
-        let id = Self::random();
-        if replace {
-            file::write_atomic(&path, id.line().as_bytes())?;
-            return Ok(id);
-        }
-        if file::create_atomic(&path, id.line().as_bytes())? {
-            return Ok(id);
-        }
-        // Another daemon created it first.
-        Self::read(state_dir)?
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "it holds no daemon id"))
+        crate::persist::file::private_dir(state_dir)?;
+        crate::persist::file::kept_id(&state_dir.join(DAEMON_ID_FILE)).map(DaemonId)
     }
 
     /// The id kept in `state_dir`: `Ok(None)` when the file holds something else, an error
     /// when it cannot be read (`NotFound` when no daemon made one).
     pub(crate) fn read(state_dir: &Path) -> io::Result<Option<DaemonId>> {
-        let bytes = crate::persist::file::read_regular(&state_dir.join(DAEMON_ID_FILE), 256)?;
-        Ok(std::str::from_utf8(&bytes).ok().and_then(DaemonId::parse))
-    }
-
-    fn parse(text: &str) -> Option<DaemonId> {
-        let text = text.trim();
-        let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-        (text.len() == 32 && text.chars().all(hex)).then(|| DaemonId(text.to_owned()))
-    }
-
-    fn random() -> DaemonId {
-        DaemonId(format!("{:032x}", rand::random::<u128>()))
-    }
-
-    fn line(&self) -> String {
-        format!("{}\n", self.0)
+        crate::persist::file::read_id(&state_dir.join(DAEMON_ID_FILE)).map(|id| id.map(DaemonId))
     }
 
     /// The 32 hex digits.
