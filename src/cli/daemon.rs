@@ -1,5 +1,6 @@
 //! `heartbeat-agent daemon`: load and validate the config (exit 78 with every problem on
-//! stderr), then run the daemon until SIGTERM/SIGINT (exit 0).
+//! stderr; also when another live agent of its cluster has its node name), then run the daemon
+//! until SIGTERM/SIGINT (exit 0).
 
 use std::sync::Arc;
 
@@ -16,8 +17,8 @@ use crate::daemon::{self, Options, Plugins};
 /// so a Kubernetes ConfigMap update is seen); an invalid one is logged and the running one
 /// kept. Stops on
 /// SIGTERM or SIGINT, giving running jobs `shutdown_timeout` before SIGKILL. Under systemd use
-/// `Type=notify`. Exit status: 0 after an orderly stop, 78 when the config is invalid, 1 when
-/// the daemon cannot start.
+/// `Type=notify`. Exit status: 0 after an orderly stop, 78 when the config is invalid (or, in a
+/// cluster, another live agent has this agent's node name), 1 when the daemon cannot start.
 #[derive(Debug, Args)]
 pub struct DaemonArgs {}
 
@@ -56,11 +57,24 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
             None
         }
     };
+    let identity = match crate::identity::Identity::of(&state_dir, &path) {
+        Ok(identity) => identity,
+        Err(err) => {
+            print_error(format!(
+                "this machine has no machine id ({}) and the state directory {} cannot keep the \
+                 agent's generated identity: {err}; make it writable; the daemon did not start",
+                crate::identity::MACHINE_ID_FILE,
+                state_dir.display()
+            ));
+            return exit::FAILURE;
+        }
+    };
+    info!(identity = %identity, "agent identity");
     let cluster = match loaded
         .config
         .cluster
         .as_ref()
-        .map(|settings| crate::cluster::Node::new(settings, &net))
+        .map(|settings| crate::cluster::Node::new(settings, identity.clone(), &net))
     {
         None => None,
         Some(Ok(node)) => Some(node),
@@ -96,6 +110,15 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     };
     // After the workers exist (they would start at the default priority themselves otherwise).
     crate::process::children_at_default_priority();
+    if let Some(node) = &cluster {
+        if let Err(err) = runtime.block_on(node.refuse_duplicate()) {
+            print_error(format!(
+                "{}: {err}; the daemon did not start",
+                options.config_path.display()
+            ));
+            return exit::CONFIG;
+        }
+    }
     let config = Arc::new(loaded.config);
     // Bound before the daemon starts, so READY=1 means the status endpoint answers.
     // A failed bind of an explicit `listen` is fatal; of the implicit default only a warning.
@@ -152,6 +175,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         cluster: leadership,
         node: cluster,
         daemon_id,
+        identity: Some(identity),
     };
     plugins
         .after_run

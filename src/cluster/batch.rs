@@ -10,8 +10,8 @@
 //! `JoinSet`: when it is cancelled they are aborted, and every fire still waiting is answered
 //! with an error (the node rechecks it). A batch is an outer txn without compares whose
 //! `success` ops are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly
-//! the claim of the node module header: compare create_revision == 0; success: the put (bound
-//! to no lease: a claim outlives its winner) and the deleterange of the job's older claims;
+//! the claim of the node module header: compare create_revision == 0; success: the put of the
+//! node's name and identity (bound to no lease: a claim outlives its winner) and the deleterange of the job's older claims;
 //! failure: a range read of the holder. Each fire's outcome is its own `response_txn` (`succeeded`, or the holder from its
 //! range answer).
 //!
@@ -34,8 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::etcd::put_body;
 use super::gateway::RangeAnswer;
-use super::node::Claim;
+use super::node::{held, holder_value, Claim};
 use super::{Etcd, EtcdError, Keys};
+use crate::identity::Identity;
 
 /// The most fires claimed in one transaction (etcd's `--max-txn-ops` defaults to 128 per level).
 pub const MAX_BATCH: usize = 100;
@@ -57,12 +58,12 @@ pub(super) struct Request {
     pub answer: oneshot::Sender<Result<Claim, EtcdError>>,
 }
 
-/// Sends the claims of `node` that arrive on `receiver` in batches, until `cancel` or until every
-/// sender is gone and every batch answered.
+/// Sends the claims of the agent `holder` names that arrive on `receiver` in batches, until
+/// `cancel` or until every sender is gone and every batch answered.
 pub(super) async fn run(
     etcd: Etcd,
     keys: Keys,
-    node: String,
+    holder: Holder,
     mut receiver: mpsc::UnboundedReceiver<Request>,
     cancel: CancellationToken,
 ) {
@@ -73,7 +74,7 @@ pub(super) async fn run(
         while flying.len() < IN_FLIGHT && !pending.is_empty() {
             let batch = take(&mut pending);
             if !batch.is_empty() {
-                flying.spawn(commit(etcd.clone(), keys.clone(), node.clone(), batch));
+                flying.spawn(commit(etcd.clone(), keys.clone(), holder.clone(), batch));
             }
         }
         tokio::select! {
@@ -115,7 +116,7 @@ fn take(pending: &mut VecDeque<Request>) -> Vec<Request> {
 }
 
 /// One fire's claim as a txn (see the module header).
-fn claim_txn(keys: &Keys, node: &str, request: &Request) -> Value {
+fn claim_txn(keys: &Keys, holder: &str, request: &Request) -> Value {
     let key = keys.claim(&request.job, request.fire);
     let keep = i64::try_from(request.keep.as_secs()).unwrap_or(0);
     let older = keys.claim(&request.job, request.fire - keep);
@@ -127,7 +128,7 @@ fn claim_txn(keys: &Keys, node: &str, request: &Request) -> Value {
             "create_revision": "0",
         }],
         "success": [
-            { "request_put": put_body(&key, node.as_bytes(), None) },
+            { "request_put": put_body(&key, holder.as_bytes(), None) },
             { "request_delete_range": {
                 "key": BASE64.encode(keys.claims(&request.job)),
                 "range_end": BASE64.encode(older),
@@ -152,10 +153,11 @@ struct Response {
 }
 
 /// Sends `batch` as one transaction and answers each fire.
-async fn commit(etcd: Etcd, keys: Keys, node: String, batch: Vec<Request>) {
+async fn commit(etcd: Etcd, keys: Keys, holder: Holder, batch: Vec<Request>) {
+    let value = holder_value(&holder.node, &holder.identity);
     let ops: Vec<Value> = batch
         .iter()
-        .map(|r| json!({ "request_txn": claim_txn(&keys, &node, r) }))
+        .map(|r| json!({ "request_txn": claim_txn(&keys, &value, r) }))
         .collect();
     let body = json!({ "success": ops });
     let named = batch
@@ -167,7 +169,7 @@ async fn commit(etcd: Etcd, keys: Keys, node: String, batch: Vec<Request>) {
             let mut answers = outer.responses.into_iter();
             for request in batch {
                 let claim = match answers.next().and_then(|r| r.response_txn) {
-                    Some(txn) => Ok(outcome(txn, &node)),
+                    Some(txn) => Ok(outcome(txn, &holder.identity)),
                     None => Err(failed(
                         &etcd,
                         "answered the batch of claims without this fire's answer",
@@ -192,22 +194,30 @@ pub(super) fn failed(etcd: &Etcd, detail: &str) -> EtcdError {
     }])
 }
 
-/// What one fire's nested `response_txn` says.
-fn outcome(txn: Txn, node: &str) -> Claim {
+/// The agent whose claims a batch sends: its node name and identity.
+#[derive(Debug, Clone)]
+pub(super) struct Holder {
+    /// `[cluster] node`.
+    pub node: String,
+    /// The agent's identity: what decides whose a claim is.
+    pub identity: Identity,
+}
+
+/// What one fire's nested `response_txn` says, for the agent with `identity`: a claim held
+/// under another identity is lost, even to an agent of the same node name.
+fn outcome(txn: Txn, identity: &Identity) -> Claim {
     if txn.succeeded {
         return Claim::Won;
     }
-    let holder = txn
+    let value = txn
         .responses
         .into_iter()
         .filter_map(|r| r.response_range)
         .flat_map(|r| r.kvs)
-        .find_map(|kv| BASE64.decode(kv.value).ok())
-        .map(|v| String::from_utf8_lossy(&v).into_owned());
-    match holder {
-        // Our own first attempt, whose answer was lost on a closed connection.
-        Some(holder) if holder == node => Claim::Won,
-        Some(holder) => Claim::Lost(holder),
+        .find_map(|kv| BASE64.decode(kv.value).ok());
+    match value {
+        // Ours when it is our own first attempt, whose answer was lost on a closed connection.
+        Some(value) => held(&value, identity),
         None => Claim::Lost("another node".to_owned()),
     }
 }
@@ -267,12 +277,34 @@ mod tests {
     fn a_nested_answer_names_the_holder() {
         let txn: Txn = serde_json::from_value(json!({
             "responses": [{ "response_range": { "kvs": [{
-                "key": BASE64.encode("hb/claims/a/10"), "value": BASE64.encode("b"),
+                "key": BASE64.encode("hb/claims/a/10"), "value": BASE64.encode("b bbbbbbbbbbbbbbbb"),
             }] } }],
         }))
         .expect("txn");
-        assert!(matches!(outcome(txn, "a"), Claim::Lost(n) if n == "b"));
+        let me = Identity::parse("aaaaaaaaaaaaaaaa").expect("id");
+        assert!(matches!(outcome(txn, &me), Claim::Lost(n) if n == "b"));
         let won: Txn = serde_json::from_value(json!({ "succeeded": true })).expect("txn");
-        assert!(matches!(outcome(won, "a"), Claim::Won));
+        assert!(matches!(outcome(won, &me), Claim::Won));
+    }
+
+    #[test]
+    fn a_claim_held_under_this_name_by_another_identity_is_lost() {
+        let held_by = |value: &str| -> Txn {
+            serde_json::from_value(json!({
+                "responses": [{ "response_range": { "kvs": [{
+                    "key": BASE64.encode("hb/claims/a/10"), "value": BASE64.encode(value),
+                }] } }],
+            }))
+            .expect("txn")
+        };
+        let me = Identity::parse("aaaaaaaaaaaaaaaa").expect("id");
+        // Two agents left `node` at the same host name: the other's claim is not ours.
+        let twin = held_by("node-a bbbbbbbbbbbbbbbb");
+        assert!(matches!(outcome(twin, &me), Claim::Lost(n) if n == "node-a"));
+        // Our own claim whose answer was lost is ours.
+        let mine = held_by("node-a aaaaaaaaaaaaaaaa");
+        assert!(matches!(outcome(mine, &me), Claim::Won));
+        // An older agent's value (the bare name) is never ours.
+        assert!(matches!(outcome(held_by("node-a"), &me), Claim::Lost(n) if n == "node-a"));
     }
 }

@@ -7,7 +7,10 @@
 //! The rules, the same for every key bound to the lease:
 //!
 //! - **Grant.** The keeper asks for a lease of `[cluster] lease` (the TTL) and writes the
-//!   presence key `<name>/nodes/<node>` bound to it; the lease counts as held once both are done.
+//!   presence key `<name>/nodes/<node>` bound to it (`{"node", "identity", "since"}`); the lease
+//!   counts as held once both are done. A presence another identity holds (another live agent
+//!   with the same node name, which the daemon refuses at start: [`presence_of`]) is left alone
+//!   and said in an ERROR line: claims are decided by identity, so neither runs a fire twice.
 //! - **Renewal.** A keep-alive is sent when a third of the TTL etcd granted has passed since the
 //!   *send* of the last request etcd granted ([`renew_at`]): two renewals in a row can fail
 //!   before the lease can end. A renewal not answered within a TTL of its send is abandoned (its
@@ -39,6 +42,7 @@ use tracing::{info, warn};
 
 use super::{Etcd, EtcdError, Failure, LeaseId};
 use crate::config::OnUnavailable;
+use crate::identity::Identity;
 
 /// How long the keeper waits after a failed grant or renewal before it asks again: short, so a
 /// lease comes back within a second of etcd answering again.
@@ -80,6 +84,8 @@ pub struct Lease {
     ttl: Duration,
     /// This agent's node name, for the log lines.
     node: String,
+    /// This agent's identity, written in its presence.
+    identity: Identity,
     /// The presence key written under each new lease.
     presence: String,
     /// What fires do without a lease, for the log line that says it was given up.
@@ -103,12 +109,12 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    /// The lease of `node` with `ttl`, its presence at `presence`; asks etcd nothing until
-    /// [`Lease::keep`].
+    /// The lease of `node` (its name and identity) with `ttl`, its presence at `presence`; asks
+    /// etcd nothing until [`Lease::keep`].
     pub fn new(
         etcd: Etcd,
         ttl: Duration,
-        node: &str,
+        (node, identity): (&str, &Identity),
         presence: String,
         on_unavailable: OnUnavailable,
     ) -> Lease {
@@ -116,6 +122,7 @@ impl Lease {
             etcd,
             ttl,
             node: node.to_owned(),
+            identity: identity.clone(),
             presence,
             on_unavailable,
             granted: watch::channel(None).0,
@@ -206,10 +213,7 @@ impl Lease {
             self.granted.send_replace(None);
         }
         let id = self.etcd.grant(self.ttl).await?;
-        let presence = json!({ "node": self.node, "since": Utc::now() }).to_string();
-        self.etcd
-            .put(&self.presence, presence.as_bytes(), Some(id))
-            .await?;
+        self.present(id).await?;
         let held = Held {
             id,
             sent,
@@ -218,6 +222,25 @@ impl Lease {
         info!(node = %self.node, lease = id, ttl = ?self.ttl, "holding a cluster lease");
         self.granted.send_replace(Some(held));
         Ok(held)
+    }
+
+    /// Writes the presence bound to lease `id`, unless another identity holds it (see the
+    /// module header).
+    async fn present(&self, id: LeaseId) -> Result<(), EtcdError> {
+        let presence =
+            json!({ "node": self.node, "identity": self.identity.as_str(), "since": Utc::now() });
+        let presence = presence.to_string();
+        if self.etcd.create(&self.presence, presence.as_bytes(), Some(id)).await? {
+            return Ok(());
+        }
+        match presence_of(&self.etcd, &self.presence).await? {
+            Some(Present { identity: Some(other), .. }) if other != self.identity.as_str() => {
+                tracing::error!(node = %self.node, identity = %self.identity, other = %other, "another live agent is registered under this node name; claims are decided by identity, so neither runs a fire twice, but set [cluster] node to a name of its own on each agent");
+                Ok(())
+            }
+            // This agent's own presence from before a restart, an older agent's, or gone since.
+            _ => self.etcd.put(&self.presence, presence.as_bytes(), Some(id)).await,
+        }
     }
 
     /// After a failed attempt: says once per lease that it is no longer held.
@@ -256,6 +279,23 @@ impl Lease {
             detail: format!("did not answer the lease request within {:?}", self.ttl),
         }])
     }
+}
+
+/// An agent's presence as its key holds it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Present {
+    /// Its node name.
+    pub node: String,
+    /// Its identity; `None` from agents older than identities.
+    #[serde(default)]
+    pub identity: Option<String>,
+}
+
+/// The presence at key `presence`, `None` when there is none (no live agent has that node
+/// name: a presence is bound to its agent's lease) or it cannot be read as one.
+pub async fn presence_of(etcd: &Etcd, presence: &str) -> Result<Option<Present>, EtcdError> {
+    let value = etcd.get(presence).await?;
+    Ok(value.and_then(|v| serde_json::from_slice(&v).ok()))
 }
 
 #[cfg(test)]

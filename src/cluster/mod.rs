@@ -19,11 +19,11 @@
 //!
 //! | key | value | bound to |
 //! |-----|-------|----------|
-//! | `<name>/claims/<job>/<fire unix seconds>` | the node that won the fire | none: kept `keep` past the fire (see [`node`]) |
+//! | `<name>/claims/<job>/<fire unix seconds>` | the node that won the fire: `<node> <identity>` | none: kept `keep` past the fire (see [`node`]) |
 //! | `<name>/leader` | the node that syncs | the leader's lease |
 //! | `<name>/urls/<job>` | the ping URL sync learned for the job | none |
 //! | `<name>/accepted/<job>` | the last ping of the job the service accepted | none |
-//! | `<name>/nodes/<node>` | the agent's presence | the agent's lease |
+//! | `<name>/nodes/<node>` | the agent's presence: `{"node", "identity", "since"}` | the agent's lease |
 //!
 //! Each agent has one lease ([`lease`]): the leader's and the agent's lease above are that one
 //! lease of the agent in question. Claims are bound to no lease, so they outlive their winner. The `claims/` level keeps a job named `leader`
@@ -43,7 +43,7 @@ pub use admission::Claims;
 pub use etcd::{Etcd, EtcdError, LeaseId};
 pub use gateway::Failure;
 pub use lease::Lease;
-pub use node::{Claim, ClaimError, JobClaims, Node};
+pub use node::{Claim, ClaimError, DuplicateNode, JobClaims, Node};
 
 /// The keys of one cluster (`[cluster] name`): the one place that spells the key layout.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,8 +5,10 @@
 //! and the lease is revoked.
 //!
 //! A claim is one etcd transaction: if `<name>/claims/<job>/<T>` does not exist, create it
-//! (value: this node's name) and delete the job's claims older than `T - keep`; else read it
-//! (who won). `T` is the fire's scheduled time before jitter, so agents whose clocks differ
+//! (value: this node's name and identity, [`holder_value`]) and delete the job's claims older
+//! than `T - keep`; else read it (who won). A claim is this agent's only when its value names
+//! this agent's identity ([`crate::identity`]): two agents that share a node name never both
+//! count one claim as won. `T` is the fire's scheduled time before jitter, so agents whose clocks differ
 //! name the same slot. The agent claims only while it holds its lease (else the fire follows
 //! `on_unavailable`), but the claim key is bound to **no** lease: it outlives its winner's stop
 //! (which revokes the lease), death and stall (after which the lease expires). It stays until a
@@ -40,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use super::batch::{self, Request};
 use super::{Etcd, EtcdError, Keys, Lease, LeaseId};
 use crate::config::{ClusterSettings, OnUnavailable};
+use crate::identity::Identity;
 use crate::net::Net;
 
 /// How long a won claim is kept at least (besides the job's jitter): it covers two clocks
@@ -111,6 +114,25 @@ pub enum ClaimError {
     },
 }
 
+/// At start: another live agent is registered under this agent's node name with another
+/// identity (see [`Node::refuse_duplicate`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "another live agent is registered in cluster \"{cluster}\" as node \"{node}\" with identity \
+     {other} (this agent is {identity}); two agents cannot share a node name: set [cluster] node \
+     to a name of its own on each agent (it defaults to the host name)"
+)]
+pub struct DuplicateNode {
+    /// `[cluster] name`.
+    pub cluster: String,
+    /// The node name both use.
+    pub node: String,
+    /// The other agent's identity.
+    pub other: String,
+    /// This agent's identity.
+    pub identity: Identity,
+}
+
 /// One job's claims since start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobClaims {
@@ -130,8 +152,10 @@ pub struct Node {
     pub etcd: Etcd,
     /// The cluster's keys.
     pub keys: Keys,
-    /// This agent's name in the cluster (`[cluster] node`).
+    /// This agent's name in the cluster (`[cluster] node`): readable, not unique.
     pub name: String,
+    /// This agent's identity: what its claims and its presence name, unique by construction.
+    pub identity: Identity,
     /// The lease TTL.
     pub ttl: Duration,
     /// What a fire does when etcd cannot be asked.
@@ -151,6 +175,7 @@ impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
             .field("name", &self.name)
+            .field("identity", &self.identity)
             .field("keys", &self.keys)
             .field("lease", &self.lease())
             .finish_non_exhaustive()
@@ -158,15 +183,19 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
-    /// The node of `settings`, reaching etcd through `net`; asks etcd nothing yet
-    /// ([`Node::keep_lease`] does).
-    pub fn new(settings: &ClusterSettings, net: &Net) -> Result<Arc<Node>, EtcdError> {
+    /// The node of `settings` with `identity`, reaching etcd through `net`; asks etcd nothing
+    /// yet ([`Node::keep_lease`] does).
+    pub fn new(
+        settings: &ClusterSettings,
+        identity: Identity,
+        net: &Net,
+    ) -> Result<Arc<Node>, EtcdError> {
         let etcd = Etcd::new(settings, net)?;
         let keys = Keys::new(&settings.name);
         let lease = Lease::new(
             etcd.clone(),
             settings.lease,
-            &settings.node,
+            (&settings.node, &identity),
             keys.node(&settings.node),
             settings.on_unavailable,
         );
@@ -175,6 +204,7 @@ impl Node {
             etcd,
             keys,
             name: settings.node.clone(),
+            identity,
             ttl: settings.lease,
             on_unavailable: settings.on_unavailable,
             lease: Arc::new(lease),
@@ -183,6 +213,29 @@ impl Node {
             claims_to_send,
             claims_to_take: Mutex::new(Some(claims_to_take)),
         }))
+    }
+
+    /// At start, before the lease: refuses when another live agent (its presence is bound to
+    /// its lease) is registered under this node name with another identity. The same
+    /// identity is this agent before a restart, whose lease has not expired yet: not refused;
+    /// nor is an older agent's presence, which names no identity. When etcd does not answer
+    /// within the lease's TTL nothing is refused (the lease keeper says why etcd is out of
+    /// reach; claims are decided by identity anyway).
+    pub async fn refuse_duplicate(&self) -> Result<(), DuplicateNode> {
+        let presence = self.keys.node(&self.name);
+        let read = tokio::time::timeout(self.ttl, super::lease::presence_of(&self.etcd, &presence));
+        let Ok(Ok(Some(present))) = read.await else {
+            return Ok(());
+        };
+        match present.identity {
+            Some(other) if other != self.identity.as_str() => Err(DuplicateNode {
+                cluster: self.keys.root().trim_end_matches('/').to_owned(),
+                node: self.name.clone(),
+                other,
+                identity: self.identity.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The lease this agent holds now (`None` while etcd is unavailable, before the first, and
@@ -222,8 +275,12 @@ impl Node {
             .take();
         let claims = async {
             if let Some(receiver) = receiver {
-                let (etcd, keys, name) = (self.etcd.clone(), self.keys.clone(), self.name.clone());
-                batch::run(etcd, keys, name, receiver, cancel.clone()).await;
+                let (etcd, keys) = (self.etcd.clone(), self.keys.clone());
+                let holder = batch::Holder {
+                    node: self.name.clone(),
+                    identity: self.identity.clone(),
+                };
+                batch::run(etcd, keys, holder, receiver, cancel.clone()).await;
             }
         };
         tokio::join!(self.lease.keep(&cancel), claims);
@@ -297,8 +354,7 @@ impl Node {
     /// the fire stays unavailable.
     async fn recheck(&self, job: &str, fire: i64, err: EtcdError) -> Claim {
         match self.etcd.get(&self.keys.claim(job, fire)).await {
-            Ok(Some(holder)) if holder == self.name.as_bytes() => Claim::Won,
-            Ok(Some(holder)) => Claim::Lost(String::from_utf8_lossy(&holder).into_owned()),
+            Ok(Some(value)) => held(&value, &self.identity),
             Ok(None) | Err(_) => Claim::Unavailable(ClaimError::Etcd(err)),
         }
     }
@@ -325,6 +381,25 @@ impl Node {
     }
 }
 
+/// A claim key's value: the winner's node name and identity, `<node> <identity>` (node names
+/// hold no space).
+pub fn holder_value(node: &str, identity: &Identity) -> String {
+    format!("{node} {identity}")
+}
+
+/// What a claim key holding `value` means for the agent with `identity`: won when the value
+/// names that identity, else lost to the node it names (an older agent's value is the bare node
+/// name, never this agent's).
+pub(super) fn held(value: &[u8], identity: &Identity) -> Claim {
+    let value = String::from_utf8_lossy(value);
+    let (node, id) = value.split_once(' ').unwrap_or((&value, ""));
+    if id == identity.as_str() {
+        Claim::Won
+    } else {
+        Claim::Lost(node.to_owned())
+    }
+}
+
 /// Until when (by this agent's clock) a win of the fire at `fire`, kept `keep`, counts:
 /// `keep - CLAIM_LEAD - 2 * MAX_SKEW` after the fire (see the module header).
 pub fn trusted_until(fire: DateTime<Utc>, keep: Duration) -> DateTime<Utc> {
@@ -335,6 +410,20 @@ pub fn trusted_until(fire: DateTime<Utc>, keep: Duration) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_is_won_only_under_this_agents_identity_whatever_the_name() {
+        let me = Identity::parse("aaaaaaaaaaaaaaaa").expect("id");
+        let twin = Identity::parse("bbbbbbbbbbbbbbbb").expect("id");
+        let mine = holder_value("node-a", &me);
+        assert_eq!(mine, "node-a aaaaaaaaaaaaaaaa");
+        assert!(matches!(held(mine.as_bytes(), &me), Claim::Won));
+        // Another agent with the same node name: lost, named by its node.
+        let theirs = holder_value("node-a", &twin);
+        assert!(matches!(held(theirs.as_bytes(), &me), Claim::Lost(n) if n == "node-a"));
+        // An older agent's bare name is never this agent's.
+        assert!(matches!(held(b"node-a", &me), Claim::Lost(n) if n == "node-a"));
+    }
 
     #[test]
     fn a_win_counts_until_keep_less_the_lead_and_twice_the_skew_after_the_fire() {

@@ -205,7 +205,7 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
 const SCOPE_TAG_PREFIX: &str = "heartbeat-agent:";
 
 /// How the tag naming the owner of a created check begins ([`owner_tag`]): reserved in `tags`.
-pub const OWNER_TAG_PREFIX: &str = "heartbeat-agent-owner:";
+pub(crate) const OWNER_TAG_PREFIX: &str = "heartbeat-agent-owner:";
 
 /// The reserved prefix `tag` starts with, if any.
 fn reserved_prefix(tag: &str) -> Option<&'static str> {
@@ -237,7 +237,7 @@ pub fn adopt_tag(host: &str, job: &str) -> String {
 }
 
 /// The tag that names the agent owning a created check.
-pub fn owner_tag(identity: &crate::identity::Identity) -> String {
+pub(crate) fn owner_tag(identity: &crate::identity::Identity) -> String {
     format!("{OWNER_TAG_PREFIX}{identity}")
 }
 

@@ -35,7 +35,7 @@ mod validate;
 mod values;
 mod watch;
 
-pub(crate) use check::{CheckDuration, CheckSettings};
+pub(crate) use check::{owner_tag, CheckDuration, CheckSettings, OWNER_TAG_PREFIX};
 pub use cluster::{ClusterSettings, OnUnavailable};
 pub(crate) use secrets::read_api_key;
 pub(crate) use status::{Listen, StatusSettings};

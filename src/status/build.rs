@@ -106,6 +106,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             .daemon_id
             .as_ref()
             .map(|id| id.as_str().to_owned()),
+        identity: app.sources.identity.as_ref().map(|id| id.to_string()),
         ready: app.ready(),
         jobs,
         persist_failures: crate::persist::snapshot()
@@ -115,6 +116,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
         cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
         etcd: app.sources.node.as_ref().map(|node| EtcdDoc {
             node: node.name.clone(),
+            identity: Some(node.identity.to_string()),
             name: node.keys.root().trim_end_matches('/').to_owned(),
             endpoints: node.etcd.endpoints(),
             on_unavailable: node.on_unavailable.as_str().to_owned(),
@@ -178,6 +180,7 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
                 claims_unavailable: claims.unavailable,
             }
         }),
+        owner_conflict: crate::sync::owner::conflicts().remove(&job.name),
     }
 }
 

@@ -29,6 +29,10 @@ pub(crate) struct StatusDoc {
     /// directory could not keep one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_id: Option<String>,
+    /// The agent's identity (16 hex digits, `crate::identity`): what its cluster claims and
+    /// the owner tag of the checks it creates name. Absent from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
     /// Whether `/readyz` answers 200.
     pub ready: bool,
     /// Every configured job, in config order.
@@ -54,6 +58,9 @@ pub(crate) struct StatusDoc {
 pub(crate) struct EtcdDoc {
     /// `[cluster] node`.
     pub node: String,
+    /// The agent's identity, which decides its claims (absent from older daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
     /// `[cluster] name`: the key prefix.
     pub name: String,
     /// The etcd endpoints, in the order they are tried.
@@ -172,6 +179,10 @@ pub(crate) struct JobDoc {
     /// alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<JobClusterDoc>,
+    /// A job with `create = true` whose check (found by its scope tag) another agent owns:
+    /// the check and its owner's identity; the job does not ping it. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_conflict: Option<crate::sync::owner::OwnerConflict>,
 }
 
 /// Why a job's check counts as missing.

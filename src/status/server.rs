@@ -126,6 +126,8 @@ pub(crate) struct Sources {
     /// this daemon from another of the same config file (`super::owner`); `None` when it
     /// could not be read or made (clients then compare the config path alone).
     pub daemon_id: Option<super::owner::DaemonId>,
+    /// The agent's identity (`crate::identity`), shown in `/status`.
+    pub identity: Option<crate::identity::Identity>,
 }
 
 /// The endpoint's shared state.

@@ -61,6 +61,14 @@ pub(crate) fn render(doc: &StatusDoc, color: bool, ascii: bool) -> String {
     if let Some(etcd) = &doc.etcd {
         out.push_str(&etcd_line(etcd, &doc.jobs));
     }
+    for job in &doc.jobs {
+        if let Some(conflict) = &job.owner_conflict {
+            out.push_str(&printable(&format!(
+                "job \"{}\": check {} is owned by another agent ({}): not pinged nor changed\n",
+                job.name, conflict.check_id, conflict.owner
+            )));
+        }
+    }
     out
 }
 
@@ -90,6 +98,12 @@ fn etcd_line(etcd: &super::doc::EtcdDoc, jobs: &[JobDoc]) -> String {
          (on_unavailable = \"{}\")\n",
         etcd.on_unavailable
     );
+    if let Some(identity) = &etcd.identity {
+        line.insert_str(
+            line.len() - 1,
+            &format!("; node {}, identity {}", printable(&etcd.node), printable(identity)),
+        );
+    }
     if let (Some(false), Some(error)) = (etcd.reachable, &etcd.last_error) {
         line.push_str(&format!("etcd error: {}\n", printable(error)));
     }

@@ -1,7 +1,8 @@
 //! The check sync finds or creates for a job with `[jobs.check] create = true` and no
 //! `check_id` (docs/sync.md, "Checks the agent creates").
 //!
-//! The job's check carries its scope tag (`heartbeat-agent:<cluster or host>/<job>`,
+//! The job's check carries its scope tag (`heartbeat-agent:<cluster>/<job>`, or
+//! `heartbeat-agent:<host>@<scope id>/<job>` outside a cluster,
 //! [`crate::config::check::scope_tag`]), which makes creating idempotent without any state:
 //!
 //! 1. A check id recorded for the job under the same tag (`<state_dir>/sync/<job>.json`,
@@ -10,6 +11,8 @@
 //!    &checkType=HEARTBEAT`, every page): the oldest one found is the job's check. So a lost
 //!    state directory, or an agent killed between the `POST` and recording its answer, never
 //!    makes a second check.
+//!    One owned by another agent is not the job's ([`super::owner::claim`]); without one, a
+//!    check older agents made under the host-named tag is adopted ([`super::owner::adopt`]).
 //! 3. Else the definition sync would `PUT` (period, grace, name, tags with the scope tag,
 //!    alerting) is `POST`ed to `/v1/checks/heartbeat`, never retried once sent (a retry could
 //!    make a second check; the next pass looks the check up instead).
@@ -147,8 +150,17 @@ pub(crate) async fn resolve(
         Err(message) => return Resolved::Failed(failed(job, tag, "looking it up", &message)),
     };
     if let Some(keeper) = oldest(&found) {
+        if let Err(message) = super::owner::claim(job, keeper) {
+            return Resolved::Failed(message);
+        }
         tracing::info!(job = %job.name, check = %keeper.id, tag, "found the job's check by its tag");
         return record(lookup, job, tag, keeper, None);
+    }
+    match super::owner::adopt(lookup.client, job, lookup.dry_run).await {
+        Ok(Some(adopted)) if lookup.dry_run => return Resolved::Known(adopted.id),
+        Ok(Some(adopted)) => return record(lookup, job, tag, &adopted, None),
+        Ok(None) => {}
+        Err(message) => return Resolved::Failed(failed(job, tag, "adopting the older check", &message)),
     }
     if lookup.dry_run {
         return Resolved::WouldCreate;
@@ -219,7 +231,7 @@ pub(crate) async fn resolve(
 
 /// The heartbeat checks carrying `tag` (every page; checks the service matched loosely are
 /// left out).
-async fn tagged(client: &ApiClient, tag: &str) -> Result<Vec<HeartbeatCheck>, String> {
+pub(super) async fn tagged(client: &ApiClient, tag: &str) -> Result<Vec<HeartbeatCheck>, String> {
     let query = ListChecks {
         tags: vec![tag.to_owned()],
         check_type: Some(CheckType::Heartbeat),
@@ -237,7 +249,7 @@ async fn tagged(client: &ApiClient, tag: &str) -> Result<Vec<HeartbeatCheck>, St
 
 /// The check every agent keeps: the oldest (`created_at`; one without comes last), then the
 /// smallest id.
-fn oldest(checks: &[HeartbeatCheck]) -> Option<&HeartbeatCheck> {
+pub(super) fn oldest(checks: &[HeartbeatCheck]) -> Option<&HeartbeatCheck> {
     checks
         .iter()
         .min_by_key(|c| (c.created_at.is_none(), c.created_at, c.id.clone()))

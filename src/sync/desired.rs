@@ -57,7 +57,10 @@ pub fn desired(
         activated: Some(job.enabled && check.activated),
         muted: owned(check.muted, was(|b| b.muted == Some(true)), false),
         tags: owned(
-            with_scope_tag(check.tags.clone(), check.scope_tag.as_deref()),
+            with_scope_tag(
+                check.tags.clone(),
+                [&check.scope_tag, &check.owner_tag],
+            ),
             was(|b| b.tags.as_ref().is_some_and(|t| !t.is_empty())),
             Vec::new(),
         ),
@@ -101,15 +104,18 @@ pub fn desired(
     }
 }
 
-/// The configured tags with the tag a created check is found by (always sent for such a
-/// check, so a `PUT` never drops it).
-fn with_scope_tag(tags: Option<Vec<String>>, scope_tag: Option<&str>) -> Option<Vec<String>> {
-    let Some(scope_tag) = scope_tag else {
+/// The configured tags with the tags a created check is found and owned by (its scope and
+/// owner tags: always sent for such a check, so a `PUT` never drops them).
+fn with_scope_tag(tags: Option<Vec<String>>, own: [&Option<String>; 2]) -> Option<Vec<String>> {
+    let own: Vec<&String> = own.into_iter().flatten().collect();
+    if own.is_empty() {
         return tags;
-    };
+    }
     let mut tags = tags.unwrap_or_default();
-    if !tags.iter().any(|t| t == scope_tag) {
-        tags.push(scope_tag.to_owned());
+    for tag in own {
+        if !tags.contains(tag) {
+            tags.push(tag.clone());
+        }
     }
     Some(tags)
 }

@@ -9,6 +9,7 @@
 //! - `timer`: when a period change or re-activation (which restarts the service's timer) may
 //!   be sent: only right after an accepted ping of the check;
 //! - `created`: the check found or created for a job with `create = true` (by its scope tag);
+//! - `owner`: whose a created check is (its owner tag), and the adoption of older agents' checks;
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
 //! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
@@ -16,6 +17,7 @@
 pub mod created;
 pub mod desired;
 pub mod drift;
+pub mod owner;
 pub mod pace;
 pub mod period;
 pub mod reconcile;

@@ -253,6 +253,8 @@ pub async fn sync_paced(
 ) -> SyncReport {
     let mut report = SyncReport::default();
     let mut halted = None;
+    // Created checks carry this agent's owner tag (outside a cluster).
+    let config = &*super::owner::stamped(config, state_dir);
     let pass = Pass {
         client,
         state_dir,

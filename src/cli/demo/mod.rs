@@ -226,6 +226,7 @@ fn status_endpoint(
         cluster: None,
         node: None,
         daemon_id: None,
+        identity: None,
     };
     let metrics = Arc::clone(&sources.metrics);
     Some((addr, crate::status::task(bound, sources), metrics))

@@ -247,6 +247,18 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
             n as f64,
         );
     }
+    out.family(
+        "heartbeat_agent_check_owner_conflicts_total",
+        "counter",
+        "Lookups of a job's created check (create = true) that found it owned by another agent (its owner tag names another identity): the job does not ping it.",
+    );
+    for (job, n) in crate::sync::owner::conflict_counts() {
+        out.sample(
+            "heartbeat_agent_check_owner_conflicts_total",
+            &[("job", job.as_str())],
+            n as f64,
+        );
+    }
     out.0
 }
 
