@@ -11,6 +11,7 @@ use heartbeat_agent::net::Net;
 mod agents;
 mod bad_input;
 mod client;
+mod identity;
 mod outage;
 mod promise;
 mod slots;

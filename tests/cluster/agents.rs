@@ -233,6 +233,13 @@ impl Agent {
             .signal(signal);
     }
 
+    /// Waits at most `timeout` for the daemon to exit by itself (a refusal at start): its exit
+    /// code (`None` for a signal); fails the test with the log when it still runs.
+    pub fn exit_code_within(&mut self, timeout: Duration) -> Option<i32> {
+        let mut daemon = self.daemon.take().expect("a started agent");
+        daemon.exit_within(timeout).code()
+    }
+
     /// `kill -9`: SIGKILL, and reaped; [`Agent::spawn`] may start it again.
     pub fn kill(&mut self) {
         self.daemon.take().expect("a running agent to kill").kill();

@@ -350,7 +350,9 @@ fn a_fire_is_claimed_before_it_is_due_and_dies_with_its_winner() {
         let key = format!("early/claims/j0/{fire}");
         while millis() < fire * 1000 - 150 {
             let got = cluster.etcdctl(&["get", &key, "--print-value-only"]);
-            let holder = String::from_utf8_lossy(&got.stdout).trim().to_owned();
+            // `NODE IDENTITY`: the node names the agent.
+            let value = String::from_utf8_lossy(&got.stdout).trim().to_owned();
+            let holder = value.split(' ').next().unwrap_or_default().to_owned();
             if !holder.is_empty() && millis() < fire * 1000 - 150 {
                 let agent = agents.iter_mut().find(|a| a.node == holder);
                 agent.expect("the holder is an agent").kill();
