@@ -427,6 +427,7 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
 mod create;
 mod drift;
 mod ownership;
+mod scope;
 mod scale;
 
 #[test]

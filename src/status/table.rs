@@ -64,9 +64,10 @@ pub(crate) fn render(doc: &StatusDoc, color: bool, ascii: bool) -> String {
     for job in &doc.jobs {
         if let Some(conflict) = &job.owner_conflict {
             out.push_str(&printable(&format!(
-                "job \"{}\": check {} is owned by another agent ({}): not pinged nor changed\n",
+                "job \"{}\": check {} is owned by another agent ({}): not pinged nor changed",
                 job.name, conflict.check_id, conflict.owner
             )));
+            out.push('\n');
         }
     }
     out

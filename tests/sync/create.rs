@@ -16,19 +16,26 @@ fn creating_job(name: &str) -> String {
     )
 }
 
-/// The tag of `job` on this host.
-fn host_tag(job: &str) -> String {
-    format!("heartbeat-agent:{}/{job}", heartbeat_agent::host::name())
+/// The scope tag of `job` of the config at `config` on this machine.
+pub(super) fn scope_tag(config: &std::path::Path, job: &str) -> String {
+    let id = heartbeat_agent::identity::scope_id(config);
+    format!("heartbeat-agent:{}@{id}/{job}", heartbeat_agent::host::name())
+}
+
+/// The owner tag of the agent running the config at `config` with `state_dir`.
+pub(super) fn owner_tag(state_dir: &std::path::Path, config: &std::path::Path) -> String {
+    let id = heartbeat_agent::identity::Identity::of(state_dir, config).expect("identity");
+    format!("heartbeat-agent-owner:{id}")
 }
 
 /// The checks carrying `tag`, as `api checks list --tag TAG --all` prints them.
-fn tagged(setup: &Setup, tag: &str) -> Vec<Value> {
+pub(super) fn tagged(setup: &Setup, tag: &str) -> Vec<Value> {
     let out = setup.agent(&["api", "checks", "list", "--tag", tag, "--all"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("a JSON array")
 }
 
-fn posts(setup: &Setup) -> usize {
+pub(super) fn posts(setup: &Setup) -> usize {
     setup
         .emulator
         .requests()
@@ -37,10 +44,11 @@ fn posts(setup: &Setup) -> usize {
         .count()
 }
 
-fn recorded_id(state_dir: &std::path::Path, job: &str) -> String {
+/// The check id recorded for `job` of the config at `config` in `state_dir`.
+pub(super) fn recorded_id(state_dir: &std::path::Path, config: &std::path::Path, job: &str) -> String {
     let path = state_dir.join("sync").join(format!("{job}.json"));
     let record: Value = serde_json::from_slice(&std::fs::read(&path).expect("a record")).unwrap();
-    assert_eq!(record["createdTag"], json!(host_tag(job)), "{record}");
+    assert_eq!(record["createdTag"], json!(scope_tag(config, job)), "{record}");
     record["checkId"].as_str().expect("an id").to_owned()
 }
 
@@ -66,9 +74,10 @@ fn sync_creates_the_check_once_finds_it_again_and_run_job_pings_it() {
         ),
         "{shown}"
     );
-    let tag = host_tag("vacuum");
+    let tag = scope_tag(&setup.config_path(), "vacuum");
+    let owner = owner_tag(&setup.state_dir(), &setup.config_path());
     assert!(
-        shown.contains(&format!("  tags: (none) -> [\"db\",\"{tag}\"]\n")),
+        shown.contains(&format!("  tags: (none) -> [\"db\",\"{tag}\",\"{owner}\"]\n")),
         "{shown}"
     );
     assert!(
@@ -89,7 +98,7 @@ fn sync_creates_the_check_once_finds_it_again_and_run_job_pings_it() {
     let id = checks[0]["id"].as_str().expect("id").to_owned();
     assert_eq!(checks[0]["name"], "vacuum");
     assert_eq!(checks[0]["heartbeat"]["grace"], 2);
-    assert_eq!(recorded_id(&setup.state_dir(), "vacuum"), id);
+    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"), id);
 
     let again = setup.agent(&["sync"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
@@ -103,7 +112,7 @@ fn sync_creates_the_check_once_finds_it_again_and_run_job_pings_it() {
     let found = setup.agent(&["sync"]);
     assert_eq!(found.status.code(), Some(0), "{}", text(&found.stderr));
     assert_eq!(posts(&setup), 1, "{}", text(&found.stdout));
-    assert_eq!(recorded_id(&setup.state_dir(), "vacuum"), id);
+    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"), id);
 
     let run = setup.agent(&["run", "--job", "vacuum", "--", "true"]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
@@ -124,7 +133,7 @@ fn a_check_deleted_on_the_service_is_made_again_only_with_create() {
         job("bound", "0 4 * * *", "c1", "")
     ));
     assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
-    let old = recorded_id(&setup.state_dir(), "vacuum");
+    let old = recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum");
     assert!(setup.emulator.delete_heartbeat_check(&old));
     assert!(setup.emulator.delete_heartbeat_check("c1"));
     // A change, so the pass sends a PUT, which the service answers 404.
@@ -150,9 +159,9 @@ fn a_check_deleted_on_the_service_is_made_again_only_with_create() {
         2,
         "one creation, one re-creation; none for the bound job"
     );
-    let new = recorded_id(&setup.state_dir(), "vacuum");
+    let new = recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum");
     assert_ne!(new, old);
-    let checks = tagged(&setup, &host_tag("vacuum"));
+    let checks = tagged(&setup, &scope_tag(&setup.config_path(), "vacuum"));
     assert_eq!(checks.len(), 1);
     assert_eq!(checks[0]["id"], json!(new));
     assert_eq!(
@@ -174,19 +183,14 @@ fn two_agents_of_one_scope_racing_keep_one_check() {
             .path("/v1/checks/heartbeat")
             .times(2)
     });
+    // One scope: the same config file on the same machine, run with another state directory.
     let other = Home::new();
-    let other_config = other.config_path();
-    let text_b = std::fs::read_to_string(setup.config_path())
-        .unwrap()
-        .replace(
-            &setup.state_dir().display().to_string(),
-            &other.state_dir().display().to_string(),
-        );
-    other.write_config(&text_b);
-    let spawn = |home: &Home, config: &std::path::Path| {
+    let spawn = |home: &Home| {
         home.agent()
             .arg("--config")
-            .arg(config)
+            .arg(setup.config_path())
+            .arg("--state-dir")
+            .arg(home.state_dir())
             .arg("sync")
             .env("EMULATOR_KEY", setup.emulator.api_key())
             .stdout(Stdio::piped())
@@ -194,17 +198,17 @@ fn two_agents_of_one_scope_racing_keep_one_check() {
             .spawn()
             .unwrap()
     };
-    let a = spawn(&setup.home, &setup.config_path());
-    let b = spawn(&other, &other_config);
+    let a = spawn(&setup.home);
+    let b = spawn(&other);
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(b.status.code(), Some(0), "{}", text(&b.stderr));
     assert_eq!(posts(&setup), 2, "both agents created: the race happened");
-    let checks = tagged(&setup, &host_tag("vacuum"));
+    let checks = tagged(&setup, &scope_tag(&setup.config_path(), "vacuum"));
     assert_eq!(checks.len(), 1, "one check remains: {checks:?}");
     let kept = checks[0]["id"].as_str().unwrap();
-    assert_eq!(recorded_id(&setup.state_dir(), "vacuum"), kept);
-    assert_eq!(recorded_id(&other.state_dir(), "vacuum"), kept);
+    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"), kept);
+    assert_eq!(recorded_id(&other.state_dir(), &setup.config_path(), "vacuum"), kept);
     let deletes = setup
         .emulator
         .requests()
@@ -235,7 +239,7 @@ fn an_agent_killed_between_its_post_and_recording_the_answer_makes_no_second_che
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let tag = host_tag("vacuum");
+    let tag = scope_tag(&setup.config_path(), "vacuum");
     let deadline = Instant::now() + Duration::from_secs(20);
     while posts(&setup) == 0 {
         assert!(Instant::now() < deadline, "the agent never sent its POST");
@@ -262,7 +266,7 @@ fn an_agent_killed_between_its_post_and_recording_the_answer_makes_no_second_che
     let checks = tagged(&setup, &tag);
     assert_eq!(checks.len(), 1);
     assert_eq!(
-        recorded_id(&setup.state_dir(), "vacuum"),
+        recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"),
         checks[0]["id"].as_str().unwrap()
     );
 }
@@ -287,7 +291,7 @@ fn the_daemon_creates_the_check_and_its_runs_ping_it() {
         .env("EMULATOR_KEY", setup.emulator.api_key())
         .terminate_on_drop()
         .start();
-    let tag = host_tag("tick");
+    let tag = scope_tag(&setup.config_path(), "tick");
     let deadline = Instant::now() + Duration::from_secs(30);
     let token = loop {
         let checks = tagged(&setup, &tag);
