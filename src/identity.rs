@@ -134,7 +134,13 @@ mod tests {
     #[test]
     fn only_sixteen_lowercase_hex_digits_are_an_identity() {
         assert!(Identity::parse("0123456789abcdef").is_some());
-        for bad in ["", "0123456789ABCDEF", "0123456789abcde", "0123456789abcdefa", "node-a"] {
+        for bad in [
+            "",
+            "0123456789ABCDEF",
+            "0123456789abcde",
+            "0123456789abcdefa",
+            "node-a",
+        ] {
             assert!(Identity::parse(bad).is_none(), "{bad:?}");
         }
     }

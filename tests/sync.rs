@@ -427,8 +427,8 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
 mod create;
 mod drift;
 mod ownership;
-mod scope;
 mod scale;
+mod scope;
 
 #[test]
 fn run_and_ping_with_a_bound_job_use_the_learned_ping_url() {

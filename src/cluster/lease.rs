@@ -230,16 +230,27 @@ impl Lease {
         let presence =
             json!({ "node": self.node, "identity": self.identity.as_str(), "since": Utc::now() });
         let presence = presence.to_string();
-        if self.etcd.create(&self.presence, presence.as_bytes(), Some(id)).await? {
+        if self
+            .etcd
+            .create(&self.presence, presence.as_bytes(), Some(id))
+            .await?
+        {
             return Ok(());
         }
         match presence_of(&self.etcd, &self.presence).await? {
-            Some(Present { identity: Some(other), .. }) if other != self.identity.as_str() => {
+            Some(Present {
+                identity: Some(other),
+                ..
+            }) if other != self.identity.as_str() => {
                 tracing::error!(node = %self.node, identity = %self.identity, other = %other, "another live agent is registered under this node name; claims are decided by identity, so neither runs a fire twice, but set [cluster] node to a name of its own on each agent");
                 Ok(())
             }
             // This agent's own presence from before a restart, an older agent's, or gone since.
-            _ => self.etcd.put(&self.presence, presence.as_bytes(), Some(id)).await,
+            _ => {
+                self.etcd
+                    .put(&self.presence, presence.as_bytes(), Some(id))
+                    .await
+            }
         }
     }
 

@@ -425,6 +425,14 @@ mod tests {
             "{found:?}"
         );
         assert!(found[0].contains("hint: remove it"), "{found:?}");
+        let owner =
+            format!("{JOB}[jobs.check]\ntags = [\"heartbeat-agent-owner:0123456789abcdef\"]\n");
+        let found = problems(&owner);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("c.toml:6:9: job \"b\": key `check.tags`: tags starting with \"heartbeat-agent-owner:\" are the agent's own"),
+            "{found:?}"
+        );
     }
 
     #[test]

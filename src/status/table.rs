@@ -102,7 +102,11 @@ fn etcd_line(etcd: &super::doc::EtcdDoc, jobs: &[JobDoc]) -> String {
     if let Some(identity) = &etcd.identity {
         line.insert_str(
             line.len() - 1,
-            &format!("; node {}, identity {}", printable(&etcd.node), printable(identity)),
+            &format!(
+                "; node {}, identity {}",
+                printable(&etcd.node),
+                printable(identity)
+            ),
         );
     }
     if let (Some(false), Some(error)) = (etcd.reachable, &etcd.last_error) {

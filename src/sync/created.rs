@@ -160,7 +160,9 @@ pub(crate) async fn resolve(
         Ok(Some(adopted)) if lookup.dry_run => return Resolved::Known(adopted.id),
         Ok(Some(adopted)) => return record(lookup, job, tag, &adopted, None),
         Ok(None) => {}
-        Err(message) => return Resolved::Failed(failed(job, tag, "adopting the older check", &message)),
+        Err(message) => {
+            return Resolved::Failed(failed(job, tag, "adopting the older check", &message))
+        }
     }
     if lookup.dry_run {
         return Resolved::WouldCreate;

@@ -57,10 +57,7 @@ pub fn desired(
         activated: Some(job.enabled && check.activated),
         muted: owned(check.muted, was(|b| b.muted == Some(true)), false),
         tags: owned(
-            with_scope_tag(
-                check.tags.clone(),
-                [&check.scope_tag, &check.owner_tag],
-            ),
+            with_scope_tag(check.tags.clone(), [&check.scope_tag, &check.owner_tag]),
             was(|b| b.tags.as_ref().is_some_and(|t| !t.is_empty())),
             Vec::new(),
         ),

@@ -185,7 +185,10 @@ pub(crate) async fn adopt(
         .update_heartbeat_check(&check.id, &body, None)
         .await
         .map_err(|e| e.to_string())?;
-    let now = client.get_check(&check.id).await.map_err(|e| e.to_string())?;
+    let now = client
+        .get_check(&check.id)
+        .await
+        .map_err(|e| e.to_string())?;
     let ours = owner.strip_prefix(OWNER_TAG_PREFIX).unwrap_or(owner);
     if owners(&now).any(|o| o != ours) {
         // Another agent of this host adopted it at the same moment, and wrote last.

@@ -41,13 +41,17 @@ fn a_second_live_agent_with_the_same_node_name_is_refused_and_a_restart_is_not()
     let first_id = identity_of(&first);
     assert_eq!(status["identity"], first_id.as_str(), "{status}");
     assert_eq!(status["etcd"]["identity"], first_id.as_str(), "{status}");
-    crate::util::eventually(Duration::from_secs(10), "the first agent's presence", || {
-        let presence = value(&etcd, "dup/nodes/same");
-        presence
-            .contains(first_id.as_str())
-            .then_some(())
-            .ok_or(presence)
-    });
+    crate::util::eventually(
+        Duration::from_secs(10),
+        "the first agent's presence",
+        || {
+            let presence = value(&etcd, "dup/nodes/same");
+            presence
+                .contains(first_id.as_str())
+                .then_some(())
+                .ok_or(presence)
+        },
+    );
 
     let mut second = Agent::start(&setup, "same", &[]);
     let code = second.exit_code_within(Duration::from_secs(15));
@@ -61,7 +65,10 @@ fn a_second_live_agent_with_the_same_node_name_is_refused_and_a_restart_is_not()
         second.home.config_path().display(),
         identity_of(&second),
     );
-    assert!(log.contains(&expected), "expected:\n{expected}\nlog:\n{log}");
+    assert!(
+        log.contains(&expected),
+        "expected:\n{expected}\nlog:\n{log}"
+    );
     // Nothing of the first was touched: it runs, registered as before.
     assert!(first.alive(), "{}", first.log());
     assert!(value(&etcd, "dup/nodes/same").contains(first_id.as_str()));
@@ -73,7 +80,11 @@ fn a_second_live_agent_with_the_same_node_name_is_refused_and_a_restart_is_not()
     assert_eq!(status["identity"], first_id.as_str(), "{status}");
     std::thread::sleep(Duration::from_secs(2));
     assert!(first.alive(), "{}", first.log());
-    assert!(!first.log().contains("another live agent"), "{}", first.log());
+    assert!(
+        !first.log().contains("another live agent"),
+        "{}",
+        first.log()
+    );
 }
 
 #[test]
@@ -84,7 +95,10 @@ fn two_agents_with_one_node_name_never_both_run_a_fire() {
     let emulator = Background::start();
     let (_dir, out) = out_dir();
     let setup = Setup {
-        cluster: format!("{}\nname = \"twins\"\nlease = \"5s\"", etcd.endpoints_toml()),
+        cluster: format!(
+            "{}\nname = \"twins\"\nlease = \"5s\"",
+            etcd.endpoints_toml()
+        ),
         jobs: 1,
         shape: JobShape::EVERY_SECOND,
         out: &out,
@@ -92,10 +106,14 @@ fn two_agents_with_one_node_name_never_both_run_a_fire() {
     };
     let mut first = Agent::start(&setup, "same", &[]);
     first.status();
-    crate::util::eventually(Duration::from_secs(10), "the first agent's presence", || {
-        let presence = value(&etcd, "twins/nodes/same");
-        (!presence.is_empty()).then_some(()).ok_or("none")
-    });
+    crate::util::eventually(
+        Duration::from_secs(10),
+        "the first agent's presence",
+        || {
+            let presence = value(&etcd, "twins/nodes/same");
+            (!presence.is_empty()).then_some(()).ok_or("none")
+        },
+    );
     // The window before the first's presence is written, made to last: the second starts as
     // if the first were not registered yet.
     let removed = etcd.etcdctl(&["del", "twins/nodes/same"]);
@@ -113,13 +131,29 @@ fn two_agents_with_one_node_name_never_both_run_a_fire() {
         .iter()
         .filter(|((_, slot), _)| (from..=to).contains(slot))
         .collect();
-    assert!(window.len() >= 16, "{} fires ran in {from}..={to}", window.len());
-    assert!(twice(&written).is_empty(), "fires that ran twice: {:?}", twice(&written));
+    assert!(
+        window.len() >= 16,
+        "{} fires ran in {from}..={to}",
+        window.len()
+    );
+    assert!(
+        twice(&written).is_empty(),
+        "fires that ran twice: {:?}",
+        twice(&written)
+    );
     // They did compete for the fires: each agent lost claims to the other (an agent that took
     // the other's claim under the shared name for its own would have won them all).
+    let mut lost = Vec::new();
     for agent in [&first, &second] {
         let status = agent.status();
-        let lost = status["jobs"][0]["cluster"]["claims_lost"].as_u64();
-        assert!(lost.is_some_and(|n| n > 0), "{status}");
+        let n = status["jobs"][0]["cluster"]["claims_lost"].as_u64();
+        assert!(n.is_some_and(|n| n > 0), "{status}");
+        lost.extend(n);
     }
+    eprintln!(
+        "two agents named \"same\": {} per-second fires in {from}..={to}, {} ran twice; claims \
+         lost {lost:?}",
+        window.len(),
+        twice(&written).len()
+    );
 }

@@ -19,7 +19,10 @@ fn creating_job(name: &str) -> String {
 /// The scope tag of `job` of the config at `config` on this machine.
 pub(super) fn scope_tag(config: &std::path::Path, job: &str) -> String {
     let id = heartbeat_agent::identity::scope_id(config);
-    format!("heartbeat-agent:{}@{id}/{job}", heartbeat_agent::host::name())
+    format!(
+        "heartbeat-agent:{}@{id}/{job}",
+        heartbeat_agent::host::name()
+    )
 }
 
 /// The owner tag of the agent running the config at `config` with `state_dir`.
@@ -45,10 +48,18 @@ pub(super) fn posts(setup: &Setup) -> usize {
 }
 
 /// The check id recorded for `job` of the config at `config` in `state_dir`.
-pub(super) fn recorded_id(state_dir: &std::path::Path, config: &std::path::Path, job: &str) -> String {
+pub(super) fn recorded_id(
+    state_dir: &std::path::Path,
+    config: &std::path::Path,
+    job: &str,
+) -> String {
     let path = state_dir.join("sync").join(format!("{job}.json"));
     let record: Value = serde_json::from_slice(&std::fs::read(&path).expect("a record")).unwrap();
-    assert_eq!(record["createdTag"], json!(scope_tag(config, job)), "{record}");
+    assert_eq!(
+        record["createdTag"],
+        json!(scope_tag(config, job)),
+        "{record}"
+    );
     record["checkId"].as_str().expect("an id").to_owned()
 }
 
@@ -77,7 +88,9 @@ fn sync_creates_the_check_once_finds_it_again_and_run_job_pings_it() {
     let tag = scope_tag(&setup.config_path(), "vacuum");
     let owner = owner_tag(&setup.state_dir(), &setup.config_path());
     assert!(
-        shown.contains(&format!("  tags: (none) -> [\"db\",\"{tag}\",\"{owner}\"]\n")),
+        shown.contains(&format!(
+            "  tags: (none) -> [\"db\",\"{tag}\",\"{owner}\"]\n"
+        )),
         "{shown}"
     );
     assert!(
@@ -98,7 +111,10 @@ fn sync_creates_the_check_once_finds_it_again_and_run_job_pings_it() {
     let id = checks[0]["id"].as_str().expect("id").to_owned();
     assert_eq!(checks[0]["name"], "vacuum");
     assert_eq!(checks[0]["heartbeat"]["grace"], 2);
-    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"), id);
+    assert_eq!(
+        recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"),
+        id
+    );
 
     let again = setup.agent(&["sync"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
@@ -112,7 +128,10 @@ fn sync_creates_the_check_once_finds_it_again_and_run_job_pings_it() {
     let found = setup.agent(&["sync"]);
     assert_eq!(found.status.code(), Some(0), "{}", text(&found.stderr));
     assert_eq!(posts(&setup), 1, "{}", text(&found.stdout));
-    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"), id);
+    assert_eq!(
+        recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"),
+        id
+    );
 
     let run = setup.agent(&["run", "--job", "vacuum", "--", "true"]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
@@ -207,8 +226,14 @@ fn two_agents_of_one_scope_racing_keep_one_check() {
     let checks = tagged(&setup, &scope_tag(&setup.config_path(), "vacuum"));
     assert_eq!(checks.len(), 1, "one check remains: {checks:?}");
     let kept = checks[0]["id"].as_str().unwrap();
-    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"), kept);
-    assert_eq!(recorded_id(&other.state_dir(), &setup.config_path(), "vacuum"), kept);
+    assert_eq!(
+        recorded_id(&setup.state_dir(), &setup.config_path(), "vacuum"),
+        kept
+    );
+    assert_eq!(
+        recorded_id(&other.state_dir(), &setup.config_path(), "vacuum"),
+        kept
+    );
     let deletes = setup
         .emulator
         .requests()

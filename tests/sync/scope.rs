@@ -42,7 +42,10 @@ fn agent_on(setup: &Setup, config: &Path, args: &[&str], env: &[(&str, &Path)]) 
 /// The token of check `id` on the emulator.
 fn token(setup: &Setup, id: &str) -> String {
     let check = setup.emulator.heartbeat_check(id).expect("the check");
-    check["heartbeat"]["pingToken"].as_str().expect("token").to_owned()
+    check["heartbeat"]["pingToken"]
+        .as_str()
+        .expect("token")
+        .to_owned()
 }
 
 /// The tags of check `id` on the emulator.
@@ -57,10 +60,18 @@ fn two_configs_on_one_host_with_job_backup_get_two_checks() {
     setup.write_config(&backup());
     let other = Home::new();
     second_config(&setup, &other);
-    for (home, config) in [(&setup.home, setup.config_path()), (&other, other.config_path())] {
+    for (home, config) in [
+        (&setup.home, setup.config_path()),
+        (&other, other.config_path()),
+    ] {
         let out = agent_on(&setup, &config, &["sync"], &[]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        let out = agent_on(&setup, &config, &["run", "--job", "backup", "--", "true"], &[]);
+        let out = agent_on(
+            &setup,
+            &config,
+            &["run", "--job", "backup", "--", "true"],
+            &[],
+        );
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         assert!(home.state_dir().join("sync/backup.json").exists());
     }
@@ -74,13 +85,19 @@ fn two_configs_on_one_host_with_job_backup_get_two_checks() {
     ] {
         let tags = tags(&setup, id);
         assert!(tags.contains(&scope_tag(&config, "backup")), "{tags:?}");
-        assert!(tags.contains(&owner_tag(&home.state_dir(), &config)), "{tags:?}");
+        assert!(
+            tags.contains(&owner_tag(&home.state_dir(), &config)),
+            "{tags:?}"
+        );
         assert_eq!(tagged(&setup, &scope_tag(&config, "backup")).len(), 1);
     }
     // Each config's run pinged its own check.
     let mut pinged: Vec<String> = setup.emulator.pings().into_iter().map(|p| p.path).collect();
     pinged.sort();
-    let mut expected = vec![format!("/{}", token(&setup, &a)), format!("/{}", token(&setup, &b))];
+    let mut expected = vec![
+        format!("/{}", token(&setup, &a)),
+        format!("/{}", token(&setup, &b)),
+    ];
     expected.sort();
     assert_eq!(pinged, expected);
 
@@ -103,15 +120,21 @@ fn an_upgrade_adopts_the_check_made_under_the_older_tag_and_makes_no_second() {
     let old_tag = format!("heartbeat-agent:{}/backup", heartbeat_agent::host::name());
     setup
         .emulator
-        .add_heartbeat_check(&json!({"id": "old1", "name": "backup", "tags": ["db", old_tag],
+        .add_heartbeat_check(
+            &json!({"id": "old1", "name": "backup", "tags": ["db", old_tag],
             "heartbeat": {"period": 1, "periodUnit": "days", "grace": 2, "graceUnit": "hours",
-                          "pingToken": crate::util::emulator::token_for("old1")}}))
+                          "pingToken": crate::util::emulator::token_for("old1")}}),
+        )
         .unwrap();
     setup.write_config(&backup());
     // A dry run names the old check and changes nothing.
     let dry = setup.agent(&["sync", "--dry-run"]);
     assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
-    assert!(text(&dry.stdout).starts_with("backup (check old1)"), "{}", text(&dry.stdout));
+    assert!(
+        text(&dry.stdout).starts_with("backup (check old1)"),
+        "{}",
+        text(&dry.stdout)
+    );
     assert!(setup.puts().is_empty());
     assert_eq!(tags(&setup, "old1"), ["db", old_tag.as_str()]);
 
@@ -123,7 +146,10 @@ fn an_upgrade_adopts_the_check_made_under_the_older_tag_and_makes_no_second() {
         text(&out.stderr)
     );
     assert_eq!(posts(&setup), 0, "no second check");
-    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "backup"), "old1");
+    assert_eq!(
+        recorded_id(&setup.state_dir(), &setup.config_path(), "backup"),
+        "old1"
+    );
     let scope = scope_tag(&setup.config_path(), "backup");
     let owner = owner_tag(&setup.state_dir(), &setup.config_path());
     let now = tags(&setup, "old1");
@@ -138,7 +164,10 @@ fn an_upgrade_adopts_the_check_made_under_the_older_tag_and_makes_no_second() {
     let again = setup.agent(&["sync"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
     assert_eq!(posts(&setup), 0);
-    assert_eq!(recorded_id(&setup.state_dir(), &setup.config_path(), "backup"), "old1");
+    assert_eq!(
+        recorded_id(&setup.state_dir(), &setup.config_path(), "backup"),
+        "old1"
+    );
 
     // A second config of this host upgraded later: the old check is the first's, so it makes
     // its own.
@@ -147,7 +176,10 @@ fn an_upgrade_adopts_the_check_made_under_the_older_tag_and_makes_no_second() {
     let out = agent_on(&setup, &other.config_path(), &["sync"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(posts(&setup), 1);
-    assert_ne!(recorded_id(&other.state_dir(), &other.config_path(), "backup"), "old1");
+    assert_ne!(
+        recorded_id(&other.state_dir(), &other.config_path(), "backup"),
+        "old1"
+    );
 }
 
 #[test]
@@ -169,9 +201,11 @@ fn a_check_owned_by_another_agent_is_neither_pinged_nor_changed() {
     let foreign = "heartbeat-agent-owner:0123456789abcdef";
     setup
         .emulator
-        .add_heartbeat_check(&json!({"id": "theirs", "name": "backup", "tags": [scope, foreign],
+        .add_heartbeat_check(
+            &json!({"id": "theirs", "name": "backup", "tags": [scope, foreign],
             "heartbeat": {"period": 1, "periodUnit": "minutes", "grace": 1, "graceUnit": "hours",
-                          "pingToken": crate::util::emulator::token_for("theirs")}}))
+                          "pingToken": crate::util::emulator::token_for("theirs")}}),
+        )
         .unwrap();
     let before = setup.emulator.heartbeat_check("theirs");
 
@@ -187,7 +221,11 @@ fn a_check_owned_by_another_agent_is_neither_pinged_nor_changed() {
         text(&out.stdout),
         "backup (no check yet: create = true): failed\n"
     );
-    assert!(text(&out.stderr).contains(&expected), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&expected),
+        "{}",
+        text(&out.stderr)
+    );
 
     let daemon = crate::util::daemon::Daemon::on(&setup.home)
         .config(setup.config_path())
@@ -199,10 +237,14 @@ fn a_check_owned_by_another_agent_is_neither_pinged_nor_changed() {
         let answer = endpoint.request("GET", path, None, Duration::from_secs(2));
         answer.ok().filter(|a| a.status == 200).map(|a| a.body)
     };
-    let doc: Value = daemon.until("the owner conflict in /status", Duration::from_secs(30), || {
-        let doc: Value = serde_json::from_str(&get("/status")?).ok()?;
-        (!doc["jobs"][0]["owner_conflict"].is_null()).then_some(doc)
-    });
+    let doc: Value = daemon.until(
+        "the owner conflict in /status",
+        Duration::from_secs(30),
+        || {
+            let doc: Value = serde_json::from_str(&get("/status")?).ok()?;
+            (!doc["jobs"][0]["owner_conflict"].is_null()).then_some(doc)
+        },
+    );
     assert_eq!(
         doc["jobs"][0]["owner_conflict"],
         json!({"check_id": "theirs", "owner": "0123456789abcdef"}),
@@ -233,7 +275,11 @@ fn a_check_owned_by_another_agent_is_neither_pinged_nor_changed() {
             && line["owner"] == "0123456789abcdef"
     });
     assert!(error.is_some(), "{log:?}");
-    assert!(setup.emulator.pings().is_empty(), "{:?}", setup.emulator.pings());
+    assert!(
+        setup.emulator.pings().is_empty(),
+        "{:?}",
+        setup.emulator.pings()
+    );
     assert!(setup.puts().is_empty(), "{:?}", setup.puts());
     assert_eq!(posts(&setup), 0);
     assert_eq!(setup.emulator.heartbeat_check("theirs"), before);
