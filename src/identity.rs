@@ -105,9 +105,18 @@ pub fn machine_id() -> Option<String> {
     meaningful.then(|| line.to_owned())
 }
 
+/// A config file's path in the form that names it: canonical (links and `..` resolved), else
+/// absolute when the file cannot be resolved (it was removed after the daemon read it). Also the
+/// form in which `status` compares a daemon's config with its own (`status::owner`).
+pub fn canonical_path(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_owned())
+}
+
 /// The first [`DIGITS`] hex digits of SHA-256 over `secret` and the canonical `config_path`.
 fn digest(secret: &str, config_path: &Path) -> String {
-    let path = crate::status::owner::identity(config_path);
+    let path = canonical_path(config_path);
     let mut hash = Sha256::new();
     hash.update(b"heartbeat-agent identity\0");
     hash.update(secret.as_bytes());

@@ -35,13 +35,8 @@ pub(crate) use crate::response_head::AGENT_DAEMON as DAEMON_HEADER;
 /// The file under the state directory that holds the daemon's id.
 pub(crate) const DAEMON_ID_FILE: &str = "daemon-id";
 
-/// The form in which a config path is compared: canonical (links and `..` resolved), else
-/// absolute when the file cannot be resolved (it was removed after the daemon read it).
-pub(crate) fn identity(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path)
-        .or_else(|_| std::path::absolute(path))
-        .unwrap_or_else(|_| path.to_owned())
-}
+/// The form in which a config path is compared (see [`crate::identity::canonical_path`]).
+pub(crate) use crate::identity::canonical_path as identity;
 
 /// A daemon's id: 128 random bits as 32 lowercase hex digits, in `<state_dir>/daemon-id`.
 #[derive(Debug, Clone, PartialEq, Eq)]

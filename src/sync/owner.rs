@@ -228,7 +228,7 @@ mod tests {
         assert!(claim(&ours, &check("c1", &["x"])).is_ok());
         let own = format!("{OWNER_TAG_PREFIX}aaaaaaaaaaaaaaaa");
         assert!(claim(&ours, &check("c1", &[own.as_str()])).is_ok());
-        assert!(conflicts().get("b").is_none());
+        assert!(!conflicts().contains_key("b"));
     }
 
     #[test]
