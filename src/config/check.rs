@@ -37,8 +37,8 @@ pub struct CheckSettings {
     /// `create`: sync finds or creates the job's check when the job has no `check_id`
     /// (default false).
     pub create: bool,
-    /// The tag that names a created check's job and scope, `heartbeat-agent:<scope>/<job>`
-    /// ([`scope_tag`]); set for a job with `create`, which sync finds its check by and always
+    /// The tag that names a created check's job and scope ([`scope_tag`]); set for a job
+    /// with `create`, which sync finds its check by and always
     /// sends among the check's tags.
     pub scope_tag: Option<String>,
     /// The tag older agents gave this job's check outside a cluster

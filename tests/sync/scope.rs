@@ -4,6 +4,7 @@
 //! job's scope but owned by another agent is neither pinged nor changed, and said loudly.
 
 use std::path::Path;
+use std::process::Stdio;
 
 use heartbeat_agent::status::client::Endpoint;
 
@@ -283,4 +284,123 @@ fn a_check_owned_by_another_agent_is_neither_pinged_nor_changed() {
     assert!(setup.puts().is_empty(), "{:?}", setup.puts());
     assert_eq!(posts(&setup), 0);
     assert_eq!(setup.emulator.heartbeat_check("theirs"), before);
+}
+
+#[test]
+fn without_a_machine_id_the_identity_is_kept_in_the_state_directory_and_tells_containers_apart() {
+    let setup = Setup::new(&[]);
+    setup.write_config(&backup());
+    // Containers: no machine-id file.
+    let none = setup.home.path("no-machine-id");
+    let env = [("HEARTBEAT_AGENT_MACHINE_ID_FILE", none.as_path())];
+    let out = agent_on(&setup, &setup.config_path(), &["sync"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(posts(&setup), 1);
+    let seed = std::fs::read_to_string(setup.state_dir().join("machine-seed")).expect("seed");
+    assert_eq!(seed.trim().len(), 32, "{seed:?}");
+    let requests = setup.emulator.requests();
+    let created = requests
+        .iter()
+        .find(|r| r.method == "POST")
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .expect("the POST");
+    let created_tags: Vec<String> = serde_json::from_value(created["tags"].clone()).unwrap();
+    let owner = created_tags
+        .iter()
+        .find_map(|t| t.strip_prefix("heartbeat-agent-owner:"))
+        .expect("an owner tag")
+        .to_owned();
+    // The scope comes from the host name, not the (missing) machine id.
+    let with_machine_id = scope_tag(&setup.config_path(), "backup");
+    let scope = created_tags
+        .iter()
+        .find(|t| t.starts_with("heartbeat-agent:"))
+        .expect("a scope tag");
+    assert_ne!(scope, &with_machine_id);
+
+    // A lost record finds the check again, owned by the same kept identity.
+    std::fs::remove_dir_all(setup.state_dir().join("sync")).unwrap();
+    let again = agent_on(&setup, &setup.config_path(), &["sync"], &env);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(posts(&setup), 1);
+
+    // Another container with the same host name and config path: the same scope, another
+    // identity (its own state directory): refused, not shared.
+    let other = Home::new();
+    let other_state = other.state_dir();
+    let args = ["--state-dir", other_state.to_str().unwrap(), "sync"];
+    let out = agent_on(&setup, &setup.config_path(), &args, &env);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("but is owned by agent {owner} (this agent is ")),
+        "{stderr}"
+    );
+    assert_eq!(posts(&setup), 1);
+    assert!(!other_state.join("sync/backup.json").exists());
+}
+
+#[test]
+fn two_configs_upgrading_at_once_adopt_the_old_check_once_and_the_other_makes_its_own() {
+    let setup = Setup::new(&[]);
+    let old_tag = format!("heartbeat-agent:{}/backup", heartbeat_agent::host::name());
+    setup
+        .emulator
+        .add_heartbeat_check(&json!({"id": "old1", "name": "backup", "tags": [old_tag],
+            "heartbeat": {"period": 1, "periodUnit": "days", "grace": 2, "graceUnit": "hours",
+                          "pingToken": crate::util::emulator::token_for("old1")}}))
+        .unwrap();
+    setup.write_config(&backup());
+    let other = Home::new();
+    second_config(&setup, &other);
+    // Each adoption reads the check back 2 s after its PUT: both PUTs land before either read.
+    setup.emulator.add_fault(Fault {
+        latency_ms: 2000,
+        ..Fault::new(FaultKind::Latency)
+            .method("GET")
+            .path("/v1/checks/old1")
+            .times(2)
+    });
+    let spawn = |config: &Path| {
+        setup
+            .home
+            .agent()
+            .arg("--config")
+            .arg(config)
+            .arg("sync")
+            .env("EMULATOR_KEY", setup.emulator.api_key())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn(&setup.config_path());
+    let b = spawn(&other.config_path());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
+    assert_eq!(b.status.code(), Some(0), "{}", text(&b.stderr));
+    let adoptions = setup
+        .puts()
+        .into_iter()
+        .filter(|(path, _, body)| {
+            path == "/v1/checks/heartbeat/old1" && body.as_object().is_some_and(|b| b.len() == 1)
+        })
+        .count();
+    assert_eq!(adoptions, 2, "both tried to adopt it: the race happened");
+    assert_eq!(
+        posts(&setup),
+        1,
+        "one adopted the old check, the other made its own"
+    );
+    let ids = [
+        recorded_id(&setup.state_dir(), &setup.config_path(), "backup"),
+        recorded_id(&other.state_dir(), &other.config_path(), "backup"),
+    ];
+    assert_ne!(ids[0], ids[1]);
+    assert!(ids.contains(&"old1".to_owned()), "{ids:?}");
+    let owners = tags(&setup, "old1")
+        .into_iter()
+        .filter(|t| t.starts_with("heartbeat-agent-owner:"))
+        .count();
+    assert_eq!(owners, 1, "{:?}", tags(&setup, "old1"));
 }
