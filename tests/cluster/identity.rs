@@ -1,7 +1,8 @@
 //! Agents are told apart by their identity, not their node name: a second live agent under a
 //! node name already registered is refused at start (exit 78, naming the other's identity),
 //! a restart of the same agent is not, and two agents that share a name anyway (the second
-//! started in the window before the first's presence is written) never both run a fire.
+//! started in the window before the first's presence is written) never both run a fire, and
+//! the one whose new lease finds the presence taken leaves it and says so.
 
 use std::time::Duration;
 
@@ -156,4 +157,24 @@ fn two_agents_with_one_node_name_never_both_run_a_fire() {
         window.len(),
         twice(&written).len()
     );
+
+    // The first's lease ends (revoked by hand): its new lease finds the presence held by the
+    // second's identity, leaves it and says so.
+    let second_id = identity_of(&second);
+    let second_lease = super::sync::lease_of(&etcd, "twins/nodes/same").expect("a presence");
+    let listed = etcd.etcdctl(&["lease", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let keep = format!("{second_lease:x}");
+    for lease in listed.lines().skip(1).map(str::trim).filter(|l| *l != keep) {
+        let revoked = etcd.etcdctl(&["lease", "revoke", lease]);
+        assert!(revoked.status.success(), "{revoked:?}");
+    }
+    crate::util::eventually(Duration::from_secs(15), "the first's ERROR", || {
+        let log = first.messages();
+        log.contains("another live agent is registered under this node name")
+            .then_some(())
+            .ok_or(log)
+    });
+    assert!(value(&etcd, "twins/nodes/same").contains(second_id.as_str()));
+    assert!(first.alive() && second.alive());
 }

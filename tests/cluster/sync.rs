@@ -475,7 +475,7 @@ fn with_all_of_etcd_down_nobody_syncs_and_everything_resumes_when_it_is_back() {
 }
 
 /// The lease `key` is bound to (etcdctl's JSON), `None` when the key is absent.
-fn lease_of(etcd: &EtcdCluster, key: &str) -> Option<i64> {
+pub(super) fn lease_of(etcd: &EtcdCluster, key: &str) -> Option<i64> {
     let out = etcd.etcdctl(&["get", key, "-w", "json"]);
     assert!(out.status.success(), "{out:?}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("etcdctl JSON");
