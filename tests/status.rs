@@ -29,6 +29,7 @@ mod pause_memory;
 mod prom;
 mod retries;
 mod scrub;
+mod words;
 use prom::{parse_metrics, promtool, sample};
 
 const TOKEN: &str = "s3cret-status-token";
@@ -162,6 +163,25 @@ fn made_id(home: &Home) -> String {
     let record: Value = serde_json::from_str(&text).expect("JSON");
     assert!(record["createdTag"].is_string(), "{record}");
     record["checkId"].as_str().expect("an id").to_owned()
+}
+
+/// The cells of job `name`'s row in the table `status` printed (`out`): JOB, NEXT RUN, LAST
+/// RUN, RECENT, PING, SYNC, REMOTE (cells are apart by two spaces or more, none is empty).
+fn table_row(out: &Output, name: &str) -> Vec<String> {
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row of {name}: {table}"));
+    let cells: Vec<String> = row
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(cells.len(), 7, "{row}");
+    cells
 }
 
 fn emulator_with_check() -> Background {
@@ -335,8 +355,8 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         .expect("good row");
     assert!(
         good_line.contains("success")
-            && good_line.contains("in sync")
-            && good_line.contains("ok 24h 100.0%"),
+            && good_line.contains("in_sync")
+            && good_line.contains("up 24h 100.0%"),
         "the service's success ratio is a percentage, printed as it is: {table}"
     );
     assert!(

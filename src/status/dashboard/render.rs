@@ -245,6 +245,10 @@ fn remote(job: &JobDoc) -> String {
             };
             format!("<span class=\"{cls}\">{word}</span>{beat}")
         }
+        // As in the table: a job bound to no check has no service state.
+        Remote::Unavailable { reason } if job.check_id.is_none() => {
+            format!("<span class=\"none\" title=\"{}\">-</span>", esc(reason))
+        }
         Remote::Unavailable { reason } => {
             format!("<span class=\"{cls}\" title=\"{}\">{word}</span>", esc(reason))
         }
