@@ -149,10 +149,7 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
 
     // A line per change while it runs (no terminal: no escape sequences, no redraw).
     assert!(!stdout.contains('\x1b'), "{stdout}");
-    assert!(
-        stdout.contains("backup: run 1: success at "),
-        "{stdout}"
-    );
+    assert!(stdout.contains("backup: run 1: success at "), "{stdout}");
     // While it ran: each kind of outcome was shown (a run in progress at the stop ends as
     // "stopped", so the final table may show that instead): in the words of every view.
     for (job, outcome) in [

@@ -320,12 +320,8 @@ fn table(jobs: &[JobRuns], job_column: bool, ascii: bool) -> String {
 /// mark: `✓ success`, `✗ failed (exit 3)`, `✗ timed_out after 2 attempts`...
 fn result(run: &Run, ascii: bool) -> String {
     let doc = &run.run;
-    let phrase = crate::status::state::run_phrase(
-        &doc.outcome,
-        doc.exit_code,
-        doc.signal,
-        doc.attempts,
-    );
+    let phrase =
+        crate::status::state::run_phrase(&doc.outcome, doc.exit_code, doc.signal, doc.attempts);
     format!("{} {phrase}", glyph(&doc.outcome, ascii))
 }
 

@@ -192,10 +192,13 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
 fn settle_check(job: &Job, doc: &mut JobDoc, gone: &BTreeSet<String>) {
     let facts = facts(doc, gone);
     let state = facts.state();
-    doc.missing = facts.missing.zip(doc.check_id.as_deref()).map(|(by, id)| MissingDoc {
-        by: by.as_str().to_owned(),
-        reason: missing_reason(job, id),
-    });
+    doc.missing = facts
+        .missing
+        .zip(doc.check_id.as_deref())
+        .map(|(by, id)| MissingDoc {
+            by: by.as_str().to_owned(),
+            reason: missing_reason(job, id),
+        });
     if let (Some(sync), Some(state)) = (doc.sync.as_mut(), state) {
         sync.state = state.as_str().to_owned();
     }
@@ -204,10 +207,7 @@ fn settle_check(job: &Job, doc: &mut JobDoc, gone: &BTreeSet<String>) {
 /// What is known of the check of `doc`'s job: sync's state, the first 404 for it (`gone`: the
 /// ids the remote view found gone), the owner it records.
 fn facts<'a>(doc: &'a JobDoc, gone: &BTreeSet<String>) -> CheckFacts<'a> {
-    let sync = doc
-        .sync
-        .as_ref()
-        .and_then(|s| CheckState::named(&s.state));
+    let sync = doc.sync.as_ref().and_then(|s| CheckState::named(&s.state));
     let missing = doc.check_id.as_ref().and_then(|id| {
         let ping_404 = doc
             .last_ping

@@ -164,10 +164,7 @@ impl<'a> CheckFacts<'a> {
     /// `sync.state` may not say `missing` yet).
     pub(crate) fn of_doc(job: &'a JobDoc) -> CheckFacts<'a> {
         CheckFacts {
-            sync: job
-                .sync
-                .as_ref()
-                .and_then(|s| CheckState::named(&s.state)),
+            sync: job.sync.as_ref().and_then(|s| CheckState::named(&s.state)),
             missing: job.missing.as_ref().map(|m| {
                 MissingBy::ALL
                     .into_iter()

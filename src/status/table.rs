@@ -124,8 +124,7 @@ fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
         _ if job.running > 0 => ("running".to_owned(), Tone::Warn),
         None => ("never".to_owned(), Tone::Plain),
         Some(run) => {
-            let what =
-                state::run_phrase(&run.outcome, run.exit_code, run.signal, run.attempts);
+            let what = state::run_phrase(&run.outcome, run.exit_code, run.signal, run.attempts);
             let ago = span(now - run.ended);
             (format!("{ago} ago {what}"), state::run_tone(&run.outcome))
         }
@@ -170,7 +169,10 @@ fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
 fn recent(outcomes: &[String], ascii: bool) -> (String, Tone) {
     match outcomes.last() {
         None => ("-".to_owned(), Tone::Plain),
-        Some(last) => (crate::history::strip(outcomes, ascii), state::run_tone(last)),
+        Some(last) => (
+            crate::history::strip(outcomes, ascii),
+            state::run_tone(last),
+        ),
     }
 }
 

@@ -112,7 +112,8 @@ fn a_deleted_check_the_agent_created_is_missing_within_seconds_of_its_next_ping(
         || {
             let doc = status_doc(&endpoint, false);
             let made = job(&doc, "made");
-            let ok = made["last_ping"]["result"] == "accepted" && made["sync"]["state"] == "in_sync";
+            let ok =
+                made["last_ping"]["result"] == "accepted" && made["sync"]["state"] == "in_sync";
             ok.then_some(())
         },
     );

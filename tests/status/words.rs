@@ -9,8 +9,8 @@ use crate::util::Home;
 
 use super::dashboard::cell_text;
 use super::{
-    emulator_with_check, get, job, listen_with_token, parse_metrics, sample, status_doc,
-    table_row, StatusHome,
+    emulator_with_check, get, job, listen_with_token, parse_metrics, sample, status_doc, table_row,
+    StatusHome,
 };
 
 /// Each job, triggered once (its schedule is yearly), and the words its run and its check get.
@@ -50,7 +50,9 @@ fn every_view_tells_each_state_with_the_same_word() {
             .all(|(name, _, _)| job(&doc, name)["last_run"].is_object());
         let good = job(&doc, "good");
         let settled = ran
-            && JOBS.iter().all(|(name, _, _)| job(&doc, name)["running"] == 0)
+            && JOBS
+                .iter()
+                .all(|(name, _, _)| job(&doc, name)["running"] == 0)
             && good["sync"]["state"] == "in_sync"
             && good["remote"]["state"] == "available"
             && job(&doc, "gone")["missing"].is_object();
@@ -70,7 +72,9 @@ fn every_view_tells_each_state_with_the_same_word() {
         assert!(run.starts_with(outcome), "{name}: {outcome} is not {run}");
         // The table, after the last run's age.
         assert_eq!(cells[5], check, "the table's SYNC of {name}: {cells:?}");
-        let last = cells[2].split_once(" ago ").map_or(cells[2].as_str(), |(_, w)| w);
+        let last = cells[2]
+            .split_once(" ago ")
+            .map_or(cells[2].as_str(), |(_, w)| w);
         assert_eq!(last, run, "the table's LAST RUN of {name}: {cells:?}");
         // The dashboard, as a reader sees the row.
         assert_eq!(cell_text(&page, name, "sync"), check, "dashboard: {name}");
@@ -113,7 +117,10 @@ fn history_result(table: &str, name: &str) -> String {
         .lines()
         .find(|l| l.split_whitespace().next() == Some(name))
         .unwrap_or_else(|| panic!("no run of {name} in:\n{table}"));
-    let cells: Vec<&str> = row.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    let cells: Vec<&str> = row
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
     cells.get(3).map_or_else(String::new, |c| (*c).to_owned())
 }
-

@@ -247,9 +247,7 @@ fn last_run(job: &JobView, action: &JobAction) -> Option<(DateTime<Utc>, String)
         record.attempts,
     );
     let outcome = match &record.end {
-        RunEnd::NotStarted { reason, .. } | RunEnd::Probed { reason, .. }
-            if !record.success() =>
-        {
+        RunEnd::NotStarted { reason, .. } | RunEnd::Probed { reason, .. } if !record.success() => {
             format!("{phrase}: {reason}")
         }
         _ => phrase,
@@ -376,10 +374,7 @@ mod tests {
     fn row(job: &str, now: DateTime<Utc>, alarm: bool) -> Row {
         Row {
             job: job.into(),
-            last_run: Some((
-                now - chrono::TimeDelta::seconds(3),
-                "run 2: success".into(),
-            )),
+            last_run: Some((now - chrono::TimeDelta::seconds(3), "run 2: success".into())),
             ping: None,
             sync: "in_sync".into(),
             emulator: Service {

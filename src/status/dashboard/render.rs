@@ -231,7 +231,10 @@ fn remote(job: &JobDoc) -> String {
     let word = service.as_str();
     match &job.remote {
         _ if service == ServiceState::Missing => {
-            let title = job.missing.as_ref().map_or_else(String::new, |m| esc(&m.reason));
+            let title = job
+                .missing
+                .as_ref()
+                .map_or_else(String::new, |m| esc(&m.reason));
             format!("<span class=\"{cls}\" title=\"{title}\">{word}</span>")
         }
         Remote::Available { heartbeat, .. } => {
@@ -250,7 +253,10 @@ fn remote(job: &JobDoc) -> String {
             format!("<span class=\"none\" title=\"{}\">-</span>", esc(reason))
         }
         Remote::Unavailable { reason } => {
-            format!("<span class=\"{cls}\" title=\"{}\">{word}</span>", esc(reason))
+            format!(
+                "<span class=\"{cls}\" title=\"{}\">{word}</span>",
+                esc(reason)
+            )
         }
     }
 }

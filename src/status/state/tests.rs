@@ -12,12 +12,19 @@ fn a_404_makes_a_check_missing_whatever_sync_recorded() {
         assert_eq!(facts.missing, Some(MissingBy::Ping));
     }
     let by_sync = MissingBy::first(false, Some(CheckState::Missing), true);
-    assert_eq!(by_sync, Some(MissingBy::Sync), "sync's 404 before the remote view's");
+    assert_eq!(
+        by_sync,
+        Some(MissingBy::Sync),
+        "sync's 404 before the remote view's"
+    );
     assert_eq!(
         MissingBy::first(false, Some(CheckState::InSync), true),
         Some(MissingBy::Remote)
     );
-    assert_eq!(MissingBy::first(false, Some(CheckState::InSync), false), None);
+    assert_eq!(
+        MissingBy::first(false, Some(CheckState::InSync), false),
+        None
+    );
 }
 
 #[test]
@@ -46,7 +53,12 @@ fn each_state_has_one_word_and_is_found_by_it() {
         CheckState::ALL.map(CheckState::as_str),
         ["in_sync", "pending", "failed", "missing", "owned_by_other"]
     );
-    for state in [SyncState::Pending, SyncState::InSync, SyncState::Failed, SyncState::Missing] {
+    for state in [
+        SyncState::Pending,
+        SyncState::InSync,
+        SyncState::Failed,
+        SyncState::Missing,
+    ] {
         assert_eq!(CheckState::from(state).as_str(), state.as_str());
     }
 }
@@ -78,7 +90,10 @@ fn a_run_is_told_by_its_outcome_word() {
         "timed_out after 2 attempts",
         "the timeout's own SIGTERM is not news"
     );
-    assert_eq!(run_phrase("signaled", None, Some(9), 1), "signaled (signal 9)");
+    assert_eq!(
+        run_phrase("signaled", None, Some(9), 1),
+        "signaled (signal 9)"
+    );
     assert_eq!(run_phrase("not_started", None, None, 1), "not_started");
     for outcome in RunOutcome::ALL {
         let word = outcome.as_str();
