@@ -6,6 +6,7 @@
 //! key, the status token, every job's ping URL and its token.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use chrono::Utc;
 
@@ -16,7 +17,7 @@ use super::doc::{
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
 use super::server::App;
-use super::state::{CheckFacts, CheckState, MissingBy};
+use super::state::{self, CheckFacts, CheckState, MissingBy};
 use crate::config::{Config, Job, JobAction};
 use crate::ping::outbox::Outbox;
 
@@ -60,7 +61,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             doc.paused = pauses.jobs.get(&job.name).map(|p| PausedDoc::of(p, now));
             doc.outbox_pending = pending.get(&job.name).copied().unwrap_or(0);
             doc.sync = sync.get(&job.name).cloned().map(sync_doc);
-            settle_check(job, &mut doc, &gone);
+            settle_check(&app.context.state_dir, job, &mut doc, &gone);
             // The job's check: its `check_id`, or the one sync created (`job_doc`).
             let unavailable = |reason: &str| Remote::Unavailable {
                 reason: reason.to_owned(),
@@ -157,7 +158,12 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         recent: state.recent.iter().map(|o| o.as_str().to_owned()).collect(),
         last_ping: state.last_ping.map(|p| PingDoc {
             at: p.at,
-            result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
+            result: if p.accepted {
+                state::PING_ACCEPTED
+            } else {
+                state::PING_FAILED
+            }
+            .to_owned(),
             detail: crate::redact::scrub(&p.detail),
             status: p.status,
         }),
@@ -189,8 +195,8 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
 /// or the remote view's read: the first such answer counts, none waits for the remote view's
 /// cache), for a check named by `check_id` and one sync created alike; and `sync.state` says
 /// the same state, so it is never `in_sync` for a missing check.
-fn settle_check(job: &Job, doc: &mut JobDoc, gone: &BTreeSet<String>) {
-    let facts = facts(doc, gone);
+fn settle_check(state_dir: &Path, job: &Job, doc: &mut JobDoc, gone: &BTreeSet<String>) {
+    let facts = facts(state_dir, doc, gone);
     let state = facts.state();
     doc.missing = facts
         .missing
@@ -204,15 +210,16 @@ fn settle_check(job: &Job, doc: &mut JobDoc, gone: &BTreeSet<String>) {
     }
 }
 
-/// What is known of the check of `doc`'s job: sync's state, the first 404 for it (`gone`: the
-/// ids the remote view found gone), the owner it records.
-fn facts<'a>(doc: &'a JobDoc, gone: &BTreeSet<String>) -> CheckFacts<'a> {
+/// What is known of the check of `doc`'s job: sync's state, the first 404 for it (the job's
+/// last ping, unless the service accepted the check since: [`state::ping_says_gone`]; `gone`:
+/// the ids the remote view found gone), the owner it records.
+fn facts<'a>(state_dir: &Path, doc: &'a JobDoc, gone: &BTreeSet<String>) -> CheckFacts<'a> {
     let sync = doc.sync.as_ref().and_then(|s| CheckState::named(&s.state));
     let missing = doc.check_id.as_ref().and_then(|id| {
-        let ping_404 = doc
-            .last_ping
-            .as_ref()
-            .is_some_and(|p| p.result != "accepted" && p.status == Some(404));
+        let ping_404 = doc.last_ping.as_ref().is_some_and(|p| {
+            let accepted = p.result == state::PING_ACCEPTED;
+            state::ping_says_gone(state_dir, &doc.name, id, (p.at, accepted, p.status))
+        });
         MissingBy::first(ping_404, sync, gone.contains(id))
     });
     CheckFacts {
@@ -257,7 +264,7 @@ fn check_states(app: &App, config: &Config) -> BTreeMap<CheckState, u64> {
     for job in &config.jobs {
         let mut doc = job_doc(app, job);
         doc.sync = sync.get(&job.name).cloned().map(sync_doc);
-        if let Some(state) = facts(&doc, &gone).state() {
+        if let Some(state) = facts(&app.context.state_dir, &doc, &gone).state() {
             *states.entry(state).or_default() += 1;
         }
     }

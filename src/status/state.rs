@@ -17,6 +17,10 @@
 //! - The service's view of the check: [`ServiceState`] (`up`, `failing`, `not_listed`,
 //!   `unknown`, and `missing` for a missing check).
 
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
 use super::doc::{JobDoc, Remote};
 use crate::run_end::RunOutcome;
 use crate::sync::SyncState;
@@ -134,6 +138,25 @@ impl MissingBy {
             .zip(said)
             .find_map(|(by, said)| said.then_some(by))
     }
+}
+
+/// Whether job `job`'s last ping, sent at `at` and answered `status` (`accepted`: 2xx), says
+/// that its check `id` is gone: a 404 that the service has not contradicted since, by
+/// accepting the definition of that check (sync's record, [`crate::sync::state`], naming `id`
+/// and accepted after the ping: a check made again after its deletion, or a `PUT` answered
+/// 200). The record is read only after a 404.
+pub(crate) fn ping_says_gone(
+    state_dir: &Path,
+    job: &str,
+    id: &str,
+    (at, accepted, status): (DateTime<Utc>, bool, Option<u16>),
+) -> bool {
+    !accepted
+        && status == Some(404)
+        && !crate::sync::state::load(state_dir, job)
+            .filter(|record| record.check_id == id)
+            .and_then(|record| record.accepted_at)
+            .is_some_and(|since| since > at)
 }
 
 /// Everything known of a job's check, from each source: the input of [`CheckFacts::state`].

@@ -112,10 +112,15 @@ impl View {
             // The check's state by the one model: sync's, unless the job's ping was answered 404.
             let status = self.sync.get(&job.name).filter(|_| job.has_synced_check());
             let sync_state = status.as_ref().map(|s| CheckState::from(s.state));
+            let check = crate::sync::created::bound_check(&self.state_dir, job);
             let ping_404 = job_state
                 .as_ref()
                 .and_then(|s| s.last_ping.as_ref())
-                .is_some_and(|p| !p.accepted && p.status == Some(404));
+                .zip(check.as_deref())
+                .is_some_and(|(p, id)| {
+                    let answer = (p.at, p.accepted, p.status);
+                    state::ping_says_gone(&self.state_dir, &job.name, id, answer)
+                });
             let facts = CheckFacts {
                 sync: sync_state,
                 missing: MissingBy::first(ping_404, sync_state, false),
@@ -124,7 +129,7 @@ impl View {
             let drift = status.as_ref().map_or(&[][..], |s| s.drift.as_slice());
             let sync = state::sync_cell(facts.state(), drift).0;
             // The job's check: its `check_id`, or the one sync created for `create = true`.
-            let emulator = match crate::sync::created::bound_check(&self.state_dir, job) {
+            let emulator = match check {
                 Some(_) if facts.state() == Some(CheckState::Missing) => Service {
                     alarm: true,
                     text: ServiceState::Missing.as_str().to_owned(),

@@ -121,3 +121,34 @@ fn the_service_state_of_a_missing_check_is_missing() {
     assert_eq!(ServiceState::listed(Some(false)).as_str(), "up");
     assert_eq!(ServiceState::listed(None).as_str(), "not_listed");
 }
+
+#[test]
+fn a_404_ping_says_gone_until_the_service_accepts_that_check_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ping = Utc::now();
+    let answered = |status| (ping, false, Some(status));
+    assert!(ping_says_gone(dir.path(), "made", "c1", answered(404)));
+    assert!(!ping_says_gone(dir.path(), "made", "c1", answered(500)));
+    assert!(!ping_says_gone(
+        dir.path(),
+        "made",
+        "c1",
+        (ping, true, Some(200))
+    ));
+    // The check made again after its deletion (or a PUT answered 200) after the ping.
+    let later = ping + chrono::TimeDelta::seconds(5);
+    crate::sync::state::update(dir.path(), "made", "c2", |s| s.accepted_at = Some(later))
+        .expect("record");
+    assert!(!ping_says_gone(dir.path(), "made", "c2", answered(404)));
+    assert!(
+        ping_says_gone(dir.path(), "made", "c1", answered(404)),
+        "another check's record says nothing of c1"
+    );
+    let earlier = ping - chrono::TimeDelta::seconds(5);
+    crate::sync::state::update(dir.path(), "made", "c2", |s| s.accepted_at = Some(earlier))
+        .expect("record");
+    assert!(
+        ping_says_gone(dir.path(), "made", "c2", answered(404)),
+        "accepted before the ping: the 404 is newer"
+    );
+}
