@@ -2,7 +2,8 @@
 //! timeline across jobs) or as JSON (docs/history.md). It reads the history files under the
 //! state directory, so it works with no daemon running; with `--url`, or when the files cannot
 //! be read by this user (the daemon's state directory is private to it), it asks the daemon's
-//! status endpoint (`GET /jobs/{name}/runs`) instead.
+//! status endpoint (`GET /jobs/{name}/runs`) instead. A run's RESULT is said in the words of
+//! every view ([`crate::status::state::run_phrase`]).
 
 use std::io::Write;
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! Builds the `/status` document and the `/metrics` text from what the daemon publishes (its
 //! [`crate::daemon::DaemonView`]; its pauses too, from memory, never the pause file), the
-//! outbox, sync and the remote view. Every
+//! outbox, sync and the remote view; each job's check state is decided by the one state model
+//! ([`super::state`]) from all of them, for the document and the metrics alike. Every
 //! text the agent did not write itself (job output, a run's reason, a ping's detail, sync's last
 //! error, the remote view's reason) goes through [`crate::redact::scrub`], which knows the API
 //! key, the status token, every job's ping URL and its token.

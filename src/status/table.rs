@@ -1,6 +1,6 @@
 //! The human table of `heartbeat-agent status`: one line per job with its next run, last run
-//! (age and result), last ping, sync state and what the service thinks (failing, 24 h success
-//! ratio). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`). Every cell
+//! (age and result), last ping, the check's state and what the service thinks (failing, 24 h
+//! success ratio), in the words of the one state model ([`super::state`]). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`). Every cell
 //! and line goes through [`printable`]: a job name, a pause reason, a node or leader name read
 //! from etcd or an etcd error cannot forge a row or drive the terminal.
 

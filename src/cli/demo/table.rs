@@ -1,6 +1,8 @@
 //! The demo's table: one row per job with its last run, its ping, its sync state and what the
 //! emulator saw, redrawn every second on a terminal (a line per change otherwise), made by a
-//! background task of the embedded daemon that also ends the demo after `--duration`.
+//! background task of the embedded daemon that also ends the demo after `--duration`. Its
+//! words (a run's outcome, a ping's result, the check's state, the service's) are those of
+//! every view: [`crate::status::state`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -7,7 +7,8 @@
 //! Content-Security-Policy ([`csp`]); the page has no `style` attribute, no script and no
 //! external asset, so `default-src 'none'` holds. Sparklines are inline SVG drawn with
 //! presentation attributes. It refreshes itself every 30 s with `<meta http-equiv="refresh">`,
-//! which needs no JavaScript.
+//! which needs no JavaScript. Every state (a run's, a check's, the service's) is said with the
+//! word of the one state model ([`crate::status::state`]) and coloured by its tone.
 
 use std::fmt::Write;
 use std::sync::OnceLock;
