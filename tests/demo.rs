@@ -139,6 +139,14 @@ fn final_row(stdout: &str, job: &str) -> String {
     format!("{}\n{service}", lines[at])
 }
 
+/// Each job of the demo and how its runs end, in the words of every view.
+const RUNS: [(&str, &str); 4] = [
+    ("backup", "success"),
+    ("report", "failed (exit 3)"),
+    ("slow-export", "timed_out"),
+    ("api-up", "success"),
+];
+
 #[test]
 fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
     let sandbox = Sandbox::new();
@@ -152,12 +160,7 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
     assert!(stdout.contains("backup: run 1: success at "), "{stdout}");
     // While it ran: each kind of outcome was shown (a run in progress at the stop ends as
     // "stopped", so the final table may show that instead): in the words of every view.
-    for (job, outcome) in [
-        ("backup", "success"),
-        ("report", "failed (exit 3)"),
-        ("slow-export", "timed_out"),
-        ("api-up", "success"),
-    ] {
+    for (job, outcome) in RUNS {
         let shown = stdout
             .lines()
             .any(|l| l.starts_with(&format!("{job}: ")) && l.contains(&format!(": {outcome} at ")));
@@ -355,10 +358,17 @@ fn demo_names_its_directory_and_serves_the_status_it_tells_to_try() {
         .stderr(Stdio::null());
     let (mut child, lines) = spawn_reading_lines(cmd);
     let mut seen = Vec::new();
+    // Until each job's run was told once: a success, a failure, a timeout, a watch's success.
     let ran = util::receive_until(&lines, Duration::from_secs(30), |line: String| {
-        let ok = line.starts_with("backup: run 1: success");
         seen.push(line);
-        ok
+        [
+            "backup: run ",
+            "report: run ",
+            "slow-export: run ",
+            "api-up: probe ",
+        ]
+        .iter()
+        .all(|job| seen.iter().any(|l| l.starts_with(job)))
     });
     let stop = |child: &mut std::process::Child| {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
@@ -401,8 +411,30 @@ fn demo_names_its_directory_and_serves_the_status_it_tells_to_try() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for job in ["backup", "report", "slow-export", "api-up"] {
-        assert!(text.contains(job), "{job}: {text}");
+    // The demo and `status` tell each job's run and check with the same words.
+    for (job, run) in RUNS {
+        let told = seen
+            .iter()
+            .rfind(|l| {
+                ["run", "probe"]
+                    .iter()
+                    .any(|k| l.starts_with(&format!("{job}: {k} ")))
+            })
+            .unwrap_or_else(|| panic!("no line of {job}: {seen:?}"));
+        assert!(told.contains(&format!(": {run} at ")), "{told}");
+        let sync = told
+            .split("; sync ")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .unwrap_or_else(|| panic!("no sync in {told}"));
+        let cells = util::table_row(&text, job);
+        assert_eq!(cells.len(), 7, "{text}");
+        assert_eq!(cells[5], sync, "{job}: {told}\n{text}");
+        let last = cells[2].split_once(" ago ").map_or("running", |(_, w)| w);
+        assert!(
+            last == run || last == "running",
+            "{job}: {last} / {run}\n{text}"
+        );
     }
 }
 

@@ -166,21 +166,11 @@ fn made_id(home: &Home) -> String {
 }
 
 /// The cells of job `name`'s row in the table `status` printed (`out`): JOB, NEXT RUN, LAST
-/// RUN, RECENT, PING, SYNC, REMOTE (cells are apart by two spaces or more, none is empty).
+/// RUN, RECENT, PING, SYNC, REMOTE.
 fn table_row(out: &Output, name: &str) -> Vec<String> {
     assert!(out.status.success(), "{out:?}");
-    let table = String::from_utf8_lossy(&out.stdout);
-    let row = table
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("no row of {name}: {table}"));
-    let cells: Vec<String> = row
-        .split("  ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(cells.len(), 7, "{row}");
+    let cells = crate::util::table_row(&String::from_utf8_lossy(&out.stdout), name);
+    assert_eq!(cells.len(), 7, "{cells:?}");
     cells
 }
 

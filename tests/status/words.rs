@@ -1,7 +1,8 @@
 //! One state, one word: the same jobs, in each state a run and a check can be in, read through
 //! every view the daemon has (`/status`, the `status` table, the dashboard's rows as a reader
 //! sees them, the metrics parsed, `history`) tell each state with the same word
-//! (docs/status.md, "States"). The demo's words come from the same model (`tests/demo.rs`).
+//! (docs/status.md, "States"). The demo and `status` tell the same words of one daemon in
+//! `demo::demo_names_its_directory_and_serves_the_status_it_tells_to_try`.
 
 use std::time::Duration;
 
@@ -87,8 +88,12 @@ fn every_view_tells_each_state_with_the_same_word() {
         );
         // `history`: the job's newest run, after its mark.
         if run != "never" {
-            let row = history_result(&history, name);
-            assert_eq!(row.split_once(' ').map(|(_, w)| w), Some(run), "{history}");
+            let result = &crate::util::table_row(&history, name)[3];
+            assert_eq!(
+                result.split_once(' ').map(|(_, w)| w),
+                Some(run),
+                "{history}"
+            );
         }
     }
     assert_eq!(table_row(&table, "good")[6].split(' ').next(), Some("up"));
@@ -108,19 +113,4 @@ fn every_view_tells_each_state_with_the_same_word() {
         Some(1.0)
     );
     drop(daemon);
-}
-
-/// The RESULT cell of `name`'s newest run in `history`'s table (JOB, STARTED, DURATION, RESULT,
-/// ...: cells apart by two spaces or more).
-fn history_result(table: &str, name: &str) -> String {
-    let row = table
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("no run of {name} in:\n{table}"));
-    let cells: Vec<&str> = row
-        .split("  ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
-    cells.get(3).map_or_else(String::new, |c| (*c).to_owned())
 }
