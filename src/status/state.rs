@@ -273,6 +273,13 @@ impl ServiceState {
     }
 }
 
+/// A job with a run going now (its last run's state is shown once it ends).
+pub(crate) const RUNNING: &str = "running";
+/// A job with no run since the daemon started, nor in its history.
+pub(crate) const NEVER: &str = "never";
+/// A job the daemon does not schedule (`enabled = false`).
+pub(crate) const DISABLED: &str = "disabled";
+
 /// A ping the ping host accepted (`last_ping.result` of `/status`).
 pub(crate) const PING_ACCEPTED: &str = "accepted";
 /// A ping that was not accepted and waits in the outbox.

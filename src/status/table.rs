@@ -115,14 +115,14 @@ fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 7], color: 
 fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
     let next = match (&job.next_run, job.enabled, job.kind.as_str()) {
         _ if job.paused.is_some() => paused(job, now),
-        (_, false, _) => ("disabled".to_owned(), Tone::Plain),
+        (_, false, _) => (state::DISABLED.to_owned(), Tone::Plain),
         (_, _, "external") => ("external".to_owned(), Tone::Plain),
         (Some(at), _, _) => (format!("in {}", span(*at - now)), Tone::Plain),
         (None, _, _) => ("-".to_owned(), Tone::Plain),
     };
     let last = match &job.last_run {
-        _ if job.running > 0 => ("running".to_owned(), Tone::Warn),
-        None => ("never".to_owned(), Tone::Plain),
+        _ if job.running > 0 => (state::RUNNING.to_owned(), Tone::Warn),
+        None => (state::NEVER.to_owned(), Tone::Plain),
         Some(run) => {
             let what = state::run_phrase(&run.outcome, run.exit_code, run.signal, run.attempts);
             let ago = span(now - run.ended);

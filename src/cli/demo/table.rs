@@ -244,7 +244,7 @@ pub(super) struct Service {
 fn last_run(job: &JobView, action: &JobAction) -> Option<(DateTime<Utc>, String)> {
     let record = match job.last_run.as_deref() {
         Some(record) => record,
-        None if job.running > 0 => return Some((Utc::now(), "running".to_owned())),
+        None if job.running > 0 => return Some((Utc::now(), state::RUNNING.to_owned())),
         None => return None,
     };
     let phrase = state::run_phrase(

@@ -317,7 +317,7 @@ fn last(run: Option<&RunDoc>) -> (String, String) {
             )
         }
         None => (
-            "<span class=\"none\">never</span>".to_owned(),
+            format!("<span class=\"none\">{}</span>", state::NEVER),
             String::new(),
         ),
     }
@@ -391,12 +391,12 @@ pub(super) fn overview(doc: &StatusDoc, sparks: &[Vec<(u64, bool)>]) -> String {
         let next = job
             .next_run
             .map_or_else(|| "–".to_owned(), |t| when(t, now));
-        let state = if !job.enabled {
-            " <span class=\"none\">disabled</span>"
+        let activity = if !job.enabled {
+            format!(" <span class=\"none\">{}</span>", state::DISABLED)
         } else if job.running > 0 {
-            " <span class=\"mute\">running</span>"
+            format!(" <span class=\"mute\">{}</span>", state::RUNNING)
         } else {
-            ""
+            String::new()
         };
         let check = CheckFacts::of_doc(job)
             .state()
@@ -405,7 +405,7 @@ pub(super) fn overview(doc: &StatusDoc, sparks: &[Vec<(u64, bool)>]) -> String {
             out,
             "<tr class=\"job\" data-job=\"{name}\" data-last=\"{last_outcome}\" \
              data-check=\"{check}\">\
-             <td data-label=\"job\"><a href=\"/jobs/{href}\">{name}</a>{state} {paused}</td>\
+             <td data-label=\"job\"><a href=\"/jobs/{href}\">{name}</a>{activity} {paused}</td>\
              <td data-label=\"schedule\">{schedule} <span class=\"mute\">{tz}</span></td>\
              <td data-label=\"next run\" class=\"nowrap\">{next}</td>\
              <td data-label=\"last run\">{outcome}</td>\
