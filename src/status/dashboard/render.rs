@@ -224,42 +224,32 @@ fn tone_class(tone: Tone) -> &'static str {
     }
 }
 
-/// The service's view of the job's check: its state's word ([`ServiceState`]), then the 24 h
-/// success ratio or that it was never pinged.
+/// The service's view of the job's check: its state's word ([`ServiceState`]; `-` as in the
+/// table for a job bound to no check), then the 24 h success ratio or that it was never pinged.
 fn remote(job: &JobDoc) -> String {
     let service = ServiceState::of(&job.remote, CheckFacts::of_doc(job).state());
-    let cls = tone_class(service.tone());
-    let word = service.as_str();
-    match &job.remote {
+    let (mut cls, mut word) = (tone_class(service.tone()), service.as_str());
+    let (title, beat) = match &job.remote {
         _ if service == ServiceState::Missing => {
-            let title = job
-                .missing
-                .as_ref()
-                .map_or_else(String::new, |m| esc(&m.reason));
-            format!("<span class=\"{cls}\" title=\"{title}\">{word}</span>")
+            (job.missing.as_ref().map(|m| &m.reason), String::new())
         }
-        Remote::Available { heartbeat, .. } => {
-            let beat = match heartbeat {
-                Heartbeat::Available {
-                    success_ratio_24h: Some(ratio),
-                    ..
-                } => format!(" · {ratio:.0}% 24h"),
-                Heartbeat::NeverPinged { .. } => " · never pinged".to_owned(),
-                _ => String::new(),
-            };
-            format!("<span class=\"{cls}\">{word}</span>{beat}")
-        }
-        // As in the table: a job bound to no check has no service state.
-        Remote::Unavailable { reason } if job.check_id.is_none() => {
-            format!("<span class=\"none\" title=\"{}\">-</span>", esc(reason))
-        }
+        Remote::Available { heartbeat, .. } => match heartbeat {
+            Heartbeat::Available {
+                success_ratio_24h: Some(ratio),
+                ..
+            } => (None, format!(" · {ratio:.0}% 24h")),
+            Heartbeat::NeverPinged { .. } => (None, " · never pinged".to_owned()),
+            _ => (None, String::new()),
+        },
         Remote::Unavailable { reason } => {
-            format!(
-                "<span class=\"{cls}\" title=\"{}\">{word}</span>",
-                esc(reason)
-            )
+            if job.check_id.is_none() {
+                (cls, word) = ("none", "-");
+            }
+            (Some(reason), String::new())
         }
-    }
+    };
+    let title = title.map(|t| esc(t)).unwrap_or_default();
+    format!("<span class=\"{cls}\" title=\"{title}\">{word}</span>{beat}")
 }
 
 /// The check's state ([`state::sync_cell`]: the word, or the fields drifted), titled with
