@@ -9,7 +9,8 @@
 //! - [`claim`]: a check found by the job's scope tag is the job's when it names no owner or this
 //!   agent. One owned by another identity (two containers with the same host name and config
 //!   path, a state directory copied to another machine) is never pinged nor changed: an ERROR
-//!   names the job, the check and its owner, [`conflicts`] lists it for `/status` and `status`,
+//!   names the job, the check and its owner, [`conflicts`] lists it for `/status` and `status`
+//!   (`owned_by`, state `owned_by_other`),
 //!   and [`conflict_counts`] counts it for `/metrics`.
 //! - [`adopt`]: on upgrade, a check that older agents created under the host-named tag
 //!   ([`crate::config::CheckSettings::adopt_tag`]) and that names no owner is adopted when no
@@ -22,15 +23,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
-
 use crate::api::model::{HeartbeatCheck, HeartbeatCheckUpdate};
 use crate::api::ApiClient;
 use crate::config::OWNER_TAG_PREFIX;
 use crate::config::{Config, Job};
 
 /// A check found under a job's scope tag that another agent owns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerConflict {
     /// The check's id.
     pub check_id: String,
@@ -46,7 +45,7 @@ static CONFLICTS: Mutex<BTreeMap<String, OwnerConflict>> = Mutex::new(BTreeMap::
 static COUNTS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
 
 /// Each job whose check, found by its scope tag, is owned by another agent: what `/status`
-/// shows as the job's `owner_conflict`.
+/// shows as the job's `owned_by` (state `owned_by_other`).
 pub fn conflicts() -> BTreeMap<String, OwnerConflict> {
     CONFLICTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }

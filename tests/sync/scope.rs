@@ -243,15 +243,18 @@ fn a_check_owned_by_another_agent_is_neither_pinged_nor_changed() {
         Duration::from_secs(30),
         || {
             let doc: Value = serde_json::from_str(&get("/status")?).ok()?;
-            (!doc["jobs"][0]["owner_conflict"].is_null()).then_some(doc)
+            (!doc["jobs"][0]["owned_by"].is_null()).then_some(doc)
         },
     );
-    assert_eq!(
-        doc["jobs"][0]["owner_conflict"],
-        json!({"check_id": "theirs", "owner": "0123456789abcdef"}),
+    let job = &doc["jobs"][0];
+    assert_eq!(job["owned_by"], "0123456789abcdef", "{doc}");
+    assert_eq!(job["sync"]["state"], "owned_by_other", "{doc}");
+    let error = job["sync"]["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("check theirs carries the job's scope tag"),
         "{doc}"
     );
-    assert!(doc["jobs"][0]["check_id"].is_null(), "{doc}");
+    assert!(job["check_id"].is_null(), "{doc}");
     let metrics = get("/metrics").expect("metrics");
     assert!(
         metrics.contains("heartbeat_agent_check_owner_conflicts_total{job=\"backup\"} "),
@@ -260,7 +263,7 @@ fn a_check_owned_by_another_agent_is_neither_pinged_nor_changed() {
     let table = setup.agent(&["status"]);
     assert!(
         text(&table.stdout).contains(
-            "job \"backup\": check theirs is owned by another agent (0123456789abcdef): not \
+            "job \"backup\": its check is owned by another agent (0123456789abcdef): not \
              pinged nor changed\n"
         ),
         "{}",
