@@ -13,7 +13,7 @@
 //!   in the state directory (`<state_dir>/machine-seed`, written atomically by
 //!   [`crate::persist::file::kept_id`]) takes its place, so the identity survives restarts.
 //! - The **scope id** ([`scope_id`]) names the checks a config creates
-//!   ([`crate::config::check::scope_tag`]); it must survive a lost state directory, so it uses
+//!   ([`crate::config::tags::scope_tag`]); it must survive a lost state directory, so it uses
 //!   the machine id and, where there is none, the host name instead of the generated id. With a
 //!   machine id the two are equal; without one, two containers with the same host name and
 //!   config path share a scope, and the owner tag of the check (the identity) tells them apart.

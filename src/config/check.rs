@@ -11,6 +11,7 @@ use toml::Spanned;
 
 use super::parse::{RawJobEntry, Section};
 use super::raw::{example, RawCheck, RawDuration};
+use super::tags::{reserved_prefix, OWNER_TAG_PREFIX, SCOPE_TAG_PREFIX};
 use super::values::{At, Checker};
 use super::{Job, PingTarget};
 use crate::api::model::{AlertChannelSubscription, AlertSettings, TriggerIncident};
@@ -37,16 +38,16 @@ pub struct CheckSettings {
     /// `create`: sync finds or creates the job's check when the job has no `check_id`
     /// (default false).
     pub create: bool,
-    /// The tag that names a created check's job and scope ([`scope_tag`]); set for a job
+    /// The tag that names a created check's job and scope ([`super::tags::scope_tag`]); set for a job
     /// with `create`, which sync finds its check by and always
     /// sends among the check's tags.
     pub scope_tag: Option<String>,
     /// The tag older agents gave this job's check outside a cluster
-    /// (`heartbeat-agent:<host>/<job>`, [`adopt_tag`]): a check carrying it and no owner tag
+    /// (`heartbeat-agent:<host>/<job>`, [`super::tags::adopt_tag`]): a check carrying it and no owner tag
     /// is adopted when none carries `scope_tag` (docs/sync.md, "Upgrading").
     pub adopt_tag: Option<String>,
     /// The tag naming the agent that owns the created check
-    /// (`heartbeat-agent-owner:<identity>`, [`owner_tag`]); never from the config: sync sets
+    /// (`heartbeat-agent-owner:<identity>`, [`super::tags::owner_tag`]); never from the config: sync sets
     /// it outside a cluster (in a cluster the check is the cluster's, and has none).
     pub owner_tag: Option<String>,
     /// `name`: the check's name; `None` means the job's name (always sent).
@@ -199,46 +200,6 @@ pub(super) fn check_settings(check: &mut Checker, entry: &RawJobEntry) -> Option
         grace: grace?,
     };
     ok.then_some(settings)
-}
-
-/// How the tag of a check the agent creates begins ([`scope_tag`]): reserved in `tags`.
-const SCOPE_TAG_PREFIX: &str = "heartbeat-agent:";
-
-/// How the tag naming the owner of a created check begins ([`owner_tag`]): reserved in `tags`.
-pub(crate) const OWNER_TAG_PREFIX: &str = "heartbeat-agent-owner:";
-
-/// The reserved prefix `tag` starts with, if any.
-fn reserved_prefix(tag: &str) -> Option<&'static str> {
-    [SCOPE_TAG_PREFIX, OWNER_TAG_PREFIX]
-        .into_iter()
-        .find(|prefix| tag.starts_with(prefix))
-}
-
-/// The tag of the check sync creates for `job`, the one place that spells it:
-/// `heartbeat-agent:<cluster>/<job>` in a cluster (every agent of it shares the job's one
-/// check), else `heartbeat-agent:<host>@<scope id>/<job>`, where the scope id
-/// ([`crate::identity::scope_id`]) is derived from the machine id and the config file's path:
-/// two configs on one machine, or two machines with the same host name, never share a check,
-/// and a lost state directory finds its check again. The host name is only there to be read.
-/// Cluster and node names hold no `@` nor `/`, so the two forms never meet. The service's only
-/// constraint on a tag is that it is not empty (`ChecksV1HeartbeatCheckCreate`,
-/// `tags.items.minLength: 1`), which this always holds.
-pub fn scope_tag(cluster: Option<&str>, host: &str, scope_id: &str, job: &str) -> String {
-    match cluster {
-        Some(cluster) => format!("{SCOPE_TAG_PREFIX}{cluster}/{job}"),
-        None => format!("{SCOPE_TAG_PREFIX}{host}@{scope_id}/{job}"),
-    }
-}
-
-/// The tag older agents created `job`'s check with outside a cluster (the host name was the
-/// scope), adopted on upgrade (see [`CheckSettings::adopt_tag`]).
-pub fn adopt_tag(host: &str, job: &str) -> String {
-    format!("{SCOPE_TAG_PREFIX}{host}/{job}")
-}
-
-/// The tag that names the agent owning a created check.
-pub(crate) fn owner_tag(identity: &crate::identity::Identity) -> String {
-    format!("{OWNER_TAG_PREFIX}{identity}")
 }
 
 /// A job with `create = true`: creating a check needs the API key, so a config whose
@@ -580,15 +541,6 @@ mod tests {
         let old = format!("heartbeat-agent:{host}/b");
         assert_eq!(job.check.adopt_tag.as_deref(), Some(old.as_str()));
         assert_eq!(job.check.owner_tag, None, "sync sets the owner");
-        assert_eq!(
-            scope_tag(Some("prod-eu"), "host-a", "0123456789abcdef", "backup"),
-            "heartbeat-agent:prod-eu/backup",
-            "in a cluster the scope is the cluster, not the host"
-        );
-        assert_eq!(
-            scope_tag(None, "host-a", "0123456789abcdef", "backup"),
-            "heartbeat-agent:host-a@0123456789abcdef/backup"
-        );
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     }
 

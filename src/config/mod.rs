@@ -18,6 +18,7 @@ mod alerting;
 mod check;
 pub(crate) mod cluster;
 pub(crate) mod defaults;
+mod tags;
 // Durations live at the crate root (a schedule's `@every` reads one, and the config reads
 // schedules); `config::duration` names the same module for the config's readers.
 pub(crate) use crate::duration;
@@ -35,10 +36,11 @@ mod validate;
 mod values;
 mod watch;
 
-pub(crate) use check::{owner_tag, CheckDuration, CheckSettings, OWNER_TAG_PREFIX};
+pub(crate) use check::{CheckDuration, CheckSettings};
 pub use cluster::{ClusterSettings, OnUnavailable};
 pub(crate) use secrets::read_api_key;
 pub(crate) use status::{Listen, StatusSettings};
+pub(crate) use tags::{owner_tag, OWNER_TAG_PREFIX};
 
 /// A validated configuration file.
 #[derive(Debug, Clone)]

@@ -62,11 +62,11 @@ pub(crate) fn build(
         let cluster = cluster.as_ref().map(|c| c.name.as_str());
         let scope_id = scope_id.get_or_insert_with(|| crate::identity::scope_id(path));
         let settings = std::sync::Arc::make_mut(&mut job.check);
-        settings.scope_tag = Some(super::check::scope_tag(cluster, &host, scope_id, &job.name));
+        settings.scope_tag = Some(super::tags::scope_tag(cluster, &host, scope_id, &job.name));
         // A cluster's tag is what older agents gave it: nothing to adopt.
         settings.adopt_tag = cluster
             .is_none()
-            .then(|| super::check::adopt_tag(&host, &job.name));
+            .then(|| super::tags::adopt_tag(&host, &job.name));
     }
     if !check.errors.is_empty() {
         return (None, check);

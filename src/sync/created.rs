@@ -3,7 +3,7 @@
 //!
 //! The job's check carries its scope tag (`heartbeat-agent:<cluster>/<job>`, or
 //! `heartbeat-agent:<host>@<scope id>/<job>` outside a cluster,
-//! [`crate::config::check::scope_tag`]), which makes creating idempotent without any state:
+//! [`crate::config::tags::scope_tag`]), which makes creating idempotent without any state:
 //!
 //! 1. A check id recorded for the job under the same tag (`<state_dir>/sync/<job>.json`,
 //!    `createdTag`) is the job's check.

@@ -356,7 +356,15 @@ fn two_configs_upgrading_at_once_adopt_the_old_check_once_and_the_other_makes_it
     setup.write_config(&backup());
     let other = Home::new();
     second_config(&setup, &other);
-    // Each adoption reads the check back 2 s after its PUT: both PUTs land before either read.
+    // Each adoption's PUT is applied 1 s after it came (both agents have listed the check
+    // unowned by then), and its read back 2 s after: both PUTs land before either read.
+    setup.emulator.add_fault(Fault {
+        latency_ms: 1000,
+        ..Fault::new(FaultKind::Latency)
+            .method("PUT")
+            .path("/v1/checks/heartbeat/old1")
+            .times(2)
+    });
     setup.emulator.add_fault(Fault {
         latency_ms: 2000,
         ..Fault::new(FaultKind::Latency)
