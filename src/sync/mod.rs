@@ -8,6 +8,7 @@
 //! - `state`: what the service last accepted, persisted per job in the state directory;
 //! - `timer`: when a period change or re-activation (which restarts the service's timer) may
 //!   be sent: only right after an accepted ping of the check;
+//! - `tags`: tags merge (the agent's own kept true, tags set elsewhere kept);
 //! - `created`: the check found or created for a job with `create = true` (by its scope tag);
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
 //! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
@@ -20,6 +21,7 @@ pub mod pace;
 pub mod period;
 pub mod reconcile;
 pub mod state;
+pub mod tags;
 pub mod task;
 pub mod timer;
 

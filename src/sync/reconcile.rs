@@ -31,11 +31,13 @@ use tokio::time::Instant;
 
 use super::created;
 use super::desired::{deactivated, desired, diff, Change, Definition};
-use super::drift::{self, Seen};
+use super::drift::{self, Seen, Service};
 use super::pace::Pacer;
 use super::period::timing;
 use super::state::{self, CheckRecord, LearnedUrls};
+use super::tags;
 use super::timer;
+use crate::api::model::{HeartbeatCheck, HeartbeatCheckUpdate};
 use crate::api::{ApiClient, ApiError};
 use crate::config::{Config, Job, PingTarget};
 use crate::schedule::{cadence, Cadence};
@@ -96,6 +98,10 @@ pub enum SyncOutcome {
     InSync,
     /// The PUT was accepted.
     Updated,
+    /// A job with `create = true`: this pass created its check (`POST /v1/checks/heartbeat`
+    /// accepted, and the lookup after it found it the oldest carrying the job's tag); the
+    /// changes list the fields it was created with.
+    Created,
     /// Nothing to send now: the only changes would restart the service's timer, and wait for
     /// the job's next accepted ping (listed in `held`).
     Held,
@@ -173,7 +179,10 @@ impl SyncReport {
         self.jobs.iter().any(|j| {
             !j.changes.is_empty()
                 || !j.held.is_empty()
-                || matches!(j.outcome, SyncOutcome::Updated | SyncOutcome::WouldUpdate)
+                || matches!(
+                    j.outcome,
+                    SyncOutcome::Updated | SyncOutcome::Created | SyncOutcome::WouldUpdate
+                )
         })
     }
 
@@ -266,11 +275,16 @@ pub async fn sync_paced(
     let pauses = crate::pause::load(state_dir);
     let mut resumed = Vec::new();
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
+        // The fields of a check this pass created (shown as changes from nothing).
+        let mut made = Vec::new();
         let check_id = match &job.target {
             PingTarget::Check(check_id) => check_id.clone(),
             PingTarget::None if job.check.create => {
                 match pass.created(job, cache, created::Reason::New).await {
-                    Ok(check_id) => check_id,
+                    Ok((check_id, fields)) => {
+                        made = fields;
+                        check_id
+                    }
                     Err(entry) => {
                         report.jobs.push(*entry);
                         continue;
@@ -301,7 +315,8 @@ pub async fn sync_paced(
             );
             created::forget(state_dir, job);
             match pass.created(job, cache, created::Reason::Deleted).await {
-                Ok(check_id) => {
+                Ok((check_id, fields)) => {
+                    made = fields;
                     if let Some(again) = pass
                         .sync_job(job, &check_id, &pauses, cache, &mut halted)
                         .await
@@ -313,6 +328,10 @@ pub async fn sync_paced(
             }
         }
         let accepted = matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::InSync);
+        if accepted && !made.is_empty() {
+            entry.outcome = SyncOutcome::Created;
+            entry.changes = made;
+        }
         if ending && accepted && !opts.dry_run {
             tracing::info!(job = %job.name, check = %entry.check_id, "pause ended: the check is active again");
             resumed.push(job.name.clone());
@@ -353,20 +372,6 @@ enum Halt {
     Unreachable(String),
 }
 
-/// What a pass learned of a check on the service before comparing.
-#[derive(Debug, Default)]
-struct Service {
-    /// The service's definition (read now), compared instead of the local record.
-    definition: Option<Definition>,
-    /// The fields edited on the service since it accepted this agent's definition.
-    drift: Vec<String>,
-    /// The read was answered 404: only a `PUT` tells a deleted check from a service without the
-    /// route, so one is sent whatever the comparison says.
-    must_put: bool,
-    /// Why the check could not be read, when the pass tried.
-    unread: Option<String>,
-}
-
 /// What every job of a pass shares.
 struct Pass<'a> {
     client: &'a ApiClient,
@@ -397,6 +402,17 @@ impl Pass<'_> {
         let service = self
             .service(&job.name, check_id, known.as_ref(), &definition, halted)
             .await;
+        let recorded = known.as_ref().is_some_and(|k| k.accepted.is_some());
+        if let (false, Some(check), Some(spec)) = (
+            recorded,
+            &service.check,
+            definition.body.heartbeat.as_mut(),
+        ) {
+            // Nothing accepted yet: the token read is the one to keep.
+            if spec.ping_token.is_none() {
+                spec.ping_token.clone_from(&check.heartbeat.ping_token);
+            }
+        }
         // What the service has now is what it holds: later passes that do not read compare
         // with it too, so a held drifted period goes out after the next accepted ping.
         let known = match (
@@ -411,8 +427,9 @@ impl Pass<'_> {
             }
             _ => known,
         };
-        // The timer rule weighs the period and activation the service has now.
-        let seen = service.definition.clone().map(|remote| CheckRecord {
+        // The timer rule weighs the period and activation the service has now, once this agent
+        // has sent the check a definition (the first `PUT` goes at once, as without a read).
+        let seen = service.definition.clone().filter(|_| recorded).map(|remote| CheckRecord {
             accepted: Some(remote),
             ..known.clone().unwrap_or_default()
         });
@@ -441,15 +458,16 @@ impl Pass<'_> {
         Some((entry, ending))
     }
 
-    /// The id of the check of a job with `create = true` (see [`created`]); the job's report
-    /// when there is none to sync yet (`--dry-run`: the `POST` it would send, as changes from
-    /// nothing) or finding or creating it failed.
+    /// The id of the check of a job with `create = true` (see [`created`]), with the fields this
+    /// pass created it with (as changes from nothing; empty when it was there already); the
+    /// job's report when there is none to sync yet (`--dry-run`: the `POST` it would send) or
+    /// finding or creating it failed.
     async fn created(
         &self,
         job: &Job,
         cache: &mut CadenceCache,
         reason: created::Reason,
-    ) -> Result<String, Box<JobReport>> {
+    ) -> Result<(String, Vec<Change>), Box<JobReport>> {
         let report = |changes, outcome| {
             Box::new(JobReport {
                 job: job.name.clone(),
@@ -475,11 +493,13 @@ impl Pass<'_> {
             client: self.client,
             state_dir: self.state_dir,
             dry_run: self.opts.dry_run,
+            verify: self.opts.read || self.opts.reassert.contains(&job.name),
             now: self.opts.now,
             learned: self.learned,
         };
         match created::resolve(&lookup, job, &definition, reason).await {
-            created::Resolved::Known(check_id) => Ok(check_id),
+            created::Resolved::Known { id, created: false } => Ok((id, Vec::new())),
+            created::Resolved::Known { id, created: true } => Ok((id, diff(None, &definition))),
             created::Resolved::WouldCreate => {
                 Err(report(diff(None, &definition), SyncOutcome::WouldCreate))
             }
@@ -489,63 +509,36 @@ impl Pass<'_> {
         }
     }
 
-    /// Reads `check_id` from the service when this pass reads it (and a definition was
-    /// accepted before: the first `PUT` goes anyway), and lays it over `desired`.
+    /// Reads `check_id` from the service ([`drift::service`]) when this pass reads it: always
+    /// when nothing was accepted from this agent yet (no record: comparing with nothing would
+    /// send every field), else for `heartbeat-agent sync` and the daemon's re-assertions. Not
+    /// while the rest of the pass is halted or the pacing holds the job's `PUT` back (the read
+    /// goes with the `PUT` it decides); a 429 on the read halts the pass like one on a `PUT`.
     async fn service(
         &self,
         job: &str,
         check_id: &str,
         known: Option<&CheckRecord>,
         desired: &Definition,
-        halted: &Option<Halt>,
+        halted: &mut Option<Halt>,
     ) -> Service {
-        let Some(accepted) = known.and_then(|k| k.accepted.as_ref()) else {
-            return Service::default();
-        };
-        let reading = self.opts.read || self.opts.reassert.contains(job);
-        if !reading || halted.is_some() {
+        let accepted = known.and_then(|k| k.accepted.as_ref());
+        let reading = accepted.is_none() || self.opts.read || self.opts.reassert.contains(job);
+        let paced = self
+            .pacer
+            .is_some_and(|p| !p.delay(Instant::now()).is_zero());
+        if !reading || halted.is_some() || paced {
             return Service::default();
         }
-        match drift::read(self.client, check_id).await {
-            Seen::Read(check) => match drift::remote_definition(desired, accepted, &check) {
-                Some(remote) => Service {
-                    drift: drift::drifted(accepted, &remote),
-                    definition: Some(remote),
-                    ..Service::default()
-                },
-                None => Service {
-                    unread: Some(format!(
-                        "check {check_id}: the service's answer does not fit a heartbeat check"
-                    )),
-                    ..Service::default()
-                },
-            },
-            Seen::NotServed => Service {
-                unread: Some(
-                    "the service does not serve GET /v1/checks/{id} (405): compared with the \
-                     last accepted definition"
-                        .to_owned(),
-                ),
-                ..Service::default()
-            },
-            Seen::NotFound => Service {
-                must_put: !self.opts.dry_run,
-                unread: Some(format!(
-                    "GET /v1/checks/{check_id} answered 404: the check was deleted, or the \
-                     service does not serve that route{}",
-                    if self.opts.dry_run {
-                        " (a sync without --dry-run tells which, by its PUT)"
-                    } else {
-                        ""
-                    }
-                )),
-                ..Service::default()
-            },
-            Seen::Failed(message) => Service {
-                unread: Some(message),
-                ..Service::default()
-            },
+        let service =
+            drift::service(self.client, check_id, accepted, desired, self.opts.dry_run).await;
+        if let Some(retry_after) = service.limited {
+            if let Some(pacer) = self.pacer {
+                pacer.limited(Instant::now(), retry_after, &mut rand::thread_rng());
+            }
+            *halted = Some(Halt::RateLimited);
         }
+        service
     }
 
     /// Compares, PUTs when needed (and allowed), persists the answer.
@@ -570,10 +563,13 @@ impl Pass<'_> {
         let reassert = self.opts.reassert.contains(job) && service.definition.is_none();
         let send = self.opts.force || reassert || service.must_put;
         let outcome = if changes.is_empty() && !send {
-            if held.is_empty() {
-                SyncOutcome::InSync
-            } else {
-                SyncOutcome::Held
+            match (&service.definition, &service.check, accepted) {
+                // Nothing was recorded, and the service has the definition: it is the record.
+                (Some(remote), Some(check), None) if !self.opts.dry_run => {
+                    self.adopt(job, check_id, remote, check, &held)
+                }
+                _ if held.is_empty() => SyncOutcome::InSync,
+                _ => SyncOutcome::Held,
             }
         } else if self.opts.dry_run {
             SyncOutcome::WouldUpdate
@@ -597,7 +593,15 @@ impl Pass<'_> {
                 paced.as_secs()
             ))
         } else {
-            let (outcome, answer) = put(self, job, check_id, definition).await;
+            let remote_tags = service.check.as_ref().map(|c| c.tags.as_slice());
+            let sent = tags_to_send(self.client, check_id, &definition, accepted, remote_tags).await;
+            let (outcome, answer) = match sent {
+                Ok(tags) => put(self, job, check_id, definition, tags).await,
+                Err((message, answer)) => (
+                    SyncOutcome::Failed(format!("job \"{job}\": check {check_id}: {message}")),
+                    answer,
+                ),
+            };
             if let Some(pacer) = self.pacer {
                 let mut rng = rand::thread_rng();
                 match answer {
@@ -631,6 +635,85 @@ impl Pass<'_> {
     }
 }
 
+impl Pass<'_> {
+    /// Records `remote` (read from the service, equal to the desired definition) as what the
+    /// service accepted, with the check's ping URL and token, for a job without a record: so no
+    /// `PUT` goes out for a check that already has the config's definition (a lost state
+    /// directory, a check found by its tag), and the job learns where to ping.
+    fn adopt(
+        &self,
+        job: &str,
+        check_id: &str,
+        remote: &Definition,
+        check: &HeartbeatCheck,
+        held: &[Change],
+    ) -> SyncOutcome {
+        let saved = state::update(self.state_dir, job, check_id, |s| {
+            s.accepted = Some(remote.clone());
+            if check.heartbeat.ping_url.is_some() {
+                s.ping_url.clone_from(&check.heartbeat.ping_url);
+            }
+            if check.heartbeat.ping_token.is_some() {
+                s.ping_token.clone_from(&check.heartbeat.ping_token);
+            }
+        });
+        match saved {
+            Ok(saved) => {
+                if let (Some(learned), Some(url)) = (self.learned, &saved.ping_url) {
+                    learned.record(job, check_id, url);
+                }
+                if held.is_empty() {
+                    SyncOutcome::InSync
+                } else {
+                    SyncOutcome::Held
+                }
+            }
+            Err(err) => SyncOutcome::Failed(format!(
+                "job \"{job}\": check {check_id}: read and in sync, but {err}"
+            )),
+        }
+    }
+}
+
+/// The `tags` a `PUT` of `definition` carries ([`super::tags`]): none when it sets no tags or
+/// its tags are the ones last accepted (the service keeps what it has, tags set elsewhere
+/// included); else the service's tags merged with the desired ones, the service's as read this
+/// pass (`remote`) or read now. A service that cannot be read that way (405, 404) gets the
+/// desired tags alone; a read that fails fails the `PUT` (tags are sent whole: sending them
+/// unread would drop the ones set elsewhere).
+async fn tags_to_send(
+    client: &ApiClient,
+    check_id: &str,
+    definition: &Definition,
+    accepted: Option<&Definition>,
+    remote: Option<&[String]>,
+) -> Result<Option<Vec<String>>, (String, PutAnswer)> {
+    let Some(desired) = definition.body.tags.as_deref() else {
+        return Ok(None);
+    };
+    let before = accepted.and_then(|a| a.body.tags.as_deref());
+    if let Some(remote) = remote {
+        return Ok(Some(tags::merged(remote, desired, before)));
+    }
+    if before.is_some_and(|before| tags::same(before, desired)) {
+        return Ok(None);
+    }
+    match drift::read(client, check_id).await {
+        Seen::Read(check) => Ok(Some(tags::merged(&check.tags, desired, before))),
+        Seen::NotServed | Seen::NotFound => Ok(Some(desired.to_vec())),
+        Seen::RateLimited(retry_after, message) => {
+            Err((message, PutAnswer::RateLimited(retry_after)))
+        }
+        Seen::Failed(message) => Err((
+            format!(
+                "{message}; its tags are read before they are sent (the service replaces them \
+                 whole, and tags set elsewhere are kept): tried again at the next pass"
+            ),
+            PutAnswer::Other,
+        )),
+    }
+}
+
 /// How the service answered a PUT, as far as pacing is concerned.
 #[derive(Debug, Clone, Copy)]
 enum PutAnswer {
@@ -648,14 +731,16 @@ async fn put(
     job: &str,
     check_id: &str,
     mut definition: Definition,
+    tags: Option<Vec<String>>,
 ) -> (SyncOutcome, PutAnswer) {
     let (client, state_dir) = (pass.client, pass.state_dir);
+    // The record keeps the agent's own tags; the service gets them merged with the others.
+    let body = HeartbeatCheckUpdate {
+        tags,
+        ..definition.body.clone()
+    };
     let answer = client
-        .update_heartbeat_check(
-            check_id,
-            &definition.body,
-            Some(definition.auto_assign_alerts),
-        )
+        .update_heartbeat_check(check_id, &body, Some(definition.auto_assign_alerts))
         .await;
     let answer = match answer {
         Ok(answer) => answer,

@@ -53,6 +53,11 @@ pub struct CheckRecord {
     /// renamed), does not name the job's check: sync looks it up again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_tag: Option<String>,
+    /// For a job with `create = true`: the last lookup by the scope tag found other checks
+    /// carrying it that could not all be deleted (or did not list this one), so every pass
+    /// looks again until the job's check is the only one (`super::created`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicates_left: bool,
 }
 
 impl std::fmt::Debug for CheckRecord {
