@@ -45,10 +45,9 @@ pub async fn read(client: &ApiClient, check_id: &str) -> Seen {
         Ok(check) => Seen::Read(Box::new(check)),
         Err(err) if err.is_not_found() => Seen::NotFound,
         Err(ApiError::Api { status: 405, .. }) => Seen::NotServed,
-        Err(ApiError::RateLimited { retry_after, .. }) => Seen::RateLimited(
-            retry_after,
-            format!("check {check_id}: cannot read it: the API answered 429 (too many requests)"),
-        ),
+        Err(err @ ApiError::RateLimited { retry_after, .. }) => {
+            Seen::RateLimited(retry_after, format!("check {check_id}: cannot read it: {err}"))
+        }
         Err(err) => Seen::Failed(format!("check {check_id}: cannot read it: {err}")),
     }
 }
@@ -135,7 +134,7 @@ pub(super) async fn service(
 /// service last accepted from this agent) only the fields the agent sent before are laid over
 /// (a field it never sent stays new, `(none) -> value`), and the ping token and
 /// `autoAssignAlerts` (which cannot be read) are kept from it; without one every field is laid
-/// over, the token is the service's and the flag the desired one. Tags are seen as
+/// over, and the token and the flag are the desired ones. Tags are seen as
 /// [`super::tags::seen`] does: only the agent's own. `None` when the service's check does not fit
 /// the definition's shape (then the local record is compared).
 pub fn remote_definition(
@@ -170,7 +169,7 @@ pub fn remote_definition(
     };
     let token = match accepted {
         Some(accepted) => accepted.body.heartbeat.as_ref().and_then(|h| h.ping_token.clone()),
-        None => remote.heartbeat.ping_token.clone(),
+        None => desired.body.heartbeat.as_ref().and_then(|h| h.ping_token.clone()),
     };
     if let (Some(spec), Some(token)) = (seen.body.heartbeat.as_mut(), token) {
         spec.ping_token = Some(token);

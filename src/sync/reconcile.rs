@@ -403,16 +403,6 @@ impl Pass<'_> {
             .service(&job.name, check_id, known.as_ref(), &definition, halted)
             .await;
         let recorded = known.as_ref().is_some_and(|k| k.accepted.is_some());
-        if let (false, Some(check), Some(spec)) = (
-            recorded,
-            &service.check,
-            definition.body.heartbeat.as_mut(),
-        ) {
-            // Nothing accepted yet: the token read is the one to keep.
-            if spec.ping_token.is_none() {
-                spec.ping_token.clone_from(&check.heartbeat.ping_token);
-            }
-        }
         // What the service has now is what it holds: later passes that do not read compare
         // with it too, so a held drifted period goes out after the next accepted ping.
         let known = match (
@@ -573,6 +563,10 @@ impl Pass<'_> {
             }
         } else if self.opts.dry_run {
             SyncOutcome::WouldUpdate
+        } else if let (Some(_), Some(unread)) = (service.limited, &service.unread) {
+            // This job's read was answered 429: its own failure, left to the pacing.
+            rate_limited = true;
+            SyncOutcome::Failed(format!("job \"{job}\": {unread}"))
         } else if let Some(halt) = halted {
             SyncOutcome::Deferred(match halt {
                 Halt::RateLimited => format!(
@@ -648,8 +642,12 @@ impl Pass<'_> {
         check: &HeartbeatCheck,
         held: &[Change],
     ) -> SyncOutcome {
+        let mut accepted = remote.clone();
+        if let Some(spec) = accepted.body.heartbeat.as_mut() {
+            spec.ping_token.clone_from(&check.heartbeat.ping_token);
+        }
         let saved = state::update(self.state_dir, job, check_id, |s| {
-            s.accepted = Some(remote.clone());
+            s.accepted = Some(accepted);
             if check.heartbeat.ping_url.is_some() {
                 s.ping_url.clone_from(&check.heartbeat.ping_url);
             }

@@ -178,7 +178,7 @@ fn an_every_schedule_puts_its_interval_as_the_period() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     assert!(
-        shown.contains("  heartbeat.period: (none) -> 90\n"),
+        shown.contains("  heartbeat.period: 1 -> 90\n"),
         "{shown}"
     );
     assert_eq!(
