@@ -428,6 +428,7 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
 }
 
+mod converge;
 mod create;
 mod drift;
 mod ownership;
