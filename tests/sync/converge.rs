@@ -409,3 +409,45 @@ fn the_first_reassertion_comes_within_the_start_spread_even_after_a_put() {
     runtime.block_on(task).unwrap();
     assert_eq!(setup.puts().len(), 2, "the read found nothing to send");
 }
+
+#[test]
+fn a_younger_duplicate_left_by_another_agent_is_deleted_by_the_next_looking_pass() {
+    let setup = Setup::new(&[]);
+    write_config(&setup, &creating_job("vacuum"));
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    let tag = scope_tag(&setup, "vacuum");
+    let id = recorded(&setup.home, "vacuum", &tag).expect("recorded");
+    // An agent of the same scope created a second check and died before its lookup; a check
+    // without the tag stands beside them.
+    for (dup, tags) in [("dup", json!([tag])), ("other", json!(["db"]))] {
+        setup
+            .emulator
+            .add_heartbeat_check(&json!({"id": dup, "name": "vacuum", "tags": tags,
+                "created_at": "2099-01-01T00:00:00Z",
+                "heartbeat": {"period": 1, "periodUnit": "days", "grace": 1,
+                              "graceUnit": "hours",
+                              "pingToken": crate::util::emulator::token_for(dup)}}))
+            .unwrap();
+    }
+    // The daemon's passes between re-assertions do not look (the record is confirmed).
+    let report = runtime().block_on(sync::sync_all(
+        &load(&setup),
+        &client(&setup, RetryPolicy::none()),
+        &setup.state_dir(),
+        &SyncOptions::at(Utc::now()),
+        &mut CadenceCache::default(),
+    ));
+    assert_eq!(report.jobs[0].outcome, SyncOutcome::InSync, "{report:?}");
+    assert_eq!(count(&setup, "DELETE", "/v1/checks/dup"), 0);
+    // `sync` (as a re-assertion does) looks the check up by its tag and converges.
+    let out = setup.agent(&["sync"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("vacuum (check {id}): in sync\n"));
+    assert_eq!(tagged_ids(&setup, &tag), [id.clone()]);
+    assert!(setup.emulator.heartbeat_check("dup").is_none());
+    assert!(
+        setup.emulator.heartbeat_check("other").is_some(),
+        "a check without the tag is never deleted"
+    );
+    assert_eq!(recorded(&setup.home, "vacuum", &tag), Some(id));
+}
