@@ -5,6 +5,11 @@
 //! elsewhere (the web UI, another client) is *drift*: its value on the service differs from the
 //! one the service last accepted from this agent.
 //!
+//! Without a local record (nothing accepted from this agent yet) every field the definition
+//! sends is laid over, so the pass shows the real differences and sends nothing when there are
+//! none; drift needs a record. Tags are compared as [`super::tags`] sees them: only the agent's
+//! own.
+//!
 //! The read is optional: a service without the route answers 404 or 405. A 405 means the route
 //! is missing; a 404 means the route is missing or the check is gone, which only a `PUT` of the
 //! same check can tell (answered 404 too: gone). Either way the pass falls back to comparing with

@@ -1,7 +1,9 @@
 //! One reconciliation pass: for every bound check, the desired definition against what the
 //! service has: read with `GET /v1/checks/{id}` when the pass reads (`read`: `heartbeat-agent
-//! sync`; the daemon's re-assertions), else the one it last accepted (the local record); a PUT
-//! only where they differ (or with `force`, or when the daemon re-asserts a check it cannot
+//! sync`; the daemon's re-assertions) and whenever there is no local record (so a lost state
+//! directory or a new `check_id` costs a read, not a `PUT` of every field; a check that has the
+//! config's definition is recorded from the read), else the one it last accepted (the local
+//! record); a PUT only where they differ (or with `force`, or when the daemon re-asserts a check it cannot
 //! read: `reassert`), the answer persisted. A field whose value on the service differs from the
 //! one it last accepted was edited elsewhere: it is reported as drift ([`super::drift`]) and
 //! repaired like any change (a period or activation only right after an accepted ping). A read
@@ -19,6 +21,9 @@
 //! daemon's passes also go through a [`Pacer`]: a PUT it does not allow yet is deferred.
 //! A paused job's check is kept deactivated, and the end of a pause re-activates it at once
 //! ([`crate::pause`]: explicit acts, not held like sync's own re-activations).
+//! A `PUT` carries `tags` only when the agent's own tags changed, then merged with the ones
+//! set elsewhere ([`super::tags`]). A job with `create = true` gets its check from
+//! [`super::created`]; the pass that created it reports [`SyncOutcome::Created`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;

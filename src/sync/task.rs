@@ -8,8 +8,10 @@
 //!
 //! Re-assertion: a check edited in the web UI or deleted would go unnoticed while the local
 //! record says "in sync". Each bound check is therefore re-asserted once soon after start (at a random
-//! point of the first [`REASSERT_START_SPREAD`], or of `reassert_interval` when that is
-//! shorter) and then every `reassert_interval` plus a random tenth of it, per check: a fleet
+//! point of the first [`REASSERT_START_SPREAD`] from the task's start, or of `reassert_interval`
+//! when that is shorter; a `PUT` sent before it does not put it off) and then every
+//! `reassert_interval` plus a random tenth of it, per check (a `PUT` of the whole definition
+//! after the first one starts the interval again): a fleet
 //! restarted together spreads its PUTs instead of sending them at once (1000 checks over 10
 //! minutes is 100 per minute, far under the shared 600 per 60 s). A re-assertion reads the check
 //! first (`GET /v1/checks/{id}`, [`super::drift`]) and sends only what differs, so nothing is
