@@ -418,7 +418,9 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
     // second.
     let requests = setup.emulator.requests();
     assert!(
-        requests.iter().all(|r| r.method == "GET" && r.path == "/v1/checks/c1"),
+        requests
+            .iter()
+            .all(|r| r.method == "GET" && r.path == "/v1/checks/c1"),
         "{requests:?}"
     );
     assert_eq!(requests.len(), 4, "the client's 4 attempts");

@@ -241,7 +241,15 @@ pub(crate) async fn resolve(
     if !found.iter().any(|c| c.id == created.id) {
         found.push(created.clone());
     }
-    converge(lookup, &client, job, tag, &found, Some((&created, definition))).await
+    converge(
+        lookup,
+        &client,
+        job,
+        tag,
+        &found,
+        Some((&created, definition)),
+    )
+    .await
 }
 
 /// Keeps the oldest of `found` (the checks carrying `tag`) as `job`'s check and deletes the

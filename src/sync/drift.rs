@@ -50,9 +50,10 @@ pub async fn read(client: &ApiClient, check_id: &str) -> Seen {
         Ok(check) => Seen::Read(Box::new(check)),
         Err(err) if err.is_not_found() => Seen::NotFound,
         Err(ApiError::Api { status: 405, .. }) => Seen::NotServed,
-        Err(err @ ApiError::RateLimited { retry_after, .. }) => {
-            Seen::RateLimited(retry_after, format!("check {check_id}: cannot read it: {err}"))
-        }
+        Err(err @ ApiError::RateLimited { retry_after, .. }) => Seen::RateLimited(
+            retry_after,
+            format!("check {check_id}: cannot read it: {err}"),
+        ),
         Err(err) => Seen::Failed(format!("check {check_id}: cannot read it: {err}")),
     }
 }
@@ -149,7 +150,10 @@ pub fn remote_definition(
 ) -> Option<Definition> {
     let mut body = serde_json::to_value(&desired.body).ok()?;
     let have = serde_json::to_value(remote).ok()?;
-    let sent_before = accepted.map(|a| serde_json::to_value(&a.body)).transpose().ok()?;
+    let sent_before = accepted
+        .map(|a| serde_json::to_value(&a.body))
+        .transpose()
+        .ok()?;
     let fields = body.as_object_mut()?;
     // A field the agent never sent is shown as new (`(none) -> value`), as without a read.
     if let Some(sent_before) = &sent_before {
@@ -161,8 +165,8 @@ pub fn remote_definition(
         } else if key == "tags" {
             let desired_tags = desired.body.tags.as_deref().unwrap_or_default();
             let accepted_tags = accepted.and_then(|a| a.body.tags.as_deref());
-            *value = serde_json::to_value(tags::seen(&remote.tags, desired_tags, accepted_tags))
-                .ok()?;
+            *value =
+                serde_json::to_value(tags::seen(&remote.tags, desired_tags, accepted_tags)).ok()?;
         } else {
             *value = have.get(key).cloned().unwrap_or(Value::Null);
         }
@@ -173,8 +177,16 @@ pub fn remote_definition(
         auto_assign_alerts: accepted.map_or(desired.auto_assign_alerts, |a| a.auto_assign_alerts),
     };
     let token = match accepted {
-        Some(accepted) => accepted.body.heartbeat.as_ref().and_then(|h| h.ping_token.clone()),
-        None => desired.body.heartbeat.as_ref().and_then(|h| h.ping_token.clone()),
+        Some(accepted) => accepted
+            .body
+            .heartbeat
+            .as_ref()
+            .and_then(|h| h.ping_token.clone()),
+        None => desired
+            .body
+            .heartbeat
+            .as_ref()
+            .and_then(|h| h.ping_token.clone()),
     };
     if let (Some(spec), Some(token)) = (seen.body.heartbeat.as_mut(), token) {
         spec.ping_token = Some(token);

@@ -424,10 +424,14 @@ impl Pass<'_> {
         };
         // The timer rule weighs the period and activation the service has now, once this agent
         // has sent the check a definition (the first `PUT` goes at once, as without a read).
-        let seen = service.definition.clone().filter(|_| recorded).map(|remote| CheckRecord {
-            accepted: Some(remote),
-            ..known.clone().unwrap_or_default()
-        });
+        let seen = service
+            .definition
+            .clone()
+            .filter(|_| recorded)
+            .map(|remote| CheckRecord {
+                accepted: Some(remote),
+                ..known.clone().unwrap_or_default()
+            });
         // The end of a pause is an explicit act: its re-activation is not held (crate::pause).
         let (definition, held) = if ending {
             (definition, Vec::new())
@@ -593,7 +597,8 @@ impl Pass<'_> {
             ))
         } else {
             let remote_tags = service.check.as_ref().map(|c| c.tags.as_slice());
-            let sent = tags_to_send(self.client, check_id, &definition, accepted, remote_tags).await;
+            let sent =
+                tags_to_send(self.client, check_id, &definition, accepted, remote_tags).await;
             let (outcome, answer) = match sent {
                 Ok(tags) => put(self, job, check_id, definition, tags).await,
                 Err((message, answer)) => (

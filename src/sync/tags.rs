@@ -79,7 +79,11 @@ mod tests {
     fn tags_set_elsewhere_stay_and_are_no_difference() {
         let desired = tags(&["db", "heartbeat-agent:h/backup"]);
         let remote = tags(&["team-x", "heartbeat-agent:h/backup", "db"]);
-        assert_eq!(seen(&remote, &desired, None), desired, "same set, desired order");
+        assert_eq!(
+            seen(&remote, &desired, None),
+            desired,
+            "same set, desired order"
+        );
         assert_eq!(
             merged(&remote, &desired, None),
             tags(&["team-x", "heartbeat-agent:h/backup", "db"])
@@ -101,7 +105,12 @@ mod tests {
     fn a_tag_the_config_dropped_and_stale_agent_tags_are_removed_others_kept() {
         let accepted = tags(&["old", "heartbeat-agent:h/backup"]);
         let desired = tags(&["heartbeat-agent:h/backup", "heartbeat-agent-owner:x"]);
-        let remote = tags(&["old", "ui", "heartbeat-agent:h/backup", "heartbeat-agent:stale/b"]);
+        let remote = tags(&[
+            "old",
+            "ui",
+            "heartbeat-agent:h/backup",
+            "heartbeat-agent:stale/b",
+        ]);
         assert_eq!(
             seen(&remote, &desired, Some(&accepted)),
             tags(&["old", "heartbeat-agent:h/backup", "heartbeat-agent:stale/b"])
