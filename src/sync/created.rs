@@ -360,32 +360,27 @@ fn record(
     accepted: Option<Definition>,
     left: bool,
 ) -> Result<String, String> {
-    let saved = state::update(lookup.state_dir, &job.name, &check.id, |s| {
-        s.created_tag = Some(tag.to_owned());
-        s.duplicates_left = left;
-        if check.heartbeat.ping_url.is_some() {
-            s.ping_url.clone_from(&check.heartbeat.ping_url);
-        }
-        if check.heartbeat.ping_token.is_some() {
-            s.ping_token.clone_from(&check.heartbeat.ping_token);
-        }
-        if let Some(accepted) = accepted {
-            s.accepted = Some(accepted);
-            s.accepted_at = Some(lookup.now);
-        }
-    });
-    match saved {
-        Ok(saved) => {
-            if let (Some(learned), Some(url)) = (lookup.learned, &saved.ping_url) {
-                learned.record(&job.name, &check.id, url);
+    let saved = state::learn(
+        lookup.state_dir,
+        &job.name,
+        &check.id,
+        &check.heartbeat,
+        lookup.learned,
+        |s| {
+            s.created_tag = Some(tag.to_owned());
+            s.duplicates_left = left;
+            if let Some(accepted) = accepted {
+                s.accepted = Some(accepted);
+                s.accepted_at = Some(lookup.now);
             }
-            Ok(check.id.clone())
-        }
-        Err(err) => Err(format!(
+        },
+    );
+    saved.map(|_| check.id.clone()).map_err(|err| {
+        format!(
             "job \"{}\": check {}: found or created, but its id cannot be recorded: {err}",
             job.name, check.id
-        )),
-    }
+        )
+    })
 }
 
 fn failed(job: &Job, tag: &str, doing: &str, message: &str) -> String {

@@ -11,6 +11,7 @@
 //! - `tags`: tags merge (the agent's own kept true, tags set elsewhere kept);
 //! - `created`: the check found or created for a job with `create = true` (by its scope tag);
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
+//! - `send`: the `PUT` of one definition (tags merged) and the record of its answer;
 //! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
 
@@ -20,6 +21,7 @@ pub mod drift;
 pub mod pace;
 pub mod period;
 pub mod reconcile;
+mod send;
 pub mod state;
 pub mod tags;
 pub mod task;

@@ -36,14 +36,13 @@ use tokio::time::Instant;
 
 use super::created;
 use super::desired::{deactivated, desired, diff, Change, Definition};
-use super::drift::{self, Seen, Service};
+use super::drift::{self, Service};
 use super::pace::Pacer;
 use super::period::timing;
+use super::send::PutAnswer;
 use super::state::{self, CheckRecord, LearnedUrls};
-use super::tags;
 use super::timer;
-use crate::api::model::{HeartbeatCheck, HeartbeatCheckUpdate};
-use crate::api::{ApiClient, ApiError};
+use crate::api::ApiClient;
 use crate::config::{Config, Job, PingTarget};
 use crate::schedule::{cadence, Cadence};
 
@@ -378,12 +377,12 @@ enum Halt {
 }
 
 /// What every job of a pass shares.
-struct Pass<'a> {
-    client: &'a ApiClient,
-    state_dir: &'a Path,
-    opts: &'a SyncOptions,
-    pacer: Option<&'a Pacer>,
-    learned: Option<&'a LearnedUrls>,
+pub(super) struct Pass<'a> {
+    pub(super) client: &'a ApiClient,
+    pub(super) state_dir: &'a Path,
+    pub(super) opts: &'a SyncOptions,
+    pub(super) pacer: Option<&'a Pacer>,
+    pub(super) learned: Option<&'a LearnedUrls>,
 }
 
 impl Pass<'_> {
@@ -597,15 +596,9 @@ impl Pass<'_> {
             ))
         } else {
             let remote_tags = service.check.as_ref().map(|c| c.tags.as_slice());
-            let sent =
-                tags_to_send(self.client, check_id, &definition, accepted, remote_tags).await;
-            let (outcome, answer) = match sent {
-                Ok(tags) => put(self, job, check_id, definition, tags).await,
-                Err((message, answer)) => (
-                    SyncOutcome::Failed(format!("job \"{job}\": check {check_id}: {message}")),
-                    answer,
-                ),
-            };
+            let (outcome, answer) = self
+                .put(job, check_id, definition, accepted, remote_tags)
+                .await;
             if let Some(pacer) = self.pacer {
                 let mut rng = rand::thread_rng();
                 match answer {
@@ -637,181 +630,4 @@ impl Pass<'_> {
             rate_limited,
         }
     }
-}
-
-impl Pass<'_> {
-    /// Records `remote` (read from the service, equal to the desired definition) as what the
-    /// service accepted, with the check's ping URL and token, for a job without a record: so no
-    /// `PUT` goes out for a check that already has the config's definition (a lost state
-    /// directory, a check found by its tag), and the job learns where to ping.
-    fn adopt(
-        &self,
-        job: &str,
-        check_id: &str,
-        remote: &Definition,
-        check: &HeartbeatCheck,
-        held: &[Change],
-    ) -> SyncOutcome {
-        let mut accepted = remote.clone();
-        if let Some(spec) = accepted.body.heartbeat.as_mut() {
-            spec.ping_token.clone_from(&check.heartbeat.ping_token);
-        }
-        let saved = state::update(self.state_dir, job, check_id, |s| {
-            s.accepted = Some(accepted);
-            if check.heartbeat.ping_url.is_some() {
-                s.ping_url.clone_from(&check.heartbeat.ping_url);
-            }
-            if check.heartbeat.ping_token.is_some() {
-                s.ping_token.clone_from(&check.heartbeat.ping_token);
-            }
-        });
-        match saved {
-            Ok(saved) => {
-                if let (Some(learned), Some(url)) = (self.learned, &saved.ping_url) {
-                    learned.record(job, check_id, url);
-                }
-                if held.is_empty() {
-                    SyncOutcome::InSync
-                } else {
-                    SyncOutcome::Held
-                }
-            }
-            Err(err) => SyncOutcome::Failed(format!(
-                "job \"{job}\": check {check_id}: read and in sync, but {err}"
-            )),
-        }
-    }
-}
-
-/// The `tags` a `PUT` of `definition` carries ([`super::tags`]): none when it sets no tags or
-/// its tags are the ones last accepted (the service keeps what it has, tags set elsewhere
-/// included); else the service's tags merged with the desired ones, the service's as read this
-/// pass (`remote`) or read now. A service that cannot be read that way (405, 404) gets the
-/// desired tags alone; a read that fails fails the `PUT` (tags are sent whole: sending them
-/// unread would drop the ones set elsewhere).
-async fn tags_to_send(
-    client: &ApiClient,
-    check_id: &str,
-    definition: &Definition,
-    accepted: Option<&Definition>,
-    remote: Option<&[String]>,
-) -> Result<Option<Vec<String>>, (String, PutAnswer)> {
-    let Some(desired) = definition.body.tags.as_deref() else {
-        return Ok(None);
-    };
-    let before = accepted.and_then(|a| a.body.tags.as_deref());
-    if let Some(remote) = remote {
-        return Ok(Some(tags::merged(remote, desired, before)));
-    }
-    if before.is_some_and(|before| tags::same(before, desired)) {
-        return Ok(None);
-    }
-    match drift::read(client, check_id).await {
-        Seen::Read(check) => Ok(Some(tags::merged(&check.tags, desired, before))),
-        Seen::NotServed | Seen::NotFound => Ok(Some(desired.to_vec())),
-        Seen::RateLimited(retry_after, message) => {
-            Err((message, PutAnswer::RateLimited(retry_after)))
-        }
-        Seen::Failed(message) => Err((
-            format!(
-                "{message}; its tags are read before they are sent (the service replaces them \
-                 whole, and tags set elsewhere are kept): tried again at the next pass"
-            ),
-            PutAnswer::Other,
-        )),
-    }
-}
-
-/// How the service answered a PUT, as far as pacing is concerned.
-#[derive(Debug, Clone, Copy)]
-enum PutAnswer {
-    /// 429, with the service's `Retry-After` if it sent one.
-    RateLimited(Option<Duration>),
-    /// No answer at all (connection refused, unreachable, timed out) after the retries.
-    Unanswered,
-    /// Anything else (accepted, another error, no answer): it counted against the limit.
-    Other,
-}
-
-/// Sends the definition and records what the service accepted.
-async fn put(
-    pass: &Pass<'_>,
-    job: &str,
-    check_id: &str,
-    mut definition: Definition,
-    tags: Option<Vec<String>>,
-) -> (SyncOutcome, PutAnswer) {
-    let (client, state_dir) = (pass.client, pass.state_dir);
-    // The record keeps the agent's own tags; the service gets them merged with the others.
-    let body = HeartbeatCheckUpdate {
-        tags,
-        ..definition.body.clone()
-    };
-    let answer = client
-        .update_heartbeat_check(check_id, &body, Some(definition.auto_assign_alerts))
-        .await;
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(err) if err.is_not_found() => {
-            tracing::error!(
-                job,
-                check = check_id,
-                "the service has no such check: it was deleted or check_id is wrong"
-            );
-            return (
-                SyncOutcome::Missing(format!(
-                    "job \"{job}\": check {check_id}: the service has no such check (404): it \
-                     was deleted, or check_id is wrong; recreate the check and set the job's \
-                     check_id to its id (not retried until the next re-assertion or reload)"
-                )),
-                PutAnswer::Other,
-            );
-        }
-        Err(err) => {
-            tracing::warn!(job, check = check_id, error = %err, "check update failed");
-            let (answer, message) = match &err {
-                ApiError::RateLimited { retry_after, .. } => {
-                    (PutAnswer::RateLimited(*retry_after), err.to_string())
-                }
-                ApiError::Transport { .. } => (
-                    PutAnswer::Unanswered,
-                    format!("the API at {} did not answer: {err}", client.host()),
-                ),
-                _ => (PutAnswer::Other, err.to_string()),
-            };
-            return (
-                SyncOutcome::Failed(format!("job \"{job}\": check {check_id}: {message}")),
-                answer,
-            );
-        }
-    };
-    let token = answer.heartbeat.ping_token.clone();
-    if let Some(spec) = definition.body.heartbeat.as_mut() {
-        if token.is_some() {
-            spec.ping_token.clone_from(&token);
-        }
-    }
-    let saved = state::update(state_dir, job, check_id, |s| {
-        s.accepted = Some(definition);
-        s.accepted_at = Some(pass.opts.now);
-        if answer.heartbeat.ping_url.is_some() {
-            s.ping_url.clone_from(&answer.heartbeat.ping_url);
-        }
-        if token.is_some() {
-            s.ping_token = token;
-        }
-    });
-    let outcome = match saved {
-        Ok(saved) => {
-            if let (Some(learned), Some(url)) = (pass.learned, &saved.ping_url) {
-                learned.record(job, check_id, url);
-            }
-            tracing::info!(job, check = check_id, "check definition updated");
-            SyncOutcome::Updated
-        }
-        Err(err) => SyncOutcome::Failed(format!(
-            "job \"{job}\": check {check_id}: accepted, but {err}"
-        )),
-    };
-    (outcome, PutAnswer::Other)
 }

@@ -160,6 +160,32 @@ pub fn update(
     Ok(state)
 }
 
+/// Records `check_id` as `job`'s with what an answer of the service says of it (`heartbeat`:
+/// the ping URL and token, each kept when the answer lacks it) and `change`, under the lock of
+/// [`update`]; then tells `learned` (the daemon's URLs in memory) the ping URL.
+pub(crate) fn learn(
+    state_dir: &Path,
+    job: &str,
+    check_id: &str,
+    heartbeat: &crate::api::model::HeartbeatInfo,
+    learned: Option<&LearnedUrls>,
+    change: impl FnOnce(&mut CheckRecord),
+) -> Result<CheckRecord, StateError> {
+    let saved = update(state_dir, job, check_id, |s| {
+        if heartbeat.ping_url.is_some() {
+            s.ping_url.clone_from(&heartbeat.ping_url);
+        }
+        if heartbeat.ping_token.is_some() {
+            s.ping_token.clone_from(&heartbeat.ping_token);
+        }
+        change(s);
+    })?;
+    if let (Some(learned), Some(url)) = (learned, &saved.ping_url) {
+        learned.record(job, check_id, url);
+    }
+    Ok(saved)
+}
+
 /// Writes `state` crash-safely and privately, the directory created (0700) when missing.
 fn write(state_dir: &Path, job: &str, state: &CheckRecord) -> Result<(), StateError> {
     let dir = dir(state_dir);
