@@ -489,3 +489,95 @@ fn a_younger_duplicate_left_by_another_agent_is_deleted_by_the_next_looking_pass
     );
     assert_eq!(recorded(&setup.home, "vacuum", &tag), Some(id));
 }
+
+#[test]
+fn two_daemons_racing_creates_under_429s_and_500s_on_the_lookup_end_with_one_check() {
+    let setup = Setup::new(&[]);
+    write_config(&setup, &creating_job("vacuum"));
+    let other = second_agent(&setup);
+    let tag = scope_tag(&setup, "vacuum");
+    setup.emulator.add_fault(Fault {
+        latency_ms: 1500,
+        ..Fault::new(FaultKind::Latency)
+            .method("POST")
+            .path("/v1/checks/heartbeat")
+            .times(2)
+    });
+    let runtime = runtime();
+    // The daemon's own client sends every request once; its lookups still retry.
+    let daemon = |state_dir: std::path::PathBuf| {
+        let first = reconciler(&setup, Duration::from_secs(3600));
+        sync::Reconciler::new(
+            first.config(),
+            client(&setup, RetryPolicy::none()),
+            state_dir,
+        )
+        .with_timing(sync::task::TaskTiming {
+            start_jitter: Duration::from_millis(10),
+            resync_interval: Duration::from_secs(3600),
+            retry_base: Duration::from_millis(10),
+            retry_cap: Duration::from_millis(50),
+            reassert_interval: Duration::from_secs(3600),
+            reassert_start_spread: Duration::from_secs(3600),
+        })
+    };
+    let (a, b) = (daemon(setup.state_dir()), daemon(other.state_dir()));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let tasks = [
+        runtime.spawn(a.clone().run(cancel.clone())),
+        runtime.spawn(b.clone().run(cancel.clone())),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count(&setup, "POST", "/v1/checks/heartbeat") < 2 {
+        assert!(Instant::now() < deadline, "the daemons never both created");
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(10)).await });
+    }
+    let mut limited = Fault::new(FaultKind::RateLimit)
+        .method("GET")
+        .path("/v1/checks")
+        .times(3);
+    limited.retry_after = Some(json!(0));
+    setup.emulator.add_fault(limited);
+    let mut failing = Fault::new(FaultKind::Status)
+        .method("GET")
+        .path("/v1/checks")
+        .times(3);
+    failing.status = Some(500);
+    setup.emulator.add_fault(failing);
+    let settled = || {
+        let ids: Vec<String> = [&a, &b]
+            .iter()
+            .filter_map(|d| d.status().get("vacuum"))
+            .filter(|s| s.state == sync::SyncState::InSync)
+            .map(|s| s.check_id)
+            .collect();
+        match ids.as_slice() {
+            [x, y] if x == y => Ok(()),
+            other => Err(format!("in sync on {other:?}")),
+        }
+    };
+    runtime.block_on(crate::util::eventually_async(
+        Duration::from_secs(20),
+        "both daemons in sync on one check",
+        settled,
+    ));
+    cancel.cancel();
+    for task in tasks {
+        runtime.block_on(task).unwrap();
+    }
+    let statuses: Vec<u16> = setup
+        .emulator
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == "/v1/checks")
+        .filter_map(|r| r.status)
+        .collect();
+    assert!(
+        statuses.contains(&429) && statuses.contains(&500),
+        "the lookups met the faults: {statuses:?}"
+    );
+    let ids = tagged_ids(&setup, &tag);
+    assert_eq!(ids.len(), 1, "one check remains: {ids:?}");
+    assert_eq!(recorded(&setup.home, "vacuum", &tag), Some(ids[0].clone()));
+    assert_eq!(recorded(&other, "vacuum", &tag), Some(ids[0].clone()));
+}
