@@ -1,5 +1,6 @@
-//! Creation converges and sync reads before it writes: agents that created at once under
-//! failing lookups end with one check; a check with no record is read before anything is sent
+//! Creation converges and sync reads before it writes: agents (`sync` runs, and daemons' sync
+//! tasks) that created at once under failing lookups end with one check, and a duplicate left
+//! behind is deleted by the next pass that looks; a check with no record is read before anything is sent
 //! (no `PUT` when nothing differs); the creating pass says `created` at INFO; tags set elsewhere
 //! stay; the daemon's first re-assertion is never put off by a `PUT`.
 
