@@ -197,6 +197,19 @@ pub(crate) async fn resolve(
     if lookup.dry_run {
         return Resolved::WouldCreate;
     }
+    create(lookup, &client, job, tag, definition, reason).await
+}
+
+/// Creates `job`'s check (`POST`, never repeated once it may have reached the service), then
+/// looks it up again and converges (see the module header).
+async fn create(
+    lookup: &Lookup<'_>,
+    client: &ApiClient,
+    job: &Job,
+    tag: &str,
+    definition: &Definition,
+    reason: Reason,
+) -> Resolved {
     let body = match HeartbeatCheckCreate::new(definition.body.clone()) {
         Ok(body) => body,
         Err(message) => return Resolved::Failed(failed(job, tag, "building it", &message)),
@@ -226,7 +239,7 @@ pub(crate) async fn resolve(
     );
     // Another agent of the same scope may have created one at the same moment: only a lookup
     // says which check is the job's.
-    let mut found = match tagged(&client, tag).await {
+    let mut found = match tagged(client, tag).await {
         Ok(found) => found,
         Err(message) => {
             let message = format!(
@@ -243,7 +256,7 @@ pub(crate) async fn resolve(
     }
     converge(
         lookup,
-        &client,
+        client,
         job,
         tag,
         &found,
