@@ -74,6 +74,8 @@ pub(super) struct Service {
     pub unread: Option<String>,
     /// The read was answered 429 (with the service's `Retry-After`): the pass sends no more.
     pub limited: Option<Option<Duration>>,
+    /// A read was sent (it counts in the daemon's pacing when no `PUT` follows it).
+    pub requested: bool,
 }
 
 /// Reads `check_id` and lays it over `desired` ([`remote_definition`]), with `accepted` the
@@ -87,7 +89,7 @@ pub(super) async fn service(
     desired: &Definition,
     dry_run: bool,
 ) -> Service {
-    match read(client, check_id).await {
+    let service = match read(client, check_id).await {
         Seen::Read(check) => match remote_definition(desired, accepted, &check) {
             Some(remote) => Service {
                 drift: accepted.map(|a| drifted(a, &remote)).unwrap_or_default(),
@@ -132,6 +134,10 @@ pub(super) async fn service(
             unread: Some(message),
             ..Service::default()
         },
+    };
+    Service {
+        requested: true,
+        ..service
     }
 }
 

@@ -511,7 +511,8 @@ impl Pass<'_> {
     /// when nothing was accepted from this agent yet (no record: comparing with nothing would
     /// send every field), else for `heartbeat-agent sync` and the daemon's re-assertions. Not
     /// while the rest of the pass is halted or the pacing holds the job's `PUT` back (the read
-    /// goes with the `PUT` it decides); a 429 on the read halts the pass like one on a `PUT`.
+    /// goes with the `PUT` it decides; one with no `PUT` after it counts as the job's request in
+    /// the pace); a 429 on the read halts the pass like one on a `PUT`.
     async fn service(
         &self,
         job: &str,
@@ -561,6 +562,10 @@ impl Pass<'_> {
         let reassert = self.opts.reassert.contains(job) && service.definition.is_none();
         let send = self.opts.force || reassert || service.must_put;
         let outcome = if changes.is_empty() && !send {
+            // A read with no `PUT` after it is this job's request: the pace counts it.
+            if let (Some(pacer), true) = (self.pacer, service.requested) {
+                pacer.sent(Instant::now(), &mut rand::thread_rng());
+            }
             match (&service.definition, &service.check, accepted) {
                 // Nothing was recorded, and the service has the definition: it is the record.
                 (Some(remote), Some(check), None) if !self.opts.dry_run => {
