@@ -139,6 +139,14 @@ fn final_row(stdout: &str, job: &str) -> String {
     format!("{}\n{service}", lines[at])
 }
 
+/// Each job of the demo and how its runs end, in the words of every view.
+const RUNS: [(&str, &str); 4] = [
+    ("backup", "success"),
+    ("report", "failed (exit 3)"),
+    ("slow-export", "timed_out"),
+    ("api-up", "success"),
+];
+
 #[test]
 fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
     let sandbox = Sandbox::new();
@@ -149,18 +157,10 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
 
     // A line per change while it runs (no terminal: no escape sequences, no redraw).
     assert!(!stdout.contains('\x1b'), "{stdout}");
-    assert!(
-        stdout.contains("backup: run 1: ok (exit 0) at "),
-        "{stdout}"
-    );
+    assert!(stdout.contains("backup: run 1: success at "), "{stdout}");
     // While it ran: each kind of outcome was shown (a run in progress at the stop ends as
-    // "stopped by shutdown", so the final table may show that instead).
-    for (job, outcome) in [
-        ("backup", "ok (exit 0)"),
-        ("report", "failed (exit 3)"),
-        ("slow-export", "timed out"),
-        ("api-up", "healthy"),
-    ] {
+    // "stopped", so the final table may show that instead): in the words of every view.
+    for (job, outcome) in RUNS {
         let shown = stdout
             .lines()
             .any(|l| l.starts_with(&format!("{job}: ")) && l.contains(&format!(": {outcome} at ")));
@@ -177,13 +177,13 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
         "{table}"
     );
     let backup = final_row(&stdout, "backup");
-    for expected in ["ok HTTP 200", "in sync", "ok, "] {
+    for expected in ["accepted HTTP 200", "in_sync", "up, "] {
         assert!(backup.contains(expected), "{expected}: {backup}");
     }
     // The service's own count of pings, not the length of the (at most 10) events listed.
     let line = last_change(&stdout, "backup");
     let events: u32 = line
-        .split("service ok, ")
+        .split("service up, ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
@@ -193,21 +193,21 @@ fn demo_runs_every_kind_of_job_and_writes_only_to_its_temp_dir() {
     // once worked), and not since: within 8 s they are not failing yet.
     for job in ["report", "slow-export"] {
         let row = final_row(&stdout, job);
-        for expected in ["not pinged", "in sync"] {
+        for expected in ["not pinged", "in_sync"] {
             assert!(row.contains(expected), "{expected}: {row}");
         }
         let line = last_change(&stdout, job);
         assert!(
-            line.ends_with("; service ok, 1 event, last RECEIVED"),
+            line.ends_with("; service up, 1 event, last RECEIVED"),
             "{line}"
         );
     }
     let watch = final_row(&stdout, "api-up");
-    for expected in ["ok HTTP 200", "in sync"] {
+    for expected in ["accepted HTTP 200", "in_sync"] {
         assert!(watch.contains(expected), "{expected}: {watch}");
     }
     assert!(
-        !stdout.contains("sync failed") && !stdout.contains("refused"),
+        !stdout.contains("sync failed") && !stdout.contains("ping failed"),
         "{stdout}"
     );
 
@@ -292,7 +292,7 @@ fn ctrl_c_stops_the_demo_in_order_and_removes_its_dir() {
     });
     let mut seen = Vec::new();
     let ran = util::receive_until(&lines, Duration::from_secs(30), |line: String| {
-        let ok = line.starts_with("backup: run 1: ok");
+        let ok = line.starts_with("backup: run 1: success");
         seen.push(line);
         ok
     });
@@ -332,17 +332,17 @@ fn demo_shows_an_alarm_within_ninety_seconds() {
     assert!(started.elapsed() < Duration::from_secs(90));
     for job in ["report", "slow-export"] {
         let row = final_row(&stdout, job);
-        assert!(row.contains("!! ALARM"), "{job}: {row}\n{stdout}");
+        assert!(row.contains("!! failing"), "{job}: {row}\n{stdout}");
         let line = last_change(&stdout, job);
-        assert!(line.contains("; service ALARM, "), "{job}: {line}");
+        assert!(line.contains("; service failing, "), "{job}: {line}");
         assert!(line.ends_with(", last FAILING"), "{job}: {line}");
         assert!(!line.contains("hasFailures") && !row.contains("hasFailures"));
     }
     for job in ["backup", "api-up"] {
         let row = final_row(&stdout, job);
-        assert!(!row.contains("ALARM"), "{job}: {row}");
+        assert!(!row.contains("!!"), "{job}: {row}");
         let line = last_change(&stdout, job);
-        assert!(line.contains("; service ok, "), "{job}: {line}");
+        assert!(line.contains("; service up, "), "{job}: {line}");
         assert!(!line.contains("FAILING"), "{job}: {line}");
     }
 }
@@ -358,10 +358,17 @@ fn demo_names_its_directory_and_serves_the_status_it_tells_to_try() {
         .stderr(Stdio::null());
     let (mut child, lines) = spawn_reading_lines(cmd);
     let mut seen = Vec::new();
+    // Until each job's run was told once: a success, a failure, a timeout, a watch's success.
     let ran = util::receive_until(&lines, Duration::from_secs(30), |line: String| {
-        let ok = line.starts_with("backup: run 1: ok");
         seen.push(line);
-        ok
+        [
+            "backup: run ",
+            "report: run ",
+            "slow-export: run ",
+            "api-up: probe ",
+        ]
+        .iter()
+        .all(|job| seen.iter().any(|l| l.starts_with(job)))
     });
     let stop = |child: &mut std::process::Child| {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
@@ -404,8 +411,30 @@ fn demo_names_its_directory_and_serves_the_status_it_tells_to_try() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for job in ["backup", "report", "slow-export", "api-up"] {
-        assert!(text.contains(job), "{job}: {text}");
+    // The demo and `status` tell each job's run and check with the same words.
+    for (job, run) in RUNS {
+        let told = seen
+            .iter()
+            .rfind(|l| {
+                ["run", "probe"]
+                    .iter()
+                    .any(|k| l.starts_with(&format!("{job}: {k} ")))
+            })
+            .unwrap_or_else(|| panic!("no line of {job}: {seen:?}"));
+        assert!(told.contains(&format!(": {run} at ")), "{told}");
+        let sync = told
+            .split("; sync ")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .unwrap_or_else(|| panic!("no sync in {told}"));
+        let cells = util::table_row(&text, job);
+        assert_eq!(cells.len(), 7, "{text}");
+        assert_eq!(cells[5], sync, "{job}: {told}\n{text}");
+        let last = cells[2].split_once(" ago ").map_or("running", |(_, w)| w);
+        assert!(
+            last == run || last == "running",
+            "{job}: {last} / {run}\n{text}"
+        );
     }
 }
 
@@ -498,7 +527,7 @@ fn the_readme_starts_with_the_two_commands_and_says_where_the_binary_is() {
         "target/release/heartbeat-agent",
         "daemon.log",
         "status --url http://127.0.0.1:",
-        "!! ALARM",
+        "!! failing",
         "`EARLY`",
         "`tinyproxy`",
         "`openssl`",

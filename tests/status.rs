@@ -29,6 +29,7 @@ mod pause_memory;
 mod prom;
 mod retries;
 mod scrub;
+mod words;
 use prom::{parse_metrics, promtool, sample};
 
 const TOKEN: &str = "s3cret-status-token";
@@ -162,6 +163,15 @@ fn made_id(home: &Home) -> String {
     let record: Value = serde_json::from_str(&text).expect("JSON");
     assert!(record["createdTag"].is_string(), "{record}");
     record["checkId"].as_str().expect("an id").to_owned()
+}
+
+/// The cells of job `name`'s row in the table `status` printed (`out`): JOB, NEXT RUN, LAST
+/// RUN, RECENT, PING, SYNC, REMOTE.
+fn table_row(out: &Output, name: &str) -> Vec<String> {
+    assert!(out.status.success(), "{out:?}");
+    let cells = crate::util::table_row(&String::from_utf8_lossy(&out.stdout), name);
+    assert_eq!(cells.len(), 7, "{cells:?}");
+    cells
 }
 
 fn emulator_with_check() -> Background {
@@ -335,8 +345,8 @@ fn status_metrics_and_remote_view_follow_real_runs_and_hide_secrets() {
         .expect("good row");
     assert!(
         good_line.contains("success")
-            && good_line.contains("in sync")
-            && good_line.contains("ok 24h 100.0%"),
+            && good_line.contains("in_sync")
+            && good_line.contains("up 24h 100.0%"),
         "the service's success ratio is a percentage, printed as it is: {table}"
     );
     assert!(

@@ -298,6 +298,20 @@ pub fn peak_kib(pid: u32) -> u64 {
         .expect("VmHWM in /proc/PID/status")
 }
 
+/// The cells of the row whose first word is `first` in a table the agent printed (`status`,
+/// `history`): cells are apart by two spaces or more, and none of them holds two spaces.
+pub fn table_row(table: &str, first: &str) -> Vec<String> {
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(first))
+        .unwrap_or_else(|| panic!("no row of {first} in:\n{table}"));
+    row.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A probe for [`eventually`]: whether `path` exists, naming it when it does not.
 pub fn exists(path: &Path) -> Result<(), String> {
     if path.exists() {

@@ -2,7 +2,8 @@
 //! timeline across jobs) or as JSON (docs/history.md). It reads the history files under the
 //! state directory, so it works with no daemon running; with `--url`, or when the files cannot
 //! be read by this user (the daemon's state directory is private to it), it asks the daemon's
-//! status endpoint (`GET /jobs/{name}/runs`) instead.
+//! status endpoint (`GET /jobs/{name}/runs`) instead. A run's RESULT is said in the words of
+//! every view ([`crate::status::state::run_phrase`]).
 
 use std::io::Write;
 use std::time::Duration;
@@ -316,26 +317,13 @@ fn table(jobs: &[JobRuns], job_column: bool, ascii: bool) -> String {
     out
 }
 
-/// `✓ success`, `✗ exit 3`, `✗ timed out (2 attempts)`...
+/// The run's state in the words of every view (`crate::status::state::run_phrase`) after its
+/// mark: `✓ success`, `✗ failed (exit 3)`, `✗ timed_out after 2 attempts`...
 fn result(run: &Run, ascii: bool) -> String {
     let doc = &run.run;
-    let what = match doc.outcome.as_str() {
-        "success" => "success".to_owned(),
-        "failed" => match doc.exit_code {
-            Some(code) => format!("exit {code}"),
-            None => "failed".to_owned(),
-        },
-        "signaled" => format!("signal {}", doc.signal.unwrap_or_default()),
-        "timed_out" => "timed out".to_owned(),
-        "not_started" => "not started".to_owned(),
-        other => other.replace('_', " "),
-    };
-    let attempts = if doc.attempts > 1 {
-        format!(" ({} attempts)", doc.attempts)
-    } else {
-        String::new()
-    };
-    format!("{} {what}{attempts}", glyph(&doc.outcome, ascii))
+    let phrase =
+        crate::status::state::run_phrase(&doc.outcome, doc.exit_code, doc.signal, doc.attempts);
+    format!("{} {phrase}", glyph(&doc.outcome, ascii))
 }
 
 /// The final ping: `HTTP 200`, `fail ping HTTP 200`, `queued: connection refused`, `-`.

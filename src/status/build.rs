@@ -1,11 +1,13 @@
 //! Builds the `/status` document and the `/metrics` text from what the daemon publishes (its
 //! [`crate::daemon::DaemonView`]; its pauses too, from memory, never the pause file), the
-//! outbox, sync and the remote view. Every
+//! outbox, sync and the remote view; each job's check state is decided by the one state model
+//! ([`super::state`]) from all of them, for the document and the metrics alike. Every
 //! text the agent did not write itself (job output, a run's reason, a ping's detail, sync's last
 //! error, the remote view's reason) goes through [`crate::redact::scrub`], which knows the API
 //! key, the status token, every job's ping URL and its token.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use chrono::Utc;
 
@@ -16,7 +18,8 @@ use super::doc::{
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
 use super::server::App;
-use crate::config::{Config, Job, JobAction, PingTarget};
+use super::state::{self, CheckFacts, CheckState, MissingBy};
+use crate::config::{Config, Job, JobAction};
 use crate::ping::outbox::Outbox;
 
 /// The check ids of `config`'s jobs: each `check_id`, and the id sync recorded for each job
@@ -59,7 +62,7 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             doc.paused = pauses.jobs.get(&job.name).map(|p| PausedDoc::of(p, now));
             doc.outbox_pending = pending.get(&job.name).copied().unwrap_or(0);
             doc.sync = sync.get(&job.name).cloned().map(sync_doc);
-            doc.missing = missing(app, job, &doc, &gone);
+            settle_check(&app.context.state_dir, job, &mut doc, &gone);
             // The job's check: its `check_id`, or the one sync created (`job_doc`).
             let unavailable = |reason: &str| Remote::Unavailable {
                 reason: reason.to_owned(),
@@ -156,8 +159,14 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         recent: state.recent.iter().map(|o| o.as_str().to_owned()).collect(),
         last_ping: state.last_ping.map(|p| PingDoc {
             at: p.at,
-            result: if p.accepted { "accepted" } else { "failed" }.to_owned(),
+            result: if p.accepted {
+                state::PING_ACCEPTED
+            } else {
+                state::PING_FAILED
+            }
+            .to_owned(),
             detail: crate::redact::scrub(&p.detail),
+            status: p.status,
         }),
         outbox_pending: 0,
         paused: None,
@@ -166,6 +175,7 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
             reason: String::new(),
         },
         missing: None,
+        owned_by: None,
         cluster: app.sources.node.as_ref().map(|node| {
             let claims = node.claims().remove(&job.name).unwrap_or_default();
             let (last_ran_on, last_ran_fire) = claims.last_ran_on.unzip();
@@ -181,37 +191,60 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
     }
 }
 
-/// Whether the service does not know `job`'s check: the job's last ping answered 404, sync's
-/// `PUT` answered 404 (state `missing`), or the remote view's read of it answered 404 (`gone`).
-/// The first such answer counts: none waits for the remote view's cache.
-fn missing(app: &App, job: &Job, doc: &JobDoc, gone: &BTreeSet<String>) -> Option<MissingDoc> {
-    let PingTarget::Check(id) = &job.target else {
-        return None;
-    };
-    let what = format!(
-        "the service has no check {id} (deleted, or check_id is wrong): recreate it and set \
-         job \"{}\"'s check_id to its id",
-        job.name
-    );
-    let pinged_404 = app
-        .context
-        .view
-        .job(&job.name)
-        .and_then(|state| state.last_ping)
-        .is_some_and(|ping| !ping.accepted && ping.status == Some(404));
-    let by = if pinged_404 {
-        "ping"
-    } else if doc.sync.as_ref().is_some_and(|s| s.state == "missing") {
-        "sync"
-    } else if gone.contains(id) {
-        "remote"
+/// Settles the state of `job`'s check in `doc` by the one state model ([`CheckFacts`]):
+/// `missing` when the service answered 404 for it (the job's last ping, sync's `PUT` or read,
+/// or the remote view's read: the first such answer counts, none waits for the remote view's
+/// cache), for a check named by `check_id` and one sync created alike; and `sync.state` says
+/// the same state, so it is never `in_sync` for a missing check.
+fn settle_check(state_dir: &Path, job: &Job, doc: &mut JobDoc, gone: &BTreeSet<String>) {
+    let facts = facts(state_dir, doc, gone);
+    let state = facts.state();
+    doc.missing = facts
+        .missing
+        .zip(doc.check_id.as_deref())
+        .map(|(by, id)| MissingDoc {
+            by: by.as_str().to_owned(),
+            reason: missing_reason(job, id),
+        });
+    if let (Some(sync), Some(state)) = (doc.sync.as_mut(), state) {
+        sync.state = state.as_str().to_owned();
+    }
+}
+
+/// What is known of the check of `doc`'s job: sync's state, the first 404 for it (the job's
+/// last ping, unless the service accepted the check since: [`state::ping_says_gone`]; `gone`:
+/// the ids the remote view found gone), the owner it records.
+fn facts<'a>(state_dir: &Path, doc: &'a JobDoc, gone: &BTreeSet<String>) -> CheckFacts<'a> {
+    let sync = doc.sync.as_ref().and_then(|s| CheckState::named(&s.state));
+    let missing = doc.check_id.as_ref().and_then(|id| {
+        let ping_404 = doc.last_ping.as_ref().is_some_and(|p| {
+            let accepted = p.result == state::PING_ACCEPTED;
+            state::ping_says_gone(state_dir, &doc.name, id, (p.at, accepted, p.status))
+        });
+        MissingBy::first(ping_404, sync, gone.contains(id))
+    });
+    CheckFacts {
+        sync,
+        missing,
+        owned_by: doc.owned_by.as_deref(),
+    }
+}
+
+/// What to do about `job`'s missing check `id`.
+fn missing_reason(job: &Job, id: &str) -> String {
+    if job.check.create {
+        format!(
+            "the service has no check {id} (deleted on the service): job \"{}\" has create = \
+             true, so sync makes its check again at its next re-assertion (reassert_interval)",
+            job.name
+        )
     } else {
-        return None;
-    };
-    Some(MissingDoc {
-        by: by.to_owned(),
-        reason: what,
-    })
+        format!(
+            "the service has no check {id} (deleted, or check_id is wrong): recreate it and set \
+             job \"{}\"'s check_id to its id",
+            job.name
+        )
+    }
 }
 
 /// Every job's sync status (none when sync does not run).
@@ -223,19 +256,20 @@ fn sync_snapshot(app: &App) -> BTreeMap<String, crate::sync::JobSyncStatus> {
         .unwrap_or_default()
 }
 
-/// The number of bound jobs whose check is missing (see [`missing`]), for the metrics.
-fn missing_checks(app: &App, config: &Config) -> u64 {
+/// Every job's check state by the one model (as `/status` tells it, without asking the
+/// service): the jobs' checks by state, for the metrics.
+fn check_states(app: &App, config: &Config) -> BTreeMap<CheckState, u64> {
     let gone = app.sources.remote.gone();
     let sync = sync_snapshot(app);
-    config
-        .jobs
-        .iter()
-        .filter(|job| {
-            let mut doc = job_doc(app, job);
-            doc.sync = sync.get(&job.name).cloned().map(sync_doc);
-            missing(app, job, &doc, &gone).is_some()
-        })
-        .count() as u64
+    let mut states = BTreeMap::new();
+    for job in &config.jobs {
+        let mut doc = job_doc(app, job);
+        doc.sync = sync.get(&job.name).cloned().map(sync_doc);
+        if let Some(state) = facts(&app.context.state_dir, &doc, &gone).state() {
+            *states.entry(state).or_default() += 1;
+        }
+    }
+    states
 }
 
 /// A job's sync status, its last error scrubbed (it may quote an API answer).
@@ -261,15 +295,20 @@ pub(crate) fn metrics(app: &App) -> String {
     let config = app.config();
     let outbox = outbox(app, &config);
     let jobs = app.context.view.jobs();
+    let states = check_states(app, &config);
     let scrape = Scrape {
         jobs: &jobs,
         reloads: app.context.view.reloads(),
         start_time: app.started.timestamp_millis() as f64 / 1000.0,
         outbox_depth: outbox.depth().unwrap_or(0),
         outbox: outbox.stats(),
-        sync: app.sync_counts(),
+        sync: app
+            .sources
+            .sync
+            .get()
+            .map(|_| states.iter().map(|(s, n)| (s.as_str(), *n)).collect()),
         sync_drift: app.sync_drift(),
-        checks_missing: missing_checks(app, &config),
+        checks_missing: states.get(&CheckState::Missing).copied().unwrap_or(0),
         paused: {
             let now = Utc::now();
             app.context

@@ -163,11 +163,16 @@ pub(crate) struct JobDoc {
     pub sync: Option<SyncDoc>,
     /// What the service thinks of the check.
     pub remote: Remote,
-    /// The service does not know the check (deleted, or a wrong `check_id`): set at the first
-    /// 404 for it, from a ping, sync's `PUT` or read, or the remote view; absent otherwise (and
-    /// from older daemons).
+    /// The service does not know the check (deleted, or a wrong `check_id`; a check sync
+    /// created alike): set at the first 404 for it, from a ping, sync's `PUT` or read, or the
+    /// remote view; absent otherwise (and from older daemons).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<MissingDoc>,
+    /// The identity of another agent that the job's check records as its owner: this agent
+    /// does not ping it, and its state is `owned_by_other` (`super::state`). Absent when the
+    /// check is this agent's or records no owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owned_by: Option<String>,
     /// In a `[cluster]`: where the job last ran and its claims; absent when the agent runs
     /// alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,6 +232,10 @@ pub(crate) struct PingDoc {
     pub result: String,
     /// The answer (`HTTP 200`) or the error; never the URL.
     pub detail: String,
+    /// The ping host's HTTP status, when it answered (404: the service has no such check).
+    /// Absent without an answer and from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 /// The service's view of a job's check.
@@ -293,7 +302,9 @@ pub(crate) struct EventDoc {
 pub(crate) struct SyncDoc {
     /// The check id.
     pub check_id: String,
-    /// `in_sync`, `pending`, `failed` or `missing` (the service has no such check).
+    /// The check's state ([`super::state::CheckState`]): `in_sync`, `pending`, `failed`,
+    /// `missing` (the service has no such check, whatever sync last recorded) or
+    /// `owned_by_other`.
     pub state: String,
     /// The last failure's message (kept until a pass succeeds).
     pub last_error: Option<String>,

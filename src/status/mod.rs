@@ -11,6 +11,8 @@
 //! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
+//! - [`state`]: the one state model of a job and its check, and its words, which every view
+//!   (`/status`, the metrics, the dashboard, the table, `history`, the demo) tells alike;
 //! - [`table`]: the human table of `heartbeat-agent status`;
 //! - [`client`]: the small HTTP client of the `status`, `health` and `trigger` commands;
 //! - [`owner`]: whose endpoint it is (the config the daemon runs and the daemon's id, kept in
@@ -26,6 +28,7 @@ pub(crate) mod owner;
 mod pause;
 pub(crate) mod remote;
 pub(crate) mod server;
+pub(crate) mod state;
 pub(crate) mod table;
 
 pub(crate) use server::{bind, task, Sources};

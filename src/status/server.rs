@@ -154,7 +154,6 @@ impl App {
         jobs.is_empty() || jobs.values().any(|j| j.last_attempt.is_some())
     }
 
-    /// Jobs per sync state, for metrics.
     /// Passes that found drift, by job, when sync runs.
     pub(crate) fn sync_drift(&self) -> Option<BTreeMap<String, u64>> {
         let sync = self.sources.sync.get()?;
@@ -164,15 +163,6 @@ impl App {
                 .map(|(job, status)| (job, status.drift_found))
                 .collect(),
         )
-    }
-
-    pub(crate) fn sync_counts(&self) -> Option<BTreeMap<&'static str, u64>> {
-        let sync = self.sources.sync.get()?;
-        let mut counts = BTreeMap::new();
-        for job in sync.snapshot().values() {
-            *counts.entry(job.state.as_str()).or_default() += 1;
-        }
-        Some(counts)
     }
 }
 

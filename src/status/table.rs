@@ -1,27 +1,19 @@
 //! The human table of `heartbeat-agent status`: one line per job with its next run, last run
-//! (age and result), last ping, sync state and what the service thinks (failing, 24 h success
-//! ratio). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`). Every cell
+//! (age and result), last ping, the check's state and what the service thinks (failing, 24 h
+//! success ratio), in the words of the one state model ([`super::state`]). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`). Every cell
 //! and line goes through [`printable`]: a job name, a pause reason, a node or leader name read
 //! from etcd or an etcd error cannot forge a row or drive the terminal.
 
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::doc::{Heartbeat, JobDoc, Remote, StatusDoc};
+use super::state::{self, CheckFacts, ServiceState, Tone};
 use crate::config::duration::one_unit;
 use crate::logging::printable;
 
 const HEADERS: [&str; 7] = [
     "JOB", "NEXT RUN", "LAST RUN", "RECENT", "PING", "SYNC", "REMOTE",
 ];
-
-/// How a cell is coloured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tone {
-    Plain,
-    Good,
-    Bad,
-    Warn,
-}
 
 /// The table for `doc` (ages relative to its `generated_at`), with a header line; `ascii`
 /// draws the RECENT strip with `+ x -` instead of `✓ ✗ ·`.
@@ -123,32 +115,18 @@ fn line(out: &mut String, cells: &[(String, Tone)], widths: &[usize; 7], color: 
 fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
     let next = match (&job.next_run, job.enabled, job.kind.as_str()) {
         _ if job.paused.is_some() => paused(job, now),
-        (_, false, _) => ("disabled".to_owned(), Tone::Plain),
+        (_, false, _) => (state::DISABLED.to_owned(), Tone::Plain),
         (_, _, "external") => ("external".to_owned(), Tone::Plain),
         (Some(at), _, _) => (format!("in {}", span(*at - now)), Tone::Plain),
         (None, _, _) => ("-".to_owned(), Tone::Plain),
     };
     let last = match &job.last_run {
-        _ if job.running > 0 => ("running".to_owned(), Tone::Warn),
-        None => ("never".to_owned(), Tone::Plain),
+        _ if job.running > 0 => (state::RUNNING.to_owned(), Tone::Warn),
+        None => (state::NEVER.to_owned(), Tone::Plain),
         Some(run) => {
-            let what = match (run.exit_code, run.signal) {
-                (Some(code), _) if run.outcome != "success" => {
-                    format!("{} (exit {code})", run.outcome)
-                }
-                (_, Some(signal)) => format!("{} (signal {signal})", run.outcome),
-                _ => run.outcome.clone(),
-            };
-            let what = match run.attempts {
-                0 | 1 => what,
-                n => format!("{what} after {n} attempts"),
-            };
-            let tone = if run.outcome == "success" {
-                Tone::Good
-            } else {
-                Tone::Bad
-            };
-            (format!("{} ago {what}", span(now - run.ended)), tone)
+            let what = state::run_phrase(&run.outcome, run.exit_code, run.signal, run.attempts);
+            let ago = span(now - run.ended);
+            (format!("{ago} ago {what}"), state::run_tone(&run.outcome))
         }
     };
     // In a cluster, a later fire that another agent ran shows where it ran.
@@ -164,36 +142,26 @@ fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
     };
     let ping = match &job.last_ping {
         None => ("-".to_owned(), Tone::Plain),
-        Some(p) if p.result == "accepted" => (format!("ok {} ago", span(now - p.at)), Tone::Good),
-        Some(_) if job.outbox_pending > 0 => {
-            (format!("queued ({})", job.outbox_pending), Tone::Warn)
-        }
-        Some(_) => ("failed".to_owned(), Tone::Bad),
+        Some(p) if p.result == "accepted" => (
+            format!("{} {} ago", state::PING_ACCEPTED, span(now - p.at)),
+            Tone::Good,
+        ),
+        Some(_) if job.outbox_pending > 0 => (
+            format!("{} ({})", state::PING_QUEUED, job.outbox_pending),
+            Tone::Warn,
+        ),
+        Some(_) => (state::PING_FAILED.to_owned(), Tone::Bad),
     };
-    let sync = match &job.sync {
-        _ if job.missing.is_some() => ("check missing".to_owned(), Tone::Bad),
-        None => ("-".to_owned(), Tone::Plain),
-        Some(s) if !s.drift.is_empty() && s.state != "missing" => {
-            (format!("drift: {}", s.drift.join(", ")), Tone::Warn)
-        }
-        Some(s) => match s.state.as_str() {
-            "in_sync" => ("in sync".to_owned(), Tone::Good),
-            "failed" => ("failed".to_owned(), Tone::Bad),
-            "missing" => ("check missing".to_owned(), Tone::Bad),
-            other => (other.to_owned(), Tone::Warn),
-        },
-    };
+    let check = CheckFacts::of_doc(job).state();
+    let drift = job.sync.as_ref().map_or(&[][..], |s| s.drift.as_slice());
     [
         (job.name.clone(), Tone::Plain),
         next,
         last,
         recent(&job.recent, ascii),
         ping,
-        sync,
-        match &job.missing {
-            Some(_) => ("MISSING on the service".to_owned(), Tone::Bad),
-            None => remote(&job.remote, job.check_id.is_some()),
-        },
+        state::sync_cell(check, drift),
+        remote(&job.remote, job.check_id.is_some(), check),
     ]
 }
 
@@ -201,8 +169,10 @@ fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
 fn recent(outcomes: &[String], ascii: bool) -> (String, Tone) {
     match outcomes.last() {
         None => ("-".to_owned(), Tone::Plain),
-        Some(last) if last == "success" => (crate::history::strip(outcomes, ascii), Tone::Good),
-        Some(_) => (crate::history::strip(outcomes, ascii), Tone::Bad),
+        Some(last) => (
+            crate::history::strip(outcomes, ascii),
+            state::run_tone(last),
+        ),
     }
 }
 
@@ -225,18 +195,20 @@ fn paused(job: &JobDoc, now: DateTime<Utc>) -> (String, Tone) {
     (text, Tone::Warn)
 }
 
-fn remote(remote: &Remote, bound: bool) -> (String, Tone) {
+/// The REMOTE cell: the service's state of the check ([`ServiceState`]), then, when the
+/// service was read, the 24 h success ratio and whether the check was pinged lately.
+fn remote(remote: &Remote, bound: bool, check: Option<state::CheckState>) -> (String, Tone) {
+    let service = ServiceState::of(remote, check);
+    let word = service.as_str();
     match remote {
+        _ if service == ServiceState::Missing => (word.to_owned(), service.tone()),
         Remote::Unavailable { .. } if !bound => ("-".to_owned(), Tone::Plain),
-        Remote::Unavailable { .. } => ("unavailable".to_owned(), Tone::Warn),
+        Remote::Unavailable { .. } => (word.to_owned(), service.tone()),
         Remote::Available {
-            check_status,
             heartbeat,
             fetched_at,
+            ..
         } => {
-            let failing = check_status
-                .as_ref()
-                .is_some_and(|s| s.has_failures || s.has_errors);
             // The service's success ratio is a percentage already (0 to 100).
             let ratio = match heartbeat {
                 Heartbeat::Available {
@@ -256,11 +228,7 @@ fn remote(remote: &Remote, bound: bool) -> (String, Tone) {
                 Heartbeat::NeverPinged { .. } => ", never pinged".to_owned(),
                 Heartbeat::Unavailable { .. } => String::new(),
             };
-            if failing {
-                (format!("FAILING 24h {ratio}{note}"), Tone::Bad)
-            } else {
-                (format!("ok 24h {ratio}{note}"), Tone::Good)
-            }
+            (format!("{word} 24h {ratio}{note}"), service.tone())
         }
     }
 }
@@ -293,15 +261,26 @@ mod tests {
             success_ratio_7d: Some(97.5),
             latest_event: event(hours_ago),
         };
-        assert_eq!(remote(&view(available(1)), true).0, "ok 24h 100.0%");
+        let in_sync = Some(state::CheckState::InSync);
         assert_eq!(
-            remote(&view(available(30)), true).0,
-            "ok 24h 100.0%, no ping in the last 24 hours (last event 30h ago)"
+            remote(&view(available(1)), true, in_sync).0,
+            "not_listed 24h 100.0%"
         );
         assert_eq!(
-            remote(&view(Heartbeat::NeverPinged { searched_days: 365 }), true).0,
-            "ok 24h n/a, never pinged"
+            remote(&view(available(30)), true, in_sync).0,
+            "not_listed 24h 100.0%, no ping in the last 24 hours (last event 30h ago)"
         );
+        assert_eq!(
+            remote(
+                &view(Heartbeat::NeverPinged { searched_days: 365 }),
+                true,
+                in_sync
+            )
+            .0,
+            "not_listed 24h n/a, never pinged"
+        );
+        let missing = Some(state::CheckState::Missing);
+        assert_eq!(remote(&view(available(1)), true, missing).0, "missing");
     }
 
     #[test]

@@ -162,13 +162,13 @@ fn a_daemons_runs_are_kept_bounded_newest_first_and_read_alike_by_every_reader()
             .find(|r| r[0] == job)
             .unwrap_or_else(|| panic!("a row of {job}: {text}"))
     };
-    assert_eq!(row("broken")[3], "x exit 3", "{text}");
+    assert_eq!(row("broken")[3], "x failed (exit 3)", "{text}");
     // The last line of its output: stdout and stderr are read apart, either may come last.
     assert!(
         ["oops", "key is [redacted]"].contains(&row("broken")[5].as_str()),
         "{text}"
     );
-    assert_eq!(row("slow")[3], "x timed out", "{text}");
+    assert_eq!(row("slow")[3], "x timed_out", "{text}");
     assert_eq!(row("fine")[3], "+ success", "{text}");
     assert_eq!(rows.len(), 1 + 6, "two runs per job: {text}");
     let started: Vec<&str> = rows[1..].iter().map(|r| r[1].as_str()).collect();

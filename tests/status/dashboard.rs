@@ -119,6 +119,38 @@ fn rows<'a>(dom: &'a str, marker: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// What a reader sees in the cell `label` (`sync`, `check`, `last run`...) of job `name`'s row
+/// of the overview `html`: its text, tags removed, entities decoded, spaces collapsed.
+pub(super) fn cell_text(html: &str, name: &str, label: &str) -> String {
+    let row = rows(html, &format!("data-job=\"{name}\""))
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no row of {name}:\n{html}"));
+    let marker = format!("<td data-label=\"{label}\"");
+    let start = row
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {label} cell in the row of {name}: {row}"));
+    let cell = &row[start..];
+    let cell = &cell[..cell.find("</td>").unwrap_or(cell.len())];
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in cell.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    let text = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[test]
 fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
     if !require(

@@ -1,6 +1,8 @@
 //! The demo's table: one row per job with its last run, its ping, its sync state and what the
 //! emulator saw, redrawn every second on a terminal (a line per change otherwise), made by a
-//! background task of the embedded daemon that also ends the demo after `--duration`.
+//! background task of the embedded daemon that also ends the demo after `--duration`. Its
+//! words (a run's outcome, a ping's result, the check's state, the service's) are those of
+//! every view: [`crate::status::state`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,8 +17,9 @@ use super::CheckIds;
 use crate::api::ApiClient;
 use crate::config::{Config, JobAction};
 use crate::daemon::{Context, Controller, DaemonView, JobView, Request, Task};
-use crate::run_end::{ProcessEnd, RunEnd};
-use crate::sync::{SyncState, SyncStatus};
+use crate::run_end::RunEnd;
+use crate::status::state::{self, CheckFacts, CheckState, MissingBy, ServiceState, Tone};
+use crate::sync::SyncStatus;
 
 /// How often the table is refreshed (and the emulator asked for its view).
 const REFRESH: Duration = Duration::from_secs(1);
@@ -108,18 +111,31 @@ impl View {
         let mut rows = Vec::new();
         for job in &config.jobs {
             let job_state = daemon.as_ref().and_then(|d| d.job(&job.name));
-            let sync = match (job.has_synced_check(), self.sync.get(&job.name)) {
-                (true, Some(status)) => match status.state {
-                    SyncState::InSync => "in sync".to_owned(),
-                    SyncState::Pending => "pending".to_owned(),
-                    SyncState::Failed => "failed".to_owned(),
-                    SyncState::Missing => "check missing".to_owned(),
-                },
-                (true, None) => "not managed".to_owned(),
-                (false, _) => "-".to_owned(),
+            // The check's state by the one model: sync's, unless the job's ping was answered 404.
+            let status = self.sync.get(&job.name).filter(|_| job.has_synced_check());
+            let sync_state = status.as_ref().map(|s| CheckState::from(s.state));
+            let check = crate::sync::created::bound_check(&self.state_dir, job);
+            let ping_404 = job_state
+                .as_ref()
+                .and_then(|s| s.last_ping.as_ref())
+                .zip(check.as_deref())
+                .is_some_and(|(p, id)| {
+                    let answer = (p.at, p.accepted, p.status);
+                    state::ping_says_gone(&self.state_dir, &job.name, id, answer)
+                });
+            let facts = CheckFacts {
+                sync: sync_state,
+                missing: MissingBy::first(ping_404, sync_state, false),
+                owned_by: None,
             };
+            let drift = status.as_ref().map_or(&[][..], |s| s.drift.as_slice());
+            let sync = state::sync_cell(facts.state(), drift).0;
             // The job's check: its `check_id`, or the one sync created for `create = true`.
-            let emulator = match crate::sync::created::bound_check(&self.state_dir, job) {
+            let emulator = match check {
+                Some(_) if facts.state() == Some(CheckState::Missing) => Service {
+                    alarm: true,
+                    text: ServiceState::Missing.as_str().to_owned(),
+                },
                 Some(id) => self.emulator_view(&id, failing.get(&id)).await,
                 None => Service {
                     alarm: false,
@@ -135,7 +151,11 @@ impl View {
                 job: job.name.clone(),
                 last_run: job_state.as_ref().and_then(|s| last_run(s, &job.action)),
                 ping: job_state.and_then(|s| s.last_ping).map(|p| {
-                    let verdict = if p.accepted { "ok" } else { "refused" };
+                    let verdict = match (p.accepted, p.queued) {
+                        (true, _) => state::PING_ACCEPTED,
+                        (false, true) => state::PING_QUEUED,
+                        (false, false) => state::PING_FAILED,
+                    };
                     (p.at, format!("{verdict} {}", p.detail))
                 }),
                 sync,
@@ -191,11 +211,8 @@ impl View {
             .next()
             .and_then(|e| e.state.as_ref())
             .map(|s| last_state(s.as_str()));
-        let (alarm, verdict) = match failing {
-            Some(true) => (true, "ALARM"),
-            Some(false) => (false, "ok"),
-            None => (false, "state unknown"),
-        };
+        let service = ServiceState::listed(failing.copied());
+        let (alarm, verdict) = (service.tone() == Tone::Bad, service.as_str());
         let text = match last {
             Some(last) => format!("{verdict}, {count} {noun}, last {last}"),
             None => format!("{verdict}, no events"),
@@ -224,23 +241,25 @@ pub(super) struct Service {
 }
 
 /// How the job's last run ended, or that one is running now.
-fn last_run(state: &JobView, action: &JobAction) -> Option<(DateTime<Utc>, String)> {
-    let record = match state.last_run.as_deref() {
+fn last_run(job: &JobView, action: &JobAction) -> Option<(DateTime<Utc>, String)> {
+    let record = match job.last_run.as_deref() {
         Some(record) => record,
-        None if state.running > 0 => return Some((Utc::now(), "running".to_owned())),
+        None if job.running > 0 => return Some((Utc::now(), state::RUNNING.to_owned())),
         None => return None,
     };
+    let phrase = state::run_phrase(
+        record.outcome.as_str(),
+        record.end.exit_code(),
+        record.end.signal(),
+        record.attempts,
+    );
     let outcome = match &record.end {
-        RunEnd::TimedOut { .. } => "timed out".to_owned(),
-        RunEnd::Stopped { .. } => "stopped by shutdown".to_owned(),
-        RunEnd::Ended(ProcessEnd::Exited(code)) if record.success() => format!("ok (exit {code})"),
-        RunEnd::Ended(ProcessEnd::Exited(code)) => format!("failed (exit {code})"),
-        RunEnd::Ended(ProcessEnd::Signaled { signal, .. }) => format!("failed (signal {signal})"),
-        RunEnd::NotStarted { reason, .. } => format!("not started: {reason}"),
-        RunEnd::Probed { healthy: true, .. } => "healthy".to_owned(),
-        RunEnd::Probed { reason, .. } => format!("unhealthy: {reason}"),
+        RunEnd::NotStarted { reason, .. } | RunEnd::Probed { reason, .. } if !record.success() => {
+            format!("{phrase}: {reason}")
+        }
+        _ => phrase,
     };
-    let runs = state.runs;
+    let runs = job.runs;
     let kind = if matches!(action, JobAction::Watch(_)) {
         "probe"
     } else {
@@ -274,8 +293,8 @@ impl Row {
 
 /// What the SERVICE column says, under the table.
 pub(super) const LEGEND: &str =
-    "service: what the service says of the check: events in 24h and the last one\n\
-(EARLY: a ping before the period ended, fine). ALARM: the check is failing.\n";
+    "service: the check's state (up, failing), its events in 24h and the last one\n\
+(EARLY: a ping before the period ended, fine). !! marks a failing check.\n";
 
 /// The widest the table gets: a common terminal's width.
 const WIDTH: usize = 80;
@@ -362,18 +381,15 @@ mod tests {
     fn row(job: &str, now: DateTime<Utc>, alarm: bool) -> Row {
         Row {
             job: job.into(),
-            last_run: Some((
-                now - chrono::TimeDelta::seconds(3),
-                "run 2: ok (exit 0)".into(),
-            )),
+            last_run: Some((now - chrono::TimeDelta::seconds(3), "run 2: success".into())),
             ping: None,
-            sync: "in sync".into(),
+            sync: "in_sync".into(),
             emulator: Service {
                 alarm,
                 text: if alarm {
-                    "ALARM, 1 event, last FAILING".into()
+                    "failing, 1 event, last FAILING".into()
                 } else {
-                    "ok, 60 events, last EARLY (ok)".into()
+                    "up, 60 events, last EARLY (ok)".into()
                 },
             },
         }
@@ -387,10 +403,10 @@ mod tests {
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 5, "{table}");
         assert!(lines[0].starts_with("JOB          LAST RUN"), "{table}");
-        assert!(lines[1].contains("run 2: ok (exit 0), 3s ago"), "{table}");
+        assert!(lines[1].contains("run 2: success, 3s ago"), "{table}");
         assert!(lines[1].contains("not pinged"), "{table}");
-        assert_eq!(lines[2], "  service: ok, 60 events, last EARLY (ok)");
-        assert_eq!(lines[4], "  service: !! ALARM, 1 event, last FAILING");
+        assert_eq!(lines[2], "  service: up, 60 events, last EARLY (ok)");
+        assert_eq!(lines[4], "  service: !! failing, 1 event, last FAILING");
         assert!(!table.contains('\x1b'), "{table}");
         for line in &lines {
             assert!(line.chars().count() <= WIDTH, "{line:?}");
@@ -409,7 +425,7 @@ mod tests {
             assert!(line.chars().count() <= WIDTH, "{line:?}");
         }
         let line = rows[0].change_line();
-        assert!(line.starts_with("backup: run 2: ok (exit 0) at "), "{line}");
+        assert!(line.starts_with("backup: run 2: success at "), "{line}");
         assert!(!line.contains("ago"), "{line}");
     }
 }

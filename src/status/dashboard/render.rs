@@ -7,7 +7,8 @@
 //! Content-Security-Policy ([`csp`]); the page has no `style` attribute, no script and no
 //! external asset, so `default-src 'none'` holds. Sparklines are inline SVG drawn with
 //! presentation attributes. It refreshes itself every 30 s with `<meta http-equiv="refresh">`,
-//! which needs no JavaScript.
+//! which needs no JavaScript. Every state (a run's, a check's, the service's) is said with the
+//! word of the one state model ([`crate::status::state`]) and coloured by its tone.
 
 use std::fmt::Write;
 use std::sync::OnceLock;
@@ -18,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::history::Run;
 use crate::status::doc::{Heartbeat, JobDoc, Remote, RunDoc, StatusDoc};
+use crate::status::state::{self, CheckFacts, ServiceState, Tone};
 
 /// The page's only style sheet (dark and light by `prefers-color-scheme`; rows turn into
 /// blocks on a narrow screen).
@@ -212,58 +214,60 @@ fn sparkline(runs: &[(u64, bool)]) -> String {
     out
 }
 
-/// The service's view of the job's check, in a few words.
-fn remote(job: &JobDoc) -> String {
-    match &job.remote {
-        Remote::Available {
-            check_status,
-            heartbeat,
-            ..
-        } => {
-            let state = match check_status.as_deref() {
-                Some(s) if s.has_failures || s.has_errors => {
-                    "<span class=\"failed\">failing</span>"
-                }
-                Some(_) => "<span class=\"success\">up</span>",
-                None => "<span class=\"none\">not listed</span>",
-            };
-            let beat = match heartbeat {
-                Heartbeat::Available {
-                    success_ratio_24h: Some(ratio),
-                    ..
-                } => format!(" · {ratio:.0}% 24h"),
-                Heartbeat::NeverPinged { .. } => " · never pinged".to_owned(),
-                _ => String::new(),
-            };
-            format!("{state}{beat}")
-        }
-        Remote::Unavailable { reason } => {
-            format!(
-                "<span class=\"none\" title=\"{}\">unknown</span>",
-                esc(reason)
-            )
-        }
+/// The CSS class of a state's tone: the colours of the outcomes.
+fn tone_class(tone: Tone) -> &'static str {
+    match tone {
+        Tone::Good => "success",
+        Tone::Bad => "failed",
+        Tone::Warn => "paused",
+        Tone::Plain => "none",
     }
 }
 
-fn sync(job: &JobDoc) -> String {
-    match &job.sync {
-        Some(sync) => {
-            let cls = if sync.state == "in_sync" {
-                "success"
-            } else if sync.state == "pending" {
-                "paused"
-            } else {
-                "failed"
-            };
-            let title = sync.last_error.as_deref().map(esc).unwrap_or_default();
-            format!(
-                "<span class=\"{cls}\" title=\"{title}\">{}</span>",
-                esc(&sync.state)
-            )
+/// The service's view of the job's check: its state's word ([`ServiceState`]; `-` as in the
+/// table for a job bound to no check), then the 24 h success ratio or that it was never pinged.
+fn remote(job: &JobDoc) -> String {
+    let service = ServiceState::of(&job.remote, CheckFacts::of_doc(job).state());
+    let (mut cls, mut word) = (tone_class(service.tone()), service.as_str());
+    let (title, beat) = match &job.remote {
+        _ if service == ServiceState::Missing => {
+            (job.missing.as_ref().map(|m| &m.reason), String::new())
         }
-        None => "<span class=\"none\">–</span>".to_owned(),
-    }
+        Remote::Available { heartbeat, .. } => match heartbeat {
+            Heartbeat::Available {
+                success_ratio_24h: Some(ratio),
+                ..
+            } => (None, format!(" · {ratio:.0}% 24h")),
+            Heartbeat::NeverPinged { .. } => (None, " · never pinged".to_owned()),
+            _ => (None, String::new()),
+        },
+        Remote::Unavailable { reason } => {
+            if job.check_id.is_none() {
+                (cls, word) = ("none", "-");
+            }
+            (Some(reason), String::new())
+        }
+    };
+    let title = title.map(|t| esc(t)).unwrap_or_default();
+    format!("<span class=\"{cls}\" title=\"{title}\">{word}</span>{beat}")
+}
+
+/// The check's state ([`state::sync_cell`]: the word, or the fields drifted), titled with
+/// sync's last error.
+fn sync(job: &JobDoc) -> String {
+    let drift = job.sync.as_ref().map_or(&[][..], |s| s.drift.as_slice());
+    let (text, tone) = state::sync_cell(CheckFacts::of_doc(job).state(), drift);
+    let title = job
+        .sync
+        .as_ref()
+        .and_then(|s| s.last_error.as_deref())
+        .map(esc)
+        .unwrap_or_default();
+    format!(
+        "<span class=\"{}\" title=\"{title}\">{}</span>",
+        tone_class(tone),
+        esc(&text)
+    )
 }
 
 fn paused(job: &JobDoc, now: DateTime<Utc>) -> String {
@@ -291,22 +295,19 @@ fn paused(job: &JobDoc, now: DateTime<Utc>) -> String {
 fn last(run: Option<&RunDoc>) -> (String, String) {
     match run {
         Some(run) => {
-            let detail = match (run.exit_code, run.signal) {
-                (_, Some(signal)) => format!(" (signal {signal})"),
-                (Some(code), None) if code != 0 => format!(" (exit {code})"),
-                _ => String::new(),
-            };
+            // Attempts have a column of their own on the job's page.
+            let phrase = state::run_phrase(&run.outcome, run.exit_code, run.signal, 1);
             (
                 format!(
-                    "<span class=\"outcome {}\">{}{detail}</span>",
+                    "<span class=\"outcome {}\">{}</span>",
                     class(&run.outcome),
-                    esc(&run.outcome.replace('_', " "))
+                    esc(&phrase)
                 ),
                 duration(run.duration_ms),
             )
         }
         None => (
-            "<span class=\"none\">never ran</span>".to_owned(),
+            format!("<span class=\"none\">{}</span>", state::NEVER),
             String::new(),
         ),
     }
@@ -380,17 +381,21 @@ pub(super) fn overview(doc: &StatusDoc, sparks: &[Vec<(u64, bool)>]) -> String {
         let next = job
             .next_run
             .map_or_else(|| "–".to_owned(), |t| when(t, now));
-        let state = if !job.enabled {
-            " <span class=\"none\">disabled</span>"
+        let activity = if !job.enabled {
+            format!(" <span class=\"none\">{}</span>", state::DISABLED)
         } else if job.running > 0 {
-            " <span class=\"mute\">running</span>"
+            format!(" <span class=\"mute\">{}</span>", state::RUNNING)
         } else {
-            ""
+            String::new()
         };
+        let check = CheckFacts::of_doc(job)
+            .state()
+            .map_or("none", state::CheckState::as_str);
         let _ = write!(
             out,
-            "<tr class=\"job\" data-job=\"{name}\" data-last=\"{last_outcome}\">\
-             <td data-label=\"job\"><a href=\"/jobs/{href}\">{name}</a>{state} {paused}</td>\
+            "<tr class=\"job\" data-job=\"{name}\" data-last=\"{last_outcome}\" \
+             data-check=\"{check}\">\
+             <td data-label=\"job\"><a href=\"/jobs/{href}\">{name}</a>{activity} {paused}</td>\
              <td data-label=\"schedule\">{schedule} <span class=\"mute\">{tz}</span></td>\
              <td data-label=\"next run\" class=\"nowrap\">{next}</td>\
              <td data-label=\"last run\">{outcome}</td>\

@@ -131,7 +131,7 @@ pub(crate) struct Scrape<'a> {
     pub outbox_depth: usize,
     /// The outbox's counters.
     pub outbox: Stats,
-    /// Jobs per sync state (`in_sync`, `pending`, `failed`, `missing`), when sync runs.
+    /// Bound jobs by their check's state (`crate::status::state::CheckState`), when sync runs.
     pub sync: Option<BTreeMap<&'static str, u64>>,
     /// Sync passes that found the check edited on the service (drift), by job, when sync runs.
     pub sync_drift: Option<BTreeMap<String, u64>>,
@@ -171,9 +171,9 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         out.family(
             "heartbeat_agent_sync_jobs",
             "gauge",
-            "Bound jobs by the state of their check's sync.",
+            "Bound jobs by the state of their check (in_sync, pending, failed, missing, owned_by_other), as /status tells it.",
         );
-        for state in ["in_sync", "pending", "failed", "missing"] {
+        for state in crate::status::state::CheckState::ALL.map(|s| s.as_str()) {
             let n = sync.get(state).copied().unwrap_or(0);
             out.sample("heartbeat_agent_sync_jobs", &[("state", state)], n as f64);
         }
