@@ -507,9 +507,11 @@ impl Pass<'_> {
         }
     }
 
-    /// Reads `check_id` from the service ([`drift::service`]) when this pass reads it: always
-    /// when nothing was accepted from this agent yet (no record: comparing with nothing would
-    /// send every field), else for `heartbeat-agent sync` and the daemon's re-assertions. Not
+    /// Reads `check_id` from the service ([`drift::service`]) when this pass reads it: when
+    /// nothing was accepted from this agent yet (no record: comparing with nothing would send
+    /// every field; in the daemon not while its `PUT`s are paced after a 429, when a read
+    /// before each first `PUT` would double a crowded fleet's requests), and for
+    /// `heartbeat-agent sync` and the daemon's re-assertions. Not
     /// while the rest of the pass is halted or the pacing holds the job's `PUT` back (the read
     /// goes with the `PUT` it decides; one with no `PUT` after it counts as the job's request in
     /// the pace); a 429 on the read halts the pass like one on a `PUT`.
@@ -522,10 +524,13 @@ impl Pass<'_> {
         halted: &mut Option<Halt>,
     ) -> Service {
         let accepted = known.and_then(|k| k.accepted.as_ref());
-        let reading = accepted.is_none() || self.opts.read || self.opts.reassert.contains(job);
-        let paced = self
-            .pacer
-            .is_some_and(|p| !p.delay(Instant::now()).is_zero());
+        let now = Instant::now();
+        // While paced after a 429 (the key is shared and crowded), a check with no record is
+        // sent as it was before reads: one request, not two.
+        let crowded = self.pacer.is_some_and(|p| p.rate(now).is_some());
+        let reading =
+            (accepted.is_none() && !crowded) || self.opts.read || self.opts.reassert.contains(job);
+        let paced = self.pacer.is_some_and(|p| !p.delay(now).is_zero());
         if !reading || halted.is_some() || paced {
             return Service::default();
         }
