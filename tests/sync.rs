@@ -102,11 +102,13 @@ fn every_five_minutes_sends_the_complete_definition_once() {
     assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
     let out = text(&first.stdout);
     assert!(out.starts_with("five (check c5): updated\n"), "{out}");
-    assert!(out.contains("  heartbeat.period: (none) -> 5\n"), "{out}");
+    // Nothing recorded yet: the check is read first, so the differences are the real ones.
+    assert!(out.contains("  heartbeat.period: 1 -> 5\n"), "{out}");
     assert!(
-        out.contains("  heartbeat.periodUnit: (none) -> \"minutes\"\n"),
+        out.contains("  heartbeat.periodUnit: \"days\" -> \"minutes\"\n"),
         "{out}"
     );
+    assert!(out.contains("  name: \"check c5\" -> \"five\"\n"), "{out}");
     assert!(
         !out.contains(&crate::util::emulator::token_for("c5")),
         "the token is a secret: {out}"
@@ -408,22 +410,27 @@ fn once_the_api_keeps_answering_429_the_rest_of_the_pass_waits() {
         [
             "heartbeat-agent: job \"second\": check c2: not sent: the API kept answering 429 \
              (too many requests) this pass; it is retried later (run sync again)",
-            "heartbeat-agent: job \"first\": check c1: api error 429 Too Many Requests: Too Many \
-             Requests (PUT /v1/checks/heartbeat/c1); retry after 0s",
+            "heartbeat-agent: job \"first\": check c1: cannot read it: api error 429 Too Many \
+             Requests: Too Many Requests (GET /v1/checks/c1); retry after 0s",
         ]
     );
-    // Only the first job's attempts were sent (the client's retries), none for the second.
-    let puts = setup.puts();
+    // Only the first job's read was tried (the client's retries): no PUT, nothing for the
+    // second.
+    let requests = setup.emulator.requests();
     assert!(
-        puts.iter().all(|(path, _, _)| path.ends_with("/c1")),
-        "{puts:?}"
+        requests
+            .iter()
+            .all(|r| r.method == "GET" && r.path == "/v1/checks/c1"),
+        "{requests:?}"
     );
+    assert_eq!(requests.len(), 4, "the client's 4 attempts");
     assert!(text(&output.stdout).contains("second (check c2): deferred"));
     setup.emulator.remove_fault(id);
     let again = setup.agent(&["sync"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
 }
 
+mod converge;
 mod create;
 mod drift;
 mod ownership;

@@ -259,7 +259,7 @@ fn send(
         let report = runtime.block_on(sync_all(config, client, state_dir, &opts, &mut cache));
         for entry in &report.jobs {
             match &entry.outcome {
-                SyncOutcome::Updated | SyncOutcome::InSync => eprintln!(
+                SyncOutcome::Updated | SyncOutcome::Created | SyncOutcome::InSync => eprintln!(
                     "heartbeat-agent: job \"{}\": check {} {done}",
                     entry.job, entry.check_id
                 ),

@@ -143,6 +143,7 @@ fn render_job(entry: &JobReport) -> String {
     let result = match &entry.outcome {
         SyncOutcome::InSync => "in sync",
         SyncOutcome::Updated => "updated",
+        SyncOutcome::Created => "created",
         SyncOutcome::WouldUpdate => "would update (dry run: nothing sent)",
         SyncOutcome::WouldCreate => {
             "would create the check: POST /v1/checks/heartbeat with the fields below (dry run: nothing sent)"

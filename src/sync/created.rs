@@ -3,26 +3,36 @@
 //!
 //! The job's check carries its scope tag (`heartbeat-agent:<cluster>/<job>`, or
 //! `heartbeat-agent:<host>@<scope id>/<job>` outside a cluster,
-//! [`crate::config::tags::scope_tag`]), which makes creating idempotent without any state:
+//! [`crate::config::tags::scope_tag`]), which makes creating idempotent without any state, and
+//! lets agents that raced converge on one check:
 //!
-//! 1. A check id recorded for the job under the same tag (`<state_dir>/sync/<job>.json`,
-//!    `createdTag`) is the job's check.
-//! 2. Else the service is asked for heartbeat checks carrying the tag (`GET /v1/checks?tag=..
-//!    &checkType=HEARTBEAT`, every page): the oldest one found is the job's check. So a lost
-//!    state directory, or an agent killed between the `POST` and recording its answer, never
-//!    makes a second check.
-//!    One owned by another agent is not the job's ([`super::owner::claim`]); without one, a
-//!    check older agents made under the host-named tag is adopted ([`super::owner::adopt`]).
-//! 3. Else the definition sync would `PUT` (period, grace, name, tags with the scope tag,
-//!    alerting) is `POST`ed to `/v1/checks/heartbeat`, never retried once sent (a retry could
-//!    make a second check; the next pass looks the check up instead).
-//! 4. Then the service is asked again: two agents of one scope that created at once see both
-//!    checks, keep the oldest (`created_at`, then the smallest id: every agent picks the same)
-//!    and each deletes its own younger one (`DELETE /v1/checks/{id}`), so they converge on one.
+//! 1. An id recorded for the job under the same tag (`<state_dir>/sync/<job>.json`,
+//!    `createdTag`) is the job's check. It is only recorded once a lookup by the tag confirmed
+//!    it; the lookup is repeated at every pass of `heartbeat-agent sync`, at each of the
+//!    daemon's re-assertions of the job, and at every pass while the last lookup left other
+//!    checks carrying the tag (`duplicatesLeft`).
+//! 2. The lookup asks for the heartbeat checks carrying the tag (`GET /v1/checks?tag=..
+//!    &checkType=HEARTBEAT`, every page). The oldest (`created_at`, then the smallest id: every
+//!    agent picks the same) is the job's check; the younger ones carrying the tag are duplicates
+//!    made by agents of the same scope, and are deleted (`DELETE /v1/checks/{id}`, never a check
+//!    without the tag). So a lost state directory, an agent killed between its `POST` and its
+//!    lookup, or two agents that created at once, end with one check. An oldest check owned by
+//!    another agent is not the job's ([`super::owner::claim`]): nothing is deleted or recorded.
+//!    No check carries the tag: a check older agents made under the host-named tag is adopted
+//!    ([`super::owner::adopt`]).
+//! 3. No check carries the tag: the definition sync would `PUT` (period, grace, name, tags with
+//!    the scope tag, alerting) is `POST`ed to `/v1/checks/heartbeat`, never repeated once it
+//!    may have reached the service (a repeat could make a second check).
+//! 4. Then the lookup again, and step 2: the pass that created a check deletes only that one
+//!    when it is not the oldest (the other creators do the same with theirs). When that lookup
+//!    fails, nothing is recorded: the job has no check yet, and the next pass's lookup decides.
 //!
-//! The id found or created is recorded with the check's ping URL and token; a check this agent
-//! created is recorded with the definition it sent as accepted, so no `PUT` follows. With
-//! `--dry-run` nothing is sent beyond the lookup, and the report shows the `POST` body.
+//! Every lookup and deletion goes through the API client's retry loop with its default policy
+//! ([`crate::net::retry`]: 429 and 5xx repeated with backoff, `Retry-After` honoured), also in
+//! the daemon, whose other requests are sent once: a lookup that fails is what leaves two
+//! checks. A check this agent created is recorded with the definition it sent as accepted, so
+//! no `PUT` follows. With `--dry-run` nothing is sent beyond the lookup (no `POST`, no
+//! deletion), and the report shows the `POST` body.
 //!
 //! [`created_counts`] counts the checks created, by job and reason (`new`: the job had none;
 //! `deleted`: the job's check was deleted on the service), for the status endpoint's metrics.
@@ -36,7 +46,7 @@ use chrono::{DateTime, Utc};
 use super::desired::Definition;
 use super::state::{self, LearnedUrls};
 use crate::api::model::{CheckType, HeartbeatCheck, HeartbeatCheckCreate, ListChecks};
-use crate::api::ApiClient;
+use crate::api::{ApiClient, RetryPolicy};
 use crate::config::Job;
 
 /// Checks created, by (job, reason).
@@ -76,7 +86,12 @@ pub fn created_counts() -> Vec<(String, &'static str, u64)> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Resolved {
     /// The check's id (recorded, found by its tag, or created now).
-    Known(String),
+    Known {
+        /// The id.
+        id: String,
+        /// This pass created it (the `POST` was accepted and it is the oldest).
+        created: bool,
+    },
     /// `--dry-run`: no check carries the tag; this `POST` would be sent.
     WouldCreate,
     /// The lookup or the creation failed; the message names the job, the tag and what to do.
@@ -85,12 +100,14 @@ pub(crate) enum Resolved {
 
 /// What [`resolve`] needs of the pass.
 pub(crate) struct Lookup<'a> {
-    /// The API.
+    /// The API (its retry policy is replaced by the default one, see the module header).
     pub client: &'a ApiClient,
     /// Where the id is recorded.
     pub state_dir: &'a Path,
     /// Send nothing but the lookup.
     pub dry_run: bool,
+    /// Look the recorded check up by its tag again (`sync`, a re-assertion).
+    pub verify: bool,
     /// The pass's time (recorded as when a created check's definition was accepted).
     pub now: DateTime<Utc>,
     /// The daemon's URLs in memory.
@@ -142,23 +159,54 @@ pub(crate) async fn resolve(
             job.name
         ));
     };
-    if let Some(id) = recorded_id(lookup.state_dir, job) {
-        return Resolved::Known(id);
-    }
-    let found = match tagged(lookup.client, tag).await {
-        Ok(found) => found,
-        Err(message) => return Resolved::Failed(failed(job, tag, "looking it up", &message)),
-    };
-    if let Some(keeper) = oldest(&found) {
-        if let Err(message) = super::owner::claim(job, keeper) {
-            return Resolved::Failed(message);
+    let client = lookup.client.with_retry(RetryPolicy::default());
+    let recorded = state::load(lookup.state_dir, &job.name)
+        .filter(|record| record.created_tag.as_deref() == Some(tag));
+    if let Some(record) = &recorded {
+        if !lookup.verify && !record.duplicates_left {
+            return known(&record.check_id, false);
         }
-        tracing::info!(job = %job.name, check = %keeper.id, tag, "found the job's check by its tag");
-        return record(lookup, job, tag, keeper, None);
+    }
+    let found = match tagged(&client, tag).await {
+        Ok(found) => found,
+        Err(message) => {
+            return match recorded {
+                // The recorded check stays the job's until a lookup says otherwise.
+                Some(record) => {
+                    tracing::warn!(job = %job.name, check = %record.check_id, tag, error = %message,
+                        "cannot look the job's check up by its tag; keeping the recorded one");
+                    known(&record.check_id, false)
+                }
+                None => Resolved::Failed(failed(job, tag, "looking it up", &message)),
+            };
+        }
+    };
+    if let Some(record) = recorded {
+        if !found.iter().any(|c| c.id == record.check_id) {
+            // The tag was removed from it elsewhere, or the service lists it late: it stays the
+            // job's (its next `PUT` puts the tag back), and the next pass looks again.
+            if !lookup.dry_run {
+                let marked = state::update(lookup.state_dir, &job.name, &record.check_id, |s| {
+                    s.duplicates_left = true;
+                });
+                if let Err(err) = marked {
+                    tracing::warn!(job = %job.name, error = %err, "cannot record the lookup");
+                }
+            }
+            return known(&record.check_id, false);
+        }
+    }
+    if !found.is_empty() {
+        return converge(lookup, &client, job, tag, &found, None).await;
     }
     match super::owner::adopt(lookup.client, job, lookup.dry_run).await {
-        Ok(Some(adopted)) if lookup.dry_run => return Resolved::Known(adopted.id),
-        Ok(Some(adopted)) => return record(lookup, job, tag, &adopted, None),
+        Ok(Some(adopted)) if lookup.dry_run => return known(&adopted.id, false),
+        Ok(Some(adopted)) => {
+            return match record(lookup, job, tag, &adopted, None, false) {
+                Ok(id) => known(&id, false),
+                Err(message) => Resolved::Failed(message),
+            }
+        }
         Ok(None) => {}
         Err(message) => {
             return Resolved::Failed(failed(job, tag, "adopting the older check", &message))
@@ -167,12 +215,24 @@ pub(crate) async fn resolve(
     if lookup.dry_run {
         return Resolved::WouldCreate;
     }
+    create(lookup, &client, job, tag, definition, reason).await
+}
+
+/// Creates `job`'s check (`POST`, never repeated once it may have reached the service), then
+/// looks it up again and converges (see the module header).
+async fn create(
+    lookup: &Lookup<'_>,
+    client: &ApiClient,
+    job: &Job,
+    tag: &str,
+    definition: &Definition,
+    reason: Reason,
+) -> Resolved {
     let body = match HeartbeatCheckCreate::new(definition.body.clone()) {
         Ok(body) => body,
         Err(message) => return Resolved::Failed(failed(job, tag, "building it", &message)),
     };
-    let created = lookup
-        .client
+    let created = client
         .create_heartbeat_check(&body, Some(definition.auto_assign_alerts))
         .await;
     let created = match created {
@@ -188,47 +248,115 @@ pub(crate) async fn resolve(
         }
     };
     count(job, reason);
-    tracing::warn!(
+    tracing::info!(
         job = %job.name,
         check = %created.id,
         tag,
         reason = reason.as_str(),
         "created the job's heartbeat check"
     );
-    // Another agent of the same scope may have created one at the same moment.
-    let mut all = tagged(lookup.client, tag).await.unwrap_or_default();
-    if !all.iter().any(|c| c.id == created.id) {
-        all.push(created.clone());
-    }
-    let keeper = oldest(&all).unwrap_or(&created).clone();
-    if keeper.id == created.id {
-        let mut accepted = definition.clone();
-        if let (Some(spec), Some(token)) = (
-            accepted.body.heartbeat.as_mut(),
-            created.heartbeat.ping_token.clone(),
-        ) {
-            spec.ping_token = Some(token);
+    // Another agent of the same scope may have created one at the same moment: only a lookup
+    // says which check is the job's.
+    let mut found = match tagged(client, tag).await {
+        Ok(found) => found,
+        Err(message) => {
+            let message = format!(
+                "created check {}, but {message}; no check is recorded for the job until a \
+                 lookup by its tag says which is the job's: the next pass looks again, keeps the \
+                 oldest and deletes the others carrying the tag",
+                created.id
+            );
+            return Resolved::Failed(failed(job, tag, "confirming it", &message));
         }
-        return record(lookup, job, tag, &created, Some(accepted));
+    };
+    if !found.iter().any(|c| c.id == created.id) {
+        found.push(created.clone());
     }
-    tracing::warn!(
-        job = %job.name,
-        kept = %keeper.id,
-        deleted = %created.id,
-        "another agent of this scope created the job's check too: keeping the older one and \
-         deleting the one this agent created"
-    );
-    match lookup.client.delete_check(&created.id).await {
-        Ok(()) => {}
-        Err(err) if err.is_not_found() => {}
-        Err(err) => tracing::warn!(
+    converge(
+        lookup,
+        client,
+        job,
+        tag,
+        &found,
+        Some((&created, definition)),
+    )
+    .await
+}
+
+/// Keeps the oldest of `found` (the checks carrying `tag`) as `job`'s check and deletes the
+/// others: only `created` (this pass's own creation) when it is not the oldest, else every
+/// younger one. Records the kept check (with the definition it was created with, when it is
+/// this pass's).
+async fn converge(
+    lookup: &Lookup<'_>,
+    client: &ApiClient,
+    job: &Job,
+    tag: &str,
+    found: &[HeartbeatCheck],
+    created: Option<(&HeartbeatCheck, &Definition)>,
+) -> Resolved {
+    let Some(keeper) = oldest(found) else {
+        return Resolved::Failed(failed(job, tag, "looking it up", "no check found"));
+    };
+    // Another agent's check is neither the job's nor this agent's to delete others for.
+    if let Err(message) = super::owner::claim(job, keeper) {
+        return Resolved::Failed(message);
+    }
+    // This pass's creation leaves the other creators' younger checks to them.
+    let deletable = |c: &&HeartbeatCheck| created.map_or(true, |(mine, _)| mine.id == c.id);
+    // Other checks still carrying the tag after this pass: the next pass looks again.
+    let mut left = false;
+    for other in found.iter().filter(|c| c.id != keeper.id) {
+        if lookup.dry_run || !deletable(&other) {
+            left = true;
+            continue;
+        }
+        tracing::info!(
             job = %job.name,
-            check = %created.id,
-            error = %err,
-            "cannot delete the younger duplicate check; delete it in the web UI"
-        ),
+            kept = %keeper.id,
+            deleted = %other.id,
+            tag,
+            "another check carries the job's tag (agents of one scope created at once): \
+             keeping the oldest, deleting this one"
+        );
+        match client.delete_check(&other.id).await {
+            Ok(()) => {}
+            Err(err) if err.is_not_found() => {}
+            Err(err) => {
+                left = true;
+                tracing::warn!(
+                    job = %job.name,
+                    check = %other.id,
+                    error = %err,
+                    "cannot delete the duplicate check yet; the next pass tries again"
+                );
+            }
+        }
     }
-    record(lookup, job, tag, &keeper, None)
+    let accepted = created
+        .filter(|(mine, _)| mine.id == keeper.id)
+        .map(|(mine, definition)| {
+            let mut accepted = definition.clone();
+            if let (Some(spec), Some(token)) = (
+                accepted.body.heartbeat.as_mut(),
+                mine.heartbeat.ping_token.clone(),
+            ) {
+                spec.ping_token = Some(token);
+            }
+            accepted
+        });
+    let mine = accepted.is_some();
+    match record(lookup, job, tag, keeper, accepted, left) {
+        Ok(id) => known(&id, mine),
+        Err(message) => Resolved::Failed(message),
+    }
+}
+
+fn known(id: &str, created: bool) -> Resolved {
+    Resolved::Known {
+        id: id.to_owned(),
+        created,
+    }
 }
 
 /// The heartbeat checks carrying `tag` (every page; checks the service matched loosely are
@@ -257,39 +385,37 @@ pub(super) fn oldest(checks: &[HeartbeatCheck]) -> Option<&HeartbeatCheck> {
         .min_by_key(|c| (c.created_at.is_none(), c.created_at, c.id.clone()))
 }
 
-/// Records `check` as `job`'s (with `accepted`, the definition this agent created it with).
+/// Records `check` as `job`'s (with `accepted`, the definition this agent created it with;
+/// `left`: other checks still carry the tag); its id, or the message naming the job.
 fn record(
     lookup: &Lookup<'_>,
     job: &Job,
     tag: &str,
     check: &HeartbeatCheck,
     accepted: Option<Definition>,
-) -> Resolved {
-    let saved = state::update(lookup.state_dir, &job.name, &check.id, |s| {
-        s.created_tag = Some(tag.to_owned());
-        if check.heartbeat.ping_url.is_some() {
-            s.ping_url.clone_from(&check.heartbeat.ping_url);
-        }
-        if check.heartbeat.ping_token.is_some() {
-            s.ping_token.clone_from(&check.heartbeat.ping_token);
-        }
-        if let Some(accepted) = accepted {
-            s.accepted = Some(accepted);
-            s.accepted_at = Some(lookup.now);
-        }
-    });
-    match saved {
-        Ok(saved) => {
-            if let (Some(learned), Some(url)) = (lookup.learned, &saved.ping_url) {
-                learned.record(&job.name, &check.id, url);
+    left: bool,
+) -> Result<String, String> {
+    let saved = state::learn(
+        lookup.state_dir,
+        &job.name,
+        &check.id,
+        &check.heartbeat,
+        lookup.learned,
+        |s| {
+            s.created_tag = Some(tag.to_owned());
+            s.duplicates_left = left;
+            if let Some(accepted) = accepted {
+                s.accepted = Some(accepted);
+                s.accepted_at = Some(lookup.now);
             }
-            Resolved::Known(check.id.clone())
-        }
-        Err(err) => Resolved::Failed(format!(
+        },
+    );
+    saved.map(|_| check.id.clone()).map_err(|err| {
+        format!(
             "job \"{}\": check {}: found or created, but its id cannot be recorded: {err}",
             job.name, check.id
-        )),
-    }
+        )
+    })
 }
 
 fn failed(job: &Job, tag: &str, doing: &str, message: &str) -> String {

@@ -8,9 +8,11 @@
 //! - `state`: what the service last accepted, persisted per job in the state directory;
 //! - `timer`: when a period change or re-activation (which restarts the service's timer) may
 //!   be sent: only right after an accepted ping of the check;
+//! - `tags`: tags merge (the agent's own kept true, tags set elsewhere kept);
 //! - `created`: the check found or created for a job with `create = true` (by its scope tag);
 //! - `owner`: whose a created check is (its owner tag), and the adoption of older agents' checks;
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
+//! - `send`: the `PUT` of one definition (tags merged) and the record of its answer;
 //! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
 
@@ -21,7 +23,9 @@ pub mod owner;
 pub mod pace;
 pub mod period;
 pub mod reconcile;
+mod send;
 pub mod state;
+pub mod tags;
 pub mod task;
 pub mod timer;
 

@@ -1,7 +1,9 @@
 //! One reconciliation pass: for every bound check, the desired definition against what the
 //! service has: read with `GET /v1/checks/{id}` when the pass reads (`read`: `heartbeat-agent
-//! sync`; the daemon's re-assertions), else the one it last accepted (the local record); a PUT
-//! only where they differ (or with `force`, or when the daemon re-asserts a check it cannot
+//! sync`; the daemon's re-assertions) and whenever there is no local record (so a lost state
+//! directory or a new `check_id` costs a read, not a `PUT` of every field; a check that has the
+//! config's definition is recorded from the read), else the one it last accepted (the local
+//! record); a PUT only where they differ (or with `force`, or when the daemon re-asserts a check it cannot
 //! read: `reassert`), the answer persisted. A field whose value on the service differs from the
 //! one it last accepted was edited elsewhere: it is reported as drift ([`super::drift`]) and
 //! repaired like any change (a period or activation only right after an accepted ping). A read
@@ -19,6 +21,9 @@
 //! daemon's passes also go through a [`Pacer`]: a PUT it does not allow yet is deferred.
 //! A paused job's check is kept deactivated, and the end of a pause re-activates it at once
 //! ([`crate::pause`]: explicit acts, not held like sync's own re-activations).
+//! A `PUT` carries `tags` only when the agent's own tags changed, then merged with the ones
+//! set elsewhere ([`super::tags`]). A job with `create = true` gets its check from
+//! [`super::created`]; the pass that created it reports [`SyncOutcome::Created`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -31,12 +36,13 @@ use tokio::time::Instant;
 
 use super::created;
 use super::desired::{deactivated, desired, diff, Change, Definition};
-use super::drift::{self, Seen};
+use super::drift::{self, Service};
 use super::pace::Pacer;
 use super::period::timing;
+use super::send::PutAnswer;
 use super::state::{self, CheckRecord, LearnedUrls};
 use super::timer;
-use crate::api::{ApiClient, ApiError};
+use crate::api::ApiClient;
 use crate::config::{Config, Job, PingTarget};
 use crate::schedule::{cadence, Cadence};
 
@@ -96,6 +102,10 @@ pub enum SyncOutcome {
     InSync,
     /// The PUT was accepted.
     Updated,
+    /// A job with `create = true`: this pass created its check (`POST /v1/checks/heartbeat`
+    /// accepted, and the lookup after it found it the oldest carrying the job's tag); the
+    /// changes list the fields it was created with.
+    Created,
     /// Nothing to send now: the only changes would restart the service's timer, and wait for
     /// the job's next accepted ping (listed in `held`).
     Held,
@@ -173,7 +183,10 @@ impl SyncReport {
         self.jobs.iter().any(|j| {
             !j.changes.is_empty()
                 || !j.held.is_empty()
-                || matches!(j.outcome, SyncOutcome::Updated | SyncOutcome::WouldUpdate)
+                || matches!(
+                    j.outcome,
+                    SyncOutcome::Updated | SyncOutcome::Created | SyncOutcome::WouldUpdate
+                )
         })
     }
 
@@ -268,11 +281,16 @@ pub async fn sync_paced(
     let pauses = crate::pause::load(state_dir);
     let mut resumed = Vec::new();
     for job in config.jobs.iter().filter(|j| wanted(&j.name)) {
+        // The fields of a check this pass created (shown as changes from nothing).
+        let mut made = Vec::new();
         let check_id = match &job.target {
             PingTarget::Check(check_id) => check_id.clone(),
             PingTarget::None if job.check.create => {
                 match pass.created(job, cache, created::Reason::New).await {
-                    Ok(check_id) => check_id,
+                    Ok((check_id, fields)) => {
+                        made = fields;
+                        check_id
+                    }
                     Err(entry) => {
                         report.jobs.push(*entry);
                         continue;
@@ -303,7 +321,8 @@ pub async fn sync_paced(
             );
             created::forget(state_dir, job);
             match pass.created(job, cache, created::Reason::Deleted).await {
-                Ok(check_id) => {
+                Ok((check_id, fields)) => {
+                    made = fields;
                     if let Some(again) = pass
                         .sync_job(job, &check_id, &pauses, cache, &mut halted)
                         .await
@@ -315,6 +334,10 @@ pub async fn sync_paced(
             }
         }
         let accepted = matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::InSync);
+        if accepted && !made.is_empty() {
+            entry.outcome = SyncOutcome::Created;
+            entry.changes = made;
+        }
         if ending && accepted && !opts.dry_run {
             tracing::info!(job = %job.name, check = %entry.check_id, "pause ended: the check is active again");
             resumed.push(job.name.clone());
@@ -355,27 +378,13 @@ enum Halt {
     Unreachable(String),
 }
 
-/// What a pass learned of a check on the service before comparing.
-#[derive(Debug, Default)]
-struct Service {
-    /// The service's definition (read now), compared instead of the local record.
-    definition: Option<Definition>,
-    /// The fields edited on the service since it accepted this agent's definition.
-    drift: Vec<String>,
-    /// The read was answered 404: only a `PUT` tells a deleted check from a service without the
-    /// route, so one is sent whatever the comparison says.
-    must_put: bool,
-    /// Why the check could not be read, when the pass tried.
-    unread: Option<String>,
-}
-
 /// What every job of a pass shares.
-struct Pass<'a> {
-    client: &'a ApiClient,
-    state_dir: &'a Path,
-    opts: &'a SyncOptions,
-    pacer: Option<&'a Pacer>,
-    learned: Option<&'a LearnedUrls>,
+pub(super) struct Pass<'a> {
+    pub(super) client: &'a ApiClient,
+    pub(super) state_dir: &'a Path,
+    pub(super) opts: &'a SyncOptions,
+    pub(super) pacer: Option<&'a Pacer>,
+    pub(super) learned: Option<&'a LearnedUrls>,
 }
 
 impl Pass<'_> {
@@ -399,6 +408,7 @@ impl Pass<'_> {
         let service = self
             .service(&job.name, check_id, known.as_ref(), &definition, halted)
             .await;
+        let recorded = known.as_ref().is_some_and(|k| k.accepted.is_some());
         // What the service has now is what it holds: later passes that do not read compare
         // with it too, so a held drifted period goes out after the next accepted ping.
         let known = match (
@@ -413,11 +423,16 @@ impl Pass<'_> {
             }
             _ => known,
         };
-        // The timer rule weighs the period and activation the service has now.
-        let seen = service.definition.clone().map(|remote| CheckRecord {
-            accepted: Some(remote),
-            ..known.clone().unwrap_or_default()
-        });
+        // The timer rule weighs the period and activation the service has now, once this agent
+        // has sent the check a definition (the first `PUT` goes at once, as without a read).
+        let seen = service
+            .definition
+            .clone()
+            .filter(|_| recorded)
+            .map(|remote| CheckRecord {
+                accepted: Some(remote),
+                ..known.clone().unwrap_or_default()
+            });
         // The end of a pause is an explicit act: its re-activation is not held (crate::pause).
         let (definition, held) = if ending {
             (definition, Vec::new())
@@ -443,15 +458,16 @@ impl Pass<'_> {
         Some((entry, ending))
     }
 
-    /// The id of the check of a job with `create = true` (see [`created`]); the job's report
-    /// when there is none to sync yet (`--dry-run`: the `POST` it would send, as changes from
-    /// nothing) or finding or creating it failed.
+    /// The id of the check of a job with `create = true` (see [`created`]), with the fields this
+    /// pass created it with (as changes from nothing; empty when it was there already); the
+    /// job's report when there is none to sync yet (`--dry-run`: the `POST` it would send) or
+    /// finding or creating it failed.
     async fn created(
         &self,
         job: &Job,
         cache: &mut CadenceCache,
         reason: created::Reason,
-    ) -> Result<String, Box<JobReport>> {
+    ) -> Result<(String, Vec<Change>), Box<JobReport>> {
         let report = |changes, outcome| {
             Box::new(JobReport {
                 job: job.name.clone(),
@@ -477,11 +493,13 @@ impl Pass<'_> {
             client: self.client,
             state_dir: self.state_dir,
             dry_run: self.opts.dry_run,
+            verify: self.opts.read || self.opts.reassert.contains(&job.name),
             now: self.opts.now,
             learned: self.learned,
         };
         match created::resolve(&lookup, job, &definition, reason).await {
-            created::Resolved::Known(check_id) => Ok(check_id),
+            created::Resolved::Known { id, created: false } => Ok((id, Vec::new())),
+            created::Resolved::Known { id, created: true } => Ok((id, diff(None, &definition))),
             created::Resolved::WouldCreate => {
                 Err(report(diff(None, &definition), SyncOutcome::WouldCreate))
             }
@@ -491,63 +509,42 @@ impl Pass<'_> {
         }
     }
 
-    /// Reads `check_id` from the service when this pass reads it (and a definition was
-    /// accepted before: the first `PUT` goes anyway), and lays it over `desired`.
+    /// Reads `check_id` from the service ([`drift::service`]) when this pass reads it: when
+    /// nothing was accepted from this agent yet (no record: comparing with nothing would send
+    /// every field; in the daemon not while its `PUT`s are paced after a 429, when a read
+    /// before each first `PUT` would double a crowded fleet's requests), and for
+    /// `heartbeat-agent sync` and the daemon's re-assertions. Not
+    /// while the rest of the pass is halted or the pacing holds the job's `PUT` back (the read
+    /// goes with the `PUT` it decides; one with no `PUT` after it counts as the job's request in
+    /// the pace); a 429 on the read halts the pass like one on a `PUT`.
     async fn service(
         &self,
         job: &str,
         check_id: &str,
         known: Option<&CheckRecord>,
         desired: &Definition,
-        halted: &Option<Halt>,
+        halted: &mut Option<Halt>,
     ) -> Service {
-        let Some(accepted) = known.and_then(|k| k.accepted.as_ref()) else {
-            return Service::default();
-        };
-        let reading = self.opts.read || self.opts.reassert.contains(job);
-        if !reading || halted.is_some() {
+        let accepted = known.and_then(|k| k.accepted.as_ref());
+        let now = Instant::now();
+        // While paced after a 429 (the key is shared and crowded), a check with no record is
+        // sent as it was before reads: one request, not two.
+        let crowded = self.pacer.is_some_and(|p| p.rate(now).is_some());
+        let reading =
+            (accepted.is_none() && !crowded) || self.opts.read || self.opts.reassert.contains(job);
+        let paced = self.pacer.is_some_and(|p| !p.delay(now).is_zero());
+        if !reading || halted.is_some() || paced {
             return Service::default();
         }
-        match drift::read(self.client, check_id).await {
-            Seen::Read(check) => match drift::remote_definition(desired, accepted, &check) {
-                Some(remote) => Service {
-                    drift: drift::drifted(accepted, &remote),
-                    definition: Some(remote),
-                    ..Service::default()
-                },
-                None => Service {
-                    unread: Some(format!(
-                        "check {check_id}: the service's answer does not fit a heartbeat check"
-                    )),
-                    ..Service::default()
-                },
-            },
-            Seen::NotServed => Service {
-                unread: Some(
-                    "the service does not serve GET /v1/checks/{id} (405): compared with the \
-                     last accepted definition"
-                        .to_owned(),
-                ),
-                ..Service::default()
-            },
-            Seen::NotFound => Service {
-                must_put: !self.opts.dry_run,
-                unread: Some(format!(
-                    "GET /v1/checks/{check_id} answered 404: the check was deleted, or the \
-                     service does not serve that route{}",
-                    if self.opts.dry_run {
-                        " (a sync without --dry-run tells which, by its PUT)"
-                    } else {
-                        ""
-                    }
-                )),
-                ..Service::default()
-            },
-            Seen::Failed(message) => Service {
-                unread: Some(message),
-                ..Service::default()
-            },
+        let service =
+            drift::service(self.client, check_id, accepted, desired, self.opts.dry_run).await;
+        if let Some(retry_after) = service.limited {
+            if let Some(pacer) = self.pacer {
+                pacer.limited(Instant::now(), retry_after, &mut rand::thread_rng());
+            }
+            *halted = Some(Halt::RateLimited);
         }
+        service
     }
 
     /// Compares, PUTs when needed (and allowed), persists the answer.
@@ -572,13 +569,24 @@ impl Pass<'_> {
         let reassert = self.opts.reassert.contains(job) && service.definition.is_none();
         let send = self.opts.force || reassert || service.must_put;
         let outcome = if changes.is_empty() && !send {
-            if held.is_empty() {
-                SyncOutcome::InSync
-            } else {
-                SyncOutcome::Held
+            // A read with no `PUT` after it is this job's request: the pace counts it.
+            if let (Some(pacer), true) = (self.pacer, service.requested) {
+                pacer.sent(Instant::now(), &mut rand::thread_rng());
+            }
+            match (&service.definition, &service.check, accepted) {
+                // Nothing was recorded, and the service has the definition: it is the record.
+                (Some(remote), Some(check), None) if !self.opts.dry_run => {
+                    self.adopt(job, check_id, remote, check, &held)
+                }
+                _ if held.is_empty() => SyncOutcome::InSync,
+                _ => SyncOutcome::Held,
             }
         } else if self.opts.dry_run {
             SyncOutcome::WouldUpdate
+        } else if let (Some(_), Some(unread)) = (service.limited, &service.unread) {
+            // This job's read was answered 429: its own failure, left to the pacing.
+            rate_limited = true;
+            SyncOutcome::Failed(format!("job \"{job}\": {unread}"))
         } else if let Some(halt) = halted {
             SyncOutcome::Deferred(match halt {
                 Halt::RateLimited => format!(
@@ -599,7 +607,10 @@ impl Pass<'_> {
                 paced.as_secs()
             ))
         } else {
-            let (outcome, answer) = put(self, job, check_id, definition).await;
+            let remote_tags = service.check.as_ref().map(|c| c.tags.as_slice());
+            let (outcome, answer) = self
+                .put(job, check_id, definition, accepted, remote_tags)
+                .await;
             if let Some(pacer) = self.pacer {
                 let mut rng = rand::thread_rng();
                 match answer {
@@ -631,96 +642,4 @@ impl Pass<'_> {
             rate_limited,
         }
     }
-}
-
-/// How the service answered a PUT, as far as pacing is concerned.
-#[derive(Debug, Clone, Copy)]
-enum PutAnswer {
-    /// 429, with the service's `Retry-After` if it sent one.
-    RateLimited(Option<Duration>),
-    /// No answer at all (connection refused, unreachable, timed out) after the retries.
-    Unanswered,
-    /// Anything else (accepted, another error, no answer): it counted against the limit.
-    Other,
-}
-
-/// Sends the definition and records what the service accepted.
-async fn put(
-    pass: &Pass<'_>,
-    job: &str,
-    check_id: &str,
-    mut definition: Definition,
-) -> (SyncOutcome, PutAnswer) {
-    let (client, state_dir) = (pass.client, pass.state_dir);
-    let answer = client
-        .update_heartbeat_check(
-            check_id,
-            &definition.body,
-            Some(definition.auto_assign_alerts),
-        )
-        .await;
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(err) if err.is_not_found() => {
-            tracing::error!(
-                job,
-                check = check_id,
-                "the service has no such check: it was deleted or check_id is wrong"
-            );
-            return (
-                SyncOutcome::Missing(format!(
-                    "job \"{job}\": check {check_id}: the service has no such check (404): it \
-                     was deleted, or check_id is wrong; recreate the check and set the job's \
-                     check_id to its id (not retried until the next re-assertion or reload)"
-                )),
-                PutAnswer::Other,
-            );
-        }
-        Err(err) => {
-            tracing::warn!(job, check = check_id, error = %err, "check update failed");
-            let (answer, message) = match &err {
-                ApiError::RateLimited { retry_after, .. } => {
-                    (PutAnswer::RateLimited(*retry_after), err.to_string())
-                }
-                ApiError::Transport { .. } => (
-                    PutAnswer::Unanswered,
-                    format!("the API at {} did not answer: {err}", client.host()),
-                ),
-                _ => (PutAnswer::Other, err.to_string()),
-            };
-            return (
-                SyncOutcome::Failed(format!("job \"{job}\": check {check_id}: {message}")),
-                answer,
-            );
-        }
-    };
-    let token = answer.heartbeat.ping_token.clone();
-    if let Some(spec) = definition.body.heartbeat.as_mut() {
-        if token.is_some() {
-            spec.ping_token.clone_from(&token);
-        }
-    }
-    let saved = state::update(state_dir, job, check_id, |s| {
-        s.accepted = Some(definition);
-        s.accepted_at = Some(pass.opts.now);
-        if answer.heartbeat.ping_url.is_some() {
-            s.ping_url.clone_from(&answer.heartbeat.ping_url);
-        }
-        if token.is_some() {
-            s.ping_token = token;
-        }
-    });
-    let outcome = match saved {
-        Ok(saved) => {
-            if let (Some(learned), Some(url)) = (pass.learned, &saved.ping_url) {
-                learned.record(job, check_id, url);
-            }
-            tracing::info!(job, check = check_id, "check definition updated");
-            SyncOutcome::Updated
-        }
-        Err(err) => SyncOutcome::Failed(format!(
-            "job \"{job}\": check {check_id}: accepted, but {err}"
-        )),
-    };
-    (outcome, PutAnswer::Other)
 }

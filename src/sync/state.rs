@@ -53,6 +53,11 @@ pub struct CheckRecord {
     /// renamed), does not name the job's check: sync looks it up again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_tag: Option<String>,
+    /// For a job with `create = true`: the last lookup by the scope tag found other checks
+    /// carrying it that could not all be deleted (or did not list this one), so every pass
+    /// looks again until the job's check is the only one (`super::created`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicates_left: bool,
 }
 
 impl std::fmt::Debug for CheckRecord {
@@ -153,6 +158,32 @@ pub fn update(
     write(state_dir, job, &state)
         .inspect_err(|_| crate::persist::failed(crate::persist::What::SyncState))?;
     Ok(state)
+}
+
+/// Records `check_id` as `job`'s with what an answer of the service says of it (`heartbeat`:
+/// the ping URL and token, each kept when the answer lacks it) and `change`, under the lock of
+/// [`update`]; then tells `learned` (the daemon's URLs in memory) the ping URL.
+pub(crate) fn learn(
+    state_dir: &Path,
+    job: &str,
+    check_id: &str,
+    heartbeat: &crate::api::model::HeartbeatInfo,
+    learned: Option<&LearnedUrls>,
+    change: impl FnOnce(&mut CheckRecord),
+) -> Result<CheckRecord, StateError> {
+    let saved = update(state_dir, job, check_id, |s| {
+        if heartbeat.ping_url.is_some() {
+            s.ping_url.clone_from(&heartbeat.ping_url);
+        }
+        if heartbeat.ping_token.is_some() {
+            s.ping_token.clone_from(&heartbeat.ping_token);
+        }
+        change(s);
+    })?;
+    if let (Some(learned), Some(url)) = (learned, &saved.ping_url) {
+        learned.record(job, check_id, url);
+    }
+    Ok(saved)
 }
 
 /// Writes `state` crash-safely and privately, the directory created (0700) when missing.

@@ -8,8 +8,10 @@
 //!
 //! Re-assertion: a check edited in the web UI or deleted would go unnoticed while the local
 //! record says "in sync". Each bound check is therefore re-asserted once soon after start (at a random
-//! point of the first [`REASSERT_START_SPREAD`], or of `reassert_interval` when that is
-//! shorter) and then every `reassert_interval` plus a random tenth of it, per check: a fleet
+//! point of the first [`REASSERT_START_SPREAD`] from the task's start, or of `reassert_interval`
+//! when that is shorter; a `PUT` sent before it does not put it off) and then every
+//! `reassert_interval` plus a random tenth of it, per check (a `PUT` of the whole definition
+//! after the first one starts the interval again): a fleet
 //! restarted together spreads its PUTs instead of sending them at once (1000 checks over 10
 //! minutes is 100 per minute, far under the shared 600 per 60 s). A re-assertion reads the check
 //! first (`GET /v1/checks/{id}`, [`super::drift`]) and sends only what differs, so nothing is
@@ -184,7 +186,10 @@ impl SyncStatus {
             // Drift is repaired once nothing of it is held any more.
             let unrepaired = |field: &String| entry.held.iter().any(|c| &c.field == field);
             match &entry.outcome {
-                SyncOutcome::InSync | SyncOutcome::Updated | SyncOutcome::Held => {
+                SyncOutcome::InSync
+                | SyncOutcome::Updated
+                | SyncOutcome::Created
+                | SyncOutcome::Held => {
                     status.drift.retain(unrepaired);
                 }
                 _ => {}
@@ -205,7 +210,7 @@ impl SyncStatus {
                     status.state = SyncState::Pending;
                     status.last_error = Some(message.clone());
                 }
-                SyncOutcome::InSync | SyncOutcome::Updated => {
+                SyncOutcome::InSync | SyncOutcome::Updated | SyncOutcome::Created => {
                     status.state = SyncState::InSync;
                     status.last_error = None;
                     status.last_success = Some(now);
@@ -265,6 +270,12 @@ struct Inner {
     learned: LearnedUrls,
     /// When each job's check is next re-asserted (filled at the first pass).
     reassert_at: Mutex<BTreeMap<String, tokio::time::Instant>>,
+    /// The jobs re-asserted at least once since start: only their next re-assertion may be
+    /// put off by a `PUT` that sent the whole definition anyway.
+    reasserted: Mutex<BTreeSet<String>>,
+    /// When the task started (before its start jitter): the first re-assertions fall within
+    /// the start spread from here.
+    started: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Reconciler {
@@ -304,6 +315,8 @@ impl Reconciler {
                 pacer: Pacer::default(),
                 learned,
                 reassert_at: Mutex::new(BTreeMap::new()),
+                reasserted: Mutex::new(BTreeSet::new()),
+                started: Mutex::new(None),
             }),
         }
     }
@@ -429,15 +442,18 @@ impl Reconciler {
         timing: &TaskTiming,
     ) -> (BTreeSet<String>, BTreeSet<String>) {
         let now = tokio::time::Instant::now();
+        let started = *self.inner.started.lock().unwrap_or_else(|e| e.into_inner());
+        let start = started.unwrap_or(now);
         let status = self.inner.status.snapshot();
         let mut due_at = self.lock_reassert();
         let mut due = BTreeSet::new();
         let mut hold = BTreeSet::new();
         for job in config.jobs.iter().filter(|j| j.has_synced_check()) {
             let spread = timing.reassert_start_spread.min(timing.reassert_interval);
+            // A point of the spread from the task's start (a job added by a reload: from now).
             let at = *due_at
                 .entry(job.name.clone())
-                .or_insert_with(|| now + random_up_to(spread));
+                .or_insert_with(|| (start + random_up_to(spread)).max(now));
             let missing = status
                 .get(&job.name)
                 .is_some_and(|s| s.state == SyncState::Missing);
@@ -450,16 +466,24 @@ impl Reconciler {
         (due, hold)
     }
 
-    /// Schedules the next re-assertion of every job whose definition went out (or was answered
-    /// 404) in `report`, and of every due job the pass did not defer; a failed one is tried again
-    /// after [`TaskTiming::retry_cap`] at the latest.
+    /// Schedules the next re-assertion of every due job the pass did not defer (a failed one is
+    /// tried again after [`TaskTiming::retry_cap`] at the latest), and of every job whose whole
+    /// definition went out in `report` once its first re-assertion since start is done: that
+    /// `PUT` did what a re-assertion does. The first one is never put off, so every check is
+    /// read within the start spread (docs/sync.md: drift is read within the first 10 minutes).
     fn reassert_done(&self, report: &SyncReport, due: &BTreeSet<String>, timing: &TaskTiming) {
         let now = tokio::time::Instant::now();
         let mut due_at = self.lock_reassert();
+        let mut reasserted = self
+            .inner
+            .reasserted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let mut jobs: BTreeMap<&str, Option<&SyncOutcome>> =
             due.iter().map(|job| (job.as_str(), None)).collect();
         for entry in &report.jobs {
-            if due.contains(&entry.job) || entry.outcome == SyncOutcome::Updated {
+            let sent = matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::Created);
+            if due.contains(&entry.job) || (sent && reasserted.contains(&entry.job)) {
                 jobs.insert(entry.job.as_str(), Some(&entry.outcome));
             }
         }
@@ -469,8 +493,17 @@ impl Reconciler {
                 Some(SyncOutcome::Failed(_)) => timing.retry_cap,
                 _ => timing.reassert_interval + random_up_to(timing.reassert_interval / 10),
             };
+            if due.contains(job) {
+                reasserted.insert(job.to_owned());
+            }
             due_at.insert(job.to_owned(), now + next);
         }
+    }
+
+    /// Notes when the task started, once: the first re-assertions are spread from here.
+    fn mark_start(&self) {
+        let mut started = self.inner.started.lock().unwrap_or_else(|e| e.into_inner());
+        started.get_or_insert_with(tokio::time::Instant::now);
     }
 
     /// Time until the earliest re-assertion is due.
@@ -492,6 +525,7 @@ impl Reconciler {
     /// The background task: first pass after a random `0..sync_jitter`, then as described in
     /// the module header, until `cancel`. A failing API only delays the next pass.
     pub async fn run(self, cancel: CancellationToken) {
+        self.mark_start();
         let start = self.timing(&self.config()).start_jitter;
         if !sleep_or_cancel(random_up_to(start), &cancel).await {
             return;
@@ -502,6 +536,7 @@ impl Reconciler {
     /// The passes of [`Reconciler::run`] without its start jitter: the first pass at once (a
     /// cluster's one syncing agent starts here when it becomes leader).
     pub async fn passes(self, cancel: CancellationToken) {
+        self.mark_start();
         let mut cache = CadenceCache::default();
         let mut failures = 0u32;
         loop {

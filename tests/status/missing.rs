@@ -80,7 +80,10 @@ fn a_check_the_service_does_not_have_is_missing_before_any_ping_and_the_remote_v
     let doc = daemon.until("the check missing", Duration::from_secs(15), || {
         let doc = status_doc(&endpoint, true);
         let gone = job(&doc, "gone");
-        (gone["missing"].is_object() && gone["remote"]["heartbeat"].is_object()).then_some(doc)
+        // Sync reads the check before its PUT: the remote view may say so first.
+        let synced = gone["sync"]["state"] == "missing";
+        (synced && gone["missing"].is_object() && gone["remote"]["heartbeat"].is_object())
+            .then_some(doc)
     });
     let gone = job(&doc, "gone");
     assert_eq!(gone["missing"]["by"], "sync", "{gone}");

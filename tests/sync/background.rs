@@ -19,7 +19,8 @@ use super::{at, client, job, load, Setup};
 fn the_background_task_retries_until_a_long_429_storm_passes() {
     let setup = Setup::new(&["c1"]);
     setup.write_config(&job("j", "@hourly", "c1", ""));
-    let mut storm = Fault::new(FaultKind::RateLimit).times(6);
+    // On the PUTs: the read that comes first (nothing is recorded yet) is answered.
+    let mut storm = Fault::new(FaultKind::RateLimit).method("PUT").times(6);
     storm.retry_after = Some(json!(0));
     setup.emulator.add_fault(storm);
     let client = client(&setup, RetryPolicy::none());
@@ -134,7 +135,7 @@ fn the_background_task_retries_until_a_long_429_storm_passes() {
 fn the_background_task_survives_a_429_asking_for_an_endless_wait() {
     let setup = Setup::new(&["c1"]);
     setup.write_config(&job("j", "@hourly", "c1", ""));
-    let mut storm = Fault::new(FaultKind::RateLimit).times(1);
+    let mut storm = Fault::new(FaultKind::RateLimit).method("PUT").times(1);
     storm.retry_after = Some(json!(u64::MAX));
     setup.emulator.add_fault(storm);
     let runtime = tokio::runtime::Builder::new_current_thread()

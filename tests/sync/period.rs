@@ -177,10 +177,7 @@ fn an_every_schedule_puts_its_interval_as_the_period() {
     let out = setup.agent(&["sync"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
-    assert!(
-        shown.contains("  heartbeat.period: (none) -> 90\n"),
-        "{shown}"
-    );
+    assert!(shown.contains("  heartbeat.period: 1 -> 90\n"), "{shown}");
     assert_eq!(
         heartbeat_puts(&setup),
         [json!({"period": 90, "periodUnit": "seconds", "grace": 1, "graceUnit": "minutes"})]
