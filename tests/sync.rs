@@ -139,7 +139,7 @@ fn every_five_minutes_sends_the_complete_definition_once() {
     // A restart with the same config sends nothing.
     let second = setup.agent(&["sync"]);
     assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
-    assert_eq!(text(&second.stdout), "five (check c5): in sync\n");
+    assert_eq!(text(&second.stdout), "five (check c5): in_sync\n");
     assert_eq!(setup.puts().len(), 1);
 }
 
@@ -263,7 +263,7 @@ fn a_failed_put_exits_1_with_a_message_per_job() {
     assert_eq!(unknown.status.code(), Some(2));
     let only = setup.agent(&["sync", "--job", "good"]);
     assert_eq!(only.status.code(), Some(0));
-    assert_eq!(text(&only.stdout), "good (check c1): in sync\n");
+    assert_eq!(text(&only.stdout), "good (check c1): in_sync\n");
 }
 
 /// With the API refusing connections, the first PUT spends its retry budget (up to 3.5 s) and

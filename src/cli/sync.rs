@@ -141,7 +141,7 @@ fn render_job(entry: &JobReport) -> String {
         Action::Deactivate => ", deactivate: the job left the config",
     };
     let result = match &entry.outcome {
-        SyncOutcome::InSync => "in sync",
+        SyncOutcome::InSync => "in_sync",
         SyncOutcome::Updated => "updated",
         SyncOutcome::Created => "created",
         SyncOutcome::WouldUpdate => "would update (dry run: nothing sent)",
@@ -150,7 +150,7 @@ fn render_job(entry: &JobReport) -> String {
         }
         SyncOutcome::Held => "held (nothing sent)",
         SyncOutcome::Failed(_) => "failed",
-        SyncOutcome::Missing(_) => "failed: the service has no such check (404)",
+        SyncOutcome::Missing(_) => "missing: the service has no such check (404)",
         SyncOutcome::Deferred(_) => "deferred (the API is rate limiting: nothing sent)",
     };
     let check = if entry.check_id.is_empty() {

@@ -283,9 +283,9 @@ fn after_a_lost_state_directory_sync_reads_the_check_and_sends_no_put() {
 
     let dry = setup.agent(&["sync", "--dry-run"]);
     assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
-    assert_eq!(text(&dry.stdout), "backup (check c1): in sync\n");
+    assert_eq!(text(&dry.stdout), "backup (check c1): in_sync\n");
     let synced = setup.agent(&["sync"]);
-    assert_eq!(text(&synced.stdout), "backup (check c1): in sync\n");
+    assert_eq!(text(&synced.stdout), "backup (check c1): in_sync\n");
     assert_eq!(setup.puts().len(), 1, "nothing differs: no PUT");
     assert!(count(&setup, "GET", "/v1/checks/c1") >= 2, "read first");
     // The read taught the job where to ping.
@@ -319,11 +319,11 @@ fn a_created_check_found_after_a_lost_state_directory_gets_no_put() {
     let dry = setup.agent(&["sync", "--dry-run"]);
     let tag = scope_tag(&setup, "vacuum");
     let id = recorded(&setup.home, "vacuum", &tag).expect("found by its tag");
-    assert_eq!(text(&dry.stdout), format!("vacuum (check {id}): in sync\n"));
+    assert_eq!(text(&dry.stdout), format!("vacuum (check {id}): in_sync\n"));
     let again = setup.agent(&["sync"]);
     assert_eq!(
         text(&again.stdout),
-        format!("vacuum (check {id}): in sync\n")
+        format!("vacuum (check {id}): in_sync\n")
     );
     assert!(setup.puts().is_empty(), "found, read, in sync: no PUT");
     assert_eq!(count(&setup, "POST", "/v1/checks/heartbeat"), 1);
@@ -481,7 +481,7 @@ fn a_younger_duplicate_left_by_another_agent_is_deleted_by_the_next_looking_pass
     // `sync` (as a re-assertion does) looks the check up by its tag and converges.
     let out = setup.agent(&["sync"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), format!("vacuum (check {id}): in sync\n"));
+    assert_eq!(text(&out.stdout), format!("vacuum (check {id}): in_sync\n"));
     assert_eq!(tagged_ids(&setup, &tag), std::slice::from_ref(&id));
     assert!(setup.emulator.heartbeat_check("dup").is_none());
     assert!(

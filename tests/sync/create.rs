@@ -120,7 +120,7 @@ fn sync_creates_the_check_once_finds_it_again_and_run_job_pings_it() {
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
     assert_eq!(
         text(&again.stdout),
-        format!("vacuum (check {id}): in sync\n")
+        format!("vacuum (check {id}): in_sync\n")
     );
 
     // A lost state directory: the check is found by its tag, not made again.

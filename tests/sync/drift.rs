@@ -57,7 +57,7 @@ fn sync_dry_run_reports_drift_read_from_the_service_and_exit_code_says_so() {
     assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
     let clean = setup.agent(&["sync", "--dry-run", "--exit-code"]);
     assert_eq!(clean.status.code(), Some(0), "{}", text(&clean.stdout));
-    assert_eq!(text(&clean.stdout), "backup (check c1): in sync\n");
+    assert_eq!(text(&clean.stdout), "backup (check c1): in_sync\n");
 
     edit_period_and_name(&setup);
     let json_run = setup.agent(&["sync", "--dry-run", "--json"]);

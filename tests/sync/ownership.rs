@@ -75,7 +75,7 @@ fn sync_sends_only_what_the_config_sets_and_clears_what_it_no_longer_sets() {
     );
     // Cleared once: the next pass has nothing to send.
     let again = setup.agent(&["sync"]);
-    assert_eq!(text(&again.stdout), "backup (check c1): in sync\n");
+    assert_eq!(text(&again.stdout), "backup (check c1): in_sync\n");
     assert_eq!(setup.puts().len(), 2);
 
     // A mute and a description made in the web UI: a config that never set them leaves them,
@@ -137,7 +137,7 @@ fn a_deleted_check_is_missing_named_and_not_retried_in_a_loop() {
     );
     assert!(
         text(&out.stdout)
-            .contains("backup (check c1): failed: the service has no such check (404)"),
+            .contains("backup (check c1): missing: the service has no such check (404)"),
         "{}",
         text(&out.stdout)
     );

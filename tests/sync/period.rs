@@ -253,5 +253,5 @@ fn run_job_sends_a_held_period_change_right_after_its_ping_and_never_after_a_fai
         "{state:?}"
     );
     let again = setup.agent(&["sync"]);
-    assert!(text(&again.stdout).starts_with("ext (check e): in sync\n"));
+    assert!(text(&again.stdout).starts_with("ext (check e): in_sync\n"));
 }
