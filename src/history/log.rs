@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use tracing::warn;
 
+use super::update::{Join, Line, PingUpdate};
 use super::Run;
 use crate::persist::lock::FileLock;
 
@@ -26,8 +27,31 @@ const CHUNK: usize = 8 * 1024;
 
 /// Appends `run` to the history in `dir` (created 0700 when missing) of `job`, numbering it
 /// after the last run recorded, and starts a new generation when its number is a multiple of
-/// `limit`.
-pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::Result<()> {
+/// `limit`. Returns the number given.
+pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::Result<u64> {
+    append_line(dir, job, |last| {
+        run.seq = last + 1;
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX).max(1);
+        let line = serde_json::to_vec(&run).map_err(io::Error::other)?;
+        Ok((line, (run.seq % limit == 0).then_some(run.seq)))
+    })?;
+    Ok(run.seq)
+}
+
+/// Appends `update` (a recorded run's pings) to the history in `dir` of `job`.
+pub(super) fn append_update(dir: &Path, job: &str, update: &PingUpdate) -> io::Result<()> {
+    append_line(dir, job, |_| {
+        Ok((serde_json::to_vec(update).map_err(io::Error::other)?, None))
+    })
+}
+
+/// Appends the line that `line` makes from the number of the last run recorded, under the
+/// job's lock; when it also answers a number, a new generation starts after the line.
+fn append_line(
+    dir: &Path,
+    job: &str,
+    line: impl FnOnce(u64) -> io::Result<(Vec<u8>, Option<u64>)>,
+) -> io::Result<()> {
     crate::persist::file::private_dir(dir)?;
     let _lock = FileLock::acquire(&dir.join("lock"))?;
     let path = dir.join(CURRENT);
@@ -42,15 +66,13 @@ pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::R
         Some(seq) => seq,
         None => last_in(&dir.join(OLD), job).unwrap_or(0),
     };
-    run.seq = last + 1;
-    let mut line = serde_json::to_vec(&run).map_err(io::Error::other)?;
+    let (mut line, rotate) = line(last)?;
     line.push(b'\n');
     // One write of the whole line: a death before it leaves nothing, a death inside it (a
     // short write is the only way) leaves a torn line the next append cuts off.
     file.write_all(&line)?;
     crate::persist::crash_point("history-appended");
-    let limit = u64::try_from(limit).unwrap_or(u64::MAX).max(1);
-    if run.seq % limit == 0 {
+    if rotate.is_some() {
         std::fs::rename(&path, dir.join(OLD))?;
     }
     Ok(())
@@ -58,10 +80,12 @@ pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::R
 
 /// The last `n` runs of `job` in `dir`, oldest first, read from the ends of the files
 /// backwards (the current generation, then the old one when it holds fewer than `n`): the
-/// cost is that of the `n` lines, not of the whole history. A torn last line (a kill -9 during
-/// an append) and lines that do not read as a run are skipped, with one warning per read.
+/// cost is that of the `n` lines, not of the whole history. Each run's pings recorded after it
+/// are joined to it ([`Join`]). A torn last line (a kill -9 during an append) and lines that do
+/// not read are skipped, with one warning per read.
 pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>> {
     let mut runs = Vec::new();
+    let mut join = Join::default();
     let mut skipped = 0usize;
     for name in [CURRENT, OLD] {
         if runs.len() >= n {
@@ -83,9 +107,10 @@ pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>>
             let start = line_start(&file, end - 1)?;
             let mut line = vec![0u8; usize::try_from(end - 1 - start).unwrap_or(0)];
             file.read_exact_at(&mut line, start)?;
-            match serde_json::from_slice::<Run>(&line) {
-                Ok(run) => runs.push(run),
-                Err(_) => skipped += 1,
+            match join.line(&line) {
+                Ok(Some(run)) => runs.push(run),
+                Ok(None) => {}
+                Err(()) => skipped += 1,
             }
             end = start;
         }
@@ -128,10 +153,10 @@ fn last_seq(file: &File, path: &Path, job: &str) -> io::Result<Option<u64>> {
     let start = line_start(file, size - 1)?;
     let mut line = vec![0u8; usize::try_from(size - 1 - start).unwrap_or(0)];
     file.read_exact_at(&mut line, start)?;
-    match serde_json::from_slice::<Run>(&line) {
-        Ok(run) => Ok(Some(run.seq)),
+    match Line::parse(&line) {
+        Some(line) => Ok(Some(line.seq())),
         // A damaged last line: number after the best run read in the file.
-        Err(_) => Ok(read_file(path).iter().map(|r| r.seq).max().or(Some(0))),
+        None => Ok(read_file(path).into_iter().max().or(Some(0))),
     }
 }
 
@@ -141,13 +166,13 @@ fn last_in(path: &Path, job: &str) -> Option<u64> {
     last_seq(&file, path, job).ok().flatten()
 }
 
-/// The runs readable in one file.
-fn read_file(path: &Path) -> Vec<Run> {
+/// The numbers of the runs readable in one file.
+fn read_file(path: &Path) -> Vec<u64> {
     crate::persist::file::read_regular(path, READ_LIMIT)
         .map(|bytes| {
             bytes
                 .split(|&b| b == b'\n')
-                .filter_map(|l| serde_json::from_slice(l).ok())
+                .filter_map(|l| Line::parse(l).map(|line| line.seq()))
                 .collect()
         })
         .unwrap_or_default()
