@@ -78,17 +78,23 @@ fn append_line(
     Ok(())
 }
 
-/// The last `n` runs of `job` in `dir`, oldest first, read from the ends of the files
-/// backwards (the current generation, then the old one when it holds fewer than `n`): the
-/// cost is that of the `n` lines, not of the whole history. Each run's pings recorded after it
-/// are joined to it ([`Join`]). A torn last line (a kill -9 during an append) and lines that do
-/// not read are skipped, with one warning per read.
-pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>> {
-    let mut runs = Vec::new();
+/// Hands the last `n` runs of `job` in `dir` to `each`, newest first, one at a time (until it
+/// answers false), read from the ends of the files backwards (the current generation, then the
+/// old one when it holds fewer than `n`): the cost is that of the `n` lines, not of the whole
+/// history, and only one run is held at a time. Each run's pings recorded after it are joined
+/// to it ([`Join`]). A torn last line (a kill -9 during an append) and lines that do not read
+/// are skipped, with one warning per read.
+pub(super) fn visit_last(
+    dir: &Path,
+    job: &str,
+    n: usize,
+    mut each: impl FnMut(Run) -> bool,
+) -> io::Result<()> {
+    let mut taken = 0usize;
     let mut join = Join::default();
     let mut skipped = 0usize;
     for name in [CURRENT, OLD] {
-        if runs.len() >= n {
+        if taken >= n {
             break;
         }
         let file = match crate::persist::file::open_regular(&dir.join(name)) {
@@ -103,12 +109,17 @@ pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>>
             _ => line_start(&file, size)?,
         };
         skipped += usize::from(end < size);
-        while end > 0 && runs.len() < n {
+        while end > 0 && taken < n {
             let start = line_start(&file, end - 1)?;
             let mut line = vec![0u8; usize::try_from(end - 1 - start).unwrap_or(0)];
             file.read_exact_at(&mut line, start)?;
             match join.line(&line) {
-                Ok(Some(run)) => runs.push(run),
+                Ok(Some(run)) => {
+                    taken += 1;
+                    if !each(run) {
+                        taken = n;
+                    }
+                }
                 Ok(None) => {}
                 Err(()) => skipped += 1,
             }
@@ -118,8 +129,7 @@ pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>>
     if skipped > 0 {
         warn!(job = %job, dir = %dir.display(), skipped, "skipped unreadable records of the job's history (a record torn by a crash, or a damaged file)");
     }
-    runs.reverse();
-    Ok(runs)
+    Ok(())
 }
 
 /// When `dir`'s history was last written (its current file, else the old one, else the

@@ -409,8 +409,25 @@ impl History {
     /// overview of every job, the strips seeded at start). A job with no history has none.
     /// Each is scrubbed of every secret known now (see the module header).
     pub(crate) fn runs(&self, job: &str, n: usize) -> io::Result<Vec<Run>> {
-        let runs = log::read_last(&self.dir.join(job), job, n)?;
-        Ok(runs.into_iter().rev().map(Run::scrubbed).collect())
+        let mut runs = Vec::new();
+        self.each_run(job, n, |run| {
+            runs.push(run);
+            true
+        })?;
+        Ok(runs)
+    }
+
+    /// Hands `job`'s last `n` runs to `each`, newest first, one at a time (until it answers
+    /// false), each scrubbed as [`History::runs`] does: a reader that shows runs one by one
+    /// never holds more than one run's output (the dashboard's page of a job with megabytes of
+    /// output per run).
+    pub(crate) fn each_run(
+        &self,
+        job: &str,
+        n: usize,
+        mut each: impl FnMut(Run) -> bool,
+    ) -> io::Result<()> {
+        log::visit_last(&self.dir.join(job), job, n, |run| each(run.scrubbed()))
     }
 
     /// What identifies the present state of `job`'s history: the length and modification
