@@ -71,7 +71,9 @@ impl Tail {
 
 /// A captured child's stdout and stderr: read by [`Capture::pump`] inside the run's own
 /// supervision (no reader tasks of their own, so a run costs one task, not three), into the
-/// [`Tail`] and the optional [`LineSink`].
+/// [`Tail`] and the optional [`LineSink`]. When the child writes both into one pipe (the
+/// daemon's capture: the order kept), that pipe is read as stdout and its lines are told as
+/// [`Stream::Both`].
 #[derive(Debug)]
 pub(super) struct Capture {
     stdout: Option<pipe::Receiver>,
@@ -81,6 +83,8 @@ pub(super) struct Capture {
     /// The unfinished last line of stdout and of stderr (only with a sink; grows only with
     /// output).
     pending: (Vec<u8>, Vec<u8>),
+    /// Whether the child writes stdout and stderr into the one pipe read as stdout.
+    merged: bool,
 }
 
 /// How many bytes one read of a pipe takes. Small, because the buffers live in every run's
@@ -96,12 +100,14 @@ impl Capture {
         capacity: usize,
         lines: Option<LineSink>,
     ) -> Capture {
+        let merged = child.stderr.is_none();
         Capture {
             stdout: child.stdout.take().and_then(receiver),
             stderr: child.stderr.take().and_then(receiver),
             tail: Tail::new(capacity),
             lines,
             pending: (Vec::new(), Vec::new()),
+            merged,
         }
     }
 
@@ -116,7 +122,7 @@ impl Capture {
                 n = read_some(self.stderr.as_mut(), &mut err_buf) => (Stream::Stderr, n),
             };
             let data = match stream {
-                Stream::Stdout => &out_buf[..n],
+                Stream::Stdout | Stream::Both => &out_buf[..n],
                 Stream::Stderr => &err_buf[..n],
             };
             self.take(stream, data);
@@ -126,17 +132,21 @@ impl Capture {
     /// Keeps `data` read from `stream`, and hands its complete lines to the sink; empty `data`
     /// means the pipe closed (a last line without a newline is handed on then).
     fn take(&mut self, stream: Stream, data: &[u8]) {
+        let label = match stream {
+            Stream::Stdout if self.merged => Stream::Both,
+            other => other,
+        };
         let pending = match stream {
-            Stream::Stdout => &mut self.pending.0,
+            Stream::Stdout | Stream::Both => &mut self.pending.0,
             Stream::Stderr => &mut self.pending.1,
         };
         if data.is_empty() {
             match stream {
-                Stream::Stdout => self.stdout = None,
+                Stream::Stdout | Stream::Both => self.stdout = None,
                 Stream::Stderr => self.stderr = None,
             }
             if let Some(sink) = self.lines.as_ref().filter(|_| !pending.is_empty()) {
-                (sink.0)(stream, pending);
+                (sink.0)(label, pending);
             }
             *pending = Vec::new();
             return;
@@ -144,7 +154,7 @@ impl Capture {
         self.tail.push(data);
         if let Some(sink) = &self.lines {
             pending.extend_from_slice(data);
-            split_lines(pending, |line| (sink.0)(stream, line));
+            split_lines(pending, |line| (sink.0)(label, line));
         }
     }
 
@@ -175,14 +185,17 @@ pub(crate) enum Stream {
     Stdout,
     /// The child's stderr.
     Stderr,
+    /// Either: the child writes both into one pipe (which keeps their order).
+    Both,
 }
 
 impl Stream {
-    /// `"stdout"` or `"stderr"`, for log fields.
+    /// `"stdout"`, `"stderr"` or `"stdout+stderr"`, for log fields.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
+            Stream::Both => "stdout+stderr",
         }
     }
 }
