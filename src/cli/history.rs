@@ -116,6 +116,11 @@ fn from_files(args: &HistoryArgs, global: &GlobalArgs) -> Result<Vec<JobRuns>, (
         None => crate::paths::state_dir(global.state_dir.as_deref(), None),
     };
     let history = History::new(&state_dir);
+    // The ping URLs and tokens sync learned are secrets too: a run may have printed one before
+    // they were learned, and its record is scrubbed as it is read.
+    for job in crate::sync::state::jobs(&state_dir) {
+        let _ = crate::sync::state::load(&state_dir, &job);
+    }
     let names = names(args.job.as_deref(), config.as_ref(), &history)?;
     let mut jobs = Vec::new();
     for name in names {
