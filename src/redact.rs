@@ -183,6 +183,14 @@ pub(crate) fn scrub(text: &str) -> String {
     }
 }
 
+/// [`scrub`] of `text` in place: no copy when it holds no secret (a run's output of megabytes
+/// read back from the history).
+pub(crate) fn scrub_in_place(text: &mut String) {
+    if matcher().is_some_and(|matcher| matcher.is_match(text.as_str())) {
+        *text = scrub(text);
+    }
+}
+
 /// What [`scrub`] puts in place of a secret.
 const REDACTED: &str = "[redacted]";
 

@@ -13,6 +13,8 @@ use crate::util::Home;
 
 mod crash;
 mod daemon;
+mod order;
+mod pages;
 mod run_job;
 mod secrets;
 

@@ -127,11 +127,11 @@ impl Run {
 
     /// The run with its texts scrubbed of every secret known now.
     fn scrubbed(mut self) -> Run {
-        let scrub = crate::redact::scrub;
-        self.run.output_tail = scrub(&self.run.output_tail);
-        self.run.reason = self.run.reason.as_deref().map(scrub);
-        for ping in [&mut self.ping, &mut self.start_ping].into_iter().flatten() {
-            ping.detail = scrub(&ping.detail);
+        let scrub = crate::redact::scrub_in_place;
+        scrub(&mut self.run.output_tail);
+        let pings = [&mut self.ping, &mut self.start_ping].into_iter().flatten();
+        for text in pings.map(|p| &mut p.detail).chain(self.run.reason.as_mut()) {
+            scrub(text);
         }
         self
     }

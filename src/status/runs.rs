@@ -6,8 +6,9 @@
 //! An answer is written one run at a time as the history is read (a run's JSON joins the
 //! answer, then the next run is read), so a job whose runs each kept megabytes of output costs
 //! its answer and one run, not every run twice; and such answers take turns with the
-//! dashboard's pages of a job (`super::dashboard::history_turn`), so readers at once cannot
-//! multiply that.
+//! dashboard's pages (`super::dashboard::history_turn`), so readers at once cannot multiply
+//! that: one run's answer takes one of two turns, the list of runs (every run's whole output)
+//! both.
 
 use std::sync::Arc;
 
@@ -48,7 +49,8 @@ pub(super) async fn job_runs(
         }
     };
     let reader = History::new(&app.context.state_dir);
-    read(&job, move |job| {
+    let turn = super::dashboard::history_alone().await;
+    read(&job, turn, move |job| {
         let mut out = b"{\"job\":".to_vec();
         serde_json::to_writer(&mut out, job).map_err(std::io::Error::other)?;
         out.extend_from_slice(b",\"runs\":[");
@@ -87,7 +89,8 @@ pub(super) async fn job_run(
         );
     };
     let reader = History::new(&app.context.state_dir);
-    let answer = read(&job, move |job| {
+    let turn = super::dashboard::history_turn().await;
+    let answer = read(&job, turn, move |job| {
         let mut found = None;
         // Newest first: past the number, the run is not kept.
         reader.each_run(job, history, |run| {
@@ -127,13 +130,15 @@ fn no_job(name: &str) -> Response {
     )
 }
 
-/// The JSON answer that `make` writes from `job`'s history, off the runtime's threads and in
-/// its turn; `None` from `make` is a 404 (the caller words it).
+/// The JSON answer that `make` writes from `job`'s history, off the runtime's threads, in its
+/// `turn` (`None`: the endpoint is stopping); `None` from `make` is a 404 (the caller words
+/// it).
 async fn read(
     job: &str,
+    turn: Option<tokio::sync::SemaphorePermit<'static>>,
     make: impl FnOnce(&str) -> std::io::Result<Option<Vec<u8>>> + Send + 'static,
 ) -> Response {
-    let Some(_turn) = super::dashboard::history_turn().await else {
+    let Some(_turn) = turn else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the endpoint is stopping");
     };
     let name = job.to_owned();

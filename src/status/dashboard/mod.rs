@@ -53,14 +53,23 @@ const OVERVIEW_RUNS: usize = 20;
 /// `output_tail` is.
 const PAGE_TAIL: usize = 4 * 1024;
 
-/// How many answers that read a job's runs with their output (its page, `/jobs/{name}/runs`,
-/// one run) are made at once; the others wait for their turn. Each holds at most one run's
-/// whole output while reading, and its answer.
-static HISTORY_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+/// How many pages and answers that hold runs' output (the pages, `/jobs/{name}/runs`, one run)
+/// are made at once; the others wait for their turn. Each holds the status document (every
+/// job's last output tail), at most one run's whole output while reading, and its answer.
+static HISTORY_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(TURNS as usize);
+
+/// The turns an answer takes.
+const TURNS: u32 = 2;
 
 /// Waits for a turn to read a job's runs ([`HISTORY_READS`]).
 pub(super) async fn history_turn() -> Option<tokio::sync::SemaphorePermit<'static>> {
     HISTORY_READS.acquire().await.ok()
+}
+
+/// Waits until no other answer holds runs' output: for an answer that holds every run's whole
+/// output (`/jobs/{name}/runs`, up to `history x 6 x output_tail` bytes of JSON).
+pub(super) async fn history_alone() -> Option<tokio::sync::SemaphorePermit<'static>> {
+    HISTORY_READS.acquire_many(TURNS).await.ok()
 }
 
 /// The session cookie's value for `token`: a digest of it under a label of this use.
@@ -182,13 +191,16 @@ async fn shown_runs(app: &App, job: String, limit: usize) -> Vec<render::Shown> 
     .unwrap_or_default()
 }
 
-/// Cuts `text` to its last `max` bytes (at a character boundary); returns how many bytes went.
+/// Cuts `text` to its last `max` bytes (at a character boundary) in a buffer of that size (the
+/// run's whole output is freed); returns how many bytes went.
 fn keep_last(text: &mut String, max: usize) -> usize {
     let mut cut = text.len().saturating_sub(max);
     while !text.is_char_boundary(cut) {
         cut += 1;
     }
-    text.drain(..cut);
+    if cut > 0 {
+        *text = text[cut..].to_owned();
+    }
     cut
 }
 
@@ -243,6 +255,9 @@ pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) ->
     if !allowed(&app, &headers) {
         return login_page(None);
     }
+    let Some(_turn) = history_turn().await else {
+        return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
+    };
     let doc = super::build::document(&app, Refresh::Cached).await;
     let config = app.config();
     let jobs = doc
@@ -275,10 +290,11 @@ pub(super) async fn job(
         );
         return page(StatusCode::NOT_FOUND, html);
     };
-    let doc = super::build::document(&app, Refresh::Cached).await;
+    // The turn covers the document too: it holds each job's last output tail.
     let Some(_turn) = history_turn().await else {
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
+    let doc = super::build::document(&app, Refresh::Cached).await;
     let runs = shown_runs(&app, name.clone(), limit).await;
     match doc.jobs.iter().find(|j| j.name == name) {
         Some(job) => page(StatusCode::OK, render::job_page(&doc, job, &runs)),
