@@ -15,9 +15,18 @@ use crate::util::daemon::Daemon;
 use crate::util::http::{FakeServer, Mode};
 use crate::util::Home;
 
-/// Four writes, alternating streams, with no pause between them.
-const SCRIPT: &str = "echo out1; echo err2 >&2; echo out3; echo err4 >&2; exit 1";
-const WRITTEN: &str = "out1\nerr2\nout3\nerr4\n";
+/// Sixteen writes, alternating streams, with no pause between them.
+const SCRIPT: &str = "for i in 1 2 3 4 5 6 7 8; do echo out$i; echo err$i >&2; done; exit 1";
+
+/// What [`SCRIPT`] writes, in order.
+fn written() -> String {
+    (1..=8).map(|i| format!("out{i}\nerr{i}\n")).collect()
+}
+
+/// The lines of one stream of [`SCRIPT`], in order.
+fn stream(name: &str) -> String {
+    (1..=8).map(|i| format!("{name}{i}\n")).collect()
+}
 
 fn config(home: &Home, fail: &str, socket: &std::path::Path) {
     home.write_config(&format!(
@@ -49,22 +58,23 @@ fn the_daemon_keeps_the_order_stdout_and_stderr_were_written_in() {
     let page = get("/jobs/mixed");
     let logs = daemon.stop();
     for body in &bodies {
-        assert_eq!(body.text(), WRITTEN, "a fail body");
+        assert_eq!(body.text(), written(), "a fail body");
     }
     let job = &status["jobs"][0];
-    assert_eq!(job["last_run"]["output_tail"], WRITTEN, "{job}");
+    assert_eq!(job["last_run"]["output_tail"], written(), "{job}");
     let history = history_json(&home, &["mixed"]);
     assert!(runs(&history).len() >= 5, "{history}");
     for run in runs(&history) {
-        assert_eq!(run["output_tail"], WRITTEN, "{run}");
+        assert_eq!(run["output_tail"], written(), "{run}");
     }
-    assert!(page.contains(&format!("<pre>{WRITTEN}</pre>")), "{page}");
+    assert!(page.contains(&format!("<pre>{}</pre>", written())), "{page}");
     // The log has the lines in order, each told as coming from either stream.
     let lines: Vec<&Value> = logs.iter().filter(|l| l["message"] == "output").collect();
-    for four in lines.chunks(4).filter(|c| c.len() == 4) {
-        let text: Vec<&str> = four.iter().map(|l| l["line"].as_str().unwrap_or("")).collect();
-        assert_eq!(text, ["out1", "err2", "out3", "err4"], "{four:?}");
-        assert!(four.iter().all(|l| l["stream"] == "stdout+stderr"), "{four:?}");
+    for sixteen in lines.chunks(16).filter(|c| c.len() == 16) {
+        let text: Vec<&str> = sixteen.iter().map(|l| l["line"].as_str().unwrap_or("")).collect();
+        let expected: Vec<String> = written().lines().map(str::to_owned).collect();
+        assert_eq!(text, expected, "{sixteen:?}");
+        assert!(sixteen.iter().all(|l| l["stream"] == "stdout+stderr"), "{sixteen:?}");
     }
 }
 
@@ -97,11 +107,11 @@ fn run_job_keeps_the_written_order_into_one_file_and_each_streams_into_two() {
     );
     assert_eq!(status.code(), Some(1));
     let text = std::fs::read_to_string(&both).expect("read");
-    assert!(text.contains(WRITTEN), "{text:?}");
+    assert!(text.contains(&written()), "{text:?}");
     let body = host.wait_for(1, Duration::from_secs(10))[0].text();
-    assert_eq!(body, WRITTEN, "the fail body");
+    assert_eq!(body, written(), "the fail body");
     let history = history_json(&home, &["mixed"]);
-    assert_eq!(runs(&history)[0]["output_tail"], WRITTEN, "{history}");
+    assert_eq!(runs(&history)[0]["output_tail"], written(), "{history}");
     // Two files: each stream passed through byte for byte, each keeping its own order.
     host.clear();
     for job in [true, false] {
@@ -117,11 +127,14 @@ fn run_job_keeps_the_written_order_into_one_file_and_each_streams_into_two() {
             std::fs::read_to_string(&out).expect("read"),
             std::fs::read_to_string(&err).expect("read"),
         );
-        assert_eq!(out, "out1\nout3\n", "job {job}: stdout untouched");
-        assert!(err.contains("err2\nerr4\n"), "job {job}: stderr untouched: {err:?}");
+        assert_eq!(out, stream("out"), "job {job}: stdout untouched");
+        assert!(err.contains(&stream("err")), "job {job}: stderr untouched: {err:?}");
     }
     let body = host.wait_for(1, Duration::from_secs(10))[0].text();
-    let at = |line: &str| body.find(line).unwrap_or_else(|| panic!("{line} in {body:?}"));
-    assert!(at("out1") < at("out3") && at("err2") < at("err4"), "{body:?}");
-    assert_eq!(body.len(), WRITTEN.len(), "{body:?}");
+    // Each stream's lines in their order, however the two interleave.
+    for name in ["out", "err"] {
+        let own: String = body.lines().filter(|l| l.starts_with(name)).map(|l| format!("{l}\n")).collect();
+        assert_eq!(own, stream(name), "{body:?}");
+    }
+    assert_eq!(body.len(), written().len(), "{body:?}");
 }

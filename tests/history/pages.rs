@@ -1,6 +1,6 @@
 //! What a job's page costs when every run kept a MiB of output: the page shows each run's last
-//! 4 KiB (the rest one link away), and eight readers at once keep the daemon's peak resident
-//! size under 64 MiB (its `VmHWM`, read from /proc).
+//! 4 KiB (the rest one link away), and eight readers at once, of the page or of the JSON list
+//! of runs, keep the daemon's peak resident size under 64 MiB (its `VmHWM`, read from /proc).
 
 use std::time::Duration;
 
@@ -91,5 +91,9 @@ fn a_jobs_page_of_twenty_runs_of_a_mib_is_small_and_eight_readers_keep_the_daemo
     let after = peak_kib(daemon.pid());
     eprintln!("/jobs/big/runs {json} bytes; daemon peak {after} KiB after eight readers of it");
     assert!(json >= 20 * MIB, "the JSON has every run's whole tail: {json} bytes");
+    assert!(
+        after < 64 * 1024,
+        "eight readers of the JSON took the daemon to {after} KiB"
+    );
     daemon.stop();
 }
