@@ -343,10 +343,11 @@ fn result(run: &Run, ascii: bool) -> String {
     format!("{} {what}{attempts}", glyph(&doc.outcome, ascii))
 }
 
-/// The final ping: `HTTP 200`, `fail ping HTTP 200`, `queued: connection refused`, `-`.
+/// The final ping: `HTTP 200`, `fail ping HTTP 200`, `queued: connection refused`, `pending`
+/// (its outcome not recorded), `-`.
 fn ping(run: &Run) -> String {
     let Some(ping) = &run.ping else {
-        return "-".to_owned();
+        return if run.ping_pending { "pending" } else { "-" }.to_owned();
     };
     let kind = match ping.kind {
         crate::ping::PingKind::Success => "",
