@@ -328,7 +328,10 @@ mod tests {
             } else if max >= out.len() {
                 assert_eq!(shown, "key=[redacted]\nnext line\n");
             } else {
-                assert!(shown.ends_with("[redacted]\nnext line\n"), "max {max}: {shown:?}");
+                assert!(
+                    shown.ends_with("[redacted]\nnext line\n"),
+                    "max {max}: {shown:?}"
+                );
             }
         }
     }

@@ -52,7 +52,9 @@ impl Line {
         if bytes.starts_with(b"{\"update\":") {
             serde_json::from_slice(bytes).ok().map(Line::Update)
         } else {
-            serde_json::from_slice(bytes).ok().map(|run| Line::Run(Box::new(run)))
+            serde_json::from_slice(bytes)
+                .ok()
+                .map(|run| Line::Run(Box::new(run)))
         }
     }
 

@@ -67,14 +67,23 @@ fn the_daemon_keeps_the_order_stdout_and_stderr_were_written_in() {
     for run in runs(&history) {
         assert_eq!(run["output_tail"], written(), "{run}");
     }
-    assert!(page.contains(&format!("<pre>{}</pre>", written())), "{page}");
+    assert!(
+        page.contains(&format!("<pre>{}</pre>", written())),
+        "{page}"
+    );
     // The log has the lines in order, each told as coming from either stream.
     let lines: Vec<&Value> = logs.iter().filter(|l| l["message"] == "output").collect();
     for sixteen in lines.chunks(16).filter(|c| c.len() == 16) {
-        let text: Vec<&str> = sixteen.iter().map(|l| l["line"].as_str().unwrap_or("")).collect();
+        let text: Vec<&str> = sixteen
+            .iter()
+            .map(|l| l["line"].as_str().unwrap_or(""))
+            .collect();
         let expected: Vec<String> = written().lines().map(str::to_owned).collect();
         assert_eq!(text, expected, "{sixteen:?}");
-        assert!(sixteen.iter().all(|l| l["stream"] == "stdout+stderr"), "{sixteen:?}");
+        assert!(
+            sixteen.iter().all(|l| l["stream"] == "stdout+stderr"),
+            "{sixteen:?}"
+        );
     }
 }
 
@@ -128,12 +137,19 @@ fn run_job_keeps_the_written_order_into_one_file_and_each_streams_into_two() {
             std::fs::read_to_string(&err).expect("read"),
         );
         assert_eq!(out, stream("out"), "job {job}: stdout untouched");
-        assert!(err.contains(&stream("err")), "job {job}: stderr untouched: {err:?}");
+        assert!(
+            err.contains(&stream("err")),
+            "job {job}: stderr untouched: {err:?}"
+        );
     }
     let body = host.wait_for(1, Duration::from_secs(10))[0].text();
     // Each stream's lines in their order, however the two interleave.
     for name in ["out", "err"] {
-        let own: String = body.lines().filter(|l| l.starts_with(name)).map(|l| format!("{l}\n")).collect();
+        let own: String = body
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .map(|l| format!("{l}\n"))
+            .collect();
         assert_eq!(own, stream(name), "{body:?}");
     }
     assert_eq!(body.len(), written().len(), "{body:?}");

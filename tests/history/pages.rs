@@ -54,25 +54,44 @@ fn a_jobs_page_of_twenty_runs_of_a_mib_is_small_and_eight_readers_keep_the_daemo
         socket.display(),
     ));
     let daemon = Daemon::on(&home).terminate_on_drop().start();
-    daemon.until("twenty runs in the history", Duration::from_secs(90), || {
-        let doc = history_json(&home, &["big", "--limit", "1"]);
-        (runs(&doc).first()?["seq"].as_u64()? >= 20).then_some(())
-    });
+    daemon.until(
+        "twenty runs in the history",
+        Duration::from_secs(90),
+        || {
+            let doc = history_json(&home, &["big", "--limit", "1"]);
+            (runs(&doc).first()?["seq"].as_u64()? >= 20).then_some(())
+        },
+    );
     let endpoint = Endpoint::Unix(socket);
     let before = peak_kib(daemon.pid());
     let page = get(&endpoint, "/jobs/big");
-    assert_eq!(page.matches("<tr class=\"run\"").count(), 20, "twenty runs shown");
+    assert_eq!(
+        page.matches("<tr class=\"run\"").count(),
+        20,
+        "twenty runs shown"
+    );
     assert!(page.len() <= 4 * MIB, "the page is {} bytes", page.len());
-    let link = page.find("/jobs/big/runs/").expect("a link to a run's whole output");
+    let link = page
+        .find("/jobs/big/runs/")
+        .expect("a link to a run's whole output");
     let seq: String = page[link + "/jobs/big/runs/".len()..]
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
-    let run: Value = serde_json::from_str(&get(&endpoint, &format!("/jobs/big/runs/{seq}")))
-        .expect("JSON");
-    assert_eq!(run["seq"].as_u64(), seq.parse().ok(), "{:.300}", run.to_string());
+    let run: Value =
+        serde_json::from_str(&get(&endpoint, &format!("/jobs/big/runs/{seq}"))).expect("JSON");
+    assert_eq!(
+        run["seq"].as_u64(),
+        seq.parse().ok(),
+        "{:.300}",
+        run.to_string()
+    );
     let tail = run["output_tail"].as_str().expect("a tail");
-    assert!(tail.len() >= MIB && tail.ends_with("x\ndone\n"), "{}", tail.len());
+    assert!(
+        tail.len() >= MIB && tail.ends_with("x\ndone\n"),
+        "{}",
+        tail.len()
+    );
     let longest = read_at_once(&endpoint, "/jobs/big", 8, 3);
     let pages = peak_kib(daemon.pid());
     eprintln!(
@@ -90,7 +109,10 @@ fn a_jobs_page_of_twenty_runs_of_a_mib_is_small_and_eight_readers_keep_the_daemo
     let json = read_at_once(&endpoint, "/jobs/big/runs", 8, 1);
     let after = peak_kib(daemon.pid());
     eprintln!("/jobs/big/runs {json} bytes; daemon peak {after} KiB after eight readers of it");
-    assert!(json >= 20 * MIB, "the JSON has every run's whole tail: {json} bytes");
+    assert!(
+        json >= 20 * MIB,
+        "the JSON has every run's whole tail: {json} bytes"
+    );
     assert!(
         after < 64 * 1024,
         "eight readers of the JSON took the daemon to {after} KiB"

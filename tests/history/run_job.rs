@@ -198,7 +198,11 @@ fn a_torn_record_is_skipped_with_one_warning_and_cut_off_by_the_next_run() {
     let text = std::fs::read_to_string(&file).expect("read");
     let (updates, records): (Vec<&str>, Vec<&str>) =
         text.lines().partition(|l| l.starts_with("{\"update\":"));
-    assert_eq!((records.len(), updates.len()), (3, 3), "a line per run and per run's pings: {text}");
+    assert_eq!(
+        (records.len(), updates.len()),
+        (3, 3),
+        "a line per run and per run's pings: {text}"
+    );
     assert!(
         text.lines()
             .all(|l| serde_json::from_str::<Value>(l).is_ok()),

@@ -72,7 +72,12 @@ fn a_secret_cut_by_the_output_tail_keeps_no_12_characters_at_any_cut() {
             .env("HB_KEY", KEY)
             .output()
             .expect("run --job");
-        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         // `run` passes the output through untouched: the key is the job's to print.
         assert!(String::from_utf8_lossy(&out.stdout).contains(KEY));
     }
@@ -146,7 +151,11 @@ fn a_ping_token_printed_before_the_first_sync_is_scrubbed_when_served() {
         .env("EMULATOR_KEY", emulator.api_key())
         .output()
         .expect("run --job");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let file = home.path("state").join("history/beat/runs.jsonl");
     let written = std::fs::read_to_string(&file).expect("the job's history");
     assert!(written.contains(&token), "the record as written: {written}");
@@ -156,11 +165,15 @@ fn a_ping_token_printed_before_the_first_sync_is_scrubbed_when_served() {
         .terminate_on_drop()
         .start();
     let sync_state = home.path("state").join("sync/beat.json");
-    daemon.until("sync to learn the ping URL", Duration::from_secs(20), || {
-        std::fs::read_to_string(&sync_state)
-            .ok()
-            .filter(|text| text.contains(&token))
-    });
+    daemon.until(
+        "sync to learn the ping URL",
+        Duration::from_secs(20),
+        || {
+            std::fs::read_to_string(&sync_state)
+                .ok()
+                .filter(|text| text.contains(&token))
+        },
+    );
     let endpoint = Endpoint::Unix(socket);
     for path in ["/jobs/beat", "/jobs/beat/runs", "/jobs/beat/runs/1"] {
         let body = get(&endpoint, path);
@@ -172,7 +185,11 @@ fn a_ping_token_printed_before_the_first_sync_is_scrubbed_when_served() {
     for args in [&["history", "beat"][..], &["history", "--json", "beat"][..]] {
         let out = agent(&home, args);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(!text.contains(&token), "{args:?} shows the token: {text}");
         assert!(text.contains("my token is [redacted]"), "{args:?}: {text}");
     }

@@ -314,7 +314,9 @@ fn last(run: Option<&RunDoc>) -> (String, String) {
 
 /// Durations and success of `runs` (newest first) for the sparkline, oldest first.
 pub(super) fn spark_points<'a>(runs: impl DoubleEndedIterator<Item = &'a Run>) -> Vec<(u64, bool)> {
-    runs.rev().map(|r| (r.run.duration_ms, r.success())).collect()
+    runs.rev()
+        .map(|r| (r.run.duration_ms, r.success()))
+        .collect()
 }
 
 /// A run as a job's page shows it: its output cut to the page's share.
