@@ -189,6 +189,8 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
 /// creates (about 1.2 ms of CPU per job on ext4), then run after a burst of spawns rather than
 /// during it. When 1,000 jobs were due at one second the writer held 6-12 % of the CPU while
 /// the children were still being started, at nice + 10 (docs/dev/profiles/profile-burst.md).
+/// A run is handed over when it ends ([`Recorder::record`]), its pings' outcome after them
+/// ([`Recorder::pinged`]), written as a [`PingUpdate`] of the number the run was given.
 /// [`Recorder::flush`] waits for what was handed over (the daemon's shutdown).
 #[derive(Debug)]
 pub(crate) struct Recorder {
