@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use tracing::warn;
 
-use super::update::{Join, Line, PingUpdate};
+use super::update::{Head, Join, Line, PingUpdate};
 use super::Run;
 use crate::persist::lock::FileLock;
 
@@ -143,7 +143,8 @@ pub(super) fn last_written(dir: &Path) -> Option<SystemTime> {
 }
 
 /// The number of the last run in the open current file (`None` when it holds none), after
-/// cutting off a torn last line.
+/// cutting off a torn last line. The lines of pings after it do not count: they name earlier
+/// runs.
 fn last_seq(file: &File, path: &Path, job: &str) -> io::Result<Option<u64>> {
     let mut size = file.metadata()?.len();
     if size == 0 {
@@ -160,14 +161,22 @@ fn last_seq(file: &File, path: &Path, job: &str) -> io::Result<Option<u64>> {
             return Ok(None);
         }
     }
-    let start = line_start(file, size - 1)?;
-    let mut line = vec![0u8; usize::try_from(size - 1 - start).unwrap_or(0)];
-    file.read_exact_at(&mut line, start)?;
-    match Line::parse(&line) {
-        Some(line) => Ok(Some(line.seq())),
-        // A damaged last line: number after the best run read in the file.
-        None => Ok(read_file(path).into_iter().max().or(Some(0))),
+    // The last run's line, past the lines of pings that follow it (which name earlier runs),
+    // told by its first bytes: a run's line may be megabytes of output.
+    let mut end = size;
+    while end > 0 {
+        let start = line_start(file, end - 1)?;
+        let length = usize::try_from(end - 1 - start).unwrap_or(0);
+        let mut head = vec![0u8; length.min(Head::BYTES)];
+        file.read_exact_at(&mut head, start)?;
+        match Head::of(&head) {
+            Head::Run(seq) => return Ok(Some(seq)),
+            Head::Update => end = start,
+            // A damaged line: number after the best run read in the file.
+            Head::Unknown => return Ok(read_file(path).into_iter().max().or(Some(0))),
+        }
     }
+    Ok(None)
 }
 
 /// The number of the last run in the file at `path`, if it has one.

@@ -67,6 +67,41 @@ impl Line {
     }
 }
 
+/// What the first bytes of a line, as written, tell: a run's line begins with its number
+/// (`{"seq":N,`), an update's with `{"update":`.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Head {
+    /// The run numbered so.
+    Run(u64),
+    /// A run's pings.
+    Update,
+    /// Neither (a damaged line).
+    Unknown,
+}
+
+impl Head {
+    /// How many bytes of a line [`Head::of`] needs.
+    pub(super) const BYTES: usize = 32;
+
+    /// What `head`, the first [`Head::BYTES`] bytes of a line (or all of a shorter one), is.
+    pub(super) fn of(head: &[u8]) -> Head {
+        if head.starts_with(b"{\"update\":") {
+            return Head::Update;
+        }
+        let Some(rest) = head.strip_prefix(b"{\"seq\":") else {
+            return Head::Unknown;
+        };
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        match rest.get(digits) {
+            Some(b',' | b'}') => std::str::from_utf8(&rest[..digits])
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .map_or(Head::Unknown, Head::Run),
+            _ => Head::Unknown,
+        }
+    }
+}
+
 /// Joins runs and their updates read newest first (see the module header).
 #[derive(Debug, Default)]
 pub(super) struct Join {
