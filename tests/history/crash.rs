@@ -1,6 +1,7 @@
 //! Twenty `kill -9` of the daemon at random moments while jobs run every second: every run
 //! that ended well before a kill is in the history, nothing is there that did not run, and
-//! each restart reads the history without a crash.
+//! each restart reads the history without a crash; and a `kill -9` while the ping host hangs
+//! loses no run that had ended (its ping `pending`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
-use super::{history_json, runs};
+use super::{agent, history_json, runs};
 use crate::util::daemon::Daemon;
 use crate::util::http::{FakeServer, Mode};
 use crate::util::Home;
@@ -164,4 +165,10 @@ fn a_kill_9_while_the_ping_host_hangs_loses_no_run_that_had_ended() {
             "a run whose ping never came back: {run}"
         );
     }
+    let out = agent(&home, &["history", "a", "--limit", "1000"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.lines().filter(|l| l.contains("pending")).count() >= ended.len(),
+        "PING reads `pending`: {table}"
+    );
 }
