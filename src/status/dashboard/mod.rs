@@ -16,10 +16,12 @@
 //!
 //! **What a page holds**: the `/status` document ([`super::build::document`], every text
 //! already scrubbed of the API key, the token and ping URLs) and the history files
-//! ([`crate::history::History::runs`]: only the lines shown are read, in
-//! `spawn_blocking`, and the overview's sparklines are kept until a job's history changes;
-//! scrubbed when recorded), each
-//! text HTML-escaped by [`render`]. Every answer carries a strict Content-Security-Policy
+//! ([`crate::history::History::each_run`]: only the lines shown are read, one run at a time,
+//! in `spawn_blocking`; a job's page keeps the last 4 KiB of each run's output and links to
+//! the rest; the overview's sparklines are kept until a job's history changes; scrubbed when
+//! recorded and again when read), each text HTML-escaped by [`render`]. Pages and the
+//! history's JSON answers take turns, two at a time ([`history_turn`]), so readers at once
+//! cannot multiply what one page holds. Every answer carries a strict Content-Security-Policy
 //! ([`render::csp`]), `X-Frame-Options: DENY`, `no-store` and `no-referrer`.
 //!
 //! Hand-written HTML rather than a template crate (maud, askama): three small pages and one
