@@ -91,6 +91,8 @@ const MIN_TOKEN: usize = 8;
 /// The secrets this process knows, and the automaton that finds them.
 struct Known {
     secrets: BTreeSet<String>,
+    /// The length in bytes of the longest of them.
+    longest: usize,
     /// Built from `secrets` by the first [`scrub`] after a change (`None` until then), so
     /// loading a config with thousands of ping URLs builds it once, not once per URL.
     matcher: Option<Arc<AhoCorasick>>,
@@ -99,6 +101,7 @@ struct Known {
 /// Every secret this process has learned (see the module header).
 static KNOWN: RwLock<Known> = RwLock::new(Known {
     secrets: BTreeSet::new(),
+    longest: 0,
     matcher: None,
 });
 
@@ -113,8 +116,20 @@ pub(crate) fn remember(secret: &str) {
     }
     let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
     if known.secrets.insert(secret.to_owned()) {
+        known.longest = known.longest.max(secret.len());
         known.matcher = None;
     }
+}
+
+/// The least [`reach`] answers: room for a secret learned while an output is being kept (a
+/// ping URL sync learns during a run).
+const MIN_REACH: usize = 1024;
+
+/// How many bytes before a cut of a job's output must be kept for [`job_output`] to find a
+/// secret that the cut splits: the longest secret known, at least 1 KiB.
+pub(crate) fn reach() -> usize {
+    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+    known.longest.max(MIN_REACH)
 }
 
 /// The automaton finding every known secret, built when the secrets changed since the last
@@ -161,24 +176,52 @@ pub(crate) fn remember_url(url: &str) {
 pub(crate) fn scrub(text: &str) -> String {
     match matcher() {
         Some(matcher) if matcher.is_match(text) => {
-            let replacements = vec!["[redacted]"; matcher.patterns_len()];
+            let replacements = vec![REDACTED; matcher.patterns_len()];
             matcher.replace_all(text, &replacements)
         }
         _ => text.to_owned(),
     }
 }
 
-/// A job's output as it may leave the process: valid UTF-8 with every known secret scrubbed
-/// ([`scrub`]), cut to its last `max` bytes (at a character boundary). The one function for
-/// every path that sends or shows what a job printed: a fail ping's body (`run`, `run --job`
-/// and the daemon alike), the daemon's log of each output line, and a run's recorded output.
+/// [`scrub`] of `text` in place: no copy when it holds no secret (a run's output of megabytes
+/// read back from the history).
+pub(crate) fn scrub_in_place(text: &mut String) {
+    if matcher().is_some_and(|matcher| matcher.is_match(text.as_str())) {
+        *text = scrub(text);
+    }
+}
+
+/// What [`scrub`] puts in place of a secret.
+const REDACTED: &str = "[redacted]";
+
+/// A job's output as it may leave the process: valid UTF-8, cut to its last `max` bytes (at a
+/// character boundary) with every known secret scrubbed first: a secret that the cut splits is
+/// found in the bytes before the cut and replaced whole, so no part of it is kept. The caller
+/// keeps [`reach`] bytes more than it shows for that. The one function for every path that
+/// sends or shows what a job printed: a fail ping's body (`run`, `run --job` and the daemon
+/// alike), the daemon's log of each output line, and a run's recorded output. A replacement
+/// longer than the secret may make the answer a few bytes longer than `max`.
 pub(crate) fn job_output(output: &[u8], max: usize) -> String {
-    let text = scrub(&String::from_utf8_lossy(output));
+    let text = String::from_utf8_lossy(output);
     let mut cut = text.len().saturating_sub(max);
     while !text.is_char_boundary(cut) {
         cut += 1;
     }
-    text[cut..].to_owned()
+    let Some(matcher) = matcher() else {
+        return text[cut..].to_owned();
+    };
+    let mut shown = String::with_capacity(text.len() - cut);
+    let mut at = cut;
+    for found in matcher.find_iter(text.as_ref()) {
+        if found.end() <= cut {
+            continue;
+        }
+        shown.push_str(&text[at..found.start().max(at)]);
+        shown.push_str(REDACTED);
+        at = found.end();
+    }
+    shown.push_str(&text[at..]);
+    shown
 }
 
 /// Formats a reqwest error without the URL it carries (which may hold a ping token).
@@ -266,6 +309,31 @@ mod tests {
         assert_eq!(text, "line 1\ntoken [redacted]\n\u{fffd}end\n");
         assert_eq!(job_output(out, 5), "end\n");
         assert_eq!(job_output("ééé".as_bytes(), 3), "é");
+    }
+
+    #[test]
+    fn a_secret_split_by_the_cut_is_scrubbed_whole() {
+        let secret = "cut-secret-0123456789abcdefghij";
+        remember(secret);
+        let out = format!("key={secret}\nnext line\n");
+        for max in 0..out.len() + 3 {
+            let shown = job_output(out.as_bytes(), max);
+            for piece in secret.as_bytes().windows(12) {
+                let piece = std::str::from_utf8(piece).expect("ascii");
+                assert!(!shown.contains(piece), "max {max}: {shown:?}");
+            }
+            let last = "next line\n";
+            if max <= last.len() + 1 {
+                assert_eq!(shown, &out[out.len() - max..]);
+            } else if max >= out.len() {
+                assert_eq!(shown, "key=[redacted]\nnext line\n");
+            } else {
+                assert!(
+                    shown.ends_with("[redacted]\nnext line\n"),
+                    "max {max}: {shown:?}"
+                );
+            }
+        }
     }
 
     #[test]

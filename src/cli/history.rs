@@ -117,6 +117,11 @@ fn from_files(args: &HistoryArgs, global: &GlobalArgs) -> Result<Vec<JobRuns>, (
         None => crate::paths::state_dir(global.state_dir.as_deref(), None),
     };
     let history = History::new(&state_dir);
+    // The ping URLs and tokens sync learned are secrets too: a run may have printed one before
+    // they were learned, and its record is scrubbed as it is read.
+    for job in crate::sync::state::jobs(&state_dir) {
+        let _ = crate::sync::state::load(&state_dir, &job);
+    }
     let names = names(args.job.as_deref(), config.as_ref(), &history)?;
     let mut jobs = Vec::new();
     for name in names {
@@ -326,10 +331,11 @@ fn result(run: &Run, ascii: bool) -> String {
     format!("{} {phrase}", glyph(&doc.outcome, ascii))
 }
 
-/// The final ping: `HTTP 200`, `fail ping HTTP 200`, `queued: connection refused`, `-`.
+/// The final ping: `HTTP 200`, `fail ping HTTP 200`, `queued: connection refused`, `pending`
+/// (its outcome not recorded), `-`.
 fn ping(run: &Run) -> String {
     let Some(ping) = &run.ping else {
-        return "-".to_owned();
+        return if run.ping_pending { "pending" } else { "-" }.to_owned();
     };
     let kind = match ping.kind {
         crate::ping::PingKind::Success => "",

@@ -165,11 +165,17 @@ impl Runner for DaemonRun<'_> {
         crate::ping::STOP_GRACE
     }
 
-    fn ended(&mut self, record: &Arc<RunRecord>) {
+    fn ended(&mut self, record: &Arc<RunRecord>, pinging: bool) {
         // The run ends when its process (or probe) does: the job's next fire must not wait
-        // for a slow or hanging ping host, so the ping is sent after this.
+        // for a slow or hanging ping host, so the ping is sent after this. The history has
+        // the run from now on too; its pings' outcome follows (`after_ping`).
         self.state.run_finished(Arc::clone(record));
         self.admitted = None;
+        let node = self.shared.admission.as_ref().and_then(|a| a.node());
+        let run = crate::history::Run::ended(record, node, pinging);
+        self.shared
+            .history
+            .record(&self.job.name, self.job.history, run);
     }
 
     fn pinged(&mut self, ping: &PingRecord) {
@@ -177,11 +183,7 @@ impl Runner for DaemonRun<'_> {
     }
 
     async fn after_ping(&mut self, report: &Report) {
-        let node = self.shared.admission.as_ref().and_then(|a| a.node());
-        let run = crate::history::Run::reported(report, node);
-        self.shared
-            .history
-            .record(&self.job.name, self.job.history, run);
+        self.shared.history.pinged(&self.job.name, report);
         for hook in &self.shared.after_run {
             hook.after_run(self.job, self.scheduled, report.ping_accepted);
         }
@@ -272,7 +274,7 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attem
     let output_tail = outcome
         .tail
         .as_ref()
-        .map(crate::process::Tail::contents)
+        .map(|tail| tail.text().into_bytes())
         .unwrap_or_default();
     Ended {
         started,

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use tracing::warn;
 
+use super::update::{Head, Join, Line, PingUpdate};
 use super::Run;
 use crate::persist::lock::FileLock;
 
@@ -26,8 +27,31 @@ const CHUNK: usize = 8 * 1024;
 
 /// Appends `run` to the history in `dir` (created 0700 when missing) of `job`, numbering it
 /// after the last run recorded, and starts a new generation when its number is a multiple of
-/// `limit`.
-pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::Result<()> {
+/// `limit`. Returns the number given.
+pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::Result<u64> {
+    append_line(dir, job, |last| {
+        run.seq = last + 1;
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX).max(1);
+        let line = serde_json::to_vec(&run).map_err(io::Error::other)?;
+        Ok((line, (run.seq % limit == 0).then_some(run.seq)))
+    })?;
+    Ok(run.seq)
+}
+
+/// Appends `update` (a recorded run's pings) to the history in `dir` of `job`.
+pub(super) fn append_update(dir: &Path, job: &str, update: &PingUpdate) -> io::Result<()> {
+    append_line(dir, job, |_| {
+        Ok((serde_json::to_vec(update).map_err(io::Error::other)?, None))
+    })
+}
+
+/// Appends the line that `line` makes from the number of the last run recorded, under the
+/// job's lock; when it also answers a number, a new generation starts after the line.
+fn append_line(
+    dir: &Path,
+    job: &str,
+    line: impl FnOnce(u64) -> io::Result<(Vec<u8>, Option<u64>)>,
+) -> io::Result<()> {
     crate::persist::file::private_dir(dir)?;
     let _lock = FileLock::acquire(&dir.join("lock"))?;
     let path = dir.join(CURRENT);
@@ -42,29 +66,35 @@ pub(super) fn append(dir: &Path, job: &str, limit: usize, mut run: Run) -> io::R
         Some(seq) => seq,
         None => last_in(&dir.join(OLD), job).unwrap_or(0),
     };
-    run.seq = last + 1;
-    let mut line = serde_json::to_vec(&run).map_err(io::Error::other)?;
+    let (mut line, rotate) = line(last)?;
     line.push(b'\n');
     // One write of the whole line: a death before it leaves nothing, a death inside it (a
     // short write is the only way) leaves a torn line the next append cuts off.
     file.write_all(&line)?;
     crate::persist::crash_point("history-appended");
-    let limit = u64::try_from(limit).unwrap_or(u64::MAX).max(1);
-    if run.seq % limit == 0 {
+    if rotate.is_some() {
         std::fs::rename(&path, dir.join(OLD))?;
     }
     Ok(())
 }
 
-/// The last `n` runs of `job` in `dir`, oldest first, read from the ends of the files
-/// backwards (the current generation, then the old one when it holds fewer than `n`): the
-/// cost is that of the `n` lines, not of the whole history. A torn last line (a kill -9 during
-/// an append) and lines that do not read as a run are skipped, with one warning per read.
-pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>> {
-    let mut runs = Vec::new();
+/// Hands the last `n` runs of `job` in `dir` to `each`, newest first, one at a time (until it
+/// answers false), read from the ends of the files backwards (the current generation, then the
+/// old one when it holds fewer than `n`): the cost is that of the `n` lines, not of the whole
+/// history, and only one run is held at a time. Each run's pings recorded after it are joined
+/// to it ([`Join`]). A torn last line (a kill -9 during an append) and lines that do not read
+/// are skipped, with one warning per read.
+pub(super) fn visit_last(
+    dir: &Path,
+    job: &str,
+    n: usize,
+    mut each: impl FnMut(Run) -> bool,
+) -> io::Result<()> {
+    let mut taken = 0usize;
+    let mut join = Join::default();
     let mut skipped = 0usize;
     for name in [CURRENT, OLD] {
-        if runs.len() >= n {
+        if taken >= n {
             break;
         }
         let file = match crate::persist::file::open_regular(&dir.join(name)) {
@@ -79,13 +109,19 @@ pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>>
             _ => line_start(&file, size)?,
         };
         skipped += usize::from(end < size);
-        while end > 0 && runs.len() < n {
+        while end > 0 && taken < n {
             let start = line_start(&file, end - 1)?;
             let mut line = vec![0u8; usize::try_from(end - 1 - start).unwrap_or(0)];
             file.read_exact_at(&mut line, start)?;
-            match serde_json::from_slice::<Run>(&line) {
-                Ok(run) => runs.push(run),
-                Err(_) => skipped += 1,
+            match join.line(&line) {
+                Ok(Some(run)) => {
+                    taken += 1;
+                    if !each(run) {
+                        taken = n;
+                    }
+                }
+                Ok(None) => {}
+                Err(()) => skipped += 1,
             }
             end = start;
         }
@@ -93,8 +129,7 @@ pub(super) fn read_last(dir: &Path, job: &str, n: usize) -> io::Result<Vec<Run>>
     if skipped > 0 {
         warn!(job = %job, dir = %dir.display(), skipped, "skipped unreadable records of the job's history (a record torn by a crash, or a damaged file)");
     }
-    runs.reverse();
-    Ok(runs)
+    Ok(())
 }
 
 /// When `dir`'s history was last written (its current file, else the old one, else the
@@ -108,7 +143,8 @@ pub(super) fn last_written(dir: &Path) -> Option<SystemTime> {
 }
 
 /// The number of the last run in the open current file (`None` when it holds none), after
-/// cutting off a torn last line.
+/// cutting off a torn last line. The lines of pings after it do not count: they name earlier
+/// runs.
 fn last_seq(file: &File, path: &Path, job: &str) -> io::Result<Option<u64>> {
     let mut size = file.metadata()?.len();
     if size == 0 {
@@ -125,14 +161,22 @@ fn last_seq(file: &File, path: &Path, job: &str) -> io::Result<Option<u64>> {
             return Ok(None);
         }
     }
-    let start = line_start(file, size - 1)?;
-    let mut line = vec![0u8; usize::try_from(size - 1 - start).unwrap_or(0)];
-    file.read_exact_at(&mut line, start)?;
-    match serde_json::from_slice::<Run>(&line) {
-        Ok(run) => Ok(Some(run.seq)),
-        // A damaged last line: number after the best run read in the file.
-        Err(_) => Ok(read_file(path).iter().map(|r| r.seq).max().or(Some(0))),
+    // The last run's line, past the lines of pings that follow it (which name earlier runs),
+    // told by its first bytes: a run's line may be megabytes of output.
+    let mut end = size;
+    while end > 0 {
+        let start = line_start(file, end - 1)?;
+        let length = usize::try_from(end - 1 - start).unwrap_or(0);
+        let mut head = vec![0u8; length.min(Head::BYTES)];
+        file.read_exact_at(&mut head, start)?;
+        match Head::of(&head) {
+            Head::Run(seq) => return Ok(Some(seq)),
+            Head::Update => end = start,
+            // A damaged line: number after the best run read in the file.
+            Head::Unknown => return Ok(read_file(path).into_iter().max().or(Some(0))),
+        }
     }
+    Ok(None)
 }
 
 /// The number of the last run in the file at `path`, if it has one.
@@ -141,13 +185,13 @@ fn last_in(path: &Path, job: &str) -> Option<u64> {
     last_seq(&file, path, job).ok().flatten()
 }
 
-/// The runs readable in one file.
-fn read_file(path: &Path) -> Vec<Run> {
+/// The numbers of the runs readable in one file.
+fn read_file(path: &Path) -> Vec<u64> {
     crate::persist::file::read_regular(path, READ_LIMIT)
         .map(|bytes| {
             bytes
                 .split(|&b| b == b'\n')
-                .filter_map(|l| serde_json::from_slice(l).ok())
+                .filter_map(|l| Line::parse(l).map(|line| line.seq()))
                 .collect()
         })
         .unwrap_or_default()

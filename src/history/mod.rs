@@ -12,7 +12,14 @@
 //! job (a run's fields take about 400 bytes; 6 is the worst JSON escape of an output byte).
 //!
 //! **Writers.** The daemon hands each run to [`Recorder`], a thread of its own below the
-//! runtime's priority; `run --job` appends itself ([`History::record`]).
+//! runtime's priority; `run --job` appends itself ([`History::record`]). A run is appended
+//! when it ends, before its final ping (which may wait up to the ping budget for a hanging
+//! host); the pings' outcome follows as a line of its own that every reader joins to the run
+//! ([`update`]).
+//!
+//! **Served scrubbed.** A record is scrubbed when it is written, with the secrets known then;
+//! every read ([`History::runs`]) scrubs it again with the secrets known by then (a ping URL
+//! that sync learned after the run printed its token).
 //!
 //! **Crash-safety.** A kill -9 during an append leaves at most a torn last line (no newline):
 //! the next append cuts it off with one warning, a reader skips it with one warning. Lines
@@ -27,8 +34,11 @@
 //! no start-up cost.
 
 mod log;
+mod update;
 
-use std::collections::HashSet;
+pub(crate) use update::PingUpdate;
+
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,6 +67,10 @@ pub(crate) struct Run {
     /// report (always when a final ping followed); `null` otherwise. Absent from older records.
     #[serde(default)]
     pub start_ping: Option<RunPing>,
+    /// Whether its pings were still on their way when it was recorded and their outcome was
+    /// not recorded since (the agent was killed meanwhile, or the ping is still waiting).
+    #[serde(default)]
+    pub ping_pending: bool,
     /// In a `[cluster]`, the node that ran it; `null` otherwise.
     pub node: Option<String>,
 }
@@ -97,17 +111,29 @@ impl Run {
             run: RunDoc::of(record),
             ping: ping.map(RunPing::of),
             start_ping: None,
+            ping_pending: false,
             node: node.map(str::to_owned),
         }
     }
 
-    /// The history's form of the run `report` tells of, run on `node`: its record, its final
-    /// ping and its start ping.
-    pub(crate) fn reported(report: &crate::run::Report, node: Option<&str>) -> Run {
+    /// The history's form of `record` as it ended, run on `node`, before its pings' outcome
+    /// (`pinging`: a start or final ping is on its way, and a [`PingUpdate`] follows).
+    pub(crate) fn ended(record: &RunRecord, node: Option<&str>, pinging: bool) -> Run {
         Run {
-            start_ping: report.start_ping.as_ref().map(RunPing::of),
-            ..Run::of(&report.record, report.ping.as_ref(), node)
+            ping_pending: pinging,
+            ..Run::of(record, None, node)
         }
+    }
+
+    /// The run with its texts scrubbed of every secret known now.
+    fn scrubbed(mut self) -> Run {
+        let scrub = crate::redact::scrub_in_place;
+        scrub(&mut self.run.output_tail);
+        let pings = [&mut self.ping, &mut self.start_ping].into_iter().flatten();
+        for text in pings.map(|p| &mut p.detail).chain(self.run.reason.as_mut()) {
+            scrub(text);
+        }
+        self
     }
 
     /// Whether the run counts as a success.
@@ -163,6 +189,8 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
 /// creates (about 1.2 ms of CPU per job on ext4), then run after a burst of spawns rather than
 /// during it. When 1,000 jobs were due at one second the writer held 6-12 % of the CPU while
 /// the children were still being started, at nice + 10 (docs/dev/profiles/profile-burst.md).
+/// A run is handed over when it ends ([`Recorder::record`]), its pings' outcome after them
+/// ([`Recorder::pinged`]), written as a [`PingUpdate`] of the number the run was given.
 /// [`Recorder::flush`] waits for what was handed over (the daemon's shutdown).
 #[derive(Debug)]
 pub(crate) struct Recorder {
@@ -210,6 +238,9 @@ impl Starts {
 enum Message {
     /// Append this run of this job, which keeps that many runs; handed over at that instant.
     Run(String, usize, Box<Run>, Instant),
+    /// Append the pings of the run of this job with this id (when that run was recorded with
+    /// its pings pending).
+    Pinged(String, String, PingUpdate, Instant),
     /// Say when everything before was written.
     Flush(std::sync::mpsc::Sender<()>),
 }
@@ -228,11 +259,25 @@ impl Recorder {
             .name("history".to_owned())
             .spawn(move || {
                 lower_priority();
+                // The numbers given to runs recorded with their pings pending, by job and run
+                // id, until their pings come.
+                let mut pending: HashMap<(String, String), u64> = HashMap::new();
                 for message in received {
                     match message {
                         Message::Run(job, limit, run, handed) => {
                             quiet.wait_for_quiet(handed + MOST_DEFERRED);
-                            writer.record(&job, limit, *run);
+                            let id = run.run.run_id.clone().filter(|_| run.ping_pending);
+                            let seq = writer.record(&job, limit, *run);
+                            if let (Some(id), Some(seq)) = (id, seq) {
+                                pending.insert((job, id), seq);
+                            }
+                        }
+                        Message::Pinged(job, id, mut update, handed) => {
+                            quiet.wait_for_quiet(handed + MOST_DEFERRED);
+                            if let Some(seq) = pending.remove(&(job.clone(), id)) {
+                                update.update = seq;
+                                writer.pinged(&job, &update);
+                            }
                         }
                         Message::Flush(done) => {
                             let _ = done.send(());
@@ -270,6 +315,18 @@ impl Recorder {
             job.to_owned(),
             limit,
             Box::new(run),
+            Instant::now(),
+        ));
+    }
+
+    /// Hands the pings of `report`'s run of `job` to the writer: recorded when the run was
+    /// recorded with its pings pending.
+    pub(crate) fn pinged(&self, job: &str, report: &crate::run::Report) {
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = queue.send(Message::Pinged(
+            job.to_owned(),
+            report.record.run_id.text(),
+            PingUpdate::of(0, report),
             Instant::now(),
         ));
     }
@@ -324,26 +381,55 @@ impl History {
         &self.dir
     }
 
-    /// Appends `run` to `job`'s history, which keeps `limit` runs (0: none, nothing written).
-    /// A failure is logged (naming the job and the file) and counted; the run itself is not
-    /// affected.
-    pub(crate) fn record(&self, job: &str, limit: usize, run: Run) {
+    /// Appends `run` to `job`'s history, which keeps `limit` runs (0: none, nothing written);
+    /// returns the number it was given. A failure is logged (naming the job and the file) and
+    /// counted; the run itself is not affected.
+    pub(crate) fn record(&self, job: &str, limit: usize, run: Run) -> Option<u64> {
         if limit == 0 {
-            return;
+            return None;
         }
-        if let Err(err) = log::append(&self.dir.join(job), job, limit, run) {
-            crate::persist::failed(crate::persist::What::History);
-            warn!(job = %job, dir = %self.dir.join(job).display(), error = %err, "cannot record the run in the job's history");
+        log::append(&self.dir.join(job), job, limit, run)
+            .inspect_err(|err| self.failed(job, err))
+            .ok()
+    }
+
+    /// Appends `update`, the pings of a run recorded before, to `job`'s history.
+    pub(crate) fn pinged(&self, job: &str, update: &PingUpdate) {
+        if let Err(err) = log::append_update(&self.dir.join(job), job, update) {
+            self.failed(job, &err);
         }
+    }
+
+    /// Logs and counts a failed write of `job`'s history.
+    fn failed(&self, job: &str, err: &io::Error) {
+        crate::persist::failed(crate::persist::What::History);
+        warn!(job = %job, dir = %self.dir.join(job).display(), error = %err, "cannot record the run in the job's history");
     }
 
     /// `job`'s last `n` runs (at most its configured `history`), newest first, read from the
     /// ends of its files: the cost of `n` runs, not of the whole history (the dashboard's
     /// overview of every job, the strips seeded at start). A job with no history has none.
+    /// Each is scrubbed of every secret known now (see the module header).
     pub(crate) fn runs(&self, job: &str, n: usize) -> io::Result<Vec<Run>> {
-        let mut runs = log::read_last(&self.dir.join(job), job, n)?;
-        runs.reverse();
+        let mut runs = Vec::new();
+        self.each_run(job, n, |run| {
+            runs.push(run);
+            true
+        })?;
         Ok(runs)
+    }
+
+    /// Hands `job`'s last `n` runs to `each`, newest first, one at a time (until it answers
+    /// false), each scrubbed as [`History::runs`] does: a reader that shows runs one by one
+    /// never holds more than one run's output (the dashboard's page of a job with megabytes of
+    /// output per run).
+    pub(crate) fn each_run(
+        &self,
+        job: &str,
+        n: usize,
+        mut each: impl FnMut(Run) -> bool,
+    ) -> io::Result<()> {
+        log::visit_last(&self.dir.join(job), job, n, |run| each(run.scrubbed()))
     }
 
     /// What identifies the present state of `job`'s history: the length and modification

@@ -216,3 +216,62 @@ fn the_writer_waits_out_a_burst_of_starts_but_not_beyond_its_bound() {
     recorder.flush(Duration::from_secs(5));
     assert_eq!(tails(recorder.history(), "burst", 10), ["second", "first"]);
 }
+
+#[test]
+fn a_runs_pings_recorded_after_it_are_joined_across_a_new_generation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = History::new(dir.path());
+    let ping = |detail: &str| RunPing {
+        kind: crate::ping::PingKind::Success,
+        at: Utc::now(),
+        result: "accepted".to_owned(),
+        detail: detail.to_owned(),
+        outbox: false,
+    };
+    // With a limit of 2, run 2 starts a new generation: its pings land in the next file.
+    let first = history.record("j", 2, Run::ended(&record(0, "one"), None, true));
+    let second = history.record("j", 2, Run::ended(&record(0, "two"), None, true));
+    assert_eq!((first, second), (Some(1), Some(2)));
+    for (seq, detail) in [(2, "HTTP 202"), (1, "HTTP 201")] {
+        let update = PingUpdate {
+            update: seq,
+            ping: Some(ping(detail)),
+            start_ping: None,
+        };
+        history.pinged("j", &update);
+    }
+    let third = history.record("j", 2, Run::ended(&record(0, "three"), None, true));
+    assert_eq!(third, Some(3), "updates do not count as runs");
+    let runs = history.runs("j", 3).expect("read");
+    let seen: Vec<(u64, Option<&str>, bool)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r.seq,
+                r.ping.as_ref().map(|p| p.detail.as_str()),
+                r.ping_pending,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (3, None, true),
+            (2, Some("HTTP 202"), false),
+            (1, Some("HTTP 201"), false)
+        ]
+    );
+}
+
+#[test]
+fn a_lines_first_bytes_tell_a_run_and_its_number_from_its_pings() {
+    use super::update::Head;
+    assert_eq!(
+        Head::of(br#"{"seq":412,"scheduled":"2026-11-26T0"#),
+        Head::Run(412)
+    );
+    assert_eq!(Head::of(br#"{"update":7,"ping":null}"#), Head::Update);
+    assert_eq!(Head::of(br#"{"seq":4"#), Head::Unknown, "cut in its number");
+    assert_eq!(Head::of(br#"{"scheduled":"x","seq":1}"#), Head::Unknown);
+    assert_eq!(Head::of(b""), Head::Unknown);
+}

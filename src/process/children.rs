@@ -356,11 +356,8 @@ mod tests {
                     };
                     let outcome = running.supervise(limits, rx).await;
                     children.ended(pid);
-                    let tail = outcome.tail.expect("captured").contents();
-                    (
-                        outcome.end.exit_code(),
-                        String::from_utf8_lossy(&tail).into_owned(),
-                    )
+                    let tail = outcome.tail.expect("captured").text();
+                    (outcome.end.exit_code(), tail)
                 })
             });
             let mut ended = Vec::new();

@@ -102,8 +102,9 @@ pub(crate) enum Io {
     /// and the caller is in its foreground, the child's group becomes the foreground group for
     /// the run, so interactive commands work.
     Inherit,
-    /// stdin from `/dev/null`; stdout and stderr read by the supervisor, keeping only the last
-    /// `tail_bytes` bytes of both (interleaved as they arrive), as the daemon needs.
+    /// stdin from `/dev/null`; stdout and stderr one pipe (so the output keeps the order it
+    /// was written in) read by the supervisor, keeping only the last `tail_bytes` bytes, as
+    /// the daemon needs.
     Capture {
         /// How many bytes of the most recent output to keep.
         tail_bytes: usize,
@@ -111,7 +112,8 @@ pub(crate) enum Io {
     /// stdin inherited as with [`Io::Inherit`]; stdout and stderr passed through to the
     /// caller's own, byte for byte, by a copy that keeps the last `tail_bytes` bytes of both
     /// (`run` for a job whose fail ping carries the output). The command's stdout and stderr
-    /// are pipes then, not the terminal.
+    /// are pipes then, not the terminal: one pipe copied to the caller's stdout when the
+    /// caller's stdout and stderr are the same file (the order kept), else one each.
     Tee {
         /// How many bytes of the most recent output to keep.
         tail_bytes: usize,

@@ -43,10 +43,24 @@ struct Streams {
 }
 
 impl Streams {
+    /// The streams of `io`. The child writes its stdout and stderr into one pipe where both
+    /// go to the same place: the daemon's capture always, `run`'s copy ([`Io::Tee`]) when the
+    /// agent's own stdout and stderr are the same file (a terminal, `>log 2>&1`, cron's mail
+    /// pipe); then the output is read in the order the child wrote it, whatever the reader's
+    /// pace. Two pipes keep each stream's own order only.
     fn for_io(io: Io) -> io::Result<Streams> {
         let piped = !matches!(io, Io::Inherit);
+        let merged = match io {
+            Io::Inherit => false,
+            Io::Capture { .. } => true,
+            Io::Tee { .. } => same_target(),
+        };
         let (stdout, child_out) = if piped { pipe()? } else { (None, None) };
-        let (stderr, child_err) = if piped { pipe()? } else { (None, None) };
+        let (stderr, child_err) = match &child_out {
+            Some(write) if merged => (None, Some(write.try_clone()?)),
+            _ if piped => pipe()?,
+            _ => (None, None),
+        };
         Ok(Streams {
             stdout,
             stderr,
@@ -55,6 +69,17 @@ impl Streams {
             null_stdin: matches!(io, Io::Capture { .. }),
         })
     }
+}
+
+/// Whether the agent's own stdout and stderr are the same file (device and inode).
+fn same_target() -> bool {
+    let id = |fd| {
+        nix::sys::stat::fstat(fd)
+            .ok()
+            .map(|stat| (stat.st_dev, stat.st_ino))
+    };
+    let (out, err) = (id(libc::STDOUT_FILENO), id(libc::STDERR_FILENO));
+    out.is_some() && out == err
 }
 
 /// A pipe: (read end, write end), both close-on-exec.

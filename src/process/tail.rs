@@ -1,4 +1,5 @@
-//! The bounded tail of a child's output: the last N bytes of stdout and stderr, never all of it.
+//! The bounded tail of a child's output: the last N bytes of stdout and stderr, never all of it
+//! (and the few bytes before them that the scrubber needs to find a secret the cut splits).
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -7,43 +8,61 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::unix::pipe;
 
-/// A ring buffer holding the most recent `capacity` bytes written to it.
+/// A ring buffer holding the most recent `capacity` bytes written to it, and up to
+/// [`crate::redact::reach`] bytes before them: what is shown ([`Tail::text`]) is scrubbed
+/// before it is cut to `capacity`, so a secret split by the cut is still found whole.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tail {
     bytes: VecDeque<u8>,
+    /// What is shown.
     capacity: usize,
+    /// What is kept: `capacity` and the scrubber's reach before it (0 when nothing is shown).
+    keep: usize,
     /// How many bytes were dropped from the front, so a reader can say "output truncated".
     dropped: u64,
 }
 
 impl Tail {
-    /// An empty tail keeping at most `capacity` bytes.
+    /// An empty tail showing at most `capacity` bytes.
     pub(crate) fn new(capacity: usize) -> Tail {
+        let reach = if capacity == 0 {
+            0
+        } else {
+            crate::redact::reach()
+        };
         Tail {
             // No up-front allocation: the buffer grows only with actual output, so thousands of
             // quiet jobs cost nothing here.
             bytes: VecDeque::new(),
             capacity,
+            keep: capacity.saturating_add(reach),
             dropped: 0,
         }
     }
 
-    /// Appends `data`, dropping the oldest bytes beyond the capacity.
+    /// Appends `data`, dropping the oldest bytes beyond what is kept.
     pub(crate) fn push(&mut self, data: &[u8]) {
-        let keep = &data[data.len().saturating_sub(self.capacity)..];
+        let keep = &data[data.len().saturating_sub(self.keep)..];
         self.dropped += (data.len() - keep.len()) as u64;
-        let overflow = (self.bytes.len() + keep.len()).saturating_sub(self.capacity);
+        let overflow = (self.bytes.len() + keep.len()).saturating_sub(self.keep);
         self.bytes.drain(..overflow);
         self.dropped += overflow as u64;
         self.bytes.extend(keep);
     }
 
-    /// The kept bytes, oldest first.
+    /// The kept bytes, oldest first (the scrubber's reach included: not for showing).
     pub(crate) fn contents(&self) -> Vec<u8> {
         self.bytes.iter().copied().collect()
     }
 
-    /// How many bytes were written but are no longer kept.
+    /// The last `capacity` bytes as they may be shown: valid UTF-8, scrubbed of every known
+    /// secret, then cut ([`crate::redact::job_output`]).
+    pub(crate) fn text(&self) -> String {
+        crate::redact::job_output(&self.contents(), self.capacity)
+    }
+
+    /// How many bytes were written but are no longer kept (the scrubber's reach counts as
+    /// kept).
     #[cfg(test)]
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
@@ -52,7 +71,9 @@ impl Tail {
 
 /// A captured child's stdout and stderr: read by [`Capture::pump`] inside the run's own
 /// supervision (no reader tasks of their own, so a run costs one task, not three), into the
-/// [`Tail`] and the optional [`LineSink`].
+/// [`Tail`] and the optional [`LineSink`]. When the child writes both into one pipe (the
+/// daemon's capture: the order kept), that pipe is read as stdout and its lines are told as
+/// [`Stream::Both`].
 #[derive(Debug)]
 pub(super) struct Capture {
     stdout: Option<pipe::Receiver>,
@@ -62,6 +83,8 @@ pub(super) struct Capture {
     /// The unfinished last line of stdout and of stderr (only with a sink; grows only with
     /// output).
     pending: (Vec<u8>, Vec<u8>),
+    /// Whether the child writes stdout and stderr into the one pipe read as stdout.
+    merged: bool,
 }
 
 /// How many bytes one read of a pipe takes. Small, because the buffers live in every run's
@@ -77,12 +100,14 @@ impl Capture {
         capacity: usize,
         lines: Option<LineSink>,
     ) -> Capture {
+        let merged = child.stderr.is_none();
         Capture {
             stdout: child.stdout.take().and_then(receiver),
             stderr: child.stderr.take().and_then(receiver),
             tail: Tail::new(capacity),
             lines,
             pending: (Vec::new(), Vec::new()),
+            merged,
         }
     }
 
@@ -97,7 +122,7 @@ impl Capture {
                 n = read_some(self.stderr.as_mut(), &mut err_buf) => (Stream::Stderr, n),
             };
             let data = match stream {
-                Stream::Stdout => &out_buf[..n],
+                Stream::Stdout | Stream::Both => &out_buf[..n],
                 Stream::Stderr => &err_buf[..n],
             };
             self.take(stream, data);
@@ -107,17 +132,21 @@ impl Capture {
     /// Keeps `data` read from `stream`, and hands its complete lines to the sink; empty `data`
     /// means the pipe closed (a last line without a newline is handed on then).
     fn take(&mut self, stream: Stream, data: &[u8]) {
+        let label = match stream {
+            Stream::Stdout if self.merged => Stream::Both,
+            other => other,
+        };
         let pending = match stream {
-            Stream::Stdout => &mut self.pending.0,
+            Stream::Stdout | Stream::Both => &mut self.pending.0,
             Stream::Stderr => &mut self.pending.1,
         };
         if data.is_empty() {
             match stream {
-                Stream::Stdout => self.stdout = None,
+                Stream::Stdout | Stream::Both => self.stdout = None,
                 Stream::Stderr => self.stderr = None,
             }
             if let Some(sink) = self.lines.as_ref().filter(|_| !pending.is_empty()) {
-                (sink.0)(stream, pending);
+                (sink.0)(label, pending);
             }
             *pending = Vec::new();
             return;
@@ -125,7 +154,7 @@ impl Capture {
         self.tail.push(data);
         if let Some(sink) = &self.lines {
             pending.extend_from_slice(data);
-            split_lines(pending, |line| (sink.0)(stream, line));
+            split_lines(pending, |line| (sink.0)(label, line));
         }
     }
 
@@ -156,14 +185,17 @@ pub(crate) enum Stream {
     Stdout,
     /// The child's stderr.
     Stderr,
+    /// Either: the child writes both into one pipe (which keeps their order).
+    Both,
 }
 
 impl Stream {
-    /// `"stdout"` or `"stderr"`, for log fields.
+    /// `"stdout"`, `"stderr"` or `"stdout+stderr"`, for log fields.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
+            Stream::Both => "stdout+stderr",
         }
     }
 }
@@ -230,14 +262,18 @@ mod tests {
     }
 
     #[test]
-    fn keeps_only_the_last_bytes() {
+    fn keeps_only_the_last_bytes_and_the_scrubbers_reach() {
         let mut t = Tail::new(5);
+        let reach = t.keep - 5;
+        t.push(&vec![b'.'; reach]);
         t.push(b"abc");
         t.push(b"defg");
-        assert_eq!(t.contents(), b"cdefg");
+        assert_eq!(t.text(), "cdefg");
+        assert_eq!(t.contents().len(), reach + 5);
         assert_eq!(t.dropped(), 2);
         t.push(b"0123456789");
-        assert_eq!(t.contents(), b"56789");
+        assert_eq!(t.text(), "56789");
         assert_eq!(t.dropped(), 12);
+        assert!(Tail::new(0).text().is_empty());
     }
 }

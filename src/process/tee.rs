@@ -2,7 +2,8 @@
 //! the last N bytes of both ([`Tail`]): what `run` does for a job whose fail ping carries the
 //! output (`fail_body = "output_tail"`).
 //!
-//! One plain thread per stream copies with blocking `read` and `write` of up to 64 KiB, so the
+//! One plain thread per pipe (one for both streams when the agent's stdout and stderr are the
+//! same file, see `spawn`) copies with blocking `read` and `write` of up to 64 KiB, so the
 //! copy costs two system calls per chunk and no hop through the async runtime: the command's
 //! output reaches the terminal or pipe as soon as it is written, and a slow reader of the
 //! agent's output slows the command exactly as it would without the copy (the pipe fills). A

@@ -73,14 +73,14 @@ async fn timeout_terms_then_kills() {
 async fn capture_keeps_the_tail_and_env_is_clean() {
     // One stream only: the order of bytes read from two pipes is the reader's, not the child's.
     let mut spec =
-        sh("printf 'x%.0s' $(seq 1 100) >&2; echo \"[${HOME:-none}][$HEARTBEAT_AGENT_JOB]\" >&2");
+        sh("printf 'x%.0s' $(seq 1 5000) >&2; echo \"[${HOME:-none}][$HEARTBEAT_AGENT_JOB]\" >&2");
     spec.io = Io::Capture { tail_bytes: 20 };
     spec.env_set
         .push(("HEARTBEAT_AGENT_JOB".into(), "j1".into()));
     spec.env_remove.push("HOME".into());
     let out = run(spec, no_limits()).await;
     let tail = out.tail.expect("captured");
-    let text = String::from_utf8(tail.contents()).expect("utf8");
+    let text = tail.text();
     assert!(text.ends_with("[none][j1]\n"), "{text:?}");
     assert_eq!(text.len(), 20);
     assert!(tail.dropped() > 0);
@@ -117,7 +117,7 @@ async fn capture_does_not_wait_for_a_background_process_holding_the_pipe() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(out.tail.expect("captured").contents(), b"done\n");
+    assert_eq!(out.tail.expect("captured").text(), "done\n");
 }
 
 #[tokio::test]
@@ -132,7 +132,7 @@ async fn a_child_starts_as_std_would_start_it() {
     spec.working_dir = Some(dir.path().to_owned());
     let out = run(spec, no_limits()).await;
     assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(0)));
-    let text = String::from_utf8(out.tail.expect("captured").contents()).expect("utf8");
+    let text = out.tail.expect("captured").text();
     let mut lines = text.lines();
     let ids = lines.next().expect("ids");
     let (pgid, pid) = ids.split_once(' ').expect("two fields");
@@ -171,7 +171,7 @@ async fn a_path_set_in_the_jobs_env_finds_its_program() {
     spec.env_set.push(("PATH".into(), path.clone().into()));
     let out = run(spec, no_limits()).await;
     assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(0)));
-    let text = String::from_utf8(out.tail.expect("captured").contents()).expect("utf8");
+    let text = out.tail.expect("captured").text();
     assert_eq!(text, format!("found {path}\n"));
     // Without it, the agent's own PATH is searched, and the program is not there.
     let spec = CommandSpec::from_argv(&["only-here-xyz"]).expect("argv");

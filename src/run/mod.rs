@@ -77,7 +77,8 @@ pub(crate) struct Ended {
     pub end: RunEnd,
     /// What that counts as, judged against the success exit codes.
     pub outcome: RunOutcome,
-    /// The last output kept (the job's `output_tail`; empty when nothing is kept).
+    /// The last output kept (the job's `output_tail`, already scrubbed: [`crate::process::Tail::text`];
+    /// empty when nothing is kept).
     pub output_tail: Vec<u8>,
 }
 
@@ -157,7 +158,9 @@ pub(crate) trait Runner {
     }
 
     /// The run ended (before its final ping): records it, releases what admitted it.
-    fn ended(&mut self, record: &Arc<RunRecord>);
+    /// `pinging`: a start or final ping is still on its way, whose outcome
+    /// [`Runner::after_ping`] is given.
+    fn ended(&mut self, record: &Arc<RunRecord>, pinging: bool);
 
     /// The success ping's result.
     fn pinged(&mut self, _ping: &PingRecord) {}
@@ -238,7 +241,8 @@ async fn run_and_ping_from<R: Runner>(
     }
     let finish = pings::finish(pings, &ended, success_ping, run);
     let record = Arc::new(RunRecord::of(runner.scheduled(), &ended, attempt));
-    runner.ended(&record);
+    let pinging = start.is_some() || (finish.is_some() && runner.pings_allowed());
+    runner.ended(&record, pinging);
     let pings_began = Instant::now();
     let mut report = Report {
         ended,

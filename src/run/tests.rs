@@ -81,7 +81,7 @@ impl Runner for Scripted {
         None
     }
 
-    fn ended(&mut self, record: &Arc<RunRecord>) {
+    fn ended(&mut self, record: &Arc<RunRecord>, _pinging: bool) {
         self.tell(format!(
             "ended {} on {}",
             record.outcome.as_str(),

@@ -9,6 +9,7 @@
 //! - `dashboard`: the HTML pages for a browser (`GET /`, `GET /jobs/{name}`), their login
 //!   and their rendering;
 //! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
+//! - `runs`: the history's JSON routes, `GET /jobs/{name}/runs` and `GET /jobs/{name}/runs/{seq}`;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
 //! - [`state`]: the one state model of a job and its check, and its words, which every view
@@ -27,6 +28,7 @@ pub(crate) mod metrics;
 pub(crate) mod owner;
 mod pause;
 pub(crate) mod remote;
+mod runs;
 pub(crate) mod server;
 pub(crate) mod state;
 pub(crate) mod table;

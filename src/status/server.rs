@@ -4,7 +4,8 @@
 //!
 //! Routes: the dashboard's HTML pages (`GET /`, `GET /jobs/{name}`, `POST /login`,
 //! `POST /logout`: [`super::dashboard`]), `GET /status` (JSON, `?refresh=1` asks for a fresh remote view, rate-limited
-//! without the token), `GET /jobs/{name}/runs` (the job's run history), `GET /metrics`, `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run`,
+//! without the token), `GET /jobs/{name}/runs` and `GET /jobs/{name}/runs/{seq}` (the job's run history:
+//! [`super::runs`]), `GET /metrics`, `GET /healthz`, `GET /readyz`, `POST /jobs/{name}/run`,
 //! `POST /pause` and `POST /resume` ([`super::pause`]); the last three always need the bearer
 //! token. On a bind that is not loopback, `/status` and `/metrics`
 //! need the token too. On a loopback TCP bind every request must name the loopback in `Host`
@@ -258,7 +259,8 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/jobs/{name}/run", post(trigger))
-        .route("/jobs/{name}/runs", get(job_runs))
+        .route("/jobs/{name}/runs", get(super::runs::job_runs))
+        .route("/jobs/{name}/runs/{seq}", get(super::runs::job_run))
         .route("/pause", post(super::pause::pause))
         .route("/resume", post(super::pause::resume))
         .with_state(Arc::clone(&app));
@@ -354,11 +356,6 @@ struct StatusQuery {
     refresh: Option<String>,
 }
 
-#[derive(Debug, serde::Deserialize)]
-struct RunsQuery {
-    limit: Option<String>,
-}
-
 pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = Json(serde_json::json!({ "error": message.into() }));
     (status, body).into_response()
@@ -377,7 +374,7 @@ fn unauthorized() -> Response {
 }
 
 /// `/status` and `/metrics` on a non-loopback bind need the token.
-fn guard(app: &App, headers: &HeaderMap) -> Option<Response> {
+pub(super) fn guard(app: &App, headers: &HeaderMap) -> Option<Response> {
     let config = app.config();
     let status = &config.status;
     match &status.token {
@@ -408,52 +405,6 @@ async fn status(
         _ => Refresh::Limited,
     };
     Json(build::document(&app, refresh).await).into_response()
-}
-
-/// `GET /jobs/{name}/runs?limit=N`: the job's history, newest first (`{"job", "runs"}`,
-/// docs/history.md); same access rules as `/status`. 404 for a job not in the config, 400 for
-/// a `limit` that is not a number.
-async fn job_runs(
-    State(app): State<Arc<App>>,
-    UrlPath(name): UrlPath<String>,
-    Query(query): Query<RunsQuery>,
-    headers: HeaderMap,
-) -> Response {
-    if let Some(denied) = guard(&app, &headers) {
-        return denied;
-    }
-    let config = app.config();
-    let Some(job) = config.job(&name) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no job named {name:?} in the config"),
-        );
-    };
-    let limit = match query.limit.as_deref().map(str::parse::<usize>) {
-        None => job.history,
-        Some(Ok(n)) => n.min(job.history),
-        Some(Err(_)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "limit must be a whole number of runs, such as ?limit=20",
-            )
-        }
-    };
-    let history = crate::history::History::new(&app.context.state_dir);
-    let job_name = job.name.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let runs = history.runs(&job_name, limit);
-        (job_name, runs)
-    })
-    .await;
-    match read {
-        Ok((job, Ok(runs))) => Json(crate::history::JobRuns { job, runs }).into_response(),
-        Ok((job, Err(err))) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot read the history of job \"{job}\": {err}"),
-        ),
-        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
-    }
 }
 
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {

@@ -29,7 +29,7 @@ ping_url = "{bad}"
     assert_eq!(failed[0]["exit_code"], 3, "{}", failed[0]);
     assert_eq!(failed[0]["success"], false);
     daemon.wait_for(1, SECOND, |l| {
-        is(l, "output", "bad") && l["line"] == "failing" && l["stream"] == "stdout"
+        is(l, "output", "bad") && l["line"] == "failing" && l["stream"] == "stdout+stderr"
     });
     let logs = daemon.stop();
     assert_eq!(hits(&server, "/bad"), 0, "a failed run must not ping");

@@ -1,6 +1,7 @@
 //! Twenty `kill -9` of the daemon at random moments while jobs run every second: every run
 //! that ended well before a kill is in the history, nothing is there that did not run, and
-//! each restart reads the history without a crash.
+//! each restart reads the history without a crash; and a `kill -9` while the ping host hangs
+//! loses no run that had ended (its ping `pending`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,8 +9,9 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
-use super::{history_json, runs};
+use super::{agent, history_json, runs};
 use crate::util::daemon::Daemon;
+use crate::util::http::{FakeServer, Mode};
 use crate::util::Home;
 
 const JOBS: [&str; 3] = ["a", "b", "c"];
@@ -101,5 +103,72 @@ fn history_survives_twenty_kill_9_of_the_daemon_at_random_moments() {
     assert!(
         finished_before_kill.values().sum::<usize>() >= 20,
         "too few runs to tell: {finished_before_kill:?}"
+    );
+}
+
+/// The run ids of the runs that ended (`job finished`) at least `before` ahead of `killed`.
+fn ended_before(log: &[Value], killed: DateTime<Utc>, before: TimeDelta) -> Vec<String> {
+    log.iter()
+        .filter(|l| l["message"] == "job finished" && time(l) + before <= killed)
+        .map(|l| l["run_id"].as_str().expect("run_id").to_owned())
+        .collect()
+}
+
+#[test]
+fn a_kill_9_while_the_ping_host_hangs_loses_no_run_that_had_ended() {
+    let home = Home::new();
+    // Takes every ping and never answers: each run's ping waits out the 30 s budget.
+    let host = FakeServer::start(Mode::Hang);
+    home.write_config(&format!(
+        "[agent]\nstate_dir = \"{}\"\n\n[[jobs]]\nname = \"a\"\nschedule = \"* * * * * *\"\n\
+         command = [\"sh\", \"-c\", \"echo a ran\"]\nping_url = \"{}\"\n",
+        home.path("state").display(),
+        host.url("/ping/hang-token-1234567890"),
+    ));
+    let daemon = Daemon::on(&home).start();
+    daemon.wait_for(5, Duration::from_secs(30), |l| {
+        l["message"] == "job finished"
+    });
+    std::thread::sleep(Duration::from_millis(3200));
+    let killed = Utc::now();
+    let log = daemon.log().clone();
+    let mut daemon = daemon;
+    daemon.signal(nix::sys::signal::Signal::SIGKILL);
+    daemon.exit_within(Duration::from_secs(5));
+    let ended = ended_before(&log.lines(), killed, TimeDelta::seconds(3));
+    assert!(ended.len() >= 5, "too few runs to tell: {ended:?}");
+    assert!(
+        host.requests().len() >= ended.len(),
+        "every ended run's ping reached the hanging host: {} pings",
+        host.requests().len()
+    );
+    let doc = history_json(&home, &["a", "--limit", "1000"]);
+    let kept: HashMap<&str, &Value> = runs(&doc)
+        .iter()
+        .map(|r| (r["run_id"].as_str().expect("run_id"), r))
+        .collect();
+    let lost: Vec<&String> = ended
+        .iter()
+        .filter(|id| !kept.contains_key(id.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} runs that ended 3 s before the kill are missing: {doc}",
+        lost.len(),
+        ended.len()
+    );
+    for id in &ended {
+        let run = kept[id.as_str()];
+        assert_eq!(
+            (&run["ping"], &run["ping_pending"], &run["output_tail"]),
+            (&Value::Null, &Value::Bool(true), &Value::from("a ran\n")),
+            "a run whose ping never came back: {run}"
+        );
+    }
+    let out = agent(&home, &["history", "a", "--limit", "1000"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.lines().filter(|l| l.contains("pending")).count() >= ended.len(),
+        "PING reads `pending`: {table}"
     );
 }

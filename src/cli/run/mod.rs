@@ -467,6 +467,7 @@ async fn execute(plan: Plan) -> u8 {
         signals,
         reaper,
         stop: None,
+        recorded: None,
     };
     let report = crate::run::execute(&mut runner, &plan.retries, &plan.pings, &outbox).await;
     report.ended.end.exit_status()

@@ -38,6 +38,9 @@ pub(super) struct Wrapped<'a> {
     pub reaper: Option<(CancellationToken, JoinHandle<()>)>,
     /// The stop signal last received while no command ran.
     pub stop: Option<Signal>,
+    /// The number the run was recorded as in the job's history while its pings were on
+    /// their way (their outcome is recorded after them).
+    pub recorded: Option<u64>,
 }
 
 impl Runner for Wrapped<'_> {
@@ -63,7 +66,7 @@ impl Runner for Wrapped<'_> {
             started,
             outcome: end.outcome(&self.plan.success_codes),
             end,
-            output_tail: tail.map(|t| t.contents()).unwrap_or_default(),
+            output_tail: tail.map(|t| t.text().into_bytes()).unwrap_or_default(),
         }
     }
 
@@ -157,9 +160,9 @@ impl Runner for Wrapped<'_> {
         if let Some((_, task)) = self.reaper.take() {
             let _ = task.await;
         }
-        if let Some((job, limit)) = &self.plan.history {
-            let run = crate::history::Run::reported(report, None);
-            crate::history::History::new(&self.plan.state_dir).record(job, *limit, run);
+        if let (Some((job, _)), Some(seq)) = (&self.plan.history, self.recorded.take()) {
+            let update = crate::history::PingUpdate::of(seq, report);
+            crate::history::History::new(&self.plan.state_dir).pinged(job, &update);
         }
         if report.interrupted {
             return;
@@ -183,10 +186,17 @@ impl Runner for Wrapped<'_> {
         }
     }
 
-    fn ended(&mut self, _record: &Arc<RunRecord>) {
+    fn ended(&mut self, record: &Arc<RunRecord>, pinging: bool) {
         // The command's tree has ended: no more orphans of it to reap.
         if let Some((cancel, _)) = &self.reaper {
             cancel.cancel();
+        }
+        // Recorded before the pings, which may wait for a slow host: a kill meanwhile keeps
+        // the run.
+        if let Some((job, limit)) = &self.plan.history {
+            let run = crate::history::Run::ended(record, None, pinging);
+            let seq = crate::history::History::new(&self.plan.state_dir).record(job, *limit, run);
+            self.recorded = seq.filter(|_| pinging);
         }
     }
 }

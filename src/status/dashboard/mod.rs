@@ -16,10 +16,12 @@
 //!
 //! **What a page holds**: the `/status` document ([`super::build::document`], every text
 //! already scrubbed of the API key, the token and ping URLs) and the history files
-//! ([`crate::history::History::runs`]: only the lines shown are read, in
-//! `spawn_blocking`, and the overview's sparklines are kept until a job's history changes;
-//! scrubbed when recorded), each
-//! text HTML-escaped by [`render`]. Every answer carries a strict Content-Security-Policy
+//! ([`crate::history::History::each_run`]: only the lines shown are read, one run at a time,
+//! in `spawn_blocking`; a job's page keeps the last 4 KiB of each run's output and links to
+//! the rest; the overview's sparklines are kept until a job's history changes; scrubbed when
+//! recorded and again when read), each text HTML-escaped by [`render`]. Pages and the
+//! history's JSON answers take turns, two at a time ([`history_turn`]), so readers at once
+//! cannot multiply what one page holds. Every answer carries a strict Content-Security-Policy
 //! ([`render::csp`]), `X-Frame-Options: DENY`, `no-store` and `no-referrer`.
 //!
 //! Hand-written HTML rather than a template crate (maud, askama): three small pages and one
@@ -39,7 +41,7 @@ use sha2::{Digest, Sha256};
 
 use super::remote::Refresh;
 use super::server::App;
-use crate::history::{History, Run};
+use crate::history::History;
 use crate::redact::Secret;
 
 /// The session cookie's name.
@@ -47,6 +49,30 @@ const COOKIE: &str = "heartbeat_agent_session";
 
 /// Runs per job read for the overview's sparklines.
 const OVERVIEW_RUNS: usize = 20;
+
+/// The most of a run's output a job's page shows: its last 4 KiB (the whole recorded tail is
+/// at `/jobs/{name}/runs/{seq}`). A page of 100 runs so stays under a few MiB whatever
+/// `output_tail` is.
+const PAGE_TAIL: usize = 4 * 1024;
+
+/// How many pages and answers that hold runs' output (the pages, `/jobs/{name}/runs`, one run)
+/// are made at once; the others wait for their turn. Each holds the status document (every
+/// job's last output tail), at most one run's whole output while reading, and its answer.
+static HISTORY_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(TURNS as usize);
+
+/// The turns an answer takes.
+const TURNS: u32 = 2;
+
+/// Waits for a turn to read a job's runs ([`HISTORY_READS`]).
+pub(super) async fn history_turn() -> Option<tokio::sync::SemaphorePermit<'static>> {
+    HISTORY_READS.acquire().await.ok()
+}
+
+/// Waits until no other answer holds runs' output: for an answer that holds every run's whole
+/// output (`/jobs/{name}/runs`, up to `history x 6 x output_tail` bytes of JSON).
+pub(super) async fn history_alone() -> Option<tokio::sync::SemaphorePermit<'static>> {
+    HISTORY_READS.acquire_many(TURNS).await.ok()
+}
 
 /// The session cookie's value for `token`: a digest of it under a label of this use.
 fn session(token: &Secret) -> String {
@@ -150,17 +176,34 @@ fn redirect(to: &'static str, cookie: Option<String>) -> Response {
     response
 }
 
-/// Each job's runs (newest first, at most `limit` per job, none for a job whose history
-/// cannot be read), read off the runtime's threads.
-async fn runs_of(app: &App, jobs: Vec<(String, usize)>) -> Vec<Vec<Run>> {
+/// `job`'s last `limit` runs as its page shows them (newest first, none when its history
+/// cannot be read), each output cut to [`PAGE_TAIL`] as it is read, off the runtime's threads.
+async fn shown_runs(app: &App, job: String, limit: usize) -> Vec<render::Shown> {
     let history = History::new(&app.context.state_dir);
     tokio::task::spawn_blocking(move || {
-        jobs.iter()
-            .map(|(job, limit)| history.runs(job, *limit).unwrap_or_default())
-            .collect()
+        let mut shown = Vec::new();
+        let _ = history.each_run(&job, limit, |mut run| {
+            let cut = keep_last(&mut run.run.output_tail, PAGE_TAIL);
+            shown.push(render::Shown { run, cut });
+            true
+        });
+        shown
     })
     .await
     .unwrap_or_default()
+}
+
+/// Cuts `text` to its last `max` bytes (at a character boundary) in a buffer of that size (the
+/// run's whole output is freed); returns how many bytes went.
+fn keep_last(text: &mut String, max: usize) -> usize {
+    let mut cut = text.len().saturating_sub(max);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    if cut > 0 {
+        *text = text[cut..].to_owned();
+    }
+    cut
 }
 
 /// A job's sparkline points as last read, and the version of its history they were read at.
@@ -191,8 +234,13 @@ async fn sparks_of(app: &App, jobs: Vec<(String, usize)>) -> Vec<Vec<(u64, bool)
                 match cache.get(&key) {
                     Some((v, n, points)) if *v == version && n == limit => points.clone(),
                     _ => {
-                        let runs = history.runs(job, *limit).unwrap_or_default();
-                        let points = render::spark_points(&runs);
+                        // One run at a time: only its duration and outcome are kept.
+                        let mut points = Vec::new();
+                        let _ = history.each_run(job, *limit, |run| {
+                            points.push((run.run.duration_ms, run.success()));
+                            true
+                        });
+                        points.reverse();
                         cache.insert(key, (version, *limit, points.clone()));
                         points
                     }
@@ -209,6 +257,9 @@ pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) ->
     if !allowed(&app, &headers) {
         return login_page(None);
     }
+    let Some(_turn) = history_turn().await else {
+        return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
+    };
     let doc = super::build::document(&app, Refresh::Cached).await;
     let config = app.config();
     let jobs = doc
@@ -241,11 +292,12 @@ pub(super) async fn job(
         );
         return page(StatusCode::NOT_FOUND, html);
     };
+    // The turn covers the document too: it holds each job's last output tail.
+    let Some(_turn) = history_turn().await else {
+        return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
+    };
     let doc = super::build::document(&app, Refresh::Cached).await;
-    let runs = runs_of(&app, vec![(name.clone(), limit)])
-        .await
-        .pop()
-        .unwrap_or_default();
+    let runs = shown_runs(&app, name.clone(), limit).await;
     match doc.jobs.iter().find(|j| j.name == name) {
         Some(job) => page(StatusCode::OK, render::job_page(&doc, job, &runs)),
         None => page(StatusCode::NOT_FOUND, String::new()),

@@ -314,11 +314,20 @@ fn last(run: Option<&RunDoc>) -> (String, String) {
 }
 
 /// Durations and success of `runs` (newest first) for the sparkline, oldest first.
-pub(super) fn spark_points(runs: &[Run]) -> Vec<(u64, bool)> {
-    runs.iter()
-        .rev()
+pub(super) fn spark_points<'a>(runs: impl DoubleEndedIterator<Item = &'a Run>) -> Vec<(u64, bool)> {
+    runs.rev()
         .map(|r| (r.run.duration_ms, r.success()))
         .collect()
+}
+
+/// A run as a job's page shows it: its output cut to the page's share.
+#[derive(Debug)]
+pub(super) struct Shown {
+    /// The run, its `output_tail` at most the page's share.
+    pub run: Run,
+    /// How many bytes of its recorded output tail were left out (shown at
+    /// `/jobs/{name}/runs/{seq}`).
+    pub cut: usize,
 }
 
 fn header(doc: &StatusDoc) -> String {
@@ -441,7 +450,7 @@ pub(super) fn overview(doc: &StatusDoc, sparks: &[Vec<(u64, bool)>]) -> String {
 
 /// One job's page: its state (as on the overview) and its history, newest first, with each
 /// run's output tail.
-pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Run]) -> String {
+pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Shown]) -> String {
     let now = doc.generated_at;
     let mut out = head(&format!("{} · heartbeat-agent", job.name), true);
     let (outcome, took) = last(job.last_run.as_ref());
@@ -468,14 +477,14 @@ pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Run]) -> String {
     let _ = write!(
         out,
         "<main><h2>history</h2>{}",
-        sparkline(&spark_points(runs))
+        sparkline(&spark_points(runs.iter().map(|shown| &shown.run)))
     );
     out.push_str(
         "<table class=\"runs\"><thead><tr><th>#</th><th>scheduled</th><th>outcome</th>\
          <th>duration</th><th>attempts</th><th>ping</th><th>node</th><th>output</th></tr>\
          </thead><tbody>",
     );
-    for run in runs {
+    for Shown { run, cut } in runs {
         let (outcome, took) = last(Some(&run.run));
         let ping = match &run.ping {
             Some(p) => {
@@ -506,6 +515,14 @@ pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Run]) -> String {
             .unwrap_or_default();
         let tail = if run.run.output_tail.is_empty() {
             "<span class=\"none\">no output</span>".to_owned()
+        } else if *cut > 0 {
+            format!(
+                "<div class=\"mute\">{cut} bytes before: <a href=\"/jobs/{href}/runs/{seq}\">the \
+                 whole tail</a></div><pre>{}</pre>",
+                esc(&run.run.output_tail),
+                href = segment(&job.name),
+                seq = run.seq,
+            )
         } else {
             format!("<pre>{}</pre>", esc(&run.run.output_tail))
         };
