@@ -41,7 +41,8 @@ pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub(super) struct Settings {
     /// `[agent] shutdown_timeout`: the grace between SIGTERM and SIGKILL at shutdown.
     pub shutdown_timeout: Duration,
-    /// `[api] api_key_env` and `[cluster] password_env`: variables children must not see.
+    /// `[api] api_key_env`, `[cluster] password_env` and the `fail_headers` variables of every
+    /// config the daemon ran with since it started: variables children must not see.
     pub secret_env: Vec<String>,
     /// `[agent] outbox_max_age`: how old a pending success may get.
     pub outbox_max_age: Option<Duration>,

@@ -16,6 +16,7 @@
 //! - [`owner`]: whose endpoint it is (the config the daemon runs and the daemon's id, kept in
 //!   the state directory), told in every answer and checked by those commands.
 
+pub(crate) mod attempts;
 mod build;
 pub mod client;
 mod connections;

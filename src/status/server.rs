@@ -286,6 +286,8 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .daemon_id
         .as_ref()
         .and_then(|id| header::HeaderValue::from_str(id.as_str()).ok());
+    // Outermost: a client that failed the token waits before anything else looks at it.
+    let router = router.layer(axum::middleware::from_fn(super::attempts::slow_down));
     router.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
             let path = app.config().path.clone();
@@ -381,7 +383,7 @@ fn unauthorized() -> Response {
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer"),
     );
-    response
+    super::attempts::refused(response)
 }
 
 /// `/status` and `/metrics` on a non-loopback bind need the token.
