@@ -43,18 +43,18 @@ pub fn signal(pid: u32, sig: libc::c_int) {
     }
 }
 
-/// The runs of `job` that `history --json JOB` reads from `home`'s state directory (0 when it
-/// reads none or fails).
-pub fn recorded_runs(home: &crate::util::Home, job: &str) -> usize {
+/// The number (`seq`) of the newest run of `job` that `history --json JOB` reads from
+/// `home`'s state directory: how many runs were recorded (0 when none, or when it fails).
+pub fn newest_run(home: &crate::util::Home, job: &str) -> u64 {
     let out = home
         .agent()
         .arg("--config")
         .arg(home.config_path())
-        .args(["history", "--json", "--limit", "1000", job])
+        .args(["history", "--json", "--limit", "1", job])
         .output()
         .expect("run history");
     serde_json::from_slice::<serde_json::Value>(&out.stdout)
         .ok()
-        .and_then(|doc| doc["runs"].as_array().map(Vec::len))
+        .and_then(|doc| doc["runs"][0]["seq"].as_u64())
         .unwrap_or(0)
 }

@@ -10,12 +10,17 @@ use std::time::{Duration, Instant};
 
 use heartbeat_agent::status::client::Endpoint;
 
-use super::recorded_runs;
+use super::newest_run;
 use crate::util::Home;
+
+/// A pipe, both ends close-on-exec: a child holds only the end it is given.
+fn pipe() -> (OwnedFd, OwnedFd) {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("a pipe")
+}
 
 /// A pipe whose reader is already gone: a write to it fails with EPIPE.
 fn closed_pipe() -> Stdio {
-    let (read, write): (OwnedFd, OwnedFd) = nix::unistd::pipe().expect("a pipe");
+    let (read, write) = pipe();
     drop(read);
     Stdio::from(write)
 }
@@ -26,13 +31,14 @@ fn the_daemon_piped_into_head_goes_on_recording_runs_and_counts_the_lines_droppe
     let socket = home.path("status.sock");
     home.write_config(&format!(
         "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[status]\nlisten = \"{}\"\n\n\
-         [[jobs]]\nname = \"tick\"\nschedule = \"* * * * * *\"\ncommand = [\"true\"]\n",
+         [[jobs]]\nname = \"tick\"\nschedule = \"* * * * * *\"\ncommand = [\"false\"]\n",
         home.state_dir().display(),
         socket.display()
     ));
+    // A failing job: a log line every second.
     // `daemon 2>&1 | head -n 2`: both outputs into one pipe whose reader reads two lines and
     // leaves.
-    let (read, write): (OwnedFd, OwnedFd) = nix::unistd::pipe().expect("a pipe");
+    let (read, write) = pipe();
     let mut daemon = home
         .agent()
         .arg("--config")
@@ -51,7 +57,7 @@ fn the_daemon_piped_into_head_goes_on_recording_runs_and_counts_the_lines_droppe
     }
     drop(head);
     let closed = Instant::now();
-    let before = recorded_runs(&home, "tick");
+    let before = newest_run(&home, "tick");
     std::thread::sleep(Duration::from_secs(5));
     assert!(
         daemon.try_wait().expect("wait").is_none(),
@@ -63,7 +69,7 @@ fn the_daemon_piped_into_head_goes_on_recording_runs_and_counts_the_lines_droppe
         Duration::from_secs(10),
         "runs recorded after the log closed",
         || {
-            let now = recorded_runs(&home, "tick");
+            let now = newest_run(&home, "tick");
             if now >= before + 3 {
                 Ok(now)
             } else {

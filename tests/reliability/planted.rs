@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use heartbeat_agent::status::client::Endpoint;
 use serde_json::Value;
 
-use super::recorded_runs;
+use super::newest_run;
 use crate::util::daemon::Daemon;
 use crate::util::Home;
 
@@ -56,18 +56,7 @@ fn a_fifo_as_the_old_history_does_not_stop_the_daemon_recording_runs() {
     let dir = plant_fifo(&home);
     let started = Instant::now();
     let daemon = Daemon::on(&home).terminate_on_drop().start();
-    // Past a rotation (history 5): the new old generation is a regular file again.
-    let runs = crate::util::eventually_every(
-        Duration::from_millis(200),
-        Duration::from_secs(30),
-        "seven runs of tick recorded",
-        || match recorded_runs(&home, "tick") {
-            n if n >= 7 => Ok(n),
-            n => Err(format!("{n} runs")),
-        },
-    );
-    let took = started.elapsed();
-    let warned = daemon.log().wait_for(1, Duration::from_secs(5), |line: &Value| {
+    let warned = daemon.log().wait_for(1, Duration::from_secs(15), |line: &Value| {
         line["message"]
             .as_str()
             .is_some_and(|m| m.contains("was set aside"))
@@ -82,6 +71,17 @@ fn a_fifo_as_the_old_history_does_not_stop_the_daemon_recording_runs() {
         "{}",
         warned[0]
     );
+    // Past a rotation (history 5): the new old generation is a regular file again.
+    let runs = crate::util::eventually_every(
+        Duration::from_millis(200),
+        Duration::from_secs(30),
+        "seven runs of tick recorded",
+        || match newest_run(&home, "tick") {
+            n if n >= 7 => Ok(n),
+            n => Err(format!("{n} runs")),
+        },
+    );
+    let took = started.elapsed();
     assert_eq!(set_aside(&dir).len(), 1, "{:?}", set_aside(&dir));
     let page = endpoint
         .request("GET", "/jobs/tick/runs?limit=1", None, Duration::from_secs(10))
@@ -112,7 +112,7 @@ fn run_job_with_a_fifo_as_the_old_history_records_its_run_without_waiting() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("was set aside"), "{stderr}");
     assert!(stderr.contains("runs.old.jsonl"), "{stderr}");
-    assert_eq!(recorded_runs(&home, "tick"), 1);
+    assert_eq!(newest_run(&home, "tick"), 1);
     assert_eq!(set_aside(&dir).len(), 1);
     eprintln!("run --job took {took:?} with a FIFO planted as runs.old.jsonl");
 }
