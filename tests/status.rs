@@ -560,7 +560,11 @@ fn a_short_token_on_a_network_bind_is_a_config_error_naming_its_place() {
     // Loopback keeps the short token (only the local machine can guess), a long one passes.
     home.write(None, "listen = \"127.0.0.1:9465\"\ntoken = \"7\"", "");
     assert_eq!(home.output(&["config", "check"], "").status.code(), Some(0));
-    home.write(None, &format!("listen = \"0.0.0.0:9465\"\ntoken = \"{TOKEN}\""), "");
+    home.write(
+        None,
+        &format!("listen = \"0.0.0.0:9465\"\ntoken = \"{TOKEN}\""),
+        "",
+    );
     assert_eq!(home.output(&["config", "check"], "").status.code(), Some(0));
 }
 

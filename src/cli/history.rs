@@ -122,7 +122,11 @@ fn config(global: &GlobalArgs) -> Result<Option<Config>, u8> {
     }
     match Config::load_for_reading(&path) {
         Ok(loaded) => Ok(Some(loaded.config)),
-        Err(err) => Err(context::invalid_config(&path, &err, ": no history was read")),
+        Err(err) => Err(context::invalid_config(
+            &path,
+            &err,
+            ": no history was read",
+        )),
     }
 }
 

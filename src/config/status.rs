@@ -151,7 +151,11 @@ pub(crate) fn validate(check: &mut Checker, section: &Section<RawStatus>) -> Sta
     if let (true, Some(token)) = (settings.token_required_for_all(), &settings.token) {
         let length = token.expose().chars().count();
         if length < MIN_NETWORK_TOKEN {
-            let noun = if length == 1 { "character" } else { "characters" };
+            let noun = if length == 1 {
+                "character"
+            } else {
+                "characters"
+            };
             let (key, span) = match (&raw.token, &raw.token_file) {
                 (Some(token), _) => ("token", Some(token.span())),
                 (None, file) => ("token_file", file.as_ref().map(Spanned::span)),
@@ -274,7 +278,8 @@ mod tests {
         );
         assert!(unix.listen_configured && !unix.token_required_for_all());
         assert_eq!(unix.remote_refresh, Some(Duration::from_secs(300)));
-        let open = load("listen = \"0.0.0.0:9465\"\ntoken = \"abc123abc123abc123\"").expect("valid");
+        let open =
+            load("listen = \"0.0.0.0:9465\"\ntoken = \"abc123abc123abc123\"").expect("valid");
         assert!(open.token_required_for_all());
         assert_eq!(
             open.token.as_ref().map(Secret::expose),

@@ -128,7 +128,11 @@ fn remember(book: &mut Book, ip: IpAddr, now: Instant) -> u32 {
         book.clients
             .retain(|_, client| now.duration_since(client.last) < FORGET_AFTER);
         if book.clients.len() >= MAX_CLIENTS {
-            let oldest = book.clients.iter().min_by_key(|(_, c)| c.last).map(|(ip, _)| *ip);
+            let oldest = book
+                .clients
+                .iter()
+                .min_by_key(|(_, c)| c.last)
+                .map(|(ip, _)| *ip);
             if let Some(oldest) = oldest {
                 book.clients.remove(&oldest);
             }

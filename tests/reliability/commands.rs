@@ -52,7 +52,10 @@ fn read_only_commands_do_not_need_the_fail_headers_variables() {
     let out = agent(&home, &["config", "check"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{stderr}");
-    assert!(stderr.contains("names $HB_UNSET_HOOK_TOKEN, which is not set"), "{stderr}");
+    assert!(
+        stderr.contains("names $HB_UNSET_HOOK_TOKEN, which is not set"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -91,6 +94,9 @@ fn a_script_without_a_shebang_runs_through_sh_on_every_spawn_path() {
             .output()
             .expect("run the agent");
         assert_eq!(out.status.code(), Some(4), "{program}: {out:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran by sh with 1 args: one\n");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "ran by sh with 1 args: one\n"
+        );
     }
 }

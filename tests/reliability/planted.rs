@@ -56,14 +56,16 @@ fn a_fifo_as_the_old_history_does_not_stop_the_daemon_recording_runs() {
     let dir = plant_fifo(&home);
     let started = Instant::now();
     let daemon = Daemon::on(&home).terminate_on_drop().start();
-    let warned = daemon.log().wait_for(1, Duration::from_secs(15), |line: &Value| {
-        line["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("was set aside"))
-            && line["file"]
+    let warned = daemon
+        .log()
+        .wait_for(1, Duration::from_secs(15), |line: &Value| {
+            line["message"]
                 .as_str()
-                .is_some_and(|f| f.ends_with("history/tick/runs.old.jsonl"))
-    });
+                .is_some_and(|m| m.contains("was set aside"))
+                && line["file"]
+                    .as_str()
+                    .is_some_and(|f| f.ends_with("history/tick/runs.old.jsonl"))
+        });
     assert!(
         warned[0]["problem"]
             .as_str()
@@ -84,7 +86,12 @@ fn a_fifo_as_the_old_history_does_not_stop_the_daemon_recording_runs() {
     let took = started.elapsed();
     assert_eq!(set_aside(&dir).len(), 1, "{:?}", set_aside(&dir));
     let page = endpoint
-        .request("GET", "/jobs/tick/runs?limit=1", None, Duration::from_secs(10))
+        .request(
+            "GET",
+            "/jobs/tick/runs?limit=1",
+            None,
+            Duration::from_secs(10),
+        )
         .expect("the endpoint answers");
     assert_eq!(page.status, 200, "{}", page.body);
     eprintln!("{runs} runs recorded in {took:?} with a FIFO planted as runs.old.jsonl");
@@ -143,12 +150,15 @@ fn restoring_the_same_good_config_after_a_fifo_clears_the_reload_error() {
     // The watch sees the FIFO (and reads nothing from it) before the SIGHUP.
     std::thread::sleep(Duration::from_secs(1));
     daemon.signal(nix::sys::signal::Signal::SIGHUP);
-    let error = crate::util::eventually(Duration::from_secs(10), "the reload error", || {
-        match reload_error(&endpoint) {
-            Value::Null => Err("none yet"),
-            error => Ok(error),
-        }
-    });
+    let error =
+        crate::util::eventually(
+            Duration::from_secs(10),
+            "the reload error",
+            || match reload_error(&endpoint) {
+                Value::Null => Err("none yet"),
+                error => Ok(error),
+            },
+        );
     assert!(error.to_string().contains("FIFO"), "{error}");
     std::fs::remove_file(home.config_path()).expect("remove the FIFO");
     let restored = home.path("config.new");
@@ -163,5 +173,8 @@ fn restoring_the_same_good_config_after_a_fifo_clears_the_reload_error() {
             error => Err(error.to_string()),
         },
     );
-    eprintln!("reload error cleared {:?} after the restore", started.elapsed());
+    eprintln!(
+        "reload error cleared {:?} after the restore",
+        started.elapsed()
+    );
 }

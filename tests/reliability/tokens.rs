@@ -48,21 +48,26 @@ fn next_environment(home: &Home) -> String {
 fn a_reload_that_renames_secret_variables_keeps_the_old_ones_from_jobs() {
     let home = Home::new();
     write_config(&home, "HB_OLD_KEY", "HB_OLD_HEADER");
-    let daemon = Daemon::on(&home)
-        .envs(SECRETS)
-        .terminate_on_drop()
-        .start();
+    let daemon = Daemon::on(&home).envs(SECRETS).terminate_on_drop().start();
     let first = next_environment(&home);
-    assert!(first.contains("HB_NEW_KEY="), "the unused ones pass: {first}");
+    assert!(
+        first.contains("HB_NEW_KEY="),
+        "the unused ones pass: {first}"
+    );
     assert!(!first.contains("HB_OLD_KEY") && !first.contains("HB_OLD_HEADER"));
     write_config(&home, "HB_NEW_KEY", "HB_NEW_HEADER");
     daemon.signal(Signal::SIGHUP);
-    daemon.log().wait_for(1, Duration::from_secs(10), |line: &Value| {
-        line["message"] == "configuration reloaded"
-    });
+    daemon
+        .log()
+        .wait_for(1, Duration::from_secs(10), |line: &Value| {
+            line["message"] == "configuration reloaded"
+        });
     let after = next_environment(&home);
     for (var, value) in SECRETS {
-        assert!(!after.contains(var), "{var} reached the job after the reload");
+        assert!(
+            !after.contains(var),
+            "{var} reached the job after the reload"
+        );
         assert!(!after.contains(value), "{var}'s value reached the job");
     }
 }
@@ -98,7 +103,12 @@ fn failed_token_attempts_are_counted_logged_at_a_pace_and_slowed_down() {
     for _ in 0..7 {
         let started = Instant::now();
         let answer = endpoint
-            .request("POST", "/jobs/none/run", Some(GUESS), Duration::from_secs(10))
+            .request(
+                "POST",
+                "/jobs/none/run",
+                Some(GUESS),
+                Duration::from_secs(10),
+            )
             .expect("an answer");
         took.push(started.elapsed());
         assert_eq!(answer.status, 401, "{}", answer.body);
@@ -117,9 +127,9 @@ fn failed_token_attempts_are_counted_logged_at_a_pace_and_slowed_down() {
         .and_then(|v| v.trim().parse::<f64>().ok());
     assert_eq!(failures, Some(7.0), "{}", metrics.body);
     let refused = |line: &Value| {
-        line["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("refused a request with a missing or wrong status token"))
+        line["message"].as_str().is_some_and(|m| {
+            m.starts_with("refused a request with a missing or wrong status token")
+        })
     };
     let lines = daemon.log().wait_for(1, Duration::from_secs(5), refused);
     assert_eq!(lines.len(), 1, "one line within 10 s: {lines:?}");
