@@ -676,7 +676,7 @@ impl Config {
     /// Validates `text` as if read from `path` (which names it in messages and anchors relative
     /// paths).
     pub fn from_text(path: &Path, text: &str) -> Result<Loaded, LoadError> {
-        Self::validate(path, &text, true)
+        Self::validate(path, text, true)
     }
 
     /// [`Config::from_text`], reading the `fail_headers` secrets or not.

@@ -99,7 +99,7 @@ fn failed(peer: Option<IpAddr>, path: &str) {
         let failures = peer.map_or(0, |ip| remember(book, ip, now));
         let due = book
             .logged
-            .is_none_or(|at| now.duration_since(at) >= LOG_EVERY);
+            .map_or(true, |at| now.duration_since(at) >= LOG_EVERY);
         if !due {
             book.unlogged += 1;
             return (failures, None);
