@@ -439,6 +439,41 @@ mod tests {
         assert!(err.to_string().contains("symbolic link"), "{err}");
     }
 
+    /// The names in `dir` starting with `prefix`.
+    fn named(dir: &Path, prefix: &str) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("read_dir")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with(prefix))
+            .collect()
+    }
+
+    #[test]
+    fn a_planted_state_file_is_set_aside_and_the_caller_goes_on_without_it() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let mode = nix::sys::stat::Mode::S_IRWXU;
+        let read = root.path().join("record");
+        nix::unistd::mkfifo(&read, mode).expect("mkfifo");
+        assert!(read_state(&read, 100).expect("not an error").is_none());
+        assert!(!read.exists(), "the FIFO was moved");
+        assert_eq!(named(root.path(), "record.set-aside.").len(), 1);
+        assert!(open_state(&read).expect("missing is fine").is_none());
+
+        let log = root.path().join("runs.jsonl");
+        nix::unistd::mkfifo(&log, mode).expect("mkfifo");
+        let mut file = open_state_append(&log).expect("a new regular file");
+        file.write_all(b"line\n").expect("write");
+        assert_eq!(std::fs::read(&log).expect("read"), b"line\n");
+        assert_eq!(named(root.path(), "runs.jsonl.set-aside.").len(), 1);
+
+        let lock = root.path().join("lock");
+        nix::unistd::mkfifo(&lock, mode).expect("mkfifo");
+        let held = crate::persist::lock::FileLock::acquire(&lock).expect("a new lock file");
+        assert!(lock.metadata().expect("stat").is_file());
+        drop(held);
+        assert_eq!(named(root.path(), "lock.set-aside.").len(), 1);
+    }
+
     #[test]
     fn removing_a_missing_file_is_fine() {
         let root = tempfile::tempdir().expect("tempdir");
