@@ -10,7 +10,9 @@
 //! need the token too. On a loopback TCP bind every request must name the loopback in `Host`
 //! (`127.0.0.1`, `localhost` or `[::1]`, with the port), so a web page whose host name was
 //! rebound to 127.0.0.1 (DNS rebinding) cannot read job output through a browser.
-//! Connections are served by [`super::connections`] (a connection cap, a header timeout).
+//! Connections are served by [`super::connections`] (a connection cap, a header timeout);
+//! every request passes [`super::attempts`] first, which slows down a client that failed the
+//! token and counts each answer that refused one.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
