@@ -293,15 +293,7 @@ impl Supervisor {
                 if config.cluster != self.config.borrow().cluster {
                     warn!("[cluster] changed: it takes effect at the next start");
                 }
-                let mut next = settings(&config);
-                // The variables of every config of the daemon's life stay out of the jobs'
-                // environment: a renamed `api_key_env` leaves the old one in the daemon's
-                // environment (and `[cluster] password_env` in use until the next start).
-                let before = self.shared.settings();
-                let gone = before.secret_env.iter();
-                let gone = gone.filter(|var| !next.secret_env.contains(var)).cloned();
-                let gone: Vec<String> = gone.collect();
-                next.secret_env.extend(gone);
+                let next = settings(&config).keeping_secrets_of(&self.shared.settings());
                 *self
                     .shared
                     .settings
