@@ -8,7 +8,8 @@
 //! already let in by the socket's mode, and are not slowed) that failed `n` times, each within
 //! [`FORGET_AFTER`] of the one before, waits `min(100 ms x 2^(n-1), 2 s)` before each of its
 //! requests is looked at. A guesser gets one answer per 2 s per connection instead of
-//! thousands a second; a person who mistyped the token once waits 100 ms. At most
+//! thousands a second; a person who mistyped the token once waits 100 ms. `/healthz` and
+//! `/readyz`, which take no token, are never slowed. At most
 //! [`MAX_CLIENTS`] clients are remembered (the oldest failure is forgotten first), so a flood
 //! of addresses cannot grow the daemon.
 
@@ -154,7 +155,10 @@ fn remember(book: &mut Book, ip: IpAddr, now: Instant) -> u32 {
 /// answer 401 as a failed attempt.
 pub(super) async fn slow_down(request: Request, next: Next) -> Response {
     let peer = request.extensions().get::<Peer>().and_then(|p| p.0);
-    if let Some(ip) = peer {
+    // The probes never take a token: a prober that shares an address with a guesser is not
+    // slowed.
+    let probe = matches!(request.uri().path(), "/healthz" | "/readyz");
+    if let (Some(ip), false) = (peer, probe) {
         let wait = wait_of(ip, Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
