@@ -39,6 +39,9 @@
 //! - `math`: `pow` and `exp2` defined in-process, so that libm is not loaded.
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
+// `println!` and `eprintln!` panic when their output is closed: text for the terminal goes
+// through `logging::write_out` and `logging::write_err`, which drop it instead.
+#![cfg_attr(not(test), warn(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod api;
 pub mod backoff;

@@ -5,14 +5,18 @@
 use std::process::{Child, Output};
 use std::time::Duration;
 
+mod commands;
 mod corpus;
 mod disk;
 mod faults;
 mod journal;
 mod kill;
 mod local_files;
+mod pipes;
+mod planted;
 mod properties;
 mod secrets;
+mod tokens;
 
 /// Waits for `child` at most `limit`, killing it (and failing) past that.
 pub fn wait_bounded(child: Child, limit: Duration) -> Output {
@@ -37,4 +41,20 @@ pub fn signal(pid: u32, sig: libc::c_int) {
     unsafe {
         libc::kill(pid, sig);
     }
+}
+
+/// The number (`seq`) of the newest run of `job` that `history --json JOB` reads from
+/// `home`'s state directory: how many runs were recorded (0 when none, or when it fails).
+pub fn newest_run(home: &crate::util::Home, job: &str) -> u64 {
+    let out = home
+        .agent()
+        .arg("--config")
+        .arg(home.config_path())
+        .args(["history", "--json", "--limit", "1", job])
+        .output()
+        .expect("run history");
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .ok()
+        .and_then(|doc| doc["runs"][0]["seq"].as_u64())
+        .unwrap_or(0)
 }

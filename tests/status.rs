@@ -551,6 +551,34 @@ fn a_non_loopback_bind_without_a_token_is_a_config_error() {
 }
 
 #[test]
+fn a_short_token_on_a_network_bind_is_a_config_error_naming_its_place() {
+    let home = Home::new();
+    home.write(None, "listen = \"0.0.0.0:9465\"\ntoken = \"7\"", "");
+    for args in [&["config", "check"][..], &["daemon"][..]] {
+        let out = home.output(args, "");
+        assert_eq!(out.status.code(), Some(78), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(
+                "config.toml:8:9: [status]: key `token`: the token is 1 character, too short for \
+                 0.0.0.0:9465, which is not a loopback address"
+            ),
+            "{stderr}"
+        );
+        assert!(stderr.contains("use at least 16 characters"), "{stderr}");
+    }
+    // Loopback keeps the short token (only the local machine can guess), a long one passes.
+    home.write(None, "listen = \"127.0.0.1:9465\"\ntoken = \"7\"", "");
+    assert_eq!(home.output(&["config", "check"], "").status.code(), Some(0));
+    home.write(
+        None,
+        &format!("listen = \"0.0.0.0:9465\"\ntoken = \"{TOKEN}\""),
+        "",
+    );
+    assert_eq!(home.output(&["config", "check"], "").status.code(), Some(0));
+}
+
+#[test]
 fn health_is_1_when_nothing_listens() {
     let home = Home::new();
     let out = home.output(

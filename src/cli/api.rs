@@ -499,6 +499,8 @@ fn print_json(answer: &serde_json::Value) -> u8 {
         .and_then(|text| writeln!(stdout, "{text}"));
     match written {
         Ok(()) => exit::OK,
+        // The reader went away (`| head`): the request itself went well.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
         Err(e) => {
             print_error(format_args!("cannot write the answer: {e}"));
             exit::FAILURE

@@ -66,13 +66,13 @@ fn check(args: CheckArgs, global: &GlobalArgs) -> u8 {
     let path = crate::paths::config_file(file.as_ref());
     match Config::load(&path) {
         Ok(loaded) => {
-            print!("{}", report(&loaded.config, Utc::now()));
+            crate::logging::write_out(&report(&loaded.config, Utc::now()));
             if std::fs::read_to_string(&path).is_ok_and(|text| text == EXAMPLE) {
-                eprintln!(
+                crate::logging::write_err(&format!(
                     "heartbeat-agent: note: {} is the shipped example: its checks, URLs and \
                      paths are placeholders; copy it, edit it and check the copy",
                     path.display()
-                );
+                ));
                 return exit::OK;
             }
             let key = crate::config::read_api_key(&loaded.config.api.api_key);
@@ -89,7 +89,7 @@ fn check(args: CheckArgs, global: &GlobalArgs) -> u8 {
                 &expected,
             );
             for warning in loaded.warnings.iter().chain(&missing_key).chain(&in_use) {
-                eprintln!("heartbeat-agent: warning: {warning}");
+                crate::logging::write_err(&format!("heartbeat-agent: warning: {warning}"));
             }
             exit::OK
         }

@@ -13,7 +13,10 @@
 //! reads it ([`crate::config::read_bytes`]: never blocking, at most
 //! [`crate::config::CONFIG_FILE_MAX`] bytes), so a FIFO or a huge file put in its place cannot
 //! stall the daemon. A file that cannot be read (in the middle of a swap, removed, a FIFO, too
-//! large) sends nothing; its next change does, and SIGHUP reports why it cannot be loaded. A symlink whose target
+//! large) sends nothing and is remembered as no content: the next readable file sends a reload
+//! even when it holds the very bytes seen before (restored after a SIGHUP failed to load the
+//! unreadable one, that reload clears the reload error); SIGHUP reports why it cannot be
+//! loaded. A symlink whose target
 //! lies outside the file's directory is not followed: SIGHUP still reloads it.
 //!
 //! The watch itself is [`crate::dir_watch`].
@@ -76,6 +79,10 @@ async fn run(
             }
         }
         let Ok(now) = crate::config::read_bytes(&path) else {
+            // Whatever comes next is a change, even the same bytes as before: a SIGHUP may
+            // have tried this unreadable file meanwhile and kept its error, which only a
+            // reload that reads the file again clears.
+            seen = None;
             continue;
         };
         if seen.as_deref() == Some(now.as_slice()) {

@@ -28,10 +28,8 @@ pub(crate) const ACCOUNT_ENV: &str = "HEARTBEAT_AGENT_ACCOUNT";
 /// Loads the config when `run` may need it: always with `--job`, else only when a file exists
 /// (its `state_dir` and `api_key_env` still matter). Problems are warnings.
 pub(super) fn load_config(global: &GlobalArgs, job: Option<&str>) -> Option<Config> {
-    let explicit = global.config.is_some()
-        || std::env::var_os(crate::paths::CONFIG_ENV).is_some_and(|v| !v.is_empty());
     let path = crate::paths::config_file(global.config.as_ref());
-    if job.is_none() && !explicit && !path.exists() {
+    if job.is_none() && !config_wanted(global, &path) {
         return None;
     }
     match Config::load(&path) {
@@ -50,6 +48,15 @@ pub(super) fn load_config(global: &GlobalArgs, job: Option<&str>) -> Option<Conf
             None
         }
     }
+}
+
+/// Whether the config at `path` is to be used: named (`--config`, `$HEARTBEAT_AGENT_CONFIG`)
+/// or present at the default place. A command that works without a config (`run`, `history`)
+/// goes on without one only when this is false; otherwise the config must load.
+pub(super) fn config_wanted(global: &GlobalArgs, path: &Path) -> bool {
+    global.config.is_some()
+        || std::env::var_os(crate::paths::CONFIG_ENV).is_some_and(|v| !v.is_empty())
+        || path.exists()
 }
 
 /// The state directory: `--state-dir`, else the config's, else the user's default.
@@ -112,7 +119,7 @@ impl From<MethodArg> for PingMethod {
 /// what happened and what to do, followed only by the consequence, if any.
 pub(crate) fn invalid_config(path: &Path, err: &crate::config::LoadError, consequence: &str) -> u8 {
     for problem in &err.problems {
-        eprintln!("{problem}");
+        crate::logging::write_err(problem);
     }
     if err.unread {
         let consequence = consequence.trim_start_matches([':', ';', ' ']);
@@ -245,7 +252,7 @@ pub(super) fn credentials(global: &GlobalArgs) -> Result<Credentials, (u8, Strin
             net: Net::default(),
         });
     }
-    let loaded = crate::config::Config::load(&path).map_err(|e| (exit::CONFIG, e.to_string()))?;
+    let loaded = Config::load_for_reading(&path).map_err(|e| (exit::CONFIG, e.to_string()))?;
     for warning in &loaded.warnings {
         tracing::warn!(config = %path.display(), "{warning}");
     }
@@ -304,7 +311,7 @@ pub(crate) fn endpoint(
     global: &GlobalArgs,
 ) -> Result<(Endpoint, Option<Secret>, Expected), (u8, String)> {
     let path = crate::paths::config_file(global.config.as_ref());
-    let loaded = Config::load(&path).map(|l| l.config);
+    let loaded = Config::load_for_reading(&path).map(|l| l.config);
     match url {
         Some(url) => {
             let endpoint = Endpoint::parse(url).map_err(|e| (exit::USAGE, e.to_string()))?;

@@ -63,11 +63,11 @@ fn name_missing_checks(endpoint: &crate::status::client::Endpoint) {
     };
     for job in doc.jobs {
         if let Some(missing) = job.missing {
-            eprintln!(
+            crate::logging::write_err(&format!(
                 "heartbeat-agent: note: job \"{}\": {} (the daemon is healthy: exit 0)",
                 crate::logging::printable(&job.name),
                 crate::logging::printable(&missing.reason)
-            );
+            ));
         }
     }
 }

@@ -23,7 +23,8 @@ use crate::status::client::Endpoint;
 ///
 /// Reads the run history under the state directory (no daemon needed); with --url, or when the
 /// files are not readable by this user, asks the daemon's status endpoint. Exit status: 0, 1
-/// when the history cannot be read or the job is unknown, 2 for a bad option.
+/// when the history cannot be read or the job is unknown, 2 for a bad option, 78 when the
+/// config does not load.
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
     /// Only this job
@@ -76,7 +77,13 @@ fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
 pub(crate) fn run(args: HistoryArgs, global: &GlobalArgs) -> u8 {
     let jobs = match &args.url {
         Some(url) => from_endpoint(url, &args, global),
-        None => from_files(&args, global),
+        None => {
+            let config = match config(global) {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            from_files(&args, global, config.as_ref())
+        }
     };
     let mut jobs = match jobs {
         Ok(jobs) => jobs,
@@ -105,14 +112,33 @@ pub(crate) fn run(args: HistoryArgs, global: &GlobalArgs) -> u8 {
     exit::OK
 }
 
+/// The config, which names the jobs and the state directory: none when none is named and none
+/// is at the default place (the default state directory is read), else it must load, as for
+/// every command that reads it (exit 78 with its problems). Its warnings are not this
+/// command's business (`config check` says them).
+fn config(global: &GlobalArgs) -> Result<Option<Config>, u8> {
+    let path = crate::paths::config_file(global.config.as_ref());
+    if !context::config_wanted(global, &path) {
+        return Ok(None);
+    }
+    match Config::load_for_reading(&path) {
+        Ok(loaded) => Ok(Some(loaded.config)),
+        Err(err) => Err(context::invalid_config(
+            &path,
+            &err,
+            ": no history was read",
+        )),
+    }
+}
+
 /// The runs from the files under the state directory; when this user may not read them, from
 /// the configured endpoint.
-fn from_files(args: &HistoryArgs, global: &GlobalArgs) -> Result<Vec<JobRuns>, (u8, String)> {
-    // The config only names the jobs and the state directory: its warnings are not this
-    // command's business (`config check` says them).
-    let path = crate::paths::config_file(global.config.as_ref());
-    let config = Config::load(&path).ok().map(|loaded| loaded.config);
-    let state_dir = match &config {
+fn from_files(
+    args: &HistoryArgs,
+    global: &GlobalArgs,
+    config: Option<&Config>,
+) -> Result<Vec<JobRuns>, (u8, String)> {
+    let state_dir = match config {
         Some(config) => config.state_dir(global.state_dir.as_deref()),
         None => crate::paths::state_dir(global.state_dir.as_deref(), None),
     };
@@ -122,11 +148,10 @@ fn from_files(args: &HistoryArgs, global: &GlobalArgs) -> Result<Vec<JobRuns>, (
     for job in crate::sync::state::jobs(&state_dir) {
         let _ = crate::sync::state::load(&state_dir, &job);
     }
-    let names = names(args.job.as_deref(), config.as_ref(), &history)?;
+    let names = names(args.job.as_deref(), config, &history)?;
     let mut jobs = Vec::new();
     for name in names {
         let limit = config
-            .as_ref()
             .and_then(|c| c.job(&name))
             .map_or(crate::config::defaults::MAX_HISTORY, |j| j.history);
         match history.runs(&name, limit) {

@@ -72,7 +72,7 @@ fn import_crontab(args: CrontabArgs) -> u8 {
     };
     let import = crontab::import(&text, &source, &options);
     for problem in &import.problems {
-        eprintln!("{}", problem.render(&source));
+        crate::logging::write_err(&problem.render(&source));
     }
     let stdout = match (&import.crontab, &args.jobs_out) {
         (Some(crontab), Some(path)) => {

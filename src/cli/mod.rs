@@ -297,7 +297,7 @@ pub fn main(cli: Cli) -> ExitCode {
 /// For messages meant for the person at the terminal (usage problems, a command that cannot be
 /// run); operational events go through `tracing` instead.
 pub fn print_error(message: impl std::fmt::Display) {
-    eprintln!("heartbeat-agent: {message}");
+    crate::logging::write_err(&format!("heartbeat-agent: {message}"));
 }
 
 #[cfg(test)]

@@ -47,10 +47,10 @@ pub fn run(args: OutboxArgs, global: &GlobalArgs) -> u8 {
         OutboxCommand::Flush { timeout } => flush(&resolved.pings(), &outbox, timeout),
         OutboxCommand::Purge => match outbox.purge() {
             Ok(purged) => {
-                println!(
-                    "purged {purged} pending ping(s) from {}",
+                crate::logging::write_out(&format!(
+                    "purged {purged} pending ping(s) from {}\n",
                     outbox.dir().display()
-                );
+                ));
                 exit::OK
             }
             Err(err) => failure(err),
@@ -172,10 +172,10 @@ fn flush(sender: &crate::ping::Sender, outbox: &Outbox, timeout: Duration) -> u8
     };
     match runtime.block_on(outbox::deliver_pending(sender, outbox, &options)) {
         Ok(report) => {
-            println!(
-                "delivered {}, failed {}, refused {}, still pending {}",
+            crate::logging::write_out(&format!(
+                "delivered {}, failed {}, refused {}, still pending {}\n",
                 report.delivered, report.failed, report.permanent, report.remaining
-            );
+            ));
             if report.remaining == 0 {
                 exit::OK
             } else {

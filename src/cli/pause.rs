@@ -113,9 +113,9 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
     };
     for name in &plan.left_out {
         if config.job(name).is_some_and(|job| job.check.create) {
-            eprintln!("heartbeat-agent: job \"{name}\" left out: it has no check yet (create = true: sync has not found or created it), so nothing was deactivated on the service for it (add --stop-jobs to stop the daemon running it)");
+            crate::logging::write_err(&format!("heartbeat-agent: job \"{name}\" left out: it has no check yet (create = true: sync has not found or created it), so nothing was deactivated on the service for it (add --stop-jobs to stop the daemon running it)"));
         } else {
-            eprintln!("heartbeat-agent: job \"{name}\" left out: it has no check_id (add --stop-jobs to stop the daemon running it)");
+            crate::logging::write_err(&format!("heartbeat-agent: job \"{name}\" left out: it has no check_id (add --stop-jobs to stop the daemon running it)"));
         }
     }
     let body = serde_json::to_string(&request).unwrap_or_default();
@@ -142,19 +142,21 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
     for (name, _) in &plan.jobs {
         let end = until.as_deref().unwrap_or("`heartbeat-agent resume`");
-        eprintln!("heartbeat-agent: job \"{name}\" paused until {end}");
+        crate::logging::write_err(&format!(
+            "heartbeat-agent: job \"{name}\" paused until {end}"
+        ));
     }
     let code = send(&config, &state_dir, client.as_ref(), &bound, "deactivated");
     match until {
-        Some(until) => eprintln!(
+        Some(until) => crate::logging::write_err(&format!(
             "heartbeat-agent: no daemon answered at {where_}: nothing runs at {until}; the next \
              `run --job`, `sync` or daemon start after it ends the pause (or run \
              `heartbeat-agent resume`)"
-        ),
-        None => eprintln!(
+        )),
+        None => crate::logging::write_err(&format!(
             "heartbeat-agent: no daemon answered at {where_}: the pause is recorded in the state \
              directory, where a daemon started later finds it"
-        ),
+        )),
     }
     code
 }
@@ -195,7 +197,7 @@ pub fn resume(args: ResumeArgs, global: &GlobalArgs) -> u8 {
         return exit::FAILURE;
     }
     for name in &jobs {
-        eprintln!("heartbeat-agent: job \"{name}\" resumed");
+        crate::logging::write_err(&format!("heartbeat-agent: job \"{name}\" resumed"));
     }
     send(&config, &state_dir, client.as_ref(), &bound, "re-activated")
 }
@@ -203,7 +205,7 @@ pub fn resume(args: ResumeArgs, global: &GlobalArgs) -> u8 {
 /// The config, or `None` after its problems were printed.
 fn load(global: &GlobalArgs) -> Option<(Config, std::path::PathBuf)> {
     let path = crate::paths::config_file(global.config.as_ref());
-    match Config::load(&path) {
+    match Config::load_for_reading(&path) {
         Ok(loaded) => Some((loaded.config, path)),
         Err(err) => {
             context::invalid_config(&path, &err, ": nothing was changed");
@@ -259,10 +261,12 @@ fn send(
         let report = runtime.block_on(sync_all(config, client, state_dir, &opts, &mut cache));
         for entry in &report.jobs {
             match &entry.outcome {
-                SyncOutcome::Updated | SyncOutcome::Created | SyncOutcome::InSync => eprintln!(
-                    "heartbeat-agent: job \"{}\": check {} {done}",
-                    entry.job, entry.check_id
-                ),
+                SyncOutcome::Updated | SyncOutcome::Created | SyncOutcome::InSync => {
+                    crate::logging::write_err(&format!(
+                        "heartbeat-agent: job \"{}\": check {} {done}",
+                        entry.job, entry.check_id
+                    ))
+                }
                 SyncOutcome::Failed(message)
                 | SyncOutcome::Deferred(message)
                 | SyncOutcome::Missing(message) => {
@@ -343,10 +347,12 @@ fn answered(answer: &Answer, had_token: bool) -> u8 {
     for job in doc[what].as_array().into_iter().flatten() {
         let job = job.as_str().unwrap_or_default();
         match what {
-            "paused" => {
-                eprintln!("heartbeat-agent: job \"{job}\" paused until {until} (by the daemon)")
-            }
-            _ => eprintln!("heartbeat-agent: job \"{job}\" resumed (by the daemon)"),
+            "paused" => crate::logging::write_err(&format!(
+                "heartbeat-agent: job \"{job}\" paused until {until} (by the daemon)"
+            )),
+            _ => crate::logging::write_err(&format!(
+                "heartbeat-agent: job \"{job}\" resumed (by the daemon)"
+            )),
         }
     }
     let mut code = exit::OK;
@@ -354,7 +360,9 @@ fn answered(answer: &Answer, had_token: bool) -> u8 {
         let job = check["job"].as_str().unwrap_or_default();
         let id = check["check_id"].as_str().unwrap_or_default();
         match check["state"].as_str() {
-            Some("in_sync") => eprintln!("heartbeat-agent: job \"{job}\": check {id} {done}"),
+            Some("in_sync") => crate::logging::write_err(&format!(
+                "heartbeat-agent: job \"{job}\": check {id} {done}"
+            )),
             Some("pending") => {
                 print_error(format!(
                     "job \"{job}\": check {id} not {done} yet: the daemon's sync has not \

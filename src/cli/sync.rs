@@ -44,16 +44,16 @@ pub struct SyncArgs {
 /// Runs `sync`.
 pub(crate) fn run(args: SyncArgs, global: &GlobalArgs) -> u8 {
     let path = crate::paths::config_file(global.config.as_ref());
-    let config = match Config::load(&path) {
+    let config = match Config::load_for_reading(&path) {
         Ok(loaded) => {
             for warning in &loaded.warnings {
-                eprintln!("heartbeat-agent: warning: {warning}");
+                crate::logging::write_err(&format!("heartbeat-agent: warning: {warning}"));
             }
             loaded.config
         }
         Err(err) => {
             for problem in &err.problems {
-                eprintln!("{problem}");
+                crate::logging::write_err(problem);
             }
             print_error(format!("configuration {} is invalid", path.display()));
             return exit::CONFIG;

@@ -62,7 +62,10 @@ pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
             } else {
                 "started"
             };
-            eprintln!("heartbeat-agent: run of job \"{}\" {what}", args.name);
+            crate::logging::write_err(&format!(
+                "heartbeat-agent: run of job \"{}\" {what}",
+                args.name
+            ));
             exit::OK
         }
         401 if token.is_none() => {

@@ -2,7 +2,8 @@
 //! `fail_headers`. A header's value is a string, `{ file = "PATH" }` (one line, read like a key
 //! file) or `{ env = "VAR" }`, read when the config is loaded and held as a [`Secret`] from
 //! then on (never in a message); the variables named are taken out of the jobs' environment
-//! ([`super::Config::secret_env_vars`]).
+//! ([`super::Config::secret_env_vars`]). A command that sends no fail ping loads the config
+//! without reading them ([`super::Config::load_for_reading`]).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -144,6 +145,12 @@ fn source(
     };
     let one = |key: &str| table.get(key).and_then(toml::Value::as_str);
     match (one("file"), one("env"), table.len()) {
+        // Not read for a command that sends no fail ping; the variable is still named, so
+        // the jobs' environment leaves it out.
+        (Some(_), None, 1) if !check.read_header_secrets => Some((String::new(), None)),
+        (None, Some(var), 1) if !check.read_header_secrets => {
+            Some((String::new(), Some(var.trim().to_owned())))
+        }
         (Some(path), None, 1) => {
             let path = check.resolve(std::path::Path::new(path.trim()));
             match super::secrets::read_secret_line(&path) {

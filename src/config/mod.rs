@@ -663,9 +663,26 @@ impl Config {
         Self::from_text(path, &text)
     }
 
+    /// [`Config::load`] for a command that sends no fail ping (`status`, `history`, `pause`,
+    /// `sync`, `api`...): the `fail_headers` values held in a file or a variable are not read,
+    /// so one unset in this shell (or a file only the daemon may read) is no problem here. Every
+    /// other check is the same.
+    pub fn load_for_reading(path: &Path) -> Result<Loaded, LoadError> {
+        let text = read_file(path).map_err(|problem| LoadError {
+            problems: vec![problem],
+            unread: true,
+        })?;
+        Self::validate(path, &text, false)
+    }
+
     /// Validates `text` as if read from `path` (which names it in messages and anchors relative
     /// paths).
     pub fn from_text(path: &Path, text: &str) -> Result<Loaded, LoadError> {
+        Self::validate(path, text, true)
+    }
+
+    /// [`Config::from_text`], reading the `fail_headers` secrets or not.
+    fn validate(path: &Path, text: &str, read_header_secrets: bool) -> Result<Loaded, LoadError> {
         let is_root = nix::unistd::geteuid().is_root();
         let lines = problem::Lines::new(text);
         let render = |problems: Vec<problem::Problem>| -> Vec<String> {
@@ -678,7 +695,7 @@ impl Config {
                 unread: false,
             });
         };
-        let (config, check) = validate::build(raw, path, &lines, is_root);
+        let (config, check) = validate::build(raw, path, &lines, is_root, read_header_secrets);
         problems.extend(check.errors);
         match config {
             Some(config) if problems.is_empty() => Ok(Loaded {

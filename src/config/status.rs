@@ -14,6 +14,11 @@ use super::raw::RawDuration;
 use super::values::{At, Checker};
 use crate::redact::Secret;
 
+/// The shortest token accepted on a bind that is not loopback: a guess of 16 random
+/// characters is out of reach even at the endpoint's full speed (the failed attempts are
+/// slowed down per client as well).
+pub(crate) const MIN_NETWORK_TOKEN: usize = 16;
+
 /// The default listen address: loopback only, port 9465.
 pub(crate) const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9465);
@@ -143,6 +148,33 @@ pub(crate) fn validate(check: &mut Checker, section: &Section<RawStatus>) -> Sta
             Some("set token_file = \"/etc/heartbeat-agent/status-token\" (or token), or listen on 127.0.0.1".to_owned()),
         );
     }
+    if let (true, Some(token)) = (settings.token_required_for_all(), &settings.token) {
+        let length = token.expose().chars().count();
+        if length < MIN_NETWORK_TOKEN {
+            let noun = if length == 1 {
+                "character"
+            } else {
+                "characters"
+            };
+            let (key, span) = match (&raw.token, &raw.token_file) {
+                (Some(token), _) => ("token", Some(token.span())),
+                (None, file) => ("token_file", file.as_ref().map(Spanned::span)),
+            };
+            check.error(
+                span,
+                at(key),
+                format!(
+                    "the token is {length} {noun}, too short for {}, which is not a \
+                     loopback address: anyone who can reach it could guess it",
+                    settings.listen
+                ),
+                Some(format!(
+                    "use at least {MIN_NETWORK_TOKEN} characters; generate one with: head -c 32 \
+                     /dev/urandom | base64 (or listen on 127.0.0.1)"
+                )),
+            );
+        }
+    }
     settings
 }
 
@@ -246,9 +278,13 @@ mod tests {
         );
         assert!(unix.listen_configured && !unix.token_required_for_all());
         assert_eq!(unix.remote_refresh, Some(Duration::from_secs(300)));
-        let open = load("listen = \"0.0.0.0:9465\"\ntoken = \"abc123\"").expect("valid");
+        let open =
+            load("listen = \"0.0.0.0:9465\"\ntoken = \"abc123abc123abc123\"").expect("valid");
         assert!(open.token_required_for_all());
-        assert_eq!(open.token.as_ref().map(Secret::expose), Some("abc123"));
+        assert_eq!(
+            open.token.as_ref().map(Secret::expose),
+            Some("abc123abc123abc123")
+        );
     }
 
     #[test]
@@ -259,6 +295,7 @@ mod tests {
             ("token = \"a\"\ntoken_file = \"t\"", "config.toml:3:14: [status]: key `token_file`: set either `token` or `token_file`, not both"),
             ("token_file = \"/nonexistent/token\"", "config.toml:2:14: [status]: key `token_file`: cannot read the token file /nonexistent/token"),
             ("token = \"two words\"", "config.toml:2:9: [status]: key `token`: the token must be one word"),
+            ("listen = \"0.0.0.0:9465\"\ntoken = \"7\"", "config.toml:3:9: [status]: key `token`: the token is 1 character, too short for 0.0.0.0:9465"),
             ("remote_refresh = \"10s\"", "config.toml:2:18: [status]: key `remote_refresh`: must be at least 60s"),
             ("port = 1", "config.toml:2:1: [status]: key `port`: unknown key"),
         ];

@@ -387,7 +387,7 @@ fn user_and_group_warn_unless_root() {
     assert!(problems.is_empty());
     let path = Path::new("c.toml");
     let lines = problem::Lines::new(&text);
-    let (config, check) = validate::build(raw.unwrap(), path, &lines, false);
+    let (config, check) = validate::build(raw.unwrap(), path, &lines, false, true);
     assert!(config.is_some());
     let warnings: Vec<String> = check
         .warnings
@@ -402,7 +402,7 @@ fn user_and_group_warn_unless_root() {
         ]
     );
     let (raw, _) = parse::parse(&text);
-    let (_, check) = validate::build(raw.unwrap(), path, &lines, true);
+    let (_, check) = validate::build(raw.unwrap(), path, &lines, true, true);
     assert!(check.warnings.is_empty());
 }
 

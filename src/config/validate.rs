@@ -28,6 +28,7 @@ pub(crate) fn build(
     path: &Path,
     lines: &Lines<'_>,
     is_root: bool,
+    read_header_secrets: bool,
 ) -> (Option<Config>, Checker) {
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut check = Checker {
@@ -35,6 +36,7 @@ pub(crate) fn build(
         is_root,
         errors: Vec::new(),
         warnings: Vec::new(),
+        read_header_secrets,
     };
     let agent = agent(&mut check, &file);
     let api = api(&mut check, &file.api);

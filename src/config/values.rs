@@ -23,6 +23,9 @@ pub(crate) struct Checker {
     pub errors: Vec<Problem>,
     /// Problems worth telling but not fatal.
     pub warnings: Vec<Problem>,
+    /// Whether the `fail_headers` values from a file or a variable are read (false for a
+    /// command that sends no fail ping: see [`super::Config::load_for_reading`]).
+    pub read_header_secrets: bool,
 }
 
 /// Where a value is: the section's name for messages and the key as written.

@@ -41,10 +41,25 @@ pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub(super) struct Settings {
     /// `[agent] shutdown_timeout`: the grace between SIGTERM and SIGKILL at shutdown.
     pub shutdown_timeout: Duration,
-    /// `[api] api_key_env` and `[cluster] password_env`: variables children must not see.
+    /// `[api] api_key_env`, `[cluster] password_env` and the `fail_headers` variables of every
+    /// config the daemon ran with since it started: variables children must not see.
     pub secret_env: Vec<String>,
     /// `[agent] outbox_max_age`: how old a pending success may get.
     pub outbox_max_age: Option<Duration>,
+}
+
+impl Settings {
+    /// These settings, with the secret variables of `before` kept among their own: a reload
+    /// that renames `api_key_env` leaves the old variable in the daemon's environment (and
+    /// `[cluster] password_env` in use until the next start), so no job may see it either.
+    pub(super) fn keeping_secrets_of(mut self, before: &Settings) -> Settings {
+        for var in &before.secret_env {
+            if !self.secret_env.contains(var) {
+                self.secret_env.push(var.clone());
+            }
+        }
+        self
+    }
 }
 
 /// What every job task and run shares.
@@ -401,6 +416,26 @@ pub(crate) fn millis(t: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reload_keeps_every_secret_variable_of_the_daemons_life() {
+        let settings = |vars: &[&str]| Settings {
+            shutdown_timeout: Duration::from_secs(1),
+            secret_env: vars.iter().map(|v| (*v).to_owned()).collect(),
+            outbox_max_age: None,
+        };
+        let first = settings(&["OLD_KEY", "ETCD_PASSWORD", "HOOK"]);
+        let second = settings(&["NEW_KEY", "HOOK"]).keeping_secrets_of(&first);
+        assert_eq!(
+            second.secret_env,
+            ["NEW_KEY", "HOOK", "OLD_KEY", "ETCD_PASSWORD"]
+        );
+        let third = settings(&["NEWER_ETCD"]).keeping_secrets_of(&second);
+        assert_eq!(
+            third.secret_env,
+            ["NEWER_ETCD", "NEW_KEY", "HOOK", "OLD_KEY", "ETCD_PASSWORD"]
+        );
+    }
 
     #[test]
     fn jitter_is_stable_bounded_and_spread() {

@@ -265,7 +265,7 @@ impl Persisted {
 
     /// The last fire time recorded for `job`, if any (and readable).
     pub(super) fn last_fire(&self, job: &str) -> Option<DateTime<Utc>> {
-        let text = std::fs::read_to_string(self.dir.join("fires").join(job)).ok()?;
+        let text = read_line(&self.dir.join("fires").join(job))?;
         DateTime::parse_from_rfc3339(text.trim())
             .ok()
             .map(|t| t.with_timezone(&Utc))
@@ -279,9 +279,7 @@ impl Persisted {
 
     /// The boot id `job` (an `@reboot` job) last ran in.
     pub(super) fn reboot_marker(&self, job: &str) -> Option<String> {
-        std::fs::read_to_string(self.dir.join("reboot").join(job))
-            .ok()
-            .map(|s| s.trim().to_owned())
+        read_line(&self.dir.join("reboot").join(job)).map(|s| s.trim().to_owned())
     }
 
     /// Records that `job` ran in boot `boot_id`.
@@ -294,6 +292,14 @@ impl Persisted {
 /// The current boot's id, from [`BOOT_ID_FILE`].
 pub(super) fn boot_id() -> io::Result<String> {
     Ok(std::fs::read_to_string(BOOT_ID_FILE)?.trim().to_owned())
+}
+
+/// The text of a one-line state file (a fire time, a boot id), read as every state file is
+/// ([`crate::persist::file::read_state`]: never blocking, a planted FIFO set aside); `None` when
+/// missing, unreadable or not text.
+fn read_line(path: &Path) -> Option<String> {
+    let bytes = crate::persist::file::read_state(path, 4096).ok()??;
+    String::from_utf8(bytes).ok()
 }
 
 /// Writes `dir/name` crash-safely as `text` and a newline (directories made with mode 0700).

@@ -293,11 +293,12 @@ impl Supervisor {
                 if config.cluster != self.config.borrow().cluster {
                     warn!("[cluster] changed: it takes effect at the next start");
                 }
+                let next = settings(&config).keeping_secrets_of(&self.shared.settings());
                 *self
                     .shared
                     .settings
                     .write()
-                    .unwrap_or_else(|e| e.into_inner()) = Arc::new(settings(&config));
+                    .unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
                 self.apply(&config);
                 self.config.send_replace(Arc::new(config));
                 self.shared.state.count_reload(Ok(()));

@@ -1,10 +1,12 @@
 //! One job's history on disk: `runs.jsonl` and `runs.old.jsonl` in the job's directory, and
 //! the `lock` file whose `flock(2)` orders writers (the daemon and any `run --job` of the same
-//! job). See the parent module for the layout and its bounds.
+//! job). See the parent module for the layout and its bounds. Every file is opened as the
+//! agent's state files are ([`crate::persist::file::open_state`]): never waiting on a FIFO, a
+//! file that is not a regular one set aside.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -55,13 +57,7 @@ fn append_line(
     crate::persist::file::private_dir(dir)?;
     let _lock = FileLock::acquire(&dir.join("lock"))?;
     let path = dir.join(CURRENT);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)?;
+    let mut file = crate::persist::file::open_state_append(&path)?;
     let last = match last_seq(&file, &path, job)? {
         Some(seq) => seq,
         None => last_in(&dir.join(OLD), job).unwrap_or(0),
@@ -97,10 +93,8 @@ pub(super) fn visit_last(
         if taken >= n {
             break;
         }
-        let file = match crate::persist::file::open_regular(&dir.join(name)) {
-            Ok(file) => file,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-            Err(err) => return Err(err),
+        let Some(file) = crate::persist::file::open_state(&dir.join(name))? else {
+            continue;
         };
         let size = file.metadata()?.len();
         // Past a torn last line (no newline at the end of the file).
@@ -181,7 +175,7 @@ fn last_seq(file: &File, path: &Path, job: &str) -> io::Result<Option<u64>> {
 
 /// The number of the last run in the file at `path`, if it has one.
 fn last_in(path: &Path, job: &str) -> Option<u64> {
-    let file = File::open(path).ok()?;
+    let file = crate::persist::file::open_state(path).ok()??;
     last_seq(&file, path, job).ok().flatten()
 }
 

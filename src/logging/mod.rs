@@ -14,6 +14,9 @@
 //!   field as its own journal field (see [`journald`]); if that socket cannot be used, plain
 //!   text without time stamps (the journal adds its own). Otherwise human text as above.
 //!
+//! A line that cannot be written (the log's pipe closed) is dropped and counted, never a
+//! reason to stop: see [`lossy`].
+//!
 //! In text, every field's value and the message go through [`printable`]: text someone else
 //! wrote (a claim value, a pause reason, a server's error) cannot forge a line or drive the
 //! terminal. JSON escapes control characters itself.
@@ -26,10 +29,14 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
+use lossy::Lossy;
+
 mod journald;
+mod lossy;
 mod printable;
 
 pub(crate) use journald::JOURNAL_SOCKET;
+pub(crate) use lossy::{dropped as dropped_lines, err as write_err, out as write_out};
 pub(crate) use printable::printable;
 
 /// The environment variable holding a log filter when `--log-level` is not given.
@@ -77,7 +84,7 @@ pub fn init(options: &Options) {
     // An already installed subscriber (tests) is fine: the results are ignored on purpose.
     match format {
         LogFormat::Json => {
-            let _ = json_subscriber(filter, std::io::stderr).try_init();
+            let _ = json_subscriber(filter, lossy::stderr).try_init();
         }
         LogFormat::Auto if journal => {
             match journald::JournaldLayer::connect(std::path::Path::new(JOURNAL_SOCKET)) {
@@ -99,7 +106,9 @@ pub fn init(options: &Options) {
         LogFormat::Auto | LogFormat::Text => {
             let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             let _ = text_builder(filter)
-                .with_writer(coloured_stderr as fn() -> anstream::AutoStream<std::io::Stderr>)
+                .with_writer(
+                    coloured_stderr as fn() -> Lossy<anstream::AutoStream<std::io::Stderr>>,
+                )
                 .with_ansi(colour)
                 .try_init();
         }
@@ -146,7 +155,7 @@ fn text_builder(
     TextFields,
     tracing_subscriber::fmt::format::Format,
     EnvFilter,
-    fn() -> std::io::Stderr,
+    fn() -> Lossy<std::io::Stderr>,
 > {
     use tracing_subscriber::field::MakeExt;
     let fields: TextFields = tracing_subscriber::fmt::format::debug_fn(
@@ -160,16 +169,17 @@ fn text_builder(
     .delimited(" ");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr as fn() -> std::io::Stderr)
+        .with_writer(lossy::stderr as fn() -> Lossy<std::io::Stderr>)
         .with_target(false)
+        .log_internal_errors(false)
         .fmt_fields(fields)
 }
 
 /// Stderr for one log line, with its colour codes stripped unless stderr is a terminal now
 /// (and `NO_COLOR` unset): the text format's colour follows where stderr points, not where it
 /// pointed at start.
-fn coloured_stderr() -> anstream::AutoStream<std::io::Stderr> {
-    anstream::AutoStream::auto(std::io::stderr())
+fn coloured_stderr() -> Lossy<anstream::AutoStream<std::io::Stderr>> {
+    Lossy(anstream::AutoStream::auto(std::io::stderr()))
 }
 
 /// One JSON object per line on `writer`, the event's fields at the top level next to
@@ -181,6 +191,7 @@ where
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
+        .log_internal_errors(false)
         .json()
         .flatten_event(true)
         .with_current_span(false)

@@ -9,7 +9,11 @@
 //! symbolic link, and refused unless they are regular files of a bounded size, so a FIFO or a
 //! device planted in a state directory cannot freeze the reader (another local user may be
 //! able to write there). Files the user names (the configuration, key and token files,
-//! certificate bundles) are read with [`read_named`], the same but following links.
+//! certificate bundles) are read with [`read_named`], the same but following links. The
+//! agent's own files under its state directory (the history, the sync records, the fire times
+//! and boot markers) are opened with [`open_state`], [`read_state`] and
+//! [`open_state_append`]: a file there that is not a regular file is set aside
+//! ([`set_aside`]: renamed, with a warning naming it) and the agent goes on as without it.
 //!
 //! Temp files are named `.tmp.<pid>.<random>`: a reader of the directory can tell them from
 //! its own files ([`is_temp`]) and whether their writer still runs ([`temp_writer`]).
@@ -154,6 +158,106 @@ pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
         ));
     }
     Ok(file)
+}
+
+/// Opens the agent's own file at `path` under its state directory as [`open_regular`] does;
+/// `None` when there is none. A file there that is not a regular file (a FIFO, a device, a
+/// symbolic link someone planted) is never waited on: it is set aside ([`set_aside`]) and
+/// reported as absent, so the caller carries on as without it.
+pub(crate) fn open_state(path: &Path) -> io::Result<Option<File>> {
+    match open_regular(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) if err.kind() == io::ErrorKind::InvalidData => {
+            set_aside(path, &err);
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Reads the agent's own file at `path` as [`open_state`] opens it, at most `limit` bytes
+/// (`InvalidData` beyond); `None` when there is none or it was set aside.
+pub(crate) fn read_state(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let Some(file) = open_state(path)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+/// Opens (creating, mode 0600) the agent's own file at `path` for reading and appending, as
+/// [`open_state`] opens one to read: never blocking, never through a link; a file there that
+/// is not a regular file is set aside and a new one created in its place.
+pub(crate) fn open_state_append(path: &Path) -> io::Result<File> {
+    let open = || {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(path);
+        match file {
+            Err(err) if err.raw_os_error() == Some(libc::ELOOP) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a symbolic link, not a regular file",
+            )),
+            Err(err) => Err(err),
+            Ok(file) => match file.metadata()?.file_type() {
+                kind if kind.is_file() => Ok(file),
+                kind => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("not a regular file ({})", describe(kind)),
+                )),
+            },
+        }
+    };
+    match open() {
+        Err(err) if err.kind() == io::ErrorKind::InvalidData => {
+            set_aside(path, &err);
+            open()
+        }
+        result => result,
+    }
+}
+
+/// Moves the file at `path` that `problem` refused out of the agent's way, to
+/// `<name>.set-aside.<unix time>` in the same directory, and says so in a warning naming both
+/// paths and what to do. When it cannot be moved (another user's directory), the warning says
+/// that instead: the file is left where it is and still not used.
+pub(crate) fn set_aside(path: &Path, problem: &io::Error) {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".set-aside.{}", since_epoch.as_secs()));
+    let aside = path.with_file_name(name);
+    match std::fs::rename(path, &aside) {
+        Ok(()) => tracing::warn!(
+            file = %path.display(),
+            moved_to = %aside.display(),
+            problem = %problem,
+            "a file of the agent's state was not a regular file: it was set aside, unread, and \
+             the agent goes on without it; if you did not put it there, find out who did, then \
+             remove it"
+        ),
+        Err(err) => tracing::warn!(
+            file = %path.display(),
+            problem = %problem,
+            error = %err,
+            "a file of the agent's state is not a regular file and cannot be set aside: it is \
+             not read; remove it (as the user the daemon runs as)"
+        ),
+    }
 }
 
 /// Reads the regular file at `path` (see [`open_regular`]), refusing one longer than `limit`
@@ -367,6 +471,41 @@ mod tests {
         std::os::unix::fs::symlink(&big, &link).expect("symlink");
         let err = read_regular(&link, 100).expect_err("a link is not followed");
         assert!(err.to_string().contains("symbolic link"), "{err}");
+    }
+
+    /// The names in `dir` starting with `prefix`.
+    fn named(dir: &Path, prefix: &str) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("read_dir")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with(prefix))
+            .collect()
+    }
+
+    #[test]
+    fn a_planted_state_file_is_set_aside_and_the_caller_goes_on_without_it() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let mode = nix::sys::stat::Mode::S_IRWXU;
+        let read = root.path().join("record");
+        nix::unistd::mkfifo(&read, mode).expect("mkfifo");
+        assert!(read_state(&read, 100).expect("not an error").is_none());
+        assert!(!read.exists(), "the FIFO was moved");
+        assert_eq!(named(root.path(), "record.set-aside.").len(), 1);
+        assert!(open_state(&read).expect("missing is fine").is_none());
+
+        let log = root.path().join("runs.jsonl");
+        nix::unistd::mkfifo(&log, mode).expect("mkfifo");
+        let mut file = open_state_append(&log).expect("a new regular file");
+        file.write_all(b"line\n").expect("write");
+        assert_eq!(std::fs::read(&log).expect("read"), b"line\n");
+        assert_eq!(named(root.path(), "runs.jsonl.set-aside.").len(), 1);
+
+        let lock = root.path().join("lock");
+        nix::unistd::mkfifo(&lock, mode).expect("mkfifo");
+        let held = crate::persist::lock::FileLock::acquire(&lock).expect("a new lock file");
+        assert!(lock.metadata().expect("stat").is_file());
+        drop(held);
+        assert_eq!(named(root.path(), "lock.set-aside.").len(), 1);
     }
 
     #[test]

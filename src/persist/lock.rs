@@ -62,7 +62,20 @@ pub(crate) fn try_lock(file: &File) -> io::Result<bool> {
 /// child process does not inherit the lock.
 /// `O_NONBLOCK` and `O_NOFOLLOW`: a FIFO or a link planted in its place fails instead of
 /// blocking or pointing the lock elsewhere.
+/// A lock file found to be something else is set aside ([`super::file::set_aside`]) and a new
+/// one made in its place: its content never mattered, and a planted FIFO must not stop every
+/// writer that takes this lock for good.
 fn open(path: &Path) -> io::Result<File> {
+    match open_once(path) {
+        Err(err) if err.kind() == io::ErrorKind::InvalidData => {
+            super::file::set_aside(path, &err);
+            open_once(path)
+        }
+        result => result,
+    }
+}
+
+fn open_once(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)

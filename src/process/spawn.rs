@@ -14,7 +14,9 @@
 //! The semantics are std's: the child leads a new process group, starts with an empty signal
 //! mask and `SIGPIPE` at its default, gets the variables set on top of the inherited ones
 //! (the last setting of a name wins, a setting beats a removal), and a program without `/` is
-//! looked up in the agent's `PATH`. What `posix_spawn` cannot do goes to std's `Command`:
+//! looked up in the agent's `PATH`; an executable file without `#!` (a script the kernel
+//! refuses with "Exec format error") runs through `/bin/sh`, as execvp and every shell run it.
+//! What `posix_spawn` cannot do goes to std's `Command`:
 //! switching user (`setgroups`, `setgid`, `setuid` before `exec`), taking a terminal's
 //! foreground, and a job whose own `env` sets `PATH` for a program without `/` (std looks it
 //! up in the child's `PATH`).
@@ -231,29 +233,62 @@ fn with_posix_spawn(spec: &CommandSpec, streams: &Streams) -> io::Result<libc::p
     }
     let attrs = Attributes::new()?;
 
-    let mut pid: libc::pid_t = 0;
-    let spawn = if spec.program.as_bytes().contains(&b'/') {
-        libc::posix_spawn
-    } else {
-        libc::posix_spawnp
+    let spawn = |path: &CString, argv: &[*const libc::c_char], lookup: bool| {
+        let mut pid: libc::pid_t = 0;
+        let spawn = if lookup {
+            libc::posix_spawnp
+        } else {
+            libc::posix_spawn
+        };
+        // SAFETY: every pointer is valid for the call: the C strings and the null-terminated
+        // arrays of pointers to them live until it returns, the actions and attributes were
+        // initialised above and are destroyed after it.
+        let code = unsafe {
+            spawn(
+                &mut pid,
+                path.as_ptr(),
+                &actions.0,
+                &attrs.0,
+                argv.as_ptr().cast(),
+                envp.as_ptr().cast(),
+            )
+        };
+        match code {
+            0 => Ok(pid),
+            code => Err(io::Error::from_raw_os_error(code)),
+        }
     };
-    // SAFETY: every pointer is valid for the call: the C strings and the null-terminated
-    // arrays of pointers to them live until it returns, the actions and attributes were
-    // initialised above and are destroyed after it.
-    let code = unsafe {
-        spawn(
-            &mut pid,
-            program.as_ptr(),
-            &actions.0,
-            &attrs.0,
-            argv.as_ptr().cast(),
-            envp.as_ptr().cast(),
-        )
-    };
-    if code != 0 {
-        return Err(io::Error::from_raw_os_error(code));
+    let lookup = !spec.program.as_bytes().contains(&b'/');
+    match spawn(&program, &argv, lookup) {
+        Err(err) if err.raw_os_error() == Some(libc::ENOEXEC) => {
+            // A script without `#!`: run by the shell, as std's `Command` (execvp) does.
+            let script = match lookup {
+                true => in_path(&spec.program).ok_or(err)?,
+                false => program.clone(),
+            };
+            let shell = c_string(OsStr::new(SHELL))?;
+            let argv: Vec<*const libc::c_char> = [shell.as_ptr(), script.as_ptr()]
+                .into_iter()
+                .chain(args.iter().map(|arg| arg.as_ptr()))
+                .chain(std::iter::once(std::ptr::null()))
+                .collect();
+            spawn(&shell, &argv, false)
+        }
+        result => result,
     }
-    Ok(pid)
+}
+
+/// The shell that runs an executable file without `#!` (execvp's, and every shell's, rule).
+const SHELL: &str = "/bin/sh";
+
+/// The first executable file named `name` in the agent's `PATH`, as `posix_spawnp` finds it.
+fn in_path(name: &OsStr) -> Option<CString> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .filter_map(|file| c_string(file.as_os_str()).ok())
+        // SAFETY: `file` is a valid C string for the call.
+        .find(|file| unsafe { libc::access(file.as_ptr(), libc::X_OK) } == 0)
 }
 
 /// The child's environment: the inherited variables without the agent's secrets, without

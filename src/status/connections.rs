@@ -20,6 +20,7 @@
 //! [`SHUTDOWN_GRACE`] to finish the request they serve, then are dropped.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -34,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 use tracing::debug;
+
+use super::attempts::Peer;
 
 /// Connections open at once, beyond those accepted but not yet read (see [`MAX_TASKS`]).
 pub(crate) const MAX_CONNECTIONS: usize = 64;
@@ -104,9 +107,31 @@ impl Table {
     }
 }
 
+/// The client's IP address of a connection accepted with this address: `None` on a unix
+/// socket.
+pub(super) trait PeerIp {
+    fn ip(&self) -> Option<IpAddr>;
+}
+
+impl PeerIp for SocketAddr {
+    fn ip(&self) -> Option<IpAddr> {
+        Some(SocketAddr::ip(self))
+    }
+}
+
+impl PeerIp for tokio::net::unix::SocketAddr {
+    fn ip(&self) -> Option<IpAddr> {
+        None
+    }
+}
+
 /// Accepts connections on `listener` and serves `router` on each, within the limits above,
 /// until `cancel`.
-pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: CancellationToken) {
+pub(super) async fn serve<L>(mut listener: L, router: Router, cancel: CancellationToken)
+where
+    L: Listener,
+    L::Addr: PeerIp,
+{
     let tasks = Arc::new(Semaphore::new(MAX_TASKS));
     let table = Arc::new(Table::default());
     let connections = TaskTracker::new();
@@ -121,8 +146,9 @@ pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: 
         };
         let io = tokio::select! {
             () = cancel.cancelled() => break,
-            (io, _) = listener.accept() => io,
+            (io, addr) = listener.accept() => (io, addr.ip()),
         };
+        let (io, peer) = io;
         let id = next_id;
         next_id += 1;
         let state = Arc::new(State::default());
@@ -137,7 +163,7 @@ pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: 
         let table = Arc::clone(&table);
         let router = router.clone();
         connections.spawn(async move {
-            connection(io, router, slot, state, close).await;
+            connection(io, peer, router, slot, state, close).await;
             table.lock().remove(&id);
         });
     }
@@ -149,6 +175,7 @@ pub(super) async fn serve<L: Listener>(mut listener: L, router: Router, cancel: 
 /// true while a request is served. Its slot is given back when it ends.
 async fn connection<I>(
     io: I,
+    peer: Option<IpAddr>,
     router: Router,
     slot: OwnedSemaphorePermit,
     state: Arc<State>,
@@ -158,7 +185,8 @@ async fn connection<I>(
 {
     let _slot = slot;
     let flag = Arc::clone(&state);
-    let marked = tower::service_fn(move |request: Request<hyper::body::Incoming>| {
+    let marked = tower::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(Peer(peer));
         let router = router.clone();
         let flag = Arc::clone(&flag);
         async move {

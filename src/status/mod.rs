@@ -4,6 +4,8 @@
 //! - [`server`]: binding (TCP or unix socket) and the routes, as a daemon background task;
 //! - `connections`: serving connections, with a cap on open ones (the longest-waiting idle one
 //!   makes room for a new one) and a header timeout;
+//! - [`attempts`]: failed token attempts, counted, logged at a bounded pace and slowed down
+//!   per client;
 //! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from the
 //!   daemon's view ([`crate::daemon::DaemonView`]), the outbox, sync and the remote view;
 //! - `dashboard`: the HTML pages for a browser (`GET /`, `GET /jobs/{name}`), their login
@@ -19,6 +21,7 @@
 //! - [`owner`]: whose endpoint it is (the config the daemon runs and the daemon's id, kept in
 //!   the state directory), told in every answer and checked by those commands.
 
+pub(crate) mod attempts;
 mod build;
 pub mod client;
 mod connections;

@@ -11,7 +11,9 @@
 //! need the token too. On a loopback TCP bind every request must name the loopback in `Host`
 //! (`127.0.0.1`, `localhost` or `[::1]`, with the port), so a web page whose host name was
 //! rebound to 127.0.0.1 (DNS rebinding) cannot read job output through a browser.
-//! Connections are served by [`super::connections`] (a connection cap, a header timeout).
+//! Connections are served by [`super::connections`] (a connection cap, a header timeout);
+//! every request passes [`super::attempts`] first, which slows down a client that failed the
+//! token and counts each answer that refused one.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -280,6 +282,8 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .daemon_id
         .as_ref()
         .and_then(|id| header::HeaderValue::from_str(id.as_str()).ok());
+    // Outermost: a client that failed the token waits before anything else looks at it.
+    let router = router.layer(axum::middleware::from_fn(super::attempts::slow_down));
     router.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
             let path = app.config().path.clone();
@@ -370,7 +374,7 @@ fn unauthorized() -> Response {
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer"),
     );
-    response
+    super::attempts::refused(response)
 }
 
 /// `/status` and `/metrics` on a non-loopback bind need the token.

@@ -89,6 +89,9 @@ pub struct StateError {
     pub source: std::io::Error,
 }
 
+/// The largest sync record read: a record is a few hundred bytes.
+const MAX_BYTES: u64 = 1024 * 1024;
+
 /// `<state_dir>/sync`.
 pub fn dir(state_dir: &Path) -> PathBuf {
     state_dir.join("sync")
@@ -102,7 +105,7 @@ pub fn path(state_dir: &Path, job: &str) -> PathBuf {
 /// The state of `job`, `None` when there is none (or it is unreadable: then sync starts
 /// afresh, which costs one PUT).
 pub fn load(state_dir: &Path, job: &str) -> Option<CheckRecord> {
-    let text = fs::read(path(state_dir, job)).ok()?;
+    let text = crate::persist::file::read_state(&path(state_dir, job), MAX_BYTES).ok()??;
     match serde_json::from_slice::<CheckRecord>(&text) {
         Ok(state) => {
             remember_secrets(&state);

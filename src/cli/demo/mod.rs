@@ -141,7 +141,10 @@ pub fn run(args: DemoArgs, global: &GlobalArgs) -> u8 {
         }
     };
     if args.keep {
-        println!("kept the demo's directory: {}", dir.keep().display());
+        crate::logging::write_out(&format!(
+            "kept the demo's directory: {}\n",
+            dir.keep().display()
+        ));
     }
     code
 }
@@ -308,9 +311,9 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         table_task(view.clone(), duration, controller, where_.clone()),
     ));
     if live {
-        println!("heartbeat-agent demo: starting (Ctrl-C to stop) ...");
+        crate::logging::write_out("heartbeat-agent demo: starting (Ctrl-C to stop) ...\n");
     } else {
-        print!("heartbeat-agent demo\n{}", where_.lines());
+        crate::logging::write_out(&format!("heartbeat-agent demo\n{}", where_.lines()));
     }
     let options = Options {
         config_path: path,
@@ -321,8 +324,12 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
     };
     daemon::run(options, Arc::clone(&config), plugins, control).await;
     let last = view.rows(&config).await;
-    println!("final status:");
-    print!("{}{}", render(&last, Utc::now(), live), table::LEGEND);
+    crate::logging::write_out("final status:\n");
+    crate::logging::write_out(&format!(
+        "{}{}",
+        render(&last, Utc::now(), live),
+        table::LEGEND
+    ));
     emulator.shutdown().await;
     Ok(())
 }

@@ -48,13 +48,19 @@ pub(super) fn table_task(
                 let rows = view.rows(&config).await;
                 if view.live {
                     // Home, clear the screen, then the table.
-                    print!("\x1b[H\x1b[2J{}", render(&rows, Utc::now(), true));
-                    print!("{LEGEND}\n{}Ctrl-C stops the demo\n", where_.lines());
+                    crate::logging::write_out(&format!(
+                        "\x1b[H\x1b[2J{}",
+                        render(&rows, Utc::now(), true)
+                    ));
+                    crate::logging::write_out(&format!(
+                        "{LEGEND}\n{}Ctrl-C stops the demo\n",
+                        where_.lines()
+                    ));
                 } else {
                     for row in &rows {
                         let line = row.change_line();
                         if shown.get(&row.job) != Some(&line) {
-                            println!("{line}");
+                            crate::logging::write_out(&format!("{line}\n"));
                             shown.insert(row.job.clone(), line);
                         }
                     }

@@ -331,9 +331,9 @@ pub(super) async fn login(
     };
     let given = Sha256::digest(form.token.trim().as_bytes());
     if given != Sha256::digest(token.expose().as_bytes()) {
-        return login_page(Some(
+        return super::attempts::refused(login_page(Some(
             "wrong token: type the value of [status] token (or of the file token_file names)",
-        ));
+        )));
     }
     let cookie = format!(
         "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",

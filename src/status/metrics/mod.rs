@@ -3,7 +3,7 @@
 //! Run counters, the attempts of runs (with `retries`) and the duration histogram are kept by
 //! [`RunMetrics`], an after-run hook of the daemon; everything else is read at scrape time (the
 //! daemon's view of its jobs and reloads, outbox, sync status, API request counters, the rate
-//! limiter, the process's own resources). Label values are escaped (`\\`, `\"`, `\n`).
+//! limiter, the process's own resources, the log lines dropped and the failed token attempts). Label values are escaped (`\\`, `\"`, `\n`).
 //!
 //! Every label set an alert rule of docs/status.md selects exists from the first scrape: each
 //! configured job has `heartbeat_agent_runs_total` for every outcome and
@@ -32,6 +32,7 @@ use crate::run_end::RunOutcome;
 
 mod cluster;
 mod process;
+mod withstood;
 
 /// Upper bounds (seconds) of the run duration histogram's buckets.
 pub(crate) const DURATION_BUCKETS: [f64; 12] = [
@@ -223,6 +224,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         );
     }
     process::families(&mut out, scrape.start_time);
+    withstood::families(&mut out);
     out.family(
         "heartbeat_agent_persist_failures_total",
         "counter",
