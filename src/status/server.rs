@@ -408,6 +408,10 @@ async fn status(
         Some(token) if crate::bearer::carries(&headers, &token) => Refresh::Now,
         _ => Refresh::Limited,
     };
+    // The document holds every job's last output tail: it takes a turn with the pages.
+    let Some(_turn) = super::dashboard::history_turn().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
     Json(build::document(&app, refresh).await).into_response()
 }
 

@@ -1,6 +1,7 @@
 //! What a job's page costs when every run kept a MiB of output: the page shows each run's last
 //! 4 KiB (the rest one link away), and eight readers at once, of the page or of the JSON list
-//! of runs, keep the daemon's peak resident size under 64 MiB (its `VmHWM`, read from /proc).
+//! of runs, and 32 of `/status`, keep the daemon's peak resident size under 64 MiB (its
+//! `VmHWM`, read from /proc).
 
 use std::time::Duration;
 
@@ -116,6 +117,15 @@ fn a_jobs_page_of_twenty_runs_of_a_mib_is_small_and_eight_readers_keep_the_daemo
     assert!(
         after < 64 * 1024,
         "eight readers of the JSON took the daemon to {after} KiB"
+    );
+    // `/status` holds the job's last output tail (1 MiB): its readers take turns too.
+    let status = read_at_once(&endpoint, "/status", 32, 2);
+    let statuses = peak_kib(daemon.pid());
+    eprintln!("/status {status} bytes; daemon peak {statuses} KiB after 32 readers of it");
+    assert!(status >= MIB, "/status has the last tail: {status} bytes");
+    assert!(
+        statuses < 64 * 1024,
+        "32 readers of /status took the daemon to {statuses} KiB"
     );
     daemon.stop();
 }

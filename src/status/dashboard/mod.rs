@@ -55,8 +55,8 @@ const OVERVIEW_RUNS: usize = 20;
 /// `output_tail` is.
 const PAGE_TAIL: usize = 4 * 1024;
 
-/// How many pages and answers that hold runs' output (the pages, `/jobs/{name}/runs`, one run)
-/// are made at once; the others wait for their turn. Each holds the status document (every
+/// How many pages and answers that hold runs' output (the pages, `/status`,
+/// `/jobs/{name}/runs`, one run) are made at once; the others wait for their turn. Each holds the status document (every
 /// job's last output tail), at most one run's whole output while reading, and its answer.
 static HISTORY_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(TURNS as usize);
 
