@@ -9,9 +9,8 @@
 //! Re-assertion: a check edited in the web UI or deleted would go unnoticed while the local
 //! record says "in sync". Each bound check is therefore re-asserted once soon after start (at a random
 //! point of the first [`REASSERT_START_SPREAD`] from the task's start, or of `reassert_interval`
-//! when that is shorter; a `PUT` sent before it does not put it off) and then every
-//! `reassert_interval` plus a random tenth of it, per check (a `PUT` of the whole definition
-//! after the first one starts the interval again): a fleet
+//! when that is shorter) and then every `reassert_interval` plus a random tenth of it, per
+//! check; a `PUT` (whose answer is what a re-assertion reads) starts the interval again: a fleet
 //! restarted together spreads its PUTs instead of sending them at once (1000 checks over 10
 //! minutes is 100 per minute, far under the shared 600 per 60 s). A re-assertion reads the check
 //! first (`GET /v1/checks/{id}`, [`super::drift`]) and sends only what differs, so nothing is
@@ -270,9 +269,6 @@ struct Inner {
     learned: LearnedUrls,
     /// When each job's check is next re-asserted (filled at the first pass).
     reassert_at: Mutex<BTreeMap<String, tokio::time::Instant>>,
-    /// The jobs re-asserted at least once since start: only their next re-assertion may be
-    /// put off by a `PUT` that sent the whole definition anyway.
-    reasserted: Mutex<BTreeSet<String>>,
     /// When the task started (before its start jitter): the first re-assertions fall within
     /// the start spread from here.
     started: Mutex<Option<tokio::time::Instant>>,
@@ -315,7 +311,6 @@ impl Reconciler {
                 pacer: Pacer::default(),
                 learned,
                 reassert_at: Mutex::new(BTreeMap::new()),
-                reasserted: Mutex::new(BTreeSet::new()),
                 started: Mutex::new(None),
             }),
         }
@@ -467,23 +462,20 @@ impl Reconciler {
     }
 
     /// Schedules the next re-assertion of every due job the pass did not defer (a failed one is
-    /// tried again after [`TaskTiming::retry_cap`] at the latest), and of every job whose whole
-    /// definition went out in `report` once its first re-assertion since start is done: that
-    /// `PUT` did what a re-assertion does. The first one is never put off, so every check is
-    /// read within the start spread (docs/sync.md: drift is read within the first 10 minutes).
+    /// tried again after [`TaskTiming::retry_cap`] at the latest), and of every job whose
+    /// definition went out in `report`: the service's answer to that `PUT` is what a
+    /// re-assertion would have read. So the first re-assertion within the start spread is for
+    /// the checks the first pass sent nothing to: reading every check of a fleet within ten
+    /// minutes besides its first `PUT`s would take more than the shared key allows (10,000
+    /// checks: 1,000 requests a minute against 600).
     fn reassert_done(&self, report: &SyncReport, due: &BTreeSet<String>, timing: &TaskTiming) {
         let now = tokio::time::Instant::now();
         let mut due_at = self.lock_reassert();
-        let mut reasserted = self
-            .inner
-            .reasserted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
         let mut jobs: BTreeMap<&str, Option<&SyncOutcome>> =
             due.iter().map(|job| (job.as_str(), None)).collect();
         for entry in &report.jobs {
             let sent = matches!(entry.outcome, SyncOutcome::Updated | SyncOutcome::Created);
-            if due.contains(&entry.job) || (sent && reasserted.contains(&entry.job)) {
+            if due.contains(&entry.job) || sent {
                 jobs.insert(entry.job.as_str(), Some(&entry.outcome));
             }
         }
@@ -493,9 +485,6 @@ impl Reconciler {
                 Some(SyncOutcome::Failed(_)) => timing.retry_cap,
                 _ => timing.reassert_interval + random_up_to(timing.reassert_interval / 10),
             };
-            if due.contains(job) {
-                reasserted.insert(job.to_owned());
-            }
             due_at.insert(job.to_owned(), now + next);
         }
     }

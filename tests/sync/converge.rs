@@ -414,39 +414,57 @@ fn tags_set_elsewhere_stay_through_force_and_config_changes() {
 }
 
 #[test]
-fn the_first_reassertion_comes_within_the_start_spread_even_after_a_put() {
-    let setup = Setup::new(&["c1"]);
-    setup.write_config(&job("backup", "0 3 * * *", "c1", ""));
-    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
-    // A changed config: the daemon's first pass sends a PUT without reading.
-    setup.write_config(&job(
-        "backup",
-        "0 3 * * *",
-        "c1",
-        "[jobs.check]\ngrace = \"2h\"\n",
+fn the_first_reassertion_comes_within_the_start_spread_and_a_put_counts_as_one() {
+    let setup = Setup::new(&["c1", "c2"]);
+    setup.write_config(&format!(
+        "{}{}",
+        job("backup", "0 3 * * *", "c1", ""),
+        job("vacuum", "0 4 * * *", "c2", "")
     ));
-    let reads_before = count(&setup, "GET", "/v1/checks/c1");
+    assert_eq!(setup.agent(&["sync"]).status.code(), Some(0));
+    // A changed config for one job: the daemon's first pass sends its PUT, whose answer is what
+    // a re-assertion would read; the other job's first pass sends nothing.
+    setup.write_config(&format!(
+        "{}{}",
+        job(
+            "backup",
+            "0 3 * * *",
+            "c1",
+            "[jobs.check]\ngrace = \"2h\"\n"
+        ),
+        job("vacuum", "0 4 * * *", "c2", "")
+    ));
+    let reads = |id: &str| count(&setup, "GET", &format!("/v1/checks/{id}"));
+    let (c1_before, c2_before) = (reads("c1"), reads("c2"));
+    let puts_before = setup.puts().len();
     let runtime = runtime();
     // Re-assertions every hour; the first within 50 ms of the start.
     let reconciler = reconciler(&setup, Duration::from_secs(3600));
     let cancel = tokio_util::sync::CancellationToken::new();
     let task = runtime.spawn(reconciler.run(cancel.clone()));
-    let reassert_read = || {
-        let puts = setup.puts().len();
-        let reads = count(&setup, "GET", "/v1/checks/c1") - reads_before;
-        match (puts, reads) {
-            (2, 1..) => Ok(()),
-            other => Err(format!("(PUTs, re-assertion reads): {other:?}")),
-        }
+    let reassert_read = || match (setup.puts().len() - puts_before, reads("c2") - c2_before) {
+        (1, 1..) => Ok(()),
+        other => Err(format!("(PUTs, re-assertion reads of c2): {other:?}")),
     };
     runtime.block_on(crate::util::eventually_async(
         Duration::from_secs(10),
-        "the PUT and the first re-assertion's read",
+        "the PUT of backup and the first re-assertion's read of vacuum",
         reassert_read,
     ));
+    // Well past the spread: the PUT stood for backup's first re-assertion.
+    std::thread::sleep(Duration::from_millis(500));
     cancel.cancel();
     runtime.block_on(task).unwrap();
-    assert_eq!(setup.puts().len(), 2, "the read found nothing to send");
+    assert_eq!(
+        reads("c1"),
+        c1_before,
+        "backup's PUT counted as its re-assertion"
+    );
+    assert_eq!(
+        setup.puts().len() - puts_before,
+        1,
+        "backup's PUT alone: the read of vacuum found nothing to send"
+    );
 }
 
 #[test]
