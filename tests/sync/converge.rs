@@ -86,6 +86,26 @@ fn sync_in(setup: &Setup, home: &Home) -> std::process::Command {
     command
 }
 
+/// The lookups met both a 429 and a 500, and one check carrying `tag` remains, recorded by
+/// both agents.
+fn one_check_after_faulted_lookups(setup: &Setup, other: &Home, tag: &str) {
+    let statuses: Vec<u16> = setup
+        .emulator
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == "/v1/checks")
+        .filter_map(|r| r.status)
+        .collect();
+    assert!(
+        statuses.contains(&429) && statuses.contains(&500),
+        "the lookups met the faults: {statuses:?}"
+    );
+    let ids = tagged_ids(setup, tag);
+    assert_eq!(ids.len(), 1, "one check remains: {ids:?}");
+    assert_eq!(recorded(&setup.home, "vacuum", tag), Some(ids[0].clone()));
+    assert_eq!(recorded(other, "vacuum", tag), Some(ids[0].clone()));
+}
+
 /// Runs `sync` in both homes at once, with the creations delayed 3 s so that both look up,
 /// find nothing and create; `during` runs once both `POST`s are in flight.
 fn race(setup: &Setup, other: &Home, during: impl FnOnce()) -> (Output, Output) {
@@ -138,21 +158,7 @@ fn racing_creates_with_429s_and_500s_on_the_lookup_end_with_one_check() {
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(b.status.code(), Some(0), "{}", text(&b.stderr));
     assert_eq!(count(&setup, "POST", "/v1/checks/heartbeat"), 2);
-    let statuses: Vec<u16> = setup
-        .emulator
-        .requests()
-        .iter()
-        .filter(|r| r.method == "GET" && r.path == "/v1/checks")
-        .filter_map(|r| r.status)
-        .collect();
-    assert!(
-        statuses.contains(&429) && statuses.contains(&500),
-        "the lookups met the faults: {statuses:?}"
-    );
-    let ids = tagged_ids(&setup, &tag);
-    assert_eq!(ids.len(), 1, "one check remains: {ids:?}");
-    assert_eq!(recorded(&setup.home, "vacuum", &tag), Some(ids[0].clone()));
-    assert_eq!(recorded(&other, "vacuum", &tag), Some(ids[0].clone()));
+    one_check_after_faulted_lookups(&setup, &other, &tag);
     let outputs = format!("{}{}", text(&a.stdout), text(&b.stdout));
     assert_eq!(
         outputs.matches(": created\n").count(),
@@ -585,19 +591,5 @@ fn two_daemons_racing_creates_under_429s_and_500s_on_the_lookup_end_with_one_che
     for task in tasks {
         runtime.block_on(task).unwrap();
     }
-    let statuses: Vec<u16> = setup
-        .emulator
-        .requests()
-        .iter()
-        .filter(|r| r.method == "GET" && r.path == "/v1/checks")
-        .filter_map(|r| r.status)
-        .collect();
-    assert!(
-        statuses.contains(&429) && statuses.contains(&500),
-        "the lookups met the faults: {statuses:?}"
-    );
-    let ids = tagged_ids(&setup, &tag);
-    assert_eq!(ids.len(), 1, "one check remains: {ids:?}");
-    assert_eq!(recorded(&setup.home, "vacuum", &tag), Some(ids[0].clone()));
-    assert_eq!(recorded(&other, "vacuum", &tag), Some(ids[0].clone()));
+    one_check_after_faulted_lookups(&setup, &other, &tag);
 }
