@@ -11,7 +11,7 @@
 //! with an error (the node rechecks it). A batch is an outer txn without compares whose
 //! `success` ops are nested `request_txn`s (etcd 3.3 and later), one per fire, each exactly
 //! the claim of the node module header: compare create_revision == 0; success: the put of the
-//! node's name and identity (bound to no lease: a claim outlives its winner) and the deleterange of the job's older claims;
+//! node's name, identity and start (bound to no lease: a claim outlives its winner) and the deleterange of the job's older claims;
 //! failure: a range read of the holder. Each fire's outcome is its own `response_txn` (`succeeded`, or the holder from its
 //! range answer).
 //!
@@ -154,7 +154,7 @@ struct Response {
 
 /// Sends `batch` as one transaction and answers each fire.
 async fn commit(etcd: Etcd, keys: Keys, holder: Holder, batch: Vec<Request>) {
-    let value = holder_value(&holder.node, &holder.identity);
+    let value = holder_value(&holder.node, &holder.identity, &holder.start);
     let ops: Vec<Value> = batch
         .iter()
         .map(|r| json!({ "request_txn": claim_txn(&keys, &value, r) }))
@@ -169,7 +169,7 @@ async fn commit(etcd: Etcd, keys: Keys, holder: Holder, batch: Vec<Request>) {
             let mut answers = outer.responses.into_iter();
             for request in batch {
                 let claim = match answers.next().and_then(|r| r.response_txn) {
-                    Some(txn) => Ok(outcome(txn, &holder.identity)),
+                    Some(txn) => Ok(outcome(txn, &holder)),
                     None => Err(failed(
                         &etcd,
                         "answered the batch of claims without this fire's answer",
@@ -201,11 +201,14 @@ pub(super) struct Holder {
     pub node: String,
     /// The agent's identity: what decides whose a claim is.
     pub identity: Identity,
+    /// This start of the agent: a claim of an earlier start is not this one's.
+    pub start: String,
 }
 
-/// What one fire's nested `response_txn` says, for the agent with `identity`: a claim held
-/// under another identity is lost, even to an agent of the same node name.
-fn outcome(txn: Txn, identity: &Identity) -> Claim {
+/// What one fire's nested `response_txn` says, for `holder`: a claim held under another
+/// identity is lost, even to an agent of the same node name, and so is one of this agent's
+/// earlier starts.
+fn outcome(txn: Txn, holder: &Holder) -> Claim {
     if txn.succeeded {
         return Claim::Won;
     }
@@ -217,7 +220,7 @@ fn outcome(txn: Txn, identity: &Identity) -> Claim {
         .find_map(|kv| BASE64.decode(kv.value).ok());
     match value {
         // Ours when it is our own first attempt, whose answer was lost on a closed connection.
-        Some(value) => held(&value, identity),
+        Some(value) => held(&value, &holder.identity, &holder.start),
         None => Claim::Lost("another node".to_owned()),
     }
 }
@@ -273,6 +276,14 @@ mod tests {
         assert_eq!(batch[0].job, "b");
     }
 
+    fn holder() -> Holder {
+        Holder {
+            node: "node-a".to_owned(),
+            identity: Identity::parse("aaaaaaaaaaaaaaaa").expect("id"),
+            start: "0000002a".to_owned(),
+        }
+    }
+
     #[test]
     fn a_nested_answer_names_the_holder() {
         let txn: Txn = serde_json::from_value(json!({
@@ -281,7 +292,7 @@ mod tests {
             }] } }],
         }))
         .expect("txn");
-        let me = Identity::parse("aaaaaaaaaaaaaaaa").expect("id");
+        let me = holder();
         assert!(matches!(outcome(txn, &me), Claim::Lost(n) if n == "b"));
         let won: Txn = serde_json::from_value(json!({ "succeeded": true })).expect("txn");
         assert!(matches!(outcome(won, &me), Claim::Won));
@@ -297,13 +308,16 @@ mod tests {
             }))
             .expect("txn")
         };
-        let me = Identity::parse("aaaaaaaaaaaaaaaa").expect("id");
+        let me = holder();
         // Two agents left `node` at the same host name: the other's claim is not ours.
         let twin = held_by("node-a bbbbbbbbbbbbbbbb");
         assert!(matches!(outcome(twin, &me), Claim::Lost(n) if n == "node-a"));
         // Our own claim whose answer was lost is ours.
-        let mine = held_by("node-a aaaaaaaaaaaaaaaa");
+        let mine = held_by("node-a aaaaaaaaaaaaaaaa 0000002a");
         assert!(matches!(outcome(mine, &me), Claim::Won));
+        // Ours from before a restart is not.
+        let before = held_by("node-a aaaaaaaaaaaaaaaa 0000002b");
+        assert!(matches!(outcome(before, &me), Claim::Lost(n) if n == "node-a"));
         // An older agent's value (the bare name) is never ours.
         assert!(matches!(outcome(held_by("node-a"), &me), Claim::Lost(n) if n == "node-a"));
     }

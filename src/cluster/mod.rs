@@ -19,7 +19,7 @@
 //!
 //! | key | value | bound to |
 //! |-----|-------|----------|
-//! | `<name>/claims/<job>/<fire unix seconds>` | the node that won the fire: `<node> <identity>` | none: kept `keep` past the fire (see [`node`]) |
+//! | `<name>/claims/<job>/<fire unix seconds>` | the node that won the fire: `<node> <identity> <start>` | none: kept `keep` past the fire (see [`node`]) |
 //! | `<name>/leader` | the node that syncs | the leader's lease |
 //! | `<name>/urls/<job>` | the ping URL sync learned for the job | none |
 //! | `<name>/accepted/<job>` | the last ping of the job the service accepted | none |

@@ -5,10 +5,11 @@
 //! and the lease is revoked.
 //!
 //! A claim is one etcd transaction: if `<name>/claims/<job>/<T>` does not exist, create it
-//! (value: this node's name and identity, [`holder_value`]) and delete the job's claims older
-//! than `T - keep`; else read it (who won). A claim is this agent's only when its value names
-//! this agent's identity ([`crate::identity`]): two agents that share a node name never both
-//! count one claim as won. `T` is the fire's scheduled time before jitter, so agents whose clocks differ
+//! (value: this node's name, identity and start, [`holder_value`]) and delete the job's claims
+//! older than `T - keep`; else read it (who won). A claim is this agent's only when its value
+//! names this agent's identity ([`crate::identity`]) and this start of it: two agents that
+//! share a node name never both count one claim as won, nor does an agent restarted with its
+//! clock set back count the claims of its previous start. `T` is the fire's scheduled time before jitter, so agents whose clocks differ
 //! name the same slot. The agent claims only while it holds its lease (else the fire follows
 //! `on_unavailable`), but the claim key is bound to **no** lease: it outlives its winner's stop
 //! (which revokes the lease), death and stall (after which the lease expires). It stays until a
@@ -156,6 +157,9 @@ pub struct Node {
     pub name: String,
     /// This agent's identity: what its claims and its presence name, unique by construction.
     pub identity: Identity,
+    /// This start of the agent (random, new for each process): a claim counts as won only
+    /// under it, see [`held`].
+    start: String,
     /// The lease TTL.
     pub ttl: Duration,
     /// What a fire does when etcd cannot be asked.
@@ -205,6 +209,7 @@ impl Node {
             keys,
             name: settings.node.clone(),
             identity,
+            start: format!("{:08x}", rand::random::<u32>()),
             ttl: settings.lease,
             on_unavailable: settings.on_unavailable,
             lease: Arc::new(lease),
@@ -279,6 +284,7 @@ impl Node {
                 let holder = batch::Holder {
                     node: self.name.clone(),
                     identity: self.identity.clone(),
+                    start: self.start.clone(),
                 };
                 batch::run(etcd, keys, holder, receiver, cancel.clone()).await;
             }
@@ -354,7 +360,7 @@ impl Node {
     /// the fire stays unavailable.
     async fn recheck(&self, job: &str, fire: i64, err: EtcdError) -> Claim {
         match self.etcd.get(&self.keys.claim(job, fire)).await {
-            Ok(Some(value)) => held(&value, &self.identity),
+            Ok(Some(value)) => held(&value, &self.identity, &self.start),
             Ok(None) | Err(_) => Claim::Unavailable(ClaimError::Etcd(err)),
         }
     }
@@ -381,19 +387,23 @@ impl Node {
     }
 }
 
-/// A claim key's value: the winner's node name and identity, `<node> <identity>` (node names
-/// hold no space).
-pub fn holder_value(node: &str, identity: &Identity) -> String {
-    format!("{node} {identity}")
+/// A claim key's value: the winner's node name, identity and start,
+/// `<node> <identity> <start>` (node names hold no space).
+pub fn holder_value(node: &str, identity: &Identity, start: &str) -> String {
+    format!("{node} {identity} {start}")
 }
 
-/// What a claim key holding `value` means for the agent with `identity`: won when the value
-/// names that identity, else lost to the node it names (an older agent's value is the bare node
-/// name, never this agent's).
-pub(super) fn held(value: &[u8], identity: &Identity) -> Claim {
+/// What a claim key holding `value` means for the agent with `identity`, started as `start`:
+/// won when the value names both, else lost to the node it names. A claim this agent made
+/// before it restarted is lost too: the process before may have run the fire, and a restart
+/// with the clock set back would run it again. An older agent's
+/// value (the bare node name, or `<node> <identity>`) is never this process's.
+pub(super) fn held(value: &[u8], identity: &Identity, start: &str) -> Claim {
     let value = String::from_utf8_lossy(value);
-    let (node, id) = value.split_once(' ').unwrap_or((&value, ""));
-    if id == identity.as_str() {
+    let mut parts = value.split(' ');
+    let node = parts.next().unwrap_or_default();
+    let (id, started) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    if id == identity.as_str() && started == start {
         Claim::Won
     } else {
         Claim::Lost(node.to_owned())
@@ -412,17 +422,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_claim_is_won_only_under_this_agents_identity_whatever_the_name() {
+    fn a_claim_is_won_only_under_this_agents_identity_and_start_whatever_the_name() {
         let me = Identity::parse("aaaaaaaaaaaaaaaa").expect("id");
         let twin = Identity::parse("bbbbbbbbbbbbbbbb").expect("id");
-        let mine = holder_value("node-a", &me);
-        assert_eq!(mine, "node-a aaaaaaaaaaaaaaaa");
-        assert!(matches!(held(mine.as_bytes(), &me), Claim::Won));
+        let mine = holder_value("node-a", &me, "0000002a");
+        assert_eq!(mine, "node-a aaaaaaaaaaaaaaaa 0000002a");
+        assert!(matches!(held(mine.as_bytes(), &me, "0000002a"), Claim::Won));
         // Another agent with the same node name: lost, named by its node.
-        let theirs = holder_value("node-a", &twin);
-        assert!(matches!(held(theirs.as_bytes(), &me), Claim::Lost(n) if n == "node-a"));
-        // An older agent's bare name is never this agent's.
-        assert!(matches!(held(b"node-a", &me), Claim::Lost(n) if n == "node-a"));
+        let theirs = holder_value("node-a", &twin, "0000002a");
+        let lost = held(theirs.as_bytes(), &me, "0000002a");
+        assert!(matches!(lost, Claim::Lost(n) if n == "node-a"));
+        // This agent before a restart: lost (that process may have run the fire).
+        let before = held(mine.as_bytes(), &me, "0000002b");
+        assert!(matches!(before, Claim::Lost(n) if n == "node-a"));
+        // An older agent's values (the bare name; name and identity) are never this one's.
+        assert!(matches!(held(b"node-a", &me, ""), Claim::Lost(n) if n == "node-a"));
+        let old = held(b"node-a aaaaaaaaaaaaaaaa", &me, "0000002a");
+        assert!(matches!(old, Claim::Lost(n) if n == "node-a"));
     }
 
     #[test]

@@ -331,3 +331,56 @@ fn a_stopped_agent_revokes_its_lease_and_its_claims_stay() {
         "claims bound to a lease: {claims:?}"
     );
 }
+
+/// An agent restarted with its clock set back (an NTP step at boot, a VM restored): it asks
+/// again for the fires its previous start ran ahead of time. Those claims name it, but an
+/// earlier start of it, so it does not run them again; the fires after them it runs.
+#[test]
+fn an_agent_restarted_with_its_clock_set_back_does_not_run_its_fires_again() {
+    let Some(ahead) = faketime("+6s") else {
+        return;
+    };
+    let Some(etcd) = EtcdCluster::start(1) else {
+        return;
+    };
+    let emulator = Background::start();
+    let (_dir, out) = out_dir();
+    let setup = Setup {
+        cluster: format!(
+            "{}\nname = \"setback\"\nlease = \"3s\"",
+            etcd.endpoints_toml()
+        ),
+        jobs: 1,
+        shape: JobShape::EVERY_SECOND,
+        out: &out,
+        emulator: &emulator,
+    };
+    let mut agent = Agent::start(&setup, "a", &ahead);
+    agent.status();
+    std::thread::sleep(Duration::from_secs(4));
+    agent.terminate();
+    let last_ahead = slots(&out, 1).keys().map(|(_, slot)| *slot).max();
+    let last_ahead = last_ahead.expect("the agent 6 s ahead ran fires");
+    assert!(
+        last_ahead > now() + 3,
+        "{last_ahead} is not ahead of {}",
+        now()
+    );
+    // The same agent (same config, same state: same identity), its clock right again.
+    agent.spawn(&[]);
+    agent.status();
+    let after = last_ahead + 3;
+    crate::util::eventually(Duration::from_secs(20), "fires after the set-back", || {
+        let ran = slots(&out, 1).keys().any(|(_, slot)| *slot >= after);
+        ran.then_some(()).ok_or("none yet")
+    });
+    let written = slots(&out, 1);
+    assert!(
+        twice(&written).is_empty(),
+        "fires run twice after the clock was set back: {:?}\n{}",
+        twice(&written),
+        agent.log()
+    );
+    // It asked for them and lost them to its earlier start.
+    assert!(lost(&agent) > 0, "{}", agent.status());
+}
