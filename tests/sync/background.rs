@@ -210,7 +210,10 @@ fn while_paced_a_check_with_no_record_is_sent_unread_its_reassertion_too() {
         "every job in sync",
         || {
             let snapshot = status.snapshot();
-            if snapshot.values().all(|s| s.state == sync::SyncState::InSync) {
+            if snapshot
+                .values()
+                .all(|s| s.state == sync::SyncState::InSync)
+            {
                 Ok(())
             } else {
                 Err(format!("{snapshot:?}"))
@@ -236,7 +239,10 @@ fn while_paced_a_check_with_no_record_is_sent_unread_its_reassertion_too() {
     for id in checks {
         let state = sync::state::load(&setup.state_dir(), &format!("j{}", &id[1..])).unwrap();
         assert_eq!(state.check_id, id);
-        assert!(state.accepted.is_some(), "{id}: the PUT's answer is recorded");
+        assert!(
+            state.accepted.is_some(),
+            "{id}: the PUT's answer is recorded"
+        );
     }
 }
 
