@@ -2,7 +2,8 @@
 //! service has: read with `GET /v1/checks/{id}` when the pass reads (`read`: `heartbeat-agent
 //! sync`; the daemon's re-assertions) and whenever there is no local record (so a lost state
 //! directory or a new `check_id` costs a read, not a `PUT` of every field; a check that has the
-//! config's definition is recorded from the read), else the one it last accepted (the local
+//! config's definition is recorded from the read; in the daemon not while its `PUT`s are paced
+//! after a 429, re-assertions included), else the one it last accepted (the local
 //! record); a PUT only where they differ (or with `force`, or when the daemon re-asserts a check it cannot
 //! read: `reassert`), the answer persisted. A field whose value on the service differs from the
 //! one it last accepted was edited elsewhere: it is reported as drift ([`super::drift`]) and
