@@ -2,7 +2,8 @@
 //! service has: read with `GET /v1/checks/{id}` when the pass reads (`read`: `heartbeat-agent
 //! sync`; the daemon's re-assertions) and whenever there is no local record (so a lost state
 //! directory or a new `check_id` costs a read, not a `PUT` of every field; a check that has the
-//! config's definition is recorded from the read), else the one it last accepted (the local
+//! config's definition is recorded from the read; in the daemon not while its `PUT`s are paced
+//! after a 429, re-assertions included), else the one it last accepted (the local
 //! record); a PUT only where they differ (or with `force`, or when the daemon re-asserts a check it cannot
 //! read: `reassert`), the answer persisted. A field whose value on the service differs from the
 //! one it last accepted was edited elsewhere: it is reported as drift ([`super::drift`]) and
@@ -512,8 +513,8 @@ impl Pass<'_> {
     /// Reads `check_id` from the service ([`drift::service`]) when this pass reads it: when
     /// nothing was accepted from this agent yet (no record: comparing with nothing would send
     /// every field; in the daemon not while its `PUT`s are paced after a 429, when a read
-    /// before each first `PUT` would double a crowded fleet's requests), and for
-    /// `heartbeat-agent sync` and the daemon's re-assertions. Not
+    /// before each first `PUT` would double a crowded fleet's requests, its re-assertion
+    /// included), for `heartbeat-agent sync`, and for the daemon's re-assertions. Not
     /// while the rest of the pass is halted or the pacing holds the job's `PUT` back (the read
     /// goes with the `PUT` it decides; one with no `PUT` after it counts as the job's request in
     /// the pace); a 429 on the read halts the pass like one on a `PUT`.
@@ -528,10 +529,15 @@ impl Pass<'_> {
         let accepted = known.and_then(|k| k.accepted.as_ref());
         let now = Instant::now();
         // While paced after a 429 (the key is shared and crowded), a check with no record is
-        // sent as it was before reads: one request, not two.
+        // sent as it was before reads: one request, not two, also when its re-assertion is due
+        // (the `PUT` re-asserts it, and a fleet's first re-assertions fall while most of its
+        // checks still wait for their first `PUT`).
         let crowded = self.pacer.is_some_and(|p| p.rate(now).is_some());
-        let reading =
-            (accepted.is_none() && !crowded) || self.opts.read || self.opts.reassert.contains(job);
+        let reading = self.opts.read
+            || match accepted {
+                None => !crowded,
+                Some(_) => self.opts.reassert.contains(job),
+            };
         let paced = self.pacer.is_some_and(|p| !p.delay(now).is_zero());
         if !reading || halted.is_some() || paced {
             return Service::default();

@@ -1,6 +1,7 @@
 //! The background sync task ([`heartbeat_agent::sync::Reconciler`]) in process against the
 //! emulator: it retries through a long 429 storm, syncs after a run and a reload, sends a held
-//! period after the next accepted ping, and survives a 429 asking for an endless wait.
+//! period after the next accepted ping, survives a 429 asking for an endless wait, and while
+//! paced after a 429 sends a check with no record without reading it first.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +169,81 @@ fn the_background_task_survives_a_429_asking_for_an_endless_wait() {
         1,
         "no second PUT within the hour asked for"
     );
+}
+
+/// A fleet's first re-assertions fall while most of its checks still wait for their first
+/// `PUT`: while the daemon is paced after a 429, a check with no record is sent without the read
+/// that would come first, also when its re-assertion is due (the `PUT` re-asserts it), so a
+/// crowded key gets one request per check, not two.
+#[test]
+fn while_paced_a_check_with_no_record_is_sent_unread_its_reassertion_too() {
+    let checks = ["c1", "c2", "c3"];
+    let setup = Setup::new(&checks);
+    setup.write_config(&format!(
+        "{}{}{}",
+        job("j1", "0 1 * * *", "c1", ""),
+        job("j2", "0 2 * * *", "c2", ""),
+        job("j3", "0 3 * * *", "c3", "")
+    ));
+    // The first read (of c1: nothing is recorded yet) is answered 429; the pace starts.
+    let mut limited = Fault::new(FaultKind::RateLimit).method("GET").times(1);
+    limited.retry_after = Some(json!(0));
+    setup.emulator.add_fault(limited);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = client(&setup, RetryPolicy::none());
+    // Every check's first re-assertion is due at the first pass.
+    let timing = sync::task::TaskTiming {
+        reassert_start_spread: Duration::from_millis(1),
+        ..fast_timing()
+    };
+    let reconciler = sync::Reconciler::new(Arc::new(load(&setup)), client, setup.state_dir())
+        .with_timing(timing)
+        .with_pace(fast_pace());
+    let status = reconciler.status();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = runtime.spawn(reconciler.run(cancel.clone()));
+    runtime.block_on(util::eventually_async(
+        Duration::from_secs(10),
+        "every job in sync",
+        || {
+            let snapshot = status.snapshot();
+            if snapshot
+                .values()
+                .all(|s| s.state == sync::SyncState::InSync)
+            {
+                Ok(())
+            } else {
+                Err(format!("{snapshot:?}"))
+            }
+        },
+    ));
+    cancel.cancel();
+    runtime.block_on(task).unwrap();
+    let reads: Vec<(String, Option<u16>)> = setup
+        .emulator
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.starts_with("/v1/checks/"))
+        .map(|r| (r.path, r.status))
+        .collect();
+    assert_eq!(
+        reads,
+        [("/v1/checks/c1".to_owned(), Some(429))],
+        "the 429 on the first read, then no read"
+    );
+    let puts = setup.puts();
+    assert_eq!(puts.len(), 3, "one PUT per check: {puts:?}");
+    for id in checks {
+        let state = sync::state::load(&setup.state_dir(), &format!("j{}", &id[1..])).unwrap();
+        assert_eq!(state.check_id, id);
+        assert!(
+            state.accepted.is_some(),
+            "{id}: the PUT's answer is recorded"
+        );
+    }
 }
 
 /// The daemon's pacing on a clock 6,000 times faster (one request per 10 ms after a 429).
