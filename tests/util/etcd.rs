@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use super::http::free_port;
+
 /// How long a member (or the whole cluster) may take to become healthy.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -34,12 +36,6 @@ pub struct EtcdCluster {
     dir: tempfile::TempDir,
     members: Vec<Member>,
     options: Options,
-}
-
-/// A port free at the time of asking.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
 }
 
 impl EtcdCluster {
