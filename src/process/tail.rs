@@ -311,7 +311,11 @@ mod tests {
             assert_eq!(pieces.concat(), line[..line.len() - 1].to_vec());
             let whole = pieces
                 .iter()
-                .map(|p| crate::redact::job_output(p, usize::MAX).matches("[redacted]").count())
+                .map(|p| {
+                    crate::redact::job_output(p, usize::MAX)
+                        .matches("[redacted]")
+                        .count()
+                })
                 .sum::<usize>();
             assert_eq!(whole, 3, "before {before}: every secret scrubbed whole");
             for piece in &pieces {

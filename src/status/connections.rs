@@ -25,11 +25,11 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::http::Request;
@@ -216,10 +216,7 @@ async fn connection<I>(
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
         .max_buf_size(WRITE_BUFFER);
-    let io = Stalling {
-        io,
-        stalled: None,
-    };
+    let io = Stalling { io, stalled: None };
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let _ = state.started.set(Instant::now());

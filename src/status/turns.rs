@@ -148,7 +148,9 @@ mod tests {
     use hyper::body::Body as _;
 
     /// The next frame of `body`.
-    async fn next<B: hyper::body::Body + Unpin>(body: &mut B) -> Option<Result<Frame<B::Data>, B::Error>> {
+    async fn next<B: hyper::body::Body + Unpin>(
+        body: &mut B,
+    ) -> Option<Result<Frame<B::Data>, B::Error>> {
         std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
     }
 
@@ -170,7 +172,12 @@ mod tests {
             assert!(data.len() <= PIECE);
             got.extend_from_slice(&data);
             let held = usize::from(got.len() < answer.len());
-            assert_eq!(semaphore.available_permits(), 1 - held, "after {}", got.len());
+            assert_eq!(
+                semaphore.available_permits(),
+                1 - held,
+                "after {}",
+                got.len()
+            );
         }
         assert_eq!(got, answer);
     }

@@ -165,9 +165,10 @@ fn two_agents_with_one_node_name_never_both_run_a_fire() {
     let listed = etcd.etcdctl(&["lease", "list"]);
     let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
     // etcdctl lists lease ids in hex, zero-padded to 16 digits: compare them as numbers.
-    let others = listed.lines().skip(1).map(str::trim).filter(|l| {
-        u64::from_str_radix(l, 16).map_or(true, |id| id.cast_signed() != second_lease)
-    });
+    let others =
+        listed.lines().skip(1).map(str::trim).filter(|l| {
+            u64::from_str_radix(l, 16).map_or(true, |id| id.cast_signed() != second_lease)
+        });
     for lease in others {
         let revoked = etcd.etcdctl(&["lease", "revoke", lease]);
         assert!(revoked.status.success(), "{revoked:?}");

@@ -74,11 +74,12 @@ fn the_etcd_password_from_password_env_holds_across_reloads_and_a_new_one_takes_
     let renamed = config.replace("\"HB_ETCD_PW\"", "\"HB_ETCD_PW_NEW\"");
     agent.home.write_config(&renamed);
     agent.signal(Signal::SIGHUP);
-    let refused = crate::util::wait_until(Duration::from_secs(15), Duration::from_millis(100), || {
-        agent.status()["config"]["last_reload_error"]["problems"]
-            .to_string()
-            .contains("$HB_ETCD_PW_NEW, which is not set")
-    });
+    let refused =
+        crate::util::wait_until(Duration::from_secs(15), Duration::from_millis(100), || {
+            agent.status()["config"]["last_reload_error"]["problems"]
+                .to_string()
+                .contains("$HB_ETCD_PW_NEW, which is not set")
+        });
     assert!(refused, "{}", agent.status()["config"]);
     runs_on(&agent, &out, "after a refused reload");
     agent.home.write_config(&config);
@@ -98,7 +99,11 @@ fn the_etcd_password_from_password_env_holds_across_reloads_and_a_new_one_takes_
     let status = agent.status().to_string();
     let metrics = agent.metrics();
     for password in [PASSWORD, NEW_PASSWORD] {
-        for (place, text) in [("log", agent.log()), ("/status", status.clone()), ("metrics", metrics.clone())] {
+        for (place, text) in [
+            ("log", agent.log()),
+            ("/status", status.clone()),
+            ("metrics", metrics.clone()),
+        ] {
             assert!(!text.contains(password), "the password is in the {place}");
         }
     }

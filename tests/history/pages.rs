@@ -290,7 +290,11 @@ fn slow_readers_of_the_runs_hold_two_answers_at_most_and_status_still_answers() 
         cut.body.len(),
         cut.length
     );
-    assert_eq!(next.length, Some(next.body.len()), "the next reader's whole answer");
+    assert_eq!(
+        next.length,
+        Some(next.body.len()),
+        "the next reader's whole answer"
+    );
     assert!(
         waited >= Duration::from_secs(8) && waited < Duration::from_secs(30),
         "the next reader waited {waited:?} for the stalled one's turn"

@@ -266,7 +266,10 @@ fn a_secret_across_the_pieces_of_a_long_output_line_is_scrubbed_in_the_log_and_t
         let doc = history_json(&home, &[&job, "--limit", "100"]);
         for run in runs(&doc) {
             let tail = run["output_tail"].as_str().expect("a tail");
-            assert!(leaked(tail, KEY).is_none(), "{job}: the history keeps the key");
+            assert!(
+                leaked(tail, KEY).is_none(),
+                "{job}: the history keeps the key"
+            );
             assert_eq!(tail, format!("{whole}\n"), "{job}: the history's tail");
         }
     }

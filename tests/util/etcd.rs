@@ -129,9 +129,7 @@ impl EtcdCluster {
 
     /// Runs `etcdctl` (API v3) against the first running member with `args`.
     pub fn etcdctl(&self, args: &[&str]) -> Output {
-        self.etcdctl_command(args)
-            .output()
-            .expect("run etcdctl")
+        self.etcdctl_command(args).output().expect("run etcdctl")
     }
 
     /// `etcdctl` (API v3) against the first running member with `args`, not started.
@@ -154,7 +152,14 @@ impl EtcdCluster {
     /// Changes the password of `user` (as root, once [`EtcdCluster::enable_auth`] ran): etcd
     /// then refuses the tokens it gave the user before.
     pub fn change_password(&self, user: &str, password: &str) {
-        let mut cmd = self.etcdctl_command(&["--user", ROOT, "user", "passwd", user, "--interactive=false"]);
+        let mut cmd = self.etcdctl_command(&[
+            "--user",
+            ROOT,
+            "user",
+            "passwd",
+            user,
+            "--interactive=false",
+        ]);
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
