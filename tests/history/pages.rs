@@ -177,13 +177,13 @@ fn answer(mut stream: TcpStream) -> Raw {
     }
 }
 
-/// How long `GET path` on 127.0.0.1:`port` took to answer 200 (fails after 5 s).
+/// How long `GET path` on 127.0.0.1:`port` took to answer 200 (fails after 10 s).
 fn answered_in(port: u16, path: &str) -> Duration {
     let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).expect("url");
     let asked = Instant::now();
     let answer = endpoint
-        .request("GET", path, None, Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("{path} did not answer within 5 s: {e}"));
+        .request("GET", path, None, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{path} did not answer within 10 s: {e}"));
     assert_eq!(answer.status, 200, "{path}");
     asked.elapsed()
 }
@@ -206,6 +206,10 @@ const SLOW_READERS: usize = 32;
 
 /// How long they wait.
 const SLOW_FOR: Duration = Duration::from_secs(5);
+
+/// The longest `/healthz` and `/status` may take meanwhile (a debug build on a busy machine;
+/// they wait for no reader of the runs).
+const PROBE_WITHIN: Duration = Duration::from_secs(5);
 
 #[test]
 fn slow_readers_of_the_runs_hold_two_answers_at_most_and_status_still_answers() {
@@ -265,7 +269,7 @@ fn slow_readers_of_the_runs_hold_two_answers_at_most_and_status_still_answers() 
         "{SLOW_READERS} slow readers took the daemon to {peak} KiB (before: {before} KiB, an \
          answer {answer_kib} KiB)"
     );
-    assert!(longest < Duration::from_secs(3), "a probe took {longest:?}");
+    assert!(longest < PROBE_WITHIN, "a probe took {longest:?}");
 
     // A reader that never reads is cut off after the write stall (10 s), and then the next
     // reader gets its whole answer; `/healthz` and `/status` answer meanwhile.
@@ -296,10 +300,10 @@ fn slow_readers_of_the_runs_hold_two_answers_at_most_and_status_still_answers() 
         "the next reader's whole answer"
     );
     assert!(
-        waited >= Duration::from_secs(8) && waited < Duration::from_secs(30),
+        waited >= Duration::from_secs(8) && waited < Duration::from_secs(60),
         "the next reader waited {waited:?} for the stalled one's turn"
     );
-    assert!(longest < Duration::from_secs(3), "a probe took {longest:?}");
+    assert!(longest < PROBE_WITHIN, "a probe took {longest:?}");
     assert!(peak < 64 * 1024, "the daemon took {peak} KiB");
     daemon.stop();
 }
