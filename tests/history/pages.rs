@@ -26,6 +26,34 @@ fn get(endpoint: &Endpoint, path: &str) -> String {
     answer.body
 }
 
+/// The daemon on `home` with its endpoint on `listen` and job `big`, once `big` has run `n`
+/// times, each printing a line of 1.1 MB (kept: `output_tail = "1MiB"`, `history = n`). Its
+/// next run then waits without output until the daemon stops, so what is measured next is
+/// what readers cost, not more runs (whose records a busy machine's low-priority history
+/// writer may keep in memory a while).
+fn big_runs(home: &Home, listen: &str, n: u64) -> Daemon {
+    let count = home.path("runs-count");
+    home.write_config(&format!(
+        "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[status]\nlisten = \"{listen}\"\n\n\
+         [[jobs]]\nname = \"big\"\nschedule = \"* * * * * *\"\noutput_tail = \"1MiB\"\n\
+         history = {n}\ncommand = [\"sh\", \"-c\", \"n=$(cat {count} 2>/dev/null || echo 0); \
+         if [ $n -ge {n} ]; then exec sleep 1000; fi; echo $((n+1)) > {count}; \
+         head -c 1100000 /dev/zero | tr '\\\\0' x; echo; echo done\"]\n",
+        home.path("state").display(),
+        count = count.display(),
+    ));
+    let daemon = Daemon::on(home).terminate_on_drop().start();
+    daemon.until(
+        &format!("{n} runs in the history"),
+        Duration::from_secs(90),
+        || {
+            let doc = history_json(home, &["big", "--limit", "1"]);
+            (runs(&doc).first()?["seq"].as_u64()? >= n).then_some(())
+        },
+    );
+    daemon
+}
+
 /// `readers` threads reading `path` `times` each, all at once; the longest answer.
 fn read_at_once(endpoint: &Endpoint, path: &str, readers: usize, times: usize) -> usize {
     std::thread::scope(|scope| {
@@ -51,22 +79,7 @@ fn read_at_once(endpoint: &Endpoint, path: &str, readers: usize, times: usize) -
 fn a_jobs_page_of_twenty_runs_of_a_mib_is_small_and_eight_readers_keep_the_daemon_small() {
     let home = Home::new();
     let socket = home.path("status.sock");
-    home.write_config(&format!(
-        "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[status]\nlisten = \"{}\"\n\n\
-         [[jobs]]\nname = \"big\"\nschedule = \"* * * * * *\"\noutput_tail = \"1MiB\"\n\
-         history = 20\ncommand = [\"sh\", \"-c\", \"head -c 1100000 /dev/zero | tr '\\\\0' x; echo; echo done\"]\n",
-        home.path("state").display(),
-        socket.display(),
-    ));
-    let daemon = Daemon::on(&home).terminate_on_drop().start();
-    daemon.until(
-        "twenty runs in the history",
-        Duration::from_secs(90),
-        || {
-            let doc = history_json(&home, &["big", "--limit", "1"]);
-            (runs(&doc).first()?["seq"].as_u64()? >= 20).then_some(())
-        },
-    );
+    let daemon = big_runs(&home, &socket.display().to_string(), 20);
     let endpoint = Endpoint::Unix(socket);
     let before = peak_kib(daemon.pid());
     let page = get(&endpoint, "/jobs/big");
@@ -215,17 +228,7 @@ const PROBE_WITHIN: Duration = Duration::from_secs(5);
 fn slow_readers_of_the_runs_hold_two_answers_at_most_and_status_still_answers() {
     let home = Home::new();
     let port = free_port();
-    home.write_config(&format!(
-        "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[status]\nlisten = \"127.0.0.1:{port}\"\n\n\
-         [[jobs]]\nname = \"big\"\nschedule = \"* * * * * *\"\noutput_tail = \"1MiB\"\n\
-         history = 8\ncommand = [\"sh\", \"-c\", \"head -c 1100000 /dev/zero | tr '\\\\0' x; echo; echo done\"]\n",
-        home.path("state").display(),
-    ));
-    let daemon = Daemon::on(&home).terminate_on_drop().start();
-    daemon.until("eight runs in the history", Duration::from_secs(60), || {
-        let doc = history_json(&home, &["big", "--limit", "1"]);
-        (runs(&doc).first()?["seq"].as_u64()? >= 8).then_some(())
-    });
+    let daemon = big_runs(&home, &format!("127.0.0.1:{port}"), 8);
     let before = peak_kib(daemon.pid());
     // Each asks at once and reads nothing for 5 s, then everything.
     let asked = Instant::now();
