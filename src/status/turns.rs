@@ -21,9 +21,9 @@
 //! 127.0.0.1 of a `/jobs/{name}/runs` of 8 runs of 1 MiB (8.4 MB) that read nothing for 5 s
 //! (the test `history::pages::slow_readers_of_the_runs_hold_two_answers_at_most_and_status_still_answers`,
 //! debug build), with the turn given back when the answer was made the daemon's peak went
-//! from 29.4 to 81.5 MiB, every answer made in those 5 s held by its reader (and more the
+//! from 29.6 to 88.8 MiB, every answer made in those 5 s held by its reader (and more the
 //! longer they wait: 32 answers would be 270 MB); with the turn held until sent, from 29.4 to
-//! 37.5 MiB. Streamed run by run, each reader would still hold one run (1 to 6 MiB of JSON)
+//! 35.2 MiB. Streamed run by run, each reader would still hold one run (1 to 6 MiB of JSON)
 //! and a blocking thread while it waits for its reader: 64 readers some 64 to 384 MiB. Held
 //! turns bound the total whatever the number of readers.
 
