@@ -9,8 +9,9 @@
 //!   never closed: a probe (`/healthz`, `/readyz`) sends its request with its connection, so its
 //!   first read finds it whole and it is served. So slow clients can make a probe wait neither
 //!   in the kernel's listen queue nor for a slot: the accept loop does not wait for anything
-//!   they hold. Only when [`MAX_TASKS`] are open (every one serving, or accepted and not read
-//!   yet) do new connections wait in the listen queue (they cost no descriptor there);
+//!   they hold. Only while [`MAX_TASKS`] are open (every one serving, not read yet, or read
+//!   less than [`MAKE_ROOM_AFTER`] ago: room is made again at that pace while all are taken)
+//!   do new connections wait in the listen queue (they cost no descriptor there);
 //! - a request head (request line and headers) must arrive whole within [`HEADER_TIMEOUT`] of
 //!   the moment the connection waits for one, the first request or the next on a kept-alive
 //!   connection; otherwise the connection is closed;
@@ -151,12 +152,8 @@ where
     let connections = TaskTracker::new();
     let mut next_id = 0u64;
     loop {
-        let slot = tokio::select! {
-            () = cancel.cancelled() => break,
-            slot = Arc::clone(&tasks).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break, // never closed
-            },
+        let Some(slot) = free_slot(&tasks, &table, &cancel).await else {
+            break;
         };
         let io = tokio::select! {
             () = cancel.cancelled() => break,
@@ -183,6 +180,25 @@ where
     }
     connections.close();
     connections.wait().await;
+}
+
+/// A slot for the next connection, `None` at shutdown. While all [`MAX_TASKS`] are taken, room
+/// is made again every [`MAKE_ROOM_AFTER`]: connections accepted too recently to be closed when
+/// the last one came in become closable since, and nothing else would free their slots before
+/// their [`HEADER_TIMEOUT`] (a flood of slow clients would keep a probe in the listen queue for
+/// that long).
+async fn free_slot(
+    tasks: &Arc<Semaphore>,
+    table: &Table,
+    cancel: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            slot = Arc::clone(tasks).acquire_owned() => return slot.ok(), // never closed
+            () = tokio::time::sleep(MAKE_ROOM_AFTER) => table.make_room(),
+        }
+    }
 }
 
 /// Serves one connection until it ends or `close` (making room, or shutdown); `state.busy` is
