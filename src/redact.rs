@@ -224,6 +224,30 @@ pub(crate) fn job_output(output: &[u8], max: usize) -> String {
     shown
 }
 
+/// Where to cut `text` into a first piece of about `at` bytes so that no known secret is split:
+/// `at` itself when no secret found in `text` spans it, else the start of the one that does (or
+/// its end, when it starts the text). The caller hands in [`reach`] bytes past `at`, so a secret
+/// that spans `at` is found whole. For a long line handed on in pieces (the daemon's log of a
+/// job's output): each piece is scrubbed on its own, and none then holds a part of a secret.
+pub(crate) fn cut_between_secrets(text: &[u8], at: usize) -> usize {
+    let Some(matcher) = matcher() else {
+        return at;
+    };
+    for found in matcher.find_iter(text) {
+        if found.start() >= at {
+            break;
+        }
+        if found.end() > at {
+            return if found.start() > 0 {
+                found.start()
+            } else {
+                found.end()
+            };
+        }
+    }
+    at
+}
+
 /// Formats a reqwest error without the URL it carries (which may hold a ping token).
 pub(crate) fn reqwest_error(err: &reqwest::Error) -> String {
     let kind = if err.is_timeout() {
@@ -334,6 +358,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_cut_between_secrets_never_splits_one() {
+        let secret = "piece-secret-0123456789abcdefghij";
+        remember(secret);
+        let text = format!("{}{secret}{}", "x".repeat(50), "y".repeat(50));
+        let (start, end) = (50, 50 + secret.len());
+        for at in 1..text.len() {
+            let cut = cut_between_secrets(text.as_bytes(), at);
+            if at > start && at < end {
+                assert_eq!(cut, start, "at {at}");
+            } else {
+                assert_eq!(cut, at, "at {at}");
+            }
+        }
+        // A secret at the very start is kept whole in the first piece.
+        let first = format!("{secret}tail");
+        assert_eq!(cut_between_secrets(first.as_bytes(), 5), secret.len());
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod client;
 mod identity;
 mod outage;
 mod promise;
+mod reload;
 mod slots;
 mod sync;
 

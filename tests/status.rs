@@ -13,6 +13,7 @@ use heartbeat_agent::status::client::{Answer, Endpoint};
 use serde_json::{json, Value};
 
 use crate::util::daemon::Daemon;
+use crate::util::http::free_port;
 use crate::util::{emulator::Background, Home};
 
 mod created;
@@ -475,14 +476,6 @@ fn trigger_needs_the_token_and_follows_the_overlap_rule() {
     });
     let lines = std::fs::read_to_string(&marker).expect("marker");
     assert_eq!(lines.lines().count(), 1, "one run only");
-}
-
-/// A free TCP port on 127.0.0.1 (bound, then released for the daemon).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// The daemon on `home`'s config, whose `[status]` listens on 127.0.0.1:`port` (see

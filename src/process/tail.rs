@@ -145,8 +145,8 @@ impl Capture {
                 Stream::Stdout | Stream::Both => self.stdout = None,
                 Stream::Stderr => self.stderr = None,
             }
-            if let Some(sink) = self.lines.as_ref().filter(|_| !pending.is_empty()) {
-                (sink.0)(label, pending);
+            if let Some(sink) = &self.lines {
+                split_lines(pending, true, |line| (sink.0)(label, line));
             }
             *pending = Vec::new();
             return;
@@ -154,7 +154,7 @@ impl Capture {
         self.tail.push(data);
         if let Some(sink) = &self.lines {
             pending.extend_from_slice(data);
-            split_lines(pending, |line| (sink.0)(label, line));
+            split_lines(pending, false, |line| (sink.0)(label, line));
         }
     }
 
@@ -222,22 +222,39 @@ impl std::fmt::Debug for LineSink {
     }
 }
 
-/// The longest line handed to a [`LineSink`] in one piece: a child that writes megabytes
+/// About the longest line handed to a [`LineSink`] in one piece: a child that writes megabytes
 /// without a newline must not make the reader buffer all of it.
 pub(crate) const MAX_LINE: usize = 4096;
 
-/// Hands every complete line of `pending` (and pieces of [`MAX_LINE`] bytes of an overlong
-/// one) to `emit`, without the `\n` or `\r\n`, and keeps the rest.
-fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
+/// Hands every complete line of `pending` to `emit`, without the `\n` or `\r\n`, and keeps the
+/// rest; when the pipe `closed`, the rest too.
+///
+/// An overlong line goes on in pieces of [`MAX_LINE`] bytes, each scrubbed on its own by the
+/// sink, so no piece may hold part of a secret: a piece is cut only once the scrubber's reach
+/// ([`crate::redact::reach`]) past it has arrived, and where no known secret spans the cut
+/// ([`crate::redact::cut_between_secrets`]: a piece then ends before the secret, or, for one
+/// that starts it, after). What waits is so at most `MAX_LINE` and the reach.
+fn split_lines(pending: &mut Vec<u8>, closed: bool, mut emit: impl FnMut(&[u8])) {
     let mut start = 0;
     while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
         let line = &pending[start..start + end];
         emit(line.strip_suffix(b"\r").unwrap_or(line));
         start += end + 1;
     }
-    while pending.len() - start >= MAX_LINE {
-        emit(&pending[start..start + MAX_LINE]);
-        start += MAX_LINE;
+    let reach = crate::redact::reach();
+    loop {
+        let left = pending.len() - start;
+        if left < MAX_LINE.saturating_add(reach) && !(closed && left > MAX_LINE) {
+            break;
+        }
+        let window = &pending[start..pending.len().min(start + MAX_LINE + reach)];
+        let cut = crate::redact::cut_between_secrets(window, MAX_LINE);
+        emit(&pending[start..start + cut]);
+        start += cut;
+    }
+    if closed && start < pending.len() {
+        emit(&pending[start..]);
+        start = pending.len();
     }
     pending.drain(..start);
 }
@@ -250,15 +267,63 @@ mod tests {
     fn lines_are_split_and_overlong_ones_cut() {
         let mut got = Vec::new();
         let mut pending = b"one\r\ntwo\nthr".to_vec();
-        split_lines(&mut pending, |l| got.push(l.to_vec()));
+        split_lines(&mut pending, false, |l| got.push(l.to_vec()));
         assert_eq!(got, vec![b"one".to_vec(), b"two".to_vec()]);
         assert_eq!(pending, b"thr");
-        pending.extend(std::iter::repeat(b'x').take(MAX_LINE + 3));
+        let reach = crate::redact::reach();
+        // A piece waits for the scrubber's reach past it.
+        pending.extend(std::iter::repeat(b'x').take(MAX_LINE + reach - 4));
         got.clear();
-        split_lines(&mut pending, |l| got.push(l.to_vec()));
+        split_lines(&mut pending, false, |l| got.push(l.to_vec()));
+        assert!(got.is_empty());
+        pending.extend(b"x");
+        split_lines(&mut pending, false, |l| got.push(l.to_vec()));
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].len(), MAX_LINE);
-        assert_eq!(pending.len(), 6);
+        assert_eq!(pending.len(), reach);
+        // At the pipe's end, the rest goes on too.
+        got.clear();
+        split_lines(&mut pending, true, |l| got.push(l.to_vec()));
+        assert_eq!(got, vec![vec![b'x'; reach]]);
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn no_piece_of_an_overlong_line_holds_part_of_a_secret() {
+        let secret = "line-piece-secret-0123456789abcdef";
+        crate::redact::remember(secret);
+        // The secret across every boundary of MAX_LINE, from 1 byte to all but 1 before it.
+        for before in 1..secret.len() {
+            let mut line = Vec::new();
+            for k in 1..=3 {
+                line.resize(k * MAX_LINE - before, b'x');
+                line.extend_from_slice(secret.as_bytes());
+            }
+            line.extend_from_slice(b"\n");
+            let mut pieces = Vec::new();
+            let mut pending = Vec::new();
+            // Read in small chunks, as from a pipe.
+            for chunk in line.chunks(1000) {
+                pending.extend_from_slice(chunk);
+                split_lines(&mut pending, false, |l| pieces.push(l.to_vec()));
+            }
+            split_lines(&mut pending, true, |l| pieces.push(l.to_vec()));
+            assert_eq!(pieces.concat(), line[..line.len() - 1].to_vec());
+            let whole = pieces
+                .iter()
+                .map(|p| {
+                    crate::redact::job_output(p, usize::MAX)
+                        .matches("[redacted]")
+                        .count()
+                })
+                .sum::<usize>();
+            assert_eq!(whole, 3, "before {before}: every secret scrubbed whole");
+            for piece in &pieces {
+                let shown = crate::redact::job_output(piece, usize::MAX);
+                assert!(!shown.contains("0123456789"), "before {before}");
+                assert!(piece.len() <= MAX_LINE + secret.len(), "{}", piece.len());
+            }
+        }
     }
 
     #[test]

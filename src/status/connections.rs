@@ -14,16 +14,23 @@
 //!   do new connections wait in the listen queue (they cost no descriptor there);
 //! - a request head (request line and headers) must arrive whole within [`HEADER_TIMEOUT`] of
 //!   the moment the connection waits for one, the first request or the next on a kept-alive
-//!   connection; otherwise the connection is closed.
+//!   connection; otherwise the connection is closed;
+//! - a write to the client that makes no progress for [`WRITE_STALL`] closes the connection (a
+//!   reader that stopped reading gives back the answer's turn, `super::turns`), and hyper
+//!   buffers at most [`WRITE_BUFFER`] of an answer: the rest waits in its turn.
 //!
 //! Served by hand rather than by `axum::serve`, which sets no limit (and whose graceful
 //! shutdown waits for such connections without end). At shutdown, open connections get
 //! [`SHUTDOWN_GRACE`] to finish the request they serve, then are dropped.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::http::Request;
@@ -31,6 +38,7 @@ use axum::serve::Listener;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -54,6 +62,12 @@ const MAKE_ROOM_AFTER: Duration = Duration::from_millis(5);
 
 /// Time allowed for a request head to arrive, from when the connection waits for it.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a write to the client may make no progress before the connection is closed.
+pub(crate) const WRITE_STALL: Duration = Duration::from_secs(10);
+
+/// The most of an answer (and of a request head) hyper buffers for one connection.
+const WRITE_BUFFER: usize = 64 * 1024;
 
 /// Time open connections get to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
@@ -216,7 +230,9 @@ async fn connection<I>(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(WRITE_BUFFER);
+    let io = Stalling { io, stalled: None };
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let _ = state.started.set(Instant::now());
@@ -236,4 +252,75 @@ async fn connection<I>(
         }
     }
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection).await;
+}
+
+/// A connection's stream whose writes fail once they made no progress for [`WRITE_STALL`].
+struct Stalling<I> {
+    io: I,
+    /// Since the first write that could not go on, if the last one could not.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<I> Stalling<I> {
+    /// `poll` as is, except a `Pending` past [`WRITE_STALL`] since the last progress, which is
+    /// an error.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.stalled = None;
+            return poll;
+        }
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_STALL)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing of the answer for 10 s",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Stalling<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Stalling<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.watch(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.watch(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_flush(cx);
+        self.watch(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }

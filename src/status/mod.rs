@@ -11,6 +11,8 @@
 //! - `dashboard`: the HTML pages for a browser (`GET /`, `GET /jobs/{name}`), their login
 //!   and their rendering;
 //! - `pause`: `POST /pause` and `POST /resume`, through the daemon's sync;
+//! - `turns`: how many answers that hold runs' output are in memory at once, from their read
+//!   until they are sent (a slow reader keeps its turn, for a bounded time);
 //! - `runs`: the history's JSON routes, `GET /jobs/{name}/runs` and `GET /jobs/{name}/runs/{seq}`;
 //! - [`metrics`]: run counters (an after-run hook) and the exposition format;
 //! - [`remote`]: the service's view of each check, cached, at low priority;
@@ -35,5 +37,6 @@ mod runs;
 pub(crate) mod server;
 pub(crate) mod state;
 pub(crate) mod table;
+mod turns;
 
 pub(crate) use server::{bind, task, Sources};

@@ -6,9 +6,9 @@
 //! An answer is written one run at a time as the history is read (a run's JSON joins the
 //! answer, then the next run is read), so a job whose runs each kept megabytes of output costs
 //! its answer and one run, not every run twice; and such answers take turns with the
-//! dashboard's pages (`super::dashboard::history_turn`), so readers at once cannot multiply
-//! that: one run's answer takes one of two turns, the list of runs (every run's whole output)
-//! both.
+//! dashboard's pages, from when they are read until they are sent (`super::turns`), so readers
+//! at once, however slow, cannot multiply that: one run's answer takes one of two turns, the
+//! list of runs (every run's whole output) both.
 
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ pub(super) async fn job_runs(
         }
     };
     let reader = History::new(&app.context.state_dir);
-    let turn = super::dashboard::history_alone().await;
+    let turn = super::turns::history_alone().await;
     read(&job, turn, move |job| {
         let mut out = b"{\"job\":".to_vec();
         serde_json::to_writer(&mut out, job).map_err(std::io::Error::other)?;
@@ -89,7 +89,7 @@ pub(super) async fn job_run(
         );
     };
     let reader = History::new(&app.context.state_dir);
-    let turn = super::dashboard::history_turn().await;
+    let turn = super::turns::history_turn().await;
     let answer = read(&job, turn, move |job| {
         let mut found = None;
         // Newest first: past the number, the run is not kept.
@@ -131,19 +131,22 @@ fn no_job(name: &str) -> Response {
 }
 
 /// The JSON answer that `make` writes from `job`'s history, off the runtime's threads, in its
-/// `turn` (`None`: the endpoint is stopping); `None` from `make` is a 404 (the caller words
-/// it).
+/// `turn` (`None`: the endpoint is stopping), which it keeps until it is sent; `None` from
+/// `make` is a 404 (the caller words it).
 async fn read(
     job: &str,
-    turn: Option<tokio::sync::SemaphorePermit<'static>>,
+    turn: Option<super::turns::Turn>,
     make: impl FnOnce(&str) -> std::io::Result<Option<Vec<u8>>> + Send + 'static,
 ) -> Response {
-    let Some(_turn) = turn else {
+    let Some(turn) = turn else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the endpoint is stopping");
     };
     let name = job.to_owned();
     match tokio::task::spawn_blocking(move || make(&name)).await {
-        Ok(Ok(Some(body))) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Ok(Ok(Some(body))) => {
+            let json = ([(header::CONTENT_TYPE, "application/json")], ()).into_response();
+            super::turns::in_turn(json, body, turn)
+        }
         Ok(Ok(None)) => StatusCode::NOT_FOUND.into_response(),
         Ok(Err(err)) => error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -408,11 +408,17 @@ async fn status(
         Some(token) if crate::bearer::carries(&headers, &token) => Refresh::Now,
         _ => Refresh::Limited,
     };
-    // The document holds every job's last output tail: it takes a turn with the pages.
-    let Some(_turn) = super::dashboard::history_turn().await else {
+    // The document holds every job's last output tail: it takes a turn until it is sent.
+    let Some(turn) = super::turns::status_turn().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    Json(build::document(&app, refresh).await).into_response()
+    match serde_json::to_vec(&build::document(&app, refresh).await) {
+        Ok(body) => {
+            let json = ([(header::CONTENT_TYPE, "application/json")], ()).into_response();
+            super::turns::in_turn(json, body, turn)
+        }
+        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+    }
 }
 
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {

@@ -1,6 +1,7 @@
 //! No secret leaves through a run's record: a secret cut in half by the output tail is scrubbed
 //! whole (the daemon's and `run --job`'s history and fail bodies, every cut position), and a
-//! ping token a run printed before sync learned it is scrubbed when the record is served.
+//! ping token a run printed before sync learned it is scrubbed when the record is served; and a
+//! secret across the 4 KiB pieces of a long output line is scrubbed in the daemon's log.
 
 use std::time::Duration;
 
@@ -192,5 +193,84 @@ fn a_ping_token_printed_before_the_first_sync_is_scrubbed_when_served() {
         );
         assert!(!text.contains(&token), "{args:?} shows the token: {text}");
         assert!(text.contains("my token is [redacted]"), "{args:?}: {text}");
+    }
+}
+
+/// Where the key starts in the long line of job `long{i}`: across the 4 KiB boundaries of the
+/// daemon's log of overlong lines, 1 byte, 17 bytes and all but 1 byte of it before each.
+const LONG_LINE_STARTS: [usize; 3] = [1, 17, KEY.len() - 1];
+
+/// The 10 KiB line job `long{i}` prints: `x`s with the key across 4096 and 8192.
+fn long_line(before: usize) -> String {
+    let mut line = String::new();
+    for boundary in [4096, 8192] {
+        line.push_str(&"x".repeat(boundary - before - line.len()));
+        line.push_str(KEY);
+    }
+    line.push_str(&"y".repeat(10 * 1024 - line.len()));
+    line
+}
+
+#[test]
+fn a_secret_across_the_pieces_of_a_long_output_line_is_scrubbed_in_the_log_and_the_history() {
+    let home = Home::new();
+    let mut text = format!(
+        "[agent]\nstate_dir = \"{}\"\nshutdown_timeout = \"2s\"\n\n[api]\napi_key_env = \"HB_KEY\"\n\n",
+        home.path("state").display()
+    );
+    for (i, before) in LONG_LINE_STARTS.iter().enumerate() {
+        text.push_str(&format!(
+            "[[jobs]]\nname = \"long{i}\"\nschedule = \"* * * * * *\"\noutput_tail = \"16KiB\"\n\
+             command = [\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$HB_LINE\\\"\"]\n\
+             env = {{ HB_LINE = \"{}\" }}\n\n",
+            long_line(*before),
+        ));
+    }
+    home.write_config(&text);
+    let daemon = Daemon::on(&home)
+        .env("HB_KEY", KEY)
+        .terminate_on_drop()
+        .start();
+    daemon.until("a run of every job", Duration::from_secs(60), || {
+        let doc = history_json(&home, &["--limit", "1"]);
+        let jobs = doc["jobs"].as_array().cloned().unwrap_or_default();
+        (jobs.len() == LONG_LINE_STARTS.len() && jobs.iter().all(|j| !runs(j).is_empty()))
+            .then_some(())
+    });
+    let log = daemon.stop();
+    for (i, before) in LONG_LINE_STARTS.iter().enumerate() {
+        let job = format!("long{i}");
+        let pieces: Vec<&str> = log
+            .iter()
+            .filter(|l| l["message"] == "output" && l["job"] == job.as_str())
+            .filter_map(|l| l["line"].as_str())
+            .collect();
+        assert!(pieces.len() >= 3, "{job}: the line in pieces: {pieces:?}");
+        for piece in &pieces {
+            assert!(
+                leaked(piece, KEY).is_none(),
+                "{job} (the key {before} bytes before a boundary): the log keeps {:?} of the \
+                 key in a piece of {} bytes",
+                leaked(piece, KEY),
+                piece.len()
+            );
+        }
+        // The pieces of one run, joined, are the line with each key replaced whole.
+        let whole = long_line(*before).replace(KEY, "[redacted]");
+        let joined = pieces.concat();
+        assert!(
+            joined.contains(&whole),
+            "{job}: the pieces joined are not the line scrubbed: {} bytes",
+            joined.len()
+        );
+        let doc = history_json(&home, &[&job, "--limit", "100"]);
+        for run in runs(&doc) {
+            let tail = run["output_tail"].as_str().expect("a tail");
+            assert!(
+                leaked(tail, KEY).is_none(),
+                "{job}: the history keeps the key"
+            );
+            assert_eq!(tail, format!("{whole}\n"), "{job}: the history's tail");
+        }
     }
 }

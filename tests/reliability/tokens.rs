@@ -9,6 +9,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::util::daemon::Daemon;
+use crate::util::http::free_port;
 use crate::util::Home;
 
 /// The secret variables of both configs, and their values in the daemon's environment.
@@ -70,12 +71,6 @@ fn a_reload_that_renames_secret_variables_keeps_the_old_ones_from_jobs() {
         );
         assert!(!after.contains(value), "{var}'s value reached the job");
     }
-}
-
-/// A port free on 127.0.0.1 a moment ago.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("its address").port()
 }
 
 const TOKEN: &str = "a-good-status-token-0123";

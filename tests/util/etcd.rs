@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use super::http::free_port;
+
+/// The root user and its password that [`EtcdCluster::enable_auth`] creates.
+const ROOT: &str = "root:root-pw-for-tests";
+
 /// How long a member (or the whole cluster) may take to become healthy.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -34,12 +39,6 @@ pub struct EtcdCluster {
     dir: tempfile::TempDir,
     members: Vec<Member>,
     options: Options,
-}
-
-/// A port free at the time of asking.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
 }
 
 impl EtcdCluster {
@@ -130,6 +129,11 @@ impl EtcdCluster {
 
     /// Runs `etcdctl` (API v3) against the first running member with `args`.
     pub fn etcdctl(&self, args: &[&str]) -> Output {
+        self.etcdctl_command(args).output().expect("run etcdctl")
+    }
+
+    /// `etcdctl` (API v3) against the first running member with `args`, not started.
+    fn etcdctl_command(&self, args: &[&str]) -> Command {
         let endpoint = (0..self.members.len())
             .find(|&i| self.members[i].child.is_some())
             .map(|i| self.endpoint(i))
@@ -141,14 +145,46 @@ impl EtcdCluster {
             let ca = cert.with_file_name("ca.pem");
             cmd.arg("--cacert").arg(ca);
         }
-        cmd.args(args).output().expect("run etcdctl")
+        cmd.args(args);
+        cmd
+    }
+
+    /// Changes the password of `user` (as root, once [`EtcdCluster::enable_auth`] ran): etcd
+    /// then refuses the tokens it gave the user before.
+    pub fn change_password(&self, user: &str, password: &str) {
+        let mut cmd = self.etcdctl_command(&[
+            "--user",
+            ROOT,
+            "user",
+            "passwd",
+            user,
+            "--interactive=false",
+        ]);
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run etcdctl");
+        child
+            .stdin
+            .take()
+            .expect("its stdin")
+            .write_all(format!("{password}\n").as_bytes())
+            .expect("the new password");
+        let out = child.wait_with_output().expect("etcdctl ends");
+        assert!(
+            out.status.success(),
+            "etcdctl user passwd: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Creates `user` with `password` (and a root user), grants it read and write under
     /// `prefix`, and enables authentication.
     pub fn enable_auth(&self, user: &str, password: &str, prefix: &str) {
         let steps: [Vec<String>; 6] = [
-            vec!["user".into(), "add".into(), "root:root-pw-for-tests".into()],
+            vec!["user".into(), "add".into(), ROOT.into()],
             vec!["user".into(), "add".into(), format!("{user}:{password}")],
             vec!["role".into(), "add".into(), "agents".into()],
             vec![

@@ -369,6 +369,15 @@ pub fn refused_url(path: &str) -> String {
     format!("http://127.0.0.1:{}{path}", refused_port())
 }
 
+/// A free TCP port on 127.0.0.1 at the time of asking (bound, then released for a server the
+/// test starts: the daemon's endpoint, an etcd member).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// A port on 127.0.0.1 bound by this process and never listened on (see [`refused_url`]).
 pub fn refused_port() -> u16 {
     // SAFETY: plain socket calls on a new descriptor and local structures; the descriptor is

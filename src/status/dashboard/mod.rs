@@ -20,8 +20,9 @@
 //! in `spawn_blocking`; a job's page keeps the last 4 KiB of each run's output and links to
 //! the rest; the overview's sparklines are kept until a job's history changes; scrubbed when
 //! recorded and again when read), each text HTML-escaped by [`render`]. Pages and the
-//! history's JSON answers take turns, two at a time ([`history_turn`]), so readers at once
-//! cannot multiply what one page holds. Every answer carries a strict Content-Security-Policy
+//! history's JSON answers take turns, two at a time, from when they are read until they are
+//! sent ([`super::turns`]), so readers at once, however slow, cannot multiply what one page
+//! holds. Every answer carries a strict Content-Security-Policy
 //! ([`render::csp`]), `X-Frame-Options: DENY`, `no-store` and `no-referrer`.
 //!
 //! Hand-written HTML rather than a template crate (maud, askama): three small pages and one
@@ -41,6 +42,7 @@ use sha2::{Digest, Sha256};
 
 use super::remote::Refresh;
 use super::server::App;
+use super::turns::{history_turn, in_turn};
 use crate::history::History;
 use crate::redact::Secret;
 
@@ -54,25 +56,6 @@ const OVERVIEW_RUNS: usize = 20;
 /// at `/jobs/{name}/runs/{seq}`). A page of 100 runs so stays under a few MiB whatever
 /// `output_tail` is.
 const PAGE_TAIL: usize = 4 * 1024;
-
-/// How many pages and answers that hold runs' output (the pages, `/status`,
-/// `/jobs/{name}/runs`, one run) are made at once; the others wait for their turn. Each holds the status document (every
-/// job's last output tail), at most one run's whole output while reading, and its answer.
-static HISTORY_READS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(TURNS as usize);
-
-/// The turns an answer takes.
-const TURNS: u32 = 2;
-
-/// Waits for a turn to read a job's runs ([`HISTORY_READS`]).
-pub(super) async fn history_turn() -> Option<tokio::sync::SemaphorePermit<'static>> {
-    HISTORY_READS.acquire().await.ok()
-}
-
-/// Waits until no other answer holds runs' output: for an answer that holds every run's whole
-/// output (`/jobs/{name}/runs`, up to `history x 6 x output_tail` bytes of JSON).
-pub(super) async fn history_alone() -> Option<tokio::sync::SemaphorePermit<'static>> {
-    HISTORY_READS.acquire_many(TURNS).await.ok()
-}
 
 /// The session cookie's value for `token`: a digest of it under a label of this use.
 fn session(token: &Secret) -> String {
@@ -257,7 +240,7 @@ pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) ->
     if !allowed(&app, &headers) {
         return login_page(None);
     }
-    let Some(_turn) = history_turn().await else {
+    let Some(turn) = history_turn().await else {
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
     let doc = super::build::document(&app, Refresh::Cached).await;
@@ -271,7 +254,8 @@ pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) ->
         })
         .collect();
     let sparks = sparks_of(&app, jobs).await;
-    page(StatusCode::OK, render::overview(&doc, &sparks))
+    let html = render::overview(&doc, &sparks);
+    in_turn(page(StatusCode::OK, String::new()), html, turn)
 }
 
 /// `GET /jobs/{name}`: one job and its history (its configured `history` runs).
@@ -293,13 +277,16 @@ pub(super) async fn job(
         return page(StatusCode::NOT_FOUND, html);
     };
     // The turn covers the document too: it holds each job's last output tail.
-    let Some(_turn) = history_turn().await else {
+    let Some(turn) = history_turn().await else {
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
     let doc = super::build::document(&app, Refresh::Cached).await;
     let runs = shown_runs(&app, name.clone(), limit).await;
     match doc.jobs.iter().find(|j| j.name == name) {
-        Some(job) => page(StatusCode::OK, render::job_page(&doc, job, &runs)),
+        Some(job) => {
+            let html = render::job_page(&doc, job, &runs);
+            in_turn(page(StatusCode::OK, String::new()), html, turn)
+        }
         None => page(StatusCode::NOT_FOUND, String::new()),
     }
 }
