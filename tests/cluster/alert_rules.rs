@@ -60,7 +60,9 @@ fn every_metric_the_alert_rules_name_is_exported_by_a_syncing_cluster_agent() {
             let leader = metrics.contains("heartbeat_agent_cluster_leader{node=\"a\"} 1");
             match (absent.is_empty(), leader) {
                 (true, true) => Ok(()),
-                _ => Err(format!("not exported: {absent:?}; leader seen {leader}:\n{metrics}")),
+                _ => Err(format!(
+                    "not exported: {absent:?}; leader seen {leader}:\n{metrics}"
+                )),
             }
         },
     );

@@ -96,7 +96,11 @@ fn a_maintenance_read_and_sent_back_as_its_patch_keeps_its_read_only_fields() {
     let (status, answer) = emulator.call("PATCH", path, Some(&body));
     assert_eq!(status, 200, "{answer}");
     assert_same_but(&answer, &read, &["updated_at", "updates", "endsAt"]);
-    assert_eq!(answer["endsAt"], json!("2026-12-03"), "the writable field is applied");
+    assert_eq!(
+        answer["endsAt"],
+        json!("2026-12-03"),
+        "the writable field is applied"
+    );
     let updates = answer["updates"].as_array().expect("updates");
     assert_eq!(updates.len(), 1, "the PATCH's own entry only: {answer}");
     assert_eq!(updates[0]["previousEndsAt"], json!("2026-12-02"));

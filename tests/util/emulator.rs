@@ -161,14 +161,23 @@ impl Process {
 
     /// One authenticated API request (`body` sent as JSON when given): the status and the body
     /// parsed as JSON.
-    pub fn call(&self, method: &str, path: &str, body: Option<&serde_json::Value>) -> (u16, serde_json::Value) {
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
         let authority = self.base_url.strip_prefix("http://").expect("an http URL");
         let host = format!("Host: {authority}");
         let body = body.map(serde_json::Value::to_string).unwrap_or_default();
         let answer = super::http::exchange_with_body(
             authority,
             &format!("{method} {path} HTTP/1.1"),
-            &[&host, "Authorization: Bearer emulator-api-key", "Content-Type: application/json"],
+            &[
+                &host,
+                "Authorization: Bearer emulator-api-key",
+                "Content-Type: application/json",
+            ],
             &body,
         );
         let json = serde_json::from_str(&answer.body)
