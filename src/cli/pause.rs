@@ -11,7 +11,8 @@
 //! the command does it itself: it records the pause in `<state_dir>/pause.json` and sends the
 //! change through the API with the config's key (one sync pass per job). Nothing then runs at
 //! the deadline: the next `run --job`, `sync` or daemon start after it ends the pause, and
-//! `pause` says so.
+//! `pause` says so. With `--url` and no config file, the request goes to that daemon alone
+//! (its token from `--token-file`), which checks it against its own config.
 
 use std::path::{Path, PathBuf};
 
@@ -34,8 +35,7 @@ use crate::sync::{sync_all, CadenceCache, SyncOptions, SyncOutcome};
 /// its status endpoint answers (needs its token: `[status] token` of the config, or
 /// --token-file), else directly with the config's API key. With --url and no config file, the
 /// request goes to that daemon alone, which checks it. Without a daemon nothing runs at the
-/// deadline, and the next `run --job`, `sync` or
-/// daemon start after it ends the pause. A job with `create = true` is paused once sync found
+/// deadline, and the next `run --job`, `sync` or daemon start after it ends the pause. A job with `create = true` is paused once sync found
 /// or created its check; before that, like a job with only a `ping_url`, it can be paused with
 /// --stop-jobs only. Exit status: 0 paused, 1 the pause could not be sent or recorded, 2 bad
 /// arguments (nothing changed).
@@ -69,8 +69,9 @@ pub struct PauseArgs {
 ///
 /// Through the running daemon when its status endpoint answers (its token: `[status] token`
 /// of the config, or --token-file), else directly with the config's API key; with --url and no
-/// config file, through that daemon alone. Exit status: 0 resumed, 1 the re-activation could not be sent (the pause
-/// is ended locally and the next sync sends it), 2 bad arguments (nothing changed).
+/// config file, through that daemon alone. Exit status: 0 resumed, 1 the re-activation could
+/// not be sent (the pause is ended locally and the next sync sends it), 2 bad arguments
+/// (nothing changed).
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
     /// The jobs, or --all: every paused job
