@@ -9,6 +9,7 @@ use heartbeat_agent::config::{ClusterSettings, Config};
 use heartbeat_agent::net::Net;
 
 mod agents;
+mod alert_rules;
 mod bad_input;
 mod client;
 mod identity;

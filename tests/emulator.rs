@@ -7,6 +7,7 @@ mod create;
 mod heartbeats;
 mod operations;
 mod published;
+mod read_only;
 mod schema;
 mod shapes;
 

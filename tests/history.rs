@@ -17,6 +17,7 @@ mod order;
 mod pages;
 mod run_job;
 mod secrets;
+mod unknown;
 
 /// `heartbeat-agent --config <home's> ARGS`, its environment clean, no colour.
 fn agent(home: &Home, args: &[&str]) -> Output {

@@ -30,6 +30,7 @@ mod pause_memory;
 mod prom;
 mod retries;
 mod scrub;
+mod token_file;
 mod words;
 use prom::{parse_metrics, promtool, sample};
 

@@ -338,6 +338,41 @@ pub(crate) fn endpoint(
     }
 }
 
+/// [`endpoint`], with the bearer token read from `token_file` (`--token-file` of `trigger`,
+/// `pause`, `resume`) in place of the config's `[status] token` when one is given: the way to
+/// pass the token with `--url` and no config.
+pub(crate) fn endpoint_with_token(
+    url: Option<&str>,
+    token_file: Option<&Path>,
+    global: &GlobalArgs,
+) -> Result<(Endpoint, Option<Secret>, Expected), (u8, String)> {
+    let (endpoint, token, expected) = endpoint(url, global)?;
+    let Some(path) = token_file else {
+        return Ok((endpoint, token, expected));
+    };
+    let what = "write the status endpoint's token (its [status] token) into it, on one line";
+    let text = crate::config::secrets::read_secret_file(path).map_err(|err| {
+        (
+            exit::USAGE,
+            format!(
+                "--token-file: cannot read {}: {err}; {what}",
+                path.display()
+            ),
+        )
+    })?;
+    let token = text.trim();
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err((
+            exit::USAGE,
+            format!(
+                "--token-file: {} holds no token (one word of printable ASCII); {what}",
+                path.display()
+            ),
+        ));
+    }
+    Ok((endpoint, Some(Secret::new(token)), expected))
+}
+
 /// What the daemon's status endpoint needs from the config: the remote view's client (low
 /// priority in the shared rate limiter, one attempt, short timeouts, through `net`). `None`
 /// when no API is configured.

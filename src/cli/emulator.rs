@@ -32,7 +32,7 @@ pub struct EmulatorArgs {
     pub ping_listen: SocketAddr,
 
     /// API key clients must send as `Authorization: Bearer KEY`
-    #[arg(long, value_name = "KEY", default_value = DEFAULT_API_KEY, hide_default_value = true)]
+    #[arg(long, value_name = "KEY", default_value = DEFAULT_API_KEY)]
     pub api_key: String,
 
     /// Account id clients must send as `x-service-account`

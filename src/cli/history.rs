@@ -190,6 +190,8 @@ fn names(
     let kept = history.jobs();
     if let Some(job) = job {
         let known = config.is_some_and(|c| c.job(job).is_some()) || kept.iter().any(|k| k == job);
+        // Absolute, so the message names the place whatever the reader's directory.
+        let dir = std::path::absolute(history.dir()).unwrap_or_else(|_| history.dir().to_owned());
         return if known {
             Ok(vec![job.to_owned()])
         } else {
@@ -197,7 +199,7 @@ fn names(
                 exit::FAILURE,
                 format!(
                     "no job named {job:?} in the config and no history of it in {}",
-                    history.dir().display()
+                    dir.display()
                 ),
             ))
         };

@@ -174,8 +174,10 @@ fn shell_word(word: &str) -> String {
 /// Options that apply to every subcommand.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// Configuration file [default: $HEARTBEAT_AGENT_CONFIG, else /etc/heartbeat-agent/config.toml
-    /// for root, else $XDG_CONFIG_HOME/heartbeat-agent/config.toml]
+    /// Configuration file [default: $HEARTBEAT_AGENT_CONFIG, else
+    /// $CONFIGURATION_DIRECTORY/config.toml (set by systemd), else
+    /// /etc/heartbeat-agent/config.toml for root, else
+    /// $XDG_CONFIG_HOME/heartbeat-agent/config.toml]
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 

@@ -11,7 +11,10 @@
 //! the command does it itself: it records the pause in `<state_dir>/pause.json` and sends the
 //! change through the API with the config's key (one sync pass per job). Nothing then runs at
 //! the deadline: the next `run --job`, `sync` or daemon start after it ends the pause, and
-//! `pause` says so.
+//! `pause` says so. With `--url` and no config file, the request goes to that daemon alone
+//! (its token from `--token-file`), which checks it against its own config.
+
+use std::path::{Path, PathBuf};
 
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
@@ -29,9 +32,10 @@ use crate::sync::{sync_all, CadenceCache, SyncOptions, SyncOutcome};
 ///
 /// The checks are deactivated through the API (re-activation at the end restarts their timer,
 /// so the first run after the maintenance gets a whole period). Through the running daemon when
-/// its status endpoint answers (needs `[status] token`), else directly with the config's API
-/// key; without a daemon nothing runs at the deadline, and the next `run --job`, `sync` or
-/// daemon start after it ends the pause. A job with `create = true` is paused once sync found
+/// its status endpoint answers (needs its token: `[status] token` of the config, or
+/// --token-file), else directly with the config's API key. With --url and no config file, the
+/// request goes to that daemon alone, which checks it. Without a daemon nothing runs at the
+/// deadline, and the next `run --job`, `sync` or daemon start after it ends the pause. A job with `create = true` is paused once sync found
 /// or created its check; before that, like a job with only a `ping_url`, it can be paused with
 /// --stop-jobs only. Exit status: 0 paused, 1 the pause could not be sent or recorded, 2 bad
 /// arguments (nothing changed).
@@ -56,13 +60,18 @@ pub struct PauseArgs {
     /// listen` of the config]
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
+    /// Read the endpoint's token from FILE (one line) instead of the config's `[status] token`
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// End the pause of jobs: re-activate their checks (their timer restarts now).
 ///
-/// Through the running daemon when its status endpoint answers, else directly with the
-/// config's API key. Exit status: 0 resumed, 1 the re-activation could not be sent (the pause
-/// is ended locally and the next sync sends it), 2 bad arguments (nothing changed).
+/// Through the running daemon when its status endpoint answers (its token: `[status] token`
+/// of the config, or --token-file), else directly with the config's API key; with --url and no
+/// config file, through that daemon alone. Exit status: 0 resumed, 1 the re-activation could
+/// not be sent (the pause is ended locally and the next sync sends it), 2 bad arguments
+/// (nothing changed).
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
     /// The jobs, or --all: every paused job
@@ -71,6 +80,9 @@ pub struct ResumeArgs {
     /// The daemon's endpoint [default: `[status] listen` of the config]
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
+    /// Read the endpoint's token from FILE (one line) instead of the config's `[status] token`
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `JOB...` or `--all`: one of them.
@@ -91,9 +103,6 @@ pub struct Jobs {
 
 /// Runs `pause`; returns the exit code.
 pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
-    let Some((config, path)) = load(global) else {
-        return exit::CONFIG;
-    };
     let request = PauseRequest {
         jobs: args.jobs.names,
         all: args.jobs.all,
@@ -101,6 +110,16 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         until: args.until,
         reason: args.reason,
         stop_jobs: args.stop_jobs,
+    };
+    let daemon = Daemon {
+        url: args.url.as_deref(),
+        token_file: args.token_file.as_deref(),
+    };
+    if let Some(code) = daemon.alone(global, "/pause", &request) {
+        return code;
+    }
+    let Some((config, path)) = load(global) else {
+        return exit::CONFIG;
     };
     let state_dir = config.state_dir(global.state_dir.as_deref());
     let check_of = |job: &crate::config::Job| bound_check(&state_dir, job);
@@ -119,7 +138,7 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         }
     }
     let body = serde_json::to_string(&request).unwrap_or_default();
-    let where_ = match ask_daemon(args.url.as_deref(), global, "/pause", &body) {
+    let where_ = match daemon.ask(global, "/pause", &body) {
         Asked::Answered(code) => return code,
         Asked::NoDaemon(where_) => where_,
     };
@@ -163,12 +182,19 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
 
 /// Runs `resume`; returns the exit code.
 pub fn resume(args: ResumeArgs, global: &GlobalArgs) -> u8 {
-    let Some((config, path)) = load(global) else {
-        return exit::CONFIG;
-    };
     let request = ResumeRequest {
         jobs: args.jobs.names,
         all: args.jobs.all,
+    };
+    let daemon = Daemon {
+        url: args.url.as_deref(),
+        token_file: args.token_file.as_deref(),
+    };
+    if let Some(code) = daemon.alone(global, "/resume", &request) {
+        return code;
+    }
+    let Some((config, path)) = load(global) else {
+        return exit::CONFIG;
     };
     let state_dir = config.state_dir(global.state_dir.as_deref());
     let jobs = match crate::pause::resume_plan(&crate::pause::load(&state_dir), &request) {
@@ -179,7 +205,7 @@ pub fn resume(args: ResumeArgs, global: &GlobalArgs) -> u8 {
         }
     };
     let body = serde_json::to_string(&request).unwrap_or_default();
-    if let Asked::Answered(code) = ask_daemon(args.url.as_deref(), global, "/resume", &body) {
+    if let Asked::Answered(code) = daemon.ask(global, "/resume", &body) {
         return code;
     }
     if let Err(message) = crate::paths::check_state_dir(&state_dir) {
@@ -291,26 +317,59 @@ enum Asked {
     NoDaemon(String),
 }
 
-/// Sends `body` to `path` of the daemon's endpoint and prints what it answered.
-fn ask_daemon(url: Option<&str>, global: &GlobalArgs, path: &str, body: &str) -> Asked {
-    let (endpoint, token, expected) = match context::endpoint(url, global) {
-        Ok(found) => found,
-        Err((code, message)) => {
-            print_error(message);
-            return Asked::Answered(code);
+/// Where the daemon is asked: `--url` and `--token-file`.
+struct Daemon<'a> {
+    url: Option<&'a str>,
+    token_file: Option<&'a Path>,
+}
+
+impl Daemon<'_> {
+    /// With --url and no config file (none named, none at the default place), the request goes
+    /// to that daemon alone, which checks it (there is nothing to check it against here, nor
+    /// to fall back to): its exit code. `None` when the config is to be used.
+    fn alone(
+        &self,
+        global: &GlobalArgs,
+        path: &str,
+        request: &impl serde::Serialize,
+    ) -> Option<u8> {
+        let config = crate::paths::config_file(global.config.as_ref());
+        if self.url.is_none() || context::config_wanted(global, &config) {
+            return None;
         }
-    };
-    if let Err(refused) = expected.probe(&endpoint) {
-        print_error(refused);
-        return Asked::Answered(exit::FAILURE);
+        let body = serde_json::to_string(request).unwrap_or_default();
+        Some(match self.ask(global, path, &body) {
+            Asked::Answered(code) => code,
+            Asked::NoDaemon(endpoint) => {
+                print_error(format!("no daemon answered at {endpoint}"));
+                exit::FAILURE
+            }
+        })
     }
-    let token = token.as_ref().map(Secret::expose);
-    match endpoint.post_json(path, token, body, context::TIMEOUT) {
-        Ok(answer) => Asked::Answered(answered(&answer, token.is_some())),
-        Err(ClientError::Io { endpoint, .. }) if url.is_none() => Asked::NoDaemon(endpoint),
-        Err(err) => {
-            print_error(err);
-            Asked::Answered(exit::FAILURE)
+
+    /// Sends `body` to `path` of the daemon's endpoint and prints what it answered.
+    fn ask(&self, global: &GlobalArgs, path: &str, body: &str) -> Asked {
+        let url = self.url;
+        let found = context::endpoint_with_token(url, self.token_file, global);
+        let (endpoint, token, expected) = match found {
+            Ok(found) => found,
+            Err((code, message)) => {
+                print_error(message);
+                return Asked::Answered(code);
+            }
+        };
+        if let Err(refused) = expected.probe(&endpoint) {
+            print_error(refused);
+            return Asked::Answered(exit::FAILURE);
+        }
+        let token = token.as_ref().map(Secret::expose);
+        match endpoint.post_json(path, token, body, context::TIMEOUT) {
+            Ok(answer) => Asked::Answered(answered(&answer, token.is_some())),
+            Err(ClientError::Io { endpoint, .. }) if url.is_none() => Asked::NoDaemon(endpoint),
+            Err(err) => {
+                print_error(err);
+                Asked::Answered(exit::FAILURE)
+            }
         }
     }
 }
@@ -329,7 +388,7 @@ fn answered(answer: &Answer, had_token: bool) -> u8 {
         }
         401 if !had_token => {
             print_error(format!(
-                "{message}\nno token: set [status] token_file in the config"
+                "{message}\nno token: set [status] token_file in the config, or pass --token-file"
             ));
             return exit::FAILURE;
         }

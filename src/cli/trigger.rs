@@ -1,6 +1,8 @@
 //! `heartbeat-agent trigger NAME`: ask the running daemon to run a job now, through
 //! `POST /jobs/{name}/run` with the `[status] token`.
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 use super::{context, exit, print_error, GlobalArgs};
@@ -8,7 +10,8 @@ use crate::redact::Secret;
 
 /// Run a job of the running daemon now, outside its schedule (same overlap rule).
 ///
-/// Needs `[status] token` (or `token_file`) in the config: it is sent as the bearer token.
+/// Needs the endpoint's token: `[status] token` (or `token_file`) of the config, or
+/// --token-file (with --url, no config is needed). It is sent as the bearer token.
 /// Exit status: 0 when the run was started or queued, 1 otherwise (running with overlap
 /// "skip", unknown job, token refused, daemon unreachable, or the endpoint belongs to another
 /// daemon: of another config, or of this one with another id).
@@ -21,11 +24,16 @@ pub struct TriggerArgs {
     /// listen` of the config]
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
+    /// Read the endpoint's token from FILE (one line) instead of the config's `[status] token`
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Runs `trigger`; returns the exit code.
 pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
-    let (endpoint, token, expected) = match context::endpoint(args.url.as_deref(), global) {
+    let found =
+        context::endpoint_with_token(args.url.as_deref(), args.token_file.as_deref(), global);
+    let (endpoint, token, expected) = match found {
         Ok(found) => found,
         Err((code, message)) => {
             print_error(message);
@@ -70,7 +78,7 @@ pub fn run(args: TriggerArgs, global: &GlobalArgs) -> u8 {
         }
         401 if token.is_none() => {
             print_error(format!(
-                "{message}\nno token: set [status] token_file in the config"
+                "{message}\nno token: set [status] token_file in the config, or pass --token-file"
             ));
             exit::FAILURE
         }

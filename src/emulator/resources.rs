@@ -57,6 +57,32 @@ fn maintenance_table() -> Vec<Field> {
     ]
 }
 
+/// The check group `PUT`'s read-only keys, which clients send back on update and the service
+/// ignores: the keys the answer has and the request schema lacks (published schema,
+/// `checkly/docs` `api-reference/openapi.json`: `CheckGroupRead` less
+/// `CheckGroupCreateOrUpdateV2`, `MaintenanceWindowMaintenance` less the `PATCH` body), and the
+/// camelCase `createdAt`/`updatedAt` the official Go SDK sends
+/// (`checkly/checkly-go-sdk` `types.go`, `GroupV2`).
+const GROUP_READ_ONLY: &[&str] = &[
+    "id",
+    "created_at",
+    "updated_at",
+    "createdAt",
+    "updatedAt",
+    "projectBindings",
+];
+/// The maintenance `PATCH`'s read-only keys (see [`GROUP_READ_ONLY`]).
+const MAINTENANCE_READ_ONLY: &[&str] = &[
+    "id",
+    "maintenanceWindowId",
+    "status",
+    "updates",
+    "created_at",
+    "updated_at",
+    "createdAt",
+    "updatedAt",
+];
+
 /// The check group fields of a v2 `PUT`, with the spec's defaults.
 fn group_table() -> Vec<Field> {
     let api_defaults = json!({"url": "", "headers": [], "queryParameters": [], "assertions": [],
@@ -251,7 +277,8 @@ impl Store {
             Field::optional("startsAt", Kind::Date),
             Field::optional("endsAt", Kind::Date),
         ];
-        let dates = validate::normalize(body, &table, "", false)?;
+        let body = validate::without_read_only(body, MAINTENANCE_READ_ONLY);
+        let dates = validate::normalize(&body, &table, "", false)?;
         if dates.is_empty() {
             return Err(bad("startsAt", "or \"endsAt\" is required"));
         }
@@ -338,7 +365,8 @@ impl Store {
             .ok_or_else(ApiError::not_found)
     }
 
-    /// `PUT /v2/check-groups/{id}`: replaces the group; fields not sent return to defaults.
+    /// `PUT /v2/check-groups/{id}`: replaces the group; fields not sent return to defaults;
+    /// read-only fields sent back are ignored.
     pub(crate) fn put_group(
         &mut self,
         id: &str,
@@ -346,7 +374,8 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Value, ApiError> {
         let id = int_id("id", id)?;
-        let mut group = validate::normalize(body, &group_table(), "", false)?;
+        let body = validate::without_read_only(body, GROUP_READ_ONLY);
+        let mut group = validate::normalize(&body, &group_table(), "", false)?;
         default_alert_settings(&mut group);
         let old = self.groups.get_mut(&id).ok_or_else(ApiError::not_found)?;
         group.insert("id".into(), json!(id));

@@ -21,7 +21,7 @@ const LEASE: Duration = Duration::from_secs(2);
 
 /// Writes `agent`'s config: `[cluster]` on `etcd` as its node, `[api]` on the emulator, status
 /// on its socket with [`TOKEN`], `jobs`.
-fn write(agent: &Agent, etcd: &EtcdCluster, emulator: &Background, jobs: &str) {
+pub(super) fn write(agent: &Agent, etcd: &EtcdCluster, emulator: &Background, jobs: &str) {
     let text = format!(
         "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\n\n\
          [api]\nbase_url = \"{base}\"\nping_base_url = \"{base}\"\naccount_id = \"{account}\"\n\
@@ -41,7 +41,7 @@ fn write(agent: &Agent, etcd: &EtcdCluster, emulator: &Background, jobs: &str) {
 }
 
 /// The emulator with heartbeat check `c1` (period 1 day).
-fn emulator() -> Background {
+pub(super) fn emulator() -> Background {
     Background::with_checks(&[("c1", &token_for("c1"))])
 }
 
@@ -56,7 +56,7 @@ fn puts(emulator: &Background) -> Vec<Value> {
 }
 
 /// Waits for the leader's first PUT of `c1`.
-fn first_put(emulator: &Background) {
+pub(super) fn first_put(emulator: &Background) {
     util::eventually(Duration::from_secs(15), "c1 synced", || {
         match puts(emulator).len() {
             0 => Err("no PUT yet".to_owned()),
@@ -66,7 +66,7 @@ fn first_put(emulator: &Background) {
 }
 
 /// A job bound to `c1` that never fires during a test (it runs when triggered), with `check`.
-fn job(check: &str) -> String {
+pub(super) fn job(check: &str) -> String {
     format!(
         "[[jobs]]\nname = \"j\"\nschedule = \"0 0 1 1 *\"\ncheck_id = \"c1\"\ncommand = [\"true\"]\n\
          [jobs.check]\n{check}\n"

@@ -1,12 +1,11 @@
-//! `/metrics` beyond the per-run counters: the series the documented alert rules select are
-//! pre-initialised next to the `process_*` metrics, the documented rules pass promtool's unit
-//! tests, and refused ping-host certificates are counted by host and explained once.
+//! `/metrics` beyond the per-run counters: the series the alert rules select are pre-initialised
+//! next to the `process_*` metrics (the rules themselves: `packaging/prometheus/`, tested by
+//! `scripts/check-alert-rules.sh` and `tests/cluster/alert_rules.rs`), and refused ping-host
+//! certificates are counted by host and explained once.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use crate::util::{self, Home};
+use crate::util::Home;
 
 use super::{get, parse_metrics, promtool, sample, StatusHome};
 
@@ -88,89 +87,6 @@ fn metrics_preinitialise_alerted_series_and_have_process_metrics() {
     assert_eq!(value("process_start_time_seconds", &[]), start);
     assert!((now - 60.0..=now).contains(&start), "{start} vs {now}");
     promtool(&body);
-}
-
-/// The alert rules block of docs/status.md, as written there.
-fn documented_rules() -> String {
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/status.md"))
-        .expect("docs/status.md");
-    let start = doc.find("```yaml\ngroups:").expect("an alert rules block") + "```yaml\n".len();
-    let len = doc[start..].find("```").expect("the block's end");
-    doc[start..start + len].to_owned()
-}
-
-/// The documented rules load (`promtool check rules`) and fire as documented on series shaped
-/// like the daemon's (`promtool test rules`): a job failing since the start alerts once its
-/// start is 25 hours ago, a job that keeps succeeding does not; the first failure after a start
-/// (the counter pre-initialised at 0) alerts; an invalid reload alerts; pending pings alert
-/// after 30 minutes.
-#[test]
-fn documented_alert_rules_pass_promtool_unit_tests() {
-    let how = "bash scripts/test-tools.sh installs the promtool binary (as root)";
-    if !util::require(util::runs("promtool", &["--version"]), "promtool", how) {
-        return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("rules.yml"), documented_rules()).expect("write");
-    let tests = r#"rule_files: [rules.yml]
-evaluation_interval: 1m
-tests:
-  - interval: 1m
-    input_series:
-      # Started at 0 and failing since: the last success is the start time.
-      - series: 'heartbeat_agent_last_success_timestamp_seconds{job="backup"}'
-        values: '0x1600'
-      # Succeeding every minute.
-      - series: 'heartbeat_agent_last_success_timestamp_seconds{job="report"}'
-        values: '0+60x1600'
-      - series: 'heartbeat_agent_runs_total{job="backup",outcome="failed"}'
-        values: '0 0 1 1 1 1'
-      - series: 'heartbeat_agent_runs_total{job="report",outcome="failed"}'
-        values: '0 0 0 0 0 0'
-      - series: 'heartbeat_agent_config_reloads_total{result="invalid"}'
-        values: '0 0 0 1 1 1'
-      - series: 'heartbeat_agent_outbox_depth'
-        values: '0 1x40'
-    alert_rule_test:
-      - eval_time: 24h
-        alertname: HeartbeatAgentJobNoRecentSuccess
-      - eval_time: 26h
-        alertname: HeartbeatAgentJobNoRecentSuccess
-        exp_alerts:
-          - exp_labels: { severity: warning, job: backup }
-      - eval_time: 5m
-        alertname: HeartbeatAgentJobFailing
-        exp_alerts:
-          - exp_labels: { severity: warning, job: backup, outcome: failed }
-      - eval_time: 5m
-        alertname: HeartbeatAgentConfigInvalid
-        exp_alerts:
-          - exp_labels: { severity: warning, result: invalid }
-      - eval_time: 20m
-        alertname: HeartbeatAgentPingsPending
-      - eval_time: 35m
-        alertname: HeartbeatAgentPingsPending
-        exp_alerts:
-          - exp_labels: { severity: warning }
-"#;
-    std::fs::write(dir.path().join("tests.yml"), tests).expect("write");
-    let run = |args: &[&str]| {
-        let out = Command::new("promtool")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("promtool");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "promtool {args:?}:\n{text}");
-        text
-    };
-    let checked = run(&["check", "rules", "rules.yml"]);
-    assert!(checked.contains("SUCCESS: 4 rules found"), "{checked}");
-    run(&["test", "rules", "tests.yml"]);
 }
 
 /// A ping host whose certificate is not trusted: every refusal is counted by host in

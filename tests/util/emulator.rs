@@ -1,9 +1,13 @@
 //! Starting the emulator from any integration test: in an async test (`start`), or in a plain
 //! `#[test]` that runs the binary with `std::process::Command` (`Background`, which owns a
-//! runtime thread for the emulator).
+//! runtime thread for the emulator), or as its own process, the `heartbeat-agent emulator`
+//! binary (`Process`).
 
+use std::io::{BufRead, BufReader};
 use std::ops::Deref;
 use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
 use heartbeat_agent::emulator::{Emulator, EmulatorHandle, EmulatorOptions, Fixtures};
 
@@ -115,6 +119,80 @@ impl Drop for Background {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
             self.runtime.block_on(handle.shutdown());
+        }
+    }
+}
+
+/// The `heartbeat-agent emulator` binary serving the example fixtures on 127.0.0.1 (port 0 for
+/// both listeners) with its default API key; stopped with SIGTERM (and reaped) when dropped.
+pub struct Process {
+    child: Child,
+    /// The API's `base_url=` line.
+    pub base_url: String,
+    _home: super::Home,
+}
+
+impl Process {
+    /// Starts the binary and reads both lines it prints.
+    pub fn start() -> Process {
+        let home = super::Home::new();
+        let mut child = home
+            .agent()
+            .args(["emulator", "--listen", "127.0.0.1:0"])
+            .args(["--ping-listen", "127.0.0.1:0", "--fixtures"])
+            .arg(example_fixtures_path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the emulator binary starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+        let mut next = || lines.next().expect("a line").expect("readable");
+        let base_url = next()
+            .strip_prefix("base_url=")
+            .expect("a base_url= line")
+            .to_owned();
+        assert!(next().starts_with("ping_url="));
+        Process {
+            child,
+            base_url,
+            _home: home,
+        }
+    }
+
+    /// One authenticated API request (`body` sent as JSON when given): the status and the body
+    /// parsed as JSON.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let authority = self.base_url.strip_prefix("http://").expect("an http URL");
+        let host = format!("Host: {authority}");
+        let body = body.map(serde_json::Value::to_string).unwrap_or_default();
+        let answer = super::http::exchange_with_body(
+            authority,
+            &format!("{method} {path} HTTP/1.1"),
+            &[
+                &host,
+                "Authorization: Bearer emulator-api-key",
+                "Content-Type: application/json",
+            ],
+            &body,
+        );
+        let json = serde_json::from_str(&answer.body)
+            .unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {}", answer.body));
+        (answer.status, json)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        if super::wait_exit(&mut self.child, Duration::from_secs(10)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 }

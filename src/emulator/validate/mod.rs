@@ -5,7 +5,9 @@
 //! Resources are described as tables of [`Field`]s; [`normalize`] checks a body against a table
 //! and returns the full object with every field not sent set to its default (creation, fixtures,
 //! the check group PUT); [`sent`] checks only the fields a body carries and ignores keys the
-//! table does not know (the heartbeat check PUT, which merges: see `checks`).
+//! table does not know (the heartbeat check PUT, which merges: see `checks`);
+//! [`without_read_only`] drops the read-only fields of an answer that clients send back on
+//! update (the check group `PUT`, the maintenance `PATCH`).
 
 use serde_json::{json, Map, Value};
 
@@ -228,6 +230,20 @@ pub(crate) enum Unknown {
     Keep,
     /// Dropped without a word (read-only and unmodelled fields of a PUT the service ignores).
     Ignore,
+}
+
+/// `body` without the `read_only` keys. Clients send back on update the fields an answer gave
+/// them that the request has no field for (the official Go SDK's `GroupV2` and
+/// `HeartbeatMonitor` carry `id`, `createdAt` and `updatedAt` into every `PUT`), and the service
+/// ignores them; any other key outside the request's table is still refused.
+pub(crate) fn without_read_only(
+    body: &Map<String, Value>,
+    read_only: &[&str],
+) -> Map<String, Value> {
+    body.iter()
+        .filter(|(key, _)| !read_only.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 /// Checks `body` against `table` and returns the complete object: every field of the table,
