@@ -36,7 +36,7 @@ pub(crate) use crate::run::AfterRun;
 pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{Context, Plugins, Task};
 pub(crate) use memory::tune_malloc;
-use memory::{release_free_memory, release_start_up_code_when_quiet};
+use memory::release_free_memory;
 pub(crate) use supervisor::run;
 pub(crate) use view::{DaemonView, JobView};
 
