@@ -7,7 +7,8 @@
 # 3-member cluster the cluster tests start on 127.0.0.1; the packaged service is disabled
 # again), `faketime` (agents whose clocks differ) and `promtool` (checks /metrics and runs the
 # alert rules' unit tests) and `chromium` (Debian's, headless: the dashboard's browser test,
-# tests/status/dashboard.rs). scripts/test.sh calls it first; with CI set, a
+# tests/status/dashboard.rs), and `lintian` (scripts/build-deb.sh checks the .deb with it).
+# scripts/test.sh calls it first; with CI set, a
 # test whose tool is still missing fails instead of skipping (tests/util.rs, `require_tool`).
 #
 # promtool comes only with Debian's `prometheus` package (the server, its unit and a system
@@ -30,6 +31,7 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v lintian >/dev/null 2>&1 || missing+=(lintian)
 need_promtool=
 command -v promtool >/dev/null 2>&1 || need_promtool=1
 
