@@ -496,8 +496,9 @@ mod tests {
         assert!(envp.last().is_some_and(|p| p.is_null()));
         envp[..envp.len() - 1]
             .iter()
-            // SAFETY: every pointer but the last points to a live C string.
             .map(|&p| {
+                // SAFETY: every pointer but the last points to one of `own`'s or the inherited
+                // environment's C strings, which outlive this call.
                 unsafe { std::ffi::CStr::from_ptr(p) }
                     .to_string_lossy()
                     .into_owned()
