@@ -5,6 +5,12 @@
 //! and BIND_NOW (`tests/packaging.rs` checks all three on the built binary). This script adds no
 //! linker script and changes nothing of the data's layout.
 //!
+//! **packed relative relocations** (`-z pack-relative-relocs`, `DT_RELR`): a PIE holds about
+//! 40,000 relative relocations (vtables, panic locations, string tables in `.data.rel.ro`),
+//! which the loader reads at every start: 970 KB as `.rela.dyn`, about 20 KB packed. Only with
+//! rustc's own lld and when this machine's glibc reads them (2.36 and later: the binary then
+//! needs that glibc, as dpkg's `libc6 (>= 2.36)` dependency says), not when cross-compiling.
+//!
 //! **function order**: `packaging/link/run.order` lists the functions `run` executes,
 //! `packaging/link/daemon.order` those the daemon executes once started and then those of its
 //! start-up (both written by `scripts/link-order.sh`, one step of the release in
@@ -32,7 +38,11 @@ fn main() {
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;
     }
-    if var("HEARTBEAT_AGENT_LINK_ORDER") != "0" && links_with_rust_lld() {
+    let rust_lld = links_with_rust_lld();
+    if rust_lld && var("TARGET") == var("HOST") && glibc_has_relr() {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
+    if var("HEARTBEAT_AGENT_LINK_ORDER") != "0" && rust_lld {
         let root = Path::new(&var("CARGO_MANIFEST_DIR")).to_owned();
         let read = |file: &str| std::fs::read_to_string(root.join(file)).unwrap_or_default();
         let (run, daemon) = (read(ORDER_FILE), read(DAEMON_ORDER_FILE));
@@ -93,6 +103,27 @@ fn link_order<'a>(run: &'a str, daemon: &'a str) -> Vec<&'a str> {
         .copied()
         .filter(|n| seen.insert(*n))
         .collect()
+}
+
+/// Whether this machine's glibc, which the binary is linked against and will run with, reads
+/// packed relative relocations (`DT_RELR`, glibc 2.36 and later; `getconf GNU_LIBC_VERSION`).
+fn glibc_has_relr() -> bool {
+    let Ok(out) = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+    else {
+        return false;
+    };
+    // "glibc 2.36"
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut version = text
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .split('.')
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+    (major, minor) >= (2, 36)
 }
 
 /// Whether the final link uses rustc's self-contained lld: x86_64-unknown-linux-gnu with rustc
