@@ -464,6 +464,31 @@ fn the_hardening_check_names_what_a_binary_lacks() {
     );
 }
 
+/// A binary with packed relative relocations (build.rs, where glibc reads them) needs glibc
+/// 2.36 (`GLIBC_ABI_DT_RELR`, a version without symbols that cargo-deb's `$auto` does not
+/// see): the package says so, or it would install where the binary cannot start.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn a_binary_with_packed_relocations_makes_the_package_need_glibc_2_36() {
+    let out = std::process::Command::new("readelf")
+        .args(["--dynamic", "--wide"])
+        .arg(util::bin())
+        .output()
+        .expect("readelf (binutils)");
+    assert!(out.status.success(), "{out:?}");
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let depends = read("Cargo.toml")
+        .lines()
+        .find(|l| l.starts_with("depends = "))
+        .expect("the package's depends")
+        .to_owned();
+    if dynamic.contains("(RELR)") {
+        assert!(depends.contains("libc6 (>= 2.36)"), "{depends}");
+    } else {
+        eprintln!("this build has no packed relocations (glibc before 2.36 or another linker)");
+    }
+}
+
 /// `scripts/check-hardening.sh` run on `binary`.
 fn check_hardening(binary: &Path) -> std::process::Output {
     std::process::Command::new("bash")
