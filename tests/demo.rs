@@ -518,7 +518,10 @@ fn the_readme_starts_with_the_two_commands_and_says_where_the_binary_is() {
             .any(|l| l.trim_end().ends_with(" bash scripts/test.sh")),
         "{ci}"
     );
-    let before_install = readme.split("cargo install --locked --path .").next().expect("text");
+    let before_install = readme
+        .split("cargo install --locked --path .")
+        .next()
+        .expect("text");
     assert!(
         before_install.len() < readme.len(),
         "no `cargo install --locked --path .`"
