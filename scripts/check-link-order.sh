@@ -13,6 +13,7 @@
 #   BINARY defaults to target/release/heartbeat-agent (under $CARGO_TARGET_DIR if set), the
 #   binary scripts/build-deb.sh builds; it must keep its symbol table (the release profile's
 #   `strip = "debuginfo"` does). Fails only when it cannot read the binary.
+#   LINK_ORDER_LISTS names other lists (space-separated paths; tests/packaging.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +34,7 @@ if [ -z "$symbols" ]; then
   echo "check-link-order: $BIN has no symbol table (stripped?); the report needs it" >&2
   exit 1
 fi
-for ORDER in packaging/link/run.order packaging/link/daemon.order; do
+for ORDER in ${LINK_ORDER_LISTS:-packaging/link/run.order packaging/link/daemon.order}; do
   listed=$(grep -v -e '^#' -e '^$' "$ORDER" | sort -u || true)
   total=$(printf '%s\n' "$listed" | grep -c . || true)
   found=$(comm -12 <(printf '%s\n' "$listed") <(printf '%s\n' "$symbols") | grep -c . || true)

@@ -532,6 +532,64 @@ fn the_daemon_link_order_file_has_a_steady_part_then_a_start_up_part() {
     }
 }
 
+/// A stale link-order list never fails CI: `scripts/check-link-order.sh` on the binary the tests
+/// run, with a list of 200 of its own function names of which a tenth are renamed, and with one
+/// whose every name is gone, reports how many are left, warns about the second, and exits 0.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
+fn a_stale_link_order_list_is_reported_and_never_fails() {
+    let nm = std::process::Command::new("nm")
+        .args(["--defined-only"])
+        .arg(util::bin())
+        .output()
+        .expect("nm (binutils)");
+    assert!(nm.status.success(), "{nm:?}");
+    let symbols = String::from_utf8_lossy(&nm.stdout);
+    let mut names: Vec<&str> = symbols
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|n| n.starts_with("_ZN") && n.contains("heartbeat_agent"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(names.len() >= 200, "only {} symbols", names.len());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tenth = dir.path().join("tenth.order");
+    let list: Vec<String> = names[..200]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if i % 10 == 0 {
+                format!("{n}_renamed")
+            } else {
+                (*n).to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&tenth, list.join("\n") + "\n").expect("write the list");
+    let gone = dir.path().join("gone.order");
+    let list: Vec<String> = names[..200].iter().map(|n| format!("{n}_gone")).collect();
+    std::fs::write(&gone, list.join("\n") + "\n").expect("write the list");
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("scripts/check-link-order.sh"))
+        .arg(util::bin())
+        .env(
+            "LINK_ORDER_LISTS",
+            format!("{} {}", tenth.display(), gone.display()),
+        )
+        .output()
+        .expect("run scripts/check-link-order.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("180 of 200 names of"), "{stdout}");
+    assert!(stdout.contains("0 of 200 names of"), "{stdout}");
+    assert!(
+        stderr.contains("gone.order is stale") && !stderr.contains("tenth.order is stale"),
+        "{stderr}"
+    );
+}
+
 /// The names of a link-order list (one symbol per line, `#` comments), at least 100: Rust's
 /// mangled names, and the C functions the real CPU runs (`main`, ring's, crt's `_start`).
 fn link_order_names<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
