@@ -10,6 +10,9 @@
 //! BENCHMARKS.md). Here the environment the agent inherited, without its secrets, is turned
 //! into C strings once; a spawn builds only its own variables and an array of pointers. The
 //! child's stdin comes from one `/dev/null` descriptor kept open, and the pipes are made here.
+//! Measured side by side against a build that spawns every job with std's `Command`
+//! (`scripts/bench-burst.sh`, 7 interleaved rounds): the daemon's CPU per run 0.26 against
+//! 0.30 ms, lower in 6 of 7 rounds; the burst's p99 within its noise (BENCHMARKS.md).
 //!
 //! The semantics are std's: the child leads a new process group, starts with an empty signal
 //! mask and `SIGPIPE` at its default, gets the variables set on top of the inherited ones
