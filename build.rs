@@ -1,50 +1,48 @@
-//! Build script: link the `heartbeat-agent` executable for a cheap start on Linux/glibc.
+//! Build script: hand lld the order of the functions `heartbeat-agent run` and the daemon
+//! execute, so each path's code sits together at the start of `.text`.
 //!
-//! `heartbeat-agent run` starts once per cron job, so what the kernel and the loader do before
-//! and around `main` matters (see BENCHMARKS.md, "run wrapper overhead"):
+//! The binary is linked as rustc links it on Linux: position-independent (PIE), with full RELRO
+//! and BIND_NOW (`tests/packaging.rs` checks all three on the built binary). This script adds no
+//! linker script and changes nothing of the data's layout.
 //!
-//! - **non-PIE**: a position-independent executable makes the dynamic loader apply about a
-//!   megabyte of relocations (`.rela.dyn`, `.data.rel.ro`) at every start. A non-PIE one needs
-//!   none. Shared libraries, the stack and the heap keep their address randomization; only the
-//!   executable's own image sits at a fixed address. `HEARTBEAT_AGENT_PIE=1` keeps PIE.
-//! - **function order**: `packaging/link/run.order` (written by `scripts/link-order.sh`) lists
-//!   the functions `run` executes, `packaging/link/daemon.order` those the daemon executes once
-//!   started and then those of its start-up. lld places them at the start of `.text` in the
-//!   order [`link_order`] composes, so each path maps a few windows of code instead of half the
-//!   binary (the kernel maps 64 KiB around every first touch of a page). Only with rustc's own
-//!   lld (the default linker of x86_64-unknown-linux-gnu since Rust 1.90) and no linker
-//!   configured; `HEARTBEAT_AGENT_LINK_ORDER=0` turns it off. A stale entry is ignored by the
-//!   linker.
-//! - **data order**: `packaging/link/data.order` (same script) lists the input sections of
-//!   `.rodata` and `.data.rel.ro` that `run`, then the running daemon, then its start-up read;
-//!   a linker script ([`data_order_script`]) places them first, so an http `run` maps 7 windows
-//!   of read-only data instead of 18. Release builds also write lld's map
-//!   (`OUT_DIR/heartbeat-agent.map`), which the script reads to name the section at an address.
+//! **packed relative relocations** (`-z pack-relative-relocs`, `DT_RELR`): a PIE holds about
+//! 40,000 relative relocations (vtables, panic locations, string tables in `.data.rel.ro`),
+//! which the loader reads at every start: 970 KB as `.rela.dyn`, about 20 KB packed. Only with
+//! rustc's own lld and when this machine's glibc reads them (2.36 and later: the binary then
+//! needs that glibc, as dpkg's `libc6 (>= 2.36)` dependency says), not when cross-compiling.
+//!
+//! **function order**: `packaging/link/run.order` lists the functions `run` executes,
+//! `packaging/link/daemon.order` those the daemon executes once started and then those of its
+//! start-up (both written by `scripts/link-order.sh`, one step of the release in
+//! docs/packaging.md). lld places them at the start of `.text` in the order [`link_order`]
+//! composes, so each path maps a few windows of code instead of half the binary (the kernel
+//! maps 64 KiB around every first touch of a page). Only with rustc's own lld (the default
+//! linker of x86_64-unknown-linux-gnu since Rust 1.90) and no linker configured;
+//! `HEARTBEAT_AGENT_LINK_ORDER=0` turns it off. The lists are a hint, never a requirement: a
+//! name that is gone (a rename, a `Cargo.lock` or toolchain change) is skipped by the linker
+//! without a warning, and `scripts/check-link-order.sh` only reports how much of them is left.
 
 use std::collections::HashSet;
 use std::path::Path;
 
 const ORDER_FILE: &str = "packaging/link/run.order";
 const DAEMON_ORDER_FILE: &str = "packaging/link/daemon.order";
-const DATA_ORDER_FILE: &str = "packaging/link/data.order";
 /// The line of `daemon.order` after which its start-up functions are listed.
 const START_UP_MARKER: &str = "# start-up";
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=HEARTBEAT_AGENT_PIE");
     println!("cargo:rerun-if-env-changed=HEARTBEAT_AGENT_LINK_ORDER");
     println!("cargo:rerun-if-changed={ORDER_FILE}");
     println!("cargo:rerun-if-changed={DAEMON_ORDER_FILE}");
-    println!("cargo:rerun-if-changed={DATA_ORDER_FILE}");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
         return;
     }
-    if var("HEARTBEAT_AGENT_PIE") != "1" {
-        // Only the binaries: the library, tests and proc-macros are linked as before.
-        println!("cargo:rustc-link-arg-bins=-no-pie");
+    let rust_lld = links_with_rust_lld();
+    if rust_lld && var("TARGET") == var("HOST") && glibc_has_relr() {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
-    if var("HEARTBEAT_AGENT_LINK_ORDER") != "0" && links_with_rust_lld() {
+    if var("HEARTBEAT_AGENT_LINK_ORDER") != "0" && rust_lld {
         let root = Path::new(&var("CARGO_MANIFEST_DIR")).to_owned();
         let read = |file: &str| std::fs::read_to_string(root.join(file)).unwrap_or_default();
         let (run, daemon) = (read(ORDER_FILE), read(DAEMON_ORDER_FILE));
@@ -57,15 +55,6 @@ fn main() {
                 path.display()
             );
             println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
-        }
-        let script = data_order_script(&read(DATA_ORDER_FILE));
-        let path = Path::new(&var("OUT_DIR")).join("data-order.ld");
-        std::fs::write(&path, script).expect("OUT_DIR is writable");
-        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", path.display());
-        if var("PROFILE") == "release" {
-            // scripts/link-order.sh reads which input section holds each data address here.
-            let map = Path::new(&var("OUT_DIR")).join("heartbeat-agent.map");
-            println!("cargo:rustc-link-arg-bins=-Wl,-Map={}", map.display());
         }
     }
 }
@@ -116,60 +105,26 @@ fn link_order<'a>(run: &'a str, daemon: &'a str) -> Vec<&'a str> {
         .collect()
 }
 
-/// A linker script that places the data sections `data.order` lists (`# run`, `# steady`,
-/// `# start-up`; a section name and its size per line) first in `.rodata` and `.data.rel.ro`,
-/// in that order, leaving the rest of the layout to lld's defaults (`OVERWRITE_SECTIONS`).
-/// The merged constants, which every path reads, come first; the merged strings after the
-/// small sections of `run` and the steady path; then the large ones, then the start-up's. The
-/// listed sections are unnamed constants
-/// (`.rodata..Lanon.<hash>.<n>`), jump tables and vtables, which carry no symbol for
-/// `--symbol-ordering-file`; a name that is gone matches nothing.
-fn data_order_script(list: &str) -> String {
-    // (group, name, size) in the list's order: the order of first touch.
-    let mut sections: Vec<(&str, &str, u64)> = Vec::new();
-    let mut group = "";
-    for line in list.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        if let Some(title) = line.strip_prefix("# ") {
-            if ["run", "steady", "start-up"].contains(&title) {
-                group = title;
-            }
-        } else if !line.starts_with('#') && !group.is_empty() && !line.contains('"') {
-            let mut words = line.split(' ');
-            if let (Some(name), Some(Ok(size))) = (words.next(), words.next().map(str::parse)) {
-                sections.push((group, name, size));
-            }
-        }
-    }
-    // One rule per section keeps the list's order (a rule with several names places them in
-    // the objects' order). Large tables (ring's precomputed points, 24-151 KB) would push
-    // the small constants that follow into further windows: they go after the strings.
-    let rules = |prefix: &str, groups: &[&str], large: bool| -> String {
-        sections
-            .iter()
-            .filter(|(g, n, size)| {
-                groups.contains(g) && n.starts_with(prefix) && (*size >= LARGE_SECTION) == large
-            })
-            .map(|(_, n, _)| format!("    *(\"{n}\")\n"))
-            .collect()
+/// Whether this machine's glibc, which the binary is linked against and will run with, reads
+/// packed relative relocations (`DT_RELR`, glibc 2.36 and later; `getconf GNU_LIBC_VERSION`).
+fn glibc_has_relr() -> bool {
+    let Ok(out) = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+    else {
+        return false;
     };
-    let mut script = String::from("OVERWRITE_SECTIONS\n{\n  .rodata : {\n");
-    script += "    *(.rodata.cst16) *(.rodata.cst32) *(.rodata.cst8) *(.rodata.cst4)\n";
-    // The compiler's own unnamed `.rodata` (a few bytes every path reads), not the C objects'.
-    script += "    *.rcgu.o(.rodata)\n";
-    script += &rules(".rodata.", &["run", "steady"], false);
-    script += "    *(.rodata.str1.1)\n";
-    script += &rules(".rodata.", &["run", "steady"], true);
-    script += &rules(".rodata.", &["start-up"], false);
-    script += &rules(".rodata.", &["start-up"], true);
-    script += "    *(.rodata .rodata.*)\n  }\n  .data.rel.ro : {\n";
-    script += &rules(".data.rel.ro.", &["run", "steady", "start-up"], false);
-    script += &rules(".data.rel.ro.", &["run", "steady", "start-up"], true);
-    script += "    *(.data.rel.ro .data.rel.ro.*)\n  }\n}\n";
-    script
+    // "glibc 2.36"
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut version = text
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .split('.')
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+    (major, minor) >= (2, 36)
 }
-
-/// The size from which a listed data section is placed after the small ones (bytes).
-const LARGE_SECTION: u64 = 8 * 1024;
 
 /// Whether the final link uses rustc's self-contained lld: x86_64-unknown-linux-gnu with rustc
 /// 1.90 or later, and no linker chosen by configuration or flags.

@@ -7,8 +7,9 @@
 # 3-member cluster the cluster tests start on 127.0.0.1; the packaged service is disabled
 # again), `faketime` (agents whose clocks differ) and `promtool` (checks /metrics and runs the
 # alert rules' unit tests) and `chromium` (Debian's, headless: the dashboard's browser test,
-# tests/status/dashboard.rs), and `rpmbuild` and `rpmlint` (Debian's `rpm` and `rpmlint`: the
-# RPM that scripts/build-rpm.sh builds from the .deb). scripts/test.sh calls it first; with CI set, a
+# tests/status/dashboard.rs), `rpmbuild` and `rpmlint` (Debian's `rpm` and `rpmlint`: the
+# RPM that scripts/build-rpm.sh builds from the .deb), and `lintian` (scripts/build-deb.sh
+# checks the .deb with it). scripts/test.sh calls it first; with CI set, a
 # test whose tool is still missing fails instead of skipping (tests/util.rs, `require_tool`).
 #
 # promtool comes only with Debian's `prometheus` package (the server, its unit and a system
@@ -33,6 +34,7 @@ command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v rpmbuild >/dev/null 2>&1 || missing+=(rpm)
 command -v rpmlint >/dev/null 2>&1 || missing+=(rpmlint)
+command -v lintian >/dev/null 2>&1 || missing+=(lintian)
 need_promtool=
 command -v promtool >/dev/null 2>&1 || need_promtool=1
 

@@ -36,7 +36,6 @@
 //! - [`redact`]: secrets (the API key, ping URLs) kept out of everything shown.
 //! - [`exit`]: the exit codes of the command-line contract.
 //! - [`logging`]: the log subscriber: terminal text, JSON or journald.
-//! - `math`: `pow` and `exp2` defined in-process, so that libm is not loaded.
 #![warn(missing_docs)]
 #![warn(clippy::unwrap_used)]
 // `println!` and `eprintln!` panic when their output is closed: text for the terminal goes
@@ -60,7 +59,6 @@ pub mod identity;
 pub mod import;
 pub mod job;
 pub mod logging;
-mod math;
 pub mod net;
 pub mod paths;
 pub mod pause;

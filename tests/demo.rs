@@ -510,7 +510,7 @@ fn the_readme_starts_with_the_two_commands_and_says_where_the_binary_is() {
         .expect("a first sh block");
     assert_eq!(
         first_block,
-        "cargo run --release -- demo\nbash scripts/test.sh\n"
+        "cargo run --profile demo -- demo\nbash scripts/test.sh\n"
     );
     let ci = std::fs::read_to_string(root.join(".ci/run")).expect(".ci/run");
     assert!(
@@ -518,12 +518,16 @@ fn the_readme_starts_with_the_two_commands_and_says_where_the_binary_is() {
             .any(|l| l.trim_end().ends_with(" bash scripts/test.sh")),
         "{ci}"
     );
-    let before_install = readme.split("cargo install --path .").next().expect("text");
+    let before_install = readme
+        .split("cargo install --locked --path .")
+        .next()
+        .expect("text");
     assert!(
         before_install.len() < readme.len(),
-        "no `cargo install --path .`"
+        "no `cargo install --locked --path .`"
     );
     for named in [
+        "target/demo/heartbeat-agent",
         "target/release/heartbeat-agent",
         "daemon.log",
         "status --url http://127.0.0.1:",

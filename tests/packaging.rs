@@ -3,7 +3,7 @@
 //! the default seccomp profile, no capabilities and resources, the CronJob keeps its outbox on a
 //! claim that outlives the pod, the container build copies everything the binary embeds, the
 //! systemd unit's stop timeout covers the daemon's shutdown, the Debian package keeps the
-//! config from other users, and the binary loads no shared library but libc and libgcc_s.
+//! config from other users, and the binary is PIE with full RELRO and BIND_NOW.
 
 use std::path::{Path, PathBuf};
 
@@ -416,22 +416,86 @@ fn cronjob_command_runs_and_pings() {
     assert_eq!(emulator.pings().len(), 1, "{argv:?}");
 }
 
-/// build.rs links the binary as non-PIE on Linux/glibc (ELF type `ET_EXEC`, not `ET_DYN`), so
-/// the loader applies no relocations at start; `HEARTBEAT_AGENT_PIE=1` is the only way back.
+/// The binary the tests run is linked as distributions link programs that parse network input:
+/// PIE, full RELRO and BIND_NOW (`scripts/check-hardening.sh`, which scripts/build-deb.sh also
+/// runs on the packaged release binary).
 #[test]
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn the_binary_is_linked_non_pie() {
-    if std::env::var("HEARTBEAT_AGENT_PIE").is_ok_and(|v| v == "1") {
-        eprintln!("skipped: built with HEARTBEAT_AGENT_PIE=1");
-        return;
+fn the_binary_is_pie_with_full_relro_and_bind_now() {
+    let out = check_hardening(&util::bin());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for property in ["PIE", "RELRO", "BIND_NOW"] {
+        assert!(
+            stdout.contains(&format!(": {property}: yes")),
+            "{property} not reported: {stdout}"
+        );
     }
-    let elf = std::fs::read(util::bin()).expect("read the binary");
-    assert_eq!(&elf[..4], b"\x7fELF", "not an ELF file");
-    let e_type = u16::from_le_bytes([elf[16], elf[17]]);
-    assert_eq!(
-        e_type, 2,
-        "e_type {e_type}: expected ET_EXEC (2), not ET_DYN (3, PIE)"
+}
+
+/// The check fails on a program linked without PIE, RELRO and BIND_NOW (a C program built with
+/// `cc -no-pie -Wl,-z,norelro -Wl,-z,lazy`), naming each property it lacks and what to do.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn the_hardening_check_names_what_a_binary_lacks() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source = dir.path().join("main.c");
+    std::fs::write(&source, "int main(void) { return 0; }\n").expect("write main.c");
+    let bin = dir.path().join("plain");
+    let cc = std::process::Command::new("cc")
+        .args(["-no-pie", "-Wl,-z,norelro", "-Wl,-z,lazy", "-o"])
+        .arg(&bin)
+        .arg(&source)
+        .output()
+        .expect("cc (the C compiler rustc links with)");
+    assert!(cc.status.success(), "{cc:?}");
+    let out = check_hardening(&bin);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    for property in ["PIE", "RELRO", "BIND_NOW"] {
+        assert!(
+            stderr.contains(&format!(": {property}: NO (")),
+            "{property} not named: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("lacks PIE RELRO BIND_NOW: link it as rustc does by default"),
+        "{stderr}"
     );
+}
+
+/// A binary with packed relative relocations (build.rs, where glibc reads them) needs glibc
+/// 2.36 (`GLIBC_ABI_DT_RELR`, a version without symbols that cargo-deb's `$auto` does not
+/// see): the package says so, or it would install where the binary cannot start.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn a_binary_with_packed_relocations_makes_the_package_need_glibc_2_36() {
+    let out = std::process::Command::new("readelf")
+        .args(["--dynamic", "--wide"])
+        .arg(util::bin())
+        .output()
+        .expect("readelf (binutils)");
+    assert!(out.status.success(), "{out:?}");
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let depends = read("Cargo.toml")
+        .lines()
+        .find(|l| l.starts_with("depends = "))
+        .expect("the package's depends")
+        .to_owned();
+    if dynamic.contains("(RELR)") {
+        assert!(depends.contains("libc6 (>= 2.36)"), "{depends}");
+    } else {
+        eprintln!("this build has no packed relocations (glibc before 2.36 or another linker)");
+    }
+}
+
+/// `scripts/check-hardening.sh` run on `binary`.
+fn check_hardening(binary: &Path) -> std::process::Output {
+    std::process::Command::new("bash")
+        .arg(repo().join("scripts/check-hardening.sh"))
+        .arg(binary)
+        .output()
+        .expect("run scripts/check-hardening.sh")
 }
 
 /// The link order list (scripts/link-order.sh) is one mangled symbol per line and includes
@@ -468,33 +532,61 @@ fn the_daemon_link_order_file_has_a_steady_part_then_a_start_up_part() {
     }
 }
 
-/// The data list (scripts/link-order.sh, build.rs turns it into a linker script) has its three
-/// groups in order, `run`'s holding the agent's own constants, and one section and its size
-/// per line: a name with a space or a quote would break the script lld reads.
+/// A stale link-order list never fails CI: `scripts/check-link-order.sh` on the binary the tests
+/// run, with a list of 200 of its own function names of which a tenth are renamed, and with one
+/// whose every name is gone, reports how many are left, warns about the second, and exits 0.
 #[test]
-fn the_data_order_file_has_run_steady_and_start_up_groups_of_sections() {
-    let text = read("packaging/link/data.order");
-    let groups: Vec<&str> = text
+#[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
+fn a_stale_link_order_list_is_reported_and_never_fails() {
+    let nm = std::process::Command::new("nm")
+        .args(["--defined-only"])
+        .arg(util::bin())
+        .output()
+        .expect("nm (binutils)");
+    assert!(nm.status.success(), "{nm:?}");
+    let symbols = String::from_utf8_lossy(&nm.stdout);
+    let mut names: Vec<&str> = symbols
         .lines()
-        .filter(|l| ["# run", "# steady", "# start-up"].contains(l))
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|n| n.starts_with("_ZN") && n.contains("heartbeat_agent"))
         .collect();
-    assert_eq!(groups, ["# run", "# steady", "# start-up"]);
-    let entries: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-    assert!(entries.len() > 100, "only {} sections", entries.len());
-    for line in &entries {
-        let words: Vec<&str> = line.split(' ').collect();
-        assert_eq!(words.len(), 2, "not `section size`: {line:?}");
-        assert!(
-            words[0].starts_with(".rodata.") || words[0].starts_with(".data.rel.ro."),
-            "not a .rodata or .data.rel.ro input section: {line:?}"
-        );
-        assert!(!words[0].contains('"'), "a quote in {line:?}");
-        words[1].parse::<u64>().expect("a size in bytes");
-    }
-    let run_part = text.split("\n# steady\n").next().unwrap();
+    names.sort_unstable();
+    names.dedup();
+    assert!(names.len() >= 200, "only {} symbols", names.len());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tenth = dir.path().join("tenth.order");
+    let list: Vec<String> = names[..200]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if i % 10 == 0 {
+                format!("{n}_renamed")
+            } else {
+                (*n).to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&tenth, list.join("\n") + "\n").expect("write the list");
+    let gone = dir.path().join("gone.order");
+    let list: Vec<String> = names[..200].iter().map(|n| format!("{n}_gone")).collect();
+    std::fs::write(&gone, list.join("\n") + "\n").expect("write the list");
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("scripts/check-link-order.sh"))
+        .arg(util::bin())
+        .env(
+            "LINK_ORDER_LISTS",
+            format!("{} {}", tenth.display(), gone.display()),
+        )
+        .output()
+        .expect("run scripts/check-link-order.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("180 of 200 names of"), "{stdout}");
+    assert!(stdout.contains("0 of 200 names of"), "{stdout}");
     assert!(
-        run_part.contains("heartbeat_agent"),
-        "none of the agent's own tables in `run`'s group"
+        stderr.contains("gone.order is stale") && !stderr.contains("tenth.order is stale"),
+        "{stderr}"
     );
 }
 
@@ -519,6 +611,44 @@ fn link_order_names<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
         "most names are Rust's mangled symbols"
     );
     names
+}
+
+/// The Debian changelog (lintian's `no-changelog` otherwise) opens with the package's version
+/// as cargo-deb builds it (`VERSION-1`), and every lintian override in the package has its
+/// reason in a comment right above it.
+#[test]
+fn the_debian_changelog_has_the_package_version_and_each_lintian_override_a_reason() {
+    let cargo = read("Cargo.toml");
+    let version = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("the package's version in Cargo.toml");
+    let changelog = read("packaging/debian/changelog");
+    let first = changelog.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("heartbeat-agent ({version}-1) ")),
+        "packaging/debian/changelog starts with {first:?}, not version {version}-1: add an \
+         entry for the new version"
+    );
+    let overrides = read("packaging/debian/lintian-overrides");
+    let lines: Vec<&str> = overrides.lines().collect();
+    let tags: Vec<usize> = (0..lines.len())
+        .filter(|&i| !lines[i].starts_with('#') && !lines[i].trim().is_empty())
+        .collect();
+    assert!(!tags.is_empty(), "no override in the file");
+    for i in tags {
+        assert!(
+            lines[i].starts_with("heartbeat-agent: "),
+            "not an override of this package: {:?}",
+            lines[i]
+        );
+        assert!(
+            i > 0 && lines[i - 1].starts_with("# "),
+            "override without its reason in a comment above it: {:?}",
+            lines[i]
+        );
+    }
 }
 
 /// The config can hold secrets: the package installs it 0640 (`Cargo.toml`), and postinst
@@ -679,35 +809,5 @@ fn the_daemon_doc_installs_the_packaged_unit_and_its_steps_work() {
             .contains("Permission denied (os error 13); run as a member of group heartbeat-agent or with sudo"),
         "{}",
         String::from_utf8_lossy(&other.stderr)
-    );
-}
-
-/// The shared objects the dynamic loader maps for the agent's binary, from the loader itself
-/// (`LD_TRACE_LOADED_OBJECTS`, what ldd(1) runs): it lists them and exits without running it.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn loaded_objects() -> String {
-    let out = std::process::Command::new(util::bin())
-        .env("LD_TRACE_LOADED_OBJECTS", "1")
-        .output()
-        .expect("the loader lists the binary's objects");
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `src/math.rs` defines the binary's only two libm functions so that libm is never mapped:
-/// 304 KiB of every process's resident memory. A new call to another libm function brings it
-/// back; this says so before the memory figures do.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[test]
-fn the_binary_does_not_load_libm() {
-    let objects = loaded_objects();
-    assert!(
-        objects.contains("libc.so.6"),
-        "the loader's list: {objects}"
-    );
-    assert!(
-        !objects.contains("libm.so"),
-        "the binary loads libm again: a libm function other than pow and exp2 is called \
-         (find it with `nm -D --undefined-only`, and define it in src/math.rs or avoid it):\n{objects}"
     );
 }

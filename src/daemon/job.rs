@@ -385,7 +385,6 @@ pub(super) async fn trim_when_quiet(shared: Arc<Shared>, cancel: CancellationTok
         // Runs that started meanwhile signal again when they end.
         if shared.runs.is_empty() {
             super::release_free_memory();
-            super::memory::release_pending_start_up_code();
         }
     }
 }

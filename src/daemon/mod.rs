@@ -35,8 +35,8 @@ pub(crate) mod view;
 pub(crate) use crate::run::AfterRun;
 pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{Context, Plugins, Task};
+use memory::release_free_memory;
 pub(crate) use memory::tune_malloc;
-use memory::{release_free_memory, release_start_up_code_when_quiet};
 pub(crate) use supervisor::run;
 pub(crate) use view::{DaemonView, JobView};
 

@@ -106,7 +106,6 @@ pub(crate) async fn run(
     };
     supervisor.apply(&config);
     super::release_free_memory();
-    super::release_start_up_code_when_quiet();
     let background = CancellationToken::new();
     supervisor.start_background(plugins.tasks, &background);
     // The status listener was bound by the caller and runs as a background task, so READY=1
@@ -304,7 +303,6 @@ impl Supervisor {
                 self.shared.state.count_reload(Ok(()));
                 info!(jobs = self.jobs.len(), "configuration reloaded");
                 super::release_free_memory();
-                super::release_start_up_code_when_quiet();
             }
         }
         let _ = self.notifier.ready();
