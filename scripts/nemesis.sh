@@ -39,4 +39,17 @@ for tool in etcd etcdctl python3; do
 done
 echo "nemesis: seed $seed, $duration s, out $out (replay: bash scripts/nemesis.sh --seed $seed --duration $duration)"
 python3 scripts/nemesis/harness.py "$out" "$seed" "$duration" "$(realpath "$bin")"
-python3 scripts/nemesis/checker.py "$out"
+status=0
+python3 scripts/nemesis/checker.py "$out" || status=$?
+# An independent count of the ledger (awk, not the checker): fires, and fires run by two runs.
+fires=$(awk '{ print $1, $2 }' "$out/ledger" | sort -u | wc -l)
+twice=$(awk '{ print $1, $2, $4 }' "$out/ledger" | sort -u | awk '{ print $1, $2 }' | uniq -d | wc -l)
+echo "nemesis: the ledger counted apart: $fires fires, $twice run twice"
+python3 - "$out/summary.json" "$fires" "$twice" <<'PY' || status=1
+import json, sys
+summary = json.load(open(sys.argv[1]))
+if (summary["fires"], summary["ran_twice"]) != (int(sys.argv[2]), int(sys.argv[3])):
+    sys.exit(f"nemesis: the checker's count {summary['fires']}/{summary['ran_twice']} "
+             f"disagrees with the ledger's {sys.argv[2]}/{sys.argv[3]}")
+PY
+exit "$status"

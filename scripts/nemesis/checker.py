@@ -25,6 +25,7 @@ Standard library only. Run it alone on a kept DIR: `python3 scripts/nemesis/chec
 """
 
 import collections
+import datetime
 import json
 import os
 import sys
@@ -90,6 +91,24 @@ def check(out):
         attempts += 1
     twice = sorted(f for f, ids in fires.items() if len(ids) > 1)
 
+    # Fires an agent skipped by the job's `overlap = "skip"` (its previous run, retrying, still
+    # ran): the agent's choice, not a miss of the cluster's.
+    skipped = set()
+    for node in run["nodes"]:
+        agent_dir = os.path.join(out, "agents", node)
+        for name in os.listdir(agent_dir):
+            if not (name.startswith("daemon.") and name.endswith(".log")):
+                continue
+            for line in read_lines(os.path.join(agent_dir, name)):
+                if "run skipped" not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                    at = datetime.datetime.fromisoformat(entry["scheduled"].replace("Z", "+00:00"))
+                    skipped.add((entry["job"], int(at.timestamp())))
+                except (ValueError, KeyError):
+                    continue
+
     # Fires due while the nemesis ran (after a warm-up of 5 s), and the ones no agent ran.
     windows = fault_windows(events, run["lease_s"])
     missed, explained, unexplained = [], collections.Counter(), []
@@ -100,7 +119,9 @@ def check(out):
                 continue
             missed.append((job, slot))
             why = [w for w in windows if w[0] <= slot <= w[1]]
-            if why:
+            if (job, slot) in skipped:
+                explained["overlap_skip"] += 1
+            elif why:
                 explained[why[0][2]] += 1
             else:
                 unexplained.append({"job": job, "scheduled": slot})

@@ -561,11 +561,12 @@ ping_url = "{ping('slow')}"
 
     async def run(self):
         self.stopping = False
-        await self.start_system()
-        self.started = time.monotonic()
-        self.log("start", "all", seed=self.seed, duration=self.duration)
-        watchers = [asyncio.create_task(self.watch(a)) for a in self.agents]
+        watchers = []
         try:
+            await self.start_system()
+            self.started = time.monotonic()
+            self.log("start", "all", seed=self.seed, duration=self.duration)
+            watchers = [asyncio.create_task(self.watch(a)) for a in self.agents]
             await self.nemesis()
             remaining = self.started + self.duration - time.monotonic()
             if remaining > 0:
