@@ -43,6 +43,8 @@ dpkg-deb -x "$deb" "$payload"
 mkdir -p "$payload/usr/share/zsh/site-functions"
 mv "$payload/usr/share/zsh/vendor-completions/_heartbeat-agent" "$payload/usr/share/zsh/site-functions/"
 rmdir "$payload/usr/share/zsh/vendor-completions"
+# Debian's own: lintian's overrides (rpmlint has its filters in packaging/rpm/rpmlint.toml).
+rm -rf "$payload/usr/share/lintian"
 install -D -m 0644 packaging/rpm/heartbeat-agent.sysusers "$payload/usr/lib/sysusers.d/heartbeat-agent.conf"
 
 out=$PWD/target/rpm
