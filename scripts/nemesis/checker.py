@@ -15,7 +15,12 @@ Proves:
 - successes_lost = 0: every run an agent recorded as succeeded has a ping carrying its run id
   that the ping host answered 2xx, or a later run of the same job has (the outbox drops a
   pending success once a later one of its check is delivered: the service's timer only needs
-  the latest; counted as `successes_coalesced`);
+  the latest; counted as `successes_coalesced`), or the agent logged that it dropped it by one
+  of its two documented rules (docs/outbox.md, "A late success must not lie": a later run of the
+  job failed, so sending it would hide that failure; or it grew older than `outbox_max_age`, the
+  job's period, so it would claim the job is fine now): the log line names the ping URL's
+  fingerprint, which the checker computes from the run id; counted as
+  `successes_dropped_by_rule`, by rule;
 - crashes = 0: no agent exited unasked (nor logged a panic).
 Counts and explains: `missed`, the fires between the start and the heal that no agent ran; a
 miss within a fault that stops an agent or its etcd (from its start to the lease plus 5 s
@@ -26,6 +31,7 @@ Standard library only. Run it alone on a kept DIR: `python3 scripts/nemesis/chec
 
 import collections
 import datetime
+import hashlib
 import json
 import os
 import sys
@@ -139,6 +145,30 @@ def check(out):
         if rid in run_of:
             job, slot = run_of[rid]
             latest[job] = max(latest.get(job, slot), slot)
+    # Pending successes an agent dropped by rule, by the fingerprint of the URL it would ping
+    # (redact::fingerprint: the first 4 bytes of the SHA-256 of the URL, in hex).
+    dropped_by = {}
+    for node in run["nodes"]:
+        agent_dir = os.path.join(out, "agents", node)
+        for name in os.listdir(agent_dir):
+            if not (name.startswith("daemon.") and name.endswith(".log")):
+                continue
+            for line in read_lines(os.path.join(agent_dir, name)):
+                if "pending success dropped" not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                fingerprint = entry.get("target_url", "").rpartition("#")[2]
+                rule = entry["message"].partition(": ")[2] or entry["message"]
+                dropped_by[fingerprint] = rule
+
+    def fingerprint(job, rid):
+        url = run.get("ping_urls", {}).get(job, "") + "?rid=" + str(rid)
+        return hashlib.sha256(url.encode()).hexdigest()[:8]
+
+    dropped = collections.Counter()
     successes, coalesced, lost, unrecorded = 0, 0, [], []
     for node in run["nodes"]:
         path = os.path.join(out, "agents", node, "history.json")
@@ -155,6 +185,8 @@ def check(out):
                     pass
                 elif job_slot and latest.get(job_slot[0], job_slot[1]) > job_slot[1]:
                     coalesced += 1
+                elif fingerprint(job.get("job"), rid) in dropped_by:
+                    dropped[dropped_by[fingerprint(job.get("job"), rid)]] += 1
                 else:
                     lost.append({"node": node, "job": job.get("job"), "run_id": rid,
                                  "scheduled": record.get("scheduled")})
@@ -187,6 +219,7 @@ def check(out):
         "successes": successes,
         "successes_lost": len(lost),
         "successes_coalesced": coalesced,
+        "successes_dropped_by_rule": dict(sorted(dropped.items())),
         "successes_not_in_ledger": len(unrecorded),
         "crashes": len(crashes),
     }

@@ -240,6 +240,7 @@ class Harness:
                 "POST", self.admin("heartbeat-checks"), {"name": f"nemesis {job}"}
             )
             checks[job] = check["heartbeat"]["pingUrl"]
+        self.ping_urls = checks
         template = self.config_template(checks)
         ledger = os.path.join(self.out, "ledger")
         open(ledger, "w").close()
@@ -603,7 +604,8 @@ ping_url = "{ping('slow')}"
         with open(os.path.join(self.out, "run.json"), "w") as f:
             json.dump({"seed": self.seed, "duration_s": self.duration,
                        "nodes": NODES, "lease_s": LEASE_S,
-                       "jobs": {"tick": 1, "tock": 3, "slow": 5}}, f)
+                       "jobs": {"tick": 1, "tock": 3, "slow": 5},
+                       "ping_urls": self.ping_urls}, f)
 
 
 def main():
