@@ -200,12 +200,12 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         Ok::<_, String>(ended)
     });
     match result {
-        Ok(daemon::Ended::Stopped) => {
+        Ok(daemon::DaemonEnd::Stopped) => {
             // A probe stuck on a hung file system must not hold the exit.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             exit::OK
         }
-        Ok(daemon::Ended::Killed) => {
+        Ok(daemon::DaemonEnd::Killed) => {
             runtime.shutdown_background();
             exit::INTERRUPTED
         }

@@ -60,7 +60,7 @@ pub(crate) struct Options {
 
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ended {
+pub(crate) enum DaemonEnd {
     /// An orderly shutdown (exit 0).
     Stopped,
     /// A [`Request::Kill`] during shutdown: every job was killed, nothing was waited for

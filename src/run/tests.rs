@@ -42,11 +42,11 @@ impl Scripted {
 }
 
 impl Runner for Scripted {
-    async fn attempt(&mut self, attempt: Attempt) -> Ended {
+    async fn attempt(&mut self, attempt: RunAttempt) -> AttemptEnd {
         self.attempts += 1;
         let code = self.codes[usize::try_from(attempt.number - 1).expect("small")];
         let end = RunEnd::Ended(ProcessEnd::Exited(code));
-        Ended {
+        AttemptEnd {
             started: Utc::now(),
             outcome: end.outcome(&[0]),
             end,
@@ -159,7 +159,7 @@ async fn the_last_failed_attempt_decides_and_a_stop_starts_no_further_attempt() 
 #[test]
 fn a_failure_chooses_the_fail_ping_with_its_status_and_bounded_output() {
     let end = RunEnd::Ended(ProcessEnd::Exited(4));
-    let ended = Ended {
+    let ended = AttemptEnd {
         started: Utc::now(),
         outcome: end.outcome(&[0]),
         end,
@@ -175,7 +175,7 @@ fn a_failure_chooses_the_fail_ping_with_its_status_and_bounded_output() {
     assert!(pings::finish(&pings(None, None), &ended, None, RunId::new()).is_none());
 
     let end = RunEnd::Ended(ProcessEnd::Exited(0));
-    let success = Ended {
+    let success = AttemptEnd {
         outcome: end.outcome(&[0]),
         end,
         ..ended

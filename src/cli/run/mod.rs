@@ -35,7 +35,7 @@ use crate::ping::outbox::{Outbox, PingContext};
 use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
-use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
+use crate::process::{self, ChildControl, ChildOutcome, CommandSpec, Limits, RunEnd};
 use crate::retries::Retries;
 use crate::run::Pings;
 
@@ -474,7 +474,11 @@ async fn execute(plan: Plan) -> u8 {
 }
 
 /// Supervises `running`, forwarding the signals the wrapper receives to the command's group.
-async fn supervise(running: process::Running, limits: Limits, signals: &mut Signals) -> Outcome {
+async fn supervise(
+    running: process::Running,
+    limits: Limits,
+    signals: &mut Signals,
+) -> ChildOutcome {
     let (control, requests) = tokio::sync::mpsc::unbounded_channel();
     let supervised = running.supervise(limits, requests);
     tokio::pin!(supervised);
@@ -483,13 +487,13 @@ async fn supervise(running: process::Running, limits: Limits, signals: &mut Sign
             outcome = &mut supervised => return outcome,
             signal = signals.recv() => {
                 debug!(signal = %signal, "forwarding to the command's process group");
-                let _ = control.send(Control::Forward(signal));
+                let _ = control.send(ChildControl::Forward(signal));
             }
         }
     }
 }
 
-fn report(outcome: &Outcome, plan: &Plan) {
+fn report(outcome: &ChildOutcome, plan: &Plan) {
     let timeout = plan.limits.timeout.unwrap_or_default();
     match &outcome.end {
         RunEnd::TimedOut { killed: false, .. } => {
