@@ -79,7 +79,7 @@ pub struct PingOptions {
     pub source: Option<String>,
 
     /// Total time for one ping, all attempts and pauses included
-    #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "30s", value_name = "DUR")]
     pub ping_timeout: Duration,
 
     /// Also trust the CA certificates (PEM) in FILE for https pings, besides the system's

@@ -30,7 +30,7 @@ mod tail;
 mod tee;
 mod tty;
 
-pub(crate) use crate::run_end::{ProcessEnd, RunEnd};
+use crate::run_end::RunEnd;
 pub(crate) use supervise::{ChildControl, ChildOutcome, Limits};
 pub(crate) use tail::{LineSink, Tail};
 

@@ -18,7 +18,8 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::proc_stat::Stat;
-use super::{ProcessEnd, RunEnd, Running, Tail, PIPE_GRACE};
+use super::{Running, Tail, PIPE_GRACE};
+use crate::run_end::{ProcessEnd, RunEnd};
 
 /// Limits on one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Unit tests of spawning and supervision with real `sh`.
 
 use super::*;
+use crate::run_end::ProcessEnd;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 

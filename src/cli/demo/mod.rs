@@ -47,7 +47,7 @@ const TEMPLATE: &str = include_str!("../../../config/demo.toml");
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Stop after this long (e.g. "30s") instead of waiting for Ctrl-C
-    #[arg(long, value_name = "DUR", value_parser = crate::config::duration::parse)]
+    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
 
     /// Keep the temporary directory (config, state, logs) and print its path at the end

@@ -35,9 +35,10 @@ use crate::ping::outbox::{Outbox, PingContext};
 use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
-use crate::process::{self, ChildControl, ChildOutcome, CommandSpec, Limits, RunEnd};
+use crate::process::{self, ChildControl, ChildOutcome, CommandSpec, Limits};
 use crate::retries::Retries;
 use crate::run::Pings;
+use crate::run_end::RunEnd;
 
 /// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
 pub(crate) const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
@@ -66,7 +67,7 @@ pub struct RunArgs {
     pub timeout: Option<Duration>,
 
     /// Time between the timeout's SIGTERM and SIGKILL [default: the job's, else 10s]
-    #[arg(long, value_parser = crate::config::duration::parse, value_name = "DUR")]
+    #[arg(long, value_parser = crate::duration::parse, value_name = "DUR")]
     pub kill_after: Option<Duration>,
 
     /// Exit codes that count as success, comma-separated [default: the job's, else 0]
@@ -133,7 +134,7 @@ pub struct PingArgs {
 /// `--timeout`: a duration, not zero (as `timeout` in the config: zero would stop the command
 /// at once).
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let timeout = crate::config::duration::parse(text)?;
+    let timeout = crate::duration::parse(text)?;
     if timeout.is_zero() {
         return Err(format!(
             "\"{text}\" is zero, which would stop the command at once; leave --timeout out for \
@@ -144,7 +145,7 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 }
 
 fn parse_retry_delay(text: &str) -> Result<Duration, String> {
-    let delay = crate::config::duration::parse(text)?;
+    let delay = crate::duration::parse(text)?;
     if delay > crate::retries::MAX_RETRY_DELAY {
         return Err(format!(
             "\"{text}\" is longer than a day: a wait that long belongs to the next run"
@@ -377,8 +378,8 @@ fn check_arguments(args: &RunArgs, method: PingMethod, source: &str) -> Result<E
         if delay > max {
             return Err(usage(format!(
                 "--retry-delay {} is longer than --retry-delay-max {}: give a cap at least as long",
-                crate::config::duration::human_duration(delay),
-                crate::config::duration::human_duration(max)
+                crate::duration::human_duration(delay),
+                crate::duration::human_duration(max)
             )));
         }
     }

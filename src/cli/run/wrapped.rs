@@ -21,12 +21,12 @@ use tracing::{info, warn};
 use super::after_ping::sync_after_accepted_ping;
 use super::{report, supervise, Plan, Signals};
 use crate::cli::print_error;
-use crate::config::duration::human_duration;
+use crate::duration::human_duration;
 use crate::ping::outbox::{self, Outbox};
 use crate::ping::Ping;
 use crate::process::children::Children;
-use crate::process::RunEnd;
 use crate::run::{AttemptEnd, Notice, PingRecord, Report, RunAttempt, RunRecord, Runner};
+use crate::run_end::RunEnd;
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
