@@ -1,8 +1,8 @@
 //! The one run pipeline: everything between a fire (or a `heartbeat-agent run` invocation) and
 //! its report, for both entry points.
 //!
-//! [`execute`] owns a run's corridor: the start ping (sent in a task of its own so the command
-//! starts at once, never kept in the outbox), the attempts with retries and timeouts
+//! [`run_with_pings`] owns a run's corridor: the start ping (sent in a task of its own so the
+//! command starts at once, never kept in the outbox), the attempts with retries and timeouts
 //! ([`attempts`]: one loop), dropping a pending success of the job after a failure, the one
 //! choice between the success ping and the fail ping ([`pings`]), their delivery through the
 //! durable outbox after the start ping (so the service sees them in order), then the entry
@@ -204,7 +204,7 @@ pub(crate) struct Report {
 
 /// Runs one run through the pipeline (see the module header), ending with the runner's
 /// after-ping work, and reports it.
-pub(crate) async fn execute<R: Runner>(
+pub(crate) async fn run_with_pings<R: Runner>(
     runner: &mut R,
     retries: &Retries,
     pings: &Pings,

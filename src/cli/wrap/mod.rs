@@ -6,11 +6,11 @@
 //! 2 without running anything.
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
-//! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute` hands
-//! the run to the one run pipeline ([`crate::run::execute`]: the start ping while the command
-//! runs, its attempts with `--retries`, the success ping or the fail ping with its exit status
-//! and, for a job with `fail_body`, the output tail kept by [`crate::process::Io::Tee`]). What
-//! `run` gives the pipeline is its [`crate::run::Runner`] (`wrapped`): the command in the
+//! can refuse to run), `run` takes the lock and a current-thread runtime, and `run_plan` hands
+//! the run to the one run pipeline ([`crate::run::run_with_pings`]: the start ping while the
+//! command runs, its attempts with `--retries`, the success ping or the fail ping with its exit
+//! status and, for a job with `fail_body`, the output tail kept by [`crate::process::Io::Tee`]).
+//! What `run` gives the pipeline is its [`crate::run::Runner`] (`wrapped`): the command in the
 //! foreground with the wrapper's signals forwarded to it, notices on stderr, and the after-ping
 //! work: for a job bound to a check, right after an accepted ping it records the ping and sends
 //! the job's held period change (`sync::timer`, `after_ping`), then delivers what the outbox
@@ -207,7 +207,7 @@ pub(crate) fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
         None
     };
     match context::runtime() {
-        Ok(runtime) => runtime.block_on(execute(plan)),
+        Ok(runtime) => runtime.block_on(run_plan(plan)),
         Err(code) => code,
     }
 }
@@ -449,7 +449,7 @@ fn command_spec(
 }
 
 /// Runs the planned command through the run pipeline; returns the exit status.
-async fn execute(plan: Plan) -> u8 {
+async fn run_plan(plan: Plan) -> u8 {
     let signals = Signals::install();
     let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries);
     // A container's entrypoint (PID 1) inherits every orphan of the command's tree: they are
@@ -470,7 +470,7 @@ async fn execute(plan: Plan) -> u8 {
         stop: None,
         recorded: None,
     };
-    let report = crate::run::execute(&mut runner, &plan.retries, &plan.pings, &outbox).await;
+    let report = crate::run::run_with_pings(&mut runner, &plan.retries, &plan.pings, &outbox).await;
     report.ended.end.exit_status()
 }
 

@@ -1,6 +1,6 @@
 //! One run of a job in the daemon: the [`Runner`] it gives the run pipeline
-//! ([`crate::run::execute`]). An attempt is a command (its output captured and logged line by
-//! line, scrubbed of the agent's secrets by [`crate::redact::scrub`], the last `output_tail`
+//! ([`crate::run::run_with_pings`]). An attempt is a command (its output captured and logged
+//! line by line, scrubbed of the agent's secrets by [`crate::redact::scrub`], the last `output_tail`
 //! bytes kept) or a watch probe; the daemon's shutdown stops it; the run is recorded in the
 //! job's state for status, with its success ping's result; then the after-run hooks are told
 //! (its after-ping work).
@@ -25,7 +25,7 @@ use crate::run_end::{RunEnd, RunOutcome};
 
 /// Runs `job` once for the fire at `scheduled`, admitted by `admitted` (held until the run
 /// ends); `state.run_started()` was called by the caller.
-pub(super) async fn execute(
+pub(super) async fn run_job(
     job: Arc<Job>,
     shared: Arc<Shared>,
     state: Arc<JobState>,
@@ -53,7 +53,7 @@ pub(super) async fn execute(
         scheduled,
         admitted: Some(admitted),
     };
-    crate::run::execute(&mut runner, &job.retries, &pings, &shared.outbox).await;
+    crate::run::run_with_pings(&mut runner, &job.retries, &pings, &shared.outbox).await;
     // This run's task still counts: 1 means it is the last.
     if shared.runs.len() <= 1 {
         shared.runs_idle.notify_one();
