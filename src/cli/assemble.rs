@@ -15,7 +15,8 @@ use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
 use crate::cluster::{Keys, Node};
 use crate::config::{ClusterSettings, Config, Job};
 use crate::daemon::control::{self, ControlReceiver, Controller, Request};
-use crate::daemon::{AfterRun, Context, Plugins, Task};
+use crate::daemon::{Context, Plugins, Task};
+use crate::run::AfterRun;
 use crate::sync::{Reconciler, SyncStatus};
 
 /// The daemon's control source from this process's signals: SIGTERM and SIGINT stop it,

@@ -13,8 +13,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::{context, exit, GlobalArgs};
+use super::{context, GlobalArgs};
 use crate::config::{Config, Job, JobAction, PingTarget, WatchSpec};
+use crate::exit;
 
 /// Configuration commands.
 #[derive(Debug, Subcommand)]

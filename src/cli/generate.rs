@@ -18,7 +18,8 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
-use super::{exit, print_error, Cli, GlobalArgs};
+use super::{print_error, Cli, GlobalArgs};
+use crate::exit;
 
 /// `completions`.
 #[derive(Debug, Args)]

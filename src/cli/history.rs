@@ -12,9 +12,10 @@ use chrono::{DateTime, Local, NaiveDate, TimeZone, Utc};
 use clap::Args;
 
 use super::context;
-use super::{exit, print_error, GlobalArgs};
+use super::{print_error, GlobalArgs};
 use crate::config::Config;
 use crate::duration::human_duration;
+use crate::exit;
 use crate::history::{ascii_wanted, glyph, History, JobRuns, Run};
 use crate::redact::Secret;
 use crate::status::client::Endpoint;

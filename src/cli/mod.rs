@@ -11,6 +11,9 @@ use std::process::ExitCode;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand};
 
+use crate::exit;
+use crate::logging::LogFormat;
+
 pub mod api;
 pub mod assemble;
 pub mod config_cmd;
@@ -31,9 +34,6 @@ pub mod status;
 pub mod sync;
 pub mod trigger;
 pub mod wrap;
-
-/// Exit codes that are part of the command-line contract.
-pub use crate::exit;
 
 /// The program's name in help and messages.
 const NAME: &str = "heartbeat-agent";
@@ -203,8 +203,6 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
 }
-
-pub use crate::logging::LogFormat;
 
 impl GlobalArgs {
     /// What the logging set-up needs from these options.

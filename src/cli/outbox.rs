@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
 use crate::duration::two_units;
+use crate::exit;
 use crate::ping::outbox::{self, Listed, Outbox, PassOptions, Stats};
 use crate::ping::Budget;
 

@@ -20,8 +20,9 @@ use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use serde_json::Value;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
 use crate::config::Config;
+use crate::exit;
 use crate::pause::{PauseRequest, ResumeRequest};
 use crate::redact::Secret;
 use crate::status::client::{ClientError, StatusAnswer};

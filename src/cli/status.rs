@@ -5,7 +5,8 @@ use std::io::{IsTerminal, Write};
 
 use clap::Args;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
+use crate::exit;
 use crate::redact::Secret;
 use crate::status::client::{Endpoint, StatusAnswer};
 use crate::status::doc::StatusDoc;

@@ -33,7 +33,6 @@ mod supervisor;
 mod tests;
 pub(crate) mod view;
 
-pub(crate) use crate::run::AfterRun;
 pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{Context, Plugins, Task};
 use memory::release_free_memory;

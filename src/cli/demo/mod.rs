@@ -22,12 +22,15 @@ use chrono::Utc;
 use clap::Args;
 use rand::Rng;
 
-use super::{exit, print_error, GlobalArgs};
-use crate::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, RetryPolicy};
+use super::{print_error, GlobalArgs};
+use crate::api::{ApiClient, ApiClientConfig, Quota, RateLimiter};
 use crate::config::Config;
 use crate::daemon::{self, Options, Plugins};
 use crate::emulator::{Emulator, EmulatorHandle, EmulatorOptions};
+use crate::exit;
+use crate::net::RetryPolicy;
 use crate::redact::Secret;
+use crate::run::AfterRun;
 use crate::sync::{LearnedUrls, Reconciler};
 
 /// The demo's configuration, with `{{...}}` placeholders (see the file's header).
@@ -299,7 +302,7 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         status_endpoint(&reconciler.status(), client(once.clone())?)
     {
         where_.status = Some(status_command(addr));
-        plugins.after_run.push(metrics as Arc<dyn daemon::AfterRun>);
+        plugins.after_run.push(metrics as Arc<dyn AfterRun>);
         plugins.tasks.push(("status", task));
     }
     plugins.after_run.push(Arc::new(reconciler.clone()));

@@ -29,8 +29,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::context::{self, Lenient, PingOptions};
-use super::{exit, print_error, GlobalArgs};
+use super::{print_error, GlobalArgs};
 use crate::config::{Config, FailUrl, Job};
+use crate::exit;
 use crate::ping::outbox::{Outbox, PingContext};
 use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::children::{self, Children};
