@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use heartbeat_agent::api::model::*;
-use heartbeat_agent::api::{
-    ApiClient, ApiClientConfig, ApiError, Operation, Quota, RateLimiter, RetryPolicy,
-};
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, ApiError, Operation, Quota, RateLimiter};
+use heartbeat_agent::net::RetryPolicy;
 use heartbeat_agent::redact::Secret;
 use serde_json::{json, Value};
 

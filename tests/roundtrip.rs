@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use chrono::NaiveDate;
 use heartbeat_agent::api::model::*;
-use heartbeat_agent::api::{ApiClient, ApiClientConfig, ApiError, Quota, RateLimiter, RetryPolicy};
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, ApiError, Quota, RateLimiter};
 use heartbeat_agent::emulator::{EmulatorHandle, EmulatorOptions, Fixtures, RateLimit};
+use heartbeat_agent::net::RetryPolicy;
 use heartbeat_agent::redact::Secret;
 use serde_json::{json, Value};
 

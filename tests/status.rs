@@ -9,7 +9,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures, Listener};
-use heartbeat_agent::status::client::{Answer, Endpoint};
+use heartbeat_agent::status::client::{Endpoint, StatusAnswer};
 use serde_json::{json, Value};
 
 use crate::util::daemon::Daemon;
@@ -117,7 +117,7 @@ fn listen_with_token(home: &Home) -> String {
     )
 }
 
-fn get(endpoint: &Endpoint, path: &str) -> Answer {
+fn get(endpoint: &Endpoint, path: &str) -> StatusAnswer {
     endpoint
         .request("GET", path, None, Duration::from_secs(15))
         .expect("request")

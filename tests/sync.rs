@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, RetryPolicy};
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter};
 use heartbeat_agent::config::Config;
 use heartbeat_agent::emulator::{EmulatorOptions, Fault, FaultKind, Fixtures};
+use heartbeat_agent::net::RetryPolicy;
 use heartbeat_agent::redact::Secret;
 use heartbeat_agent::sync;
 use serde_json::{json, Value};

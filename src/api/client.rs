@@ -16,7 +16,7 @@ use super::error::excerpt;
 use super::model::*;
 use super::retry::{is_retryable, Failure};
 use super::{ApiError, Operation, Priority, RateLimiter, RequestLabel};
-use crate::net::retry::{retry, Attempt, Outcome};
+use crate::net::retry::{retry, RetryOutcome, TryResult};
 use crate::net::{BodyError, Net, RetryPolicy};
 use crate::redact::Secret;
 
@@ -472,13 +472,13 @@ impl ApiClient {
         let one = move |_| async move {
             self.limiter.acquire(operation, self.priority).await;
             match self.attempt(label_ref, url, body).await {
-                Ok(answer) => Attempt::Done(answer),
+                Ok(answer) => TryResult::Done(answer),
                 Err(Failed {
                     failure,
                     error,
                     retry_after,
-                }) if is_retryable(failure, idempotent) => Attempt::Retry { error, retry_after },
-                Err(failed) => Attempt::Stop(failed.error),
+                }) if is_retryable(failure, idempotent) => TryResult::Retry { error, retry_after },
+                Err(failed) => TryResult::Stop(failed.error),
             }
         };
         let outcome = retry(&self.retry, one, |error, after| {
@@ -494,9 +494,9 @@ impl ApiClient {
         })
         .await;
         match outcome {
-            Outcome::Done { value, .. } => Ok(value),
-            Outcome::Failed { error, .. } => Err(error),
-            Outcome::NoTime => Err(ApiError::Transport {
+            RetryOutcome::Done { value, .. } => Ok(value),
+            RetryOutcome::Failed { error, .. } => Err(error),
+            RetryOutcome::NoTime => Err(ApiError::Transport {
                 request: label,
                 detail: "the retry budget is zero; no attempt was made".into(),
                 not_sent: true,

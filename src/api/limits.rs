@@ -34,7 +34,8 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
-    use crate::api::{ApiClient, ApiClientConfig, ApiError, RetryPolicy};
+    use crate::api::{ApiClient, ApiClientConfig, ApiError};
+    use crate::net::RetryPolicy;
     use crate::redact::Secret;
 
     /// A server on `host`:0 that answers every request with `answer(port)` and records the

@@ -5,8 +5,8 @@
 //! - [`ApiClient`]: one async method per operation.
 //! - [`ApiError`]: what went wrong, never with the key or a ping token in it.
 //! - [`limits`]: no redirect to another origin, no `Referer`, answers of at most 16 MiB.
-//! - [`retry`]: which failures may be repeated; the retry loop and its [`RetryPolicy`] are
-//!   [`crate::net::retry`]'s, shared with pings.
+//! - [`retry`]: which failures may be repeated; the retry loop and its
+//!   [`crate::net::RetryPolicy`] are [`crate::net::retry`]'s, shared with pings.
 //! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
 
 pub(crate) mod client;
@@ -18,7 +18,6 @@ pub(crate) mod operation;
 pub(crate) mod ratelimit;
 pub(crate) mod retry;
 
-pub use crate::net::RetryPolicy;
 pub use client::{ApiClient, ApiClientConfig, ACCOUNT_HEADER};
 pub use error::{ApiError, RequestLabel};
 pub use operation::Operation;

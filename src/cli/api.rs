@@ -13,13 +13,14 @@ use clap::Subcommand;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
 use crate::api::model::{
     CheckGroupUpdate, CheckType, CreateStatusPageService, HeartbeatCheckCreate,
     HeartbeatCheckUpdate, ListChecks, ListStatusPageServices, MaintenanceDates,
     StatusPageServicePage,
 };
 use crate::api::{ApiClient, ApiError};
+use crate::exit;
 
 /// API operations.
 #[derive(Debug, Subcommand)]

@@ -14,8 +14,9 @@ use crate::cluster::leader::{Election, Leadership};
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
 use crate::cluster::{Keys, Node};
 use crate::config::{ClusterSettings, Config, Job};
-use crate::daemon::control::{self, Control, Controller, Request};
-use crate::daemon::{AfterRun, Context, Plugins, Task};
+use crate::daemon::control::{self, ControlReceiver, Controller, Request};
+use crate::daemon::{Context, Plugins, Task};
+use crate::run::AfterRun;
 use crate::sync::{Reconciler, SyncStatus};
 
 /// The daemon's control source from this process's signals: SIGTERM and SIGINT stop it,
@@ -23,7 +24,7 @@ use crate::sync::{Reconciler, SyncStatus};
 /// Ctrl-C). Installed here, before the daemon says `READY=1`, so no signal is lost (or kills
 /// the process) once systemd thinks it runs. Must be called inside the runtime. The returned
 /// [`Controller`] can send requests too (`demo` stops its daemon with it).
-pub(crate) fn signal_control() -> std::io::Result<(Controller, Control)> {
+pub(crate) fn signal_control() -> std::io::Result<(Controller, ControlReceiver)> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;

@@ -13,8 +13,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::{context, exit, GlobalArgs};
+use super::{context, GlobalArgs};
 use crate::config::{Config, Job, JobAction, PingTarget, WatchSpec};
+use crate::exit;
 
 /// Configuration commands.
 #[derive(Debug, Subcommand)]
@@ -226,7 +227,7 @@ fn job_report(job: &Job, now: DateTime<Utc>, in_cluster: bool) -> String {
         label = "           ";
     }
     if job.retries.retries > 0 {
-        let human = crate::config::duration::human_duration;
+        let human = crate::duration::human_duration;
         // Without a timeout an attempt may run for ever: only the waits are bounded.
         let bound = match job.timeout {
             Some(_) => format!(

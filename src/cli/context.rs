@@ -11,10 +11,11 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use tracing::warn;
 
-use super::{exit, print_error, GlobalArgs};
+use super::{print_error, GlobalArgs};
 use crate::api::{ApiClient, ApiClientConfig};
 use crate::config::secrets::API_KEY_ENV;
 use crate::config::Config;
+use crate::exit;
 use crate::net::{Net, NetSettings};
 use crate::ping::outbox::{self, Outbox};
 use crate::ping::PingMethod;
@@ -79,7 +80,7 @@ pub struct PingOptions {
     pub source: Option<String>,
 
     /// Total time for one ping, all attempts and pauses included
-    #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
+    #[arg(long, value_parser = crate::duration::parse, default_value = "30s", value_name = "DUR")]
     pub ping_timeout: Duration,
 
     /// Also trust the CA certificates (PEM) in FILE for https pings, besides the system's
@@ -381,7 +382,8 @@ pub(crate) fn remote_client(
     global: &GlobalArgs,
     net: &Net,
 ) -> Option<crate::api::ApiClient> {
-    use crate::api::{ApiClient, ApiClientConfig, Priority, RetryPolicy};
+    use crate::api::{ApiClient, ApiClientConfig, Priority};
+    use crate::net::RetryPolicy;
     let key = crate::config::read_api_key(&config.api.api_key)
         .ok()
         .flatten();

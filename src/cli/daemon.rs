@@ -7,9 +7,11 @@ use std::sync::Arc;
 use clap::Args;
 use tracing::{error, info, warn};
 
-use super::{assemble, config_watch, context, exit, print_error, GlobalArgs};
+use super::{assemble, config_watch, context, print_error, GlobalArgs};
 use crate::config::Config;
 use crate::daemon::{self, Options, Plugins};
+use crate::exit;
+use crate::run::AfterRun;
 
 /// Run and watch the config's jobs on their cron schedules and ping each job's check on success.
 ///
@@ -162,7 +164,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         let deferred = Arc::new(assemble::DeferredSync::new(Arc::clone(&sync_status), gate));
         plugins
             .after_run
-            .push(Arc::clone(&deferred) as Arc<dyn daemon::AfterRun>);
+            .push(Arc::clone(&deferred) as Arc<dyn AfterRun>);
         let (options, global) = (options.clone(), global.clone());
         let build = move |config: &Arc<Config>| self::reconciler(config, &options, &global);
         plugins.tasks.push(("sync", deferred.task(build)));
@@ -179,7 +181,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     };
     plugins
         .after_run
-        .push(Arc::clone(&sources.metrics) as Arc<dyn daemon::AfterRun>);
+        .push(Arc::clone(&sources.metrics) as Arc<dyn AfterRun>);
     if let Some(bound) = bound {
         plugins
             .tasks
@@ -200,12 +202,12 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         Ok::<_, String>(ended)
     });
     match result {
-        Ok(daemon::Ended::Stopped) => {
+        Ok(daemon::DaemonEnd::Stopped) => {
             // A probe stuck on a hung file system must not hold the exit.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             exit::OK
         }
-        Ok(daemon::Ended::Killed) => {
+        Ok(daemon::DaemonEnd::Killed) => {
             runtime.shutdown_background();
             exit::INTERRUPTED
         }

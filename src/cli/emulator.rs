@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
 use crate::emulator::{
     Emulator, EmulatorOptions, Fixtures, RateLimit, DEFAULT_ACCOUNT, DEFAULT_API_KEY,
     DEFAULT_LISTEN, DEFAULT_PING_LISTEN,
 };
+use crate::exit;
 
 /// Serve a local emulator of the monitoring API and its ping host.
 ///

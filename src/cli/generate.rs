@@ -18,7 +18,8 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
-use super::{exit, print_error, Cli, GlobalArgs};
+use super::{print_error, Cli, GlobalArgs};
+use crate::exit;
 
 /// `completions`.
 #[derive(Debug, Args)]
@@ -152,7 +153,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     (crate::paths::CONFIG_ENV, "The configuration file when --config is not given."),
     (crate::config::secrets::API_KEY_ENV, "The API key when the config names no other source. Never printed; removed from every job's environment."),
     (super::context::ACCOUNT_ENV, "The account id when the config has none."),
-    (super::run::PING_URL_ENV, "run and ping: the ping URL when --ping-url is not given (it carries the check's token: never printed)."),
+    (super::wrap::PING_URL_ENV, "run and ping: the ping URL when --ping-url is not given (it carries the check's token: never printed)."),
     (crate::logging::LOG_ENV, "Log filter (error, warn, info, debug, trace, or a tracing filter)."),
     ("TZ", "The default time zone of job schedules and of schedule when [agent] timezone and --tz are not given (else UTC)."),
     (crate::paths::STATE_DIRECTORY_ENV, "Set by systemd's StateDirectory=: its first entry is the default state directory."),

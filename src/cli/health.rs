@@ -5,7 +5,8 @@
 
 use clap::Args;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
+use crate::exit;
 
 /// Check that the running daemon is alive (its scheduler loop makes progress).
 ///

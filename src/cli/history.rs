@@ -12,9 +12,10 @@ use chrono::{DateTime, Local, NaiveDate, TimeZone, Utc};
 use clap::Args;
 
 use super::context;
-use super::{exit, print_error, GlobalArgs};
-use crate::config::duration::human_duration;
+use super::{print_error, GlobalArgs};
 use crate::config::Config;
+use crate::duration::human_duration;
+use crate::exit;
 use crate::history::{ascii_wanted, glyph, History, JobRuns, Run};
 use crate::redact::Secret;
 use crate::status::client::Endpoint;
@@ -64,7 +65,7 @@ fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
             return Ok(at.with_timezone(&Utc));
         }
     }
-    match crate::config::duration::parse(text) {
+    match crate::duration::parse(text) {
         Ok(ago) => Ok(Utc::now() - chrono::TimeDelta::from_std(ago).unwrap_or_default()),
         Err(_) => Err(format!(
             "{text:?} is not a time: give an RFC 3339 time (2026-11-26T03:00:00Z), a date \

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::{exit, print_error, GlobalArgs};
+use super::{print_error, GlobalArgs};
+use crate::exit;
 use crate::import::crontab::{self, Options, Rewrite};
 
 /// `import`: what to import from.

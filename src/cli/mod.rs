@@ -11,6 +11,9 @@ use std::process::ExitCode;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand};
 
+use crate::exit;
+use crate::logging::LogFormat;
+
 pub mod api;
 pub mod assemble;
 pub mod config_cmd;
@@ -26,14 +29,11 @@ pub mod import;
 pub mod outbox;
 pub mod pause;
 pub mod ping;
-pub mod run;
 pub mod schedule;
 pub mod status;
 pub mod sync;
 pub mod trigger;
-
-/// Exit codes that are part of the command-line contract.
-pub use crate::exit;
+pub mod wrap;
 
 /// The program's name in help and messages.
 const NAME: &str = "heartbeat-agent";
@@ -84,7 +84,7 @@ impl Cli {
     /// `args` parsed as `run`, or `None` when they are anything else or do not parse.
     fn parse_run(args: &[OsString]) -> Option<Cli> {
         let parser = GlobalArgs::augment_args(clap::Command::new(NAME))
-            .subcommand(run::RunArgs::augment_args(clap::Command::new("run")))
+            .subcommand(wrap::RunArgs::augment_args(clap::Command::new("run")))
             .disable_help_subcommand(true);
         let matches = parser.try_get_matches_from(args).ok()?;
         let ("run", run_matches) = matches.subcommand()? else {
@@ -92,7 +92,7 @@ impl Cli {
         };
         Some(Cli {
             global: GlobalArgs::from_arg_matches(&matches).ok()?,
-            command: Command::Run(run::RunArgs::from_arg_matches(run_matches).ok()?),
+            command: Command::Run(wrap::RunArgs::from_arg_matches(run_matches).ok()?),
         })
     }
 }
@@ -204,8 +204,6 @@ pub struct GlobalArgs {
     pub log_format: Option<LogFormat>,
 }
 
-pub use crate::logging::LogFormat;
-
 impl GlobalArgs {
     /// What the logging set-up needs from these options.
     pub fn logging_options(&self) -> crate::logging::Options {
@@ -223,7 +221,7 @@ impl GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one command, pass its output and exit code through, ping on success
-    Run(run::RunArgs),
+    Run(wrap::RunArgs),
     /// Print the next fire times of a cron schedule
     Schedule(schedule::ScheduleArgs),
     /// Validate the configuration file
@@ -271,7 +269,7 @@ pub enum Command {
 pub fn main(cli: Cli) -> ExitCode {
     let Cli { global, command } = cli;
     let code = match command {
-        Command::Run(args) => run::run(args, &global),
+        Command::Run(args) => wrap::run(args, &global),
         Command::Schedule(args) => schedule::run(args, &global),
         Command::Config(cmd) => config_cmd::run(cmd, &global),
         Command::Api(cmd) => api::run(cmd, &global),

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{context, exit, print_error, GlobalArgs};
-use crate::config::duration::two_units;
+use super::{context, print_error, GlobalArgs};
+use crate::duration::two_units;
+use crate::exit;
 use crate::ping::outbox::{self, Listed, Outbox, PassOptions, Stats};
 use crate::ping::Budget;
 
@@ -31,7 +32,7 @@ pub enum OutboxCommand {
     /// Deliver pending pings now; exit 0 when nothing is left pending, 1 otherwise
     Flush {
         /// Time for the whole flush, all pings in parallel
-        #[arg(long, value_parser = crate::config::duration::parse, default_value = "30s", value_name = "DUR")]
+        #[arg(long, value_parser = crate::duration::parse, default_value = "30s", value_name = "DUR")]
         timeout: Duration,
     },
     /// Delete every pending ping and say how many

@@ -20,11 +20,12 @@ use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use serde_json::Value;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
 use crate::config::Config;
+use crate::exit;
 use crate::pause::{PauseRequest, ResumeRequest};
 use crate::redact::Secret;
-use crate::status::client::{Answer, ClientError};
+use crate::status::client::{ClientError, StatusAnswer};
 use crate::sync::created::bound_check;
 use crate::sync::{sync_all, CadenceCache, SyncOptions, SyncOutcome};
 
@@ -375,7 +376,7 @@ impl Daemon<'_> {
 }
 
 /// Prints the daemon's answer; its exit code.
-fn answered(answer: &Answer, had_token: bool) -> u8 {
+fn answered(answer: &StatusAnswer, had_token: bool) -> u8 {
     let doc: Value = serde_json::from_str(&answer.body).unwrap_or(Value::Null);
     let message = doc["error"]
         .as_str()

@@ -4,7 +4,8 @@
 use clap::Args;
 
 use super::context::{self, Lenient, PingOptions};
-use super::{exit, print_error, GlobalArgs};
+use super::{print_error, GlobalArgs};
+use crate::exit;
 use crate::ping::outbox::{self, PingContext};
 use crate::ping::{Budget, Ping, PingMethod, PingOutcome};
 

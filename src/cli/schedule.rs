@@ -7,7 +7,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use clap::Args;
 
-use super::{exit, print_error, GlobalArgs};
+use super::{print_error, GlobalArgs};
+use crate::exit;
 use crate::schedule::Schedule;
 
 /// Print the next fire times of a cron schedule.

@@ -5,9 +5,10 @@ use std::io::{IsTerminal, Write};
 
 use clap::Args;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
+use crate::exit;
 use crate::redact::Secret;
-use crate::status::client::{Answer, Endpoint};
+use crate::status::client::{Endpoint, StatusAnswer};
 use crate::status::doc::StatusDoc;
 use crate::status::owner::Expected;
 
@@ -36,7 +37,7 @@ pub struct StatusArgs {
 }
 
 /// Whether `answer` comes from the daemon `expected`; else says which answered.
-pub(super) fn owned(expected: &Expected, endpoint: &Endpoint, answer: &Answer) -> bool {
+pub(super) fn owned(expected: &Expected, endpoint: &Endpoint, answer: &StatusAnswer) -> bool {
     match expected.check(&endpoint.shown(), answer) {
         Ok(()) => true,
         Err(refused) => {

@@ -13,8 +13,9 @@ use std::io::Write;
 use chrono::Utc;
 use clap::Args;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
 use crate::config::Config;
+use crate::exit;
 use crate::sync::{
     sync_all, Action, CadenceCache, JobReport, SyncOptions, SyncOutcome, SyncReport,
 };

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{context, exit, print_error, GlobalArgs};
+use super::{context, print_error, GlobalArgs};
+use crate::exit;
 use crate::redact::Secret;
 
 /// Run a job of the running daemon now, outside its schedule (same overlap rule).

@@ -37,7 +37,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::gateway::{
-    ask, garbage, int64, prefix_end, refusal, shown, Answer, Failure, Next, RangeAnswer,
+    ask, garbage, int64, prefix_end, refusal, shown, EtcdAnswer, Failure, Next, RangeAnswer,
 };
 use crate::config::ClusterSettings;
 use crate::net::Net;
@@ -530,9 +530,9 @@ impl Etcd {
                 None => None,
             };
             match ask(&self.inner.client, endpoint, path, body, token.as_ref()).await? {
-                Answer::Json(value) => return Ok(value),
-                Answer::Refusal { code: 16, .. } if attempt == 0 && token.is_some() => continue,
-                Answer::Refusal { code, message } => {
+                EtcdAnswer::Json(value) => return Ok(value),
+                EtcdAnswer::Refusal { code: 16, .. } if attempt == 0 && token.is_some() => continue,
+                EtcdAnswer::Refusal { code, message } => {
                     return Err(refusal(&shown(endpoint), path, key, code, message))
                 }
             }
@@ -577,8 +577,8 @@ impl Etcd {
         )
         .await?;
         let value = match answer {
-            Answer::Json(value) => value,
-            Answer::Refusal { code, message } if code == 3 || code == 16 => {
+            EtcdAnswer::Json(value) => value,
+            EtcdAnswer::Refusal { code, message } if code == 3 || code == 16 => {
                 let err = EtcdError::Credentials {
                     endpoint: shown(endpoint),
                     user: user.to_owned(),
@@ -587,7 +587,7 @@ impl Etcd {
                 self.note_refused(&err);
                 return Err(Next::Stop(err));
             }
-            Answer::Refusal { code, message } => {
+            EtcdAnswer::Refusal { code, message } => {
                 return Err(refusal(
                     &shown(endpoint),
                     "/v3/auth/authenticate",

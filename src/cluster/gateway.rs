@@ -30,7 +30,7 @@ impl std::fmt::Display for Failure {
 
 /// An endpoint's answer to one request: etcd's JSON, an etcd error, or a failure to move on
 /// from.
-pub(super) enum Answer {
+pub(super) enum EtcdAnswer {
     /// etcd's JSON answer.
     Json(Value),
     /// An error etcd gave: its gRPC code and message.
@@ -97,7 +97,7 @@ pub(super) async fn ask(
     path: &str,
     body: &Value,
     token: Option<&Secret>,
-) -> Result<Answer, Next> {
+) -> Result<EtcdAnswer, Next> {
     let name = shown(endpoint);
     let fail = |detail: String| {
         Next::Fail(Failure {
@@ -163,7 +163,7 @@ pub(super) async fn ask(
                 .and_then(Value::as_str)
                 .unwrap_or("no message")
                 .to_owned();
-            return Ok(Answer::Refusal {
+            return Ok(EtcdAnswer::Refusal {
                 code,
                 message: crate::redact::scrub(&message),
             });
@@ -173,7 +173,7 @@ pub(super) async fn ask(
         let detail = format!("answered HTTP {status} without etcd's error fields");
         return Err(Next::Fail(garbage(&name, detail)));
     }
-    Ok(Answer::Json(value))
+    Ok(EtcdAnswer::Json(value))
 }
 
 /// Whether `err` is a connection closed before the answer began.

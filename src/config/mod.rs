@@ -18,10 +18,6 @@ mod alerting;
 mod check;
 pub(crate) mod cluster;
 pub(crate) mod defaults;
-mod tags;
-// Durations live at the crate root (a schedule's `@every` reads one, and the config reads
-// schedules); `config::duration` names the same module for the config's readers.
-pub(crate) use crate::duration;
 mod fail;
 mod jobs;
 mod limits;
@@ -32,6 +28,7 @@ mod retries;
 pub(crate) mod secrets;
 pub(crate) mod size;
 pub(crate) mod status;
+mod tags;
 mod validate;
 mod values;
 mod watch;

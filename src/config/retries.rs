@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::duration::human_duration;
 use super::parse::RawJobEntry;
 use super::raw::{RawDuration, RawSettings};
 use super::values::{At, Checker};
 use super::Job;
+use crate::duration::human_duration;
 use crate::retries::{Retries, MAX_RETRIES, MAX_RETRY_DELAY};
 
 /// The three keys as one table gives them: `None` means "not set here".

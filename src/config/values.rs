@@ -9,9 +9,11 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use toml::Spanned;
 
+use crate::duration;
+
 use super::problem::{closest, Problem};
 use super::raw::{example, RawDuration, RawSize};
-use super::{duration, size, Amount, FailUrl, PingUrl, UrlProblem};
+use super::{size, Amount, FailUrl, PingUrl, UrlProblem};
 
 /// Collects errors and warnings while values are checked.
 pub(crate) struct Checker {

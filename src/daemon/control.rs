@@ -14,7 +14,7 @@ pub enum Request {
     /// Reload the configuration file.
     Reload,
     /// Stop at once: every job's process group gets SIGKILL and the daemon returns
-    /// [`super::Ended::Killed`] without waiting (a second Ctrl-C).
+    /// [`super::DaemonEnd::Killed`] without waiting (a second Ctrl-C).
     Kill,
 }
 
@@ -23,15 +23,15 @@ pub(crate) type Controller = tokio::sync::mpsc::UnboundedSender<Request>;
 
 /// The receiving side, handed to [`super::run()`]. When every [`Controller`] is gone, the daemon
 /// stops as if asked to: nothing could stop it any more.
-pub(crate) type Control = tokio::sync::mpsc::UnboundedReceiver<Request>;
+pub(crate) type ControlReceiver = tokio::sync::mpsc::UnboundedReceiver<Request>;
 
 /// A new control channel.
-pub(crate) fn channel() -> (Controller, Control) {
+pub(crate) fn channel() -> (Controller, ControlReceiver) {
     tokio::sync::mpsc::unbounded_channel()
 }
 
 /// The next request; a closed channel is a stop.
-pub(super) async fn next(control: &mut Control) -> Request {
+pub(super) async fn next(control: &mut ControlReceiver) -> Request {
     control.recv().await.unwrap_or(Request::Stop {
         by: "closed control",
     })

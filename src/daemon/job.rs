@@ -277,9 +277,9 @@ impl JobTask {
         let Some(admission) = self.admission() else {
             let admitted = state.gate.admit_now(&job);
             state.run_started();
-            self.shared
-                .runs
-                .spawn(super::run::execute(job, shared, state, scheduled, admitted));
+            self.shared.runs.spawn(super::job_run::run_job(
+                job, shared, state, scheduled, admitted,
+            ));
             return;
         };
         let decided = admission.decide(&job, scheduled);
@@ -288,7 +288,7 @@ impl JobTask {
                 return;
             };
             state.run_started();
-            super::run::execute(job, shared, state, scheduled, admitted).await;
+            super::job_run::run_job(job, shared, state, scheduled, admitted).await;
         });
     }
 

@@ -4,7 +4,8 @@
 //! - `supervisor`: start-up, the main loop (control requests, watchdog), reload and shutdown;
 //! - `job`: one task per job that waits for its fire times and admits each fire under the
 //!   local rules and the [`Options::admission`] it was given (in a cluster, the claim);
-//! - `run`: one run of a job (a command or a watch probe) through [`crate::run::execute`];
+//! - `job_run`: one run of a job (a command or a watch probe) through
+//!   [`crate::run::run_with_pings`];
 //! - `state`: live per-job state, the liveness beat, the reload counts, and the files kept in
 //!   `state_dir`; private to the daemon;
 //! - [`view`]: what it publishes of that state to readers (status, the demo's table): copies
@@ -23,16 +24,15 @@ use std::sync::Arc;
 pub(crate) mod control;
 pub(crate) mod hooks;
 mod job;
+mod job_run;
 mod memory;
 pub(crate) mod notify;
-mod run;
 mod state;
 mod supervisor;
 #[cfg(test)]
 mod tests;
 pub(crate) mod view;
 
-pub(crate) use crate::run::AfterRun;
 pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{Context, Plugins, Task};
 use memory::release_free_memory;
@@ -60,7 +60,7 @@ pub(crate) struct Options {
 
 /// How the daemon ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ended {
+pub(crate) enum DaemonEnd {
     /// An orderly shutdown (exit 0).
     Stopped,
     /// A [`Request::Kill`] during shutdown: every job was killed, nothing was waited for

@@ -5,7 +5,7 @@
 //! scheduling, every running command gets SIGTERM to its process group and SIGKILL after
 //! `shutdown_timeout`, background tasks are cancelled; the daemon waits for all of it (bounded)
 //! and returns. A kill request (a second SIGINT) kills every job's group at once and returns
-//! [`Ended::Killed`] without waiting.
+//! [`DaemonEnd::Killed`] without waiting.
 //!
 //! Reload (a reload request: SIGHUP): `RELOADING=1`, the file is read again; if it is invalid,
 //! every problem is logged and the running config stays. Otherwise unchanged jobs keep their
@@ -22,13 +22,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
-use super::control::{self, Control, Request};
+use super::control::{self, ControlReceiver, Request};
 use super::hooks::{Context, Plugins};
 use super::job::{self, JobTask, Settings, Shared};
 use super::notify::Notifier;
 use super::state::{boot_id, DaemonState, Persisted};
 use super::view::DaemonView;
-use super::{Ended, Options};
+use super::{DaemonEnd, Options};
 use crate::config::{Config, Job, JobAction};
 use crate::ping::outbox::{self, DrainOptions, Outbox};
 use crate::process::children::{self, Children};
@@ -67,8 +67,8 @@ pub(crate) async fn run(
     options: Options,
     config: Arc<Config>,
     plugins: Plugins,
-    mut control: Control,
-) -> Ended {
+    mut control: ControlReceiver,
+) -> DaemonEnd {
     let notifier = Notifier::from_env();
     let shared = Arc::new(Shared {
         settings: RwLock::new(Arc::new(settings(&config))),
@@ -142,7 +142,7 @@ fn settings(config: &Config) -> Settings {
 impl Supervisor {
     /// Waits for a stop request, reloading when asked and feeding the watchdog; returns what
     /// asked to stop.
-    async fn main_loop(&mut self, control: &mut Control) -> &'static str {
+    async fn main_loop(&mut self, control: &mut ControlReceiver) -> &'static str {
         let watchdog = self.notifier.watchdog_interval();
         let mut tick = tokio::time::interval(watchdog.unwrap_or(IDLE_TICK));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -311,9 +311,9 @@ impl Supervisor {
     async fn shutdown(
         self,
         stop: &'static str,
-        control: &mut Control,
+        control: &mut ControlReceiver,
         background: CancellationToken,
-    ) -> Ended {
+    ) -> DaemonEnd {
         let _ = self.notifier.stopping();
         let timeout = self.shared.settings().shutdown_timeout;
         let running = self.shared.children.running();
@@ -343,7 +343,7 @@ impl Supervisor {
                     Some(Request::Kill) => {
                         warn!("asked again to stop: killing every job and exiting now");
                         self.shared.children.signal_all(Signal::SIGKILL);
-                        return Ended::Killed;
+                        return DaemonEnd::Killed;
                     }
                     Some(_) => {}
                     None => open = false,
@@ -354,7 +354,7 @@ impl Supervisor {
         let shared = Arc::clone(&self.shared);
         let _ = tokio::task::spawn_blocking(move || shared.history.flush(HISTORY_FLUSH)).await;
         info!("daemon stopped");
-        Ended::Stopped
+        DaemonEnd::Stopped
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::control::{self, Request};
-use super::{Ended, Options, Plugins};
+use super::{DaemonEnd, Options, Plugins};
 use crate::config::Config;
 
 fn job(name: &str, marker: &Path) -> String {
@@ -57,7 +57,7 @@ async fn a_daemon_runs_reloads_and_stops_on_requests() {
         .await
         .expect("the daemon stops within its shutdown timeout")
         .expect("the daemon task did not panic");
-    assert_eq!(ended, Ended::Stopped);
+    assert_eq!(ended, DaemonEnd::Stopped);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,7 +82,7 @@ async fn a_daemon_whose_control_is_dropped_stops() {
     )
     .await
     .expect("nothing could stop it any more, so it stops");
-    assert_eq!(ended, Ended::Stopped);
+    assert_eq!(ended, DaemonEnd::Stopped);
 }
 
 #[test]

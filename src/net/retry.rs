@@ -7,8 +7,8 @@
 //! first attempt) is spent. Each attempt is told its deadline, an even share of what is left
 //! (`left / attempts left`), so a server that hangs still leaves room for the retries; a caller
 //! with a timeout of its own (the API client's request timeout) may ignore it. An attempt ends
-//! as [`Attempt::Done`], [`Attempt::Retry`] (with the server's `Retry-After`, if any) or
-//! [`Attempt::Stop`] (permanent, or pointless to repeat now). The caller's `after_failure` hears
+//! as [`TryResult::Done`], [`TryResult::Retry`] (with the server's `Retry-After`, if any) or
+//! [`TryResult::Stop`] (permanent, or pointless to repeat now). The caller's `after_failure` hears
 //! of every failed attempt and of what follows, so each caller keeps its own log lines.
 //!
 //! The rule, after failed attempt `n` (the first is `n = 1`) that may be repeated, with `left`
@@ -105,7 +105,7 @@ pub(crate) struct Try {
 
 /// How one attempt ended, as far as retrying is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Attempt<T, E> {
+pub(crate) enum TryResult<T, E> {
     /// It succeeded.
     Done(T),
     /// It failed, and repeating it may help; the server's `Retry-After`, if it sent one.
@@ -124,7 +124,7 @@ pub(crate) enum Attempt<T, E> {
 pub(crate) struct AfterFailure {
     /// The attempt that failed, from 1.
     pub attempt: u32,
-    /// Whether its failure was [`Attempt::Retry`].
+    /// Whether its failure was [`TryResult::Retry`].
     pub retryable: bool,
     /// The wait before the next attempt; `None`: this was the last one.
     pub wait: Option<Duration>,
@@ -132,7 +132,7 @@ pub(crate) struct AfterFailure {
 
 /// How a call ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Outcome<T, E> {
+pub(crate) enum RetryOutcome<T, E> {
     /// An attempt succeeded.
     Done {
         /// What it gave.
@@ -159,10 +159,10 @@ pub(crate) async fn retry<T, E, A, F>(
     policy: &RetryPolicy,
     mut attempt: A,
     mut after_failure: impl FnMut(&E, AfterFailure),
-) -> Outcome<T, E>
+) -> RetryOutcome<T, E>
 where
     A: FnMut(Try) -> F,
-    F: Future<Output = Attempt<T, E>>,
+    F: Future<Output = TryResult<T, E>>,
 {
     let end = Instant::now() + policy.budget;
     let attempts = policy.max_attempts.max(1);
@@ -174,14 +174,14 @@ where
         }
         let deadline = now + (end - now) / (attempts - number + 1);
         let (error, retry_after, retryable) = match attempt(Try { number, deadline }).await {
-            Attempt::Done(value) => {
-                return Outcome::Done {
+            TryResult::Done(value) => {
+                return RetryOutcome::Done {
                     value,
                     attempts: number,
                 }
             }
-            Attempt::Retry { error, retry_after } => (error, retry_after, true),
-            Attempt::Stop(error) => (error, None, false),
+            TryResult::Retry { error, retry_after } => (error, retry_after, true),
+            TryResult::Stop(error) => (error, None, false),
         };
         let left = end.saturating_duration_since(Instant::now());
         let wait = (retryable && number < attempts)
@@ -198,12 +198,12 @@ where
         tokio::time::sleep(wait).await;
     }
     match last {
-        Some((error, attempts, retry_after)) => Outcome::Failed {
+        Some((error, attempts, retry_after)) => RetryOutcome::Failed {
             error,
             attempts,
             retry_after,
         },
-        None => Outcome::NoTime,
+        None => RetryOutcome::NoTime,
     }
 }
 
@@ -286,9 +286,9 @@ mod tests {
     /// and the time it took.
     async fn run(
         policy: &RetryPolicy,
-        script: Vec<Attempt<&'static str, u32>>,
+        script: Vec<TryResult<&'static str, u32>>,
     ) -> (
-        Outcome<&'static str, u32>,
+        RetryOutcome<&'static str, u32>,
         Vec<AfterFailure>,
         Vec<Duration>,
         Duration,
@@ -309,8 +309,8 @@ mod tests {
         (outcome, failures, tries, started.elapsed())
     }
 
-    fn again(retry_after: Option<u64>) -> Attempt<&'static str, u32> {
-        Attempt::Retry {
+    fn again(retry_after: Option<u64>) -> TryResult<&'static str, u32> {
+        TryResult::Retry {
             error: 503,
             retry_after: retry_after.map(Duration::from_secs),
         }
@@ -319,11 +319,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn retries_until_an_attempt_succeeds() {
         let policy = policy(4, Duration::from_secs(30));
-        let script = vec![again(None), again(Some(2)), Attempt::Done("ok")];
+        let script = vec![again(None), again(Some(2)), TryResult::Done("ok")];
         let (outcome, failures, tries, took) = run(&policy, script).await;
         assert_eq!(
             outcome,
-            Outcome::Done {
+            RetryOutcome::Done {
                 value: "ok",
                 attempts: 3
             }
@@ -350,7 +350,7 @@ mod tests {
         let (outcome, failures, _, _) = run(&policy, vec![again(None), again(Some(1))]).await;
         assert_eq!(
             outcome,
-            Outcome::Failed {
+            RetryOutcome::Failed {
                 error: 503,
                 attempts: 3,
                 retry_after: Some(Duration::from_secs(1))
@@ -363,10 +363,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_permanent_failure_is_not_repeated() {
         let policy = policy(3, Duration::from_secs(30));
-        let (outcome, failures, _, took) = run(&policy, vec![Attempt::Stop(404)]).await;
+        let (outcome, failures, _, took) = run(&policy, vec![TryResult::Stop(404)]).await;
         assert_eq!(
             outcome,
-            Outcome::Failed {
+            RetryOutcome::Failed {
                 error: 404,
                 attempts: 1,
                 retry_after: None
@@ -387,7 +387,7 @@ mod tests {
         let (outcome, _, _, took) = run(&policy, vec![again(Some(3600))]).await;
         assert_eq!(
             outcome,
-            Outcome::Failed {
+            RetryOutcome::Failed {
                 error: 503,
                 attempts: 1,
                 retry_after: Some(Duration::from_secs(3600))
@@ -399,8 +399,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn no_attempt_starts_once_the_budget_is_spent() {
         let none = policy(3, Duration::ZERO);
-        let (outcome, _, tries, _) = run(&none, vec![Attempt::Done("ok")]).await;
-        assert_eq!(outcome, Outcome::NoTime);
+        let (outcome, _, tries, _) = run(&none, vec![TryResult::Done("ok")]).await;
+        assert_eq!(outcome, RetryOutcome::NoTime);
         assert!(tries.is_empty());
         // Waits of nearly the whole budget: the backoff shrinks to fit, the attempts go on.
         let tight = RetryPolicy {
@@ -410,7 +410,7 @@ mod tests {
         };
         let (outcome, _, _, took) = run(&tight, vec![again(None)]).await;
         assert!(
-            matches!(outcome, Outcome::Failed { attempts: 3, .. }),
+            matches!(outcome, RetryOutcome::Failed { attempts: 3, .. }),
             "{outcome:?}"
         );
         assert!(took < Duration::from_secs(1), "{took:?}");

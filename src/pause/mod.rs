@@ -271,7 +271,7 @@ impl PausePlan {
 }
 
 /// The longest `--for` or the farthest `--until`: the longest duration the config takes.
-const MAX_PAUSE: Duration = crate::config::duration::MAX;
+const MAX_PAUSE: Duration = crate::duration::MAX;
 
 /// The check a job's pause deactivates, given by the caller: the job's `check_id`, or the id
 /// recorded for a job with `create = true`; `None` when it has none (yet).
@@ -374,8 +374,7 @@ fn deadline(request: &PauseRequest, now: DateTime<Utc>) -> Result<Option<DateTim
     match (&request.for_, &request.until) {
         (Some(_), Some(_)) => Err("--for and --until both set the end: give one".to_owned()),
         (Some(text), None) => {
-            let duration =
-                crate::config::duration::parse(text).map_err(|e| format!("--for: {e}"))?;
+            let duration = crate::duration::parse(text).map_err(|e| format!("--for: {e}"))?;
             if duration.is_zero() {
                 return Err(format!(
                     "--for \"{text}\" is zero: give a positive duration such as \"30m\", or \

@@ -30,7 +30,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::net::Net;
 
-use super::{Answer, Ping, PingError, PingMethod};
+use super::{Ping, PingAnswer, PingError, PingMethod};
 
 /// The most of a response head (status line and headers) that is read.
 const MAX_HEAD: usize = 16 * 1024;
@@ -48,7 +48,7 @@ pub(super) async fn request(
     connect_timeout: Duration,
     deadline: Instant,
     leaving: &(dyn Fn() + Sync),
-) -> Result<(Answer, Option<String>), PingError> {
+) -> Result<(PingAnswer, Option<String>), PingError> {
     if ping.url.scheme() == "https" {
         let stream =
             tokio::time::timeout_at(deadline, connect_tls(net, &ping.url, connect_timeout))
@@ -69,7 +69,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     ping: &Ping,
     deadline: Instant,
     leaving: &(dyn Fn() + Sync),
-) -> Result<(Answer, Option<String>), PingError> {
+) -> Result<(PingAnswer, Option<String>), PingError> {
     leaving();
     let head = request_head(ping);
     let exchange = async {
@@ -176,7 +176,7 @@ fn request_head(ping: &Ping) -> String {
 
 async fn read_answer<S: AsyncRead + Unpin>(
     stream: &mut S,
-) -> Result<(Answer, Option<String>), PingError> {
+) -> Result<(PingAnswer, Option<String>), PingError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -203,7 +203,7 @@ async fn read_answer<S: AsyncRead + Unpin>(
 
 /// The answer in the response head at the start of `buf`, the head's length and the
 /// Content-Length and `Location`; `None` while the head is incomplete.
-type Head = (Answer, usize, Option<usize>, Option<String>);
+type Head = (PingAnswer, usize, Option<usize>, Option<String>);
 fn parse_head(buf: &[u8]) -> Result<Option<Head>, PingError> {
     let Some(head) = crate::response_head::parse(buf)
         .map_err(|err| PingError::Protocol(format!("not an HTTP/1.x response: {err}")))?
@@ -213,7 +213,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, PingError> {
     let retry_after = head
         .retry_after
         .and_then(|v| crate::backoff::retry_after(v, std::time::SystemTime::now()));
-    let answer = Answer {
+    let answer = PingAnswer {
         status: head.status,
         retry_after,
     };

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::config::{PingUrl, UrlProblem};
-use crate::net::retry::{retry, Attempt, Outcome, Try};
+use crate::net::retry::{retry, RetryOutcome, Try, TryResult};
 use crate::net::RetryPolicy;
 
 mod http1;
@@ -375,7 +375,7 @@ impl PingError {
 
 /// What one attempt got back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Answer {
+pub(crate) struct PingAnswer {
     /// The HTTP status.
     pub status: u16,
     /// `Retry-After` in seconds, when given (429, 503).
@@ -490,7 +490,7 @@ pub(crate) async fn send_with(
         let (error, retry_after) =
             match send_once(sender, ping, connect_timeout, this.deadline, leaving).await {
                 Ok(answer) if (200..300).contains(&answer.status) => {
-                    return Attempt::Done(answer.status);
+                    return TryResult::Done(answer.status);
                 }
                 Ok(answer) => (PingError::Status(answer.status), answer.retry_after),
                 Err(err) => (err, None),
@@ -498,9 +498,9 @@ pub(crate) async fn send_with(
         // A refused certificate is logged in full by crate::net, once per host; trying again
         // cannot help until the trust store changes, but the outbox keeps the ping.
         if matches!(error, PingError::Certificate { .. }) || !error.is_retryable() {
-            Attempt::Stop(error)
+            TryResult::Stop(error)
         } else {
-            Attempt::Retry { error, retry_after }
+            TryResult::Retry { error, retry_after }
         }
     };
     let outcome = retry(&budget.retry_policy(), one, |error, after| {
@@ -511,14 +511,14 @@ pub(crate) async fn send_with(
     })
     .await;
     match outcome {
-        Outcome::Done { value, attempts } => PingOutcome::Delivered {
+        RetryOutcome::Done { value, attempts } => PingOutcome::Delivered {
             status: value,
             attempts,
         },
-        Outcome::Failed {
+        RetryOutcome::Failed {
             error, attempts, ..
         } if !error.is_retryable() => PingOutcome::Permanent { error, attempts },
-        Outcome::Failed {
+        RetryOutcome::Failed {
             error,
             attempts,
             retry_after,
@@ -527,7 +527,7 @@ pub(crate) async fn send_with(
             attempts,
             retry_after,
         },
-        Outcome::NoTime => PingOutcome::Retryable {
+        RetryOutcome::NoTime => PingOutcome::Retryable {
             error: PingError::Timeout,
             attempts: 0,
             retry_after: None,
@@ -549,7 +549,7 @@ pub(crate) async fn send_once(
     connect_timeout: Duration,
     deadline: Instant,
     leaving: &(dyn Fn() + Sync),
-) -> Result<Answer, PingError> {
+) -> Result<PingAnswer, PingError> {
     if ping.url.username().is_empty() && sender.net.proxy_for(&ping.url).is_none() {
         let (answer, location) =
             http1::request(ping, &sender.net, connect_timeout, deadline, leaving).await?;
@@ -573,7 +573,7 @@ async fn send_reqwest(
     sender: &Sender,
     ping: &Ping,
     deadline: Instant,
-) -> Result<Answer, PingError> {
+) -> Result<PingAnswer, PingError> {
     let client = sender.client()?;
     let method = match ping.method {
         PingMethod::Get => reqwest::Method::GET,
@@ -641,7 +641,7 @@ async fn send_reqwest(
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| crate::backoff::retry_after(v, std::time::SystemTime::now()));
-    Ok(Answer {
+    Ok(PingAnswer {
         status,
         retry_after,
     })

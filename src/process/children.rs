@@ -321,7 +321,7 @@ mod tests {
         children.ended(pid);
         assert_eq!(
             outcome.end,
-            process::RunEnd::Ended(process::ProcessEnd::Exited(7))
+            crate::run_end::RunEnd::Ended(crate::run_end::ProcessEnd::Exited(7))
         );
         assert_eq!(children.running(), 0);
     }

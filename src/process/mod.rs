@@ -5,12 +5,12 @@
 //! bounded tail) and by the daemon (many jobs, output captured into a bounded tail). The flow
 //! is [`spawn`] a [`CommandSpec`] (`posix_spawn` or std's `Command`, see [`self::spawn`]; the
 //! child is waited for on its pidfd, see [`child`]), then [`Running::supervise`] it with
-//! [`Limits`] and a channel of [`Control`] messages; the result is an [`Outcome`] whose
+//! [`Limits`] and a channel of [`ChildControl`] messages; the result is a [`ChildOutcome`] whose
 //! [`RunEnd`] says who ended the run and keeps an exit code and a terminating signal apart. A
 //! command that cannot start is a [`SpawnError`], which is a [`RunEnd`] too.
 //!
 //! Nothing here knows about the wrapper's own signals: the caller turns received signals into
-//! [`Control::Forward`], and reads its status off the [`RunEnd`]
+//! [`ChildControl::Forward`], and reads its status off the [`RunEnd`]
 //! ([`crate::run_end::RunEnd::exit_status`]).
 
 use std::ffi::OsString;
@@ -30,8 +30,8 @@ mod tail;
 mod tee;
 mod tty;
 
-pub(crate) use crate::run_end::{ProcessEnd, RunEnd};
-pub(crate) use supervise::{Control, Limits, Outcome};
+use crate::run_end::RunEnd;
+pub(crate) use supervise::{ChildControl, ChildOutcome, Limits};
 pub(crate) use tail::{LineSink, Tail};
 
 /// Environment variables that carry the agent's own secrets or its service-manager channel,

@@ -2,7 +2,7 @@
 //! with SIGTERM then SIGKILL, and cleaning up the group after a timeout or a stop.
 //!
 //! Leftover processes: when the supervisor itself ended the command (timeout or
-//! [`Control::Stop`]), nothing of the group may outlive the run, so after the child is reaped
+//! [`ChildControl::Stop`]), nothing of the group may outlive the run, so after the child is reaped
 //! the group gets until the kill deadline to empty and is then killed with SIGKILL. coreutils
 //! `timeout` signals the group but exits as soon as its child does, leaving stragglers (such as
 //! `sleep 300 &`) running; a monitor must not do that. When the command ends on its own, a
@@ -18,7 +18,8 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::proc_stat::Stat;
-use super::{ProcessEnd, RunEnd, Running, Tail, PIPE_GRACE};
+use super::{Running, Tail, PIPE_GRACE};
+use crate::run_end::{ProcessEnd, RunEnd};
 
 /// Limits on one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +32,7 @@ pub(crate) struct Limits {
 
 /// Requests to the supervisor while the child runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Control {
+pub(crate) enum ChildControl {
     /// Send this signal to the child's group (the wrapper received it).
     Forward(Signal),
     /// Stop the run: SIGTERM to the group, SIGKILL after `grace` (daemon shutdown).
@@ -43,7 +44,7 @@ pub(crate) enum Control {
 
 /// How a supervised run ended.
 #[derive(Debug, Clone)]
-pub(crate) struct Outcome {
+pub(crate) struct ChildOutcome {
     /// How it ended: by itself, at its timeout or by a stop, and how its process ended.
     pub end: RunEnd,
     /// Wall time from the start of supervision to the child's end.
@@ -57,7 +58,7 @@ pub(crate) struct Outcome {
 enum Ending {
     /// It ran past [`Limits::timeout`].
     TimedOut,
-    /// A [`Control::Stop`] ended it.
+    /// A [`ChildControl::Stop`] ended it.
     Stopped,
 }
 
@@ -96,8 +97,8 @@ impl Running {
     pub(crate) async fn supervise(
         mut self,
         limits: Limits,
-        control: UnboundedReceiver<Control>,
-    ) -> Outcome {
+        control: UnboundedReceiver<ChildControl>,
+    ) -> ChildOutcome {
         let group = self.pid;
         let started = Instant::now();
         // Captured output is read here, alongside the wait, rather than by tasks of its own.
@@ -140,7 +141,7 @@ impl Running {
             Some(tee) => Some(tee.finish().await),
             None => capture.map(super::tail::Capture::into_tail),
         };
-        Outcome { end, elapsed, tail }
+        ChildOutcome { end, elapsed, tail }
     }
 }
 
@@ -150,7 +151,7 @@ async fn wait(
     child: &mut super::child::Child,
     group: Pid,
     limits: Limits,
-    mut control: UnboundedReceiver<Control>,
+    mut control: UnboundedReceiver<ChildControl>,
 ) -> Waited {
     let timeout_at = limits.timeout.map(|t| Instant::now() + t);
     // Set once the supervisor starts ending the run: why, and when SIGKILL follows.
@@ -173,12 +174,12 @@ async fn wait(
             }
             msg = control.recv(), if control_open => match msg {
                 None => control_open = false,
-                Some(Control::Forward(signal)) => send(group, signal),
-                Some(Control::Stop { grace }) if ending.is_none() => {
+                Some(ChildControl::Forward(signal)) => send(group, signal),
+                Some(ChildControl::Stop { grace }) if ending.is_none() => {
                     send(group, Signal::SIGTERM);
                     ending = Some((Ending::Stopped, Instant::now() + grace));
                 }
-                Some(Control::Stop { .. }) => {}
+                Some(ChildControl::Stop { .. }) => {}
             },
         }
     }

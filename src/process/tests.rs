@@ -1,6 +1,7 @@
 //! Unit tests of spawning and supervision with real `sh`.
 
 use super::*;
+use crate::run_end::ProcessEnd;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
@@ -15,7 +16,7 @@ fn no_limits() -> Limits {
     }
 }
 
-async fn run(spec: CommandSpec, limits: Limits) -> Outcome {
+async fn run(spec: CommandSpec, limits: Limits) -> ChildOutcome {
     let (_tx, rx) = mpsc::unbounded_channel();
     spawn(&spec).expect("spawn").supervise(limits, rx).await
 }
@@ -91,13 +92,14 @@ async fn stop_and_forward_reach_the_group() {
     let (tx, rx) = mpsc::unbounded_channel();
     let running = spawn(&sh("trap 'exit 7' USR1; sleep 5 & wait")).expect("spawn");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    tx.send(Control::Forward(Signal::SIGUSR1)).expect("send");
+    tx.send(ChildControl::Forward(Signal::SIGUSR1))
+        .expect("send");
     let out = running.supervise(no_limits(), rx).await;
     assert_eq!(out.end, RunEnd::Ended(ProcessEnd::Exited(7)));
 
     let (tx, rx) = mpsc::unbounded_channel();
     let running = spawn(&sh("sleep 5")).expect("spawn");
-    tx.send(Control::Stop {
+    tx.send(ChildControl::Stop {
         grace: Duration::from_millis(500),
     })
     .expect("send");

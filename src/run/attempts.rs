@@ -4,7 +4,7 @@
 //! the run with the last attempt's result: no further attempt starts. Only the last attempt
 //! decides the run's outcome; its start is the first attempt's.
 
-use super::{Attempt, Ended, Notice, RunId, Runner};
+use super::{AttemptEnd, Notice, RunAttempt, RunId, Runner};
 use crate::retries::Retries;
 
 /// Runs the attempts of run `run`; returns how the last one ended and which it was.
@@ -12,8 +12,8 @@ pub(super) async fn run<R: Runner>(
     runner: &mut R,
     retries: &Retries,
     run: RunId,
-) -> (Ended, Attempt) {
-    let mut attempt = Attempt {
+) -> (AttemptEnd, RunAttempt) {
+    let mut attempt = RunAttempt {
         number: 1,
         of: retries.attempts(),
         run,

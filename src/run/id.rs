@@ -1,4 +1,4 @@
-//! A run's id: a random (version 4) UUID made once per run by [`super::execute`], so every
+//! A run's id: a random (version 4) UUID made once per run by [`super::run_with_pings`], so every
 //! trace of one run can be told from another run of the same job, even when runs overlap: the
 //! command's `HEARTBEAT_AGENT_RUN_ID`, the daemon's log lines, the run's record (`/status`,
 //! the history) and the `{run_id}` of its ping, start and fail URLs, which pairs a start with

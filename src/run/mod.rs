@@ -1,8 +1,8 @@
 //! The one run pipeline: everything between a fire (or a `heartbeat-agent run` invocation) and
 //! its report, for both entry points.
 //!
-//! [`execute`] owns a run's corridor: the start ping (sent in a task of its own so the command
-//! starts at once, never kept in the outbox), the attempts with retries and timeouts
+//! [`run_with_pings`] owns a run's corridor: the start ping (sent in a task of its own so the
+//! command starts at once, never kept in the outbox), the attempts with retries and timeouts
 //! ([`attempts`]: one loop), dropping a pending success of the job after a failure, the one
 //! choice between the success ping and the fail ping ([`pings`]), their delivery through the
 //! durable outbox after the start ping (so the service sees them in order), then the entry
@@ -48,7 +48,7 @@ use crate::run_end::{RunEnd, RunOutcome};
 
 /// Which attempt of a run this is, of how many at most, and the run it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Attempt {
+pub(crate) struct RunAttempt {
     /// 1 for the first attempt.
     pub number: u32,
     /// `retries + 1`.
@@ -57,10 +57,10 @@ pub(crate) struct Attempt {
     pub run: RunId,
 }
 
-impl Attempt {
+impl RunAttempt {
     /// The only attempt of a new run that has no retries.
-    pub(crate) fn first() -> Attempt {
-        Attempt {
+    pub(crate) fn first() -> RunAttempt {
+        RunAttempt {
             number: 1,
             of: 1,
             run: RunId::new(),
@@ -70,7 +70,7 @@ impl Attempt {
 
 /// What one attempt (a command or a probe) came to.
 #[derive(Debug, Clone)]
-pub(crate) struct Ended {
+pub(crate) struct AttemptEnd {
     /// When the run started: its first attempt's start.
     pub started: DateTime<Utc>,
     /// How it ended.
@@ -82,7 +82,7 @@ pub(crate) struct Ended {
     pub output_tail: Vec<u8>,
 }
 
-impl Ended {
+impl AttemptEnd {
     /// Whether the attempt counts as a success.
     pub(crate) fn success(&self) -> bool {
         self.outcome == RunOutcome::Success
@@ -90,8 +90,8 @@ impl Ended {
 
     /// An attempt that had no process of its own (it did not start, or a probe was
     /// abandoned at shutdown).
-    pub(crate) fn without_process(end: RunEnd) -> Ended {
-        Ended {
+    pub(crate) fn without_process(end: RunEnd) -> AttemptEnd {
+        AttemptEnd {
             started: Utc::now(),
             outcome: end.outcome(&[]),
             end,
@@ -106,16 +106,22 @@ impl Ended {
 pub(crate) enum Notice<'a> {
     /// An attempt failed and another follows after `wait`.
     Retrying {
-        attempt: Attempt,
-        ended: &'a Ended,
+        attempt: RunAttempt,
+        ended: &'a AttemptEnd,
         wait: std::time::Duration,
     },
     /// An attempt failed, attempts remain, and a stop was asked: no further attempt.
-    NoFurtherAttempt { attempt: Attempt, ended: &'a Ended },
+    NoFurtherAttempt {
+        attempt: RunAttempt,
+        ended: &'a AttemptEnd,
+    },
     /// The last attempt failed (only said when there was more than one).
-    AllFailed { attempt: Attempt, ended: &'a Ended },
+    AllFailed {
+        attempt: RunAttempt,
+        ended: &'a AttemptEnd,
+    },
     /// A later attempt succeeded.
-    SucceededAfter { attempt: Attempt },
+    SucceededAfter { attempt: RunAttempt },
     /// The success (`fail: false`) or fail ping was cut short by a stop; it stays in the
     /// outbox.
     PingInterrupted { fail: bool },
@@ -124,7 +130,7 @@ pub(crate) enum Notice<'a> {
 /// What one entry point gives the pipeline (see the module header).
 pub(crate) trait Runner {
     /// Runs attempt `attempt` of the command or probe to its end.
-    fn attempt(&mut self, attempt: Attempt) -> impl Future<Output = Ended> + Send;
+    fn attempt(&mut self, attempt: RunAttempt) -> impl Future<Output = AttemptEnd> + Send;
 
     /// Whether a stop was asked (no further attempt starts).
     fn stop_asked(&self) -> bool;
@@ -175,7 +181,7 @@ pub(crate) trait Runner {
 #[derive(Debug)]
 pub(crate) struct Report {
     /// How the last attempt ended.
-    pub ended: Ended,
+    pub ended: AttemptEnd,
     /// The run's record (what status and the history keep).
     pub record: Arc<RunRecord>,
     /// The final ping's result: `None` when the run pinged nothing (or the daemon was
@@ -198,7 +204,7 @@ pub(crate) struct Report {
 
 /// Runs one run through the pipeline (see the module header), ending with the runner's
 /// after-ping work, and reports it.
-pub(crate) async fn execute<R: Runner>(
+pub(crate) async fn run_with_pings<R: Runner>(
     runner: &mut R,
     retries: &Retries,
     pings: &Pings,

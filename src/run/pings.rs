@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use super::Ended;
+use super::AttemptEnd;
 use super::{PingRecord, RunId};
 use crate::config::FailUrl;
 use crate::ping::outbox::{self, Outbox, PingContext};
@@ -124,7 +124,7 @@ pub(super) struct Started {
 /// a fail URL). The one place that chooses between them.
 pub(super) fn finish(
     pings: &Pings,
-    ended: &Ended,
+    ended: &AttemptEnd,
     success: Option<Ping>,
     run: RunId,
 ) -> Option<Ping> {
@@ -153,7 +153,7 @@ pub(super) fn finish(
 /// plain `run`) as a chat or generic webhook takes it, `text` a one-line summary (what a
 /// Slack incoming webhook shows). Every text is scrubbed of the agent's secrets; `tail` already
 /// is.
-fn summary(job: Option<&str>, ended: &Ended, run: RunId, tail: String) -> String {
+fn summary(job: Option<&str>, ended: &AttemptEnd, run: RunId, tail: String) -> String {
     let host = crate::host::name();
     let end = &ended.end;
     let how = match (end.process_end(), end.reason()) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Attempt, Ended, RunId};
+use super::{AttemptEnd, RunAttempt, RunId};
 use crate::ping::{PingKind, PingOutcome};
 use crate::run_end::{RunEnd, RunOutcome};
 
@@ -43,8 +43,8 @@ impl RunRecord {
     /// as `ended`, on attempt `attempt`.
     pub(crate) fn of(
         scheduled: Option<DateTime<Utc>>,
-        ended: &Ended,
-        attempt: Attempt,
+        ended: &AttemptEnd,
+        attempt: RunAttempt,
     ) -> RunRecord {
         let now = Utc::now();
         RunRecord {

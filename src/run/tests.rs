@@ -42,11 +42,11 @@ impl Scripted {
 }
 
 impl Runner for Scripted {
-    async fn attempt(&mut self, attempt: Attempt) -> Ended {
+    async fn attempt(&mut self, attempt: RunAttempt) -> AttemptEnd {
         self.attempts += 1;
         let code = self.codes[usize::try_from(attempt.number - 1).expect("small")];
         let end = RunEnd::Ended(ProcessEnd::Exited(code));
-        Ended {
+        AttemptEnd {
             started: Utc::now(),
             outcome: end.outcome(&[0]),
             end,
@@ -124,7 +124,7 @@ async fn a_failed_attempt_is_retried_until_one_succeeds_and_the_runner_hears_eac
     let dir = tempfile::tempdir().expect("tempdir");
     let outbox = Outbox::new(dir.path(), 100);
     let mut runner = Scripted::new(&[1, 2, 0, 9]);
-    let report = execute(&mut runner, &retries(3), &pings(None, None), &outbox).await;
+    let report = run_with_pings(&mut runner, &retries(3), &pings(None, None), &outbox).await;
     assert!(report.ended.success());
     assert_eq!(runner.attempts, 3);
     assert_eq!(
@@ -144,13 +144,13 @@ async fn the_last_failed_attempt_decides_and_a_stop_starts_no_further_attempt() 
     let dir = tempfile::tempdir().expect("tempdir");
     let outbox = Outbox::new(dir.path(), 100);
     let mut all_fail = Scripted::new(&[1, 2, 3]);
-    let report = execute(&mut all_fail, &retries(2), &pings(None, None), &outbox).await;
+    let report = run_with_pings(&mut all_fail, &retries(2), &pings(None, None), &outbox).await;
     assert_eq!(report.ended.end.exit_status(), 3);
     assert_eq!(all_fail.told()[2], "all 3 failed");
 
     let mut stopped = Scripted::new(&[1, 2, 3]);
     stopped.stop_after = Some(1);
-    let report = execute(&mut stopped, &retries(2), &pings(None, None), &outbox).await;
+    let report = run_with_pings(&mut stopped, &retries(2), &pings(None, None), &outbox).await;
     assert_eq!(stopped.attempts, 1);
     assert_eq!(report.ended.end.exit_status(), 1);
     assert_eq!(stopped.told()[0], "no further after 1");
@@ -159,7 +159,7 @@ async fn the_last_failed_attempt_decides_and_a_stop_starts_no_further_attempt() 
 #[test]
 fn a_failure_chooses_the_fail_ping_with_its_status_and_bounded_output() {
     let end = RunEnd::Ended(ProcessEnd::Exited(4));
-    let ended = Ended {
+    let ended = AttemptEnd {
         started: Utc::now(),
         outcome: end.outcome(&[0]),
         end,
@@ -175,7 +175,7 @@ fn a_failure_chooses_the_fail_ping_with_its_status_and_bounded_output() {
     assert!(pings::finish(&pings(None, None), &ended, None, RunId::new()).is_none());
 
     let end = RunEnd::Ended(ProcessEnd::Exited(0));
-    let success = Ended {
+    let success = AttemptEnd {
         outcome: end.outcome(&[0]),
         end,
         ..ended

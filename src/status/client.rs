@@ -45,7 +45,7 @@ pub enum ClientError {
 
 /// An answer: status code and body.
 #[derive(Debug, Clone)]
-pub struct Answer {
+pub struct StatusAnswer {
     /// The HTTP status.
     pub status: u16,
     /// The body, as text.
@@ -117,7 +117,7 @@ impl Endpoint {
         path: &str,
         token: Option<&str>,
         timeout: Duration,
-    ) -> Result<Answer, ClientError> {
+    ) -> Result<StatusAnswer, ClientError> {
         self.send(method, path, token, None, timeout)
     }
 
@@ -128,7 +128,7 @@ impl Endpoint {
         token: Option<&str>,
         body: &str,
         timeout: Duration,
-    ) -> Result<Answer, ClientError> {
+    ) -> Result<StatusAnswer, ClientError> {
         self.send("POST", path, token, Some(body), timeout)
     }
 
@@ -139,7 +139,7 @@ impl Endpoint {
         token: Option<&str>,
         body: Option<&str>,
         timeout: Duration,
-    ) -> Result<Answer, ClientError> {
+    ) -> Result<StatusAnswer, ClientError> {
         let io = |source| ClientError::Io {
             endpoint: self.shown(),
             source,
@@ -208,7 +208,7 @@ fn exchange(mut stream: impl Stream, head: &str, timeout: Duration) -> std::io::
 }
 
 /// Status line and headers ([`crate::response_head`]), then the body (plain or chunked).
-fn parse_answer(raw: &[u8]) -> Option<Answer> {
+fn parse_answer(raw: &[u8]) -> Option<StatusAnswer> {
     let head = crate::response_head::parse(raw).ok()??;
     let body = &raw[head.len..];
     let body = if head.chunked {
@@ -216,7 +216,7 @@ fn parse_answer(raw: &[u8]) -> Option<Answer> {
     } else {
         body.to_vec()
     };
-    Some(Answer {
+    Some(StatusAnswer {
         status: head.status,
         body: String::from_utf8_lossy(&body).into_owned(),
         config: head.agent_config.map(str::to_owned),

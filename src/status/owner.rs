@@ -23,7 +23,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::client::Answer;
+use super::client::StatusAnswer;
 use crate::config::Config;
 use crate::logging::printable;
 
@@ -141,7 +141,7 @@ impl Expected {
         }))
     }
 
-    fn whose(&self, answer: &Answer) -> Whose {
+    fn whose(&self, answer: &StatusAnswer) -> Whose {
         let Some(own) = &self.0 else {
             return Whose::Ours;
         };
@@ -162,7 +162,7 @@ impl Expected {
 
     /// Refuses an answer from `endpoint` (as shown to the user) whose daemon is not the
     /// expected one: the error says which answered and what to do.
-    pub(crate) fn check(&self, endpoint: &str, answer: &Answer) -> Result<(), String> {
+    pub(crate) fn check(&self, endpoint: &str, answer: &StatusAnswer) -> Result<(), String> {
         let Some(own) = &self.0 else {
             return Ok(());
         };
@@ -271,8 +271,8 @@ pub(crate) fn listen_in_use(
 mod tests {
     use super::*;
 
-    fn answer(config: Option<&str>, daemon: Option<&str>) -> Answer {
-        Answer {
+    fn answer(config: Option<&str>, daemon: Option<&str>) -> StatusAnswer {
+        StatusAnswer {
             status: 200,
             body: String::new(),
             config: config.map(str::to_owned),

@@ -8,7 +8,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::doc::{Heartbeat, JobDoc, Remote, StatusDoc};
 use super::state::{self, CheckFacts, ServiceState, Tone};
-use crate::config::duration::one_unit;
+use crate::duration::one_unit;
 use crate::logging::printable;
 
 const HEADERS: [&str; 7] = [

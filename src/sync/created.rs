@@ -46,8 +46,9 @@ use chrono::{DateTime, Utc};
 use super::desired::Definition;
 use super::state::{self, LearnedUrls};
 use crate::api::model::{CheckType, HeartbeatCheck, HeartbeatCheckCreate, ListChecks};
-use crate::api::{ApiClient, RetryPolicy};
+use crate::api::ApiClient;
 use crate::config::Job;
+use crate::net::RetryPolicy;
 
 /// Checks created, by (job, reason).
 static CREATED: Mutex<BTreeMap<(String, &'static str), u64>> = Mutex::new(BTreeMap::new());

@@ -35,9 +35,10 @@ use super::pace::{PaceRule, Pacer};
 use super::reconcile::{sync_paced, CadenceCache, SyncOptions, SyncOutcome, SyncReport};
 use super::state::LearnedUrls;
 use super::timer;
-use crate::api::{ApiClient, RetryPolicy};
+use crate::api::ApiClient;
 use crate::backoff;
 use crate::config::{CheckDuration, Config, PingTarget};
+use crate::net::RetryPolicy;
 
 /// Where a job's check stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

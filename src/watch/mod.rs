@@ -20,8 +20,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::config::duration::human_duration;
 use crate::config::WatchSpec;
+use crate::duration::human_duration;
 
 mod net;
 mod system;

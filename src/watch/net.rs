@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Probe;
-use crate::config::duration::human_duration;
+use crate::duration::human_duration;
 
 /// `tcp`: a TCP connection to `address` (`host:port`; the name is resolved as part of it)
 /// succeeds within `timeout`. The connection is closed right away.

@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 use sysinfo::{ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
 use super::{human_bytes, human_number, Probe};
-use crate::config::duration::human_duration;
 use crate::config::Amount;
+use crate::duration::human_duration;
 
 /// `process`: some running process other than the agent itself has `pattern` in its name or in
 /// its command line (arguments joined by spaces). Blocking: reads `/proc`.

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use heartbeat_agent::api::model::*;
-use heartbeat_agent::api::{ApiClient, ApiClientConfig, ApiError, Quota, RateLimiter, RetryPolicy};
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, ApiError, Quota, RateLimiter};
 use heartbeat_agent::emulator::{Fault, FaultKind};
+use heartbeat_agent::net::RetryPolicy;
 use heartbeat_agent::redact::Secret;
 use serde_json::json;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use heartbeat_agent::api::RetryPolicy;
 use heartbeat_agent::emulator::{Fault, FaultKind};
+use heartbeat_agent::net::RetryPolicy;
 use heartbeat_agent::sync;
 use serde_json::json;
 

@@ -3,7 +3,8 @@
 //! weekend, `sync` showing the held change and sending the rest, `run --job` sending it right
 //! after its ping and never after a failure), and a daily job's period across both DST changes.
 
-use heartbeat_agent::api::{ApiClient, RetryPolicy};
+use heartbeat_agent::api::ApiClient;
+use heartbeat_agent::net::RetryPolicy;
 use heartbeat_agent::sync::{self, CadenceCache, SyncOptions, SyncOutcome};
 use serde_json::{json, Value};
 

@@ -19,8 +19,9 @@ use chrono::{DateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 use std::sync::Arc;
 
-use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, RetryPolicy};
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter};
 use heartbeat_agent::emulator::EmulatorOptions;
+use heartbeat_agent::net::RetryPolicy;
 use heartbeat_agent::redact::Secret;
 use heartbeat_agent::sync::{self, CadenceCache, SyncOptions, SyncOutcome};
 use serde_json::{json, Value};

@@ -22,12 +22,15 @@ use chrono::Utc;
 use clap::Args;
 use rand::Rng;
 
-use super::{exit, print_error, GlobalArgs};
-use crate::api::{ApiClient, ApiClientConfig, Quota, RateLimiter, RetryPolicy};
+use super::{print_error, GlobalArgs};
+use crate::api::{ApiClient, ApiClientConfig, Quota, RateLimiter};
 use crate::config::Config;
 use crate::daemon::{self, Options, Plugins};
 use crate::emulator::{Emulator, EmulatorHandle, EmulatorOptions};
+use crate::exit;
+use crate::net::RetryPolicy;
 use crate::redact::Secret;
+use crate::run::AfterRun;
 use crate::sync::{LearnedUrls, Reconciler};
 
 /// The demo's configuration, with `{{...}}` placeholders (see the file's header).
@@ -47,7 +50,7 @@ const TEMPLATE: &str = include_str!("../../../config/demo.toml");
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Stop after this long (e.g. "30s") instead of waiting for Ctrl-C
-    #[arg(long, value_name = "DUR", value_parser = crate::config::duration::parse)]
+    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
     pub duration: Option<Duration>,
 
     /// Keep the temporary directory (config, state, logs) and print its path at the end
@@ -299,7 +302,7 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         status_endpoint(&reconciler.status(), client(once.clone())?)
     {
         where_.status = Some(status_command(addr));
-        plugins.after_run.push(metrics as Arc<dyn daemon::AfterRun>);
+        plugins.after_run.push(metrics as Arc<dyn AfterRun>);
         plugins.tasks.push(("status", task));
     }
     plugins.after_run.push(Arc::new(reconciler.clone()));

@@ -6,11 +6,11 @@
 //! 2 without running anything.
 //!
 //! Stages: `plan` resolves flags, config and environment into a `Plan` (the only place that
-//! can refuse to run), `run` takes the lock and a current-thread runtime, and `execute` hands
-//! the run to the one run pipeline ([`crate::run::execute`]: the start ping while the command
-//! runs, its attempts with `--retries`, the success ping or the fail ping with its exit status
-//! and, for a job with `fail_body`, the output tail kept by [`crate::process::Io::Tee`]). What
-//! `run` gives the pipeline is its [`crate::run::Runner`] (`wrapped`): the command in the
+//! can refuse to run), `run` takes the lock and a current-thread runtime, and `run_plan` hands
+//! the run to the one run pipeline ([`crate::run::run_with_pings`]: the start ping while the
+//! command runs, its attempts with `--retries`, the success ping or the fail ping with its exit
+//! status and, for a job with `fail_body`, the output tail kept by [`crate::process::Io::Tee`]).
+//! What `run` gives the pipeline is its [`crate::run::Runner`] (`wrapped`): the command in the
 //! foreground with the wrapper's signals forwarded to it, notices on stderr, and the after-ping
 //! work: for a job bound to a check, right after an accepted ping it records the ping and sends
 //! the job's held period change (`sync::timer`, `after_ping`), then delivers what the outbox
@@ -29,15 +29,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::context::{self, Lenient, PingOptions};
-use super::{exit, print_error, GlobalArgs};
+use super::{print_error, GlobalArgs};
 use crate::config::{Config, FailUrl, Job};
+use crate::exit;
 use crate::ping::outbox::{Outbox, PingContext};
 use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
-use crate::process::{self, CommandSpec, Control, Limits, Outcome, RunEnd};
+use crate::process::{self, ChildControl, ChildOutcome, CommandSpec, Limits};
 use crate::retries::Retries;
 use crate::run::Pings;
+use crate::run_end::RunEnd;
 
 /// The environment variable holding a ping URL when neither `--ping-url` nor `--job` gives one.
 pub(crate) const PING_URL_ENV: &str = "HEARTBEAT_AGENT_PING_URL";
@@ -66,7 +68,7 @@ pub struct RunArgs {
     pub timeout: Option<Duration>,
 
     /// Time between the timeout's SIGTERM and SIGKILL [default: the job's, else 10s]
-    #[arg(long, value_parser = crate::config::duration::parse, value_name = "DUR")]
+    #[arg(long, value_parser = crate::duration::parse, value_name = "DUR")]
     pub kill_after: Option<Duration>,
 
     /// Exit codes that count as success, comma-separated [default: the job's, else 0]
@@ -133,7 +135,7 @@ pub struct PingArgs {
 /// `--timeout`: a duration, not zero (as `timeout` in the config: zero would stop the command
 /// at once).
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let timeout = crate::config::duration::parse(text)?;
+    let timeout = crate::duration::parse(text)?;
     if timeout.is_zero() {
         return Err(format!(
             "\"{text}\" is zero, which would stop the command at once; leave --timeout out for \
@@ -144,7 +146,7 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 }
 
 fn parse_retry_delay(text: &str) -> Result<Duration, String> {
-    let delay = crate::config::duration::parse(text)?;
+    let delay = crate::duration::parse(text)?;
     if delay > crate::retries::MAX_RETRY_DELAY {
         return Err(format!(
             "\"{text}\" is longer than a day: a wait that long belongs to the next run"
@@ -206,7 +208,7 @@ pub(crate) fn run(args: RunArgs, global: &GlobalArgs) -> u8 {
         None
     };
     match context::runtime() {
-        Ok(runtime) => runtime.block_on(execute(plan)),
+        Ok(runtime) => runtime.block_on(run_plan(plan)),
         Err(code) => code,
     }
 }
@@ -377,8 +379,8 @@ fn check_arguments(args: &RunArgs, method: PingMethod, source: &str) -> Result<E
         if delay > max {
             return Err(usage(format!(
                 "--retry-delay {} is longer than --retry-delay-max {}: give a cap at least as long",
-                crate::config::duration::human_duration(delay),
-                crate::config::duration::human_duration(max)
+                crate::duration::human_duration(delay),
+                crate::duration::human_duration(max)
             )));
         }
     }
@@ -448,7 +450,7 @@ fn command_spec(
 }
 
 /// Runs the planned command through the run pipeline; returns the exit status.
-async fn execute(plan: Plan) -> u8 {
+async fn run_plan(plan: Plan) -> u8 {
     let signals = Signals::install();
     let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries);
     // A container's entrypoint (PID 1) inherits every orphan of the command's tree: they are
@@ -469,12 +471,16 @@ async fn execute(plan: Plan) -> u8 {
         stop: None,
         recorded: None,
     };
-    let report = crate::run::execute(&mut runner, &plan.retries, &plan.pings, &outbox).await;
+    let report = crate::run::run_with_pings(&mut runner, &plan.retries, &plan.pings, &outbox).await;
     report.ended.end.exit_status()
 }
 
 /// Supervises `running`, forwarding the signals the wrapper receives to the command's group.
-async fn supervise(running: process::Running, limits: Limits, signals: &mut Signals) -> Outcome {
+async fn supervise(
+    running: process::Running,
+    limits: Limits,
+    signals: &mut Signals,
+) -> ChildOutcome {
     let (control, requests) = tokio::sync::mpsc::unbounded_channel();
     let supervised = running.supervise(limits, requests);
     tokio::pin!(supervised);
@@ -483,13 +489,13 @@ async fn supervise(running: process::Running, limits: Limits, signals: &mut Sign
             outcome = &mut supervised => return outcome,
             signal = signals.recv() => {
                 debug!(signal = %signal, "forwarding to the command's process group");
-                let _ = control.send(Control::Forward(signal));
+                let _ = control.send(ChildControl::Forward(signal));
             }
         }
     }
 }
 
-fn report(outcome: &Outcome, plan: &Plan) {
+fn report(outcome: &ChildOutcome, plan: &Plan) {
     let timeout = plan.limits.timeout.unwrap_or_default();
     match &outcome.end {
         RunEnd::TimedOut { killed: false, .. } => {

@@ -21,12 +21,12 @@ use tracing::{info, warn};
 use super::after_ping::sync_after_accepted_ping;
 use super::{report, supervise, Plan, Signals};
 use crate::cli::print_error;
-use crate::config::duration::human_duration;
+use crate::duration::human_duration;
 use crate::ping::outbox::{self, Outbox};
 use crate::ping::Ping;
 use crate::process::children::Children;
-use crate::process::RunEnd;
-use crate::run::{Attempt, Ended, Notice, PingRecord, Report, RunRecord, Runner};
+use crate::run::{AttemptEnd, Notice, PingRecord, Report, RunAttempt, RunRecord, Runner};
+use crate::run_end::RunEnd;
 
 /// `run`'s command as the pipeline runs it.
 pub(super) struct Wrapped<'a> {
@@ -44,7 +44,7 @@ pub(super) struct Wrapped<'a> {
 }
 
 impl Runner for Wrapped<'_> {
-    async fn attempt(&mut self, attempt: Attempt) -> Ended {
+    async fn attempt(&mut self, attempt: RunAttempt) -> AttemptEnd {
         let started = Utc::now();
         let mut spec = self.plan.spec.clone();
         spec.env_set
@@ -62,7 +62,7 @@ impl Runner for Wrapped<'_> {
                 (outcome.end, outcome.tail)
             }
         };
-        Ended {
+        AttemptEnd {
             started,
             outcome: end.outcome(&self.plan.success_codes),
             end,
@@ -81,7 +81,7 @@ impl Runner for Wrapped<'_> {
     fn notice(&self, notice: Notice<'_>) {
         match notice {
             Notice::SucceededAfter { attempt } => {
-                let Attempt { number, of, .. } = attempt;
+                let RunAttempt { number, of, .. } = attempt;
                 info!(
                     attempt = number,
                     attempts = of,
@@ -97,7 +97,7 @@ impl Runner for Wrapped<'_> {
                 );
             }
             Notice::NoFurtherAttempt { attempt, ended } => {
-                let Attempt { number, of, .. } = attempt;
+                let RunAttempt { number, of, .. } = attempt;
                 let status = ended.end.exit_status();
                 let signal = self.stop.map(|s| s.to_string());
                 warn!(
@@ -113,7 +113,7 @@ impl Runner for Wrapped<'_> {
                 ended,
                 wait,
             } => {
-                let Attempt { number, of, .. } = attempt;
+                let RunAttempt { number, of, .. } = attempt;
                 let status = ended.end.exit_status();
                 warn!(
                     attempt = number,

@@ -1,6 +1,6 @@
 //! One run of a job in the daemon: the [`Runner`] it gives the run pipeline
-//! ([`crate::run::execute`]). An attempt is a command (its output captured and logged line by
-//! line, scrubbed of the agent's secrets by [`crate::redact::scrub`], the last `output_tail`
+//! ([`crate::run::run_with_pings`]). An attempt is a command (its output captured and logged
+//! line by line, scrubbed of the agent's secrets by [`crate::redact::scrub`], the last `output_tail`
 //! bytes kept) or a watch probe; the daemon's shutdown stops it; the run is recorded in the
 //! job's state for status, with its success ping's result; then the after-run hooks are told
 //! (its after-ping work).
@@ -18,14 +18,14 @@ use crate::config::{Job, JobAction, WatchSpec};
 use crate::job::NoPing;
 use crate::ping::outbox::PingContext;
 use crate::ping::{Budget, Ping, PingMethod};
-use crate::process::{CommandSpec, Control, Io, Limits, LineSink, Outcome};
+use crate::process::{ChildControl, ChildOutcome, CommandSpec, Io, Limits, LineSink};
 use crate::run::admission::Admitted;
-use crate::run::{Attempt, Ended, Notice, PingRecord, Pings, Report, RunRecord, Runner};
+use crate::run::{AttemptEnd, Notice, PingRecord, Pings, Report, RunAttempt, RunRecord, Runner};
 use crate::run_end::{RunEnd, RunOutcome};
 
 /// Runs `job` once for the fire at `scheduled`, admitted by `admitted` (held until the run
 /// ends); `state.run_started()` was called by the caller.
-pub(super) async fn execute(
+pub(super) async fn run_job(
     job: Arc<Job>,
     shared: Arc<Shared>,
     state: Arc<JobState>,
@@ -34,11 +34,11 @@ pub(super) async fn execute(
 ) {
     let settings = shared.settings();
     if matches!(job.action, JobAction::External) {
-        let ended = Ended::without_process(refused("an external job is not run"));
+        let ended = AttemptEnd::without_process(refused("an external job is not run"));
         state.run_finished(Arc::new(RunRecord::of(
             Some(scheduled),
             &ended,
-            Attempt::first(),
+            RunAttempt::first(),
         )));
         return;
     }
@@ -53,7 +53,7 @@ pub(super) async fn execute(
         scheduled,
         admitted: Some(admitted),
     };
-    crate::run::execute(&mut runner, &job.retries, &pings, &shared.outbox).await;
+    crate::run::run_with_pings(&mut runner, &job.retries, &pings, &shared.outbox).await;
     // This run's task still counts: 1 means it is the last.
     if shared.runs.len() <= 1 {
         shared.runs_idle.notify_one();
@@ -100,7 +100,7 @@ struct DaemonRun<'a> {
 }
 
 impl Runner for DaemonRun<'_> {
-    async fn attempt(&mut self, attempt: Attempt) -> Ended {
+    async fn attempt(&mut self, attempt: RunAttempt) -> AttemptEnd {
         match &self.job.action {
             JobAction::Watch(spec) => probe(self.job, self.shared, spec, attempt).await,
             _ => {
@@ -203,20 +203,20 @@ async fn run_command(
     shared: &Shared,
     settings: &Settings,
     scheduled: DateTime<Utc>,
-    attempt: Attempt,
-) -> Ended {
+    attempt: RunAttempt,
+) -> AttemptEnd {
     let spec = match command_spec(job, shared, settings, scheduled, attempt) {
         Ok(spec) => spec,
         Err(reason) => {
             warn!(job = %job.name, error = %reason, "job not started");
-            return Ended::without_process(refused(reason.to_string()));
+            return AttemptEnd::without_process(refused(reason.to_string()));
         }
     };
     let running = match shared.children.spawn_on_spawner(spec).await {
         Ok(running) => running,
         Err(err) => {
             warn!(job = %job.name, error = %err, "job not started");
-            return Ended::without_process(RunEnd::from(&err));
+            return AttemptEnd::without_process(RunEnd::from(&err));
         }
     };
     // Counts as a start again once the process exists: in a burst the runs all begin at the
@@ -226,7 +226,7 @@ async fn run_command(
     let started = Utc::now();
     let pid = running.pid();
     let delay_ms = (started - scheduled).num_microseconds().unwrap_or(0) as f64 / 1000.0;
-    let Attempt { number, of, run } = attempt;
+    let RunAttempt { number, of, run } = attempt;
     info!(job = %job.name, run_id = %run, pid, scheduled = %millis(scheduled), spawned = %millis(started), delay_ms, attempt = number, attempts = of, "job started");
     let limits = Limits {
         timeout: job.timeout,
@@ -241,7 +241,7 @@ async fn run_command(
             outcome = &mut supervised => break outcome,
             () = shared.stop_runs.cancelled(), if !stopping => {
                 stopping = true;
-                let _ = control.send(Control::Stop { grace: settings.shutdown_timeout });
+                let _ = control.send(ChildControl::Stop { grace: settings.shutdown_timeout });
             }
         }
     };
@@ -249,8 +249,13 @@ async fn run_command(
     finished(job, started, &outcome, attempt)
 }
 
-/// Logs the end of a command and turns its outcome into an [`Ended`].
-fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attempt) -> Ended {
+/// Logs the end of a command and turns its outcome into an [`AttemptEnd`].
+fn finished(
+    job: &Job,
+    started: DateTime<Utc>,
+    outcome: &ChildOutcome,
+    attempt: RunAttempt,
+) -> AttemptEnd {
     let end = &outcome.end;
     let (code, signal) = (end.exit_code(), end.signal());
     let (timed_out, stopped, killed) = (end.timed_out(), end.stopped(), end.killed());
@@ -258,7 +263,7 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attem
     let success = run_outcome == RunOutcome::Success;
     let duration_ms = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
     let check_id = job.check_id();
-    let Attempt { number, of, run } = attempt;
+    let RunAttempt { number, of, run } = attempt;
     if success {
         info!(job = %job.name, run_id = %run, check_id, exit_code = code, duration_ms, success, attempt = number, attempts = of, "job finished");
     } else if let Some(process_end) = end.process_end() {
@@ -276,7 +281,7 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attem
         .as_ref()
         .map(|tail| tail.text().into_bytes())
         .unwrap_or_default();
-    Ended {
+    AttemptEnd {
         started,
         end: outcome.end.clone(),
         outcome: run_outcome,
@@ -284,23 +289,23 @@ fn finished(job: &Job, started: DateTime<Utc>, outcome: &Outcome, attempt: Attem
     }
 }
 
-async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec, attempt: Attempt) -> Ended {
+async fn probe(job: &Job, shared: &Shared, spec: &WatchSpec, attempt: RunAttempt) -> AttemptEnd {
     let started = Utc::now();
     let probe = tokio::select! {
         probe = shared.probes().probe(spec) => probe,
         () = shared.stop_runs.cancelled() => {
-            return Ended::without_process(RunEnd::Stopped { end: None, killed: false });
+            return AttemptEnd::without_process(RunEnd::Stopped { end: None, killed: false });
         }
     };
     let check_id = job.check_id();
-    let Attempt { number, of, run } = attempt;
+    let RunAttempt { number, of, run } = attempt;
     if probe.healthy {
         info!(job = %job.name, run_id = %run, check_id, healthy = true, reason = %probe.reason, attempt = number, attempts = of, "watch healthy");
     } else {
         warn!(job = %job.name, run_id = %run, check_id, healthy = false, reason = %probe.reason, attempt = number, attempts = of, "watch unhealthy: not pinging");
     }
     let end = RunEnd::from(probe);
-    Ended {
+    AttemptEnd {
         started,
         outcome: end.outcome(&job.success_exit_codes),
         end,
@@ -317,7 +322,7 @@ fn command_spec(
     shared: &Shared,
     settings: &Settings,
     scheduled: DateTime<Utc>,
-    attempt: Attempt,
+    attempt: RunAttempt,
 ) -> Result<CommandSpec, crate::job::CommandError> {
     let mut spec = crate::job::command(job)?;
     let slot = scheduled.timestamp().to_string();
