@@ -65,15 +65,17 @@ def fault_windows(events, lease_s):
     open_faults = {}
     for event in events:
         kind, target, wall = event["kind"], event["target"], event["wall"]
+        # An agent whose clock is ahead claims (and may have won) fires that far ahead.
+        ahead = max(event.get("skew_s", 0), 0)
         if kind in STOPPING:
-            open_faults[(STOPPING[kind], target)] = (wall, kind)
+            open_faults[(STOPPING[kind], target)] = (wall, kind, ahead)
         elif kind in INSTANT:
-            windows.append((wall - 1, wall + INSTANT[kind] + lease_s, kind, target))
+            windows.append((wall - 1, wall + INSTANT[kind] + lease_s + ahead, kind, target))
         elif (kind, target) in open_faults:
-            began, what = open_faults.pop((kind, target))
-            windows.append((began - 1, wall + lease_s + 5, what, target))
+            began, what, ahead = open_faults.pop((kind, target))
+            windows.append((began - 1, wall + lease_s + 5 + ahead, what, target))
     end = max((e["wall"] for e in events), default=0)
-    for (_, target), (began, what) in open_faults.items():
+    for (_, target), (began, what, _) in open_faults.items():
         windows.append((began - 1, end, what, target))
     return windows
 

@@ -287,6 +287,10 @@ class Harness:
 base_url = "http://127.0.0.1:{self.api_port}"
 api_key_env = "HEARTBEAT_AGENT_API_KEY"
 
+[agent]
+# Every run of the whole run kept, for the checker (the default keeps the last 100 per job).
+history = 10000
+
 [status]
 listen = "127.0.0.1:{{status_port}}"
 
@@ -366,7 +370,7 @@ ping_url = "{ping('slow')}"
     # -- the faults -----------------------------------------------------------------------
 
     async def fault_kill9(self, agent, rng):
-        self.log("kill9", agent.node)
+        self.log("kill9", agent.node, skew_s=agent.skew_s)
         agent.expected_exit = True
         agent.signal(signal.SIGKILL)
         await agent.process.wait()
@@ -375,7 +379,7 @@ ping_url = "{ping('slow')}"
         self.log("restart", agent.node)
 
     async def fault_term(self, agent, rng):
-        self.log("sigterm", agent.node)
+        self.log("sigterm", agent.node, skew_s=agent.skew_s)
         agent.expected_exit = True
         agent.signal(signal.SIGTERM)
         await agent.process.wait()
@@ -385,7 +389,7 @@ ping_url = "{ping('slow')}"
 
     async def fault_stop(self, agent, rng):
         held = round(rng.uniform(LEASE_S + 1, LEASE_S + 5), 2)
-        self.log("sigstop", agent.node, seconds=held)
+        self.log("sigstop", agent.node, seconds=held, skew_s=agent.skew_s)
         agent.signal(signal.SIGSTOP)
         await asyncio.sleep(held)
         agent.signal(signal.SIGCONT)
@@ -394,7 +398,7 @@ ping_url = "{ping('slow')}"
     async def fault_skew(self, agent, rng):
         skew = rng.choice([-1, 1]) * rng.randint(2, MAX_SKEW_S)
         skew = 0 if agent.skew_s else skew  # a skewed agent is put back on time
-        self.log("skew", agent.node, seconds=skew)
+        self.log("skew", agent.node, seconds=skew, skew_s=agent.skew_s)
         agent.expected_exit = True
         agent.signal(signal.SIGTERM)
         await agent.process.wait()
