@@ -2,7 +2,7 @@
 
 Starts, all on 127.0.0.1 ports it picks: a 3-member etcd, the emulator (the service), and three
 agents (real processes of the release binary) that share one config but for their node name,
-status port and etcd endpoints (each agent reaches each etcd member through a TCP proxy of its
+status socket and etcd endpoints (each agent reaches each etcd member through a TCP proxy of its
 own that the nemesis can cut or stall). Their jobs append `<job> <scheduled> <node> <run_id>`
 to DIR/ledger and ping with `{run_id}` in the URL.
 
@@ -16,6 +16,7 @@ Standard library only (asyncio), so it runs wherever python3 does.
 """
 
 import asyncio
+import http.client
 import json
 import os
 import random
@@ -49,6 +50,20 @@ def http_json(method, url, body=None, timeout=5):
     with urllib.request.urlopen(request, timeout=timeout) as answer:
         text = answer.read()
         return json.loads(text) if text else None
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over the agent's unix socket (its status endpoint)."""
+
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.socket_path)
+        self.sock = sock
 
 
 class Proxy:
@@ -119,7 +134,9 @@ class Agent:
         self.dir = os.path.join(harness.out, "agents", node)
         self.state = os.path.join(self.dir, "state")
         self.config = os.path.join(self.dir, "config.toml")
-        self.status_port = free_port()
+        # A unix socket: a TCP port picked ahead could be taken meanwhile (an outgoing
+        # connection's local port) and another server would answer for the agent.
+        self.socket = os.path.join(self.dir, "status.sock")
         self.proxies = []
         self.process = None
         self.expected_exit = False
@@ -130,7 +147,7 @@ class Agent:
         endpoints = ", ".join(f'"http://127.0.0.1:{p.port}"' for p in self.proxies)
         text = template.format(
             node=self.node,
-            status_port=self.status_port,
+            status_socket=self.socket,
             endpoints=endpoints,
         )
         with open(self.config, "w") as f:
@@ -162,7 +179,15 @@ class Agent:
             self.process.send_signal(signum)
 
     def status(self):
-        return http_json("GET", f"http://127.0.0.1:{self.status_port}/status", timeout=2)
+        connection = UnixHTTPConnection(self.socket, timeout=2)
+        try:
+            connection.request("GET", "/status")
+            answer = connection.getresponse()
+            if answer.status != 200:
+                raise RuntimeError(f"/status of {self.node}: HTTP {answer.status}")
+            return json.loads(answer.read())
+        finally:
+            connection.close()
 
 
 class Harness:
@@ -292,7 +317,7 @@ api_key_env = "HEARTBEAT_AGENT_API_KEY"
 history = 10000
 
 [status]
-listen = "127.0.0.1:{{status_port}}"
+listen = "{{status_socket}}"
 
 [cluster]
 name = "nemesis"
