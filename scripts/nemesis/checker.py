@@ -59,6 +59,22 @@ def read_lines(path):
         return [line for line in f.read().splitlines() if line.strip()]
 
 
+def log_entries(out, nodes, needle):
+    """The JSON log lines of every start of every agent whose text holds `needle`."""
+    for node in nodes:
+        agent_dir = os.path.join(out, "agents", node)
+        for name in sorted(os.listdir(agent_dir)):
+            if not (name.startswith("daemon.") and name.endswith(".log")):
+                continue
+            for line in read_lines(os.path.join(agent_dir, name)):
+                if needle not in line:
+                    continue
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+
+
 def fault_windows(events, lease_s):
     """(from, to, kind, target) in wall-clock seconds for every fault that can explain a miss."""
     windows = []
@@ -102,20 +118,12 @@ def check(out):
     # Fires an agent skipped by the job's `overlap = "skip"` (its previous run, retrying, still
     # ran): the agent's choice, not a miss of the cluster's.
     skipped = set()
-    for node in run["nodes"]:
-        agent_dir = os.path.join(out, "agents", node)
-        for name in os.listdir(agent_dir):
-            if not (name.startswith("daemon.") and name.endswith(".log")):
-                continue
-            for line in read_lines(os.path.join(agent_dir, name)):
-                if "run skipped" not in line:
-                    continue
-                try:
-                    entry = json.loads(line)
-                    at = datetime.datetime.fromisoformat(entry["scheduled"].replace("Z", "+00:00"))
-                    skipped.add((entry["job"], int(at.timestamp())))
-                except (ValueError, KeyError):
-                    continue
+    for entry in log_entries(out, run["nodes"], "run skipped"):
+        try:
+            at = datetime.datetime.fromisoformat(entry["scheduled"].replace("Z", "+00:00"))
+        except (ValueError, KeyError):
+            continue
+        skipped.add((entry.get("job"), int(at.timestamp())))
 
     # Fires due while the nemesis ran (after a warm-up of 5 s), and the ones no agent ran.
     windows = fault_windows(events, run["lease_s"])
@@ -150,21 +158,10 @@ def check(out):
     # Pending successes an agent dropped by rule, by the fingerprint of the URL it would ping
     # (redact::fingerprint: the first 4 bytes of the SHA-256 of the URL, in hex).
     dropped_by = {}
-    for node in run["nodes"]:
-        agent_dir = os.path.join(out, "agents", node)
-        for name in os.listdir(agent_dir):
-            if not (name.startswith("daemon.") and name.endswith(".log")):
-                continue
-            for line in read_lines(os.path.join(agent_dir, name)):
-                if "pending success dropped" not in line:
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                fingerprint = entry.get("target_url", "").rpartition("#")[2]
-                rule = entry["message"].partition(": ")[2] or entry["message"]
-                dropped_by[fingerprint] = rule
+    for entry in log_entries(out, run["nodes"], "pending success dropped"):
+        fingerprint = entry.get("target_url", "").rpartition("#")[2]
+        message = entry.get("message", "")
+        dropped_by[fingerprint] = message.partition(": ")[2] or message
 
     def fingerprint(job, rid):
         url = run.get("ping_urls", {}).get(job, "") + "?rid=" + str(rid)

@@ -225,6 +225,8 @@ class Harness:
     # -- the system under test ------------------------------------------------------------
 
     async def start_etcd_member(self, member):
+        """Starts (or starts again: etcd ignores the `--initial-*` flags once its data directory
+        holds the member) one member of the cluster."""
         name, client, peer, _ = member
         cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, _, p, _ in self.etcd)
         data = os.path.join(self.out, "etcd", name)
@@ -441,23 +443,8 @@ ping_url = "{ping('slow')}"
             await member[3].wait()
         await asyncio.sleep(held)
         for member in members:
-            await self.restart_etcd_member(member)
+            await self.start_etcd_member(member)
         self.log("etcd_start", names)
-
-    async def restart_etcd_member(self, member):
-        name, client, peer, _ = member
-        data = os.path.join(self.out, "etcd", name)
-        log = open(os.path.join(self.out, "etcd", f"{name}.log"), "ab")
-        member[3] = await asyncio.create_subprocess_exec(
-            "etcd", "--name", name, "--data-dir", data,
-            "--listen-client-urls", f"http://127.0.0.1:{client}",
-            "--advertise-client-urls", f"http://127.0.0.1:{client}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--heartbeat-interval", "50", "--election-timeout", "500",
-            stdout=log, stderr=log, start_new_session=True,
-        )
-        log.close()
 
     async def fault_partition(self, agent, rng):
         mode = rng.choice(["cut", "stall"])
