@@ -62,27 +62,32 @@ impl EtcdCluster {
         if !EtcdCluster::available() {
             return None;
         }
-        let dir = tempfile::tempdir().expect("a temporary directory for etcd");
-        let members = (0..n)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
-                child: None,
-            })
-            .collect();
-        let mut cluster = EtcdCluster {
-            dir,
-            members,
-            options,
-        };
-        for i in 0..n {
-            cluster.spawn(i);
+        // A port found free can be taken before etcd binds it (another process's connection
+        // got it as its local port): the cluster then starts again on other ports.
+        for attempt in 1..=3 {
+            let dir = tempfile::tempdir().expect("a temporary directory for etcd");
+            let members = (0..n)
+                .map(|i| Member {
+                    name: format!("m{i}"),
+                    client_port: free_port(),
+                    peer_port: free_port(),
+                    child: None,
+                })
+                .collect();
+            let mut cluster = EtcdCluster {
+                dir,
+                members,
+                options: options.clone(),
+            };
+            for i in 0..n {
+                cluster.spawn(i);
+            }
+            let last = attempt == 3;
+            if (0..n).all(|i| cluster.until_healthy(i, last)) {
+                return Some(cluster);
+            }
         }
-        for i in 0..n {
-            cluster.wait_healthy(i);
-        }
-        Some(cluster)
+        unreachable!("the last attempt panics instead of giving up")
     }
 
     /// The members' client URLs, in member order.
@@ -274,16 +279,29 @@ impl EtcdCluster {
     }
 
     /// Waits until member `i` says it is healthy (it has a leader).
-    fn wait_healthy(&self, i: usize) {
+    fn wait_healthy(&mut self, i: usize) {
+        self.until_healthy(i, true);
+    }
+
+    /// Waits until member `i` says it is healthy: true; false when it exited because its port
+    /// was taken and `last` is false (the caller starts again on other ports); else panics.
+    fn until_healthy(&mut self, i: usize, last: bool) -> bool {
         let port = self.members[i].client_port;
         let deadline = Instant::now() + START_TIMEOUT;
         while Instant::now() < deadline {
             if self.options.tls.is_some() {
                 if self.etcdctl(&["endpoint", "health"]).status.success() {
-                    return;
+                    return true;
                 }
             } else if healthy(port) {
-                return;
+                return true;
+            }
+            let exited = self.members[i]
+                .child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+            if exited && !last && self.log(i).contains("address already in use") {
+                return false;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
