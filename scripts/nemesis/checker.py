@@ -18,8 +18,9 @@ Proves:
   the latest; counted as `successes_coalesced`), or the agent logged that it dropped it by one
   of its two documented rules (docs/outbox.md, "A late success must not lie": a later run of the
   job failed, so sending it would hide that failure; or it grew older than `outbox_max_age`, the
-  job's period, so it would claim the job is fine now): the log line names the ping URL's
-  fingerprint, which the checker computes from the run id; counted as
+  job's period, so it would claim the job is fine now): the log line names a ping URL's
+  fingerprint (the dropped success's; for a later failed run, that run's), which the checker
+  computes from the run ids; counted as
   `successes_dropped_by_rule`, by rule;
 - crashes = 0: no agent exited unasked (nor logged a panic).
 Counts and explains: `missed`, the fires between the start and the heal that no agent ran; a
@@ -167,6 +168,15 @@ def check(out):
         url = run.get("ping_urls", {}).get(job, "") + "?rid=" + str(rid)
         return hashlib.sha256(url.encode()).hexdigest()[:8]
 
+    # "a later run failed" names the failing run's URL: a success of the job before that run
+    # was dropped by the rule.
+    by_fingerprint = {fingerprint(job, rid): (job, slot) for rid, (job, slot) in run_of.items()}
+    failed_after = collections.defaultdict(list)  # job -> slots of runs that dropped successes
+    for fp, rule in dropped_by.items():
+        if rule == "a later run failed" and fp in by_fingerprint:
+            job, slot = by_fingerprint[fp]
+            failed_after[job].append(slot)
+
     dropped = collections.Counter()
     successes, coalesced, lost, unrecorded = 0, 0, [], []
     for node in run["nodes"]:
@@ -186,6 +196,8 @@ def check(out):
                     coalesced += 1
                 elif fingerprint(job.get("job"), rid) in dropped_by:
                     dropped[dropped_by[fingerprint(job.get("job"), rid)]] += 1
+                elif job_slot and any(f > job_slot[1] for f in failed_after[job_slot[0]]):
+                    dropped["a later run failed"] += 1
                 else:
                     lost.append({"node": node, "job": job.get("job"), "run_id": rid,
                                  "scheduled": record.get("scheduled")})

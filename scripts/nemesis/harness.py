@@ -397,20 +397,19 @@ ping_url = "{ping('slow')}"
     # -- the faults -----------------------------------------------------------------------
 
     async def fault_kill9(self, agent, rng):
-        self.log("kill9", agent.node, skew_s=agent.skew_s)
-        agent.expected_exit = True
-        agent.signal(signal.SIGKILL)
-        await agent.process.wait()
-        await asyncio.sleep(rng.uniform(0.5, 4))
-        await agent.start(agent.skew_s)
-        self.log("restart", agent.node)
+        await self.stop_and_restart(agent, "kill9", signal.SIGKILL, rng.uniform(0.5, 4))
 
     async def fault_term(self, agent, rng):
-        self.log("sigterm", agent.node, skew_s=agent.skew_s)
+        await self.stop_and_restart(agent, "sigterm", signal.SIGTERM, rng.uniform(0.2, 2))
+
+    async def stop_and_restart(self, agent, kind, signum, pause):
+        """Stops `agent` with `signum`, waits for its exit and `pause` seconds, starts it again
+        (on the same clock)."""
+        self.log(kind, agent.node, skew_s=agent.skew_s)
         agent.expected_exit = True
-        agent.signal(signal.SIGTERM)
+        agent.signal(signum)
         await agent.process.wait()
-        await asyncio.sleep(rng.uniform(0.2, 2))
+        await asyncio.sleep(pause)
         await agent.start(agent.skew_s)
         self.log("restart", agent.node)
 
