@@ -444,8 +444,21 @@ fn the_first_reassertion_comes_within_the_start_spread_and_a_put_counts_as_one()
     let (c1_before, c2_before) = (reads("c1"), reads("c2"));
     let puts_before = setup.puts().len();
     let runtime = runtime();
-    // Re-assertions every hour; the first within 50 ms of the start.
-    let reconciler = reconciler(&setup, Duration::from_secs(3600));
+    // Re-assertions every hour; the first at a random point of the 2 s after the start. The
+    // first pass comes at once: a point that fell before it would make backup due there (read,
+    // then PUT), so the spread is long beside a pass's start even on a loaded machine (a 50 ms
+    // spread failed in CI).
+    let spread = Duration::from_secs(2);
+    let reconciler =
+        reconciler(&setup, Duration::from_secs(3600)).with_timing(sync::task::TaskTiming {
+            start_jitter: Duration::ZERO,
+            resync_interval: Duration::from_secs(3600),
+            retry_base: Duration::from_millis(10),
+            retry_cap: Duration::from_millis(50),
+            reassert_interval: Duration::from_secs(3600),
+            reassert_start_spread: spread,
+        });
+    let started = Instant::now();
     let cancel = tokio_util::sync::CancellationToken::new();
     let task = runtime.spawn(reconciler.run(cancel.clone()));
     let reassert_read = || match (setup.puts().len() - puts_before, reads("c2") - c2_before) {
@@ -457,8 +470,10 @@ fn the_first_reassertion_comes_within_the_start_spread_and_a_put_counts_as_one()
         "the PUT of backup and the first re-assertion's read of vacuum",
         reassert_read,
     ));
-    // Well past the spread: the PUT stood for backup's first re-assertion.
-    std::thread::sleep(Duration::from_millis(500));
+    // Past the spread: the PUT stood for backup's first re-assertion.
+    std::thread::sleep(
+        (started + spread + Duration::from_millis(300)).saturating_duration_since(Instant::now()),
+    );
     cancel.cancel();
     runtime.block_on(task).unwrap();
     assert_eq!(
