@@ -10,6 +10,8 @@
 //! second, what a user can paste back into the config), [`two_units`] for ages and waits in a
 //! table (`1m35s`, `2h1m`: the two largest of hours, minutes and seconds) and [`one_unit`] for a
 //! span read at a glance (`45s`, `12m`, `3h`, `2d`: one unit, switching at twice its size).
+//! A chart of many durations reads them all in the one unit [`unit_of`] picks for the longest,
+//! by [`one_unit`]'s rule.
 
 use std::time::Duration;
 
@@ -112,11 +114,21 @@ pub(crate) fn two_units(secs: u64) -> String {
 /// `secs` in one unit, rounded down, the next unit taken from twice its size on: seconds below
 /// 2 minutes, minutes below 2 hours, hours below 2 days, then days (`45s`, `12m`, `30h`, `2d`).
 pub(crate) fn one_unit(secs: u64) -> String {
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
+    // Seconds at least: a span read at a glance has no milliseconds.
+    let (unit, size) = unit_of(Duration::from_secs(secs.max(2)));
+    format!("{}{unit}", u128::from(secs) * 1000 / u128::from(size))
+}
+
+/// The unit to read durations up to `longest` in, and its size in milliseconds: the rule of
+/// [`one_unit`] (the next unit from twice its size on), from milliseconds below 2 s (`ms`,
+/// `s`, `m`, `h`, `d`: the parser's units).
+pub(crate) fn unit_of(longest: Duration) -> (&'static str, u64) {
+    match longest.as_millis() {
+        ms if ms < 2_000 => ("ms", 1),
+        ms if ms < 120_000 => ("s", 1000),
+        ms if ms < 7_200_000 => ("m", 60_000),
+        ms if ms < 172_800_000 => ("h", 3_600_000),
+        _ => ("d", 86_400_000),
     }
 }
 
@@ -192,5 +204,19 @@ mod tests {
         assert_eq!(one_unit(12 * 60), "12m");
         assert_eq!(one_unit(30 * 3600), "30h");
         assert_eq!(one_unit(2 * 86_400), "2d");
+        assert_eq!(one_unit(0), "0s");
+        assert_eq!(one_unit(u64::MAX), format!("{}d", u64::MAX / 86_400));
+    }
+
+    #[test]
+    fn a_chart_reads_its_durations_in_the_unit_of_the_longest() {
+        let unit = |ms| unit_of(Duration::from_millis(ms)).0;
+        assert_eq!(unit(0), "ms");
+        assert_eq!(unit(1999), "ms");
+        assert_eq!(unit(2000), "s");
+        assert_eq!(unit(119_999), "s");
+        assert_eq!(unit(120_000), "m");
+        assert_eq!(unit(7_200_000), "h");
+        assert_eq!(unit(172_800_000), "d");
     }
 }

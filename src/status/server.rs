@@ -252,10 +252,6 @@ async fn refresh_remote(app: Arc<App>, every: Duration, cancel: CancellationToke
 /// The routes; on a loopback TCP bind (`loopback_port`), behind the `Host` check.
 fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
     let router = Router::new()
-        .route("/", get(super::dashboard::overview))
-        .route("/jobs/{name}", get(super::dashboard::job))
-        .route("/login", post(super::dashboard::login))
-        .route("/logout", post(super::dashboard::logout))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -265,7 +261,8 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .route("/jobs/{name}/runs/{seq}", get(super::runs::job_run))
         .route("/pause", post(super::pause::pause))
         .route("/resume", post(super::pause::resume))
-        .with_state(Arc::clone(&app));
+        .with_state(Arc::clone(&app))
+        .merge(super::dashboard::routes(Arc::clone(&app)));
     let router = match loopback_port {
         Some(port) => router.layer(axum::middleware::from_fn(move |request, next| {
             loopback_host(port, request, next)

@@ -15,7 +15,10 @@
 //!   from a `/status` document ([`CheckFacts::of_doc`], what `status` reads), so the table of
 //!   an older daemon's document tells the same state.
 //! - The service's view of the check: [`ServiceState`] (`up`, `failing`, `not_listed`,
-//!   `unknown`, and `missing` for a missing check).
+//!   `unknown` for a check not read yet or unreadable, `no_check` for a job bound to none, and
+//!   `missing` for a missing check).
+//! - A job as a summary counts it: [`job_word`] (`paused`, `disabled`, `never`, else its last
+//!   run's outcome), so "3 jobs: 1 failed, 2 success" uses the words above.
 
 use std::path::Path;
 
@@ -226,6 +229,8 @@ pub(crate) enum ServiceState {
     Unknown,
     /// The service has no such check ([`CheckState::Missing`]).
     Missing,
+    /// The job is bound to no check (no `check_id`, none created): nothing to ask.
+    NoCheck,
 }
 
 impl ServiceState {
@@ -237,6 +242,7 @@ impl ServiceState {
             ServiceState::NotListed => "not_listed",
             ServiceState::Unknown => "unknown",
             ServiceState::Missing => "missing",
+            ServiceState::NoCheck => "no_check",
         }
     }
 
@@ -246,6 +252,7 @@ impl ServiceState {
             ServiceState::Up => Tone::Good,
             ServiceState::Failing | ServiceState::Missing => Tone::Bad,
             ServiceState::NotListed | ServiceState::Unknown => Tone::Warn,
+            ServiceState::NoCheck => Tone::Plain,
         }
     }
 
@@ -256,6 +263,17 @@ impl ServiceState {
             Some(true) => ServiceState::Failing,
             Some(false) => ServiceState::Up,
             None => ServiceState::NotListed,
+        }
+    }
+
+    /// The service's state of `job`'s check as a `/status` document tells it: `no_check` for
+    /// a job that names no check and has none that anything knows of, else [`ServiceState::of`].
+    pub(crate) fn of_doc(job: &JobDoc) -> ServiceState {
+        let check = CheckFacts::of_doc(job).state();
+        if job.check_id.is_none() && check.is_none() {
+            ServiceState::NoCheck
+        } else {
+            ServiceState::of(&job.remote, check)
         }
     }
 
@@ -286,6 +304,18 @@ pub(crate) const PING_ACCEPTED: &str = "accepted";
 pub(crate) const PING_QUEUED: &str = "queued";
 /// A ping that was not accepted (`last_ping.result` of `/status`).
 pub(crate) const PING_FAILED: &str = "failed";
+
+/// The word a summary counts `job` under, and its tone: its pause's (`paused`, `resuming`)
+/// while paused, `disabled`, `never` before its first run, else its last run's outcome
+/// (`success`, `failed`, ...). A running job keeps its last run's word.
+pub(crate) fn job_word(job: &JobDoc) -> (&str, Tone) {
+    match (&job.paused, &job.last_run) {
+        (Some(pause), _) => (pause.state.as_str(), Tone::Warn),
+        _ if !job.enabled => (DISABLED, Tone::Plain),
+        (None, None) => (NEVER, Tone::Plain),
+        (None, Some(run)) => (run.outcome.as_str(), run_tone(&run.outcome)),
+    }
+}
 
 /// A run's state in words: its outcome's word, with the exit code of a failure or the signal
 /// that ended a `signaled` run (`failed (exit 3)`, `signaled (signal 9)`; a timeout's own

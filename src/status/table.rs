@@ -1,6 +1,10 @@
 //! The human table of `heartbeat-agent status`: one line per job with its next run, last run
 //! (age and result), last ping, the check's state and what the service thinks (failing, 24 h
-//! success ratio), in the words of the one state model ([`super::state`]). Colour (ANSI) only when asked; the caller decides (terminal, `NO_COLOR`). Every cell
+//! success ratio), in the words of the one state model ([`super::state`]). It is laid out for
+//! [`WIDTH`] columns: the RECENT strip keeps as many of the newest outcomes as the other
+//! cells leave room for (at least one), a ping's age is told only when it is older than the
+//! last run, and the service's ratio is a whole percentage. Colour (ANSI) only when asked; the
+//! caller decides (terminal, `NO_COLOR`). Every cell
 //! and line goes through [`printable`]: a job name, a pause reason, a node or leader name read
 //! from etcd or an etcd error cannot forge a row or drive the terminal.
 
@@ -15,10 +19,43 @@ const HEADERS: [&str; 7] = [
     "JOB", "NEXT RUN", "LAST RUN", "RECENT", "PING", "SYNC", "REMOTE",
 ];
 
+/// The width the table is laid out for: a terminal's default, counted in characters.
+pub(crate) const WIDTH: usize = 80;
+
+/// The column of the RECENT strip.
+const RECENT: usize = 3;
+
+/// Cuts each row's RECENT strip to its newest outcomes so that the widest row fits in
+/// [`WIDTH`] columns (two spaces between cells), keeping at least one.
+fn fit(rows: &mut [[(String, Tone); 7]]) {
+    let mut widths = HEADERS.map(str::len);
+    for row in rows.iter() {
+        for (width, (text, _)) in widths.iter_mut().zip(row) {
+            *width = (*width).max(text.chars().count());
+        }
+    }
+    let others: usize = widths
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != RECENT)
+        .map(|(_, w)| w)
+        .sum();
+    let room = WIDTH
+        .saturating_sub(others + 2 * (HEADERS.len() - 1))
+        .max(1);
+    for row in rows {
+        let strip = &mut row[RECENT].0;
+        let len = strip.chars().count();
+        if len > room {
+            *strip = strip.chars().skip(len - room).collect();
+        }
+    }
+}
+
 /// The table for `doc` (ages relative to its `generated_at`), with a header line; `ascii`
 /// draws the RECENT strip with `+ x -` instead of `✓ ✗ ·`.
 pub(crate) fn render(doc: &StatusDoc, color: bool, ascii: bool) -> String {
-    let rows: Vec<[(String, Tone); 7]> = doc
+    let mut rows: Vec<[(String, Tone); 7]> = doc
         .jobs
         .iter()
         .map(|j| {
@@ -26,6 +63,7 @@ pub(crate) fn render(doc: &StatusDoc, color: bool, ascii: bool) -> String {
                 .map(|(text, tone)| (printable(&text).into_owned(), tone))
         })
         .collect();
+    fit(&mut rows);
     let mut widths = HEADERS.map(str::len);
     for row in &rows {
         for (width, (text, _)) in widths.iter_mut().zip(row) {
@@ -161,6 +199,12 @@ fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
     };
     let ping = match &job.last_ping {
         None => ("-".to_owned(), Tone::Plain),
+        // The last run's own ping (sent after it ended) says no more than LAST RUN's age.
+        Some(p)
+            if p.result == "accepted" && job.last_run.as_ref().is_some_and(|r| p.at >= r.ended) =>
+        {
+            (state::PING_ACCEPTED.to_owned(), Tone::Good)
+        }
         Some(p) if p.result == "accepted" => (
             format!("{} {} ago", state::PING_ACCEPTED, span(now - p.at)),
             Tone::Good,
@@ -180,7 +224,7 @@ fn row(job: &JobDoc, now: DateTime<Utc>, ascii: bool) -> [(String, Tone); 7] {
         recent(&job.recent, ascii),
         ping,
         state::sync_cell(check, drift),
-        remote(&job.remote, job.check_id.is_some(), check),
+        remote(&job.remote, ServiceState::of_doc(job)),
     ]
 }
 
@@ -214,14 +258,15 @@ fn paused(job: &JobDoc, now: DateTime<Utc>) -> (String, Tone) {
     (text, Tone::Warn)
 }
 
-/// The REMOTE cell: the service's state of the check ([`ServiceState`]), then, when the
-/// service was read, the 24 h success ratio and whether the check was pinged lately.
-fn remote(remote: &Remote, bound: bool, check: Option<state::CheckState>) -> (String, Tone) {
-    let service = ServiceState::of(remote, check);
+/// The REMOTE cell: the service's state of the check ([`ServiceState`]: `no_check` for a job
+/// bound to none, `unknown` for a check not read), then, when the service was read, the 24 h
+/// success ratio and whether the check was pinged lately.
+fn remote(remote: &Remote, service: ServiceState) -> (String, Tone) {
     let word = service.as_str();
     match remote {
-        _ if service == ServiceState::Missing => (word.to_owned(), service.tone()),
-        Remote::Unavailable { .. } if !bound => ("-".to_owned(), Tone::Plain),
+        _ if matches!(service, ServiceState::Missing | ServiceState::NoCheck) => {
+            (word.to_owned(), service.tone())
+        }
         Remote::Unavailable { .. } => (word.to_owned(), service.tone()),
         Remote::Available {
             heartbeat,
@@ -233,21 +278,20 @@ fn remote(remote: &Remote, bound: bool, check: Option<state::CheckState>) -> (St
                 Heartbeat::Available {
                     success_ratio_24h: Some(r),
                     ..
-                } => format!("{r:.1}%"),
+                } => format!("{r:.0}%"),
                 _ => "n/a".to_owned(),
             };
             let note = match heartbeat {
                 Heartbeat::Available { latest_event, .. } => match latest_event.time {
-                    Some(time) if *fetched_at - time > TimeDelta::hours(24) => format!(
-                        ", no ping in the last 24 hours (last event {} ago)",
-                        span(*fetched_at - time)
-                    ),
+                    Some(time) if *fetched_at - time > TimeDelta::hours(24) => {
+                        format!(", last event {} ago", span(*fetched_at - time))
+                    }
                     _ => String::new(),
                 },
                 Heartbeat::NeverPinged { .. } => ", never pinged".to_owned(),
                 Heartbeat::Unavailable { .. } => String::new(),
             };
-            (format!("{word} 24h {ratio}{note}"), service.tone())
+            (format!("{word} {ratio}{note}"), service.tone())
         }
     }
 }
@@ -280,26 +324,48 @@ mod tests {
             success_ratio_7d: Some(97.5),
             latest_event: event(hours_ago),
         };
-        let in_sync = Some(state::CheckState::InSync);
+        let listed = ServiceState::NotListed;
+        assert_eq!(remote(&view(available(1)), listed).0, "not_listed 100%");
         assert_eq!(
-            remote(&view(available(1)), true, in_sync).0,
-            "not_listed 24h 100.0%"
+            remote(&view(available(30)), listed).0,
+            "not_listed 100%, last event 30h ago"
         );
         assert_eq!(
-            remote(&view(available(30)), true, in_sync).0,
-            "not_listed 24h 100.0%, no ping in the last 24 hours (last event 30h ago)"
+            remote(&view(Heartbeat::NeverPinged { searched_days: 365 }), listed).0,
+            "not_listed n/a, never pinged"
         );
         assert_eq!(
-            remote(
-                &view(Heartbeat::NeverPinged { searched_days: 365 }),
-                true,
-                in_sync
-            )
-            .0,
-            "not_listed 24h n/a, never pinged"
+            remote(&view(available(1)), ServiceState::Missing).0,
+            "missing"
         );
-        let missing = Some(state::CheckState::Missing);
-        assert_eq!(remote(&view(available(1)), true, missing).0, "missing");
+        let unread = Remote::Unavailable {
+            reason: "not fetched".into(),
+        };
+        assert_eq!(remote(&unread, ServiceState::Unknown).0, "unknown");
+        assert_eq!(remote(&unread, ServiceState::NoCheck).0, "no_check");
+    }
+
+    #[test]
+    fn the_strip_gives_way_so_a_row_fits_in_80_columns() {
+        let cell = |text: &str| (text.to_owned(), Tone::Plain);
+        let row = |name: &str| {
+            [
+                cell(name),
+                cell("in 59s"),
+                cell("59s ago failed (exit 3)"),
+                cell(&"✓".repeat(19).chars().chain(['✗']).collect::<String>()),
+                cell("accepted"),
+                cell("in_sync"),
+                cell("no_check"),
+            ]
+        };
+        let mut rows = vec![row("backup"), row("logrotate")];
+        fit(&mut rows);
+        // 9 + 8 + 23 + 8 + 7 + 8 and 12 between the cells leave 5.
+        assert_eq!(rows[0][RECENT].0, "✓✓✓✓✗");
+        let mut long = vec![row(&"n".repeat(60))];
+        fit(&mut long);
+        assert_eq!(long[0][RECENT].0, "✗", "the newest outcome stays");
     }
 
     #[test]

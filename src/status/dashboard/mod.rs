@@ -16,28 +16,35 @@
 //!
 //! **What a page holds**: the `/status` document ([`super::build::document`], every text
 //! already scrubbed of the API key, the token and ping URLs) and the history files
-//! ([`crate::history::History::each_run`]: only the lines shown are read, one run at a time,
-//! in `spawn_blocking`; a job's page keeps the last 4 KiB of each run's output and links to
-//! the rest; the overview's sparklines are kept until a job's history changes; scrubbed when
-//! recorded and again when read), each text HTML-escaped by [`render`]. Pages and the
-//! history's JSON answers take turns, two at a time, from when they are read until they are
-//! sent ([`super::turns`]), so readers at once, however slow, cannot multiply what one page
-//! holds. Every answer carries a strict Content-Security-Policy
-//! ([`render::csp`]), `X-Frame-Options: DENY`, `no-store` and `no-referrer`.
+//! ([`runs`]: only the lines shown are read, one run at a time, in `spawn_blocking`; a job's
+//! page keeps the last 4 KiB of each run's output and links to the rest; the overview's marks
+//! of the last 24 hours are kept in the router's own [`Pages`] until a job's history changes;
+//! scrubbed when recorded and again when read), each text HTML-escaped ([`html::esc`]). Pages
+//! and the history's JSON answers take turns, two at a time, from when they are read until
+//! they are sent ([`super::turns`]), so readers at once, however slow, cannot multiply what one
+//! page holds. Every answer carries a strict Content-Security-Policy ([`html::csp`]),
+//! `X-Frame-Options: DENY`, `no-store` and `no-referrer`.
+//!
+//! Modules by what they draw: [`render`] the pages, [`cells`] each state's words, [`charts`]
+//! the timeline, the durations and the legend, [`html`] the frame and the escape; [`runs`]
+//! reads the history for them.
 //!
 //! Hand-written HTML rather than a template crate (maud, askama): three small pages and one
 //! escape function do not pay for a dependency, and only the daemon reaches this code.
 
+mod cells;
+mod charts;
+mod html;
 mod render;
+mod runs;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Form;
+use axum::routing::{get, post};
+use axum::{Form, Router};
 use sha2::{Digest, Sha256};
 
 use super::remote::Refresh;
@@ -49,13 +56,26 @@ use crate::redact::Secret;
 /// The session cookie's name.
 const COOKIE: &str = "heartbeat_agent_session";
 
-/// Runs per job read for the overview's sparklines.
-const OVERVIEW_RUNS: usize = 20;
+/// The dashboard's state: the endpoint's, and the overview's marks kept between requests.
+struct Pages {
+    app: Arc<App>,
+    marks: runs::Marks,
+}
 
-/// The most of a run's output a job's page shows: its last 4 KiB (the whole recorded tail is
-/// at `/jobs/{name}/runs/{seq}`). A page of 100 runs so stays under a few MiB whatever
-/// `output_tail` is.
-const PAGE_TAIL: usize = 4 * 1024;
+/// The dashboard's routes on `app`, with their own state (made here, when the endpoint is
+/// assembled).
+pub(super) fn routes(app: Arc<App>) -> Router {
+    let pages = Arc::new(Pages {
+        app,
+        marks: runs::Marks::default(),
+    });
+    Router::new()
+        .route("/", get(overview))
+        .route("/jobs/{name}", get(job))
+        .route("/login", post(login))
+        .route("/logout", post(logout))
+        .with_state(pages)
+}
 
 /// The session cookie's value for `token`: a digest of it under a label of this use.
 fn session(token: &Secret) -> String {
@@ -128,7 +148,7 @@ fn page(status: StatusCode, html: String) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
-    if let Ok(csp) = HeaderValue::from_str(render::csp()) {
+    if let Ok(csp) = HeaderValue::from_str(html::csp()) {
         headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     }
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -159,129 +179,55 @@ fn redirect(to: &'static str, cookie: Option<String>) -> Response {
     response
 }
 
-/// `job`'s last `limit` runs as its page shows them (newest first, none when its history
-/// cannot be read), each output cut to [`PAGE_TAIL`] as it is read, off the runtime's threads.
-async fn shown_runs(app: &App, job: String, limit: usize) -> Vec<render::Shown> {
-    let history = History::new(&app.context.state_dir);
-    tokio::task::spawn_blocking(move || {
-        let mut shown = Vec::new();
-        let _ = history.each_run(&job, limit, |mut run| {
-            let cut = keep_last(&mut run.run.output_tail, PAGE_TAIL);
-            shown.push(render::Shown { run, cut });
-            true
-        });
-        shown
-    })
-    .await
-    .unwrap_or_default()
-}
-
-/// Cuts `text` to its last `max` bytes (at a character boundary) in a buffer of that size (the
-/// run's whole output is freed); returns how many bytes went.
-fn keep_last(text: &mut String, max: usize) -> usize {
-    let mut cut = text.len().saturating_sub(max);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    if cut > 0 {
-        *text = text[cut..].to_owned();
-    }
-    cut
-}
-
-/// A job's sparkline points as last read, and the version of its history they were read at.
-type Spark = (
-    Option<(u64, std::time::SystemTime)>,
-    usize,
-    Vec<(u64, bool)>,
-);
-
-/// The overview's sparkline points of every job, kept between requests by history directory
-/// and job, and read again only for a job whose history changed since
-/// ([`History::version`]): an overview of 1,000 mostly idle jobs reads next to nothing.
-fn sparks() -> &'static Mutex<HashMap<PathBuf, Spark>> {
-    static SPARKS: OnceLock<Mutex<HashMap<PathBuf, Spark>>> = OnceLock::new();
-    SPARKS.get_or_init(Mutex::default)
-}
-
-/// Each job's sparkline points (oldest first, its last `limit` runs), off the runtime's
-/// threads.
-async fn sparks_of(app: &App, jobs: Vec<(String, usize)>) -> Vec<Vec<(u64, bool)>> {
-    let history = History::new(&app.context.state_dir);
-    tokio::task::spawn_blocking(move || {
-        let mut cache = sparks().lock().unwrap_or_else(|e| e.into_inner());
-        jobs.iter()
-            .map(|(job, limit)| {
-                let key = history.dir().join(job);
-                let version = history.version(job);
-                match cache.get(&key) {
-                    Some((v, n, points)) if *v == version && n == limit => points.clone(),
-                    _ => {
-                        // One run at a time: only its duration and outcome are kept.
-                        let mut points = Vec::new();
-                        let _ = history.each_run(job, *limit, |run| {
-                            points.push((run.run.duration_ms, run.success()));
-                            true
-                        });
-                        points.reverse();
-                        cache.insert(key, (version, *limit, points.clone()));
-                        points
-                    }
-                }
-            })
-            .collect()
-    })
-    .await
-    .unwrap_or_default()
-}
-
 /// `GET /`: every job.
-pub(super) async fn overview(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if !allowed(&app, &headers) {
+async fn overview(State(pages): State<Arc<Pages>>, headers: HeaderMap) -> Response {
+    let app = &pages.app;
+    if !allowed(app, &headers) {
         return login_page(None);
     }
     let Some(turn) = history_turn().await else {
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
-    let doc = super::build::document(&app, Refresh::Cached).await;
+    let doc = super::build::document(app, Refresh::Cached).await;
     let config = app.config();
-    let jobs = doc
+    let jobs: Vec<(String, usize)> = doc
         .jobs
         .iter()
         .map(|j| {
             let limit = config.job(&j.name).map_or(0, |c| c.history);
-            (j.name.clone(), limit.min(OVERVIEW_RUNS))
+            (j.name.clone(), limit.min(runs::TIMELINE_RUNS))
         })
         .collect();
-    let sparks = sparks_of(&app, jobs).await;
-    let html = render::overview(&doc, &sparks);
+    let history = History::new(&app.context.state_dir);
+    let now = doc.generated_at;
+    let reader = Arc::clone(&pages);
+    let marks = tokio::task::spawn_blocking(move || reader.marks.of(&history, &jobs, now))
+        .await
+        .unwrap_or_default();
+    let html = render::overview(&doc, &marks);
     in_turn(page(StatusCode::OK, String::new()), html, turn)
 }
 
 /// `GET /jobs/{name}`: one job and its history (its configured `history` runs).
-pub(super) async fn job(
-    State(app): State<Arc<App>>,
+async fn job(
+    State(pages): State<Arc<Pages>>,
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !allowed(&app, &headers) {
+    let app = &pages.app;
+    if !allowed(app, &headers) {
         return login_page(None);
     }
     let Some(limit) = app.config().job(&name).map(|j| j.history) else {
-        let html = format!(
-            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>no such job\
-             </title></head><body><p>No job named \"{}\" in the config. <a href=\"/\">All jobs</a>\
-             </p></body></html>",
-            render::esc(&name)
-        );
-        return page(StatusCode::NOT_FOUND, html);
+        return page(StatusCode::NOT_FOUND, render::no_such_job(&name));
     };
     // The turn covers the document too: it holds each job's last output tail.
     let Some(turn) = history_turn().await else {
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
-    let doc = super::build::document(&app, Refresh::Cached).await;
-    let runs = shown_runs(&app, name.clone(), limit).await;
+    let doc = super::build::document(app, Refresh::Cached).await;
+    let history = History::new(&app.context.state_dir);
+    let runs = runs::shown(history, name.clone(), limit).await;
     match doc.jobs.iter().find(|j| j.name == name) {
         Some(job) => {
             let html = render::job_page(&doc, job, &runs);
@@ -293,14 +239,14 @@ pub(super) async fn job(
 
 /// The login form's fields.
 #[derive(serde::Deserialize)]
-pub(super) struct LoginForm {
+struct LoginForm {
     token: String,
 }
 
 /// `POST /login`: with the right token, sets the session cookie and goes to `/`; otherwise
 /// shows the form again, saying why.
-pub(super) async fn login(
-    State(app): State<Arc<App>>,
+async fn login(
+    State(pages): State<Arc<Pages>>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
@@ -312,7 +258,7 @@ pub(super) async fn login(
             )),
         );
     }
-    let config = app.config();
+    let config = pages.app.config();
     let Some(token) = config.status.token.as_ref() else {
         return redirect("/", None);
     };
@@ -330,7 +276,7 @@ pub(super) async fn login(
 }
 
 /// `POST /logout`: clears the session cookie.
-pub(super) async fn logout(headers: HeaderMap) -> Response {
+async fn logout(headers: HeaderMap) -> Response {
     if !same_origin(&headers) {
         return page(StatusCode::FORBIDDEN, String::new());
     }
