@@ -298,6 +298,28 @@ pub fn peak_kib(pid: u32) -> u64 {
         .expect("VmHWM in /proc/PID/status")
 }
 
+/// The environment that runs a program `offset` off the real clock through Debian's
+/// libfaketime (what `faketime -f OFFSET` sets; given directly, so the agent is our child and
+/// not the `faketime` script's, and a kill reaches it); `None` when libfaketime is not
+/// installed (the test is then skipped, except under CI).
+pub fn faketime(offset: &str) -> Option<Vec<(String, String)>> {
+    let lib = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|dir| dir.path().join("faketime/libfaketime.so.1"))
+        .find(|path| path.exists());
+    let how = "run scripts/test-tools.sh as root (Debian's faketime)";
+    if !crate::util::require(lib.is_some(), "libfaketime", how) {
+        return None;
+    }
+    let lib = lib?.display().to_string();
+    Some(vec![
+        ("LD_PRELOAD".to_owned(), lib),
+        ("FAKETIME".to_owned(), offset.to_owned()),
+    ])
+}
+
 /// The cells of the row whose first word is `first` in a table the agent printed (`status`,
 /// `history`): cells are apart by two spaces or more, and none of them holds two spaces.
 pub fn table_row(table: &str, first: &str) -> Vec<String> {

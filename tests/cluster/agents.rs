@@ -14,6 +14,7 @@ use heartbeat_agent::status::client::Endpoint;
 
 use crate::util::daemon::{Daemon, Log};
 use crate::util::emulator::{token_for, Background};
+pub use crate::util::faketime;
 use crate::util::Home;
 
 /// What every agent of a test shares.
@@ -305,24 +306,3 @@ pub fn out_dir() -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-/// The environment that runs a program `offset` off the real clock through Debian's
-/// libfaketime (what `faketime -f OFFSET` sets; given directly, so the agent is our child and
-/// not the `faketime` script's, and a kill reaches it); `None` when libfaketime is not
-/// installed (the test is then skipped, except under CI).
-pub fn faketime(offset: &str) -> Option<Vec<(String, String)>> {
-    let lib = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|dir| dir.path().join("faketime/libfaketime.so.1"))
-        .find(|path| path.exists());
-    let how = "run scripts/test-tools.sh as root (Debian's faketime)";
-    if !crate::util::require(lib.is_some(), "libfaketime", how) {
-        return None;
-    }
-    let lib = lib?.display().to_string();
-    Some(vec![
-        ("LD_PRELOAD".to_owned(), lib),
-        ("FAKETIME".to_owned(), offset.to_owned()),
-    ])
-}

@@ -1,8 +1,12 @@
 //! The dashboard (`GET /`, `GET /jobs/{name}`) as a person sees it: headless Chromium loads it
-//! from a real daemon running passing, failing and timed-out jobs, takes screenshots (kept
-//! under target/test-artifacts/) and the test reads the DOM Chromium built: each job, its last
-//! outcome, a failed run marked failed, output escaped, no secret, and no Content-Security-
-//! Policy violation reported by the browser. On a non-loopback bind the pages need the token:
+//! from a real daemon with a day of passing, failing and timed-out runs (the earlier ones made
+//! by `run --job` under libfaketime), takes screenshots (kept under target/test-artifacts/; with
+//! `HEARTBEAT_AGENT_DOCS_SCREENSHOT=1` the overview also replaces docs/dashboard.png) and the
+//! test reads the DOM Chromium built: the summary's counts, each job's last outcome, its
+//! timeline's marks (one per run, of its outcome, at its hour), the durations' axis (one unit,
+//! labels evenly apart from 0), the legend, a failed run marked failed, output escaped, no
+//! secret, no console message and no Content-Security-Policy violation reported by the
+//! browser; the schedules' lines are measured in Chromium on a copy of the page. On a non-loopback bind the pages need the token:
 //! the bearer header or the cookie of the login form, which refuses forms from other sites.
 
 use std::io::Read;
@@ -78,6 +82,10 @@ fn dom(home: &Home, url: &str) -> String {
         !log.contains("Content Security Policy"),
         "{url} breaks its own Content-Security-Policy: {log}"
     );
+    assert!(
+        !log.contains(":CONSOLE"),
+        "{url} wrote to the browser's console: {log}"
+    );
     dom
 }
 
@@ -151,6 +159,183 @@ pub(super) fn cell_text(html: &str, name: &str, label: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The jobs of [`Seeded`]: each with its schedule (a cron expression in a time zone), the
+/// hours ago of its runs recorded before the daemon started, its outcome, and the words of its
+/// last run.
+const SEEDED: [(&str, &str, &[u32], &str); 3] = [
+    ("backup", "30 3 * * 1-5", &[20, 8], "success"),
+    ("report", "0 */6 * * *", &[14, 3], "failed"),
+    ("cleanup", "15 2 * * *", &[5], "timed_out"),
+];
+
+/// A daemon on 127.0.0.1 with the jobs of [`SEEDED`] and a day of their runs: each job's
+/// earlier runs made by `run --job` under libfaketime at their hours ago, then one run each
+/// triggered through the daemon, all pings delivered. `None` without libfaketime.
+pub(super) struct Seeded {
+    /// The service, with check c1 (backup's); kept running with the daemon.
+    _emulator: crate::util::emulator::Background,
+    pub home: Home,
+    /// Stopped when dropped.
+    _daemon: crate::util::daemon::Daemon,
+    pub port: u16,
+    pub key: String,
+}
+
+impl Seeded {
+    pub(super) fn start() -> Option<Seeded> {
+        crate::util::faketime("+0s")?;
+        let emulator = emulator_with_check();
+        let key = emulator.api_key().to_owned();
+        let home = Home::new();
+        let port = free_port();
+        let commands = [
+            "shell = \"echo backed up 42 files\"\ncheck_id = \"c1\"\n[jobs.check]\nperiod = \"1d\"\n"
+                .to_owned(),
+            format!(
+                "shell = \"echo 'token {TOKEN} key '$LEAK' <script>alert(1)</script>'; exit 3\"\n\
+                 env = {{ LEAK = \"{key}\" }}\n"
+            ),
+            "timeout = \"1s\"\ncommand = [\"sleep\", \"30\"]\n".to_owned(),
+        ];
+        let jobs: String = SEEDED
+            .iter()
+            .zip(&commands)
+            .map(|((name, schedule, _, _), command)| {
+                format!(
+                    "[[jobs]]\nname = \"{name}\"\nschedule = \"{schedule}\"\n\
+                     timezone = \"Europe/Berlin\"\n{command}\n"
+                )
+            })
+            .collect();
+        home.write(
+            Some(&emulator),
+            &format!("listen = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\""),
+            &jobs,
+        );
+        for (name, _, hours, _) in SEEDED {
+            for ago in hours {
+                let clock = crate::util::faketime(&format!("-{ago}h"))?;
+                let out = home
+                    .agent()
+                    .arg("--config")
+                    .arg(home.config_path())
+                    .args(["run", "--job", name])
+                    .env("EMULATOR_KEY", &key)
+                    .envs(clock)
+                    .output()
+                    .expect("run --job");
+                assert!(
+                    out.status.code().is_some(),
+                    "{name} {ago}h ago: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        let daemon = tcp_daemon(&home, port, &key, &[]);
+        for (name, _, _, _) in SEEDED {
+            let out = home.output(&["trigger", name], &key);
+            assert_eq!(out.status.code(), Some(0), "trigger {name}: {out:?}");
+        }
+        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).expect("url");
+        daemon.until("each job's runs recorded", Duration::from_secs(30), || {
+            let doc = status_doc(&endpoint, true);
+            SEEDED
+                .iter()
+                .all(|(name, _, hours, _)| {
+                    let job = job(&doc, name);
+                    job["recent"].as_array().map(Vec::len) == Some(hours.len() + 1)
+                        && job["running"] == 0
+                        && job["outbox_pending"] == 0
+                })
+                .then_some(())
+        });
+        Some(Seeded {
+            _emulator: emulator,
+            home,
+            _daemon: daemon,
+            port,
+            key,
+        })
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// The text a reader sees in `html` (tags removed, entities decoded, spaces collapsed).
+fn text_of(html: &str) -> String {
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    let text = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The element `<name ...>...</name>` (not nested in one of its kind) whose start tag holds
+/// `marker`.
+fn element<'a>(dom: &'a str, name: &str, marker: &str) -> &'a str {
+    let at = dom
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in the DOM:\n{dom}"));
+    let start = dom[..at].rfind(&format!("<{name}")).expect("a start tag");
+    let close = format!("</{name}>");
+    let end = dom[at..].find(&close).map_or(dom.len(), |e| at + e + close.len());
+    &dom[start..end]
+}
+
+/// The numbers of an SVG's elements of class `class` (`#12 failed at ...` titles).
+fn seqs(svg: &str, class: &str) -> Vec<u64> {
+    svg.match_indices(&format!("class=\"{class}"))
+        .filter_map(|(at, _)| {
+            let title = &svg[at..];
+            let title = &title[title.find("<title>#")? + 8..];
+            title[..title.find(' ')?].parse().ok()
+        })
+        .collect()
+}
+
+/// How many lines each element of class `schedule` takes in Chromium at `width` pixels: the
+/// page's HTML and style, loaded from a file with a measuring script added (the page itself
+/// allows no script), its answers written into the DOM.
+fn schedule_lines(home: &Home, html: &str, width: u32) -> Vec<usize> {
+    let script = "<script>document.body.dataset.lines=[...document.querySelectorAll('.schedule')]\
+        .map(s=>{const r=document.createRange();r.selectNodeContents(s);\
+        return new Set([...r.getClientRects()].map(x=>Math.round(x.bottom))).size}).join(',');\
+        </script></body>";
+    let file = home.path(&format!("measured-{width}.html"));
+    std::fs::write(&file, html.replace("</body>", script)).expect("write the copy");
+    let (dom, log) = chromium(
+        home,
+        &[
+            &format!("--window-size={width},900"),
+            "--dump-dom",
+            &format!("file://{}", file.display()),
+        ],
+    );
+    let lines = dom
+        .split_once("data-lines=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .unwrap_or_else(|| panic!("no measure at {width}px: {log}"))
+        .0;
+    lines
+        .split(',')
+        .map(|n| n.parse().expect("a count"))
+        .collect()
+}
+
 #[test]
 fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
     if !require(
@@ -160,44 +345,32 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
     ) {
         return;
     }
-    let emulator = emulator_with_check();
-    let key = emulator.api_key().to_owned();
-    let home = Home::new();
-    let port = free_port();
-    let jobs = format!(
-        "[[jobs]]\nname = \"backup\"\nschedule = \"*/2 * * * * *\"\ncheck_id = \"c1\"\n\
-         shell = \"echo backed up 42 files\"\n[jobs.check]\nperiod = \"1m\"\n\n\
-         [[jobs]]\nname = \"report\"\nschedule = \"*/2 * * * * *\"\n\
-         shell = \"echo 'token {TOKEN} key '$LEAK' <script>alert(1)</script>'; exit 3\"\n\
-         env = {{ LEAK = \"{key}\" }}\n\n\
-         [[jobs]]\nname = \"slow-sync\"\nschedule = \"*/2 * * * * *\"\ntimeout = \"1s\"\n\
-         command = [\"sleep\", \"30\"]\n"
+    let Some(seeded) = Seeded::start() else {
+        return;
+    };
+    let (home, key, base) = (&seeded.home, seeded.key.as_str(), seeded.base());
+    let overview = dom(home, &format!("{base}/"));
+    assert_eq!(
+        text_of(element(&overview, "p", "id=\"summary\"")),
+        "3 jobs: 1 failed, 1 timed_out, 1 success",
+        "the summary, bad first"
     );
-    home.write(
-        Some(&emulator),
-        &format!("listen = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\""),
-        &jobs,
-    );
-    let daemon = tcp_daemon(&home, port, &key, &[]);
-    let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).expect("url");
-    daemon.until("each job ran twice", Duration::from_secs(30), || {
-        let doc = status_doc(&endpoint, false);
-        ["backup", "report", "slow-sync"]
-            .iter()
-            .all(|name| {
-                job(&doc, name)["recent"]
-                    .as_array()
-                    .is_some_and(|r| r.len() >= 2)
-            })
-            .then_some(())
-    });
-    let base = format!("http://127.0.0.1:{port}");
-    let overview = dom(&home, &format!("{base}/"));
-    for (name, outcome) in [
-        ("backup", "success"),
-        ("report", "failed"),
-        ("slow-sync", "timed_out"),
+    let legend = element(&overview, "ul", "id=\"legend\"");
+    for outcome in [
+        "success",
+        "failed",
+        "timed_out",
+        "signaled",
+        "not_started",
+        "stopped",
+        "unhealthy",
     ] {
+        assert!(
+            legend.contains(&format!("<rect class=\"mark {outcome}\"")),
+            "{outcome} in the legend: {legend}"
+        );
+    }
+    for (name, _, hours, outcome) in SEEDED {
         let row = tag(&overview, &format!("data-job=\"{name}\""));
         assert!(
             row.contains(&format!("data-last=\"{outcome}\"")),
@@ -210,42 +383,136 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
             cells[0]
         );
         assert!(
-            cells[0].contains("<svg class=\"spark\""),
-            "{name} has no sparkline: {}",
-            cells[0]
-        );
-        assert!(
             cells[0].contains(&format!("href=\"/jobs/{name}\"")),
             "{}",
             cells[0]
         );
-    }
-    let page = dom(&home, &format!("{base}/jobs/report"));
-    let failed = rows(&page, "data-outcome=\"failed\"");
-    assert!(failed.len() >= 2, "the failed runs are not marked: {page}");
-    assert!(
-        failed[0].contains("failed (exit 3)") && failed[0].contains("&lt;script&gt;alert(1)"),
-        "{}",
-        failed[0]
-    );
-    for dom in [&overview, &page] {
-        assert!(
-            !dom.contains("<script"),
-            "a script got into the page: {dom}"
+        // The timeline: one mark per run of the day, each of its outcome, at its time.
+        let svg = element(cells[0], "svg", "class=\"timeline\"");
+        let all = seqs(svg, "mark ");
+        let runs = hours.len() + 1;
+        assert_eq!(all.len(), runs, "{name}'s marks: {svg}");
+        assert_eq!(
+            seqs(svg, &format!("mark {outcome}\"")).len(),
+            runs,
+            "{name}: {svg}"
         );
-        for secret in [TOKEN, key.as_str(), PING_TOKEN] {
-            assert!(!dom.contains(secret), "{secret} is in the page: {dom}");
+        assert_eq!(svg.matches("class=\"tick").count(), 24, "{name}: {svg}");
+        assert!(svg.matches("class=\"hour\"").count() >= 3, "{svg}");
+        let x_of = |seq: u64| -> f64 {
+            let at = svg.find(&format!("<title>#{seq} ")).expect("the mark");
+            let x = &svg[svg[..at].rfind(" x=\"").expect("its x") + 4..];
+            x[..x.find('"').expect("x's end")].parse().expect("a number")
+        };
+        for (i, ago) in hours.iter().enumerate() {
+            let x = x_of(i as u64 + 1);
+            let expected = (24.0 - f64::from(*ago)) / 24.0 * 240.0;
+            assert!((x - expected).abs() < 3.0, "{name} #{}: x {x}, not {expected}", i + 1);
         }
+        assert!(x_of(runs as u64) > 236.0, "{name}'s last run is now");
+        assert!(
+            text_of(cells[0]).contains(&format!("{} Europe/Berlin", SEEDED.iter().find(|j| j.0 == name).expect("job").1)),
+            "{}",
+            cells[0]
+        );
     }
-    let wide = screenshot(&home, &format!("{base}/"), "1280,900", "dashboard-1280.png");
-    screenshot(&home, &format!("{base}/"), "390,844", "dashboard-phone.png");
+    // The checks: c1's, read (up); none for the others, a word of its own.
+    assert_eq!(cell_text(&overview, "backup", "check").split(' ').next(), Some("up"));
+    assert_eq!(cell_text(&overview, "report", "check"), "no_check");
+
+    // A job's page: its durations on one labelled axis in one unit.
+    let endpoint = Endpoint::parse(&base).expect("url");
+    for (name, _, hours, outcome) in SEEDED {
+        let page = dom(home, &format!("{base}/jobs/{name}"));
+        let svg = element(&page, "svg", "class=\"durations\"");
+        let listed = endpoint
+            .request("GET", &format!("/jobs/{name}/runs"), None, Duration::from_secs(15))
+            .expect("runs");
+        let listed: serde_json::Value = serde_json::from_str(&listed.body).expect("JSON");
+        let longest = listed["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .filter_map(|r| r["duration_ms"].as_u64())
+            .max()
+            .expect("a run");
+        let unit = if longest.max(100) < 2000 { "ms" } else { "s" };
+        assert!(
+            svg.contains(&format!(">duration ({unit})</text>")),
+            "{name}, longest {longest} ms: {svg}"
+        );
+        let labels: Vec<f64> = svg
+            .match_indices("class=\"tick-label\"")
+            .map(|(at, _)| {
+                let text = &svg[at..];
+                let text = &text[text.find('>').expect("text") + 1..];
+                text[..text.find('<').expect("end")].parse().expect("a number")
+            })
+            .collect();
+        assert!(labels.len() >= 3 && labels[0] == 0.0, "{name}: {labels:?}");
+        let step = labels[1];
+        assert!(
+            labels.windows(2).all(|w| (w[1] - w[0] - step).abs() < 1e-9),
+            "{name}: labels evenly apart: {labels:?}"
+        );
+        let scale = if unit == "ms" { 1.0 } else { 1000.0 };
+        let top = labels[labels.len() - 1] * scale;
+        assert!(top >= longest as f64 && top >= 100.0, "{name}: {labels:?} {longest}");
+        assert_eq!(
+            seqs(svg, &format!("mark {outcome}\"")).len(),
+            hours.len() + 1,
+            "{name}: {svg}"
+        );
+        assert!(element(&page, "ul", "id=\"legend\"").contains("timed_out"));
+        if name == "report" {
+            let failed = rows(&page, "data-outcome=\"failed\"");
+            assert_eq!(failed.len(), 3, "the failed runs are not marked: {page}");
+            assert!(
+                failed[0].contains("failed (exit 3)")
+                    && failed[0].contains("&lt;script&gt;alert(1)"),
+                "{}",
+                failed[0]
+            );
+        }
+        for secret in [TOKEN, key, PING_TOKEN] {
+            assert!(!page.contains(secret), "{secret} is in the page: {page}");
+        }
+        assert!(!page.contains("<script"), "a script got into the page: {page}");
+    }
+    assert!(!overview.contains("<script"), "a script got into the page");
+    for secret in [TOKEN, key, PING_TOKEN] {
+        assert!(!overview.contains(secret), "{secret} is in the page");
+    }
+
+    // A schedule with its time zone stays on one line, wide and narrow.
+    let html = endpoint
+        .request("GET", "/", None, Duration::from_secs(15))
+        .expect("the overview")
+        .body;
+    for width in [1280, 390] {
+        assert_eq!(
+            schedule_lines(home, &html, width),
+            vec![1; SEEDED.len()],
+            "the schedules' lines at {width}px"
+        );
+    }
+
+    let wide = screenshot(home, &format!("{base}/"), "1280,900", "dashboard-1280.png");
+    screenshot(home, &format!("{base}/"), "390,844", "dashboard-phone.png");
     screenshot(
-        &home,
+        home,
         &format!("{base}/jobs/report"),
-        "390,844",
-        "dashboard-job-phone.png",
+        "1280,900",
+        "dashboard-job.png",
     );
     eprintln!("screenshot: {}", wide.display());
+    // `HEARTBEAT_AGENT_DOCS_SCREENSHOT=1` keeps the overview as the docs' picture.
+    if std::env::var_os("HEARTBEAT_AGENT_DOCS_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
+        std::fs::copy(&wide, &docs).expect("copy the screenshot into docs/");
+        eprintln!("screenshot: {}", docs.display());
+    }
+    drop(seeded);
 }
 
 /// Sends `method path` to 127.0.0.1:`port` with `headers` and `body` (a form when given);

@@ -107,7 +107,7 @@ pub(super) fn remote(job: &JobDoc) -> String {
     };
     let title = title.map(|t| esc(t)).unwrap_or_default();
     format!(
-        "<span class=\"{}\" title=\"{title}\">{}</span>{beat}",
+        "<span class=\"nowrap\"><span class=\"{}\" title=\"{title}\">{}</span>{beat}</span>",
         tone_class(service.tone()),
         service.as_str()
     )

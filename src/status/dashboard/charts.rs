@@ -244,7 +244,7 @@ pub(super) fn legend() -> String {
     for outcome in RunOutcome::ALL.map(RunOutcome::as_str) {
         let _ = write!(
             out,
-            "<li data-outcome=\"{outcome}\"><svg width=\"10\" height=\"10\" aria-hidden=\"true\">\
+            "<li data-legend=\"{outcome}\"><svg width=\"10\" height=\"10\" aria-hidden=\"true\">\
              <rect class=\"mark {outcome}\" width=\"10\" height=\"10\"/></svg> {outcome}</li>"
         );
     }
