@@ -6,7 +6,8 @@
 //! timeline's marks (one per run, of its outcome, at its hour), the durations' axis (one unit,
 //! labels evenly apart from 0), the legend, a failed run marked failed, output escaped, no
 //! secret, no console message and no Content-Security-Policy violation reported by the
-//! browser; the schedules' lines are measured in Chromium on a copy of the page. On a non-loopback bind the pages need the token:
+//! browser; the schedules' lines are measured in Chromium on a copy of the page. The `status`
+//! table of the same daemon fits 80 columns. On a non-loopback bind the pages need the token:
 //! the bearer header or the cookie of the login form, which refuses forms from other sites.
 
 use std::io::Read;
@@ -18,7 +19,7 @@ use heartbeat_agent::status::client::Endpoint;
 
 use super::{emulator_with_check, free_port, job, status_doc, tcp_daemon, StatusHome, TOKEN};
 use crate::util::http::{exchange_with_body, RawAnswer};
-use crate::util::{require, runs, Home};
+use crate::util::{require, runs, table_row, Home};
 
 const PING_TOKEN: &str = "c1000000-0000-4000-8000-0000000000c1";
 
@@ -513,6 +514,36 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         eprintln!("screenshot: {}", docs.display());
     }
     drop(seeded);
+}
+
+#[test]
+fn the_status_table_of_a_day_of_runs_fits_80_columns() {
+    let Some(seeded) = Seeded::start() else {
+        return;
+    };
+    let out = seeded.home.output(&["status"], &seeded.key);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let table = String::from_utf8(out.stdout).expect("UTF-8");
+    for line in table.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "{} characters: {line}\n{table}",
+            line.chars().count()
+        );
+    }
+    for (name, _, hours, outcome) in SEEDED {
+        let cells = table_row(&table, name);
+        assert_eq!(cells.len(), 7, "{name}: {cells:?}\n{table}");
+        assert!(cells[2].contains(outcome), "{name}: {cells:?}");
+        // The strip gave way to the other cells, newest kept: all of this job's runs fit.
+        let strip: String = std::iter::repeat(if outcome == "success" { '✓' } else { '✗' })
+            .take(hours.len() + 1)
+            .collect();
+        assert_eq!(cells[3], strip, "{name}: {cells:?}");
+    }
+    assert_eq!(table_row(&table, "backup")[4], "accepted", "{table}");
+    assert_eq!(table_row(&table, "report")[6], "no_check", "{table}");
+    eprintln!("{table}");
 }
 
 /// Sends `method path` to 127.0.0.1:`port` with `headers` and `body` (a form when given);
