@@ -305,4 +305,3 @@ pub fn out_dir() -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().to_owned();
     (dir, path)
 }
-

@@ -6,8 +6,7 @@
 //! timeline's marks (one per run, of its outcome, at its hour), the durations' axis (one unit,
 //! labels evenly apart from 0), the legend, a failed run marked failed, output escaped, no
 //! secret, no console message and no Content-Security-Policy violation reported by the
-//! browser; the schedules' lines are measured in Chromium on a copy of the page. The `status`
-//! table of the same daemon fits 80 columns. On a non-loopback bind the pages need the token:
+//! browser; the schedules' lines are measured in Chromium on a copy of the page. On a non-loopback bind the pages need the token:
 //! the bearer header or the cookie of the login form, which refuses forms from other sites.
 
 use std::io::Read;
@@ -17,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use heartbeat_agent::status::client::Endpoint;
 
-use super::{emulator_with_check, free_port, job, status_doc, tcp_daemon, StatusHome, TOKEN};
+use super::day::{Seeded, SEEDED};
+use super::{free_port, tcp_daemon, StatusHome, TOKEN};
 use crate::util::http::{exchange_with_body, RawAnswer};
-use crate::util::{require, runs, table_row, Home};
+use crate::util::{require, runs, Home};
 
 const PING_TOKEN: &str = "c1000000-0000-4000-8000-0000000000c1";
 
@@ -160,110 +160,6 @@ pub(super) fn cell_text(html: &str, name: &str, label: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The jobs of [`Seeded`]: each with its schedule (a cron expression in a time zone), the
-/// hours ago of its runs recorded before the daemon started, its outcome, and the words of its
-/// last run.
-const SEEDED: [(&str, &str, &[u32], &str); 3] = [
-    ("backup", "30 3 * * 1-5", &[20, 8], "success"),
-    ("report", "0 */6 * * *", &[14, 3], "failed"),
-    ("cleanup", "15 2 * * *", &[5], "timed_out"),
-];
-
-/// A daemon on 127.0.0.1 with the jobs of [`SEEDED`] and a day of their runs: each job's
-/// earlier runs made by `run --job` under libfaketime at their hours ago, then one run each
-/// triggered through the daemon, all pings delivered. `None` without libfaketime.
-pub(super) struct Seeded {
-    /// The service, with check c1 (backup's); kept running with the daemon.
-    _emulator: crate::util::emulator::Background,
-    pub home: Home,
-    /// Stopped when dropped.
-    _daemon: crate::util::daemon::Daemon,
-    pub port: u16,
-    pub key: String,
-}
-
-impl Seeded {
-    pub(super) fn start() -> Option<Seeded> {
-        crate::util::faketime("+0s")?;
-        let emulator = emulator_with_check();
-        let key = emulator.api_key().to_owned();
-        let home = Home::new();
-        let port = free_port();
-        let commands = [
-            "shell = \"echo backed up 42 files\"\ncheck_id = \"c1\"\n[jobs.check]\nperiod = \"1d\"\n"
-                .to_owned(),
-            format!(
-                "shell = \"echo 'token {TOKEN} key '$LEAK' <script>alert(1)</script>'; exit 3\"\n\
-                 env = {{ LEAK = \"{key}\" }}\n"
-            ),
-            "timeout = \"1s\"\ncommand = [\"sleep\", \"30\"]\n".to_owned(),
-        ];
-        let jobs: String = SEEDED
-            .iter()
-            .zip(&commands)
-            .map(|((name, schedule, _, _), command)| {
-                format!(
-                    "[[jobs]]\nname = \"{name}\"\nschedule = \"{schedule}\"\n\
-                     timezone = \"Europe/Berlin\"\n{command}\n"
-                )
-            })
-            .collect();
-        home.write(
-            Some(&emulator),
-            &format!("listen = \"127.0.0.1:{port}\"\ntoken = \"{TOKEN}\""),
-            &jobs,
-        );
-        for (name, _, hours, _) in SEEDED {
-            for ago in hours {
-                let clock = crate::util::faketime(&format!("-{ago}h"))?;
-                let out = home
-                    .agent()
-                    .arg("--config")
-                    .arg(home.config_path())
-                    .args(["run", "--job", name])
-                    .env("EMULATOR_KEY", &key)
-                    .envs(clock)
-                    .output()
-                    .expect("run --job");
-                assert!(
-                    out.status.code().is_some(),
-                    "{name} {ago}h ago: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-        }
-        let daemon = tcp_daemon(&home, port, &key, &[]);
-        for (name, _, _, _) in SEEDED {
-            let out = home.output(&["trigger", name], &key);
-            assert_eq!(out.status.code(), Some(0), "trigger {name}: {out:?}");
-        }
-        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).expect("url");
-        daemon.until("each job's runs recorded", Duration::from_secs(30), || {
-            let doc = status_doc(&endpoint, true);
-            SEEDED
-                .iter()
-                .all(|(name, _, hours, _)| {
-                    let job = job(&doc, name);
-                    job["recent"].as_array().map(Vec::len) == Some(hours.len() + 1)
-                        && job["running"] == 0
-                        && job["outbox_pending"] == 0
-                })
-                .then_some(())
-        });
-        Some(Seeded {
-            _emulator: emulator,
-            home,
-            _daemon: daemon,
-            port,
-            key,
-        })
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
 /// The text a reader sees in `html` (tags removed, entities decoded, spaces collapsed).
 fn text_of(html: &str) -> String {
     let mut text = String::new();
@@ -293,7 +189,9 @@ fn element<'a>(dom: &'a str, name: &str, marker: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {marker} in the DOM:\n{dom}"));
     let start = dom[..at].rfind(&format!("<{name}")).expect("a start tag");
     let close = format!("</{name}>");
-    let end = dom[at..].find(&close).map_or(dom.len(), |e| at + e + close.len());
+    let end = dom[at..]
+        .find(&close)
+        .map_or(dom.len(), |e| at + e + close.len());
     &dom[start..end]
 }
 
@@ -403,22 +301,34 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         let x_of = |seq: u64| -> f64 {
             let at = svg.find(&format!("<title>#{seq} ")).expect("the mark");
             let x = &svg[svg[..at].rfind(" x=\"").expect("its x") + 4..];
-            x[..x.find('"').expect("x's end")].parse().expect("a number")
+            x[..x.find('"').expect("x's end")]
+                .parse()
+                .expect("a number")
         };
         for (i, ago) in hours.iter().enumerate() {
             let x = x_of(i as u64 + 1);
             let expected = (24.0 - f64::from(*ago)) / 24.0 * 240.0;
-            assert!((x - expected).abs() < 3.0, "{name} #{}: x {x}, not {expected}", i + 1);
+            assert!(
+                (x - expected).abs() < 3.0,
+                "{name} #{}: x {x}, not {expected}",
+                i + 1
+            );
         }
         assert!(x_of(runs as u64) > 236.0, "{name}'s last run is now");
         assert!(
-            text_of(cells[0]).contains(&format!("{} Europe/Berlin", SEEDED.iter().find(|j| j.0 == name).expect("job").1)),
+            text_of(cells[0]).contains(&format!(
+                "{} Europe/Berlin",
+                SEEDED.iter().find(|j| j.0 == name).expect("job").1
+            )),
             "{}",
             cells[0]
         );
     }
     // The checks: c1's, read (up); none for the others, a word of its own.
-    assert_eq!(cell_text(&overview, "backup", "check").split(' ').next(), Some("up"));
+    assert_eq!(
+        cell_text(&overview, "backup", "check").split(' ').next(),
+        Some("up")
+    );
     assert_eq!(cell_text(&overview, "report", "check"), "no_check");
 
     // A job's page: its durations on one labelled axis in one unit.
@@ -427,7 +337,12 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         let page = dom(home, &format!("{base}/jobs/{name}"));
         let svg = element(&page, "svg", "class=\"durations\"");
         let listed = endpoint
-            .request("GET", &format!("/jobs/{name}/runs"), None, Duration::from_secs(15))
+            .request(
+                "GET",
+                &format!("/jobs/{name}/runs"),
+                None,
+                Duration::from_secs(15),
+            )
             .expect("runs");
         let listed: serde_json::Value = serde_json::from_str(&listed.body).expect("JSON");
         let longest = listed["runs"]
@@ -447,7 +362,9 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
             .map(|(at, _)| {
                 let text = &svg[at..];
                 let text = &text[text.find('>').expect("text") + 1..];
-                text[..text.find('<').expect("end")].parse().expect("a number")
+                text[..text.find('<').expect("end")]
+                    .parse()
+                    .expect("a number")
             })
             .collect();
         assert!(labels.len() >= 3 && labels[0] == 0.0, "{name}: {labels:?}");
@@ -458,7 +375,10 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         );
         let scale = if unit == "ms" { 1.0 } else { 1000.0 };
         let top = labels[labels.len() - 1] * scale;
-        assert!(top >= longest as f64 && top >= 100.0, "{name}: {labels:?} {longest}");
+        assert!(
+            top >= longest as f64 && top >= 100.0,
+            "{name}: {labels:?} {longest}"
+        );
         assert_eq!(
             seqs(svg, &format!("mark {outcome}\"")).len(),
             hours.len() + 1,
@@ -478,7 +398,10 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         for secret in [TOKEN, key, PING_TOKEN] {
             assert!(!page.contains(secret), "{secret} is in the page: {page}");
         }
-        assert!(!page.contains("<script"), "a script got into the page: {page}");
+        assert!(
+            !page.contains("<script"),
+            "a script got into the page: {page}"
+        );
     }
     assert!(!overview.contains("<script"), "a script got into the page");
     for secret in [TOKEN, key, PING_TOKEN] {
@@ -514,36 +437,6 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         eprintln!("screenshot: {}", docs.display());
     }
     drop(seeded);
-}
-
-#[test]
-fn the_status_table_of_a_day_of_runs_fits_80_columns() {
-    let Some(seeded) = Seeded::start() else {
-        return;
-    };
-    let out = seeded.home.output(&["status"], &seeded.key);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let table = String::from_utf8(out.stdout).expect("UTF-8");
-    for line in table.lines() {
-        assert!(
-            line.chars().count() <= 80,
-            "{} characters: {line}\n{table}",
-            line.chars().count()
-        );
-    }
-    for (name, _, hours, outcome) in SEEDED {
-        let cells = table_row(&table, name);
-        assert_eq!(cells.len(), 7, "{name}: {cells:?}\n{table}");
-        assert!(cells[2].contains(outcome), "{name}: {cells:?}");
-        // The strip gave way to the other cells, newest kept: all of this job's runs fit.
-        let strip: String = std::iter::repeat(if outcome == "success" { '✓' } else { '✗' })
-            .take(hours.len() + 1)
-            .collect();
-        assert_eq!(cells[3], strip, "{name}: {cells:?}");
-    }
-    assert_eq!(table_row(&table, "backup")[4], "accepted", "{table}");
-    assert_eq!(table_row(&table, "report")[6], "no_check", "{table}");
-    eprintln!("{table}");
 }
 
 /// Sends `method path` to 127.0.0.1:`port` with `headers` and `body` (a form when given);

@@ -98,6 +98,9 @@ fn every_view_tells_each_state_with_the_same_word() {
     }
     assert_eq!(table_row(&table, "good")[6].split(' ').next(), Some("up"));
     assert_eq!(table_row(&table, "gone")[6], "missing");
+    // A job bound to no check has a word of its own, not `unknown` (a check not read).
+    assert_eq!(table_row(&table, "bad")[6], "no_check");
+    assert_eq!(cell_text(&page, "bad", "check"), "no_check");
     // The metrics count each check state as /status tells it.
     let metrics = parse_metrics(&get(&endpoint, "/metrics").body);
     for state in ["in_sync", "pending", "failed", "missing", "owned_by_other"] {

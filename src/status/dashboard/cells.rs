@@ -52,10 +52,7 @@ pub(super) fn summary(jobs: &[JobDoc]) -> String {
     };
     counts.sort_by(|a, b| rank(a.1).cmp(&rank(b.1)).then(a.0.cmp(b.0)));
     let noun = if jobs.len() == 1 { "job" } else { "jobs" };
-    let mut out = format!(
-        "<p class=\"summary\" id=\"summary\">{} {noun}",
-        jobs.len()
-    );
+    let mut out = format!("<p class=\"summary\" id=\"summary\">{} {noun}", jobs.len());
     for (i, (word, tone, n)) in counts.iter().enumerate() {
         out.push_str(if i == 0 { ": " } else { ", " });
         let _ = write!(

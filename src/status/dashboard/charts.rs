@@ -302,7 +302,13 @@ mod tests {
         let minutes = scale(600_000);
         assert_eq!((minutes.unit, minutes.top), ("m", 10.0));
         assert_eq!(number(0.1 + 0.2), "0.3");
-        let svg = durations("j", &[mark(1, Utc::now(), 0, "success"), mark(2, Utc::now(), 1, "failed")]);
+        let svg = durations(
+            "j",
+            &[
+                mark(1, Utc::now(), 0, "success"),
+                mark(2, Utc::now(), 1, "failed"),
+            ],
+        );
         assert!(svg.contains(">duration (ms)</text>"), "{svg}");
         for label in [">0<", ">50<", ">100<"] {
             assert!(svg.contains(label), "{label}: {svg}");

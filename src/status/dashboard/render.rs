@@ -222,7 +222,11 @@ pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Shown]) -> String 
         sync = sync(job),
         outbox = job.outbox_pending,
     );
-    let marks: Vec<Mark> = runs.iter().rev().map(|shown| Mark::of(&shown.run)).collect();
+    let marks: Vec<Mark> = runs
+        .iter()
+        .rev()
+        .map(|shown| Mark::of(&shown.run))
+        .collect();
     let _ = write!(
         out,
         "<main>{legend}<h2>last 24 hours (UTC)</h2>{timeline}<h2>durations</h2>{durations}\

@@ -82,11 +82,9 @@ impl Marks {
                 let key = history.dir().join(job);
                 let version = history.version(job);
                 match kept.get(&key) {
-                    Some((v, n, marks)) if *v == version && n == limit => marks
-                        .iter()
-                        .filter(|m| m.at > since)
-                        .cloned()
-                        .collect(),
+                    Some((v, n, marks)) if *v == version && n == limit => {
+                        marks.iter().filter(|m| m.at > since).cloned().collect()
+                    }
                     _ => {
                         // One run at a time: only its mark is kept.
                         let mut marks = Vec::new();
