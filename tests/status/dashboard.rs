@@ -206,14 +206,14 @@ fn seqs(svg: &str, class: &str) -> Vec<u64> {
         .collect()
 }
 
-/// How many lines each element of class `schedule` takes in Chromium at `width` pixels: the
-/// page's HTML and style, loaded from a file with a measuring script added (the page itself
-/// allows no script), its answers written into the DOM.
-fn schedule_lines(home: &Home, html: &str, width: u32) -> Vec<usize> {
+/// How many lines each element of class `schedule` takes in Chromium at `width` pixels, and
+/// how wide the page is and its window (headless Chromium's is at least 500 px): the page's HTML and style, loaded from a file with a measuring script
+/// added (the page itself allows no script), its answers written into the DOM.
+fn schedule_lines(home: &Home, html: &str, width: u32) -> (Vec<usize>, (u32, u32)) {
     let script = "<script>document.body.dataset.lines=[...document.querySelectorAll('.schedule')]\
         .map(s=>{const r=document.createRange();r.selectNodeContents(s);\
         return new Set([...r.getClientRects()].map(x=>Math.round(x.bottom))).size}).join(',');\
-        </script></body>";
+        document.body.dataset.wide=document.documentElement.scrollWidth+','+innerWidth;</script></body>";
     let file = home.path(&format!("measured-{width}.html"));
     std::fs::write(&file, html.replace("</body>", script)).expect("write the copy");
     let (dom, log) = chromium(
@@ -229,10 +229,17 @@ fn schedule_lines(home: &Home, html: &str, width: u32) -> Vec<usize> {
         .and_then(|(_, rest)| rest.split_once('"'))
         .unwrap_or_else(|| panic!("no measure at {width}px: {log}"))
         .0;
-    lines
+    let wide = dom
+        .split_once("data-wide=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .and_then(|(w, _)| w.split_once(','))
+        .and_then(|(page, window)| Some((page.parse().ok()?, window.parse().ok()?)))
+        .unwrap_or_else(|| panic!("no width at {width}px: {log}"));
+    let lines = lines
         .split(',')
         .map(|n| n.parse().expect("a count"))
-        .collect()
+        .collect();
+    (lines, wide)
 }
 
 #[test]
@@ -298,6 +305,12 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         );
         assert_eq!(svg.matches("class=\"tick").count(), 24, "{name}: {svg}");
         assert!(svg.matches("class=\"hour\"").count() >= 3, "{svg}");
+        let width: f64 = {
+            let w = &svg[svg.find(" width=\"").expect("a width") + 8..];
+            w[..w.find('"').expect("its end")]
+                .parse()
+                .expect("a number")
+        };
         let x_of = |seq: u64| -> f64 {
             let at = svg.find(&format!("<title>#{seq} ")).expect("the mark");
             let x = &svg[svg[..at].rfind(" x=\"").expect("its x") + 4..];
@@ -307,14 +320,14 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         };
         for (i, ago) in hours.iter().enumerate() {
             let x = x_of(i as u64 + 1);
-            let expected = (24.0 - f64::from(*ago)) / 24.0 * 240.0;
+            let expected = (24.0 - f64::from(*ago)) / 24.0 * width;
             assert!(
                 (x - expected).abs() < 3.0,
                 "{name} #{}: x {x}, not {expected}",
                 i + 1
             );
         }
-        assert!(x_of(runs as u64) > 236.0, "{name}'s last run is now");
+        assert!(x_of(runs as u64) > width - 4.0, "{name}'s last run is now");
         assert!(
             text_of(cells[0]).contains(&format!(
                 "{} Europe/Berlin",
@@ -413,11 +426,17 @@ fn the_dashboard_in_chromium_shows_each_job_and_marks_failed_runs() {
         .request("GET", "/", None, Duration::from_secs(15))
         .expect("the overview")
         .body;
+    std::fs::write(artifacts().join("dashboard.html"), &html).expect("keep the page");
     for width in [1280, 390] {
+        let (lines, (wide, window)) = schedule_lines(home, &html, width);
         assert_eq!(
-            schedule_lines(home, &html, width),
+            lines,
             vec![1; SEEDED.len()],
             "the schedules' lines at {width}px"
+        );
+        assert!(
+            wide <= window && window <= width.max(500),
+            "the page is {wide}px wide in a {window}px window (asked {width}px)"
         );
     }
 

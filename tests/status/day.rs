@@ -14,7 +14,13 @@ use crate::util::{table_row, Home};
 /// hours ago of its runs recorded before the daemon started, its outcome, and the words of its
 /// last run.
 pub const SEEDED: [(&str, &str, &[u32], &str); 3] = [
-    ("backup", "30 3 * * 1-5", &[20, 8], "success"),
+    // More runs than `status` has room for in its RECENT strip.
+    (
+        "backup",
+        "30 3 * * 1-5",
+        &[23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1],
+        "success",
+    ),
     ("report", "0 */6 * * *", &[14, 3], "failed"),
     ("cleanup", "15 2 * * *", &[5], "timed_out"),
 ];
@@ -133,12 +139,22 @@ fn the_status_table_of_a_day_of_runs_fits_80_columns() {
         let cells = table_row(&table, name);
         assert_eq!(cells.len(), 7, "{name}: {cells:?}\n{table}");
         assert!(cells[2].contains(outcome), "{name}: {cells:?}");
-        // The strip gave way to the other cells, newest kept: all of this job's runs fit.
-        let strip: String = std::iter::repeat(if outcome == "success" { '✓' } else { '✗' })
-            .take(hours.len() + 1)
-            .collect();
-        assert_eq!(cells[3], strip, "{name}: {cells:?}");
+        // The strip gives way to the other cells, the newest outcomes kept.
+        let mark = if outcome == "success" { "✓" } else { "✗" };
+        let shown = cells[3].chars().count();
+        assert!(
+            shown >= 1 && cells[3] == mark.repeat(shown),
+            "{name}: {cells:?}"
+        );
+        if hours.len() < 3 {
+            assert_eq!(shown, hours.len() + 1, "{name}'s runs all fit: {cells:?}");
+        }
     }
+    let backup = table_row(&table, "backup")[3].chars().count();
+    assert!(
+        backup < 13,
+        "backup's 13 outcomes did not give way:\n{table}"
+    );
     assert_eq!(table_row(&table, "backup")[4], "accepted", "{table}");
     assert_eq!(table_row(&table, "report")[6], "no_check", "{table}");
     eprintln!("{table}");

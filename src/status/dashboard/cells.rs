@@ -104,7 +104,7 @@ pub(super) fn remote(job: &JobDoc) -> String {
     };
     let title = title.map(|t| esc(t)).unwrap_or_default();
     format!(
-        "<span class=\"nowrap\"><span class=\"{}\" title=\"{title}\">{}</span>{beat}</span>",
+        "<span class=\"{}\" title=\"{title}\">{}</span>{beat}",
         tone_class(service.tone()),
         service.as_str()
     )

@@ -62,7 +62,7 @@ pub(super) const FLOOR_MS: u64 = 100;
 /// Job `name`'s runs `marks` in the 24 hours up to `now` (others are left out), one mark per
 /// run at its start.
 pub(super) fn timeline(name: &str, marks: &[Mark], now: DateTime<Utc>) -> String {
-    let (w, h, top, bottom) = (240.0_f64, 36.0_f64, 2.0_f64, 20.0_f64);
+    let (w, h, top, bottom) = (192.0_f64, 36.0_f64, 2.0_f64, 20.0_f64);
     let start = now - DAY;
     let x_of = |at: DateTime<Utc>| (at - start).num_milliseconds() as f64 / 86_400_000.0 * w;
     let shown: Vec<&Mark> = marks

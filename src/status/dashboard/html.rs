@@ -37,7 +37,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}td.nowrap,.nowrap{whit
 .failed,.timed_out,.signaled,.unhealthy{color:var(--bad)}\
 .not_started,.stopped,.paused{color:var(--warn)}\
 .none{color:var(--idle)}\
-.strip{font-family:ui-monospace,monospace;letter-spacing:1px;white-space:nowrap}\
+.strip{font-family:ui-monospace,monospace;letter-spacing:1px;overflow-wrap:anywhere}\
 svg .mark{fill:currentColor}svg text{fill:var(--mute);font-size:10px}\
 svg .tick{stroke:var(--line)}svg .tick.major,svg .axis{stroke:var(--mute)}\
 svg .grid{stroke:var(--line);stroke-dasharray:2 3}svg .frame{fill:var(--card)}\
