@@ -171,3 +171,73 @@ pub(super) fn last(run: Option<&RunDoc>) -> (String, String) {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A job of a `/status` document: never ran, no check, `with` merged in.
+    fn job(name: &str, with: serde_json::Value) -> JobDoc {
+        let mut doc = json!({"name": name, "kind": "shell", "enabled": true,
+            "schedule": "0 3 * * *", "timezone": "UTC", "overlap": "skip", "check_id": null,
+            "last_run": null, "last_ping": null, "last_skipped": null, "next_run": null,
+            "outbox_pending": 0, "paused": null, "recent": [], "running": 0, "runs": 0,
+            "skipped": 0, "sync": null, "remote": {"state": "unavailable",
+            "reason": "the job is not bound to a check (check_id)"}});
+        for (key, value) in with.as_object().expect("an object") {
+            doc[key] = value.clone();
+        }
+        serde_json::from_value(doc).expect("a job of /status")
+    }
+
+    fn ran(outcome: &str) -> serde_json::Value {
+        json!({"last_run": {"scheduled": "2026-11-26T03:00:00Z",
+            "started": "2026-11-26T03:00:00Z", "ended": "2026-11-26T03:00:01Z",
+            "duration_ms": 1000, "outcome": outcome, "exit_code": 3, "signal": null,
+            "timed_out": false, "stopped": false, "reason": null, "output_tail": ""}})
+    }
+
+    #[test]
+    fn the_summary_counts_each_job_once_in_the_words_of_the_state_model_bad_first() {
+        let jobs = [
+            job("a", ran("success")),
+            job("b", ran("failed")),
+            job("c", ran("success")),
+            job("d", json!({})),
+            job("e", json!({"enabled": false})),
+            job(
+                "f",
+                json!({"paused": {"state": "paused", "since": "2026-11-26T03:00:00Z",
+                "until": null, "reason": "<deploy>", "stop_jobs": false}}),
+            ),
+        ];
+        let html = summary(&jobs);
+        let text: String = html
+            .split('<')
+            .filter_map(|piece| piece.split_once('>').map(|(_, text)| text))
+            .collect();
+        assert_eq!(
+            text,
+            "6 jobs: 1 failed, 1 paused, 2 success, 1 disabled, 1 never"
+        );
+        assert!(html.contains("<span class=\"failed\" data-state=\"failed\">1 failed</span>"));
+        assert!(!html.contains("deploy"), "a pause's reason is not a state");
+        assert_eq!(summary(&jobs[..1]), "<p class=\"summary\" id=\"summary\">1 job: <span class=\"success\" data-state=\"success\">1 success</span></p>");
+    }
+
+    #[test]
+    fn a_job_without_a_check_says_no_check_and_one_not_read_says_unknown() {
+        assert!(remote(&job("a", json!({}))).contains(">no_check</span>"));
+        let unread = job(
+            "b",
+            json!({"check_id": "c1", "remote": {"state": "unavailable", "reason": "not fetched"}}),
+        );
+        let cell = remote(&unread);
+        assert!(
+            cell.contains(">unknown</span>") && cell.contains("title=\"not fetched\""),
+            "{cell}"
+        );
+    }
+}
