@@ -3,7 +3,8 @@
 //! variants), receiving what a test server or reader hands over a channel ([`Inbox`],
 //! [`receive_until`]), the daemon with its log handed over a channel ([`daemon`]), the fake
 //! HTTP server that records every request ([`http`]), a ping host view of it ([`outbox`]), the
-//! emulator ([`emulator`]) and a real etcd cluster ([`etcd`]).
+//! emulator ([`emulator`]), a real etcd cluster ([`etcd`]) and a clock moved by libfaketime
+//! ([`faketime`]).
 
 #![allow(dead_code)]
 
