@@ -58,7 +58,10 @@ const COOKIE: &str = "heartbeat_agent_session";
 
 /// The dashboard's state: the endpoint's, and the overview's marks kept between requests.
 struct Pages {
+    /// The endpoint's state: the config, the daemon's context, the sources of `/status`.
     app: Arc<App>,
+    /// Each job's runs of the last day as the timelines draw them, read again only when the
+    /// job's history changed: the overview of many idle jobs reads next to nothing.
     marks: runs::Marks,
 }
 
