@@ -19,6 +19,7 @@ mod check;
 pub(crate) mod cluster;
 pub(crate) mod defaults;
 mod fail;
+mod job_settings;
 mod jobs;
 mod limits;
 mod load;
