@@ -22,6 +22,9 @@
 //! failure is counted by endpoint ([`Etcd::errors_by_endpoint`]) for `status` and `/metrics`.
 //! Messages name the endpoint and what to do; the password and the token are [`Secret`]s and
 //! appear in none.
+//!
+//! This file holds the client, its endpoint turn and the key-value and lease operations; the
+//! authentication and its refusal backoff are in `etcd/auth.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,12 +39,14 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::gateway::{
-    ask, garbage, int64, prefix_end, refusal, shown, EtcdAnswer, Failure, Next, RangeAnswer,
-};
+use super::gateway::{garbage, int64, prefix_end, shown, Failure, Next, RangeAnswer};
 use crate::config::ClusterSettings;
 use crate::net::Net;
 use crate::redact::Secret;
+
+mod auth;
+
+use auth::Refused;
 
 /// An etcd lease id.
 pub type LeaseId = i64;
@@ -85,23 +90,6 @@ struct Inner {
     /// Since etcd last refused the credentials: no new try before its `until`.
     refused: Mutex<Option<Refused>>,
     health: Mutex<Health>,
-}
-
-/// The first wait before credentials etcd refused are tried again; it doubles with each
-/// refusal up to [`AUTH_BACKOFF_CAP`] (equal jitter, [`crate::backoff::equal_jitter`]). Each
-/// try costs the member a bcrypt of the password.
-const AUTH_BACKOFF_BASE: Duration = Duration::from_secs(1);
-
-/// The longest wait between two tries of refused credentials.
-const AUTH_BACKOFF_CAP: Duration = Duration::from_secs(60);
-
-/// Credentials etcd refused, and when they may be tried again.
-struct Refused {
-    /// The refusal, answered to every request until `until`.
-    error: EtcdError,
-    /// Refusals in a row.
-    refusals: u32,
-    until: std::time::Instant,
 }
 
 /// What the status page and `/metrics` show about etcd.
@@ -513,129 +501,6 @@ impl Etcd {
         health.reachable = Some(false);
         health.last_error = Some(err.to_string());
         Err(err)
-    }
-
-    /// One request at `endpoint`, authenticated when a user is configured: a missing token is
-    /// fetched first, an expired one renewed once.
-    async fn ask_authenticated(
-        &self,
-        endpoint: &reqwest::Url,
-        path: &str,
-        key: &str,
-        body: &Value,
-    ) -> Result<Value, Next> {
-        for attempt in 0..2 {
-            let token = match &self.inner.user {
-                Some(user) => Some(self.token(endpoint, user, attempt > 0).await?),
-                None => None,
-            };
-            match ask(&self.inner.client, endpoint, path, body, token.as_ref()).await? {
-                EtcdAnswer::Json(value) => return Ok(value),
-                EtcdAnswer::Refusal { code: 16, .. } if attempt == 0 && token.is_some() => continue,
-                EtcdAnswer::Refusal { code, message } => {
-                    return Err(refusal(&shown(endpoint), path, key, code, message))
-                }
-            }
-        }
-        let detail = "refused a freshly issued auth token twice".to_owned();
-        Err(Next::Fail(garbage(&shown(endpoint), detail)))
-    }
-
-    /// The auth token: the one held, or a new one from `endpoint` (always when `renew`).
-    async fn token(
-        &self,
-        endpoint: &reqwest::Url,
-        user: &str,
-        renew: bool,
-    ) -> Result<Secret, Next> {
-        if !renew {
-            if let Some(token) = self
-                .inner
-                .token
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-            {
-                return Ok(token);
-            }
-        }
-        if let Some(err) = self.still_refused() {
-            return Err(Next::Stop(err));
-        }
-        #[derive(Deserialize)]
-        struct Token {
-            token: String,
-        }
-        let password = self.inner.password.as_ref().map_or("", |p| p.expose());
-        let body = json!({ "name": user, "password": password });
-        let answer = ask(
-            &self.inner.client,
-            endpoint,
-            "/v3/auth/authenticate",
-            &body,
-            None,
-        )
-        .await?;
-        let value = match answer {
-            EtcdAnswer::Json(value) => value,
-            EtcdAnswer::Refusal { code, message } if code == 3 || code == 16 => {
-                let err = EtcdError::Credentials {
-                    endpoint: shown(endpoint),
-                    user: user.to_owned(),
-                    message,
-                };
-                self.note_refused(&err);
-                return Err(Next::Stop(err));
-            }
-            EtcdAnswer::Refusal { code, message } => {
-                return Err(refusal(
-                    &shown(endpoint),
-                    "/v3/auth/authenticate",
-                    "auth",
-                    code,
-                    message,
-                ))
-            }
-        };
-        let token = match serde_json::from_value::<Token>(value) {
-            Ok(t) => Secret::new(t.token),
-            Err(err) => {
-                let detail = format!("answered /v3/auth/authenticate without a token ({err})");
-                return Err(Next::Fail(garbage(&shown(endpoint), detail)));
-            }
-        };
-        *self.inner.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
-        if self.refused().take().is_some() {
-            tracing::info!(user, "etcd accepted the credentials again");
-        }
-        Ok(token)
-    }
-
-    fn refused(&self) -> MutexGuard<'_, Option<Refused>> {
-        self.inner.refused.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The last refusal of the credentials while they may not be tried again yet.
-    fn still_refused(&self) -> Option<EtcdError> {
-        let refused = self.refused();
-        let refused = refused.as_ref()?;
-        (std::time::Instant::now() < refused.until).then(|| refused.error.clone())
-    }
-
-    /// Counts a refusal of the credentials and sets when they are tried again; says so once
-    /// when the refusals start.
-    fn note_refused(&self, err: &EtcdError) {
-        let mut refused = self.refused();
-        let refusals = refused.as_ref().map_or(0, |r| r.refusals) + 1;
-        let wait = crate::backoff::equal_jitter(refusals - 1, AUTH_BACKOFF_BASE, AUTH_BACKOFF_CAP);
-        if refusals == 1 {
-            tracing::warn!("{err}; the credentials are tried again after {wait:.1?}, then at doubling intervals up to {AUTH_BACKOFF_CAP:?} apart (each try costs etcd a bcrypt); until then every etcd request fails with this error");
-        }
-        *refused = Some(Refused {
-            error: err.clone(),
-            refusals,
-            until: std::time::Instant::now() + wait,
-        });
     }
 }
 

@@ -19,8 +19,10 @@ mod check;
 pub(crate) mod cluster;
 pub(crate) mod defaults;
 mod fail;
+mod job_settings;
 mod jobs;
 mod limits;
+mod load;
 mod parse;
 pub(crate) mod problem;
 mod raw;
@@ -29,15 +31,20 @@ pub(crate) mod secrets;
 pub(crate) mod size;
 pub(crate) mod status;
 mod tags;
+mod url;
 mod validate;
 mod values;
 mod watch;
 
 pub(crate) use check::{CheckDuration, CheckSettings};
 pub use cluster::{ClusterSettings, OnUnavailable};
+pub(crate) use load::read_bytes;
+pub use load::{LoadError, Loaded, CONFIG_FILE_MAX};
 pub(crate) use secrets::read_api_key;
 pub(crate) use status::{Listen, StatusSettings};
 pub(crate) use tags::{owner_tag, OWNER_TAG_PREFIX};
+pub(crate) use url::UrlProblem;
+pub use url::{FailUrl, PingUrl};
 
 /// A validated configuration file.
 #[derive(Debug, Clone)]
@@ -267,108 +274,6 @@ pub enum FailBody {
     Json,
 }
 
-/// A `fail_url` (or `run --fail-url`): a ping URL that may carry the run's exit status in the
-/// placeholder [`FailUrl::PLACEHOLDER`] and its id in [`PingUrl::RUN_ID`], which are filled in
-/// when the run has ended. A secret like [`PingUrl`]: `Debug` shows it redacted.
-#[derive(Clone, PartialEq, Eq)]
-pub struct FailUrl(String);
-
-impl FailUrl {
-    /// The placeholder of the exit status as `run` reports it (only a fail URL has it).
-    pub const PLACEHOLDER: &'static str = "{exit_code}";
-
-    /// Checks `text`: an http(s) URL with a host once the placeholders are filled in, and no
-    /// `{...}` but [`FailUrl::PLACEHOLDER`] and [`PingUrl::RUN_ID`], each only in the path or
-    /// the query. The error never repeats the URL. The URL and its token (the last path
-    /// segment without the placeholders) become secrets ([`crate::redact::scrub`]).
-    pub(crate) fn parse(text: &str) -> Result<FailUrl, UrlProblem> {
-        let rest = placeholders(text, &[Self::PLACEHOLDER, PingUrl::RUN_ID])?;
-        parse_url(&Self::filled(text, "0", "run-id"))?;
-        crate::redact::remember(text);
-        crate::redact::remember_url(&rest);
-        Ok(FailUrl(text.to_owned()))
-    }
-
-    /// `text` with its placeholders replaced by `status` and `run_id`.
-    fn filled(text: &str, status: &str, run_id: &str) -> String {
-        text.replace(Self::PLACEHOLDER, status)
-            .replace(PingUrl::RUN_ID, run_id)
-    }
-
-    /// The URL to ping for run `run_id` that ended with `status` (as `run` exits: the code,
-    /// 128+N for signal N, 124 or 137 after a timeout). The URL made is not learned as a
-    /// secret of its own (one per run would grow the scrubber without end): its token and
-    /// the text around the placeholders were learned with the fail URL.
-    pub(crate) fn with_exit_code(&self, status: u8, run_id: &str) -> Result<PingUrl, UrlProblem> {
-        parse_url(&Self::filled(&self.0, &status.to_string(), run_id)).map(PingUrl)
-    }
-
-    /// The URL as given, placeholder included: a secret, only for fingerprints.
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Checks the placeholders of the URL `text`: none but `allowed`, each only in the path or the
-/// query. Returns the text without them (its secret parts, to remember).
-fn placeholders(text: &str, allowed: &[&'static str]) -> Result<String, UrlProblem> {
-    let rest = allowed
-        .iter()
-        .fold(text.to_owned(), |rest, p| rest.replace(p, ""));
-    if let Some(at) = rest.find(['{', '}']) {
-        let found: String = rest[at..]
-            .chars()
-            .take_while(|c| *c != '/')
-            .take(20)
-            .collect();
-        let plain = found
-            .trim_matches(['{', '}'])
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        let shown = if plain {
-            found
-        } else {
-            rest[at..at + 1].to_owned()
-        };
-        return Err(UrlProblem::Placeholder(shown));
-    }
-    for placeholder in allowed {
-        if let Some(part) = placeholder_outside_path(text, placeholder) {
-            return Err(UrlProblem::PlaceholderPart(placeholder, part));
-        }
-    }
-    Ok(rest)
-}
-
-/// The part of the URL `text` outside its path and query that holds `placeholder`
-/// (`"scheme"`, `"host or port"`, `"fragment"`), if any. Filled in there, the value would
-/// send the ping to another host or port (or nowhere): only the path and the query may carry
-/// it. A placeholder holds none of `/?#`, so the parts are found in the text as written.
-fn placeholder_outside_path(text: &str, placeholder: &str) -> Option<&'static str> {
-    let first = text.find(placeholder)?;
-    let (scheme_end, authority_start) = match text.find("://") {
-        Some(at) => (at, at + 3),
-        None => (0, 0),
-    };
-    if first < scheme_end {
-        return Some("scheme");
-    }
-    let authority_end = text[authority_start..]
-        .find(['/', '?', '#'])
-        .map_or(text.len(), |at| authority_start + at);
-    if first < authority_end {
-        return Some("host or port");
-    }
-    let fragment = text.find('#')?;
-    text[fragment..].contains(placeholder).then_some("fragment")
-}
-
-impl std::fmt::Debug for FailUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::redact::url(&self.0))
-    }
-}
-
 /// What a job does: exactly one of `command`, `shell`, `watch`, or nothing (external).
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobAction {
@@ -438,82 +343,6 @@ pub enum PingTarget {
     Check(String),
     /// Neither: nothing is pinged (`config check` warns).
     None,
-}
-
-/// A ping URL checked when the config was loaded: absolute, `http` or `https`, with a host.
-/// A secret (its path carries the token): `Debug` shows it redacted, and only
-/// [`PingUrl::as_str`] gives the URL itself, for sending and for keying state.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PingUrl(reqwest::Url);
-
-impl PingUrl {
-    /// The placeholder of the run's id (a UUID), in `ping_url`, `start_url` and `fail_url`:
-    /// the ping of each run fills it in (`Ping::for_run`).
-    pub const RUN_ID: &'static str = "{run_id}";
-
-    /// Parses `text` as a ping URL; the error never repeats the text. A ping URL is a secret
-    /// from then on: [`crate::redact::scrub`] removes it (and its token) from any text.
-    pub(crate) fn parse(text: &str) -> Result<PingUrl, UrlProblem> {
-        let url = parse_url(text)?;
-        crate::redact::remember_url(text);
-        crate::redact::remember_url(url.as_str());
-        Ok(PingUrl(url))
-    }
-
-    /// [`PingUrl::parse`] for a URL of the config (`ping_url`, `start_url`) or of `run`'s
-    /// flags, which may hold [`PingUrl::RUN_ID`] in its path or query (any other `{...}` is
-    /// refused). The token learned as a secret is the last path segment without it.
-    pub(crate) fn template(text: &str) -> Result<PingUrl, UrlProblem> {
-        let rest = placeholders(text, &[Self::RUN_ID])?;
-        let url = parse_url(text)?;
-        crate::redact::remember(text);
-        crate::redact::remember_url(&rest);
-        crate::redact::remember(url.as_str());
-        Ok(PingUrl(url))
-    }
-
-    /// The URL itself: a secret, only for sending and for keying state (outbox, locks).
-    pub(crate) fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-
-    /// The parsed URL.
-    pub(crate) fn url(&self) -> &reqwest::Url {
-        &self.0
-    }
-}
-
-/// `text` parsed as an http(s) URL with a host (the error never repeats the text).
-fn parse_url(text: &str) -> Result<reqwest::Url, UrlProblem> {
-    match reqwest::Url::parse(text) {
-        Ok(url) if !matches!(url.scheme(), "http" | "https") => {
-            Err(UrlProblem::Scheme(url.scheme().to_owned()))
-        }
-        Ok(url) if url.host_str().map_or(true, str::is_empty) => Err(UrlProblem::NoHost),
-        Ok(url) => Ok(url),
-        Err(err) => Err(UrlProblem::Malformed(err.to_string())),
-    }
-}
-
-/// Why a text is not a usable http(s) URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum UrlProblem {
-    /// It parses, with a scheme other than http or https.
-    Scheme(String),
-    /// It parses, without a host.
-    NoHost,
-    /// It does not parse: what the parser said (never the text).
-    Malformed(String),
-    /// A URL holds a `{...}` other than the placeholders it may have (shown short).
-    Placeholder(String),
-    /// A URL holds this placeholder outside its path and query: in this part.
-    PlaceholderPart(&'static str, &'static str),
-}
-
-impl std::fmt::Debug for PingUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::redact::url(self.as_str()))
-    }
 }
 
 /// `[jobs.watch]`: a condition probe. Healthy -> ping; unhealthy -> no ping, reason recorded.
@@ -624,135 +453,6 @@ impl Config {
             (job.start_fail.fail_headers.iter()).filter_map(|header| header.env.clone())
         });
         api.into_iter().chain(etcd).chain(headers).collect()
-    }
-}
-
-/// A configuration that loaded, with the warnings found on the way (a job that pings nothing,
-/// a key file readable by others, ...).
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    /// The validated configuration.
-    pub config: Config,
-    /// Problems that do not stop the agent, one message each.
-    pub warnings: Vec<String>,
-}
-
-/// Why a configuration could not be loaded: every problem found, each one line of
-/// `path:line:col: ...` with a hint.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{}", .problems.join("\n"))]
-pub struct LoadError {
-    /// One message per problem, in file order.
-    pub problems: Vec<String>,
-    /// The file could not be read at all (missing, unreadable): its one problem says so, and
-    /// nothing in it was found invalid.
-    pub unread: bool,
-}
-
-impl Config {
-    /// Reads and validates the file at `path`: every problem is collected into the error, each
-    /// one line `path:line:col: ...` with a hint; warnings come back with the config.
-    pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-        let text = read_file(path).map_err(|problem| LoadError {
-            problems: vec![problem],
-            unread: true,
-        })?;
-        Self::from_text(path, &text)
-    }
-
-    /// [`Config::load`] for a command that sends no fail ping (`status`, `history`, `pause`,
-    /// `sync`, `api`...): the `fail_headers` values held in a file or a variable are not read,
-    /// so one unset in this shell (or a file only the daemon may read) is no problem here. Every
-    /// other check is the same.
-    pub fn load_for_reading(path: &Path) -> Result<Loaded, LoadError> {
-        let text = read_file(path).map_err(|problem| LoadError {
-            problems: vec![problem],
-            unread: true,
-        })?;
-        Self::validate(path, &text, false)
-    }
-
-    /// Validates `text` as if read from `path` (which names it in messages and anchors relative
-    /// paths).
-    pub fn from_text(path: &Path, text: &str) -> Result<Loaded, LoadError> {
-        Self::validate(path, text, true)
-    }
-
-    /// [`Config::from_text`], reading the `fail_headers` secrets or not.
-    fn validate(path: &Path, text: &str, read_header_secrets: bool) -> Result<Loaded, LoadError> {
-        let is_root = nix::unistd::geteuid().is_root();
-        let lines = problem::Lines::new(text);
-        let render = |problems: Vec<problem::Problem>| -> Vec<String> {
-            problems.iter().map(|p| p.render(path, &lines)).collect()
-        };
-        let (raw, mut problems) = parse::parse(text);
-        let Some(raw) = raw else {
-            return Err(LoadError {
-                problems: render(problems),
-                unread: false,
-            });
-        };
-        let (config, check) = validate::build(raw, path, &lines, is_root, read_header_secrets);
-        problems.extend(check.errors);
-        match config {
-            Some(config) if problems.is_empty() => Ok(Loaded {
-                config,
-                warnings: render(check.warnings),
-            }),
-            _ => {
-                problems.sort_by_key(|p| p.span.as_ref().map_or(0, |s| s.start));
-                Err(LoadError {
-                    problems: render(problems),
-                    unread: false,
-                })
-            }
-        }
-    }
-}
-
-/// The largest configuration file read, in bytes: 8 MiB, several times a config of 10,000
-/// jobs. Parsing takes about twice the file's size in memory, so a larger file (or a FIFO, a
-/// device) is refused before it is read, by `daemon` (start and reload), `run` and
-/// `config check` alike.
-pub const CONFIG_FILE_MAX: u64 = 8 * 1024 * 1024;
-
-/// What the configuration file is called in the messages of [`crate::persist::file::read_named`].
-const CONFIG_FILE: &str = "a configuration file";
-
-/// The configuration file's bytes, read as [`crate::persist::file::read_named`] reads a file: never
-/// blocking (a FIFO is refused at once), never more than [`CONFIG_FILE_MAX`]. For the daemon's
-/// watch of the file, which compares them with the last ones seen.
-pub(crate) fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
-    crate::persist::file::read_named(path, CONFIG_FILE_MAX, CONFIG_FILE)
-}
-
-/// Reads the config file; the error names the path, the OS error and what to do.
-fn read_file(path: &Path) -> Result<String, String> {
-    let shown = path.display();
-    match read_bytes(path) {
-        Ok(bytes) => String::from_utf8(bytes).map_err(|err| {
-            format!(
-                "{shown}: the configuration file is not valid UTF-8 (at byte {}); save it as UTF-8",
-                err.utf8_error().valid_up_to()
-            )
-        }),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(format!(
-            "{shown}: configuration file not found; create it (see config/example.toml and \
-             docs/config.md), or name another with --config FILE or ${}",
-            crate::paths::CONFIG_ENV
-        )),
-        Err(err) if err.kind() == std::io::ErrorKind::InvalidData => Err(format!(
-            "{shown}: cannot read the configuration file: {err}; make it a regular file of at \
-             most {} MiB",
-            CONFIG_FILE_MAX >> 20
-        )),
-        Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
-            "{shown}: cannot read the configuration file: {err}; run as a member of group \
-             heartbeat-agent or with sudo (the packaged file is mode 640, group heartbeat-agent)"
-        )),
-        Err(err) => Err(format!(
-            "{shown}: cannot read the configuration file: {err}; check that it is a readable file"
-        )),
     }
 }
 

@@ -40,7 +40,7 @@ pub(crate) fn build(
     };
     let agent = agent(&mut check, &file);
     let api = api(&mut check, &file.api);
-    let defaults = super::jobs::settings(&mut check, "[defaults]", &file.defaults.raw);
+    let defaults = super::job_settings::settings(&mut check, "[defaults]", &file.defaults.raw);
     let mut names: HashMap<String, usize> = HashMap::new();
     let jobs: Vec<Option<Job>> = file
         .jobs

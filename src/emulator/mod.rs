@@ -26,6 +26,7 @@ mod fixtures;
 mod openapi;
 mod pings;
 mod resources;
+mod routes;
 mod selfcheck;
 mod server;
 mod shapes;

@@ -12,6 +12,7 @@
 //! - `created`: the check found or created for a job with `create = true` (by its scope tag);
 //! - `owner`: whose a created check is (its owner tag), and the adoption of older agents' checks;
 //! - `reconcile`: one pass (diff, PUT, persist) — what `heartbeat-agent sync` runs;
+//! - `report`: what a pass is asked ([`SyncOptions`]) and what it reports ([`SyncReport`]);
 //! - `send`: the `PUT` of one definition (tags merged) and the record of its answer;
 //! - `pace`: the daemon's fleet-friendly pacing of PUTs after a 429 ([`Pacer`]);
 //! - `task`: the daemon's background task ([`Reconciler`]) and the per-job status.
@@ -23,6 +24,7 @@ pub mod owner;
 pub mod pace;
 pub mod period;
 pub mod reconcile;
+mod report;
 mod send;
 pub mod state;
 pub mod tags;
@@ -31,8 +33,7 @@ pub mod timer;
 
 pub use desired::{Change, Definition};
 pub use pace::{PaceRule, Pacer};
-pub use reconcile::{
-    sync_all, sync_paced, Action, CadenceCache, JobReport, SyncOptions, SyncOutcome, SyncReport,
-};
+pub use reconcile::{sync_all, sync_paced, CadenceCache};
+pub use report::{Action, JobReport, SyncOptions, SyncOutcome, SyncReport};
 pub use state::{learned_ping_url, LearnedUrls, CREATED_CHECK};
 pub use task::{JobSyncStatus, Reconciler, SyncState, SyncStatus};

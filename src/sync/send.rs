@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use super::desired::{Change, Definition};
 use super::drift::{self, Seen};
-use super::reconcile::{Pass, SyncOutcome};
+use super::reconcile::Pass;
+use super::report::SyncOutcome;
 use super::state;
 use super::tags;
 use crate::api::model::{HeartbeatCheck, HeartbeatCheckUpdate};

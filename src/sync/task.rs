@@ -32,7 +32,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::pace::{PaceRule, Pacer};
-use super::reconcile::{sync_paced, CadenceCache, SyncOptions, SyncOutcome, SyncReport};
+use super::reconcile::{sync_paced, CadenceCache};
+use super::report::{SyncOptions, SyncOutcome, SyncReport};
 use super::state::LearnedUrls;
 use super::timer;
 use crate::api::ApiClient;

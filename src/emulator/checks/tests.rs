@@ -1,5 +1,6 @@
-//! Unit tests of `checks.rs`.
+//! Unit tests of the heartbeat checks: the timer (`mod.rs`) and the statistics (`events.rs`).
 
+use super::events::stats;
 use super::*;
 
 const TOKEN: &str = "123e4567-e89b-12d3-a456-426614174000";
