@@ -154,6 +154,10 @@ pub(crate) struct JobRuns {
     pub job: String,
     /// Its runs, newest first.
     pub runs: Vec<Run>,
+    /// In a cluster whose other nodes' runs cannot be read now, why (the runs are this
+    /// node's); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_unavailable: Option<String>,
 }
 
 /// The mark of one outcome in a strip of runs (`status`, `history`): `✓` a success, `·` a run
@@ -483,6 +487,23 @@ impl History {
                 Some((len.wrapping_add(generation << 32), at))
             }
         }
+    }
+
+    /// In a cluster whose runs are read, the outcomes of `job`'s last `n` runs on every node,
+    /// oldest first, from what was read of the cluster (which holds this node's runs too, a
+    /// moment after they end): the `status` strip of a cluster. `None` outside a cluster,
+    /// while the cluster cannot be read, and for a job no node copied a run of.
+    pub(crate) fn cluster_outcomes(&self, job: &str, n: usize) -> Option<Vec<String>> {
+        let shared = self.shared.as_ref()?;
+        if shared.unavailable().is_some() {
+            return None;
+        }
+        let mut runs = shared.runs(job);
+        if runs.is_empty() {
+            return None;
+        }
+        runs.truncate(n);
+        Some(runs.into_iter().rev().map(|r| r.run.outcome).collect())
     }
 
     /// The outcomes of `job`'s last `n` runs, oldest first (for the `status` strip after a
