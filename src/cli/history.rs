@@ -200,7 +200,11 @@ fn from_files(
 /// nodes copied into etcd, once, and gives them to the history of `state_dir`, which merges them
 /// in (docs/history.md, "In a cluster"). When etcd does not answer within [`CLUSTER_READ`],
 /// the history says so ([`History::cluster_unavailable`]) and shows this node's runs.
-fn share_cluster((config, settings): (&Config, &ClusterSettings), job: Option<&str>, state_dir: &std::path::Path) {
+fn share_cluster(
+    (config, settings): (&Config, &ClusterSettings),
+    job: Option<&str>,
+    state_dir: &std::path::Path,
+) {
     let net = crate::net::Net::new(config.api.net(None));
     let keys = crate::cluster::Keys::new(&settings.name);
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -118,7 +118,10 @@ impl SharedRuns {
     /// The cluster's runs for agent `node`, and the queue its task empties.
     pub fn new(etcd: Etcd, keys: Keys, node: &str) -> (SharedRuns, Copies) {
         let (queue, copies) = mpsc::channel(QUEUE);
-        (SharedRuns::with(etcd, keys, node, Some(queue)), Copies(copies))
+        (
+            SharedRuns::with(etcd, keys, node, Some(queue)),
+            Copies(copies),
+        )
     }
 
     fn with(etcd: Etcd, keys: Keys, node: &str, queue: Option<mpsc::Sender<Handed>>) -> SharedRuns {
@@ -295,12 +298,7 @@ impl Shared for SharedRuns {
 
 /// The cluster's runs of `job` (of every job when `None`), read once within `timeout` by a
 /// reader that copies nothing (`history` without a daemon).
-pub async fn read_once(
-    etcd: Etcd,
-    keys: Keys,
-    job: Option<&str>,
-    timeout: Duration,
-) -> SharedRuns {
+pub async fn read_once(etcd: Etcd, keys: Keys, job: Option<&str>, timeout: Duration) -> SharedRuns {
     let shared = SharedRuns::with(etcd, keys, "", None);
     let prefix = match job {
         Some(job) => shared.inner.keys.runs(job),
@@ -310,7 +308,10 @@ pub async fn read_once(
         Ok(read) => read,
         Err(_) => Err(EtcdError::Unavailable(vec![super::Failure {
             endpoint: shared.inner.etcd.endpoints().join(", "),
-            detail: format!("no answer within {}", crate::duration::human_duration(timeout)),
+            detail: format!(
+                "no answer within {}",
+                crate::duration::human_duration(timeout)
+            ),
         }])),
     };
     shared.take(read);

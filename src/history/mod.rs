@@ -461,7 +461,11 @@ impl History {
         mut each: impl FnMut(Run) -> bool,
     ) -> io::Result<()> {
         let dir = self.dir.join(job);
-        let others = self.shared.as_ref().map(|s| s.runs(job)).unwrap_or_default();
+        let others = self
+            .shared
+            .as_ref()
+            .map(|s| s.runs(job))
+            .unwrap_or_default();
         if others.is_empty() {
             return log::visit_last(&dir, job, n, |run| each(run.scrubbed()));
         }
