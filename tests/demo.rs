@@ -412,7 +412,9 @@ fn demo_names_its_directory_and_serves_the_status_it_tells_to_try() {
         .expect("the dashboard answers");
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(
-        page.body.to_ascii_lowercase().starts_with("<!doctype html>"),
+        page.body
+            .to_ascii_lowercase()
+            .starts_with("<!doctype html>"),
         "{:.200}",
         page.body
     );

@@ -318,12 +318,18 @@ fn a_clusters_runs_are_merged_newest_first_and_a_run_held_here_is_shown_once() {
         .map(|r| (r.node.clone().unwrap_or_default(), r.run.ended.timestamp()))
         .collect();
     let expected = [("b", 40), ("a", 30), ("b", 20), ("a", 10)];
-    let expected: Vec<(String, i64)> = expected.iter().map(|(n, t)| ((*n).to_owned(), *t)).collect();
+    let expected: Vec<(String, i64)> = expected
+        .iter()
+        .map(|(n, t)| ((*n).to_owned(), *t))
+        .collect();
     assert_eq!(shown, expected);
     // The newest n of the merge, and a version that the cluster's runs change.
     assert_eq!(history.runs("tick", 2).expect("read").len(), 2);
     let local = std::fs::metadata(dir.path().join("history/tick/runs.jsonl")).expect("file");
-    assert_eq!(history.version("tick").map(|v| v.0), Some(local.len() + (7 << 32)));
+    assert_eq!(
+        history.version("tick").map(|v| v.0),
+        Some(local.len() + (7 << 32))
+    );
     assert_eq!(
         history.cluster_outcomes("tick", 2),
         Some(vec!["success".to_owned(), "success".to_owned()])

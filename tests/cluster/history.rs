@@ -1,6 +1,7 @@
 //! One history for the cluster (docs/history.md, "In a cluster"), on real etcd: two agents
 //! share a job due every second; `history` and `GET /jobs/{name}/runs` on either node list
-//! both nodes' runs, each with its node, newest first, each once; a stopped node's runs stay
+//! both nodes' runs, each with its node, newest first, each once (and so do a's `status` strip
+//! and dashboard page); a stopped node's runs stay
 //! listed; with etcd down `history` answers with the node's own runs and says why; and a job
 //! keeps at most its bound of keys per node in etcd however many runs it had.
 
@@ -181,6 +182,30 @@ fn history_and_the_runs_route_of_either_node_list_both_nodes_runs_also_after_one
         );
         each_once_newest_first(&answer, &format!("/jobs/j0/runs of {}", agent.node));
     }
+    // The `status` strip of a counts both nodes' runs (a's alone would be about half), and
+    // a's dashboard page of the job names node b.
+    let total: usize = written(&out).values().sum();
+    crate::util::eventually_every(
+        Duration::from_millis(300),
+        Duration::from_secs(10),
+        "a's status strip to hold both nodes' runs",
+        || {
+            let recent = a.status()["jobs"][0]["recent"]
+                .as_array()
+                .map_or(0, Vec::len);
+            if recent >= total.min(20) {
+                Ok(())
+            } else {
+                Err(format!("{recent} of {total}"))
+            }
+        },
+    );
+    let (status, page) = a.get("/jobs/j0").expect("a's dashboard answers");
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(">b<"),
+        "no run of node b on a's page of the job:\n{page}"
+    );
     // Node b stops: every run it recorded is still listed on a.
     b.terminate();
     let (_, json, _) = history(&b);

@@ -156,13 +156,22 @@ fn the_outbox_oldest_age_rises_while_the_ping_host_is_down_and_drops_to_zero_whe
         let samples = parse_metrics(&body);
         let depth = sample(&samples, "heartbeat_agent_outbox_depth", &[]);
         let age = sample(&samples, "heartbeat_agent_outbox_oldest_age_seconds", &[]);
-        (age.unwrap_or_else(|| panic!("no outbox age in:\n{body}")), depth)
+        (
+            age.unwrap_or_else(|| panic!("no outbox age in:\n{body}")),
+            depth,
+        )
     };
-    let first = daemon.until("a ping waiting in the outbox", Duration::from_secs(20), || {
-        let (age, depth) = age();
-        (depth == Some(1.0) && age >= 1.0).then_some(age)
+    let first = daemon.until(
+        "a ping waiting in the outbox",
+        Duration::from_secs(20),
+        || {
+            let (age, depth) = age();
+            (depth == Some(1.0) && age >= 1.0).then_some(age)
+        },
+    );
+    daemon.until("the age to rise", Duration::from_secs(20), || {
+        (age().0 >= first + 2.0).then_some(())
     });
-    daemon.until("the age to rise", Duration::from_secs(20), || (age().0 >= first + 2.0).then_some(()));
     host.set_mode(Mode::Status(200));
     daemon.until("the outbox to drain", Duration::from_secs(60), || {
         (age() == (0.0, Some(0.0))).then_some(())
