@@ -283,7 +283,7 @@ impl Shared for SharedRuns {
             .get(job)
             .map(|j| j.nodes.values().flat_map(|r| r.values().cloned()).collect())
             .unwrap_or_default();
-        runs.sort_by(|a, b| b.run.ended.cmp(&a.run.ended));
+        runs.sort_by_key(|r| std::cmp::Reverse(r.run.ended));
         runs
     }
 

@@ -37,7 +37,6 @@ pub(crate) use control::{Controller, Request};
 pub(crate) use hooks::{Context, Plugins, Task};
 use memory::release_free_memory;
 pub(crate) use memory::tune_malloc;
-pub(crate) use state::RECENT;
 pub(crate) use supervisor::run;
 pub(crate) use view::{DaemonView, JobView};
 
