@@ -12,6 +12,8 @@
 //! or not at an instant, revoked at shutdown), which the presence and the leader key are bound
 //! to and without which no claim is made; [`node`] is this agent in the cluster: its lease, its presence and the claim
 //! of each fire; [`batch`] sends the claims of fires due together to etcd in one transaction.
+//! [`runs`] is one history for the cluster: each agent's runs copied into etcd, and the other
+//! agents' read back for `history`, the status routes and the dashboard.
 //!
 //! # Key layout
 //! Every key of a cluster starts with `<name>/` (`[cluster] name`, default `heartbeat-agent`),
