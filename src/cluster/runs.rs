@@ -10,11 +10,12 @@
 //!
 //! **Keys**: `<name>/runs/<job>/<node>/<seq>` (the run's number in that node's history, 20
 //! digits so that key order is number order), the run's JSON ([`crate::history::Run`]) with its
-//! output tail cut to its last [`SHARED_TAIL`] bytes. Each run is written with one transaction
-//! that also deletes that node's runs of the job older than the last `min(history,
-//! `[`MOST_SHARED`]`)`: a job holds at most that many keys per node that ran it, whatever the
-//! number of runs, and a lowered `history` shrinks it at the next run. The pings' outcome,
-//! known after the run, rewrites the same key.
+//! output tail cut to its last [`SHARED_TAIL`] bytes. Runs are written in transactions (the
+//! runs that wait together, up to [`BATCH`]: a burst of runs ending in the same second costs
+//! a few etcd writes, as the claims do) that also delete that node's runs of each job older
+//! than the last `min(history, `[`MOST_SHARED`]`)`: a job holds at most that many keys per
+//! node that ran it, whatever the number of runs, and a lowered `history` shrinks it at the
+//! next run. The pings' outcome, known after the run, rewrites the same key.
 //!
 //! **Off the run's path**: the history's writer thread hands each run over after writing it to
 //! its file ([`crate::history::Shared::publish`]), into a bounded queue ([`QUEUE`]) that a task
@@ -57,6 +58,10 @@ pub const POLL: Duration = Duration::from_secs(1);
 
 /// How many runs may wait to be copied into etcd.
 const QUEUE: usize = 1024;
+
+/// The most runs copied in one transaction: two operations each, under etcd's default
+/// `--max-txn-ops` (128).
+const BATCH: usize = 60;
 
 /// How many runs recorded with their pings pending are remembered for their pings.
 const PENDING: usize = 1024;
@@ -150,56 +155,88 @@ impl SharedRuns {
         // Runs copied with their pings pending, by job and number, until their pings come.
         let mut pending: HashMap<(String, u64), (usize, Run)> = HashMap::new();
         loop {
-            let copy = tokio::select! {
+            let first = tokio::select! {
                 () = cancel.cancelled() => return,
                 copy = copies.recv() => match copy {
                     Some(copy) => copy,
                     None => return,
                 },
             };
-            let (job, limit, run) = match copy {
-                Handed::Run(job, limit, run) => {
-                    if run.ping_pending {
-                        if pending.len() >= PENDING {
-                            pending.clear();
+            // What waits joins the first: one transaction for the runs that ended together.
+            let mut handed = vec![first];
+            while handed.len() < BATCH {
+                match copies.try_recv() {
+                    Ok(more) => handed.push(more),
+                    Err(_) => break,
+                }
+            }
+            let mut runs = Vec::with_capacity(handed.len());
+            for copy in handed {
+                match copy {
+                    Handed::Run(job, limit, run) => {
+                        if run.ping_pending {
+                            if pending.len() >= PENDING {
+                                pending.clear();
+                            }
+                            pending.insert((job.clone(), run.seq), (limit, (*run).clone()));
                         }
-                        pending.insert((job.clone(), run.seq), (limit, (*run).clone()));
+                        runs.push((job, limit, *run));
                     }
-                    (job, limit, *run)
+                    Handed::Pinged(job, update) => {
+                        if let Some((limit, mut run)) =
+                            pending.remove(&(job.clone(), update.update))
+                        {
+                            update.apply(&mut run);
+                            runs.push((job, limit, run));
+                        }
+                    }
                 }
-                Handed::Pinged(job, update) => {
-                    let Some((limit, mut run)) = pending.remove(&(job.clone(), update.update))
-                    else {
-                        continue;
-                    };
-                    update.apply(&mut run);
-                    (job, limit, run)
-                }
-            };
-            if let Err(err) = self.put(&job, limit, &run).await {
-                debug!(job = %job, error = %err, "cannot copy the run into the cluster's history");
+            }
+            if let Err(err) = self.put(&runs).await {
+                debug!(runs = runs.len(), error = %err, "cannot copy runs into the cluster's history");
             }
         }
     }
 
-    /// Writes `run` of `job` and deletes this node's runs of it older than the bound.
-    async fn put(&self, job: &str, limit: usize, run: &Run) -> Result<(), EtcdError> {
+    /// Writes `runs` (job, its `history`, run) in one transaction, and deletes this node's
+    /// runs of each job older than its bound. etcd refuses a transaction that puts a key twice
+    /// or puts a key it deletes: a run given twice (with its pings) is put once, as last given,
+    /// and a run older than its job's bound is not put.
+    async fn put(&self, runs: &[(String, usize, Run)]) -> Result<(), EtcdError> {
         let keys = &self.inner.keys;
         let node = &self.inner.node;
-        let key = keys.run(job, node, run.seq);
-        let mut copy = run.clone();
-        cut_tail(&mut copy.run.output_tail, SHARED_TAIL);
-        let value = serde_json::to_vec(&copy).unwrap_or_default();
-        let mut ops = vec![json!({ "request_put": put_body(&key, &value, None) })];
-        let keep = limit.clamp(1, MOST_SHARED) as u64;
-        if run.seq > keep {
-            let prefix = keys.node_runs(job, node);
-            let first_kept = keys.run(job, node, run.seq - keep + 1);
+        // By job: the first number kept; by job and number: the run as last given.
+        let mut first_kept: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut puts: BTreeMap<(&str, u64), &Run> = BTreeMap::new();
+        for (job, limit, run) in runs {
+            let keep = (*limit).clamp(1, MOST_SHARED) as u64;
+            let first = (run.seq + 1).saturating_sub(keep);
+            let kept = first_kept.entry(job).or_insert(0);
+            *kept = (*kept).max(first);
+            puts.insert((job, run.seq), run);
+        }
+        let mut ops = Vec::new();
+        let mut named = None;
+        for ((job, seq), run) in puts {
+            if seq < first_kept.get(job).copied().unwrap_or(0) {
+                continue;
+            }
+            let key = keys.run(job, node, seq);
+            let mut copy = run.clone();
+            cut_tail(&mut copy.run.output_tail, SHARED_TAIL);
+            let value = serde_json::to_vec(&copy).unwrap_or_default();
+            ops.push(json!({ "request_put": put_body(&key, &value, None) }));
+            named.get_or_insert(key);
+        }
+        for (job, first) in first_kept.into_iter().filter(|(_, first)| *first > 1) {
             ops.push(json!({ "request_delete_range": {
-                "key": BASE64.encode(&prefix),
-                "range_end": BASE64.encode(&first_kept),
+                "key": BASE64.encode(keys.node_runs(job, node)),
+                "range_end": BASE64.encode(keys.run(job, node, first)),
             }}));
         }
+        let Some(key) = named else {
+            return Ok(());
+        };
         let body = json!({ "success": ops });
         self.inner
             .etcd
