@@ -11,7 +11,7 @@
 //! **Keys**: `<name>/runs/<job>/<node>/<seq>` (the run's number in that node's history, 20
 //! digits so that key order is number order), the run's JSON ([`crate::history::Run`]) with its
 //! output tail cut to its last [`SHARED_TAIL`] bytes. Runs are written in transactions (the
-//! runs that wait together, up to [`BATCH`]: a burst of runs ending in the same second costs
+//! runs handed over within [`GATHER`] of each other, up to [`BATCH`]: a burst of runs ending in the same second costs
 //! a few etcd writes, as the claims do) that also delete that node's runs of each job older
 //! than the last `min(history, `[`MOST_SHARED`]`)`: a job holds at most that many keys per
 //! node that ran it, whatever the number of runs, and a lowered `history` shrinks it at the
@@ -19,7 +19,8 @@
 //!
 //! **Off the run's path**: the history's writer thread hands each run over after writing it to
 //! its file ([`crate::history::Shared::publish`]), into a bounded queue ([`QUEUE`]) that a task
-//! of its own empties; a full queue (etcd down or slow for long) drops the copy, never the
+//! of its own empties (at shutdown for [`DRAIN`] at most: a run the history's writer writes
+//! after that, in the last seconds of a stop, stays on its node); a full queue (etcd down or slow for long) drops the copy, never the
 //! run, with one warning per outage. A down etcd so delays nothing and loses nothing of the
 //! node's own history.
 //!
@@ -62,6 +63,12 @@ const QUEUE: usize = 1024;
 /// The most runs copied in one transaction: two operations each, under etcd's default
 /// `--max-txn-ops` (128).
 const BATCH: usize = 60;
+
+/// How long a run handed over waits for others to share its transaction.
+const GATHER: Duration = Duration::from_millis(250);
+
+/// How long the copies still queued at shutdown may take.
+const DRAIN: Duration = Duration::from_secs(1);
 
 /// How many runs recorded with their pings pending are remembered for their pings.
 const PENDING: usize = 1024;
@@ -156,45 +163,71 @@ impl SharedRuns {
         let mut pending: HashMap<(String, u64), (usize, Run)> = HashMap::new();
         loop {
             let first = tokio::select! {
-                () = cancel.cancelled() => return,
+                () = cancel.cancelled() => break,
                 copy = copies.recv() => match copy {
                     Some(copy) => copy,
                     None => return,
                 },
             };
-            // What waits joins the first: one transaction for the runs that ended together.
+            // What comes within GATHER joins the first: one transaction for the runs that
+            // ended together.
             let mut handed = vec![first];
+            let until = tokio::time::Instant::now() + GATHER;
             while handed.len() < BATCH {
-                match copies.try_recv() {
-                    Ok(more) => handed.push(more),
-                    Err(_) => break,
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    () = tokio::time::sleep_until(until) => break,
+                    more = copies.recv() => match more {
+                        Some(more) => handed.push(more),
+                        None => break,
+                    },
                 }
             }
-            let mut runs = Vec::with_capacity(handed.len());
-            for copy in handed {
-                match copy {
-                    Handed::Run(job, limit, run) => {
-                        if run.ping_pending {
-                            if pending.len() >= PENDING {
-                                pending.clear();
-                            }
-                            pending.insert((job.clone(), run.seq), (limit, (*run).clone()));
-                        }
-                        runs.push((job, limit, *run));
+            self.send(handed, &mut pending).await;
+        }
+        // At shutdown, what was handed over is still copied, for at most DRAIN.
+        let drain = async {
+            loop {
+                let mut handed = Vec::new();
+                while handed.len() < BATCH {
+                    match copies.try_recv() {
+                        Ok(more) => handed.push(more),
+                        Err(_) => break,
                     }
-                    Handed::Pinged(job, update) => {
-                        if let Some((limit, mut run)) =
-                            pending.remove(&(job.clone(), update.update))
-                        {
-                            update.apply(&mut run);
-                            runs.push((job, limit, run));
+                }
+                if handed.is_empty() {
+                    return;
+                }
+                self.send(handed, &mut pending).await;
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN, drain).await;
+    }
+
+    /// Copies `handed` (runs, and the pings of runs copied before) in one transaction.
+    async fn send(&self, handed: Vec<Handed>, pending: &mut HashMap<(String, u64), (usize, Run)>) {
+        let mut runs = Vec::with_capacity(handed.len());
+        for copy in handed {
+            match copy {
+                Handed::Run(job, limit, run) => {
+                    if run.ping_pending {
+                        if pending.len() >= PENDING {
+                            pending.clear();
                         }
+                        pending.insert((job.clone(), run.seq), (limit, (*run).clone()));
+                    }
+                    runs.push((job, limit, *run));
+                }
+                Handed::Pinged(job, update) => {
+                    if let Some((limit, mut run)) = pending.remove(&(job.clone(), update.update)) {
+                        update.apply(&mut run);
+                        runs.push((job, limit, run));
                     }
                 }
             }
-            if let Err(err) = self.put(&runs).await {
-                debug!(runs = runs.len(), error = %err, "cannot copy runs into the cluster's history");
-            }
+        }
+        if let Err(err) = self.put(&runs).await {
+            debug!(runs = runs.len(), error = %err, "cannot copy runs into the cluster's history");
         }
     }
 

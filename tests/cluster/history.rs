@@ -212,11 +212,20 @@ fn history_and_the_runs_route_of_either_node_list_both_nodes_runs_also_after_one
         page.contains(">b<"),
         "no run of node b on a's page of the job:\n{page}"
     );
-    // Node b stops: every run it recorded is still listed on a.
+    // Node b stops: every run it recorded is still listed on a (but those that ended in the
+    // last seconds before the stop, which its shutdown may not have copied).
+    let stopped = chrono::Utc::now() - chrono::TimeDelta::seconds(3);
     b.terminate();
     let (_, json, _) = history(&b);
-    let of_b: HashSet<String> = of_node(&runs(&json), "b")
-        .iter()
+    let ended_before = |r: &&Value| {
+        let ended = r["ended"].as_str().unwrap_or_default();
+        chrono::DateTime::parse_from_rfc3339(ended).is_ok_and(|e| e < stopped)
+    };
+    let own_b = runs(&json);
+    let of_b: HashSet<String> = of_node(&own_b, "b")
+        .into_iter()
+        .filter(ended_before)
+        .chain(of_node(&listed, "b"))
         .map(|r| r["run_id"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert!(of_b.len() >= 3, "b's own history: {json}");
@@ -248,16 +257,24 @@ fn with_etcd_down_history_shows_the_nodes_own_runs_and_says_the_cluster_part_is_
     let emulator = Background::start();
     let (_dir, out) = out_dir();
     let (a, _b) = two_agents(&etcd, "down", 1, JobShape::EVERY_SECOND, &out, &emulator);
-    crate::util::eventually_every(
-        Duration::from_millis(200),
+    // Two runs of a in its history (they are recorded when they end), read while etcd is up.
+    let ids_of_a = |json: &Value| -> HashSet<String> {
+        of_node(&runs(json), "a")
+            .iter()
+            .filter_map(|r| r["run_id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let before = crate::util::eventually_every(
+        Duration::from_millis(300),
         Duration::from_secs(40),
-        "two runs on node a",
+        "two runs of node a in its history",
         || {
-            let on_a = written(&out).get("a").copied().unwrap_or(0);
-            if on_a >= 2 {
-                Ok(())
+            let (_, json, stderr) = history(&a);
+            let ids = ids_of_a(&json);
+            if ids.len() >= 2 {
+                Ok(ids)
             } else {
-                Err(on_a)
+                Err(format!("{json}; stderr: {stderr}"))
             }
         },
     );
@@ -276,8 +293,12 @@ fn with_etcd_down_history_shows_the_nodes_own_runs_and_says_the_cluster_part_is_
         "{stderr}"
     );
     assert!(json["cluster_unavailable"].is_string(), "{json}");
-    let own = runs(&json);
-    assert!(of_node(&own, "a").len() >= 2, "a's own runs: {json}");
+    let shown = ids_of_a(&json);
+    let missing: Vec<&String> = before.difference(&shown).collect();
+    assert!(
+        missing.is_empty(),
+        "a's own runs {missing:?} not shown: {json}"
+    );
     // The daemon's route says it too, once its read of etcd failed, and still answers at once.
     crate::util::eventually_every(
         Duration::from_millis(300),
