@@ -12,6 +12,7 @@ mod agents;
 mod alert_rules;
 mod bad_input;
 mod client;
+mod history;
 mod identity;
 mod outage;
 mod promise;

@@ -400,6 +400,27 @@ fn demo_names_its_directory_and_serves_the_status_it_tells_to_try() {
         panic!("not a status command line: {try_line}");
     };
     assert!(url.starts_with("http://127.0.0.1:"), "{try_line}");
+    // Beside it, the dashboard's URL on the same endpoint, which serves the dashboard.
+    let dashboard = seen
+        .iter()
+        .find_map(|l| l.strip_prefix("dashboard, in a browser: "))
+        .unwrap_or_else(|| panic!("no dashboard line: {seen:?}"));
+    assert_eq!(dashboard, format!("{url}/"), "{seen:?}");
+    let endpoint = heartbeat_agent::status::client::Endpoint::parse(url).expect("the URL");
+    let page = endpoint
+        .request("GET", "/", None, Duration::from_secs(10))
+        .expect("the dashboard answers");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body
+            .to_ascii_lowercase()
+            .starts_with("<!doctype html>"),
+        "{:.200}",
+        page.body
+    );
+    for job in ["backup", "report", "slow-export", "api-up"] {
+        assert!(page.body.contains(job), "no {job} on the dashboard");
+    }
     let mut status = Command::new(program);
     status.args(["status", "--url", url]).env_clear();
     let out = status.output().expect("the printed command runs");

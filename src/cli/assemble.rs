@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::leader::{Election, Leadership};
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
+use crate::cluster::runs::SharedRuns;
 use crate::cluster::{Keys, Node};
 use crate::config::{ClusterSettings, Config, Job};
 use crate::daemon::control::{self, ControlReceiver, Controller, Request};
@@ -156,7 +157,7 @@ impl DeferredSync {
 
 /// A cluster agent's part in the daemon (`[cluster]`): its lease (one per agent, kept by
 /// [`Node::keep_lease`]), the leader election on that lease and the
-/// relay of sync's state through etcd as daemon tasks, the relay's after-run hook (accepted
+/// relay of sync's state through etcd and the cluster's history ([`SharedRuns`]) as daemon tasks, the relay's after-run hook (accepted
 /// pings), and the gate that keeps sync's passes to the leader (hand it to [`sync_task`] or
 /// [`DeferredSync`]). The claims of its fires are the daemon's admission
 /// ([`crate::cluster::Claims`], in [`crate::daemon::Options`]).
@@ -173,6 +174,12 @@ pub(crate) fn cluster_sync(
     ));
     let keys = Keys::new(&settings.name);
     let etcd = &node.etcd;
+    let (runs, copies) = SharedRuns::new(etcd.clone(), keys.clone(), &settings.node);
+    crate::history::share(&options.state_dir, Arc::new(runs.clone()));
+    plugins.tasks.push((
+        "cluster history",
+        Box::new(move |_: Context, cancel: CancellationToken| Box::pin(runs.run(copies, cancel))),
+    ));
     let (election, leadership) =
         Election::new(etcd.clone(), &keys, &settings.node, node.shared_lease());
     let shared = SharedState::new(

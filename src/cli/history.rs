@@ -2,7 +2,9 @@
 //! timeline across jobs) or as JSON (docs/history.md). It reads the history files under the
 //! state directory, so it works with no daemon running; with `--url`, or when the files cannot
 //! be read by this user (the daemon's state directory is private to it), it asks the daemon's
-//! status endpoint (`GET /jobs/{name}/runs`) instead. A run's RESULT is said in the words of
+//! status endpoint (`GET /jobs/{name}/runs`) instead. In a `[cluster]` it reads the runs the
+//! other nodes copied into etcd too and merges them in ([`share_cluster`]); when etcd does not
+//! answer, it shows this node's runs and says so on stderr (exit 0). A run's RESULT is said in the words of
 //! every view ([`crate::status::state::run_phrase`]).
 
 use std::io::Write;
@@ -13,7 +15,7 @@ use clap::Args;
 
 use super::context;
 use super::{print_error, GlobalArgs};
-use crate::config::Config;
+use crate::config::{ClusterSettings, Config};
 use crate::duration::human_duration;
 use crate::exit;
 use crate::history::{ascii_wanted, glyph, History, JobRuns, Run};
@@ -93,6 +95,12 @@ pub(crate) fn run(args: HistoryArgs, global: &GlobalArgs) -> u8 {
             return code;
         }
     };
+    // Said once, whether the files or an endpoint told it.
+    if let Some(missing) = jobs.iter().find_map(|j| j.cluster_unavailable.as_ref()) {
+        print_error(format!(
+            "{missing}; only this node's runs are shown (ask again once etcd answers)"
+        ));
+    }
     for job in &mut jobs {
         job.runs.retain(|run| {
             args.since.map_or(true, |since| run.run.started >= since)
@@ -143,6 +151,9 @@ fn from_files(
         Some(config) => config.state_dir(global.state_dir.as_deref()),
         None => crate::paths::state_dir(global.state_dir.as_deref(), None),
     };
+    if let Some(settings) = config.and_then(|c| c.cluster.as_ref().map(|s| (c, s))) {
+        share_cluster(settings, args.job.as_deref(), &state_dir);
+    }
     let history = History::new(&state_dir);
     // The ping URLs and tokens sync learned are secrets too: a run may have printed one before
     // they were learned, and its record is scrubbed as it is read.
@@ -156,7 +167,11 @@ fn from_files(
             .and_then(|c| c.job(&name))
             .map_or(crate::config::defaults::MAX_HISTORY, |j| j.history);
         match history.runs(&name, limit) {
-            Ok(runs) => jobs.push(JobRuns { job: name, runs }),
+            Ok(runs) => jobs.push(JobRuns {
+                job: name,
+                runs,
+                cluster_unavailable: history.cluster_unavailable(),
+            }),
             Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
                 return from_endpoint_of_config(args, global).map_err(|(code, message)| {
                     (
@@ -180,6 +195,48 @@ fn from_files(
     }
     Ok(jobs)
 }
+
+/// In a `[cluster]`, reads the runs of `job` (of every job when `None`) that the cluster's
+/// nodes copied into etcd, once, and gives them to the history of `state_dir`, which merges them
+/// in (docs/history.md, "In a cluster"). When etcd does not answer within [`CLUSTER_READ`],
+/// the history says so ([`History::cluster_unavailable`]) and shows this node's runs.
+fn share_cluster(
+    (config, settings): (&Config, &ClusterSettings),
+    job: Option<&str>,
+    state_dir: &std::path::Path,
+) {
+    let net = crate::net::Net::new(config.api.net(None));
+    let keys = crate::cluster::Keys::new(&settings.name);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let shared = match (crate::cluster::Etcd::new(settings, &net), runtime) {
+        (Ok(etcd), Ok(runtime)) => runtime.block_on(crate::cluster::runs::read_once(
+            etcd,
+            keys,
+            job,
+            CLUSTER_READ,
+        )),
+        (Err(err), _) => {
+            print_error(format!(
+                "the runs of the cluster's other nodes cannot be read: {err}; only this node's \
+                 runs are shown"
+            ));
+            return;
+        }
+        (_, Err(err)) => {
+            print_error(format!(
+                "the runs of the cluster's other nodes cannot be read: cannot start the async \
+                 runtime: {err}; only this node's runs are shown"
+            ));
+            return;
+        }
+    };
+    crate::history::share(state_dir, std::sync::Arc::new(shared));
+}
+
+/// How long `history` waits for etcd's answer in a cluster.
+const CLUSTER_READ: Duration = Duration::from_secs(3);
 
 /// The jobs to show: `job` (known to the config or with a history), else every job of the
 /// config, then any other job that still has a history.

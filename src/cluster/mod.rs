@@ -12,6 +12,8 @@
 //! or not at an instant, revoked at shutdown), which the presence and the leader key are bound
 //! to and without which no claim is made; [`node`] is this agent in the cluster: its lease, its presence and the claim
 //! of each fire; [`batch`] sends the claims of fires due together to etcd in one transaction.
+//! [`runs`] is one history for the cluster: each agent's runs copied into etcd, and the other
+//! agents' read back for `history`, the status routes and the dashboard.
 //!
 //! # Key layout
 //! Every key of a cluster starts with `<name>/` (`[cluster] name`, default `heartbeat-agent`),
@@ -24,6 +26,7 @@
 //! | `<name>/urls/<job>` | the ping URL sync learned for the job | none |
 //! | `<name>/accepted/<job>` | the last ping of the job the service accepted | none |
 //! | `<name>/nodes/<node>` | the agent's presence: `{"node", "identity", "since"}` | the agent's lease |
+//! | `<name>/runs/<job>/<node>/<seq>` | a run of the job on the node (see [`runs`]) | none: the node keeps its last runs |
 //!
 //! Each agent has one lease ([`lease`]): the leader's and the agent's lease above are that one
 //! lease of the agent in question. Claims are bound to no lease, so they outlive their winner. The `claims/` level keeps a job named `leader`
@@ -38,6 +41,7 @@ pub mod leader;
 pub mod lease;
 pub mod node;
 pub mod relay;
+pub mod runs;
 
 pub use admission::Claims;
 pub use etcd::{Etcd, EtcdError, LeaseId};
@@ -87,6 +91,27 @@ impl Keys {
     /// `<name>/accepted/<job>`: the job's last accepted ping.
     pub fn accepted(&self, job: &str) -> String {
         format!("{}/accepted/{job}", self.name)
+    }
+
+    /// `<name>/runs/`: the prefix of every job's runs.
+    pub fn all_runs(&self) -> String {
+        format!("{}/runs/", self.name)
+    }
+
+    /// `<name>/runs/<job>/`: the prefix of the job's runs on every node.
+    pub fn runs(&self, job: &str) -> String {
+        format!("{}{job}/", self.all_runs())
+    }
+
+    /// `<name>/runs/<job>/<node>/`: the prefix of the job's runs on `node`.
+    pub fn node_runs(&self, job: &str, node: &str) -> String {
+        format!("{}{node}/", self.runs(job))
+    }
+
+    /// `<name>/runs/<job>/<node>/<seq>`: run `seq` of the job on `node` (20 digits, so that
+    /// key order is number order).
+    pub fn run(&self, job: &str, node: &str, seq: u64) -> String {
+        format!("{}{seq:020}", self.node_runs(job, node))
     }
 
     /// `<name>/nodes/<node>`: the node's presence.

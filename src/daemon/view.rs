@@ -12,6 +12,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::state::DaemonState;
+/// How many runs the `status` strip shows.
+pub(crate) use super::state::RECENT;
 use crate::run::{PingRecord, RunRecord};
 
 /// One job as the daemon saw it at one moment.

@@ -17,6 +17,9 @@
 //! host); the pings' outcome follows as a line of its own that every reader joins to the run
 //! ([`update`]).
 //!
+//! **In a cluster** ([`shared`]): a [`Shared`] given for the state directory receives each run
+//! once it is written here, and every read merges in the runs it holds of the other nodes.
+//!
 //! **Served scrubbed.** A record is scrubbed when it is written, with the secrets known then;
 //! every read ([`History::runs`]) scrubs it again with the secrets known by then (a ping URL
 //! that sync learned after the run printed its token).
@@ -34,8 +37,10 @@
 //! no start-up cost.
 
 mod log;
+mod shared;
 mod update;
 
+pub(crate) use shared::{share, Shared};
 pub(crate) use update::PingUpdate;
 
 use std::collections::{HashMap, HashSet};
@@ -149,6 +154,10 @@ pub(crate) struct JobRuns {
     pub job: String,
     /// Its runs, newest first.
     pub runs: Vec<Run>,
+    /// In a cluster whose other nodes' runs cannot be read now, why (the runs are this
+    /// node's); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_unavailable: Option<String>,
 }
 
 /// The mark of one outcome in a strip of runs (`status`, `history`): `✓` a success, `·` a run
@@ -267,7 +276,14 @@ impl Recorder {
                         Message::Run(job, limit, run, handed) => {
                             quiet.wait_for_quiet(handed + MOST_DEFERRED);
                             let id = run.run.run_id.clone().filter(|_| run.ping_pending);
+                            let shared = writer.shared.as_ref().map(|_| run.clone());
                             let seq = writer.record(&job, limit, *run);
+                            if let (Some(shared), Some(mut run), Some(seq)) =
+                                (&writer.shared, shared, seq)
+                            {
+                                run.seq = seq;
+                                shared.publish(&job, limit, &run);
+                            }
                             if let (Some(id), Some(seq)) = (id, seq) {
                                 pending.insert((job, id), seq);
                             }
@@ -277,6 +293,9 @@ impl Recorder {
                             if let Some(seq) = pending.remove(&(job.clone(), id)) {
                                 update.update = seq;
                                 writer.pinged(&job, &update);
+                                if let Some(shared) = &writer.shared {
+                                    shared.pinged(&job, &update);
+                                }
                             }
                         }
                         Message::Flush(done) => {
@@ -366,14 +385,25 @@ fn lower_priority() {
 pub(crate) struct History {
     /// `<state_dir>/history`.
     dir: PathBuf,
+    /// In a cluster, what it holds of the other nodes' runs ([`share`]).
+    shared: Option<Arc<dyn Shared>>,
 }
 
 impl History {
-    /// The history under `state_dir`.
+    /// The history under `state_dir` (with the cluster's runs when a [`Shared`] was given for
+    /// it).
     pub(crate) fn new(state_dir: &Path) -> History {
+        let dir = state_dir.join("history");
         History {
-            dir: state_dir.join("history"),
+            shared: shared::of(&dir),
+            dir,
         }
+    }
+
+    /// Why the cluster's part of the runs is missing (in a cluster whose runs cannot be read
+    /// now); `None` outside a cluster and while it is read.
+    pub(crate) fn cluster_unavailable(&self) -> Option<String> {
+        self.shared.as_ref().and_then(|s| s.unavailable())
     }
 
     /// Where the history lives (`<state_dir>/history`).
@@ -409,7 +439,8 @@ impl History {
     /// `job`'s last `n` runs (at most its configured `history`), newest first, read from the
     /// ends of its files: the cost of `n` runs, not of the whole history (the dashboard's
     /// overview of every job, the strips seeded at start). A job with no history has none.
-    /// Each is scrubbed of every secret known now (see the module header).
+    /// Each is scrubbed of every secret known now (see the module header). In a cluster, the
+    /// other nodes' runs are merged in (by end, newest first; see [`shared`]).
     pub(crate) fn runs(&self, job: &str, n: usize) -> io::Result<Vec<Run>> {
         let mut runs = Vec::new();
         self.each_run(job, n, |run| {
@@ -429,15 +460,54 @@ impl History {
         n: usize,
         mut each: impl FnMut(Run) -> bool,
     ) -> io::Result<()> {
-        log::visit_last(&self.dir.join(job), job, n, |run| each(run.scrubbed()))
+        let dir = self.dir.join(job);
+        let others = self
+            .shared
+            .as_ref()
+            .map(|s| s.runs(job))
+            .unwrap_or_default();
+        if others.is_empty() {
+            return log::visit_last(&dir, job, n, |run| each(run.scrubbed()));
+        }
+        shared::merged(
+            others,
+            n,
+            |local| log::visit_last(&dir, job, n, local),
+            |run| each(run.scrubbed()),
+        )
     }
 
     /// What identifies the present state of `job`'s history: the length and modification
-    /// time of its current file (`None` without one). Every append changes it, so a reader
-    /// may keep what it read while it stays the same.
+    /// time of its current file (`None` without one), in a cluster with the generation of
+    /// the cluster's runs of it added to the length. Every append, here or on another node,
+    /// changes it, so a reader may keep what it read while it stays the same.
     pub(crate) fn version(&self, job: &str) -> Option<(u64, SystemTime)> {
-        let meta = std::fs::metadata(self.dir.join(job).join(log::CURRENT)).ok()?;
-        Some((meta.len(), meta.modified().ok()?))
+        let meta = std::fs::metadata(self.dir.join(job).join(log::CURRENT));
+        let local = meta.and_then(|m| Ok((m.len(), m.modified()?))).ok();
+        match self.shared.as_ref().map(|s| s.generation(job)) {
+            None | Some(0) => local,
+            Some(generation) => {
+                let (len, at) = local.unwrap_or((0, SystemTime::UNIX_EPOCH));
+                Some((len.wrapping_add(generation << 32), at))
+            }
+        }
+    }
+
+    /// In a cluster whose runs are read, the outcomes of `job`'s last `n` runs on every node,
+    /// oldest first, from what was read of the cluster (which holds this node's runs too, a
+    /// moment after they end): the `status` strip of a cluster. `None` outside a cluster,
+    /// while the cluster cannot be read, and for a job no node copied a run of.
+    pub(crate) fn cluster_outcomes(&self, job: &str, n: usize) -> Option<Vec<String>> {
+        let shared = self.shared.as_ref()?;
+        if shared.unavailable().is_some() {
+            return None;
+        }
+        let mut runs = shared.runs(job);
+        if runs.is_empty() {
+            return None;
+        }
+        runs.truncate(n);
+        Some(runs.into_iter().rev().map(|r| r.run.outcome).collect())
     }
 
     /// The outcomes of `job`'s last `n` runs, oldest first (for the `status` strip after a

@@ -275,3 +275,63 @@ fn a_lines_first_bytes_tell_a_run_and_its_number_from_its_pings() {
     assert_eq!(Head::of(br#"{"scheduled":"x","seq":1}"#), Head::Unknown);
     assert_eq!(Head::of(b""), Head::Unknown);
 }
+
+/// A cluster's view holding fixed runs, for the merge.
+#[derive(Debug)]
+struct Fixed(Vec<Run>);
+
+impl Shared for Fixed {
+    fn publish(&self, _: &str, _: usize, _: &Run) {}
+    fn pinged(&self, _: &str, _: &PingUpdate) {}
+    fn runs(&self, _: &str) -> Vec<Run> {
+        self.0.clone()
+    }
+    fn generation(&self, _: &str) -> u64 {
+        7
+    }
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A run of `node` that ended `at` seconds after the epoch, with run id `id`.
+fn run_of(node: &str, at: i64, id: u128) -> Run {
+    let mut record = record(0, node);
+    record.ended = chrono::DateTime::from_timestamp(at, 0).expect("a time");
+    record.run_id = crate::run::RunId::fixed(id);
+    Run::of(&record, None, Some(node))
+}
+
+#[test]
+fn a_clusters_runs_are_merged_newest_first_and_a_run_held_here_is_shown_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (at, id) in [(10, 1), (30, 3)] {
+        History::new(dir.path()).record("tick", 10, run_of("a", at, id));
+    }
+    // The cluster holds b's runs and a copy of a's run 3 (a's own, copied into etcd).
+    let others = vec![run_of("b", 40, 4), run_of("a", 30, 3), run_of("b", 20, 2)];
+    share(dir.path(), Arc::new(Fixed(others)));
+    let history = History::new(dir.path());
+    let runs = history.runs("tick", 10).expect("read");
+    let shown: Vec<(String, i64)> = runs
+        .iter()
+        .map(|r| (r.node.clone().unwrap_or_default(), r.run.ended.timestamp()))
+        .collect();
+    let expected = [("b", 40), ("a", 30), ("b", 20), ("a", 10)];
+    let expected: Vec<(String, i64)> = expected
+        .iter()
+        .map(|(n, t)| ((*n).to_owned(), *t))
+        .collect();
+    assert_eq!(shown, expected);
+    // The newest n of the merge, and a version that the cluster's runs change.
+    assert_eq!(history.runs("tick", 2).expect("read").len(), 2);
+    let local = std::fs::metadata(dir.path().join("history/tick/runs.jsonl")).expect("file");
+    assert_eq!(
+        history.version("tick").map(|v| v.0),
+        Some(local.len() + (7 << 32))
+    );
+    assert_eq!(
+        history.cluster_outcomes("tick", 2),
+        Some(vec!["success".to_owned(), "success".to_owned()])
+    );
+}

@@ -36,6 +36,15 @@ impl PingUpdate {
     }
 }
 
+impl PingUpdate {
+    /// Puts these pings into `run` (the run it completes).
+    pub(crate) fn apply(self, run: &mut Run) {
+        run.ping = self.ping;
+        run.start_ping = self.start_ping.or(run.start_ping.take());
+        run.ping_pending = false;
+    }
+}
+
 /// One line of a history file.
 #[derive(Debug)]
 pub(super) enum Line {
@@ -121,9 +130,7 @@ impl Join {
             Line::Run(run) => {
                 let mut run = *run;
                 if let Some(update) = self.updates.remove(&run.seq) {
-                    run.ping = update.ping;
-                    run.start_ping = update.start_ping.or(run.start_ping);
-                    run.ping_pending = false;
+                    update.apply(&mut run);
                 }
                 Ok(Some(run))
             }

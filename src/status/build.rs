@@ -158,7 +158,10 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         skipped: state.skipped,
         last_skipped: state.last_skipped,
         last_run: state.last_run.as_deref().map(RunDoc::of),
-        recent: state.recent.iter().map(|o| o.as_str().to_owned()).collect(),
+        // In a cluster, every node's runs (this one's a moment after they end); else this node's.
+        recent: crate::history::History::new(&app.context.state_dir)
+            .cluster_outcomes(&job.name, crate::daemon::view::RECENT)
+            .unwrap_or_else(|| state.recent.iter().map(|o| o.as_str().to_owned()).collect()),
         last_ping: state.last_ping.map(|p| PingDoc {
             at: p.at,
             result: if p.accepted {
@@ -295,6 +298,17 @@ fn scrub_remote(remote: Remote) -> Remote {
     }
 }
 
+/// How long the oldest ping in `outbox` has waited: its entries are read only when the
+/// directory lists one (an empty outbox costs a listing).
+fn oldest_waiting(outbox: &Outbox) -> std::time::Duration {
+    if outbox.depth().unwrap_or(0) == 0 {
+        return std::time::Duration::ZERO;
+    }
+    let listed = outbox.list().unwrap_or_default();
+    let oldest = listed.iter().map(|e| e.age_secs).max().unwrap_or(0);
+    std::time::Duration::from_secs(oldest)
+}
+
 /// The metrics text.
 pub(crate) fn metrics(app: &App) -> String {
     let config = app.config();
@@ -306,6 +320,7 @@ pub(crate) fn metrics(app: &App) -> String {
         reloads: app.context.view.reloads(),
         start_time: app.started.timestamp_millis() as f64 / 1000.0,
         outbox_depth: outbox.depth().unwrap_or(0),
+        outbox_oldest_age: oldest_waiting(&outbox),
         outbox: outbox.stats(),
         sync: app
             .sources

@@ -1,5 +1,6 @@
 //! The history's JSON routes (docs/history.md), with the access rules of `/status`:
-//! `GET /jobs/{name}/runs?limit=N` (the job's runs, newest first, `{"job", "runs"}`) and
+//! `GET /jobs/{name}/runs?limit=N` (the job's runs, newest first, `{"job", "runs"}`; in a
+//! cluster every node's, with `cluster_unavailable` while the other nodes' cannot be read) and
 //! `GET /jobs/{name}/runs/{seq}` (one run, with the whole output tail it was recorded with: what
 //! the dashboard's page links to when it shows only the end of it).
 //!
@@ -63,7 +64,12 @@ pub(super) async fn job_runs(
             written.is_ok()
         })?;
         written.map_err(std::io::Error::other)?;
-        out.extend_from_slice(b"]}");
+        out.push(b']');
+        if let Some(missing) = reader.cluster_unavailable() {
+            out.extend_from_slice(b",\"cluster_unavailable\":");
+            serde_json::to_writer(&mut out, &missing).map_err(std::io::Error::other)?;
+        }
+        out.push(b'}');
         Ok(Some(out))
     })
     .await

@@ -162,7 +162,7 @@ impl Agent {
     }
 
     /// `GET path` on its status endpoint, answered within 2 s.
-    fn get(&self, path: &str) -> Option<(u16, String)> {
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
         self.request("GET", path, None, Duration::from_secs(2))
     }
 

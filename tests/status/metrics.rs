@@ -1,7 +1,8 @@
 //! `/metrics` beyond the per-run counters: the series the alert rules select are pre-initialised
 //! next to the `process_*` metrics (the rules themselves: `packaging/prometheus/`, tested by
-//! `scripts/check-alert-rules.sh` and `tests/cluster/alert_rules.rs`), and refused ping-host
-//! certificates are counted by host and explained once.
+//! `scripts/check-alert-rules.sh` and `tests/cluster/alert_rules.rs`), refused ping-host
+//! certificates are counted by host and explained once, and the outbox's oldest age follows a
+//! ping host going down and coming back.
 
 use std::time::Duration;
 
@@ -129,4 +130,50 @@ fn refused_certificates_are_counted_by_host_and_explained_once() {
         "{log}"
     );
     assert_eq!(host.paths().len(), 0, "nothing reached the host");
+}
+
+/// `heartbeat_agent_outbox_oldest_age_seconds` (what the `HeartbeatAgentPingsPending` alert
+/// compares): 0 while nothing waits, rising while a ping waits for a host that is down, back to
+/// 0 once the host answers and the outbox drains.
+#[test]
+fn the_outbox_oldest_age_rises_while_the_ping_host_is_down_and_drops_to_zero_when_it_drains() {
+    use crate::util::http::{FakeServer, Mode};
+    let home = Home::new();
+    let host = FakeServer::start(Mode::Drop);
+    let jobs = format!(
+        "[[jobs]]\nname = \"once\"\nschedule = \"@reboot\"\ncommand = [\"true\"]\nping_url = \"{}\"\n",
+        host.url("/once")
+    );
+    home.write(
+        None,
+        &format!("listen = \"{}\"", home.socket().display()),
+        &jobs,
+    );
+    let daemon = home.daemon("");
+    let endpoint = home.endpoint();
+    let age = || {
+        let body = get(&endpoint, "/metrics").body;
+        let samples = parse_metrics(&body);
+        let depth = sample(&samples, "heartbeat_agent_outbox_depth", &[]);
+        let age = sample(&samples, "heartbeat_agent_outbox_oldest_age_seconds", &[]);
+        (
+            age.unwrap_or_else(|| panic!("no outbox age in:\n{body}")),
+            depth,
+        )
+    };
+    let first = daemon.until(
+        "a ping waiting in the outbox",
+        Duration::from_secs(20),
+        || {
+            let (age, depth) = age();
+            (depth == Some(1.0) && age >= 1.0).then_some(age)
+        },
+    );
+    daemon.until("the age to rise", Duration::from_secs(20), || {
+        (age().0 >= first + 2.0).then_some(())
+    });
+    host.set_mode(Mode::Status(200));
+    daemon.until("the outbox to drain", Duration::from_secs(60), || {
+        (age() == (0.0, Some(0.0))).then_some(())
+    });
 }

@@ -4,7 +4,7 @@
 //! config (jobs, watch, sync, outbox: the real code paths) and shows a live status table until
 //! Ctrl-C or `--duration`. The screen names the directory and the log file, and the daemon's
 //! status endpoint (the `status` task `daemon` runs, on a free loopback port) is served with
-//! the `status --url` command line to try. Nothing is written outside the temporary directory,
+//! the `status --url` command line to try and the dashboard's URL. Nothing is written outside the temporary directory,
 //! which is removed at the end unless `--keep`.
 //!
 //! The daemon stops on SIGINT/SIGTERM (adapted as for `daemon`) or, after `--duration`, on the
@@ -44,7 +44,8 @@ const TEMPLATE: &str = include_str!("../../../config/demo.toml");
 /// table until Ctrl-C (on a terminal it is redrawn every second and the logs go to daemon.log in
 /// the demo's directory; otherwise one line per change, logs on stderr), names that directory
 /// and the log file, and serves the daemon's status endpoint on a free loopback port with the
-/// `status --url` command to try in a second terminal. Everything is written to a temporary
+/// `status --url` command to try in a second terminal and the dashboard's URL for a browser.
+/// Everything is written to a temporary
 /// directory under $TMPDIR that is removed at the end. It brings its own config, state
 /// directory and API: --config, --state-dir and --base-url are refused.
 #[derive(Debug, Args)]
@@ -120,6 +121,7 @@ pub fn run(args: DemoArgs, global: &GlobalArgs) -> u8 {
         logs: logs.as_ref().map(|_| log_file),
         keep: args.keep,
         status: None,
+        dashboard: None,
     };
     let code = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -163,10 +165,13 @@ pub(super) struct Where {
     pub(super) keep: bool,
     /// The `status` command line that reads the demo daemon's status endpoint.
     pub(super) status: Option<String>,
+    /// The dashboard's URL on that endpoint (`http://ADDR/`).
+    pub(super) dashboard: Option<String>,
 }
 
 impl Where {
-    /// The lines that name the directory, the logs and the `status` command to try.
+    /// The lines that name the directory, the logs, the `status` command to try and the
+    /// dashboard's URL.
     pub(super) fn lines(&self) -> String {
         let kept = if self.keep {
             "kept at the end (--keep)"
@@ -183,6 +188,9 @@ impl Where {
         );
         if let Some(status) = &self.status {
             out.push_str(&format!("in a second terminal, try: {status}\n"));
+        }
+        if let Some(dashboard) = &self.dashboard {
+            out.push_str(&format!("dashboard, in a browser: {dashboard}\n"));
         }
         out
     }
@@ -302,6 +310,7 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         status_endpoint(&reconciler.status(), client(once.clone())?)
     {
         where_.status = Some(status_command(addr));
+        where_.dashboard = Some(format!("http://{addr}/"));
         plugins.after_run.push(metrics as Arc<dyn AfterRun>);
         plugins.tasks.push(("status", task));
     }

@@ -31,6 +31,7 @@ use crate::run::RunRecord;
 use crate::run_end::RunOutcome;
 
 mod cluster;
+mod outbox_age;
 mod process;
 mod withstood;
 
@@ -130,6 +131,8 @@ pub(crate) struct Scrape<'a> {
     pub start_time: f64,
     /// Outbox entries pending now.
     pub outbox_depth: usize,
+    /// How long the oldest of them has waited (zero when none waits).
+    pub outbox_oldest_age: std::time::Duration,
     /// The outbox's counters.
     pub outbox: Stats,
     /// Bound jobs by their check's state (`crate::status::state::CheckState`), when sync runs.
@@ -426,6 +429,7 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
         &[],
         scrape.outbox_depth as f64,
     );
+    outbox_age::families(out, scrape.outbox_oldest_age);
     let s = &scrape.outbox;
     out.family(
         "heartbeat_agent_outbox_delivered_total",
@@ -571,6 +575,7 @@ mod tests {
             reloads: [("ok", 0), ("invalid", 0)],
             start_time: 0.0,
             outbox_depth: 0,
+            outbox_oldest_age: std::time::Duration::ZERO,
             outbox: Stats::default(),
             sync: Some(BTreeMap::from([("in_sync", 2), ("missing", 1)])),
             sync_drift: Some(BTreeMap::from([("backup".to_owned(), 3)])),
