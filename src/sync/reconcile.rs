@@ -30,8 +30,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::schedule::Zone;
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -204,7 +204,7 @@ impl SyncReport {
 /// fires; the daemon asks after every run).
 #[derive(Debug, Default)]
 pub struct CadenceCache {
-    entries: HashMap<(String, Tz), (chrono::NaiveDate, Option<Cadence>)>,
+    entries: HashMap<(String, Zone), (chrono::NaiveDate, Option<Cadence>)>,
 }
 
 impl CadenceCache {
