@@ -25,6 +25,8 @@
 #   BENCH_GROUPS chooses groups (default "run https-ca daemon"); BENCH_RUN_N the runs per wall
 #   median (default 60). Prints every measure and, per figure, each build's median over the
 #   rounds (for wall times: the median of the per-round ratios to curl).
+#   BENCH_SMAPS=1 also prints, in the last round, where each build's 100-job daemon's memory
+#   is: /proc/PID/smaps per kind of mapping (scripts/lib/smaps.py).
 # Needs python3, curl, openssl, GNU time (/usr/bin/time) and gdb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,11 +76,11 @@ unset SSL_CERT_FILE SSL_CERT_DIR HEARTBEAT_AGENT_PING_URL
 
 python3 - "$ROUNDS" "$port" "$tls_port" "$TOKEN" "$work" "$PWD/tests/data/tls/ca.pem" "$@" <<'PY'
 import os, re, statistics, subprocess, sys, time
-from datetime import datetime, timedelta, timezone
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, "scripts/lib")
 import agentlog
+import smaps
 
 rounds, port, tls_port, token, work, ca = int(sys.argv[1]), *sys.argv[2:7]
 builds = [arg.split("=", 1) for arg in sys.argv[7:]]
@@ -174,56 +176,27 @@ def measure_run(group, r):
         record(f"{group} peak RSS MiB (median of 11)", name, statistics.median(peaks[name]) / 1024)
         record(f"{group} RssAnon at exit MiB (median of 5)", name, statistics.median(anons[name]) / 1024)
 
-class Daemon(agentlog.Daemon):
-    expected = ("nothing will be pinged",)
-
-    def __init__(self, binary, config):
-        self.finished = 0
-        super().__init__(binary, config)
-
-    def on_event(self, event):
-        msg = event.get("message", "")
-        if msg == "job finished":
-            self.finished += 1
-        return msg in ("job started", "job finished")
-
-    def kib(self, field):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
-
-def write_config(name, n, every5):
-    d = os.path.join(work, name)
-    os.makedirs(d)
-    spread = max(2, n // 500)
-    base = datetime.now(timezone.utc) + timedelta(seconds=4 + n // 400)
-    path = os.path.join(d, "config.toml")
-    with open(path, "w") as f:
-        f.write(f'[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
-        for i in range(n):
-            t = base + timedelta(seconds=(i * spread) // n)
-            schedule = "*/5 * * * * *" if every5 else f"{t.second} {t.minute} {t.hour} * * *"
-            f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "{schedule}"\n'
-                    f'command = ["echo", "ok"]\n\n')
-    return path
-
 def measure_daemon(r):
     names = [(n, b) for n, b in builds if not n.startswith("runitor")]
     for name, binary in (names if r % 2 == 0 else names[::-1]):
-        daemon = Daemon(binary, write_config(f"{name}-every5-{r}", 100, True))
+        daemon = agentlog.EchoJobs(binary, agentlog.echo_jobs_config(os.path.join(work, f"{name}-every5-{r}"), 100, True))
         time.sleep(1)
         daemon.wait(lambda d: d.finished >= 600, 45)
         end, peak = time.time() + 5, (0, 0)
         while time.time() < end:
-            peak = max(peak, (daemon.kib("VmRSS"), daemon.kib("RssAnon")))
+            peak = max(peak, (daemon.status_kib("VmRSS"), daemon.status_kib("RssAnon")))
             time.sleep(0.25)
+        if os.environ.get("BENCH_SMAPS") and r == rounds - 1:
+            print(f"  {name}: where the 100-job daemon's memory is (smaps, now):")
+            print(smaps.table(daemon.proc.pid, binary), flush=True)
         daemon.stop()
         record("daemon 100 jobs every 5 s: RSS MiB", name, peak[0] / 1024)
         record("daemon 100 jobs every 5 s: RssAnon MiB", name, peak[1] / 1024)
     for name, binary in (names if r % 2 == 0 else names[::-1]):
-        daemon = Daemon(binary, write_config(f"{name}-once-{r}", 1000, False))
+        daemon = agentlog.EchoJobs(binary, agentlog.echo_jobs_config(os.path.join(work, f"{name}-once-{r}"), 1000, False))
         daemon.wait(lambda d: d.finished >= 1000, 70)
         time.sleep(1.5)
-        rss, anon = daemon.kib("VmRSS"), daemon.kib("RssAnon")
+        rss, anon = daemon.status_kib("VmRSS"), daemon.status_kib("RssAnon")
         daemon.stop()
         record("daemon after 1,000 jobs once: RSS MiB", name, rss / 1024)
         record("daemon after 1,000 jobs once: RssAnon MiB", name, anon / 1024)

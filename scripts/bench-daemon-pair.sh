@@ -23,7 +23,6 @@ BENCH_BIN="$A" . scripts/lib/bench-env.sh
 
 python3 - "$A" "$B" "$ROUNDS" "$work" <<'PY'
 import os, statistics, sys, time
-from datetime import datetime, timedelta, timezone
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, "scripts/lib")
@@ -31,37 +30,9 @@ import agentlog
 
 A, B, ROUNDS, WORK = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 
-class Daemon(agentlog.Daemon):
-    expected = ("nothing will be pinged",)
-
-    def __init__(self, binary, config):
-        self.finished = 0
-        super().__init__(binary, config)
-
-    def on_event(self, event):
-        msg = event.get("message", "")
-        if msg == "job finished":
-            self.finished += 1
-        return msg in ("job started", "job finished")
-
-def write_config(name, n, every5):
-    d = os.path.join(WORK, name)
-    os.makedirs(d)
-    spread = max(2, n // 500)
-    base = datetime.now(timezone.utc) + timedelta(seconds=4 + n // 400)
-    path = os.path.join(d, "config.toml")
-    with open(path, "w") as f:
-        f.write(f'[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
-        for i in range(n):
-            t = base + timedelta(seconds=(i * spread) // n)
-            schedule = "*/5 * * * * *" if every5 else f"{t.second} {t.minute} {t.hour} * * *"
-            f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "{schedule}"\n'
-                    f'command = ["echo", "ok"]\n\n')
-    return path
-
 def once(binary, name, n):
     """[(label, KiB)] of `n` jobs each due once: VmRSS 1.5 s after the last finished."""
-    daemon = Daemon(binary, write_config(name, n, False))
+    daemon = agentlog.EchoJobs(binary, agentlog.echo_jobs_config(os.path.join(WORK, name), n, False))
     ok = daemon.wait(lambda d: d.finished >= n, 70)
     time.sleep(1.5)
     kib = daemon.rss_kib()
@@ -70,7 +41,7 @@ def once(binary, name, n):
 
 def every5(binary, name, n):
     """[(label, KiB)] of `n` jobs every 5 s: at start, and the peak after the sixth fire."""
-    daemon = Daemon(binary, write_config(name, n, True))
+    daemon = agentlog.EchoJobs(binary, agentlog.echo_jobs_config(os.path.join(WORK, name), n, True))
     start, peak, ok = daemon.running_rss(n)
     daemon.stop()
     return [(f"{n:>3} jobs every 5 s, at start", start, True),

@@ -16,7 +16,7 @@
 #   history  a burst with the run history on and off (scripts/bench-history.sh)
 #   cluster  3 agents on etcd against one (scripts/bench-cluster.sh; needs etcd: scripts/test-tools.sh)
 #   size     the release binary's size
-#   floor    = run burst memory fleet (the rows of "close to the machine's floor")
+#   floor    = run burst memory fleet (the targets of BENCHMARKS.md's first tables)
 #   all      every group
 #
 # Each round runs every group once, in order; each group's script prints its own detail and one

@@ -135,9 +135,9 @@ fn user_crontab_every_syntax_becomes_jobs_that_load() {
             "SHELL becomes shell_program"
         );
         let zone = if ["date", "mail", "tr"].contains(&job.name.as_str()) {
-            chrono_tz::America::New_York
+            heartbeat_agent::schedule::Zone::named("America/New_York").expect("a known zone")
         } else {
-            chrono_tz::UTC
+            heartbeat_agent::schedule::Zone::UTC
         };
         assert_eq!(
             job.timezone, zone,

@@ -1,12 +1,14 @@
 """The daemon benchmarks' reader of `heartbeat-agent daemon --log-format json` (bench-daemon.sh,
 bench-cluster.sh): a daemon started with its JSON log on a pipe that a thread reads line by
 line, handing each event to the script's own `on_event` under a lock, keeping the WARN and
-ERROR lines nobody took (the first three are printed when it stops), its resident size (now,
-and at start and running for jobs every 5 s: bench-daemon.sh and bench-daemon-pair.sh), and
-the percentile helper the scripts report with. The embedded Python of each script imports it through
+ERROR lines nobody took (the first three are printed when it stops), its resident and private
+size (now, and at start and running for jobs every 5 s), the config of N jobs `echo ok` the
+memory benchmarks give it (bench-daemon-pair.sh, bench-builds.sh), and the percentile helper
+the scripts report with. The embedded Python of each script imports it through
 `sys.path` (the scripts run from the repository's root).
 """
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -61,8 +63,13 @@ class Daemon:
 
     def rss_kib(self):
         """The daemon's resident size now (VmRSS, KiB)."""
+        return self.status_kib("VmRSS")
+
+    def status_kib(self, field):
+        """A size of /proc/PID/status now, in KiB: VmRSS, RssAnon (private: heap, stacks,
+        relocated data), RssFile."""
         with open(f"/proc/{self.proc.pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+            return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
     def running_rss(self, jobs, fires=6):
         """For a daemon of `jobs` jobs due every 5 s that has just started, counting `finished`
@@ -102,6 +109,31 @@ class Runs(Daemon):
         else:
             return False
         return True
+
+
+def echo_jobs_config(directory, n, every5):
+    """Writes DIRECTORY/config.toml (DIRECTORY new) of `n` jobs `echo ok` and returns its path:
+    every 5 s (`*/5` in the seconds field) when `every5`, else each due once, spread over the
+    seconds after a start delay (a second per 400 jobs more than 4 s)."""
+    from datetime import datetime, timedelta, timezone
+    os.makedirs(directory)
+    spread = max(2, n // 500)
+    base = datetime.now(timezone.utc) + timedelta(seconds=4 + n // 400)
+    path = os.path.join(directory, "config.toml")
+    with open(path, "w") as f:
+        f.write(f'[agent]\nstate_dir = "{directory}/state"\nshutdown_timeout = "5s"\n\n')
+        for i in range(n):
+            t = base + timedelta(seconds=(i * spread) // n)
+            schedule = "*/5 * * * * *" if every5 else f"{t.second} {t.minute} {t.hour} * * *"
+            f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "{schedule}"\n'
+                    f'command = ["echo", "ok"]\n\n')
+    return path
+
+
+class EchoJobs(Runs):
+    """A daemon of `echo_jobs_config`'s jobs, which ping nothing (that warning is expected)."""
+
+    expected = ("nothing will be pinged",)
 
 
 def pct(values, p):

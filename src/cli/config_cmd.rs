@@ -213,7 +213,7 @@ fn job_report(job: &Job, now: DateTime<Utc>, in_cluster: bool) -> String {
     for _ in 0..FIRE_TIMES {
         match job.schedule.next_after(after, job.timezone) {
             Some(next) => {
-                let local = next.with_timezone(&job.timezone);
+                let local = job.timezone.local(next);
                 let _ = writeln!(out, "{label} {}", local.to_rfc3339());
                 after = next;
             }
@@ -316,7 +316,7 @@ pub(crate) fn target(target: &PingTarget) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono_tz::Tz;
+    use crate::schedule::Zone;
     use std::path::Path;
 
     #[test]
@@ -372,7 +372,7 @@ mod tests {
             .expect("valid time")
             .with_timezone(&Utc);
         let report = report(&loaded.config, now);
-        let first = loaded.config.jobs[0].schedule.next_after(now, Tz::UTC);
+        let first = loaded.config.jobs[0].schedule.next_after(now, Zone::UTC);
         let next = first.map_or("no upcoming fire time".to_owned(), |t| t.to_rfc3339());
         assert!(
             report.starts_with("c.toml: valid, 1 job\n\njob \"a\" (disabled)\n"),

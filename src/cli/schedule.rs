@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
+use crate::schedule::Zone;
 use chrono::{DateTime, SecondsFormat, Utc};
-use chrono_tz::Tz;
 use clap::Args;
 
 use super::{print_error, GlobalArgs};
@@ -76,7 +76,7 @@ enum Problem {
 /// The lines to print, given the current time.
 fn fire_times(args: &ScheduleArgs, now: DateTime<Utc>) -> Result<Vec<String>, Problem> {
     let schedule = Schedule::parse(&args.expr).map_err(|e| Problem::Invalid(e.message))?;
-    let tz: Tz = match &args.tz {
+    let tz: Zone = match &args.tz {
         Some(name) => name.parse().map_err(|_| {
             Problem::Invalid(format!(
                 "unknown time zone \"{name}\" in --tz: expected an IANA name such as UTC, \
@@ -106,9 +106,6 @@ fn fire_times(args: &ScheduleArgs, now: DateTime<Utc>) -> Result<Vec<String>, Pr
     Ok(schedule
         .fire_times(from, tz)
         .take(args.count)
-        .map(|t| {
-            t.with_timezone(&tz)
-                .to_rfc3339_opts(SecondsFormat::Secs, false)
-        })
+        .map(|t| tz.local(t).to_rfc3339_opts(SecondsFormat::Secs, false))
         .collect())
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono_tz::Tz;
+use crate::schedule::Zone;
 
 use crate::schedule::Schedule;
 
@@ -71,7 +71,7 @@ pub struct AgentSettings {
     /// default for the user (see [`crate::paths::default_state_dir`]).
     pub state_dir: Option<PathBuf>,
     /// `timezone`: the default time zone of job schedules (IANA name; default UTC).
-    pub timezone: Tz,
+    pub timezone: Zone,
     /// `shutdown_timeout`: how long running jobs get after SIGTERM before SIGKILL (default 30s).
     pub shutdown_timeout: Duration,
     /// `outbox_max_entries`: the outbox keeps at most this many pending pings, dropping the
@@ -157,7 +157,7 @@ pub struct Job {
     /// `schedule`, parsed.
     pub schedule: Schedule,
     /// `timezone`: the job's own, else `[agent] timezone`, else UTC.
-    pub timezone: Tz,
+    pub timezone: Zone,
     /// What the job does.
     pub action: JobAction,
     /// `timeout`: after this long the job's process group gets SIGTERM.

@@ -317,7 +317,10 @@ fn defaults_apply_and_jobs_override() {
     assert_eq!(config.agent.state_dir, Some(PathBuf::from("/etc/ha/state")));
     assert_eq!(config.agent.shutdown_timeout, Duration::from_secs(30));
     let a = config.job("a").unwrap();
-    assert_eq!(a.timezone, chrono_tz::Europe::Berlin);
+    assert_eq!(
+        a.timezone,
+        Zone::named("Europe/Berlin").expect("a known zone")
+    );
     assert_eq!(a.timeout, Some(Duration::from_secs(3600)));
     assert_eq!(a.success_exit_codes, [0, 3]);
     assert_eq!(a.env.get("A").map(String::as_str), Some("1"));
@@ -332,7 +335,7 @@ fn defaults_apply_and_jobs_override() {
     );
     assert_eq!(a.target, PingTarget::Check("c1".to_owned()));
     let b = config.job("b").unwrap();
-    assert_eq!(b.timezone, Tz::UTC);
+    assert_eq!(b.timezone, Zone::UTC);
     assert_eq!(b.timeout, Some(Duration::from_secs(300)));
     assert_eq!(b.kill_after, Duration::from_secs(10));
     assert_eq!(b.output_tail, 10 * 1024);

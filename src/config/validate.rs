@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono_tz::Tz;
+use crate::schedule::Zone;
 use toml::Spanned;
 
 use super::defaults::{
@@ -107,12 +107,12 @@ fn warn_if_secrets_exposed(check: &mut Checker, file: &RawFile, path: &Path) {
 
 /// `[agent] timezone` when unset: the zone `TZ` names (as for cron), else UTC. A `TZ` that names
 /// no zone is a warning, and UTC is used.
-fn default_timezone(check: &mut Checker, at: At<'_>) -> Tz {
+fn default_timezone(check: &mut Checker, at: At<'_>) -> Zone {
     let tz = std::env::var(crate::schedule::TZ_ENV).ok();
     crate::schedule::zone_from_tz(tz.as_deref()).unwrap_or_else(|message| {
         let hint = "set [agent] timezone, or fix or unset TZ; UTC is used meanwhile".to_owned();
         check.warn(None, at, message, Some(hint));
-        Tz::UTC
+        Zone::UTC
     })
 }
 
@@ -127,7 +127,7 @@ fn agent(check: &mut Checker, file: &RawFile) -> AgentSettings {
         timezone: match &raw.timezone {
             Some(_) => check
                 .timezone(at("timezone"), &raw.timezone)
-                .unwrap_or(Tz::UTC),
+                .unwrap_or(Zone::UTC),
             None => default_timezone(check, at("timezone")),
         },
         shutdown_timeout: check

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono_tz::Tz;
+use crate::schedule::Zone;
 use toml::Spanned;
 
 use crate::duration;
@@ -131,14 +131,14 @@ impl Checker {
     }
 
     /// An IANA time zone name; an unknown one gets the closest known name as a suggestion.
-    pub(crate) fn timezone(&mut self, at: At<'_>, value: &Option<Spanned<String>>) -> Option<Tz> {
+    pub(crate) fn timezone(&mut self, at: At<'_>, value: &Option<Spanned<String>>) -> Option<Zone> {
         let value = value.as_ref()?;
         let name = value.get_ref().trim();
-        if let Ok(tz) = Tz::from_str(name) {
+        if let Ok(tz) = Zone::from_str(name) {
             return Some(tz);
         }
-        let names = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name());
-        let hint = match closest(name, names) {
+        let names = Zone::names();
+        let hint = match closest(name, names.iter().map(String::as_str)) {
             Some(suggestion) => format!("did you mean \"{suggestion}\"?"),
             None => "use an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"UTC\""
                 .to_owned(),

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Offset, TimeDelta, TimeZone, Utc};
-use chrono_tz::Tz;
+use super::Zone;
+use chrono::{DateTime, TimeDelta, Utc};
 
 use super::Schedule;
 
@@ -59,7 +59,7 @@ impl Cadence {
 
 impl Schedule {
     /// The time from the fire at `fire` to the next one; None when there is no next fire.
-    pub(crate) fn gap_after(&self, fire: DateTime<Utc>, tz: Tz) -> Option<Duration> {
+    pub(crate) fn gap_after(&self, fire: DateTime<Utc>, tz: Zone) -> Option<Duration> {
         let next = self.next_after(fire, tz)?;
         (next - fire).to_std().ok()
     }
@@ -70,7 +70,7 @@ impl Schedule {
 /// those around every change of the zone's offset in that time. `None` when the schedule has
 /// no two fires (`@reboot`). An `@every` schedule's gaps are all its interval, in every zone:
 /// its cadence is that, with no DST shift.
-pub(crate) fn cadence(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option<Cadence> {
+pub(crate) fn cadence(schedule: &Schedule, tz: Zone, now: DateTime<Utc>) -> Option<Cadence> {
     if let Some(interval) = schedule.every() {
         return Some(Cadence {
             shortest: interval,
@@ -114,7 +114,7 @@ pub(crate) fn cadence(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option
 /// Counts the gaps after the fires in `(from, end]` (each to its successor), at most `limit`.
 fn record_gaps(
     schedule: &Schedule,
-    tz: Tz,
+    tz: Zone,
     from: DateTime<Utc>,
     end: DateTime<Utc>,
     limit: usize,
@@ -138,17 +138,11 @@ fn record_gaps(
 /// The days on which `tz` changes its UTC offset in `[from, end]` (to within a day), and the
 /// largest change.
 fn offset_changes(
-    tz: Tz,
+    tz: Zone,
     from: DateTime<Utc>,
     end: DateTime<Utc>,
 ) -> (Vec<DateTime<Utc>>, Duration) {
-    let offset = |t: DateTime<Utc>| {
-        i64::from(
-            tz.offset_from_utc_datetime(&t.naive_utc())
-                .fix()
-                .local_minus_utc(),
-        )
-    };
+    let offset = |t: DateTime<Utc>| i64::from(tz.offset_seconds(t));
     let (mut changes, mut shift) = (Vec::new(), 0u64);
     let mut day = from;
     let mut last = offset(day);
@@ -171,7 +165,7 @@ fn offset_changes(
 /// after the ping that starts it was accepted.
 pub(crate) fn upcoming_gap(
     schedule: &Schedule,
-    tz: Tz,
+    tz: Zone,
     now: DateTime<Utc>,
     acked: Option<DateTime<Utc>>,
 ) -> Option<Duration> {
@@ -199,7 +193,7 @@ pub(crate) fn upcoming_gap(
 /// `now + 365 d`, `now + 730 d`, and `next_after` from that point lands more than a year later;
 /// `prev_before` then gives the gap's start. A few `next_after` probes instead of a walk over
 /// every fire keep this cheap enough for config loading.
-pub(crate) fn long_gap(schedule: &Schedule, tz: Tz, now: DateTime<Utc>) -> Option<Duration> {
+pub(crate) fn long_gap(schedule: &Schedule, tz: Zone, now: DateTime<Utc>) -> Option<Duration> {
     let year = TimeDelta::days(365);
     let mut longest = Duration::ZERO;
     let mut any = false;

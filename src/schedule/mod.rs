@@ -12,7 +12,8 @@
 //! - `next`: the next fire time and the DST rules; `gap`: gaps between fires in real time (a
 //!   schedule's cadence, the gap being timed now, gaps over a year), from which the sync
 //!   derives a check's heartbeat period and the config checks the service's limits;
-//! - [`zone_from_tz`]: the default time zone, from `TZ` as cron and supercronic read it.
+//! - [`Zone`]: an IANA time zone, from the system's zoneinfo or the compiled-in database;
+//!   [`zone_from_tz`]: the default time zone, from `TZ` as cron and supercronic read it.
 
 mod fields;
 mod gap;
@@ -20,16 +21,17 @@ mod next;
 mod parse;
 #[cfg(test)]
 mod tests;
+mod zone;
 
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use chrono_tz::Tz;
 
 pub(crate) use fields::FieldKind;
 pub(crate) use gap::{cadence, long_gap, upcoming_gap, Cadence};
 pub(crate) use parse::is_every;
 use parse::Parsed;
+pub use zone::{UnknownZone, Zone};
 
 /// The environment variable naming the default time zone when neither `[agent] timezone` nor
 /// `schedule --tz` gives one (as for cron and supercronic).
@@ -40,16 +42,16 @@ pub(crate) const TZ_ENV: &str = "TZ";
 /// a path into a zoneinfo directory (`/usr/share/zoneinfo/Europe/Berlin`). A POSIX rule such as
 /// `CET-1CEST,M3.5.0,M10.5.0/3` or an unknown name is an error saying so (the caller keeps UTC
 /// and warns, or refuses).
-pub(crate) fn zone_from_tz(value: Option<&str>) -> Result<Tz, String> {
+pub(crate) fn zone_from_tz(value: Option<&str>) -> Result<Zone, String> {
     let Some(raw) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(Tz::UTC);
+        return Ok(Zone::UTC);
     };
     let name = raw.strip_prefix(':').unwrap_or(raw);
     let name = match name.rsplit_once("zoneinfo/") {
         Some((_, zone)) if name.starts_with('/') => zone,
         _ => name,
     };
-    name.parse::<Tz>().map_err(|_| {
+    name.parse::<Zone>().map_err(|_| {
         format!(
             "{TZ_ENV}=\"{raw}\" in the environment is not an IANA time zone name (such as \
              Europe/Berlin or UTC; POSIX rules such as CET-1CEST are not read)"
@@ -137,7 +139,7 @@ impl Schedule {
 
     /// The first fire time strictly after `after`, in time zone `tz` (which `@every` ignores).
     /// None for `@reboot`, or when nothing fires within 28 years.
-    pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    pub fn next_after(&self, after: DateTime<Utc>, tz: Zone) -> Option<DateTime<Utc>> {
         match &self.parsed {
             Parsed::Times { fields, .. } => {
                 next::next_fire(fields, self.is_fixed_time(), after, tz)
@@ -148,7 +150,7 @@ impl Schedule {
     }
 
     /// The fire times strictly after `after`, in order.
-    pub(crate) fn fire_times(&self, after: DateTime<Utc>, tz: Tz) -> FireTimes<'_> {
+    pub(crate) fn fire_times(&self, after: DateTime<Utc>, tz: Zone) -> FireTimes<'_> {
         FireTimes {
             schedule: self,
             tz,
@@ -158,7 +160,7 @@ impl Schedule {
 
     /// The last fire time strictly before `before` (within 28 years), e.g. to know which run
     /// a check is waiting for at start-up. Consistent with [`Schedule::fire_times`].
-    pub(crate) fn prev_before(&self, before: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    pub(crate) fn prev_before(&self, before: DateTime<Utc>, tz: Zone) -> Option<DateTime<Utc>> {
         if let Parsed::Every(secs) = self.parsed {
             return next::prev_every(secs, before);
         }
@@ -197,7 +199,7 @@ pub(crate) struct FireTimes<'a> {
     /// The schedule being followed.
     schedule: &'a Schedule,
     /// The zone its fields are read in.
-    tz: Tz,
+    tz: Zone,
     /// The previous fire (or the start); None once the schedule has no more fires.
     last: Option<DateTime<Utc>>,
 }

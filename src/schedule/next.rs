@@ -12,11 +12,11 @@
 //! `@every N` needs none of this: its fires are the multiples of N seconds since the Unix
 //! epoch, the same instants in every zone ([`next_every`], [`prev_every`]).
 
+use super::Zone;
 use chrono::{
-    DateTime, Datelike, Days, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta,
-    TimeZone, Timelike, Utc,
+    DateTime, Datelike, Days, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta,
+    Timelike, Utc,
 };
-use chrono_tz::Tz;
 
 use super::parse::Fields;
 
@@ -104,7 +104,7 @@ pub(crate) fn next_fire(
     fields: &Fields,
     fixed: bool,
     after: DateTime<Utc>,
-    tz: Tz,
+    tz: Zone,
 ) -> Option<DateTime<Utc>> {
     let mut start = DateTime::from_timestamp(after.timestamp(), 0)? + TimeDelta::seconds(1);
     let until = start
@@ -131,25 +131,21 @@ pub(crate) fn next_fire(
 }
 
 /// The zone's offset from UTC at an instant.
-fn offset_at(tz: Tz, at: DateTime<Utc>) -> TimeDelta {
-    let seconds = tz
-        .offset_from_utc_datetime(&at.naive_utc())
-        .fix()
-        .local_minus_utc();
-    TimeDelta::seconds(i64::from(seconds))
+fn offset_at(tz: Zone, at: DateTime<Utc>) -> TimeDelta {
+    TimeDelta::seconds(i64::from(tz.offset_seconds(at)))
 }
 
 /// Whether `fire` is the second occurrence of the repeated local time `local`.
-fn is_repeat(tz: Tz, local: NaiveDateTime, fire: DateTime<Utc>) -> bool {
-    match tz.from_local_datetime(&local) {
-        LocalResult::Ambiguous(first, _) => first.with_timezone(&Utc) != fire,
+fn is_repeat(tz: Zone, local: NaiveDateTime, fire: DateTime<Utc>) -> bool {
+    match tz.instants(local) {
+        LocalResult::Ambiguous(first, _) => first != fire,
         _ => false,
     }
 }
 
 /// The first instant in `(from, to]` whose offset differs from `offset` (the offset at `from`).
 fn first_transition(
-    tz: Tz,
+    tz: Zone,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     offset: TimeDelta,
@@ -170,7 +166,7 @@ fn first_transition(
 /// The first second in `(low, high]` with an offset other than `offset`, given that `low` has
 /// `offset` and `high` does not.
 fn bisect(
-    tz: Tz,
+    tz: Zone,
     mut low: DateTime<Utc>,
     mut high: DateTime<Utc>,
     offset: TimeDelta,

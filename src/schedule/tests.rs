@@ -2,8 +2,8 @@
 //! expressions with their messages, and a seeded property test against a brute-force oracle.
 //! The tests of `@every` schedules are in `tests/every.rs`.
 
-use chrono::{DateTime, Offset, TimeDelta, TimeZone, Utc};
-use chrono_tz::Tz;
+use super::Zone;
+use chrono::{DateTime, TimeDelta, Utc};
 
 use super::*;
 
@@ -11,10 +11,10 @@ mod every;
 
 #[test]
 fn tz_names_the_default_zone_as_cron_reads_it() {
-    assert_eq!(zone_from_tz(None), Ok(Tz::UTC));
-    assert_eq!(zone_from_tz(Some("")), Ok(Tz::UTC));
-    assert_eq!(zone_from_tz(Some(" ")), Ok(Tz::UTC));
-    let berlin = Ok(chrono_tz::Europe::Berlin);
+    assert_eq!(zone_from_tz(None), Ok(Zone::UTC));
+    assert_eq!(zone_from_tz(Some("")), Ok(Zone::UTC));
+    assert_eq!(zone_from_tz(Some(" ")), Ok(Zone::UTC));
+    let berlin = Ok(Zone::named("Europe/Berlin").expect("a known zone"));
     assert_eq!(zone_from_tz(Some("Europe/Berlin")), berlin);
     assert_eq!(zone_from_tz(Some(":Europe/Berlin")), berlin);
     assert_eq!(
@@ -25,7 +25,7 @@ fn tz_names_the_default_zone_as_cron_reads_it() {
         zone_from_tz(Some(":/usr/share/zoneinfo/Europe/Berlin")),
         berlin
     );
-    assert_eq!(zone_from_tz(Some("UTC")), Ok(Tz::UTC));
+    assert_eq!(zone_from_tz(Some("UTC")), Ok(Zone::UTC));
     for bad in [
         "CET-1CEST,M3.5.0,M10.5.0/3",
         "Europe/Berln",
@@ -42,7 +42,7 @@ fn tz_names_the_default_zone_as_cron_reads_it() {
     }
 }
 
-fn zone(name: &str) -> Tz {
+fn zone(name: &str) -> Zone {
     name.parse().unwrap()
 }
 
@@ -59,7 +59,7 @@ fn fires(expr: &str, tz: &str, from: &str, n: usize) -> Vec<String> {
         .unwrap()
         .fire_times(instant(from), tz)
         .take(n)
-        .map(|t| t.with_timezone(&tz).to_rfc3339())
+        .map(|t| tz.local(t).to_rfc3339())
         .collect()
 }
 
@@ -208,7 +208,7 @@ fn prev_before_is_the_fire_before() {
     );
     let leap = Schedule::parse("0 0 29 2 *").unwrap();
     assert_eq!(
-        leap.prev_before(instant("2031-01-01T00:00:00Z"), Tz::UTC),
+        leap.prev_before(instant("2031-01-01T00:00:00Z"), Zone::UTC),
         Some(instant("2028-02-29T00:00:00Z"))
     );
     assert_eq!(
@@ -234,7 +234,7 @@ fn gaps_follow_real_time() {
         (hours(23), hours(24), hours(25), hours(1))
     );
     assert_eq!(seen.steady(), Some((hours(24), hours(1))));
-    let utc = cadence(&daily, Tz::UTC, instant("2026-03-25T12:00:00Z")).unwrap();
+    let utc = cadence(&daily, Zone::UTC, instant("2026-03-25T12:00:00Z")).unwrap();
     assert_eq!(
         (utc.shortest, utc.longest, utc.dst_shift),
         (hours(24), hours(24), hours(0))
@@ -242,8 +242,8 @@ fn gaps_follow_real_time() {
 
     let weekdays = Schedule::parse("0 9 * * 1-5").unwrap();
     let friday = instant("2026-03-27T09:00:00Z");
-    assert_eq!(weekdays.gap_after(friday, Tz::UTC), Some(hours(72)));
-    let seen = cadence(&weekdays, Tz::UTC, friday).unwrap();
+    assert_eq!(weekdays.gap_after(friday, Zone::UTC), Some(hours(72)));
+    let seen = cadence(&weekdays, Zone::UTC, friday).unwrap();
     assert_eq!(
         (seen.shortest, seen.typical, seen.longest),
         (hours(24), hours(24), hours(72))
@@ -263,25 +263,25 @@ fn gaps_follow_real_time() {
 
     let yearly = Schedule::parse("@yearly").unwrap();
     let new_year = instant("2028-01-01T00:00:00Z");
-    assert_eq!(yearly.gap_after(new_year, Tz::UTC), Some(hours(366 * 24)));
+    assert_eq!(yearly.gap_after(new_year, Zone::UTC), Some(hours(366 * 24)));
     let every_second = Schedule::parse("* * * * * *").unwrap();
     // A per-second schedule is measured over a bounded number of fires, not a year of them.
-    let seen = cadence(&every_second, Tz::UTC, spring).unwrap();
+    let seen = cadence(&every_second, Zone::UTC, spring).unwrap();
     let second = std::time::Duration::from_secs(1);
     assert_eq!((seen.shortest, seen.longest), (second, second));
     assert_eq!(
-        cadence(&Schedule::parse("@reboot").unwrap(), Tz::UTC, spring),
+        cadence(&Schedule::parse("@reboot").unwrap(), Zone::UTC, spring),
         None
     );
     // Gaps over a year: none for a yearly job outside a leap year, four years for a leap day.
     let june = instant("2026-06-01T00:00:00Z");
     assert_eq!(
-        long_gap(&yearly, Tz::UTC, june),
+        long_gap(&yearly, Zone::UTC, june),
         Some(std::time::Duration::ZERO)
     );
     let leap_day = Schedule::parse("0 0 29 2 *").unwrap();
     assert_eq!(
-        long_gap(&leap_day, Tz::UTC, june),
+        long_gap(&leap_day, Zone::UTC, june),
         Some(hours(4 * 365 * 24 + 24))
     );
 }
@@ -333,8 +333,12 @@ impl Rng {
     }
 }
 
-/// cron(8) by brute force, minute by minute: the fires in `(from, to)`.
-fn oracle(s: &Schedule, tz: Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+/// cron(8) by brute force, minute by minute: the fires in `(from, to)`, in the zone as
+/// chrono-tz's own compiled reading of the IANA database has it (an oracle independent of
+/// [`Zone`]'s).
+fn oracle(s: &Schedule, tz: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    use chrono::{Offset, TimeZone};
+    let tz: chrono_tz::Tz = tz.parse().unwrap();
     let offset = |t: DateTime<Utc>| tz.offset_from_utc_datetime(&t.naive_utc()).fix();
     let mut out = Vec::new();
     let mut t = from + TimeDelta::minutes(1);
@@ -390,11 +394,12 @@ fn random_schedules_agree_with_brute_force() {
         let (dom, dow) = (day(&mut rng, 1, 31), day(&mut rng, 0, 7));
         let expr = format!("{} {hour} {dom} * {dow}", rng.field(0, 59));
         let s = Schedule::parse(&expr).unwrap();
-        let tz = zone(zones[rng.below(zones.len() as u32) as usize]);
+        let name = zones[rng.below(zones.len() as u32) as usize];
+        let tz = zone(name);
         let near = instant(transitions[rng.below(transitions.len() as u32) as usize]);
         let from = near - TimeDelta::minutes(i64::from(rng.below(36 * 60)));
         let to = from + TimeDelta::days(2);
-        let want = oracle(&s, tz, from, to);
+        let want = oracle(&s, name, from, to);
         let got: Vec<_> = s.fire_times(from, tz).take_while(|t| *t < to).collect();
         assert_eq!(got, want, "case {case}: {expr} in {tz} after {from}");
         assert!(
@@ -425,7 +430,7 @@ fn seconds_schedules_match_their_local_times() {
         );
         for t in got {
             assert!(
-                s.matches_local(t.with_timezone(&berlin).naive_local()),
+                s.matches_local(berlin.local(t).naive_local()),
                 "{expr}: {t}"
             );
         }

@@ -30,8 +30,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::schedule::Zone;
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use tokio::time::Instant;
 
 use super::created;
@@ -51,7 +51,7 @@ use crate::schedule::{cadence, Cadence};
 /// fires; the daemon asks after every run).
 #[derive(Debug, Default)]
 pub struct CadenceCache {
-    entries: HashMap<(String, Tz), (chrono::NaiveDate, Option<Cadence>)>,
+    entries: HashMap<(String, Zone), (chrono::NaiveDate, Option<Cadence>)>,
 }
 
 impl CadenceCache {

@@ -305,10 +305,10 @@ fn random_schedule(rng: &mut StdRng) -> String {
 fn random_schedules_never_panic_and_valid_ones_round_trip() {
     let mut rng = rng("schedule", 9_003);
     let zones = [
-        chrono_tz::UTC,
-        chrono_tz::Europe::Berlin,
-        chrono_tz::America::New_York,
-        chrono_tz::Australia::Lord_Howe,
+        heartbeat_agent::schedule::Zone::UTC,
+        heartbeat_agent::schedule::Zone::named("Europe/Berlin").expect("a known zone"),
+        heartbeat_agent::schedule::Zone::named("America/New_York").expect("a known zone"),
+        heartbeat_agent::schedule::Zone::named("Australia/Lord_Howe").expect("a known zone"),
     ];
     let (mut valid, mut invalid) = (0, 0);
     for _ in 0..iterations(4_000) {

@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Offset, TimeZone, Utc};
-use chrono_tz::Tz;
+use chrono::{DateTime, Utc};
+use heartbeat_agent::schedule::Zone;
 use std::sync::Arc;
 
 use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter};
@@ -124,12 +124,8 @@ fn seconds(heartbeat: &Value, amount: &str, unit: &str) -> i64 {
     heartbeat[amount].as_i64().expect("a whole number") * per
 }
 
-fn offset(tz: Tz, at: DateTime<Utc>) -> i64 {
-    i64::from(
-        tz.offset_from_utc_datetime(&at.naive_utc())
-            .fix()
-            .local_minus_utc(),
-    )
+fn offset(tz: Zone, at: DateTime<Utc>) -> i64 {
+    i64::from(tz.offset_seconds(at))
 }
 
 /// Simulates `shape` for its span; panics on a false alarm or a late or missed alarm.

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::{ApiKeySource, JobAction, PingTarget};
+use crate::schedule::Zone;
 
 #[test]
 fn lock_identity_never_shows_the_token() {
@@ -33,7 +34,7 @@ fn job(action: JobAction, target: PingTarget) -> Job {
     Job {
         name: "nightly".to_owned(),
         schedule: crate::schedule::Schedule::parse("0 3 * * *").expect("valid schedule"),
-        timezone: chrono_tz::UTC,
+        timezone: Zone::UTC,
         action,
         timeout: None,
         kill_after: Duration::from_secs(10),
@@ -104,7 +105,7 @@ fn job_targets_and_environment() {
         path: PathBuf::from("/etc/hb.toml"),
         agent: crate::config::AgentSettings {
             state_dir: None,
-            timezone: chrono_tz::UTC,
+            timezone: Zone::UTC,
             shutdown_timeout: Duration::from_secs(30),
             outbox_max_entries: 1000,
             outbox_max_age: None,

@@ -11,7 +11,7 @@ mod render;
 
 use std::collections::BTreeMap;
 
-use chrono_tz::Tz;
+use crate::schedule::Zone;
 
 use crate::schedule::Schedule;
 use line::{Entry, Line};
@@ -69,7 +69,7 @@ struct Settings {
     /// `SHELL`.
     shell: Option<String>,
     /// `CRON_TZ`, or the line of an invalid one (the jobs under it are not translated).
-    zone: Option<Result<Tz, usize>>,
+    zone: Option<Result<Zone, usize>>,
     /// cronie's `RANDOM_DELAY`, in minutes.
     random_delay: Option<u64>,
     /// Every other assignment.
@@ -160,7 +160,7 @@ impl Settings {
                 );
             }
             "SHELL" => self.shell = Some(value),
-            "CRON_TZ" => match value.parse::<Tz>() {
+            "CRON_TZ" => match value.parse::<Zone>() {
                 Ok(tz) => self.zone = Some(Ok(tz)),
                 Err(_) => {
                     self.zone = Some(Err(line));

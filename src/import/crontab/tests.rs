@@ -27,9 +27,12 @@ fn settings_apply_to_the_lines_after_them() {
     assert!(out.problems.is_empty(), "{:?}", out.problems);
     let jobs = load(&out.jobs);
     assert_eq!(jobs.len(), 2);
-    assert_eq!(jobs[0].timezone, chrono_tz::UTC);
+    assert_eq!(jobs[0].timezone, Zone::UTC);
     assert!(jobs[0].env.is_empty());
-    assert_eq!(jobs[1].timezone, chrono_tz::Europe::Berlin);
+    assert_eq!(
+        jobs[1].timezone,
+        Zone::named("Europe/Berlin").expect("a known zone")
+    );
     assert_eq!(jobs[1].env.get("A").map(String::as_str), Some("x y"));
     assert_eq!(jobs[1].jitter, std::time::Duration::from_secs(300));
     assert_eq!(
