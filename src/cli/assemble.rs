@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::leader::{Election, Leadership};
+use crate::cluster::leader::Election;
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
-use crate::cluster::{Keys, Node};
+use crate::cluster::{Keys, Node, View};
 use crate::config::{ClusterSettings, Config, Job};
 use crate::daemon::control::{self, ControlReceiver, Controller, Request};
 use crate::daemon::{Context, Plugins, Task};
@@ -158,14 +158,14 @@ impl DeferredSync {
 /// [`Node::keep_lease`]), the leader election on that lease and the
 /// relay of sync's state through etcd as daemon tasks, the relay's after-run hook (accepted
 /// pings), and the gate that keeps sync's passes to the leader (hand it to [`sync_task`] or
-/// [`DeferredSync`]). The claims of its fires are the daemon's admission
-/// ([`crate::cluster::Claims`], in [`crate::daemon::Options`]).
+/// [`DeferredSync`]), and what the status endpoint reads of it ([`View`]). The claims of its
+/// fires are the daemon's admission ([`crate::cluster::Claims`], in [`crate::daemon::Options`]).
 pub(crate) fn cluster_sync(
     node: &Arc<Node>,
     settings: &ClusterSettings,
     options: &crate::daemon::Options,
     plugins: &mut Plugins,
-) -> (SyncGate, Leadership) {
+) -> (SyncGate, View) {
     let lease = Arc::clone(node);
     plugins.tasks.push((
         "cluster lease",
@@ -200,5 +200,5 @@ pub(crate) fn cluster_sync(
             Box::pin(relay.run(context.config, engine, cancel))
         }),
     ));
-    (gate, leadership)
+    (gate, View::new(leadership, Arc::clone(node)))
 }

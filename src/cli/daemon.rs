@@ -144,10 +144,10 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
     // In a cluster only the leader syncs (docs/cluster.md); `[cluster]` is read at start. The
     // election shares the node's etcd client (one connection pool, one error count) and its
     // lease (one lease per agent, kept by the node's task).
-    let (gate, leadership) = match (&cluster, &config.cluster) {
+    let (gate, view) = match (&cluster, &config.cluster) {
         (Some(node), Some(settings)) => {
-            let (gate, leadership) = assemble::cluster_sync(node, settings, &options, &mut plugins);
-            (Some(gate), Some(leadership))
+            let (gate, view) = assemble::cluster_sync(node, settings, &options, &mut plugins);
+            (Some(gate), Some(Arc::new(view) as _))
         }
         _ => (None, None),
     };
@@ -174,8 +174,7 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
         sync: sync_status,
         remote: crate::status::remote::RemoteView::new(client),
         metrics: Arc::default(),
-        cluster: leadership,
-        node: cluster,
+        cluster: view,
         daemon_id,
         identity: Some(identity),
     };

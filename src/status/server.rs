@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::build;
+use super::cluster::ClusterView;
 use super::connections;
 use super::metrics::RunMetrics;
 use super::remote::{Refresh, RemoteView};
@@ -121,10 +122,9 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
-    /// In a cluster: this agent's role and the leader (`[cluster]`).
-    pub cluster: Option<crate::cluster::leader::Leadership>,
-    /// In a cluster: this agent's etcd connection, lease and claims.
-    pub node: Option<Arc<crate::cluster::Node>>,
+    /// In a cluster (`[cluster]`): this agent's role, the leader, its etcd connection, lease
+    /// and claims, as the cluster offers them.
+    pub cluster: Option<Arc<dyn ClusterView>>,
     /// The daemon's id (`<state_dir>/daemon-id`), told in every answer so clients can tell
     /// this daemon from another of the same config file (`super::owner`); `None` when it
     /// could not be read or made (clients then compare the config path alone).

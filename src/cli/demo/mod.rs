@@ -230,7 +230,6 @@ fn status_endpoint(
         remote: crate::status::remote::RemoteView::new(Some(client)),
         metrics: Arc::default(),
         cluster: None,
-        node: None,
         daemon_id: None,
         identity: None,
     };

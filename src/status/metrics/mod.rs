@@ -23,6 +23,7 @@ use std::sync::{Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
 
+use super::cluster::ClusterView;
 use crate::config::Job;
 use crate::daemon::{DaemonView, JobView};
 use crate::ping::outbox::Stats;
@@ -140,10 +141,8 @@ pub(crate) struct Scrape<'a> {
     pub checks_missing: u64,
     /// The pauses in force now, by job: their deadline (`None`: until `resume`).
     pub paused: BTreeMap<String, Option<DateTime<Utc>>>,
-    /// In a cluster: this agent's role and the leader.
-    pub cluster: Option<crate::cluster::leader::Standing>,
-    /// In a cluster: this agent's claims.
-    pub node: Option<&'a crate::cluster::Node>,
+    /// In a cluster: this agent's role, the leader, its etcd connection and its claims.
+    pub cluster: Option<&'a dyn ClusterView>,
 }
 
 /// Prometheus text of one scrape.
@@ -203,13 +202,13 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         &[],
         scrape.checks_missing as f64,
     );
-    if let Some(cluster) = &scrape.cluster {
-        cluster::role_families(&mut out, cluster);
+    if let Some(view) = scrape.cluster {
+        cluster::role_families(&mut out, view);
     }
     api_families(&mut out);
     tls_families(&mut out);
-    if let Some(node) = scrape.node {
-        cluster::claim_families(&mut out, node);
+    if let Some(view) = scrape.cluster {
+        cluster::claim_families(&mut out, view);
     }
     out.family(
         "heartbeat_agent_config_reloads_total",
@@ -577,7 +576,6 @@ mod tests {
             checks_missing: 1,
             paused: BTreeMap::new(),
             cluster: None,
-            node: None,
         };
         let text = render(&RunMetrics::default(), &scrape);
         for line in [
