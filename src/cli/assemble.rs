@@ -14,23 +14,25 @@ use crate::cluster::leader::Election;
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
 use crate::cluster::{Keys, Node, View};
 use crate::config::{ClusterSettings, Config, Job};
-use crate::daemon::control::{self, ControlReceiver, Controller, Request};
+use crate::daemon::control::{Controller, Request};
 use crate::daemon::{Context, Plugins, Task};
 use crate::run::AfterRun;
 use crate::sync::{Reconciler, SyncStatus};
 
 /// The daemon's control source from this process's signals: SIGTERM and SIGINT stop it,
 /// SIGHUP reloads the config, and a SIGINT after a stop kills every job at once (a second
-/// Ctrl-C). Installed here, before the daemon says `READY=1`, so no signal is lost (or kills
-/// the process) once systemd thinks it runs. Must be called inside the runtime. The returned
-/// [`Controller`] can send requests too (`demo` stops its daemon with it).
-pub(crate) fn signal_control() -> std::io::Result<(Controller, ControlReceiver)> {
+/// Ctrl-C), each sent through `controller`. Installed here, before the daemon says `READY=1`,
+/// so no signal is lost (or kills the process) once systemd thinks it runs. Must be called
+/// inside the runtime. The task forwards signals until [`Signals::stop`], which the caller
+/// awaits once the daemon has returned (it outlives the daemon's own shutdown, through which a
+/// second Ctrl-C must still reach it).
+pub(crate) fn signal_control(controller: Controller) -> std::io::Result<Signals> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let (controller, control) = control::channel();
-    let sender = controller.clone();
-    tokio::spawn(async move {
+    let cancel = CancellationToken::new();
+    let stopped = cancel.clone();
+    let task = tokio::spawn(async move {
         let mut stopping = false;
         loop {
             let received = std::future::poll_fn(|cx| {
@@ -44,20 +46,38 @@ pub(crate) fn signal_control() -> std::io::Result<(Controller, ControlReceiver)>
                     return Poll::Ready(Request::Reload);
                 }
                 Poll::Pending
-            })
-            .await;
+            });
+            let received = tokio::select! {
+                () = stopped.cancelled() => return,
+                received = received => received,
+            };
             let request = match received {
                 Request::Stop { by: "SIGINT" } if stopping => Request::Kill,
                 Request::Stop { .. } if stopping => continue,
                 other => other,
             };
             stopping |= matches!(request, Request::Stop { .. });
-            if sender.send(request).is_err() {
+            if controller.send(request).is_err() {
                 return;
             }
         }
     });
-    Ok((controller, control))
+    Ok(Signals { task, cancel })
+}
+
+/// The task that turns signals into control requests ([`signal_control`]).
+pub(crate) struct Signals {
+    task: tokio::task::JoinHandle<()>,
+    cancel: CancellationToken,
+}
+
+impl Signals {
+    /// Stops forwarding signals and waits for the task to end (at once: it waits for nothing
+    /// else than a signal or this).
+    pub(crate) async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
 }
 
 impl AfterRun for Reconciler {

@@ -186,18 +186,16 @@ pub fn run(_args: DaemonArgs, global: &GlobalArgs) -> u8 {
             .tasks
             .push(("status", crate::status::task(bound, sources)));
     }
+    let (controller, control) = daemon::control::channel();
+    plugins.tasks.push((
+        "config watch",
+        config_watch::task(&options.config_path, controller.clone()),
+    ));
     let result = runtime.block_on(async {
-        let (controller, control) = assemble::signal_control()
+        let signals = assemble::signal_control(controller)
             .map_err(|err| format!("cannot install signal handlers: {err}"))?;
-        let watching = tokio_util::sync::CancellationToken::new();
-        if let Err(err) = config_watch::spawn(&options.config_path, controller, watching.clone()) {
-            warn!(
-                error = %err,
-                "cannot watch the configuration file for changes; reload it with SIGHUP"
-            );
-        }
         let ended = daemon::run(options, config, plugins, control).await;
-        watching.cancel();
+        signals.stop().await;
         Ok::<_, String>(ended)
     });
     match result {

@@ -186,11 +186,28 @@ pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
     })
 }
 
+/// Serves `bound` until `cancel`, beside the endpoint's two helpers (the reload times and the
+/// remote view's refresh): all three end with `cancel`, and this returns once they have, so
+/// the daemon's shutdown, which awaits its background tasks, awaits them too.
 async fn serve(bound: Bound, app: Arc<App>, cancel: CancellationToken) {
-    tokio::spawn(track_reloads(Arc::clone(&app), cancel.clone()));
-    if let Some(every) = app.config().status.remote_refresh {
-        tokio::spawn(refresh_remote(Arc::clone(&app), every, cancel.clone()));
-    }
+    let reloads = track_reloads(Arc::clone(&app), cancel.clone());
+    let refresh = app
+        .config()
+        .status
+        .remote_refresh
+        .map(|every| refresh_remote(Arc::clone(&app), every, cancel.clone()));
+    let refresh = async move {
+        if let Some(refresh) = refresh {
+            refresh.await;
+        }
+    };
+    tokio::join!(reloads, refresh, listen(bound, app, cancel));
+    info!("status endpoint closed");
+}
+
+/// Accepts and serves connections on `bound` until `cancel`; a unix socket's file is removed
+/// then.
+async fn listen(bound: Bound, app: Arc<App>, cancel: CancellationToken) {
     let result = match bound {
         Bound::Tcp(listener) => match tokio::net::TcpListener::from_std(listener)
             .and_then(|l| l.local_addr().map(|addr| (l, addr)))
@@ -245,7 +262,10 @@ async fn refresh_remote(app: Arc<App>, every: Duration, cancel: CancellationToke
             () = tokio::time::sleep(every) => {}
         }
         let ids = build::check_ids(&app, &app.config());
-        app.sources.remote.get(&ids, Refresh::Now).await;
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = app.sources.remote.get(&ids, Refresh::Now) => {}
+        }
     }
 }
 

@@ -294,7 +294,8 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         daemon: Arc::new(Mutex::new(None)),
         state_dir: state_dir.clone(),
     };
-    let (controller, control) = super::assemble::signal_control()
+    let (controller, control) = daemon::control::channel();
+    let signals = super::assemble::signal_control(controller.clone())
         .map_err(|err| format!("cannot install signal handlers: {err}"))?;
     let mut plugins = Plugins::default();
     if let Some((addr, task, metrics)) =
@@ -325,6 +326,7 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         net,
     };
     daemon::run(options, Arc::clone(&config), plugins, control).await;
+    signals.stop().await;
     let last = view.rows(&config).await;
     crate::logging::write_out("final status:\n");
     crate::logging::write_out(&format!(
