@@ -521,7 +521,7 @@ impl ApiClient {
         let response = match request.send().await {
             Ok(response) => response,
             Err(e) => {
-                super::counters::record(label.operation, None);
+                self.net.metrics().api_request(label.operation.name(), None);
                 if let Some(problem) = self.net.certificate_problem(&e) {
                     let error = ApiError::Transport {
                         request: label.clone(),
@@ -549,7 +549,10 @@ impl ApiClient {
             }
         };
         let status = response.status();
-        super::counters::record(label.operation, Some(status.as_u16()));
+        let answered = Some(status.as_u16());
+        self.net
+            .metrics()
+            .api_request(label.operation.name(), answered);
         // 407 is a proxy's answer by definition: the request never reached the service.
         if status.as_u16() == 407 {
             if let Some(refused) = self.proxy_refused(label, url) {

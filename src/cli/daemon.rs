@@ -174,6 +174,7 @@ fn plugins(
         sync,
         remote: RemoteView::new(context::remote_client(config, global, &options.net)),
         metrics: Arc::default(),
+        counted: options.net.metrics().clone(),
         cluster: view.map(|view| Arc::new(view) as _),
         daemon_id: endpoint.daemon_id,
         identity: Some(endpoint.identity),

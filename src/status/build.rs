@@ -320,6 +320,7 @@ pub(crate) fn metrics(app: &App) -> String {
                 .collect()
         },
         cluster: app.sources.cluster.as_deref(),
+        counted: &app.sources.counted,
     };
     metrics::render(&app.sources.metrics, &scrape)
 }

@@ -38,6 +38,7 @@ use super::metrics::RunMetrics;
 use super::remote::{Refresh, RemoteView};
 use crate::config::{Config, JobAction, Listen, Overlap};
 use crate::daemon::{Context, Task};
+use crate::metrics_registry::MetricsRegistry;
 use crate::sync::SyncStatus;
 
 /// A bound listener, not yet served.
@@ -122,6 +123,9 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
+    /// What the daemon's clients count (API requests, refused certificates): the registry of
+    /// the daemon's connections ([`crate::net::Net::metrics`]).
+    pub counted: MetricsRegistry,
     /// In a cluster (`[cluster]`): this agent's role, the leader, its etcd connection, lease
     /// and claims, as the cluster offers them.
     pub cluster: Option<Arc<dyn ClusterView>>,

@@ -212,6 +212,7 @@ fn status_command(addr: std::net::SocketAddr) -> String {
 fn status_endpoint(
     sync: &crate::sync::SyncStatus,
     client: ApiClient,
+    counted: crate::metrics_registry::MetricsRegistry,
 ) -> Option<(
     std::net::SocketAddr,
     daemon::Task,
@@ -229,6 +230,7 @@ fn status_endpoint(
         sync: Arc::new(cell),
         remote: crate::status::remote::RemoteView::new(Some(client)),
         metrics: Arc::default(),
+        counted,
         cluster: None,
         daemon_id: None,
         identity: None,
@@ -298,9 +300,11 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
     let signals = super::assemble::signal_control(controller.clone())
         .map_err(|err| format!("cannot install signal handlers: {err}"))?;
     let mut plugins = Plugins::default();
-    if let Some((addr, task, metrics)) =
-        status_endpoint(&reconciler.status(), client(once.clone())?)
-    {
+    if let Some((addr, task, metrics)) = status_endpoint(
+        &reconciler.status(),
+        client(once.clone())?,
+        net.metrics().clone(),
+    ) {
         where_.status = Some(status_command(addr));
         plugins.after_run.push(metrics as Arc<dyn AfterRun>);
         plugins.tasks.push(("status", task));

@@ -25,6 +25,7 @@ use chrono::{DateTime, Utc};
 
 use super::cluster::ClusterView;
 use crate::daemon::JobView;
+use crate::metrics_registry::MetricsRegistry;
 use crate::ping::outbox::Stats;
 
 mod cluster;
@@ -59,6 +60,8 @@ pub(crate) struct Scrape<'a> {
     pub paused: BTreeMap<String, Option<DateTime<Utc>>>,
     /// In a cluster: this agent's role, the leader, its etcd connection and its claims.
     pub cluster: Option<&'a dyn ClusterView>,
+    /// What the daemon's clients counted (API requests, refused certificates).
+    pub counted: &'a MetricsRegistry,
 }
 
 /// Prometheus text of one scrape.
@@ -120,8 +123,8 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
     if let Some(view) = scrape.cluster {
         cluster::role_families(&mut out, view);
     }
-    api_families(&mut out);
-    tls_families(&mut out);
+    api_families(&mut out, scrape.counted);
+    tls_families(&mut out, scrape.counted);
     if let Some(view) = scrape.cluster {
         cluster::claim_families(&mut out, view);
     }
@@ -233,13 +236,13 @@ fn outbox_families(out: &mut Text, scrape: &Scrape<'_>) {
     }
 }
 
-fn tls_families(out: &mut Text) {
+fn tls_families(out: &mut Text, counted: &MetricsRegistry) {
     out.family(
         "heartbeat_agent_tls_errors_total",
         "counter",
         "Connections refused because the server's certificate is not trusted, by host.",
     );
-    for (host, n) in crate::net::trust::error_counts() {
+    for (host, n) in counted.tls_errors() {
         out.sample(
             "heartbeat_agent_tls_errors_total",
             &[("host", &host)],
@@ -248,13 +251,13 @@ fn tls_families(out: &mut Text) {
     }
 }
 
-fn api_families(out: &mut Text) {
+fn api_families(out: &mut Text, counted: &MetricsRegistry) {
     out.family(
         "heartbeat_agent_api_requests_total",
         "counter",
         "API request attempts by operation and HTTP status (error: no answer).",
     );
-    for (op, status, n) in crate::api::counters::snapshot() {
+    for (op, status, n) in counted.api_requests() {
         out.sample(
             "heartbeat_agent_api_requests_total",
             &[("operation", op), ("status", &status)],
@@ -301,6 +304,7 @@ mod tests {
             checks_missing: 1,
             paused: BTreeMap::new(),
             cluster: None,
+            counted: &MetricsRegistry::default(),
         };
         let text = render(&RunMetrics::default(), &scrape);
         for line in [
