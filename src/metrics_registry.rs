@@ -7,7 +7,12 @@
 //! - API request attempts by operation and answer (`heartbeat_agent_api_requests_total`):
 //!   every attempt (retries included) counts once; a request that got no answer counts as
 //!   `error`;
-//! - refused server certificates by host (`heartbeat_agent_tls_errors_total`).
+//! - refused server certificates by host (`heartbeat_agent_tls_errors_total`);
+//! - checks sync created for jobs with `create = true`, by job and reason
+//!   (`heartbeat_agent_checks_created_total`);
+//! - lookups of a job's created check that found another agent's
+//!   (`heartbeat_agent_check_owner_conflicts_total`), and the conflict the latest lookup of
+//!   each job found, which `/status` shows as the job's `owned_by`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,6 +29,26 @@ struct Counters {
     api_requests: Mutex<BTreeMap<(&'static str, String), u64>>,
     /// Refused certificates by host.
     tls_errors: Mutex<BTreeMap<String, u64>>,
+    /// Checks created by (job, reason).
+    created: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// Owner conflicts: the latest lookup's of each job (removed when a lookup found the job's
+    /// own check since), and how many lookups found one, by job.
+    owners: Mutex<Owners>,
+}
+
+#[derive(Debug, Default)]
+struct Owners {
+    latest: BTreeMap<String, OwnerConflict>,
+    counts: BTreeMap<String, u64>,
+}
+
+/// A check found under a job's scope tag that another agent owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerConflict {
+    /// The check's id.
+    pub check_id: String,
+    /// The identity its owner tag names.
+    pub owner: String,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -55,6 +80,51 @@ impl MetricsRegistry {
         let count = errors.entry(host.to_owned()).or_insert(0);
         *count += 1;
         *count == 1
+    }
+
+    /// Counts a check created for `job` for `reason` (`new`, `deleted`).
+    pub(crate) fn check_created(&self, job: &str, reason: &'static str) {
+        *lock(&self.inner.created)
+            .entry((job.to_owned(), reason))
+            .or_default() += 1;
+    }
+
+    /// Every (job, reason) counted so far, with its count.
+    pub fn checks_created(&self) -> Vec<(String, &'static str, u64)> {
+        lock(&self.inner.created)
+            .iter()
+            .map(|((job, reason), n)| (job.clone(), *reason, *n))
+            .collect()
+    }
+
+    /// A lookup of `job`'s check found another agent's (`Some`, counted), or the job's own
+    /// (`None`: an earlier conflict is over).
+    pub(crate) fn owner_lookup(&self, job: &str, conflict: Option<OwnerConflict>) {
+        let mut owners = lock(&self.inner.owners);
+        match conflict {
+            Some(conflict) => {
+                owners.latest.insert(job.to_owned(), conflict);
+                *owners.counts.entry(job.to_owned()).or_default() += 1;
+            }
+            None => {
+                owners.latest.remove(job);
+            }
+        }
+    }
+
+    /// Each job whose check, found by its scope tag, is owned by another agent now.
+    pub fn owner_conflicts(&self) -> BTreeMap<String, OwnerConflict> {
+        lock(&self.inner.owners).latest.clone()
+    }
+
+    /// How many lookups found another agent's check, by job.
+    pub fn owner_conflict_counts(&self) -> Vec<(String, u64)> {
+        let owners = lock(&self.inner.owners);
+        owners
+            .counts
+            .iter()
+            .map(|(job, n)| (job.clone(), *n))
+            .collect()
     }
 
     /// Refused certificates by host, in host order.

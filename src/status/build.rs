@@ -172,7 +172,10 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         },
         missing: None,
         // A created check found under the job's scope tag but owned by another agent.
-        owned_by: crate::sync::owner::conflicts()
+        owned_by: app
+            .sources
+            .counted
+            .owner_conflicts()
             .remove(&job.name)
             .map(|conflict| conflict.owner),
         cluster: app.sources.cluster.as_ref().map(|cluster| {

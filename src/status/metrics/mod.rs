@@ -159,7 +159,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         "counter",
         "Checks sync created for jobs with `create = true` since start, by job and reason: new (no check carried the job's tag), or deleted (its check was deleted on the service).",
     );
-    for (job, reason, n) in crate::sync::created::created_counts() {
+    for (job, reason, n) in scrape.counted.checks_created() {
         out.sample(
             "heartbeat_agent_checks_created_total",
             &[("job", job.as_str()), ("reason", reason)],
@@ -171,7 +171,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         "counter",
         "Lookups of a job's created check (create = true) that found it owned by another agent (its owner tag names another identity): the job does not ping it.",
     );
-    for (job, n) in crate::sync::owner::conflict_counts() {
+    for (job, n) in scrape.counted.owner_conflict_counts() {
         out.sample(
             "heartbeat_agent_check_owner_conflicts_total",
             &[("job", job.as_str())],
