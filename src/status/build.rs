@@ -324,6 +324,7 @@ pub(crate) fn metrics(app: &App) -> String {
         },
         cluster: app.sources.cluster.as_deref(),
         counted: &app.sources.counted,
+        auth_failures: app.attempts.failures(),
     };
     metrics::render(&app.sources.metrics, &scrape)
 }

@@ -141,6 +141,8 @@ pub(crate) struct Sources {
 pub(super) struct App {
     pub context: Context,
     pub sources: Sources,
+    /// The failed token attempts at this endpoint (counted, and the clients slowed down).
+    pub attempts: Arc<super::attempts::Attempts>,
     pub started: DateTime<Utc>,
     pub loaded: Mutex<DateTime<Utc>>,
 }
@@ -183,6 +185,7 @@ pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
         let app = Arc::new(App {
             context,
             sources,
+            attempts: Arc::default(),
             started: now,
             loaded: Mutex::new(now),
         });
@@ -307,7 +310,11 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .as_ref()
         .and_then(|id| header::HeaderValue::from_str(id.as_str()).ok());
     // Outermost: a client that failed the token waits before anything else looks at it.
-    let router = router.layer(axum::middleware::from_fn(super::attempts::slow_down));
+    let attempts = Arc::clone(&app.attempts);
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        attempts,
+        super::attempts::slow_down,
+    ));
     router.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
             let path = app.config().path.clone();

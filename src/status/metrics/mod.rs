@@ -62,6 +62,8 @@ pub(crate) struct Scrape<'a> {
     pub cluster: Option<&'a dyn ClusterView>,
     /// What the daemon's clients counted (API requests, refused certificates).
     pub counted: &'a MetricsRegistry,
+    /// Requests to the endpoint refused for a missing or wrong token since it started.
+    pub auth_failures: u64,
 }
 
 /// Prometheus text of one scrape.
@@ -141,7 +143,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         );
     }
     process::families(&mut out, scrape.start_time);
-    withstood::families(&mut out);
+    withstood::families(&mut out, scrape.auth_failures);
     out.family(
         "heartbeat_agent_persist_failures_total",
         "counter",
@@ -305,6 +307,7 @@ mod tests {
             paused: BTreeMap::new(),
             cluster: None,
             counted: &MetricsRegistry::default(),
+            auth_failures: 0,
         };
         let text = render(&RunMetrics::default(), &scrape);
         for line in [
