@@ -529,6 +529,7 @@ fn parse_entry(file: &File) -> Result<Entry, String> {
 /// A lease end (Unix ms) no earlier than `at` and unique in this process, so two claims of one
 /// target by one process never share a file name.
 fn unique_lease(at: u64) -> u64 {
+    // One per process: uniqueness is within the process, whose claims share the outbox files.
     static LAST: AtomicU64 = AtomicU64::new(0);
     let mut last = LAST.load(Ordering::Relaxed);
     loop {
