@@ -1,7 +1,9 @@
 //! Assembling a daemon from its parts: the control source (the process's signals turned into
-//! stop and reload requests) and the sync engine wired in as a plug-in (its background task,
-//! its after-run hook, and the deferred start when no job is bound to a check yet). Used by
-//! `daemon` and by `demo`, which embeds one; the daemon itself knows neither signals nor sync.
+//! stop and reload requests, forwarded until the caller stops it), the sync engine wired in as
+//! a plug-in (its background task, its after-run hook, and the deferred start when no job is
+//! bound to a check yet), and in a `[cluster]` the cluster's tasks, hook and the view status
+//! reads of it. Used by `daemon` and by `demo`, which embeds one; the daemon itself knows
+//! neither signals nor the sync engine (only the ping URLs sync learned).
 
 use std::sync::{Arc, OnceLock};
 use std::task::Poll;
