@@ -70,7 +70,7 @@ impl Role {
     pub const ALL: [Role; 3] = [Role::Leader, Role::Follower, Role::Unavailable];
 }
 
-/// Where this agent stands, as status and metrics show it (through [`super::view`]).
+/// Where this agent stands, as status and metrics show it (through `view.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Standing {
     /// This agent's node name (`[cluster] node`).
