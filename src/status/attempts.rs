@@ -207,6 +207,18 @@ mod tests {
     }
 
     #[test]
+    fn each_endpoint_counts_and_slows_down_its_own_failures() {
+        let (one, other) = (Attempts::default(), Attempts::default());
+        let ip: IpAddr = "192.0.2.9".parse().expect("an address");
+        one.failed(Some(ip), "/status");
+        one.failed(Some(ip), "/metrics");
+        assert_eq!((one.failures(), other.failures()), (2, 0));
+        let now = Instant::now();
+        assert_eq!(one.wait_of(ip, now), Duration::from_millis(200));
+        assert_eq!(other.wait_of(ip, now), Duration::ZERO);
+    }
+
+    #[test]
     fn failures_are_forgotten_after_a_quiet_minute() {
         let mut book = Book::default();
         let ip: IpAddr = "192.0.2.7".parse().expect("an address");
