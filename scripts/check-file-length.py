@@ -10,12 +10,10 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 LIMIT = 600
 
-# Files over the limit that are being split on another branch: reported, not failed. Empty this
-# list once those splits are merged; a file listed here that is within the limit is an error, so
-# the list cannot go stale.
-KNOWN = {
-    "src/status/metrics/mod.rs",
-}
+# Files allowed over the limit for a while (a split under way on a branch): reported, not
+# failed. Empty today. A file listed here that is within the limit is an error, so the list
+# cannot go stale.
+KNOWN: set = set()
 
 
 def lengths():

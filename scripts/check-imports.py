@@ -5,8 +5,10 @@ Each top-level module (a folder of src/, or a file beside them) is one node; eac
 path in a module's files (outside its `#[cfg(test)]` test files) is an edge to X. Prints every
 cycle found (as `a -> b -> a`, with one file and line per edge) and exits 1; with `--graph`
 prints the edges. Also refuses `crate::cli` outside `src/cli/`, `crate::daemon` in
-`src/cluster/`, in `src/status/` any item of `crate::daemon` but its published surface
-(`SURFACES`), and a top-level module that README.md's Layout table does not list.
+`src/cluster/`, `crate::cluster` in `src/status/` (status reads the cluster through the view it
+is given), in `src/status/` any item of `crate::daemon` but its published surface, in
+`src/cluster/` any item of `crate::status` but the view it offers (`SURFACES`), and a top-level
+module that README.md's Layout table does not list.
 """
 import os
 import re
@@ -17,9 +19,11 @@ CRATE = re.compile(r"\bcrate::")
 NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
 
 # What a module may use of another one, where it may not use the rest: the daemon's view of
-# itself and what a background task is given.
+# itself and what a background task is given; the view of the cluster that status reads (and
+# the figures it reads), which the cluster offers.
 SURFACES = {
     ("status", "daemon"): {"view", "DaemonView", "JobView", "Context", "Task"},
+    ("cluster", "status"): {"cluster"},
 }
 
 
@@ -246,6 +250,9 @@ def main():
             bad = 1
         if (a, b) == ("cluster", "daemon"):
             print(f"error: {where}: cluster/ plugs into the daemon through run/ and imports nothing of daemon/")
+            bad = 1
+        if (a, b) == ("status", "cluster"):
+            print(f"error: {where}: status/ reads the cluster through the view it is given (status/cluster.rs) and imports nothing of cluster/")
             bad = 1
     for where, dst, path in beyond_surfaces():
         print(f"error: {where}: `{path}` is not part of what src/{dst}/ publishes")

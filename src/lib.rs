@@ -59,6 +59,7 @@ pub mod identity;
 pub mod import;
 pub mod job;
 pub mod logging;
+pub mod metrics_registry;
 pub mod net;
 pub mod paths;
 pub mod pause;

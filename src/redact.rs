@@ -99,6 +99,7 @@ struct Known {
 }
 
 /// Every secret this process has learned (see the module header).
+// One per process: the log and panic paths reach it without a handle.
 static KNOWN: RwLock<Known> = RwLock::new(Known {
     secrets: BTreeSet::new(),
     longest: 0,

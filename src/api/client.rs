@@ -88,6 +88,12 @@ impl std::fmt::Debug for ApiClient {
 }
 
 impl ApiClient {
+    /// What this client counts for `/metrics`: the registry of its connections
+    /// ([`Net::metrics`]).
+    pub fn metrics(&self) -> &crate::metrics_registry::MetricsRegistry {
+        self.net.metrics()
+    }
+
     /// Builds a client. Fails on a base URL that is not http(s) or an unusable header value.
     pub fn new(config: ApiClientConfig) -> Result<Self, ApiError> {
         let base = Url::parse(config.base_url.trim())

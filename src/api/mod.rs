@@ -10,7 +10,6 @@
 //! - [`RateLimiter`]: at most N requests in any sliding window, one per process.
 
 pub(crate) mod client;
-pub mod counters;
 pub(crate) mod error;
 pub(crate) mod limits;
 pub mod model;

@@ -171,6 +171,7 @@ impl RateLimiter {
 
     /// The process-wide limiter with the service's default quota, created on first use.
     pub(crate) fn shared() -> Arc<RateLimiter> {
+        // One per process: the service's quota is per API key, shared by every client here.
         static SHARED: OnceLock<Arc<RateLimiter>> = OnceLock::new();
         SHARED
             .get_or_init(|| Arc::new(RateLimiter::new(Quota::DEFAULT)))

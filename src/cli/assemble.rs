@@ -1,7 +1,9 @@
 //! Assembling a daemon from its parts: the control source (the process's signals turned into
-//! stop and reload requests) and the sync engine wired in as a plug-in (its background task,
-//! its after-run hook, and the deferred start when no job is bound to a check yet). Used by
-//! `daemon` and by `demo`, which embeds one; the daemon itself knows neither signals nor sync.
+//! stop and reload requests, forwarded until the caller stops it), the sync engine wired in as
+//! a plug-in (its background task, its after-run hook, and the deferred start when no job is
+//! bound to a check yet), and in a `[cluster]` the cluster's tasks, hook and the view status
+//! reads of it. Used by `daemon` and by `demo`, which embeds one; the daemon itself knows
+//! neither signals nor the sync engine (only the ping URLs sync learned).
 
 use std::sync::{Arc, OnceLock};
 use std::task::Poll;
@@ -10,28 +12,30 @@ use chrono::{DateTime, Utc};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::leader::{Election, Leadership};
+use crate::cluster::leader::Election;
 use crate::cluster::relay::{self, Relay, SharedState, SyncGate};
 use crate::cluster::runs::SharedRuns;
-use crate::cluster::{Keys, Node};
+use crate::cluster::{Keys, Node, View};
 use crate::config::{ClusterSettings, Config, Job};
-use crate::daemon::control::{self, ControlReceiver, Controller, Request};
+use crate::daemon::control::{Controller, Request};
 use crate::daemon::{Context, Plugins, Task};
 use crate::run::AfterRun;
 use crate::sync::{Reconciler, SyncStatus};
 
 /// The daemon's control source from this process's signals: SIGTERM and SIGINT stop it,
 /// SIGHUP reloads the config, and a SIGINT after a stop kills every job at once (a second
-/// Ctrl-C). Installed here, before the daemon says `READY=1`, so no signal is lost (or kills
-/// the process) once systemd thinks it runs. Must be called inside the runtime. The returned
-/// [`Controller`] can send requests too (`demo` stops its daemon with it).
-pub(crate) fn signal_control() -> std::io::Result<(Controller, ControlReceiver)> {
+/// Ctrl-C), each sent through `controller`. Installed here, before the daemon says `READY=1`,
+/// so no signal is lost (or kills the process) once systemd thinks it runs. Must be called
+/// inside the runtime. The task forwards signals until [`Signals::stop`], which the caller
+/// awaits once the daemon has returned (it outlives the daemon's own shutdown, through which a
+/// second Ctrl-C must still reach it).
+pub(crate) fn signal_control(controller: Controller) -> std::io::Result<Signals> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let (controller, control) = control::channel();
-    let sender = controller.clone();
-    tokio::spawn(async move {
+    let cancel = CancellationToken::new();
+    let stopped = cancel.clone();
+    let task = tokio::spawn(async move {
         let mut stopping = false;
         loop {
             let received = std::future::poll_fn(|cx| {
@@ -45,20 +49,38 @@ pub(crate) fn signal_control() -> std::io::Result<(Controller, ControlReceiver)>
                     return Poll::Ready(Request::Reload);
                 }
                 Poll::Pending
-            })
-            .await;
+            });
+            let received = tokio::select! {
+                () = stopped.cancelled() => return,
+                received = received => received,
+            };
             let request = match received {
                 Request::Stop { by: "SIGINT" } if stopping => Request::Kill,
                 Request::Stop { .. } if stopping => continue,
                 other => other,
             };
             stopping |= matches!(request, Request::Stop { .. });
-            if sender.send(request).is_err() {
+            if controller.send(request).is_err() {
                 return;
             }
         }
     });
-    Ok((controller, control))
+    Ok(Signals { task, cancel })
+}
+
+/// The task that turns signals into control requests ([`signal_control`]).
+pub(crate) struct Signals {
+    task: tokio::task::JoinHandle<()>,
+    cancel: CancellationToken,
+}
+
+impl Signals {
+    /// Stops forwarding signals and waits for the task to end (at once: it waits for nothing
+    /// else than a signal or this).
+    pub(crate) async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
 }
 
 impl AfterRun for Reconciler {
@@ -157,16 +179,17 @@ impl DeferredSync {
 
 /// A cluster agent's part in the daemon (`[cluster]`): its lease (one per agent, kept by
 /// [`Node::keep_lease`]), the leader election on that lease and the
-/// relay of sync's state through etcd and the cluster's history ([`SharedRuns`]) as daemon tasks, the relay's after-run hook (accepted
+/// relay of sync's state through etcd and the cluster's history ([`SharedRuns`]) as daemon
+/// tasks, the relay's after-run hook (accepted
 /// pings), and the gate that keeps sync's passes to the leader (hand it to [`sync_task`] or
-/// [`DeferredSync`]). The claims of its fires are the daemon's admission
-/// ([`crate::cluster::Claims`], in [`crate::daemon::Options`]).
+/// [`DeferredSync`]), and what the status endpoint reads of it ([`View`]). The claims of its
+/// fires are the daemon's admission ([`crate::cluster::Claims`], in [`crate::daemon::Options`]).
 pub(crate) fn cluster_sync(
     node: &Arc<Node>,
     settings: &ClusterSettings,
     options: &crate::daemon::Options,
     plugins: &mut Plugins,
-) -> (SyncGate, Leadership) {
+) -> (SyncGate, View) {
     let lease = Arc::clone(node);
     plugins.tasks.push((
         "cluster lease",
@@ -207,5 +230,5 @@ pub(crate) fn cluster_sync(
             Box::pin(relay.run(context.config, engine, cancel))
         }),
     ));
-    (gate, leadership)
+    (gate, View::new(leadership, Arc::clone(node)))
 }

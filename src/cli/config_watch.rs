@@ -1,6 +1,7 @@
 //! The daemon reloads when its configuration file changes, as on SIGHUP and with the same rules
 //! (an invalid new file is logged and counted, and the running config is kept): this is a
-//! second control source beside the signals, sending [`Request::Reload`].
+//! second control source beside the signals, sending [`Request::Reload`], run as one of the
+//! daemon's background tasks (so its shutdown stops and awaits it).
 //!
 //! What is watched is the file's *directory*, not the file: Kubernetes mounts a ConfigMap as a
 //! directory in which `config.toml` is a symlink to `..data/config.toml`, and an update swaps
@@ -28,36 +29,57 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::daemon::control::{Controller, Request};
+use crate::daemon::{Context, Task};
 use crate::dir_watch::DirWatch;
 
 /// How long the directory must be quiet after an event before the file is compared: a ConfigMap
 /// swap or an editor's save is a burst of events within a few milliseconds.
 pub(crate) const SETTLE: Duration = Duration::from_millis(200);
 
-/// Starts watching `config`'s directory; on a change of the file's content, sends
-/// [`Request::Reload`] through `controller`. Runs until `cancel` or until the daemon no longer
-/// listens. An error (no inotify, an unreadable directory) is returned for the caller to log:
-/// SIGHUP still works without the watch.
-pub(crate) fn spawn(
-    config: &Path,
-    controller: Controller,
-    cancel: CancellationToken,
-) -> std::io::Result<()> {
+/// The watch of `config`'s directory as a daemon background task: on a change of the file's
+/// content it sends [`Request::Reload`] through `controller`, until the daemon's shutdown
+/// cancels it (the daemon then awaits it, as every background task) or the daemon no longer
+/// listens. The watch is set up when the daemon starts its background tasks, before it says
+/// `READY=1`; when it cannot be (no inotify, an unreadable directory) that is logged and the
+/// task ends at once: SIGHUP still reloads.
+pub(crate) fn task(config: &Path, controller: Controller) -> Task {
+    let path = config.to_path_buf();
+    Box::new(move |_: Context, cancel: CancellationToken| {
+        let watch = watch(&path);
+        Box::pin(async move {
+            let Some((watch, seen)) = watch else { return };
+            run(watch, &path, seen, controller, cancel).await;
+            info!(config = %path.display(), "stopped watching the configuration");
+        })
+    })
+}
+
+/// The watch of `config`'s directory and the file's bytes now; `None` (logged) when the
+/// directory cannot be watched.
+fn watch(config: &Path) -> Option<(DirWatch, Option<Vec<u8>>)> {
     let dir = match config.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let watch = DirWatch::new(&dir)?;
-    let path = config.to_path_buf();
-    let seen = crate::config::read_bytes(&path).ok();
-    info!(config = %path.display(), dir = %dir.display(), "watching the configuration for changes");
-    tokio::spawn(run(watch, path, seen, controller, cancel));
-    Ok(())
+    match DirWatch::new(&dir) {
+        Ok(watch) => {
+            let seen = crate::config::read_bytes(config).ok();
+            info!(config = %config.display(), dir = %dir.display(), "watching the configuration for changes");
+            Some((watch, seen))
+        }
+        Err(err) => {
+            warn!(
+                error = %err,
+                "cannot watch the configuration file for changes; reload it with SIGHUP"
+            );
+            None
+        }
+    }
 }
 
 async fn run(
     watch: DirWatch,
-    path: PathBuf,
+    path: &Path,
     mut seen: Option<Vec<u8>>,
     controller: Controller,
     cancel: CancellationToken,
@@ -78,7 +100,7 @@ async fn run(
                 more = watch.changed() => if more.is_err() { break },
             }
         }
-        let Ok(now) = crate::config::read_bytes(&path) else {
+        let Ok(now) = crate::config::read_bytes(path) else {
             // Whatever comes next is a change, even the same bytes as before: a SIGHUP may
             // have tried this unreadable file meanwhile and kept its error, which only a
             // reload that reads the file again clears.

@@ -59,7 +59,8 @@ pub(super) struct Request {
 }
 
 /// Sends the claims of the agent `holder` names that arrive on `receiver` in batches, until
-/// `cancel` or until every sender is gone and every batch answered.
+/// `cancel` (the transactions in flight are then abandoned, and awaited until they have
+/// stopped) or until every sender is gone and every batch answered.
 pub(super) async fn run(
     etcd: Etcd,
     keys: Keys,
@@ -78,7 +79,10 @@ pub(super) async fn run(
             }
         }
         tokio::select! {
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => {
+                flying.shutdown().await;
+                return;
+            }
             got = receiver.recv(), if open => match got {
                 Some(request) => {
                     pending.push_back(request);

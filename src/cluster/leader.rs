@@ -37,7 +37,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -47,8 +46,7 @@ use super::lease::{Held, Lease};
 use super::Keys;
 
 /// This agent's part in the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// It leads: it runs sync's PUTs and publishes what sync learned.
     Leader,
@@ -60,7 +58,7 @@ pub enum Role {
 
 impl Role {
     /// The name status and metrics use: `leader`, `follower`, `unavailable`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Role::Leader => "leader",
             Role::Follower => "follower",
@@ -72,8 +70,8 @@ impl Role {
     pub const ALL: [Role; 3] = [Role::Leader, Role::Follower, Role::Unavailable];
 }
 
-/// Where this agent stands, as status and metrics show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Where this agent stands, as status and metrics show it (through `view.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Standing {
     /// This agent's node name (`[cluster] node`).
     pub node: String,

@@ -4,7 +4,9 @@
 //!
 //! - [`leader`]: which agent syncs (leader election on the agent's lease);
 //! - [`relay`]: what sync knows, shared through etcd (ping URLs, accepted pings), and the gate
-//!   that runs sync's passes only on the leader.
+//!   that runs sync's passes only on the leader;
+//! - `view`: what status reads of all this ([`View`], status's `ClusterView`), handed to the
+//!   status endpoint when the daemon is assembled.
 //!
 //! [`etcd`] is the client: etcd's v3 JSON gateway over the agent's reqwest client, not the
 //! gRPC `etcd-client` crate (see its header for why); `gateway` is one request to one member
@@ -42,12 +44,14 @@ pub mod lease;
 pub mod node;
 pub mod relay;
 pub mod runs;
+mod view;
 
 pub use admission::Claims;
 pub use etcd::{Etcd, EtcdError, LeaseId};
 pub use gateway::Failure;
 pub use lease::Lease;
-pub use node::{Claim, ClaimError, DuplicateNode, JobClaims, Node};
+pub use node::{Claim, ClaimError, DuplicateNode, Node};
+pub use view::View;
 
 /// The keys of one cluster (`[cluster] name`): the one place that spells the key layout.
 #[derive(Debug, Clone, PartialEq, Eq)]

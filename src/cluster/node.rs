@@ -45,6 +45,7 @@ use super::{Etcd, EtcdError, Keys, Lease, LeaseId};
 use crate::config::{ClusterSettings, OnUnavailable};
 use crate::identity::Identity;
 use crate::net::Net;
+use crate::status::cluster::{ClaimTimes, JobClaims};
 
 /// How long a won claim is kept at least (besides the job's jitter): it covers two clocks
 /// [`MAX_SKEW`] off in opposite directions, the claim lead and etcd's time to apply a claim
@@ -57,25 +58,6 @@ pub const MAX_SKEW: Duration = Duration::from_secs(25);
 
 /// How long before its due time a fire is claimed at most (see [`Node::claim_lead`]).
 pub const CLAIM_LEAD: Duration = Duration::from_secs(2);
-
-/// Upper bounds (seconds) of the claim latency histogram's buckets.
-/// Finer from 0.25 s to 2.5 s, where a burst's claims fall (`scripts/bench-cluster.sh` reads
-/// its percentiles from them).
-pub const CLAIM_BUCKETS: [f64; 15] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0,
-];
-
-/// How long the claims took, each from its request to its answer (in a batch, its own wait
-/// included), for `/metrics` (`heartbeat_agent_cluster_claim_seconds`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ClaimTimes {
-    /// Claims per bucket of [`CLAIM_BUCKETS`] (not cumulative; slower ones only in `count`).
-    pub buckets: [u64; CLAIM_BUCKETS.len()],
-    /// The sum of the durations, in seconds.
-    pub sum: f64,
-    /// The number of claims timed.
-    pub count: u64,
-}
 
 /// How long a claim waits for the lease keeper's first attempt at start-up.
 const LEASE_WAIT: Duration = Duration::from_secs(1);
@@ -132,19 +114,6 @@ pub struct DuplicateNode {
     pub other: String,
     /// This agent's identity.
     pub identity: Identity,
-}
-
-/// One job's claims since start.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JobClaims {
-    /// Fires this agent won (and ran).
-    pub won: u64,
-    /// Fires another agent won.
-    pub lost: u64,
-    /// Fires whose claim could not be made (etcd unavailable).
-    pub unavailable: u64,
-    /// The node that ran the latest fire and that fire's scheduled time.
-    pub last_ran_on: Option<(String, DateTime<Utc>)>,
 }
 
 /// This agent in its cluster.
@@ -255,12 +224,12 @@ impl Node {
     }
 
     /// How long the claims took so far.
-    pub fn claim_times(&self) -> ClaimTimes {
+    pub(crate) fn claim_times(&self) -> ClaimTimes {
         self.times.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Each job's claims so far, by job name.
-    pub fn claims(&self) -> BTreeMap<String, JobClaims> {
+    pub(crate) fn claims(&self) -> BTreeMap<String, JobClaims> {
         self.jobs().clone()
     }
 
@@ -345,13 +314,8 @@ impl Node {
 
     /// Counts one claim that took `took`.
     fn time(&self, took: Duration) {
-        let secs = took.as_secs_f64();
         let mut times = self.times.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = CLAIM_BUCKETS.iter().position(|&bound| secs <= bound) {
-            times.buckets[i] += 1;
-        }
-        times.sum += secs;
-        times.count += 1;
+        times.record(took.as_secs_f64());
     }
 
     /// After a failed claim: the txn may have been applied with its answer lost (a member

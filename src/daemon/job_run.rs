@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::job::{millis, Settings, Shared};
@@ -18,7 +18,9 @@ use crate::config::{Job, JobAction, WatchSpec};
 use crate::job::NoPing;
 use crate::ping::outbox::PingContext;
 use crate::ping::{Budget, Ping, PingMethod};
-use crate::process::{ChildControl, ChildOutcome, CommandSpec, Io, Limits, LineSink};
+use crate::process::{
+    ChildControl, ChildOutcome, ChildRequests, CommandSpec, Io, Limits, LineSink,
+};
 use crate::run::admission::Admitted;
 use crate::run::{AttemptEnd, Notice, PingRecord, Pings, Report, RunAttempt, RunRecord, Runner};
 use crate::run_end::{RunEnd, RunOutcome};
@@ -232,21 +234,29 @@ async fn run_command(
         timeout: job.timeout,
         kill_after: job.kill_after,
     };
-    let (control, requests) = mpsc::unbounded_channel();
-    let supervised = running.supervise(limits, requests);
-    tokio::pin!(supervised);
-    let mut stopping = false;
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut supervised => break outcome,
-            () = shared.stop_runs.cancelled(), if !stopping => {
-                stopping = true;
-                let _ = control.send(ChildControl::Stop { grace: settings.shutdown_timeout });
-            }
-        }
+    let stop = StopAtShutdown {
+        shutdown: Some(shared.stop_runs.clone()),
+        grace: settings.shutdown_timeout,
     };
+    let outcome = running.supervise(limits, stop).await;
     shared.children.ended(pid);
     finished(job, started, &outcome, attempt)
+}
+
+/// The daemon's one request to a running command: at shutdown (`shutdown` cancelled), stop it,
+/// with SIGKILL after `grace` (`shutdown_timeout`); then nothing more.
+struct StopAtShutdown {
+    shutdown: Option<CancellationToken>,
+    grace: std::time::Duration,
+}
+
+impl ChildRequests for StopAtShutdown {
+    async fn next(&mut self) -> Option<ChildControl> {
+        let shutdown = self.shutdown.as_ref()?;
+        shutdown.cancelled().await;
+        self.shutdown = None;
+        Some(ChildControl::Stop { grace: self.grace })
+    }
 }
 
 /// Logs the end of a command and turns its outcome into an [`AttemptEnd`].

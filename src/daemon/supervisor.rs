@@ -327,6 +327,7 @@ impl Supervisor {
         let all_done = async {
             self.shared.runs.wait().await;
             self.tasks.wait().await;
+            self.shared.outbox.durable().await;
         };
         let deadline = tokio::time::sleep(timeout + SHUTDOWN_SLACK);
         tokio::pin!(all_done, deadline);

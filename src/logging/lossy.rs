@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Log lines dropped because the log's output could not take them.
+// One per process: the logger (and the output it writes to) is the process's.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// How many log lines were dropped since the process started.

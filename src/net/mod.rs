@@ -23,6 +23,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use crate::metrics_registry::MetricsRegistry;
+
 mod body;
 pub mod proxy;
 pub(crate) mod retry;
@@ -61,6 +63,8 @@ struct Resolved {
     trust: OnceLock<Trust>,
     /// The built-in client's TLS configuration, made at its first `https://` connection.
     tls: OnceLock<tokio_rustls::TlsConnector>,
+    /// What the clients of these connections count for `/metrics`.
+    metrics: MetricsRegistry,
 }
 
 impl std::fmt::Debug for Net {
@@ -87,6 +91,12 @@ impl Net {
                 ..Resolved::default()
             }),
         }
+    }
+
+    /// What the clients of these connections count for `/metrics` (API requests, refused
+    /// certificates); every clone of this `Net` counts into the same registry.
+    pub fn metrics(&self) -> &MetricsRegistry {
+        &self.inner.metrics
     }
 
     /// The proxy rule (environment and `[api] proxy`).
@@ -205,7 +215,7 @@ impl Net {
             text.trim_start_matches("invalid peer certificate: "),
             self.trust().describe()
         );
-        if trust::count_error(host) {
+        if self.inner.metrics.tls_error(host) {
             tracing::error!("{problem}");
         } else {
             tracing::debug!("{problem}");

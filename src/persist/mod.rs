@@ -66,6 +66,7 @@ impl What {
     }
 }
 
+// One per process: the process keeps one state directory, written from many modules without a handle.
 static FAILURES: [AtomicU64; What::ALL.len()] = [const { AtomicU64::new(0) }; What::ALL.len()];
 
 /// Counts one failed write of `what`.

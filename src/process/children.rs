@@ -206,6 +206,7 @@ pub(crate) fn start_spawners() {
 /// The spawner threads' queue, started at the first request; `None` when no thread could be
 /// started (then every spawn is inline).
 fn spawner() -> Option<&'static mpsc::Sender<Request>> {
+    // One per process: the spawner threads are the process's, started before its runtime.
     static SPAWNER: OnceLock<Option<mpsc::Sender<Request>>> = OnceLock::new();
     SPAWNER
         .get_or_init(|| {

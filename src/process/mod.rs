@@ -31,7 +31,7 @@ mod tee;
 mod tty;
 
 use crate::run_end::RunEnd;
-pub(crate) use supervise::{ChildControl, ChildOutcome, Limits};
+pub(crate) use supervise::{ChildControl, ChildOutcome, ChildRequests, Limits};
 pub(crate) use tail::{LineSink, Tail};
 
 /// Environment variables that carry the agent's own secrets or its service-manager channel,

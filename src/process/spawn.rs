@@ -326,6 +326,7 @@ fn environment(spec: &CommandSpec, own: &[CString]) -> Vec<*const libc::c_char> 
 /// ([`super::SECRET_ENV`], `WATCHDOG_*`): read once, since the agent never changes its
 /// environment.
 fn inherited() -> &'static [CString] {
+    // One per process: the process environment, read once.
     static INHERITED: OnceLock<Vec<CString>> = OnceLock::new();
     INHERITED.get_or_init(|| {
         std::env::vars_os()
@@ -343,6 +344,7 @@ fn inherited() -> &'static [CString] {
 /// The agent's own variables that no child may see ([`super::SECRET_ENV`], `WATCHDOG_*`), for
 /// std's `Command`, read from its environment once.
 fn inherited_secrets() -> &'static [OsString] {
+    // One per process: the process environment's secret names, read once.
     static SECRETS: OnceLock<Vec<OsString>> = OnceLock::new();
     SECRETS.get_or_init(|| {
         std::env::vars_os()
@@ -355,6 +357,7 @@ fn inherited_secrets() -> &'static [OsString] {
 /// `/dev/null`, opened once for reading and kept (close-on-exec; each child gets a copy as its
 /// stdin); `None` if it cannot be opened, and each child opens it itself then.
 fn dev_null() -> Option<RawFd> {
+    // One per process: one descriptor of /dev/null serves every spawn.
     static NULL: OnceLock<Option<OwnedFd>> = OnceLock::new();
     NULL.get_or_init(|| std::fs::File::open("/dev/null").ok().map(OwnedFd::from))
         .as_ref()

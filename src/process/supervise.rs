@@ -42,6 +42,21 @@ pub(crate) enum ChildControl {
     },
 }
 
+/// Where the supervisor's requests come from while the child runs: the one select loop of
+/// [`Running::supervise`] asks for the next one beside the child's end, the timeout and the
+/// kill deadline. `None`: no request will come any more.
+pub(crate) trait ChildRequests: Send {
+    /// The next request; must be cancel-safe (the supervisor drops it when something else
+    /// happens first, and asks again).
+    fn next(&mut self) -> impl std::future::Future<Output = Option<ChildControl>> + Send;
+}
+
+impl ChildRequests for UnboundedReceiver<ChildControl> {
+    fn next(&mut self) -> impl std::future::Future<Output = Option<ChildControl>> + Send {
+        self.recv()
+    }
+}
+
 /// How a supervised run ended.
 #[derive(Debug, Clone)]
 pub(crate) struct ChildOutcome {
@@ -92,12 +107,12 @@ struct Waited {
 }
 
 impl Running {
-    /// Waits for the child to end, obeying `limits` and the `control` channel; see the module
-    /// documentation for what happens to the rest of its process group.
+    /// Waits for the child to end, obeying `limits` and the requests of `control`; see the
+    /// module documentation for what happens to the rest of its process group.
     pub(crate) async fn supervise(
         mut self,
         limits: Limits,
-        control: UnboundedReceiver<ChildControl>,
+        control: impl ChildRequests,
     ) -> ChildOutcome {
         let group = self.pid;
         let started = Instant::now();
@@ -151,7 +166,7 @@ async fn wait(
     child: &mut super::child::Child,
     group: Pid,
     limits: Limits,
-    mut control: UnboundedReceiver<ChildControl>,
+    mut control: impl ChildRequests,
 ) -> Waited {
     let timeout_at = limits.timeout.map(|t| Instant::now() + t);
     // Set once the supervisor starts ending the run: why, and when SIGKILL follows.
@@ -172,7 +187,7 @@ async fn wait(
                 send(group, Signal::SIGKILL);
                 killed = true;
             }
-            msg = control.recv(), if control_open => match msg {
+            msg = control.next(), if control_open => match msg {
                 None => control_open = false,
                 Some(ChildControl::Forward(signal)) => send(group, signal),
                 Some(ChildControl::Stop { grace }) if ending.is_none() => {

@@ -1,5 +1,5 @@
 //! Failed token attempts at the status endpoint (an answer 401, or the dashboard's login form
-//! refusing the token typed): counted ([`failures`], served as
+//! refusing the token typed), in the endpoint's [`Attempts`]: counted ([`Attempts::failures`], served as
 //! `heartbeat_agent_status_auth_failures_total`), logged without the token given (the first
 //! at once, then at most one line per [`LOG_EVERY`] saying how many came meanwhile), and slowed
 //! down per client.
@@ -16,10 +16,10 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::warn;
@@ -40,12 +40,23 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Peer(pub(super) Option<IpAddr>);
 
-/// Failed attempts since the daemon started.
-static FAILURES: AtomicU64 = AtomicU64::new(0);
+/// One endpoint's failed token attempts: how many since it started, and the clients that
+/// failed recently (made with the endpoint, handed to its [`slow_down`] middleware).
+#[derive(Debug, Default)]
+pub(crate) struct Attempts {
+    failures: AtomicU64,
+    book: Mutex<Book>,
+}
 
-/// Failed token attempts since the daemon started.
-pub(crate) fn failures() -> u64 {
-    FAILURES.load(Ordering::Relaxed)
+impl Attempts {
+    /// Failed token attempts since the endpoint started.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    fn with_book<T>(&self, f: impl FnOnce(&mut Book) -> T) -> T {
+        f(&mut self.book.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// One client's recent failures.
@@ -64,13 +75,6 @@ struct Book {
     unlogged: u64,
 }
 
-static BOOK: Mutex<Option<Book>> = Mutex::new(None);
-
-fn with_book<T>(f: impl FnOnce(&mut Book) -> T) -> T {
-    let mut book = BOOK.lock().unwrap_or_else(|e| e.into_inner());
-    f(book.get_or_insert_with(Book::default))
-}
-
 /// How long a client with `failures` recent failures waits.
 fn delay(failures: u32) -> Duration {
     if failures == 0 {
@@ -80,46 +84,50 @@ fn delay(failures: u32) -> Duration {
     FIRST_DELAY.saturating_mul(1 << doublings).min(MAX_DELAY)
 }
 
-/// The wait of the client at `ip` now (zero for a client with no recent failure).
-fn wait_of(ip: IpAddr, now: Instant) -> Duration {
-    with_book(|book| match book.clients.get(&ip) {
-        Some(client) if now.duration_since(client.last) < FORGET_AFTER => delay(client.failures),
-        Some(_) => {
-            book.clients.remove(&ip);
-            Duration::ZERO
-        }
-        None => Duration::ZERO,
-    })
-}
+impl Attempts {
+    /// The wait of the client at `ip` now (zero for a client with no recent failure).
+    fn wait_of(&self, ip: IpAddr, now: Instant) -> Duration {
+        self.with_book(|book| match book.clients.get(&ip) {
+            Some(client) if now.duration_since(client.last) < FORGET_AFTER => {
+                delay(client.failures)
+            }
+            Some(_) => {
+                book.clients.remove(&ip);
+                Duration::ZERO
+            }
+            None => Duration::ZERO,
+        })
+    }
 
-/// Counts a failed attempt of `peer` on `path` and logs it when the pace allows.
-fn failed(peer: Option<IpAddr>, path: &str) {
-    FAILURES.fetch_add(1, Ordering::Relaxed);
-    let now = Instant::now();
-    let (client_failures, unlogged) = with_book(|book| {
-        let failures = peer.map_or(0, |ip| remember(book, ip, now));
-        let due = book
-            .logged
-            .map_or(true, |at| now.duration_since(at) >= LOG_EVERY);
-        if !due {
-            book.unlogged += 1;
-            return (failures, None);
+    /// Counts a failed attempt of `peer` on `path` and logs it when the pace allows.
+    fn failed(&self, peer: Option<IpAddr>, path: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let (client_failures, unlogged) = self.with_book(|book| {
+            let failures = peer.map_or(0, |ip| remember(book, ip, now));
+            let due = book
+                .logged
+                .map_or(true, |at| now.duration_since(at) >= LOG_EVERY);
+            if !due {
+                book.unlogged += 1;
+                return (failures, None);
+            }
+            book.logged = Some(now);
+            (failures, Some(std::mem::take(&mut book.unlogged)))
+        });
+        if let Some(unlogged) = unlogged {
+            let client = peer.map_or_else(|| "the unix socket".to_owned(), |ip| ip.to_string());
+            warn!(
+                client = %client,
+                path = %path,
+                client_failures,
+                more_since_last_line = unlogged,
+                total = self.failures(),
+                "refused a request with a missing or wrong status token (the token given is not \
+                 logged); if this is not you, someone is guessing: keep the endpoint on loopback or \
+                 behind a firewall"
+            );
         }
-        book.logged = Some(now);
-        (failures, Some(std::mem::take(&mut book.unlogged)))
-    });
-    if let Some(unlogged) = unlogged {
-        let client = peer.map_or_else(|| "the unix socket".to_owned(), |ip| ip.to_string());
-        warn!(
-            client = %client,
-            path = %path,
-            client_failures,
-            more_since_last_line = unlogged,
-            total = failures(),
-            "refused a request with a missing or wrong status token (the token given is not \
-             logged); if this is not you, someone is guessing: keep the endpoint on loopback or \
-             behind a firewall"
-        );
     }
 }
 
@@ -153,13 +161,17 @@ fn remember(book: &mut Book, ip: IpAddr, now: Instant) -> u32 {
 
 /// The middleware: waits as the client's failures ask, serves the request, and counts an
 /// answer 401 as a failed attempt.
-pub(super) async fn slow_down(request: Request, next: Next) -> Response {
+pub(super) async fn slow_down(
+    State(attempts): State<Arc<Attempts>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let peer = request.extensions().get::<Peer>().and_then(|p| p.0);
     // The probes never take a token: a prober that shares an address with a guesser is not
     // slowed.
     let probe = matches!(request.uri().path(), "/healthz" | "/readyz");
     if let (Some(ip), false) = (peer, probe) {
-        let wait = wait_of(ip, Instant::now());
+        let wait = attempts.wait_of(ip, Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
@@ -167,7 +179,7 @@ pub(super) async fn slow_down(request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let response = next.run(request).await;
     if response.extensions().get::<Refused>().is_some() {
-        failed(peer, &path);
+        attempts.failed(peer, &path);
     }
     response
 }
@@ -192,6 +204,18 @@ mod tests {
         let waits: Vec<u128> = (0..8).map(|n| delay(n).as_millis()).collect();
         assert_eq!(waits, [0, 100, 200, 400, 800, 1600, 2000, 2000]);
         assert_eq!(delay(u32::MAX), MAX_DELAY);
+    }
+
+    #[test]
+    fn each_endpoint_counts_and_slows_down_its_own_failures() {
+        let (one, other) = (Attempts::default(), Attempts::default());
+        let ip: IpAddr = "192.0.2.9".parse().expect("an address");
+        one.failed(Some(ip), "/status");
+        one.failed(Some(ip), "/metrics");
+        assert_eq!((one.failures(), other.failures()), (2, 0));
+        let now = Instant::now();
+        assert_eq!(one.wait_of(ip, now), Duration::from_millis(200));
+        assert_eq!(other.wait_of(ip, now), Duration::ZERO);
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::path::Path;
 use chrono::Utc;
 
 use super::doc::{
-    ConfigInfo, EtcdDoc, JobClusterDoc, JobDoc, MissingDoc, PausedDoc, PingDoc, ReloadErrorDoc,
-    Remote, RunDoc, StatusDoc, SyncDoc,
+    ConfigInfo, JobClusterDoc, JobDoc, MissingDoc, PausedDoc, PingDoc, ReloadErrorDoc, Remote,
+    RunDoc, StatusDoc, SyncDoc,
 };
 use super::metrics::{self, Scrape};
 use super::remote::Refresh;
@@ -117,16 +117,10 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
             .map(|(what, n)| (what.to_owned(), n))
             .collect(),
         cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
-        etcd: app.sources.node.as_ref().map(|node| EtcdDoc {
-            node: node.name.clone(),
-            identity: Some(node.identity.to_string()),
-            name: node.keys.root().trim_end_matches('/').to_owned(),
-            endpoints: node.etcd.endpoints(),
-            on_unavailable: node.on_unavailable.as_str().to_owned(),
-            reachable: node.etcd.reachable(),
-            lease_held: node.lease().is_some(),
-            errors_by_endpoint: node.etcd.errors_by_endpoint().into_iter().collect(),
-            last_error: node.etcd.last_error().map(|e| crate::redact::scrub(&e)),
+        etcd: app.sources.cluster.as_ref().map(|cluster| {
+            let mut etcd = cluster.etcd();
+            etcd.last_error = etcd.last_error.as_deref().map(crate::redact::scrub);
+            etcd
         }),
     }
 }
@@ -181,11 +175,14 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         },
         missing: None,
         // A created check found under the job's scope tag but owned by another agent.
-        owned_by: crate::sync::owner::conflicts()
+        owned_by: app
+            .sources
+            .counted
+            .owner_conflicts()
             .remove(&job.name)
             .map(|conflict| conflict.owner),
-        cluster: app.sources.node.as_ref().map(|node| {
-            let claims = node.claims().remove(&job.name).unwrap_or_default();
+        cluster: app.sources.cluster.as_ref().map(|cluster| {
+            let claims = cluster.claims().remove(&job.name).unwrap_or_default();
             let (last_ran_on, last_ran_fire) = claims.last_ran_on.unzip();
             JobClusterDoc {
                 run_on: job.run_on.as_str().to_owned(),
@@ -340,8 +337,9 @@ pub(crate) fn metrics(app: &App) -> String {
                 .map(|(job, p)| (job.clone(), p.until))
                 .collect()
         },
-        cluster: app.sources.cluster.as_ref().map(|c| c.standing()),
-        node: app.sources.node.as_deref(),
+        cluster: app.sources.cluster.as_deref(),
+        counted: &app.sources.counted,
+        auth_failures: app.attempts.failures(),
     };
     metrics::render(&app.sources.metrics, &scrape)
 }

@@ -46,11 +46,26 @@ pub(crate) struct StatusDoc {
     /// the leader's node name, since when the role holds and the last etcd error of the
     /// election. Absent without `[cluster]` and from older daemons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<crate::cluster::leader::Standing>,
+    pub cluster: Option<ClusterDoc>,
     /// In a `[cluster]`: this agent's etcd connection, lease and `on_unavailable`; absent
     /// when it runs alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdDoc>,
+}
+
+/// Where this agent stands in its cluster's election.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ClusterDoc {
+    /// This agent's node name (`[cluster] node`).
+    pub node: String,
+    /// Its role now: `leader`, `follower` or `unavailable`.
+    pub role: String,
+    /// The leader's node name, when known (this agent's own when it leads).
+    pub leader: Option<String>,
+    /// Since when the role holds.
+    pub since: DateTime<Utc>,
+    /// The last etcd error of the election, kept until etcd answers again.
+    pub last_error: Option<String>,
 }
 
 /// This agent's etcd connection and lease.

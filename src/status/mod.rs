@@ -6,6 +6,8 @@
 //!   makes room for a new one) and a header timeout;
 //! - [`attempts`]: failed token attempts, counted, logged at a bounded pace and slowed down
 //!   per client;
+//! - [`cluster`]: what it reads of the cluster, a view the cluster offers and the daemon's
+//!   assembly hands over (status/ names no type of `cluster/`);
 //! - [`doc`]: the `/status` document; `build`: making it (and the metrics text) from the
 //!   daemon's view ([`crate::daemon::DaemonView`]), the outbox, sync and the remote view;
 //! - `dashboard`: the HTML pages for a browser (`GET /`, `GET /jobs/{name}`), their login
@@ -26,6 +28,7 @@
 pub(crate) mod attempts;
 mod build;
 pub mod client;
+pub(crate) mod cluster;
 mod connections;
 mod dashboard;
 pub(crate) mod doc;

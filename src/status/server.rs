@@ -32,11 +32,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::build;
+use super::cluster::ClusterView;
 use super::connections;
 use super::metrics::RunMetrics;
 use super::remote::{Refresh, RemoteView};
 use crate::config::{Config, JobAction, Listen, Overlap};
 use crate::daemon::{Context, Task};
+use crate::metrics_registry::MetricsRegistry;
 use crate::sync::SyncStatus;
 
 /// A bound listener, not yet served.
@@ -121,10 +123,12 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
-    /// In a cluster: this agent's role and the leader (`[cluster]`).
-    pub cluster: Option<crate::cluster::leader::Leadership>,
-    /// In a cluster: this agent's etcd connection, lease and claims.
-    pub node: Option<Arc<crate::cluster::Node>>,
+    /// What the daemon's clients count (API requests, refused certificates): the registry of
+    /// the daemon's connections ([`crate::net::Net::metrics`]).
+    pub counted: MetricsRegistry,
+    /// In a cluster (`[cluster]`): this agent's role, the leader, its etcd connection, lease
+    /// and claims, as the cluster offers them.
+    pub cluster: Option<Arc<dyn ClusterView>>,
     /// The daemon's id (`<state_dir>/daemon-id`), told in every answer so clients can tell
     /// this daemon from another of the same config file (`super::owner`); `None` when it
     /// could not be read or made (clients then compare the config path alone).
@@ -137,6 +141,8 @@ pub(crate) struct Sources {
 pub(super) struct App {
     pub context: Context,
     pub sources: Sources,
+    /// The failed token attempts at this endpoint (counted, and the clients slowed down).
+    pub attempts: Arc<super::attempts::Attempts>,
     pub started: DateTime<Utc>,
     pub loaded: Mutex<DateTime<Utc>>,
 }
@@ -179,6 +185,7 @@ pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
         let app = Arc::new(App {
             context,
             sources,
+            attempts: Arc::default(),
             started: now,
             loaded: Mutex::new(now),
         });
@@ -186,11 +193,28 @@ pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
     })
 }
 
+/// Serves `bound` until `cancel`, beside the endpoint's two helpers (the reload times and the
+/// remote view's refresh): all three end with `cancel`, and this returns once they have, so
+/// the daemon's shutdown, which awaits its background tasks, awaits them too.
 async fn serve(bound: Bound, app: Arc<App>, cancel: CancellationToken) {
-    tokio::spawn(track_reloads(Arc::clone(&app), cancel.clone()));
-    if let Some(every) = app.config().status.remote_refresh {
-        tokio::spawn(refresh_remote(Arc::clone(&app), every, cancel.clone()));
-    }
+    let reloads = track_reloads(Arc::clone(&app), cancel.clone());
+    let refresh = app
+        .config()
+        .status
+        .remote_refresh
+        .map(|every| refresh_remote(Arc::clone(&app), every, cancel.clone()));
+    let refresh = async move {
+        if let Some(refresh) = refresh {
+            refresh.await;
+        }
+    };
+    tokio::join!(reloads, refresh, listen(bound, app, cancel));
+    info!("status endpoint closed");
+}
+
+/// Accepts and serves connections on `bound` until `cancel`; a unix socket's file is removed
+/// then.
+async fn listen(bound: Bound, app: Arc<App>, cancel: CancellationToken) {
     let result = match bound {
         Bound::Tcp(listener) => match tokio::net::TcpListener::from_std(listener)
             .and_then(|l| l.local_addr().map(|addr| (l, addr)))
@@ -245,7 +269,10 @@ async fn refresh_remote(app: Arc<App>, every: Duration, cancel: CancellationToke
             () = tokio::time::sleep(every) => {}
         }
         let ids = build::check_ids(&app, &app.config());
-        app.sources.remote.get(&ids, Refresh::Now).await;
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = app.sources.remote.get(&ids, Refresh::Now) => {}
+        }
     }
 }
 
@@ -280,7 +307,11 @@ fn router(app: Arc<App>, loopback_port: Option<u16>) -> Router {
         .as_ref()
         .and_then(|id| header::HeaderValue::from_str(id.as_str()).ok());
     // Outermost: a client that failed the token waits before anything else looks at it.
-    let router = router.layer(axum::middleware::from_fn(super::attempts::slow_down));
+    let attempts = Arc::clone(&app.attempts);
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        attempts,
+        super::attempts::slow_down,
+    ));
     router.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
             let path = app.config().path.clone();

@@ -41,9 +41,11 @@ const TURNS: u32 = 2;
 
 /// The pages and the history's JSON answers: each holds the status document, at most one run's
 /// whole output while reading, and its answer.
+// One per process: it serves one status endpoint, whose dashboard takes turns without a handle.
 static HISTORY_READS: Semaphore = Semaphore::const_new(TURNS as usize);
 
 /// `/status`: each holds the document (every job's last output tail).
+// One per process, as `HISTORY_READS`.
 static STATUS_READS: Semaphore = Semaphore::const_new(TURNS as usize);
 
 /// How much of an answer is handed to the connection at once.

@@ -37,9 +37,7 @@
 //! [`created_counts`] counts the checks created, by job and reason (`new`: the job had none;
 //! `deleted`: the job's check was deleted on the service), for the status endpoint's metrics.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
@@ -49,9 +47,6 @@ use crate::api::model::{CheckType, HeartbeatCheck, HeartbeatCheckCreate, ListChe
 use crate::api::ApiClient;
 use crate::config::Job;
 use crate::net::RetryPolicy;
-
-/// Checks created, by (job, reason).
-static CREATED: Mutex<BTreeMap<(String, &'static str), u64>> = Mutex::new(BTreeMap::new());
 
 /// Why a check was created: `new` (the job had none) or `deleted` (its check was deleted on
 /// the service and `create = true` recreates it).
@@ -71,16 +66,6 @@ impl Reason {
             Reason::Deleted => "deleted",
         }
     }
-}
-
-/// Every (job, reason) counted so far, with its count
-/// (`heartbeat_agent_checks_created_total{job,reason}`).
-pub fn created_counts() -> Vec<(String, &'static str, u64)> {
-    let counts = CREATED.lock().unwrap_or_else(|e| e.into_inner());
-    counts
-        .iter()
-        .map(|((job, reason), n)| (job.clone(), *reason, *n))
-        .collect()
 }
 
 /// The job's check as this pass found it.
@@ -248,7 +233,7 @@ async fn create(
             return Resolved::Failed(failed(job, tag, "creating it", &message));
         }
     };
-    count(job, reason);
+    client.metrics().check_created(&job.name, reason.as_str());
     tracing::info!(
         job = %job.name,
         check = %created.id,
@@ -300,7 +285,7 @@ async fn converge(
         return Resolved::Failed(failed(job, tag, "looking it up", "no check found"));
     };
     // Another agent's check is neither the job's nor this agent's to delete others for.
-    if let Err(message) = super::owner::claim(job, keeper) {
+    if let Err(message) = super::owner::claim(job, keeper, client.metrics()) {
         return Resolved::Failed(message);
     }
     // This pass's creation leaves the other creators' younger checks to them.
@@ -424,11 +409,4 @@ fn failed(job: &Job, tag: &str, doing: &str, message: &str) -> String {
         "job \"{}\": the check tagged \"{tag}\" (create = true): {doing} failed: {message}",
         job.name
     )
-}
-
-fn count(job: &Job, reason: Reason) {
-    let mut counts = CREATED.lock().unwrap_or_else(|e| e.into_inner());
-    *counts
-        .entry((job.name.clone(), reason.as_str()))
-        .or_default() += 1;
 }

@@ -19,43 +19,15 @@
 //!   configs of one host that upgrade at once: the last write wins, the other creates its own).
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::api::model::{HeartbeatCheck, HeartbeatCheckUpdate};
 use crate::api::ApiClient;
 use crate::config::OWNER_TAG_PREFIX;
 use crate::config::{Config, Job};
 
-/// A check found under a job's scope tag that another agent owns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerConflict {
-    /// The check's id.
-    pub check_id: String,
-    /// The identity its owner tag names.
-    pub owner: String,
-}
-
-/// The conflicts the latest lookup of each job found (a job whose lookup found its own check
-/// since is removed).
-static CONFLICTS: Mutex<BTreeMap<String, OwnerConflict>> = Mutex::new(BTreeMap::new());
-
-/// Lookups that found another agent's check, by job.
-static COUNTS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
-
-/// Each job whose check, found by its scope tag, is owned by another agent: what `/status`
-/// shows as the job's `owned_by` (state `owned_by_other`).
-pub fn conflicts() -> BTreeMap<String, OwnerConflict> {
-    CONFLICTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// How many lookups found another agent's check, by job
-/// (`heartbeat_agent_check_owner_conflicts_total{job}`).
-pub fn conflict_counts() -> Vec<(String, u64)> {
-    let counts = COUNTS.lock().unwrap_or_else(|e| e.into_inner());
-    counts.iter().map(|(job, n)| (job.clone(), *n)).collect()
-}
+pub use crate::metrics_registry::{MetricsRegistry, OwnerConflict};
 
 /// `config` with the owner tag of every job with `create = true` set to this agent's identity
 /// (outside a cluster). Without an identity (no machine id, and a state directory that cannot
@@ -97,7 +69,11 @@ fn owners(check: &HeartbeatCheck) -> impl Iterator<Item = &str> {
 /// Whether `check`, found by `job`'s scope tag, is the job's (see the module header): `Ok`
 /// when it names no owner or this agent, else the error that the job's report carries (after
 /// the ERROR line and the counts).
-pub(crate) fn claim(job: &Job, check: &HeartbeatCheck) -> Result<(), String> {
+pub(crate) fn claim(
+    job: &Job,
+    check: &HeartbeatCheck,
+    metrics: &MetricsRegistry,
+) -> Result<(), String> {
     let Some(ours) = job.check.owner_tag.as_deref() else {
         return Ok(());
     };
@@ -105,10 +81,7 @@ pub(crate) fn claim(job: &Job, check: &HeartbeatCheck) -> Result<(), String> {
     let other = match owners(check).find(|owner| *owner != ours) {
         Some(other) if !owners(check).any(|owner| owner == ours) => other.to_owned(),
         _ => {
-            CONFLICTS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&job.name);
+            metrics.owner_lookup(&job.name, None);
             return Ok(());
         }
     };
@@ -125,15 +98,7 @@ pub(crate) fn claim(job: &Job, check: &HeartbeatCheck) -> Result<(), String> {
         check_id: check.id.clone(),
         owner: other.clone(),
     };
-    CONFLICTS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(job.name.clone(), conflict);
-    *COUNTS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(job.name.clone())
-        .or_default() += 1;
+    metrics.owner_lookup(&job.name, Some(conflict));
     Err(format!(
         "job \"{}\": check {} carries the job's scope tag but is owned by agent {other} (this \
          agent is {ours}): it is neither pinged nor changed; give each agent its own machine id \
@@ -224,10 +189,18 @@ mod tests {
     #[test]
     fn a_check_is_the_jobs_when_it_names_no_owner_or_this_agent() {
         let ours = job(Some("aaaaaaaaaaaaaaaa"));
-        assert!(claim(&ours, &check("c1", &["x"])).is_ok());
+        let metrics = MetricsRegistry::default();
+        let other = format!("{OWNER_TAG_PREFIX}bbbbbbbbbbbbbbbb");
+        assert!(claim(&ours, &check("c0", &[other.as_str()]), &metrics).is_err());
+        assert!(claim(&ours, &check("c1", &["x"]), &metrics).is_ok());
+        assert!(
+            !metrics.owner_conflicts().contains_key("b"),
+            "the conflict is over"
+        );
         let own = format!("{OWNER_TAG_PREFIX}aaaaaaaaaaaaaaaa");
-        assert!(claim(&ours, &check("c1", &[own.as_str()])).is_ok());
-        assert!(!conflicts().contains_key("b"));
+        assert!(claim(&ours, &check("c1", &[own.as_str()]), &metrics).is_ok());
+        assert!(!metrics.owner_conflicts().contains_key("b"));
+        assert_eq!(metrics.owner_conflict_counts(), vec![("b".to_owned(), 1)]);
     }
 
     #[test]
@@ -235,12 +208,13 @@ mod tests {
         let mut ours = job(Some("aaaaaaaaaaaaaaaa"));
         ours.name = "conflicted".to_owned();
         let other = format!("{OWNER_TAG_PREFIX}bbbbbbbbbbbbbbbb");
-        let message = claim(&ours, &check("c9", &[other.as_str()])).expect_err("foreign");
+        let metrics = MetricsRegistry::default();
+        let message = claim(&ours, &check("c9", &[other.as_str()]), &metrics).expect_err("foreign");
         assert!(
             message.starts_with("job \"conflicted\": check c9 carries the job's scope tag but is owned by agent bbbbbbbbbbbbbbbb (this agent is aaaaaaaaaaaaaaaa)"),
             "{message}"
         );
-        let found = conflicts();
+        let found = metrics.owner_conflicts();
         assert_eq!(
             found.get("conflicted"),
             Some(&OwnerConflict {
@@ -248,8 +222,11 @@ mod tests {
                 owner: "bbbbbbbbbbbbbbbb".to_owned(),
             })
         );
-        assert!(conflict_counts().contains(&("conflicted".to_owned(), 1)));
+        assert_eq!(
+            metrics.owner_conflict_counts(),
+            vec![("conflicted".to_owned(), 1)]
+        );
         // Without an owner of its own (a cluster), any check of the scope is the job's.
-        assert!(claim(&job(None), &check("c9", &[other.as_str()])).is_ok());
+        assert!(claim(&job(None), &check("c9", &[other.as_str()]), &metrics).is_ok());
     }
 }

@@ -20,6 +20,7 @@ use super::desired::Definition;
 
 /// Serializes read-modify-write of state files within the process (the sync task and the job
 /// tasks recording accepted pings).
+// One per process: it guards the process's state files, whoever in it writes them.
 static STATE_LOCK: Mutex<()> = Mutex::new(());
 
 /// The persisted sync state of one job.

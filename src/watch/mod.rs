@@ -99,6 +99,7 @@ impl Probes {
     pub fn new(net: &crate::net::Net) -> Self {
         // sysinfo keeps each process's `/proc/PID/stat` open by default; a daemon must not hold
         // hundreds of descriptors for that.
+        // One per process: sysinfo's limit is a process-wide setting of that library.
         static FILES_LIMIT: std::sync::Once = std::sync::Once::new();
         FILES_LIMIT.call_once(|| {
             sysinfo::set_open_files_limit(0);

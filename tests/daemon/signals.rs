@@ -263,3 +263,39 @@ fn a_configmap_update_reloads_without_a_signal_and_an_invalid_one_is_kept_out() 
     assert_eq!(reloads, 2, "{}", daemon.text());
     daemon.stop();
 }
+
+#[test]
+fn sigterm_ends_every_task_of_the_daemon_before_it_exits() {
+    let home = Home::new();
+    let socket = home.path("status.sock");
+    let text = format!(
+        "[agent]\nstate_dir = \"{state}\"\nshutdown_timeout = \"2s\"\n\n\
+         [status]\nlisten = \"{socket}\"\nremote_refresh = \"60s\"\n\n\
+         [[jobs]]\nname = \"beat\"\nschedule = \"*/1 * * * * *\"\ncommand = [\"true\"]\n",
+        state = home.path("state").display(),
+        socket = socket.display(),
+    );
+    std::fs::write(home.config_path(), text).expect("write config");
+    let daemon = home.start();
+    daemon.wait_for(1, 5 * SECOND, |l| {
+        message(l) == "watching the configuration for changes"
+    });
+    daemon.wait_for(1, 5 * SECOND, |l| message(l) == "job finished");
+    assert!(socket.exists(), "the status socket is bound");
+    let lines = daemon.stop();
+    let at = |what: &str| {
+        lines
+            .iter()
+            .position(|l| message(l) == what)
+            .unwrap_or_else(|| panic!("no {what:?} in the log: {lines:?}"))
+    };
+    // The config watch and the status endpoint (with its helpers) are background tasks: the
+    // shutdown awaits them, so each says it ended before the daemon says it stopped.
+    let stopped = at("daemon stopped");
+    assert!(
+        at("stopped watching the configuration") < stopped,
+        "{lines:?}"
+    );
+    assert!(at("status endpoint closed") < stopped, "{lines:?}");
+    assert!(!socket.exists(), "the status socket was removed at exit");
+}

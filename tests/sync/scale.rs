@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use heartbeat_agent::api::{counters, ApiClient, ApiClientConfig, Quota, RateLimiter};
+use heartbeat_agent::api::{ApiClient, ApiClientConfig, Quota, RateLimiter};
 use heartbeat_agent::config::Config;
 use heartbeat_agent::emulator::{EmulatorOptions, RateLimit};
 use heartbeat_agent::redact::Secret;
@@ -55,9 +55,10 @@ fn pace_rule() -> PaceRule {
     }
 }
 
-/// `(requests, 429 answers)` the process's clients have counted so far.
-fn requests() -> (u64, u64) {
-    counters::snapshot()
+/// `(requests, 429 answers)` the clients of `net` have counted so far.
+fn requests(net: &heartbeat_agent::net::Net) -> (u64, u64) {
+    net.metrics()
+        .api_requests()
         .into_iter()
         .fold((0, 0), |(all, limited), (_, status, n)| {
             (all + n, limited + if status == "429" { n } else { 0 })
@@ -162,6 +163,8 @@ fn a_fleet_converges_under_the_shared_rate_limit() {
         })
         .await;
         let mut reconcilers = Vec::new();
+        // One `Net` for the fleet, as in one process: its registry counts every client's requests.
+        let net = heartbeat_agent::net::Net::default();
         for a in 0..agents {
             let mut text = String::new();
             for j in 0..jobs {
@@ -180,6 +183,7 @@ fn a_fleet_converges_under_the_shared_rate_limit() {
                 emulator.base_url(),
                 Secret::new(emulator.api_key().to_owned()),
             );
+            client.net = net.clone();
             client.rate_limiter = Arc::new(RateLimiter::new(Quota {
                 requests: limit,
                 window: scaled(Duration::from_secs(60)),
@@ -198,7 +202,7 @@ fn a_fleet_converges_under_the_shared_rate_limit() {
                 .with_pace(rule.scaled(scale));
             reconcilers.push(reconciler);
         }
-        let (sent_before, limited_before) = requests();
+        let (sent_before, limited_before) = requests(&net);
         let cancel = CancellationToken::new();
         let started = Instant::now();
         let tasks: Vec<_> = reconcilers
@@ -221,7 +225,7 @@ fn a_fleet_converges_under_the_shared_rate_limit() {
                 (n + k, active + usize::from(k < jobs))
             });
             let minutes = started.elapsed().as_secs_f64() * scale / 60.0;
-            let (sent, limited) = requests();
+            let (sent, limited) = requests(&net);
             report.push(Sample {
                 minutes,
                 in_sync,

@@ -19,7 +19,7 @@ use super::ApiClient;
 use crate::api::error::excerpt;
 use crate::api::model::ErrorBody;
 use crate::api::retry::{is_retryable, Failure};
-use crate::api::{counters, limits, ApiError, Operation, RequestLabel};
+use crate::api::{limits, ApiError, Operation, RequestLabel};
 use crate::net::retry::{retry, RetryOutcome, TryResult};
 use crate::net::BodyError;
 
@@ -123,7 +123,7 @@ impl ApiClient {
         let response = match request.send().await {
             Ok(response) => response,
             Err(e) => {
-                counters::record(label.operation, None);
+                self.net.metrics().api_request(label.operation.name(), None);
                 if let Some(problem) = self.net.certificate_problem(&e) {
                     let error = ApiError::Transport {
                         request: label.clone(),
@@ -151,7 +151,10 @@ impl ApiClient {
             }
         };
         let status = response.status();
-        counters::record(label.operation, Some(status.as_u16()));
+        let answered = Some(status.as_u16());
+        self.net
+            .metrics()
+            .api_request(label.operation.name(), answered);
         // 407 is a proxy's answer by definition: the request never reached the service.
         if status.as_u16() == 407 {
             if let Some(refused) = self.proxy_refused(label, url) {

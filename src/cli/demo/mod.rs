@@ -220,6 +220,7 @@ fn status_command(addr: std::net::SocketAddr) -> String {
 fn status_endpoint(
     sync: &crate::sync::SyncStatus,
     client: ApiClient,
+    counted: crate::metrics_registry::MetricsRegistry,
 ) -> Option<(
     std::net::SocketAddr,
     daemon::Task,
@@ -237,8 +238,8 @@ fn status_endpoint(
         sync: Arc::new(cell),
         remote: crate::status::remote::RemoteView::new(Some(client)),
         metrics: Arc::default(),
+        counted,
         cluster: None,
-        node: None,
         daemon_id: None,
         identity: None,
     };
@@ -303,12 +304,15 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         daemon: Arc::new(Mutex::new(None)),
         state_dir: state_dir.clone(),
     };
-    let (controller, control) = super::assemble::signal_control()
+    let (controller, control) = daemon::control::channel();
+    let signals = super::assemble::signal_control(controller.clone())
         .map_err(|err| format!("cannot install signal handlers: {err}"))?;
     let mut plugins = Plugins::default();
-    if let Some((addr, task, metrics)) =
-        status_endpoint(&reconciler.status(), client(once.clone())?)
-    {
+    if let Some((addr, task, metrics)) = status_endpoint(
+        &reconciler.status(),
+        client(once.clone())?,
+        net.metrics().clone(),
+    ) {
         where_.status = Some(status_command(addr));
         where_.dashboard = Some(format!("http://{addr}/"));
         plugins.after_run.push(metrics as Arc<dyn AfterRun>);
@@ -335,6 +339,7 @@ async fn demo(mut where_: Where, duration: Option<Duration>, live: bool) -> Resu
         net,
     };
     daemon::run(options, Arc::clone(&config), plugins, control).await;
+    signals.stop().await;
     let last = view.rows(&config).await;
     crate::logging::write_out("final status:\n");
     crate::logging::write_out(&format!(

@@ -36,7 +36,7 @@ use crate::ping::outbox::{Outbox, PingContext};
 use crate::ping::{Budget, InvalidPing, Ping, PingKind, PingMethod};
 use crate::process::children::{self, Children};
 use crate::process::lock::{lock_key, LockError, RunLock};
-use crate::process::{self, ChildControl, ChildOutcome, CommandSpec, Limits};
+use crate::process::{self, ChildOutcome, CommandSpec, Limits};
 use crate::retries::Retries;
 use crate::run::Pings;
 use crate::run_end::RunEnd;
@@ -301,7 +301,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
             kill_after: args
                 .kill_after
                 .or(job.map(|j| j.kill_after))
-                .unwrap_or(Duration::from_secs(10)),
+                .unwrap_or(crate::config::defaults::KILL_AFTER),
         },
         success_codes: args
             .success_codes
@@ -475,24 +475,14 @@ async fn run_plan(plan: Plan) -> u8 {
     report.ended.end.exit_status()
 }
 
-/// Supervises `running`, forwarding the signals the wrapper receives to the command's group.
+/// Supervises `running`, forwarding the signals the wrapper receives to the command's group
+/// (the signals are its requests: [`Signals`]' `ChildRequests`).
 async fn supervise(
     running: process::Running,
     limits: Limits,
     signals: &mut Signals,
 ) -> ChildOutcome {
-    let (control, requests) = tokio::sync::mpsc::unbounded_channel();
-    let supervised = running.supervise(limits, requests);
-    tokio::pin!(supervised);
-    loop {
-        tokio::select! {
-            outcome = &mut supervised => return outcome,
-            signal = signals.recv() => {
-                debug!(signal = %signal, "forwarding to the command's process group");
-                let _ = control.send(ChildControl::Forward(signal));
-            }
-        }
-    }
+    running.supervise(limits, signals).await
 }
 
 fn report(outcome: &ChildOutcome, plan: &Plan) {

@@ -105,3 +105,12 @@ impl Signals {
         signal
     }
 }
+
+/// While the command runs, every signal received is forwarded to its process group.
+impl crate::process::ChildRequests for &mut Signals {
+    async fn next(&mut self) -> Option<crate::process::ChildControl> {
+        let signal = self.recv().await;
+        debug!(signal = %signal, "forwarding to the command's process group");
+        Some(crate::process::ChildControl::Forward(signal))
+    }
+}

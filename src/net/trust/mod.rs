@@ -41,9 +41,8 @@
 //! A certificate that webpki cannot take as a root is skipped (reqwest refused to build a
 //! client for any such root of the store).
 //!
-//! The count of refused certificates by host ([`error_counts`]) is process-wide, as every
-//! counter of `/metrics`: any client of the process adds to it and the endpoint reads it
-//! without being handed each client.
+//! Refused certificates are counted by host in the registry of the `Net` whose client met them
+//! ([`crate::metrics_registry`]).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -468,33 +467,6 @@ impl Loader {
             count: None,
         });
     }
-}
-
-/// Certificate errors by host since start (for `/metrics`).
-static ERRORS: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
-
-/// Counts a refused certificate of `host`; true the first time (log it in full then).
-pub(crate) fn count_error(host: &str) -> bool {
-    let mut errors = ERRORS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let counts = errors.get_or_insert_with(HashMap::new);
-    let count = counts.entry(host.to_owned()).or_insert(0);
-    *count += 1;
-    *count == 1
-}
-
-/// Certificate errors by host, for `/metrics`.
-pub fn error_counts() -> Vec<(String, u64)> {
-    let errors = ERRORS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut counts: Vec<(String, u64)> = errors
-        .as_ref()
-        .map(|c| c.iter().map(|(h, n)| (h.clone(), *n)).collect())
-        .unwrap_or_default();
-    counts.sort();
-    counts
 }
 
 #[cfg(test)]

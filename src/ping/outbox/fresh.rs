@@ -57,7 +57,8 @@ impl Outbox {
 
     /// The first attempt of a fresh claim failed: the entry may now live long, so it is made
     /// durable (file and directory fsynced). Inside a runtime the fsyncs run on its blocking
-    /// pool, so a slow disk never holds up the task that fires jobs.
+    /// pool, so a slow disk never holds up the task that fires jobs, tracked by the outbox
+    /// ([`Outbox::durable`] awaits them).
     pub(crate) fn attempt_failed(&self, claimed: &Claimed) {
         let (held, dir) = (Arc::clone(&claimed.held), self.dir.clone());
         let sync = move || {
@@ -66,7 +67,7 @@ impl Outbox {
             }
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(sync)),
+            Ok(runtime) => drop(self.syncs.spawn_blocking_on(sync, &runtime)),
             Err(_) => sync(),
         }
     }

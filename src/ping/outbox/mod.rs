@@ -158,6 +158,9 @@ pub struct Outbox {
     /// Wakes the drainer when this process stores an entry (entries of other processes are
     /// found by polling).
     notify: Arc<Notify>,
+    /// The fsyncs that make a fresh entry durable, run on the blocking pool
+    /// ([`Outbox::attempt_failed`]); shared by the clones, awaited by [`Outbox::durable`].
+    syncs: tokio_util::task::TaskTracker,
 }
 
 impl Outbox {
@@ -168,7 +171,15 @@ impl Outbox {
             dir: state_dir.join("outbox"),
             max_entries: max_entries.max(1),
             notify: Arc::new(Notify::new()),
+            syncs: tokio_util::task::TaskTracker::new(),
         }
+    }
+
+    /// Waits until every fsync started by this outbox (or a clone) has ended: the daemon's
+    /// shutdown awaits it, within its bound, so no entry's fsync is cut off at the exit.
+    pub(crate) async fn durable(&self) {
+        self.syncs.close();
+        self.syncs.wait().await;
     }
 
     /// Creates the directory (and `failed/`) with mode 0700, tightening an existing one of
@@ -529,6 +540,7 @@ fn parse_entry(file: &File) -> Result<Entry, String> {
 /// A lease end (Unix ms) no earlier than `at` and unique in this process, so two claims of one
 /// target by one process never share a file name.
 fn unique_lease(at: u64) -> u64 {
+    // One per process: uniqueness is within the process, whose claims share the outbox files.
     static LAST: AtomicU64 = AtomicU64::new(0);
     let mut last = LAST.load(Ordering::Relaxed);
     loop {

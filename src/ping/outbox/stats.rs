@@ -145,6 +145,7 @@ fn format_1() -> u32 {
 const FORMAT: u32 = 2;
 
 /// What this process counted but could not write yet (see the module documentation).
+// One per process: it outlives each `Outbox` value made over the process's one state directory.
 static CARRIED: Mutex<Option<Stats>> = Mutex::new(None);
 
 /// The largest counters file read (it is a few hundred bytes).

@@ -4,7 +4,7 @@
 use super::Text;
 
 /// `heartbeat_agent_log_lines_dropped_total` and `heartbeat_agent_status_auth_failures_total`.
-pub(super) fn families(out: &mut Text) {
+pub(super) fn families(out: &mut Text, auth_failures: u64) {
     out.family(
         "heartbeat_agent_log_lines_dropped_total",
         "counter",
@@ -23,6 +23,6 @@ pub(super) fn families(out: &mut Text) {
     out.sample(
         "heartbeat_agent_status_auth_failures_total",
         &[],
-        crate::status::attempts::failures() as f64,
+        auth_failures as f64,
     );
 }
