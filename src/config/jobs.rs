@@ -103,10 +103,14 @@ pub(super) fn job(
         retries,
         target: target?,
         check: super::shared_default(check_settings?, {
+            // The process has one default value (never changed), shared by every job of every
+            // loaded config that leaves it unset.
             static DEFAULT: OnceLock<Arc<super::CheckSettings>> = OnceLock::new();
             &DEFAULT
         }),
         start_fail: super::shared_default(start_fail?, {
+            // The process has one default value (never changed), shared by every job of every
+            // loaded config that leaves it unset.
             static DEFAULT: OnceLock<Arc<super::StartFail>> = OnceLock::new();
             &DEFAULT
         }),
