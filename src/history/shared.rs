@@ -38,6 +38,9 @@ pub(crate) trait Shared: Send + Sync + std::fmt::Debug {
 type Registry = Mutex<HashMap<PathBuf, Arc<dyn Shared>>>;
 
 fn registry() -> &'static Registry {
+    // One per process, keyed by state directory: a daemon serves one state directory's cluster,
+    // and its histories are opened where no handle reaches yet (the run writer, the status
+    // routes, the dashboard). Handing the `Shared` down from assembly would make it a value.
     static SHARED: OnceLock<Registry> = OnceLock::new();
     SHARED.get_or_init(Mutex::default)
 }
