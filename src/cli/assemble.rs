@@ -198,7 +198,7 @@ pub(crate) fn cluster_sync(
     let keys = Keys::new(&settings.name);
     let etcd = &node.etcd;
     let (runs, copies) = SharedRuns::new(etcd.clone(), keys.clone(), &settings.node);
-    crate::history::share(&options.state_dir, Arc::new(runs.clone()));
+    plugins.history = Some(Arc::new(runs.clone()));
     plugins.tasks.push((
         "cluster history",
         Box::new(move |_: Context, cancel: CancellationToken| Box::pin(runs.run(copies, cancel))),

@@ -176,6 +176,7 @@ fn plugins(
         metrics: Arc::default(),
         counted: options.net.metrics().clone(),
         cluster: view.map(|view| Arc::new(view) as _),
+        history: plugins.history.clone(),
         daemon_id: endpoint.daemon_id,
         identity: Some(endpoint.identity),
     };

@@ -151,10 +151,10 @@ fn from_files(
         Some(config) => config.state_dir(global.state_dir.as_deref()),
         None => crate::paths::state_dir(global.state_dir.as_deref(), None),
     };
-    if let Some(settings) = config.and_then(|c| c.cluster.as_ref().map(|s| (c, s))) {
-        share_cluster(settings, args.job.as_deref(), &state_dir);
-    }
-    let history = History::new(&state_dir);
+    let cluster = config
+        .and_then(|c| c.cluster.as_ref().map(|s| (c, s)))
+        .and_then(|settings| cluster_runs(settings, args.job.as_deref()));
+    let history = History::with_cluster(&state_dir, cluster);
     // The ping URLs and tokens sync learned are secrets too: a run may have printed one before
     // they were learned, and its record is scrubbed as it is read.
     for job in crate::sync::state::jobs(&state_dir) {
@@ -197,14 +197,14 @@ fn from_files(
 }
 
 /// In a `[cluster]`, reads the runs of `job` (of every job when `None`) that the cluster's
-/// nodes copied into etcd, once, and gives them to the history of `state_dir`, which merges them
-/// in (docs/history.md, "In a cluster"). When etcd does not answer within [`CLUSTER_READ`],
-/// the history says so ([`History::cluster_unavailable`]) and shows this node's runs.
-fn share_cluster(
+/// nodes copied into etcd, once, for the history to merge in (docs/history.md, "In a
+/// cluster"). When etcd does not answer within [`CLUSTER_READ`], the history says so
+/// ([`History::cluster_unavailable`]) and shows this node's runs; `None` (said on stderr) when
+/// etcd cannot even be asked.
+fn cluster_runs(
     (config, settings): (&Config, &ClusterSettings),
     job: Option<&str>,
-    state_dir: &std::path::Path,
-) {
+) -> Option<std::sync::Arc<dyn crate::history::Shared>> {
     let net = crate::net::Net::new(config.api.net(None));
     let keys = crate::cluster::Keys::new(&settings.name);
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -222,17 +222,17 @@ fn share_cluster(
                 "the runs of the cluster's other nodes cannot be read: {err}; only this node's \
                  runs are shown"
             ));
-            return;
+            return None;
         }
         (_, Err(err)) => {
             print_error(format!(
                 "the runs of the cluster's other nodes cannot be read: cannot start the async \
                  runtime: {err}; only this node's runs are shown"
             ));
-            return;
+            return None;
         }
     };
-    crate::history::share(state_dir, std::sync::Arc::new(shared));
+    Some(std::sync::Arc::new(shared))
 }
 
 /// How long `history` waits for etcd's answer in a cluster.

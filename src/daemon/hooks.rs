@@ -46,6 +46,9 @@ pub(crate) struct Plugins {
     pub after_run: Vec<Arc<dyn AfterRun>>,
     /// Background tasks by name (the name is logged when one ends early).
     pub tasks: Vec<(&'static str, Task)>,
+    /// In a cluster, the cluster's copy of the runs: the run history hands each run to it and
+    /// merges in the other nodes' runs.
+    pub history: Option<Arc<dyn crate::history::Shared>>,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -54,6 +57,7 @@ impl std::fmt::Debug for Plugins {
         f.debug_struct("Plugins")
             .field("after_run", &self.after_run.len())
             .field("tasks", &names)
+            .field("history", &self.history.is_some())
             .finish()
     }
 }

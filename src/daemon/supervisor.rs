@@ -75,7 +75,10 @@ pub(crate) async fn run(
         ping_urls: options.ping_urls.clone(),
         admission: options.admission.clone(),
         persisted: Persisted::new(&options.state_dir),
-        history: crate::history::Recorder::start(crate::history::History::new(&options.state_dir)),
+        history: crate::history::Recorder::start(crate::history::History::with_cluster(
+            &options.state_dir,
+            plugins.history.clone(),
+        )),
         outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
         pings: crate::ping::Sender::new(options.net.clone()),
         state: Arc::new(DaemonState::default()),

@@ -17,7 +17,7 @@
 //! host); the pings' outcome follows as a line of its own that every reader joins to the run
 //! ([`update`]).
 //!
-//! **In a cluster** ([`shared`]): a [`Shared`] given for the state directory receives each run
+//! **In a cluster** ([`shared`]): a [`Shared`] given to the history receives each run
 //! once it is written here, and every read merges in the runs it holds of the other nodes.
 //!
 //! **Served scrubbed.** A record is scrubbed when it is written, with the secrets known then;
@@ -40,7 +40,7 @@ mod log;
 mod shared;
 mod update;
 
-pub(crate) use shared::{share, Shared};
+pub(crate) use shared::Shared;
 pub(crate) use update::PingUpdate;
 
 use std::collections::{HashMap, HashSet};
@@ -385,18 +385,22 @@ fn lower_priority() {
 pub(crate) struct History {
     /// `<state_dir>/history`.
     dir: PathBuf,
-    /// In a cluster, what it holds of the other nodes' runs ([`share`]).
+    /// In a cluster, what it holds of the other nodes' runs ([`History::with_cluster`]).
     shared: Option<Arc<dyn Shared>>,
 }
 
 impl History {
-    /// The history under `state_dir` (with the cluster's runs when a [`Shared`] was given for
-    /// it).
+    /// This node's history under `state_dir`.
     pub(crate) fn new(state_dir: &Path) -> History {
-        let dir = state_dir.join("history");
+        History::with_cluster(state_dir, None)
+    }
+
+    /// The history under `state_dir`, in a cluster with `shared`: the runs it records are
+    /// handed to it, and every read merges in what it holds of the other nodes.
+    pub(crate) fn with_cluster(state_dir: &Path, shared: Option<Arc<dyn Shared>>) -> History {
         History {
-            shared: shared::of(&dir),
-            dir,
+            dir: state_dir.join("history"),
+            shared,
         }
     }
 

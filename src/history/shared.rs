@@ -1,17 +1,15 @@
 //! A job's history across a cluster: the runs other nodes recorded, merged into this node's
 //! own (docs/history.md, "In a cluster").
 //!
-//! The history knows no cluster type: a [`Shared`] is given to it, by state directory
-//! ([`share`]), by whoever knows the cluster (the daemon's cluster part, or `history` for
-//! one reading). Every [`super::History`] of that state directory then hands the runs it
-//! records to it ([`Shared::publish`], [`Shared::pinged`]; neither may block) and merges what
+//! The history knows no cluster type: a [`Shared`] is given to it
+//! ([`super::History::with_cluster`]) by whoever knows the cluster (the daemon's assembly hands
+//! its cluster part to the run writer and the status endpoint; `history` reads etcd once). A
+//! [`super::History`] given one hands the runs it records to it ([`Shared::publish`], [`Shared::pinged`]; neither may block) and merges what
 //! it holds of the other nodes into every read ([`merged`]). The local files stay the source
 //! of truth for this node's runs: a run of the cluster's copy whose run id a local run has is
 //! shown once, from the file.
 
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::HashSet;
 
 use super::{PingUpdate, Run};
 
@@ -33,28 +31,6 @@ pub(crate) trait Shared: Send + Sync + std::fmt::Debug {
 
     /// Why the cluster's runs are not (or no longer) read, when they are not.
     fn unavailable(&self) -> Option<String>;
-}
-
-type Registry = Mutex<HashMap<PathBuf, Arc<dyn Shared>>>;
-
-fn registry() -> &'static Registry {
-    // One per process, keyed by state directory: a daemon serves one state directory's cluster,
-    // and its histories are opened where no handle reaches yet (the run writer, the status
-    // routes, the dashboard). Handing the `Shared` down from assembly would make it a value.
-    static SHARED: OnceLock<Registry> = OnceLock::new();
-    SHARED.get_or_init(Mutex::default)
-}
-
-/// Gives `shared` to every history of `state_dir` made from now on (in this process).
-pub(crate) fn share(state_dir: &Path, shared: Arc<dyn Shared>) {
-    let mut all = registry().lock().unwrap_or_else(|e| e.into_inner());
-    all.insert(state_dir.join("history"), shared);
-}
-
-/// The [`Shared`] given for the history at `dir` (`<state_dir>/history`).
-pub(super) fn of(dir: &Path) -> Option<Arc<dyn Shared>> {
-    let all = registry().lock().unwrap_or_else(|e| e.into_inner());
-    all.get(dir).cloned()
 }
 
 /// Hands the newest `n` of `local` (a visit of this node's runs, newest first, that goes on

@@ -310,8 +310,7 @@ fn a_clusters_runs_are_merged_newest_first_and_a_run_held_here_is_shown_once() {
     }
     // The cluster holds b's runs and a copy of a's run 3 (a's own, copied into etcd).
     let others = vec![run_of("b", 40, 4), run_of("a", 30, 3), run_of("b", 20, 2)];
-    share(dir.path(), Arc::new(Fixed(others)));
-    let history = History::new(dir.path());
+    let history = History::with_cluster(dir.path(), Some(Arc::new(Fixed(others))));
     let runs = history.runs("tick", 10).expect("read");
     let shown: Vec<(String, i64)> = runs
         .iter()

@@ -153,7 +153,8 @@ fn job_doc(app: &App, job: &Job) -> JobDoc {
         last_skipped: state.last_skipped,
         last_run: state.last_run.as_deref().map(RunDoc::of),
         // In a cluster, every node's runs (this one's a moment after they end); else this node's.
-        recent: crate::history::History::new(&app.context.state_dir)
+        recent: app
+            .history()
             .cluster_outcomes(&job.name, crate::daemon::view::RECENT)
             .unwrap_or_else(|| state.recent.iter().map(|o| o.as_str().to_owned()).collect()),
         last_ping: state.last_ping.map(|p| PingDoc {

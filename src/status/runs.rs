@@ -18,7 +18,6 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::server::{error, guard, App};
-use crate::history::History;
 
 #[derive(Debug, serde::Deserialize)]
 pub(super) struct RunsQuery {
@@ -49,7 +48,7 @@ pub(super) async fn job_runs(
             )
         }
     };
-    let reader = History::new(&app.context.state_dir);
+    let reader = app.history();
     let turn = super::turns::history_alone().await;
     read(&job, turn, move |job| {
         let mut out = b"{\"job\":".to_vec();
@@ -94,7 +93,7 @@ pub(super) async fn job_run(
             format!("{seq:?} is not a run number: use the run's seq, such as /jobs/{job}/runs/12"),
         );
     };
-    let reader = History::new(&app.context.state_dir);
+    let reader = app.history();
     let turn = super::turns::history_turn().await;
     let answer = read(&job, turn, move |job| {
         let mut found = None;

@@ -129,6 +129,8 @@ pub(crate) struct Sources {
     /// In a cluster (`[cluster]`): this agent's role, the leader, its etcd connection, lease
     /// and claims, as the cluster offers them.
     pub cluster: Option<Arc<dyn ClusterView>>,
+    /// In a cluster, the cluster's copy of the runs, merged into every history read here.
+    pub history: Option<Arc<dyn crate::history::Shared>>,
     /// The daemon's id (`<state_dir>/daemon-id`), told in every answer so clients can tell
     /// this daemon from another of the same config file (`super::owner`); `None` when it
     /// could not be read or made (clients then compare the config path alone).
@@ -150,6 +152,11 @@ pub(super) struct App {
 impl App {
     pub(crate) fn config(&self) -> Arc<Config> {
         Arc::clone(&self.context.config.borrow())
+    }
+
+    /// The daemon's run history, with the cluster's runs merged in (in a cluster).
+    pub(crate) fn history(&self) -> crate::history::History {
+        crate::history::History::with_cluster(&self.context.state_dir, self.sources.history.clone())
     }
 
     /// Ready once the first sync pass was attempted (or when nothing is synced, or, in a

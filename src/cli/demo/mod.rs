@@ -240,6 +240,7 @@ fn status_endpoint(
         metrics: Arc::default(),
         counted,
         cluster: None,
+        history: None,
         daemon_id: None,
         identity: None,
     };

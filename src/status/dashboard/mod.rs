@@ -50,7 +50,6 @@ use sha2::{Digest, Sha256};
 use super::remote::Refresh;
 use super::server::App;
 use super::turns::{history_turn, in_turn};
-use crate::history::History;
 use crate::redact::Secret;
 
 /// The session cookie's name.
@@ -201,7 +200,7 @@ async fn overview(State(pages): State<Arc<Pages>>, headers: HeaderMap) -> Respon
             (j.name.clone(), limit.min(runs::TIMELINE_RUNS))
         })
         .collect();
-    let history = History::new(&app.context.state_dir);
+    let history = app.history();
     let now = doc.generated_at;
     let reader = Arc::clone(&pages);
     let marks = tokio::task::spawn_blocking(move || reader.marks.of(&history, &jobs, now))
@@ -229,7 +228,7 @@ async fn job(
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
     let doc = super::build::document(app, Refresh::Cached).await;
-    let history = History::new(&app.context.state_dir);
+    let history = app.history();
     let runs = runs::shown(history, name.clone(), limit).await;
     match doc.jobs.iter().find(|j| j.name == name) {
         Some(job) => {
