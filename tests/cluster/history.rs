@@ -54,6 +54,45 @@ fn written_by(out: &std::path::Path, job: &str) -> BTreeMap<String, usize> {
     by_node
 }
 
+/// Waits until nodes a and b each wrote at least `n` runs of every job of `jobs`.
+fn wait_for_runs(out: &std::path::Path, jobs: &[String], n: usize, within: Duration) {
+    crate::util::eventually_every(
+        Duration::from_millis(200),
+        within,
+        &format!("{n} runs of every job on each node"),
+        || {
+            let short: Vec<(&String, BTreeMap<String, usize>)> = jobs
+                .iter()
+                .map(|job| (job, written_by(out, job)))
+                .filter(|(_, by_node)| {
+                    ["a", "b"]
+                        .iter()
+                        .any(|node| by_node.get(*node).copied().unwrap_or(0) < n)
+                })
+                .collect();
+            if short.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("short: {short:?}"))
+            }
+        },
+    );
+}
+
+/// The run keys of cluster `name` in etcd, counted per (job, node).
+fn keys_per_job_and_node(etcd: &EtcdCluster, name: &str) -> BTreeMap<(String, String), usize> {
+    let prefix = format!("{name}/runs/");
+    let listed = etcd.etcdctl(&["get", "--prefix", "--keys-only", &prefix]);
+    let mut per = BTreeMap::new();
+    for key in String::from_utf8_lossy(&listed.stdout).lines() {
+        let parts: Vec<&str> = key.split('/').collect();
+        if let [_, _, job, node, ..] = parts[..] {
+            *per.entry((job.to_owned(), node.to_owned())).or_default() += 1;
+        }
+    }
+    per
+}
+
 /// `history j0 --json --limit 100` on `agent` (its config): exit code, the JSON, stderr.
 fn history(agent: &Agent) -> (Option<i32>, Value, String) {
     let out = agent
@@ -111,22 +150,7 @@ fn history_and_the_runs_route_of_either_node_list_both_nodes_runs_also_after_one
     let emulator = Background::start();
     let (_dir, out) = out_dir();
     let (a, mut b) = two_agents(&etcd, "hist", 1, JobShape::EVERY_SECOND, &out, &emulator);
-    crate::util::eventually_every(
-        Duration::from_millis(200),
-        Duration::from_secs(40),
-        "three runs on each node",
-        || {
-            let by_node = written(&out);
-            let enough = ["a", "b"]
-                .iter()
-                .all(|n| by_node.get(*n).copied().unwrap_or(0) >= 3);
-            if enough {
-                Ok(())
-            } else {
-                Err(format!("{by_node:?}"))
-            }
-        },
-    );
+    wait_for_runs(&out, &["j0".to_owned()], 3, Duration::from_secs(40));
     // `history` on node a lists b's runs too (read from etcd), each once, newest first.
     let listed = crate::util::eventually_every(
         Duration::from_millis(300),
@@ -336,40 +360,22 @@ fn a_jobs_keys_in_etcd_stay_at_its_bound_per_node_however_many_runs() {
         ..JobShape::EVERY_SECOND
     };
     let (_a, _b) = two_agents(&etcd, "bound", 1, shape, &out, &emulator);
-    crate::util::eventually_every(
-        Duration::from_millis(200),
-        Duration::from_secs(60),
-        "six runs on each node",
-        || {
-            let by_node = written(&out);
-            let enough = ["a", "b"]
-                .iter()
-                .all(|n| by_node.get(*n).copied().unwrap_or(0) >= 6);
-            if enough {
-                Ok(())
-            } else {
-                Err(format!("{by_node:?}"))
-            }
-        },
-    );
+    wait_for_runs(&out, &["j0".to_owned()], 6, Duration::from_secs(60));
     // Each node keeps its last 3 runs of the job: 3 keys per node, whatever ran since.
     crate::util::eventually_every(
         Duration::from_millis(300),
         Duration::from_secs(10),
         "3 keys per node under bound/runs/j0/",
         || {
-            let listed = etcd.etcdctl(&["get", "--prefix", "--keys-only", "bound/runs/j0/"]);
-            let text = String::from_utf8_lossy(&listed.stdout).into_owned();
-            let keys: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
-            let per_node = |node: &str| {
-                keys.iter()
-                    .filter(|k| k.starts_with(&format!("bound/runs/j0/{node}/")))
-                    .count()
-            };
-            if keys.len() == 6 && per_node("a") == 3 && per_node("b") == 3 {
+            let per = keys_per_job_and_node(&etcd, "bound");
+            let expected = BTreeMap::from([
+                (("j0".to_owned(), "a".to_owned()), 3),
+                (("j0".to_owned(), "b".to_owned()), 3),
+            ]);
+            if per == expected {
                 Ok(())
             } else {
-                Err(format!("{keys:?}"))
+                Err(format!("{per:?}"))
             }
         },
     );
@@ -392,40 +398,13 @@ fn runs_ending_together_are_copied_in_batches_within_each_jobs_bound() {
     };
     let (a, _b) = two_agents(&etcd, "burst", 20, shape, &out, &emulator);
     let jobs: Vec<String> = (0..20).map(|j| format!("j{j}")).collect();
-    crate::util::eventually_every(
-        Duration::from_millis(300),
-        Duration::from_secs(60),
-        "three runs of every job on each node",
-        || {
-            let short: Vec<&String> = jobs
-                .iter()
-                .filter(|job| {
-                    let by_node = written_by(&out, job);
-                    ["a", "b"]
-                        .iter()
-                        .any(|n| by_node.get(*n).copied().unwrap_or(0) < 3)
-                })
-                .collect();
-            if short.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("short: {short:?}"))
-            }
-        },
-    );
+    wait_for_runs(&out, &jobs, 3, Duration::from_secs(60));
     crate::util::eventually_every(
         Duration::from_millis(500),
         Duration::from_secs(15),
         "3 keys per job and node",
         || {
-            let listed = etcd.etcdctl(&["get", "--prefix", "--keys-only", "burst/runs/"]);
-            let text = String::from_utf8_lossy(&listed.stdout).into_owned();
-            let mut per: BTreeMap<(String, String), usize> = BTreeMap::new();
-            for key in text.lines().filter(|l| !l.is_empty()) {
-                let parts: Vec<&str> = key.split('/').collect();
-                *per.entry((parts[2].to_owned(), parts[3].to_owned()))
-                    .or_default() += 1;
-            }
+            let per = keys_per_job_and_node(&etcd, "burst");
             let wrong: Vec<_> = jobs
                 .iter()
                 .flat_map(|job| ["a", "b"].map(|node| (job.clone(), node.to_owned())))
