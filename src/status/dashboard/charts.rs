@@ -1,7 +1,8 @@
 //! The dashboard's charts, inline SVG drawn with presentation attributes and the classes of
-//! the page's style sheet: a job's last 24 hours ([`timeline`]: one mark per run at its start,
-//! coloured by its outcome, every hour ticked and every sixth labelled, UTC as every time on the
-//! page), its runs' durations ([`durations`]: a bar per run on one labelled axis in one unit for
+//! the page's style sheet: a job's last 24 hours ([`timeline`]: a mark per run at its start,
+//! coloured by its outcome, or per quarter of an hour that holds several runs, in its worst
+//! run's colour, so a day is at most 96 marks; every hour ticked and every sixth labelled, UTC
+//! as every time on the page), its runs' durations ([`durations`]: a bar per run on one labelled axis in one unit for
 //! the whole chart, at least [`FLOOR_MS`] high so a millisecond of jitter stays flat) and the
 //! [`legend`] of their colours. Every text drawn (titles, labels, a job's name) goes through
 //! [`esc`].
@@ -59,8 +60,34 @@ pub(super) const DAY: TimeDelta = TimeDelta::hours(24);
 /// they are, not as spikes of a scale of their own.
 pub(super) const FLOOR_MS: u64 = 100;
 
-/// Job `name`'s runs `marks` in the 24 hours up to `now` (others are left out), one mark per
-/// run at its start.
+/// The timeline's slots: a quarter of an hour each, two pixels wide, so a day is at most
+/// [`SLOTS`] marks whatever the number of runs (a job every minute would draw 1,440 marks of
+/// two pixels on 192, each 0.13 px apart).
+const SLOTS: i64 = 96;
+
+/// How bad an outcome is, for the mark of a slot that holds several runs: any end but a
+/// success or a shutdown's stop first (in [`RunOutcome::ALL`]'s order), then `stopped`, then
+/// `success`. A slot is drawn in its worst run's colour: a failure is never hidden by the
+/// successes beside it.
+fn badness(outcome: &str) -> usize {
+    match outcome {
+        "success" => 0,
+        "stopped" => 1,
+        _ => {
+            let rank = RunOutcome::ALL
+                .iter()
+                .position(|o| o.as_str() == outcome)
+                .unwrap_or(0);
+            2 + RunOutcome::ALL.len() - rank
+        }
+    }
+}
+
+/// Job `name`'s runs `marks` (oldest first) in the 24 hours up to `now` (others are left out).
+/// A run alone in its quarter of an hour is a mark of its own, at its start, titled with its
+/// number, outcome, time and duration; quarters in a row that hold runs and whose worst
+/// outcome is the same are one mark, titled with their runs' numbers, times and outcomes
+/// (the bad ones by number). The page is then bounded by the jobs, not by their runs.
 pub(super) fn timeline(name: &str, marks: &[Mark], now: DateTime<Utc>) -> String {
     let (w, h, top, bottom) = (192.0_f64, 36.0_f64, 2.0_f64, 20.0_f64);
     let start = now - DAY;
@@ -107,19 +134,97 @@ pub(super) fn timeline(name: &str, marks: &[Mark], now: DateTime<Utc>) -> String
         }
         hour += TimeDelta::hours(1);
     }
-    for mark in shown {
-        let x = x_of(mark.at).clamp(0.0, w - 2.0);
+    let slot_of =
+        |m: &Mark| ((m.at - start).num_milliseconds() * SLOTS / 86_400_000).min(SLOTS - 1);
+    let worst = |runs: &[&Mark]| {
+        runs.iter()
+            .map(|m| m.outcome)
+            .max_by_key(|o| badness(o))
+            .unwrap_or("success")
+    };
+    // Runs in one slot, then slots in a row with the same worst outcome, become one mark.
+    let mut i = 0;
+    while i < shown.len() {
+        let slot = slot_of(shown[i]);
+        let mut end = i;
+        while end < shown.len() && slot_of(shown[end]) == slot {
+            end += 1;
+        }
+        let outcome = worst(&shown[i..end]);
+        let mut last_slot = slot;
+        while end < shown.len() {
+            let next = slot_of(shown[end]);
+            let mut after = end;
+            while after < shown.len() && slot_of(shown[after]) == next {
+                after += 1;
+            }
+            if next != last_slot + 1 || worst(&shown[end..after]) != outcome {
+                break;
+            }
+            last_slot = next;
+            end = after;
+        }
+        let group = &shown[i..end];
+        let (x, width) = if group.len() == 1 {
+            (x_of(group[0].at).clamp(0.0, w - 2.0), 2.0)
+        } else {
+            let slot_w = w / SLOTS as f64;
+            (slot as f64 * slot_w, (last_slot - slot + 1) as f64 * slot_w)
+        };
+        let title = if group.len() == 1 {
+            group[0].title()
+        } else {
+            group_title(group)
+        };
         let _ = write!(
             out,
-            "<rect class=\"mark {}\" x=\"{x:.1}\" y=\"{top}\" width=\"2\" height=\"{}\">\
+            "<rect class=\"mark {outcome}\" x=\"{x:.1}\" y=\"{top}\" width=\"{width:.1}\" height=\"{}\">\
              <title>{}</title></rect>",
-            mark.outcome,
             bottom - top,
-            esc(&mark.title())
+            esc(&title)
         );
+        i = end;
     }
     out.push_str("</svg>");
     out
+}
+
+/// The tooltip of a mark of several runs: `#12 to #20, 9 runs 05:47Z to 07:58Z: 8 success,
+/// 1 failed (#15)`, the outcomes worst first, at most [`NAMED`] bad runs named by number.
+fn group_title(group: &[&Mark]) -> String {
+    /// The most bad runs a tooltip names.
+    const NAMED: usize = 5;
+    let (first, last) = (group[0], group[group.len() - 1]);
+    let mut title = format!(
+        "#{} to #{}, {} runs {} to {}:",
+        first.seq,
+        last.seq,
+        group.len(),
+        first.at.format("%H:%MZ"),
+        last.at.format("%H:%MZ")
+    );
+    let mut outcomes: Vec<&str> = group.iter().map(|m| m.outcome).collect();
+    outcomes.sort_by_key(|o| std::cmp::Reverse(badness(o)));
+    outcomes.dedup();
+    for (n, outcome) in outcomes.iter().enumerate() {
+        let runs: Vec<u64> = group
+            .iter()
+            .filter(|m| m.outcome == *outcome)
+            .map(|m| m.seq)
+            .collect();
+        let _ = write!(
+            title,
+            "{} {} {outcome}",
+            if n == 0 { "" } else { "," },
+            runs.len()
+        );
+        if badness(outcome) > 0 {
+            let named: Vec<String> = runs.iter().take(NAMED).map(|s| format!("#{s}")).collect();
+            let more = if runs.len() > NAMED { ", ..." } else { "" };
+            let _ = write!(title, " ({}{more})", named.join(", "));
+        }
+    }
+    title
 }
 
 /// The scale of a durations axis: its unit, the unit's size in milliseconds, the step between
@@ -250,6 +355,7 @@ pub(super) fn legend() -> String {
     }
     out.push_str(
         "<li>last 24 h: a mark per run at its start, hours in UTC</li>\
+         <li>runs in a quarter hour: one mark, the worst's colour</li>\
          <li>last runs: ✓ success, ✗ any other end, · stopped</li></ul>",
     );
     out
@@ -284,6 +390,61 @@ mod tests {
         assert_eq!(svg.matches("<line class=\"tick").count(), 24, "{svg}");
         assert!(svg.contains(">12:00</text>") && svg.contains(">06:00</text>"));
         assert!(svg.contains("&lt;b&gt; in the last 24 hours") && !svg.contains("<b>"));
+    }
+
+    #[test]
+    fn a_day_of_runs_every_minute_is_at_most_a_mark_per_quarter_and_a_failure_stays_seen() {
+        let now = DateTime::parse_from_rfc3339("2026-11-26T09:30:30Z")
+            .expect("a time")
+            .with_timezone(&Utc);
+        // 1,440 runs, one a minute; #700 failed, #900 and #901 timed out.
+        let marks: Vec<Mark> = (1..=1440)
+            .map(|seq| {
+                let outcome = match seq {
+                    700 => "failed",
+                    900 | 901 => "timed_out",
+                    _ => "success",
+                };
+                mark(seq, now - TimeDelta::minutes(1440 - seq as i64), 5, outcome)
+            })
+            .collect();
+        let svg = timeline("j", &marks, now);
+        let drawn = svg.matches("class=\"mark ").count();
+        assert_eq!(
+            drawn, 5,
+            "success, failed, success, timed_out, success: {svg}"
+        );
+        assert_eq!(svg.matches("class=\"mark failed\"").count(), 1, "{svg}");
+        assert_eq!(svg.matches("class=\"mark timed_out\"").count(), 1, "{svg}");
+        assert!(svg.contains("1 failed (#700)"), "{svg}");
+        assert!(svg.contains("2 timed_out (#900, #901)"), "{svg}");
+        assert!(svg.contains("): 1440 runs</title>"), "{svg}");
+        // The marks cover the day without overlapping: each starts where the last ended.
+        let attr = |tag: &str, name: &str| -> f64 {
+            let at = tag.find(&format!(" {name}=\"")).expect(name) + name.len() + 3;
+            tag[at..at + tag[at..].find('"').expect("end")]
+                .parse()
+                .expect("a number")
+        };
+        let xs: Vec<(f64, f64)> = svg
+            .match_indices("<rect class=\"mark ")
+            .map(|(at, _)| (attr(&svg[at..], "x"), attr(&svg[at..], "width")))
+            .collect();
+        for pair in xs.windows(2) {
+            assert!((pair[0].0 + pair[0].1 - pair[1].0).abs() < 0.05, "{xs:?}");
+        }
+        // Alternating outcomes still draw at most one mark per quarter of an hour, all failed.
+        let mixed: Vec<Mark> = marks
+            .iter()
+            .map(|m| Mark {
+                outcome: if m.seq % 2 == 0 { "failed" } else { "success" },
+                ..m.clone()
+            })
+            .collect();
+        let svg = timeline("j", &mixed, now);
+        assert!(svg.matches("class=\"mark ").count() <= 97, "{svg}");
+        assert_eq!(svg.matches("class=\"mark success\"").count(), 0, "{svg}");
+        assert!(svg.len() < 20_000, "{} bytes", svg.len());
     }
 
     #[test]
