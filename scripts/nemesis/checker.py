@@ -50,7 +50,8 @@ STOPPING = {
 }
 # A skewed restart is a restart: the agent is away for the time it takes to start again.
 INSTANT = {"skew": 5.0}
-HEALS = set(STOPPING.values()) | {"service_heal", "state_dir_heal", "heal", "drained", "end"}
+HEALS = set(STOPPING.values()) | {"service_heal", "state_dir_heal", "heal", "drained", "outbox_flush",
+                                  "end"}
 
 
 def read_lines(path):

@@ -9,8 +9,11 @@ to DIR/ledger and ping with `{run_id}` in the URL.
 Then, for the run's duration, the nemesis picks faults at random from a seeded generator (the
 same seed gives the same faults at the same offsets), logs each to DIR/nemesis.log (one JSON
 object per line: offset, kind, target, how long) and heals it. At the end it heals
-everything, waits for every agent's outbox to drain, dumps what the emulator received to
-DIR/pings.jsonl, stops the agents with SIGTERM and hands DIR to the checker.
+everything, waits for every agent's outbox to drain, stops the agents with SIGTERM, delivers
+what their outboxes still hold (`outbox flush`: a run that ended just before the stop pings at
+the next start), dumps what the emulator received to DIR/pings.jsonl and the agents' histories,
+and hands DIR to the checker. The agents are stopped before anything is dumped, so every run a
+history holds had its chance to ping: a run between the two dumps would look lost.
 
 Standard library only (asyncio), so it runs wherever python3 does.
 """
@@ -555,7 +558,7 @@ ping_url = "{ping('slow')}"
         await self.until("every outbox drained", drained, timeout=120)
         self.log("drained", "all")
 
-    async def stop(self):
+    async def stop_agents(self):
         self.stopping = True
         for agent in self.agents:
             agent.expected_exit = True
@@ -568,6 +571,19 @@ ping_url = "{ping('slow')}"
                     agent.signal(signal.SIGKILL)
                     self.crashes.append({"node": agent.node, "at": self.offset(),
                                          "exit": "hung at SIGTERM"})
+
+    async def flush_outboxes(self):
+        for agent in self.agents:
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [self.binary, "outbox", "flush", "--config", agent.config,
+                 "--state-dir", agent.state],
+                capture_output=True, env=dict(os.environ, HEARTBEAT_AGENT_API_KEY=API_KEY),
+            )
+            self.log("outbox_flush", agent.node, exit=done.returncode)
+
+    async def stop(self):
+        await self.stop_agents()
         for process in [self.emulator] + [m[3] for m in self.etcd]:
             if process and process.returncode is None:
                 process.send_signal(signal.SIGTERM)
@@ -590,6 +606,8 @@ ping_url = "{ping('slow')}"
             await self.heal_and_drain()
             # Pings and histories of the last fires settle.
             await asyncio.sleep(3)
+            await self.stop_agents()
+            await self.flush_outboxes()
             self.log("end", "all")
             await self.dump()
         finally:
