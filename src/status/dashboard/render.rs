@@ -6,6 +6,7 @@
 //! itself every 30 s with `<meta http-equiv="refresh">`, which needs no JavaScript.
 
 use std::fmt::Write;
+use std::sync::Arc;
 
 use super::cells::{last, paused, remote, strip, summary, sync, took, when};
 use super::charts::{durations, legend, timeline, Mark};
@@ -73,7 +74,7 @@ fn schedule(job: &JobDoc) -> String {
 
 /// The overview: the summary, then every job, `marks` holding each job's runs of the last 24
 /// hours (oldest first) in the order of `doc.jobs`.
-pub(super) fn overview(doc: &StatusDoc, marks: &[Vec<Mark>]) -> String {
+pub(super) fn overview(doc: &StatusDoc, marks: &[Arc<[Mark]>]) -> String {
     let now = doc.generated_at;
     let mut out = head("heartbeat-agent", true);
     out.push_str(&header(doc));
@@ -125,7 +126,7 @@ pub(super) fn overview(doc: &StatusDoc, marks: &[Vec<Mark>]) -> String {
             paused = paused(job, now),
             schedule = schedule(job),
             strip = strip(&job.recent),
-            timeline = timeline(&job.name, marks.get(i).map_or(&[][..], Vec::as_slice), now),
+            timeline = timeline(&job.name, marks.get(i).map_or(&[][..], |m| &m[..]), now),
             remote = remote(job),
             sync = sync(job),
             outbox = job.outbox_pending,
