@@ -12,7 +12,8 @@
 //! job (a run's fields take about 400 bytes; 6 is the worst JSON escape of an output byte).
 //!
 //! **Writers.** The daemon hands each run to [`Recorder`], a thread of its own below the
-//! runtime's priority; `run --job` appends itself ([`History::record`]). A run is appended
+//! runtime's priority, which the daemon's shutdown joins within a bound; `run --job` appends
+//! itself ([`History::record`]). A run is appended
 //! when it ends, before its final ping (which may wait up to the ping budget for a hanging
 //! host); the pings' outcome follows as a line of its own that every reader joins to the run
 //! ([`update`]).
@@ -47,7 +48,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
@@ -200,11 +201,16 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
 /// the children were still being started, at nice + 10 (docs/dev/profiles/profile-burst.md).
 /// A run is handed over when it ends ([`Recorder::record`]), its pings' outcome after them
 /// ([`Recorder::pinged`]), written as a [`PingUpdate`] of the number the run was given.
-/// [`Recorder::flush`] waits for what was handed over (the daemon's shutdown).
+/// [`Recorder::finish`] (the daemon's shutdown) closes the queue, waits for what was handed
+/// over and joins the thread, within a bound.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     history: History,
-    queue: std::sync::Mutex<std::sync::mpsc::Sender<Message>>,
+    /// The writer's queue; `None` once [`Recorder::finish`] closed it.
+    queue: Mutex<Option<mpsc::Sender<Message>>>,
+    /// The writer thread, and what tells that it ended (its sender is dropped when the
+    /// thread's function returns or unwinds); `None` once joined, or when it could not start.
+    writer: Mutex<Option<(std::thread::JoinHandle<()>, mpsc::Receiver<()>)>>,
     starts: Arc<Starts>,
 }
 
@@ -250,14 +256,17 @@ enum Message {
     /// Append the pings of the run of this job with this id (when that run was recorded with
     /// its pings pending).
     Pinged(String, String, PingUpdate, Instant),
-    /// Say when everything before was written.
-    Flush(std::sync::mpsc::Sender<()>),
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Recorder {
     /// Starts the writer thread of `history`.
     pub(crate) fn start(history: History) -> Recorder {
-        let (queue, received) = std::sync::mpsc::channel::<Message>();
+        let (queue, received) = mpsc::channel::<Message>();
+        let (ended, writer_ended) = mpsc::channel::<()>();
         let writer = history.clone();
         let starts = Arc::new(Starts {
             epoch: Instant::now(),
@@ -267,6 +276,8 @@ impl Recorder {
         let started = std::thread::Builder::new()
             .name("history".to_owned())
             .spawn(move || {
+                // Dropped when this function returns or unwinds: the thread's last act.
+                let _ended = ended;
                 lower_priority();
                 // The numbers given to runs recorded with their pings pending, by job and run
                 // id, until their pings come.
@@ -298,18 +309,17 @@ impl Recorder {
                                 }
                             }
                         }
-                        Message::Flush(done) => {
-                            let _ = done.send(());
-                        }
                     }
                 }
             });
-        if let Err(err) = started {
-            warn!(error = %err, "cannot start the history's writer thread; runs will not be recorded");
-        }
+        let writer = started
+            .inspect_err(|err| warn!(error = %err, "cannot start the history's writer thread; runs will not be recorded"))
+            .ok()
+            .map(|thread| (thread, writer_ended));
         Recorder {
             history,
-            queue: std::sync::Mutex::new(queue),
+            queue: Mutex::new(Some(queue)),
+            writer: Mutex::new(writer),
             starts,
         }
     }
@@ -329,7 +339,9 @@ impl Recorder {
         if limit == 0 {
             return;
         }
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(queue) = &*lock(&self.queue) else {
+            return;
+        };
         let _ = queue.send(Message::Run(
             job.to_owned(),
             limit,
@@ -341,7 +353,9 @@ impl Recorder {
     /// Hands the pings of `report`'s run of `job` to the writer: recorded when the run was
     /// recorded with its pings pending.
     pub(crate) fn pinged(&self, job: &str, report: &crate::run::Report) {
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(queue) = &*lock(&self.queue) else {
+            return;
+        };
         let _ = queue.send(Message::Pinged(
             job.to_owned(),
             report.record.run_id.text(),
@@ -350,15 +364,28 @@ impl Recorder {
         ));
     }
 
-    /// Waits (at most `timeout`) until every run handed over so far is written.
-    pub(crate) fn flush(&self, timeout: Duration) {
-        let (done, wait) = std::sync::mpsc::channel();
-        let sent = {
-            let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            queue.send(Message::Flush(done)).is_ok()
+    /// Closes the queue (what is handed over later is dropped), waits at most `timeout` for
+    /// the writer to write every run handed over so far and end, and joins it; says in the log
+    /// which of the two happened. A writer that does not end in time (a hung file system) is
+    /// left behind, so that it never holds up the exit of the process; true when it was joined.
+    pub(crate) fn finish(&self, timeout: Duration) -> bool {
+        drop(lock(&self.queue).take());
+        let Some((thread, ended)) = lock(&self.writer).take() else {
+            return false;
         };
-        if sent && wait.recv_timeout(timeout).is_err() {
-            warn!("the history's writer did not finish within {timeout:?}; the last runs may be missing from it");
+        match ended.recv_timeout(timeout) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                warn!("the history's writer did not finish within {timeout:?}; the last runs may be missing from it");
+                false
+            }
+            // Disconnected: the thread's function has returned (it sends nothing else).
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if thread.join().is_err() {
+                    warn!("the history's writer ended with a panic; the last runs may be missing from it");
+                }
+                info!("history writer stopped");
+                true
+            }
         }
     }
 }

@@ -213,8 +213,46 @@ fn the_writer_waits_out_a_burst_of_starts_but_not_beyond_its_bound() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     starter.join().expect("starter");
     recorder.record("burst", 10, Run::of(&record(0, "second"), None, None));
-    recorder.flush(Duration::from_secs(5));
+    assert!(recorder.finish(Duration::from_secs(5)), "the writer ended");
     assert_eq!(tails(recorder.history(), "burst", 10), ["second", "first"]);
+}
+
+/// [`Recorder::finish`] waits no longer than its bound for a writer that is held up (here,
+/// by runs that keep starting), and the writer, left behind, still writes what it was handed;
+/// a run handed over after it is dropped.
+#[test]
+fn finishing_waits_for_the_writer_within_its_bound_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorder = Recorder::start(History::new(dir.path()));
+    recorder.run_starting();
+    recorder.record("held", 10, Run::of(&record(0, "held"), None, None));
+    let asked = Instant::now();
+    let (joined, waited) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while asked.elapsed() < Duration::from_millis(600) {
+                recorder.run_starting();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        (recorder.finish(Duration::from_millis(200)), asked.elapsed())
+    });
+    assert!(!joined, "the writer was still held");
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_millis(550),
+        "waited {waited:?}"
+    );
+    recorder.record("held", 10, Run::of(&record(0, "late"), None, None));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tails(recorder.history(), "held", 10).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the writer left behind wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(tails(recorder.history(), "held", 10), ["held"]);
+    assert!(!recorder.finish(Duration::from_secs(1)), "joined only once");
 }
 
 #[test]

@@ -49,7 +49,7 @@ pub(super) async fn job_runs(
         }
     };
     let reader = app.history();
-    let turn = super::turns::history_alone().await;
+    let turn = app.turns.history_alone().await;
     read(&job, turn, move |job| {
         let mut out = b"{\"job\":".to_vec();
         serde_json::to_writer(&mut out, job).map_err(std::io::Error::other)?;
@@ -94,7 +94,7 @@ pub(super) async fn job_run(
         );
     };
     let reader = app.history();
-    let turn = super::turns::history_turn().await;
+    let turn = app.turns.history_turn().await;
     let answer = read(&job, turn, move |job| {
         let mut found = None;
         // Newest first: past the number, the run is not kept.

@@ -145,6 +145,9 @@ pub(super) struct App {
     pub sources: Sources,
     /// The failed token attempts at this endpoint (counted, and the clients slowed down).
     pub attempts: Arc<super::attempts::Attempts>,
+    /// The turns of the answers that hold runs' output (`super::turns`), one pair for the
+    /// endpoint's routes.
+    pub turns: super::turns::Turns,
     pub started: DateTime<Utc>,
     pub loaded: Mutex<DateTime<Utc>>,
 }
@@ -193,6 +196,7 @@ pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
             context,
             sources,
             attempts: Arc::default(),
+            turns: super::turns::Turns::default(),
             started: now,
             loaded: Mutex::new(now),
         });
@@ -444,7 +448,7 @@ async fn status(
         _ => Refresh::Limited,
     };
     // The document holds every job's last output tail: it takes a turn until it is sent.
-    let Some(turn) = super::turns::status_turn().await else {
+    let Some(turn) = app.turns.status_turn().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     match serde_json::to_vec(&build::document(&app, refresh).await) {
