@@ -152,7 +152,7 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         Ok(client) => client,
         Err(code) => return code,
     };
-    if let Err(err) = crate::pause::apply(&state_dir, &plan) {
+    if let Err(err) = crate::pause::apply(&state_dir, &crate::persist::Failures::default(), &plan) {
         print_error(err);
         return exit::FAILURE;
     }
@@ -219,7 +219,12 @@ pub fn resume(args: ResumeArgs, global: &GlobalArgs) -> u8 {
         Ok(client) => client,
         Err(code) => return code,
     };
-    if let Err(err) = crate::pause::end(&state_dir, &jobs, |name| bound.iter().any(|b| b == name)) {
+    if let Err(err) = crate::pause::end(
+        &state_dir,
+        &crate::persist::Failures::default(),
+        &jobs,
+        |name| bound.iter().any(|b| b == name),
+    ) {
         print_error(err);
         return exit::FAILURE;
     }

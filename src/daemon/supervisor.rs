@@ -70,16 +70,24 @@ pub(crate) async fn run(
     mut control: ControlReceiver,
 ) -> DaemonEnd {
     let notifier = Notifier::from_env();
+    // The failed writes under the state directory, counted where the status endpoint reads
+    // them (the registry of the daemon's connections).
+    let failures = options.net.metrics().persist_failures();
     let shared = Arc::new(Shared {
         settings: RwLock::new(Arc::new(settings(&config))),
         ping_urls: options.ping_urls.clone(),
         admission: options.admission.clone(),
-        persisted: Persisted::new(&options.state_dir),
+        persisted: Persisted::new(&options.state_dir, failures),
         history: crate::history::Recorder::start(crate::history::History::with_cluster(
             &options.state_dir,
             plugins.history.clone(),
+            failures,
         )),
-        outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
+        outbox: Outbox::new(
+            &options.state_dir,
+            config.agent.outbox_max_entries,
+            failures,
+        ),
         pings: crate::ping::Sender::new(options.net.clone()),
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),

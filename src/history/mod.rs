@@ -414,20 +414,28 @@ pub(crate) struct History {
     dir: PathBuf,
     /// In a cluster, what it holds of the other nodes' runs ([`History::with_cluster`]).
     shared: Option<Arc<dyn Shared>>,
+    /// Where its failed writes are counted.
+    failures: crate::persist::Failures,
 }
 
 impl History {
-    /// This node's history under `state_dir`.
-    pub(crate) fn new(state_dir: &Path) -> History {
-        History::with_cluster(state_dir, None)
+    /// This node's history under `state_dir`, its failed writes counted in `failures`.
+    pub(crate) fn new(state_dir: &Path, failures: &crate::persist::Failures) -> History {
+        History::with_cluster(state_dir, None, failures)
     }
 
     /// The history under `state_dir`, in a cluster with `shared`: the runs it records are
-    /// handed to it, and every read merges in what it holds of the other nodes.
-    pub(crate) fn with_cluster(state_dir: &Path, shared: Option<Arc<dyn Shared>>) -> History {
+    /// handed to it, and every read merges in what it holds of the other nodes. Its failed
+    /// writes are counted in `failures`.
+    pub(crate) fn with_cluster(
+        state_dir: &Path,
+        shared: Option<Arc<dyn Shared>>,
+        failures: &crate::persist::Failures,
+    ) -> History {
         History {
             dir: state_dir.join("history"),
             shared,
+            failures: failures.clone(),
         }
     }
 
@@ -463,7 +471,7 @@ impl History {
 
     /// Logs and counts a failed write of `job`'s history.
     fn failed(&self, job: &str, err: &io::Error) {
-        crate::persist::failed(crate::persist::What::History);
+        self.failures.failed(crate::persist::What::History);
         warn!(job = %job, dir = %self.dir.join(job).display(), error = %err, "cannot record the run in the job's history");
     }
 

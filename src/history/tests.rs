@@ -39,7 +39,7 @@ fn tails(history: &History, job: &str, limit: usize) -> Vec<String> {
 #[test]
 fn runs_come_back_newest_first_numbered_and_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for i in 1..=25 {
         history.record(
             "backup",
@@ -64,7 +64,7 @@ fn runs_come_back_newest_first_numbered_and_bounded() {
 #[test]
 fn a_torn_last_line_is_skipped_by_readers_and_cut_off_by_the_next_append() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     history.record("backup", 100, Run::of(&record(0, "one"), None, None));
     history.record("backup", 100, Run::of(&record(1, "two"), None, None));
     let file = dir.path().join("history/backup/runs.jsonl");
@@ -91,7 +91,7 @@ fn a_torn_last_line_is_skipped_by_readers_and_cut_off_by_the_next_append() {
 #[test]
 fn numbering_goes_on_after_a_rotation_and_a_limit_of_zero_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for _ in 0..3 {
         history.record("a", 3, Run::of(&record(0, ""), None, None));
     }
@@ -106,7 +106,7 @@ fn numbering_goes_on_after_a_rotation_and_a_limit_of_zero_writes_nothing() {
 #[test]
 fn a_removed_jobs_history_goes_only_after_the_keep_time() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for job in ["kept", "gone"] {
         history.record(job, 5, Run::of(&record(0, ""), None, None));
     }
@@ -144,7 +144,7 @@ fn a_runs_secrets_and_its_ping_are_kept_as_documented() {
 #[test]
 fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for i in 1..=27 {
         let tail = format!("run {i}\nwith two lines of output");
         history.record("backup", 10, Run::of(&record(i % 2, &tail), None, None));
@@ -176,7 +176,10 @@ fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line()
 #[test]
 fn the_writer_waits_out_a_burst_of_starts_but_not_beyond_its_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let recorder = Recorder::start(History::new(dir.path()));
+    let recorder = Recorder::start(History::new(
+        dir.path(),
+        &crate::persist::Failures::default(),
+    ));
     let recorder = std::sync::Arc::new(recorder);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let starter = {
@@ -223,7 +226,10 @@ fn the_writer_waits_out_a_burst_of_starts_but_not_beyond_its_bound() {
 #[test]
 fn finishing_waits_for_the_writer_within_its_bound_only() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let recorder = Recorder::start(History::new(dir.path()));
+    let recorder = Recorder::start(History::new(
+        dir.path(),
+        &crate::persist::Failures::default(),
+    ));
     recorder.run_starting();
     recorder.record("held", 10, Run::of(&record(0, "held"), None, None));
     let asked = Instant::now();
@@ -258,7 +264,7 @@ fn finishing_waits_for_the_writer_within_its_bound_only() {
 #[test]
 fn a_runs_pings_recorded_after_it_are_joined_across_a_new_generation() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     let ping = |detail: &str| RunPing {
         kind: crate::ping::PingKind::Success,
         at: Utc::now(),
@@ -344,11 +350,19 @@ fn run_of(node: &str, at: i64, id: u128) -> Run {
 fn a_clusters_runs_are_merged_newest_first_and_a_run_held_here_is_shown_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (at, id) in [(10, 1), (30, 3)] {
-        History::new(dir.path()).record("tick", 10, run_of("a", at, id));
+        History::new(dir.path(), &crate::persist::Failures::default()).record(
+            "tick",
+            10,
+            run_of("a", at, id),
+        );
     }
     // The cluster holds b's runs and a copy of a's run 3 (a's own, copied into etcd).
     let others = vec![run_of("b", 40, 4), run_of("a", 30, 3), run_of("b", 20, 2)];
-    let history = History::with_cluster(dir.path(), Some(Arc::new(Fixed(others))));
+    let history = History::with_cluster(
+        dir.path(),
+        Some(Arc::new(Fixed(others))),
+        &crate::persist::Failures::default(),
+    );
     let runs = history.runs("tick", 10).expect("read");
     let shown: Vec<(String, i64)> = runs
         .iter()

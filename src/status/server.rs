@@ -159,7 +159,11 @@ impl App {
 
     /// The daemon's run history, with the cluster's runs merged in (in a cluster).
     pub(crate) fn history(&self) -> crate::history::History {
-        crate::history::History::with_cluster(&self.context.state_dir, self.sources.history.clone())
+        crate::history::History::with_cluster(
+            &self.context.state_dir,
+            self.sources.history.clone(),
+            self.sources.counted.persist_failures(),
+        )
     }
 
     /// Ready once the first sync pass was attempted (or when nothing is synced, or, in a

@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::desired::Definition;
+use crate::persist::Failures;
 
 /// Serializes read-modify-write of state files within the process (the sync task and the job
 /// tasks recording accepted pings).
@@ -143,9 +144,10 @@ pub fn jobs(state_dir: &Path) -> Vec<String> {
 }
 
 /// Changes the state of `job` (for `check_id`; another check's state is replaced) under the
-/// process-wide lock, and writes it crash-safely.
+/// process-wide lock, and writes it crash-safely; a failed write is counted in `failures`.
 pub fn update(
     state_dir: &Path,
+    failures: &Failures,
     job: &str,
     check_id: &str,
     change: impl FnOnce(&mut CheckRecord),
@@ -160,7 +162,7 @@ pub fn update(
     change(&mut state);
     remember_secrets(&state);
     write(state_dir, job, &state)
-        .inspect_err(|_| crate::persist::failed(crate::persist::What::SyncState))?;
+        .inspect_err(|_| failures.failed(crate::persist::What::SyncState))?;
     Ok(state)
 }
 
@@ -169,13 +171,14 @@ pub fn update(
 /// [`update`]; then tells `learned` (the daemon's URLs in memory) the ping URL.
 pub(crate) fn learn(
     state_dir: &Path,
+    failures: &Failures,
     job: &str,
     check_id: &str,
     heartbeat: &crate::api::model::HeartbeatInfo,
     learned: Option<&LearnedUrls>,
     change: impl FnOnce(&mut CheckRecord),
 ) -> Result<CheckRecord, StateError> {
-    let saved = update(state_dir, job, check_id, |s| {
+    let saved = update(state_dir, failures, job, check_id, |s| {
         if heartbeat.ping_url.is_some() {
             s.ping_url.clone_from(&heartbeat.ping_url);
         }
@@ -280,9 +283,15 @@ mod tests {
     #[test]
     fn update_writes_privately_and_replaces_another_checks_state() {
         let dir = tempfile::tempdir().unwrap();
-        update(dir.path(), "backup", "c1", |s| {
-            s.ping_url = Some("http://ping/tok".into());
-        })
+        update(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            "backup",
+            "c1",
+            |s| {
+                s.ping_url = Some("http://ping/tok".into());
+            },
+        )
         .unwrap();
         assert_eq!(
             learned_ping_url(dir.path(), "backup", "c1").as_deref(),
@@ -297,7 +306,14 @@ mod tests {
             std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
             0o600
         );
-        let state = update(dir.path(), "backup", "c2", |_| {}).unwrap();
+        let state = update(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            "backup",
+            "c2",
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(state.ping_url, None);
         assert_eq!(jobs(dir.path()), ["backup"]);
         assert!(!format!("{state:?}").contains("tok"));
@@ -310,9 +326,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let learned = LearnedUrls::new(dir.path());
         assert_eq!(learned.get("backup", "c1"), None);
-        update(dir.path(), "backup", "c1", |s| {
-            s.ping_url = Some("http://ping/tok".into());
-        })
+        update(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            "backup",
+            "c1",
+            |s| {
+                s.ping_url = Some("http://ping/tok".into());
+            },
+        )
         .unwrap();
         assert_eq!(
             learned.get("backup", "c1").as_deref(),
