@@ -333,6 +333,24 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_write_is_counted_in_the_failures_it_was_given() {
+        use crate::persist::What;
+        let dir = tempfile::tempdir().expect("tempdir");
+        for planted in ["daemon/fires/backup/x", "daemon/reboot/warm/x"] {
+            std::fs::create_dir_all(dir.path().join(planted)).expect("a directory in the way");
+        }
+        let failures = crate::persist::Failures::default();
+        let persisted = Persisted::new(dir.path(), &failures);
+        assert!(persisted.set_last_fire("backup", Utc::now()).is_err());
+        assert!(persisted.set_reboot_marker("warm", "abc").is_err());
+        assert!(persisted.set_reboot_marker("warm", "abc").is_err());
+        assert_eq!(failures.count(What::FireTime), 1);
+        assert_eq!(failures.count(What::RebootMarker), 2);
+        assert!(persisted.set_last_fire("other", Utc::now()).is_ok());
+        assert_eq!(failures.count(What::FireTime), 1);
+    }
+
+    #[test]
     fn boot_id_is_readable() {
         let id = boot_id().expect("linux has a boot id");
         assert_eq!(id.len(), 36, "{id}");

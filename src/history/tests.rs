@@ -37,6 +37,20 @@ fn tails(history: &History, job: &str, limit: usize) -> Vec<String> {
 }
 
 #[test]
+fn a_failed_append_is_counted_in_the_failures_it_was_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runs = dir.path().join("history/backup").join(super::log::CURRENT);
+    std::fs::create_dir_all(runs.join("x")).expect("a directory in the way");
+    let failures = crate::persist::Failures::default();
+    let history = History::new(dir.path(), &failures);
+    let run = Run::of(&record(0, "lost"), None, None);
+    assert_eq!(history.record("backup", 10, run.clone()), None);
+    assert_eq!(failures.count(crate::persist::What::History), 1);
+    assert_eq!(history.record("other", 10, run), Some(1));
+    assert_eq!(failures.count(crate::persist::What::History), 1);
+}
+
+#[test]
 fn runs_come_back_newest_first_numbered_and_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let history = History::new(dir.path(), &crate::persist::Failures::default());

@@ -83,16 +83,16 @@ impl Failures {
         self.counts[what as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The failed writes of `what` so far.
+    pub(crate) fn count(&self, what: What) -> u64 {
+        self.counts[what as usize].load(Ordering::Relaxed)
+    }
+
     /// The failures so far, by kind (every kind, zeros included), in [`What::ALL`] order.
     pub(crate) fn snapshot(&self) -> Vec<(&'static str, u64)> {
         What::ALL
             .iter()
-            .map(|what| {
-                (
-                    what.name(),
-                    self.counts[*what as usize].load(Ordering::Relaxed),
-                )
-            })
+            .map(|what| (what.name(), self.count(*what)))
             .collect()
     }
 }

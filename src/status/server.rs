@@ -123,8 +123,9 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
-    /// What the daemon's clients count (API requests, refused certificates): the registry of
-    /// the daemon's connections ([`crate::net::Net::metrics`]).
+    /// What the daemon's clients count (API requests, refused certificates) and its failed
+    /// writes under the state directory: the registry of the daemon's connections
+    /// ([`crate::net::Net::metrics`]).
     pub counted: MetricsRegistry,
     /// In a cluster (`[cluster]`): this agent's role, the leader, its etcd connection, lease
     /// and claims, as the cluster offers them.

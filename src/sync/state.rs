@@ -281,6 +281,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failed_write_is_counted_in_the_failures_it_was_given() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the directory goes.
+        std::fs::write(super::dir(dir.path()), "").unwrap();
+        let failures = crate::persist::Failures::default();
+        let failed = update(dir.path(), &failures, "backup", "c1", |_| {});
+        let err = failed.expect_err("a file stands where the directory goes");
+        assert!(err.to_string().contains("sync"), "{err}");
+        assert_eq!(failures.count(crate::persist::What::SyncState), 1);
+        std::fs::remove_file(super::dir(dir.path())).unwrap();
+        update(dir.path(), &failures, "backup", "c1", |_| {}).unwrap();
+        assert_eq!(failures.count(crate::persist::What::SyncState), 1);
+    }
+
+    #[test]
     fn update_writes_privately_and_replaces_another_checks_state() {
         let dir = tempfile::tempdir().unwrap();
         update(
