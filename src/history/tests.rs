@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
+use super::recorder::MOST_DEFERRED;
 use super::*;
 use crate::run::record::RunRecord;
 use crate::run_end::{ProcessEnd, RunEnd, RunOutcome};

@@ -508,21 +508,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir_all(path(dir.path()).join("x")).expect("a directory in the way");
         let failures = Failures::default();
-        let ended = end(dir.path(), &failures, &["bound".to_owned()], |_| false);
-        assert!(ended.is_ok(), "nothing changed: nothing written");
-        assert_eq!(failures.count(crate::persist::What::Pause), 0);
-        let pause = |pauses: &mut Pauses| {
-            let pause = Pause {
-                since: at("2026-11-25T12:00:00Z"),
-                until: None,
-                reason: None,
-                stop_jobs: false,
-                ended: false,
-            };
-            pauses.jobs.insert("bound".to_owned(), pause);
-        };
-        let err = update(dir.path(), &failures, pause).expect_err("a directory is in the way");
+        let pause: Pause =
+            serde_json::from_str(r#"{"since": "2026-11-25T12:00:00Z"}"#).expect("a pause");
+        let paused = update(dir.path(), &failures, |p| p.jobs.insert("a".into(), pause));
+        let err = paused.expect_err("a directory is in the way");
         assert!(err.to_string().contains("pause.json"), "{err}");
+        assert_eq!(failures.count(crate::persist::What::Pause), 1);
+        end(dir.path(), &failures, &["a".to_owned()], |_| false).expect("nothing to write");
         assert_eq!(failures.count(crate::persist::What::Pause), 1);
     }
 

@@ -124,8 +124,7 @@ pub(crate) struct Sources {
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
     /// What the daemon's clients count (API requests, refused certificates) and its failed
-    /// writes under the state directory: the registry of the daemon's connections
-    /// ([`crate::net::Net::metrics`]).
+    /// writes: the registry of the daemon's connections ([`crate::net::Net::metrics`]).
     pub counted: MetricsRegistry,
     /// In a cluster (`[cluster]`): this agent's role, the leader, its etcd connection, lease
     /// and claims, as the cluster offers them.
@@ -146,8 +145,7 @@ pub(super) struct App {
     pub sources: Sources,
     /// The failed token attempts at this endpoint (counted, and the clients slowed down).
     pub attempts: Arc<super::attempts::Attempts>,
-    /// The turns of the answers that hold runs' output (`super::turns`), one pair for the
-    /// endpoint's routes.
+    /// The turns of the answers that hold runs' output (`super::turns`), made with the endpoint.
     pub turns: super::turns::Turns,
     pub started: DateTime<Utc>,
     pub loaded: Mutex<DateTime<Utc>>,
@@ -156,15 +154,6 @@ pub(super) struct App {
 impl App {
     pub(crate) fn config(&self) -> Arc<Config> {
         Arc::clone(&self.context.config.borrow())
-    }
-
-    /// The daemon's run history, with the cluster's runs merged in (in a cluster).
-    pub(crate) fn history(&self) -> crate::history::History {
-        crate::history::History::with_cluster(
-            &self.context.state_dir,
-            self.sources.history.clone(),
-            self.sources.counted.persist_failures(),
-        )
     }
 
     /// Ready once the first sync pass was attempted (or when nothing is synced, or, in a

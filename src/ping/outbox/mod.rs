@@ -43,7 +43,7 @@ use tracing::{info, warn};
 
 use crate::persist::file;
 use crate::persist::lock::{self, FileLock};
-use crate::persist::What;
+use crate::persist::{Failures, What};
 use crate::ping::{Ping, PingOutcome};
 
 mod claims;
@@ -165,18 +165,14 @@ pub struct Outbox {
     /// as long as the handle, which the daemon makes once and clones for its tasks.
     carried: stats::Carried,
     /// Where its failed writes are counted.
-    failures: crate::persist::Failures,
+    failures: Failures,
 }
 
 impl Outbox {
     /// The outbox under `state_dir`, holding at most `max_entries`, counting its failed writes
     /// in `failures`. Nothing is created until the first ping is stored (then the directory,
     /// mode 0700); a missing outbox is empty.
-    pub fn new(
-        state_dir: &Path,
-        max_entries: usize,
-        failures: &crate::persist::Failures,
-    ) -> Outbox {
+    pub fn new(state_dir: &Path, max_entries: usize, failures: &Failures) -> Outbox {
         Outbox {
             dir: state_dir.join("outbox"),
             max_entries: max_entries.max(1),
