@@ -114,8 +114,9 @@ pub(crate) fn crash_point(name: &str) {
 mod tests {
     use super::*;
 
+    /// Counted by kind; clones count into the same figures, a new value starts at zero.
     #[test]
-    fn failures_are_counted_by_kind_into_every_clone_and_a_new_value_starts_at_zero() {
+    fn failures_are_counted_by_kind() {
         let failures = Failures::default();
         let writer = failures.clone();
         let count = |failures: &Failures, name: &str| {
