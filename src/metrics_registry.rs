@@ -12,7 +12,10 @@
 //!   (`heartbeat_agent_checks_created_total`);
 //! - lookups of a job's created check that found another agent's
 //!   (`heartbeat_agent_check_owner_conflicts_total`), and the conflict the latest lookup of
-//!   each job found, which `/status` shows as the job's `owned_by`.
+//!   each job found, which `/status` shows as the job's `owned_by`;
+//! - the writes under the state directory that failed, by kind
+//!   (`heartbeat_agent_persist_failures_total`, `/status`'s `persist_failures`): a
+//!   [`crate::persist::Failures`] that every writer of the state directory is handed.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,6 +37,8 @@ struct Counters {
     /// Owner conflicts: the latest lookup's of each job (removed when a lookup found the job's
     /// own check since), and how many lookups found one, by job.
     owners: Mutex<Owners>,
+    /// Failed writes under the state directory, by kind.
+    persist_failures: crate::persist::Failures,
 }
 
 #[derive(Debug, Default)]
@@ -125,6 +130,11 @@ impl MetricsRegistry {
             .iter()
             .map(|(job, n)| (job.clone(), *n))
             .collect()
+    }
+
+    /// The failed writes under the state directory: hand it to each writer of it.
+    pub fn persist_failures(&self) -> &crate::persist::Failures {
+        &self.inner.persist_failures
     }
 
     /// Refused certificates by host, in host order.

@@ -65,7 +65,11 @@ impl Env {
     }
 
     fn outbox(&self) -> Outbox {
-        Outbox::new(&self.state(), outbox::DEFAULT_MAX_ENTRIES)
+        Outbox::new(
+            &self.state(),
+            outbox::DEFAULT_MAX_ENTRIES,
+            &heartbeat_agent::persist::Failures::default(),
+        )
     }
 
     /// `outbox list --json`, parsed.

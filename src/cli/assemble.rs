@@ -209,6 +209,7 @@ pub(crate) fn cluster_sync(
         etcd.clone(),
         keys,
         &options.state_dir,
+        options.net.metrics().persist_failures(),
         options.ping_urls.clone(),
     );
     let every = relay::interval(settings.lease);

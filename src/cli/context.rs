@@ -182,7 +182,8 @@ impl Lenient {
 
     /// The outbox under the state directory, bounded by the config's `outbox_max_entries`.
     pub(crate) fn outbox(&self) -> Outbox {
-        Outbox::new(&self.state_dir, self.outbox_max_entries())
+        let failures = self.net.metrics().persist_failures();
+        Outbox::new(&self.state_dir, self.outbox_max_entries(), failures)
     }
 
     /// `[agent] outbox_max_entries`, else the default.

@@ -154,7 +154,9 @@ fn from_files(
     let cluster = config
         .and_then(|c| c.cluster.as_ref().map(|s| (c, s)))
         .and_then(|settings| cluster_runs(settings, args.job.as_deref()));
-    let history = History::with_cluster(&state_dir, cluster);
+    // A reader: it writes nothing, so its count of failed writes stays unread.
+    let failures = crate::persist::Failures::default();
+    let history = History::with_cluster(&state_dir, cluster, &failures);
     // The ping URLs and tokens sync learned are secrets too: a run may have printed one before
     // they were learned, and its record is scrubbed as it is read.
     for job in crate::sync::state::jobs(&state_dir) {

@@ -152,7 +152,9 @@ pub fn pause(args: PauseArgs, global: &GlobalArgs) -> u8 {
         Ok(client) => client,
         Err(code) => return code,
     };
-    if let Err(err) = crate::pause::apply(&state_dir, &plan) {
+    // The command's own count of failed writes: a failed write is its error (exit 1).
+    let failures = crate::persist::Failures::default();
+    if let Err(err) = crate::pause::apply(&state_dir, &failures, &plan) {
         print_error(err);
         return exit::FAILURE;
     }
@@ -219,7 +221,10 @@ pub fn resume(args: ResumeArgs, global: &GlobalArgs) -> u8 {
         Ok(client) => client,
         Err(code) => return code,
     };
-    if let Err(err) = crate::pause::end(&state_dir, &jobs, |name| bound.iter().any(|b| b == name)) {
+    // The command's own count of failed writes: a failed write is its error (exit 1).
+    let failures = crate::persist::Failures::default();
+    let is_bound = |name: &str| bound.iter().any(|b| b == name);
+    if let Err(err) = crate::pause::end(&state_dir, &failures, &jobs, is_bound) {
         print_error(err);
         return exit::FAILURE;
     }

@@ -113,6 +113,8 @@ pub struct SharedState {
     etcd: Etcd,
     keys: Keys,
     state_dir: PathBuf,
+    /// Where failed writes of the local sync state are counted.
+    failures: crate::persist::Failures,
     learned: LearnedUrls,
     /// Keys whose value was not valid, warned about once until they are valid again.
     invalid: Arc<Mutex<BTreeSet<String>>>,
@@ -220,12 +222,20 @@ impl Relay {
 }
 
 impl SharedState {
-    /// The shared state of cluster `keys`, kept locally in `state_dir` and `learned`.
-    pub fn new(etcd: Etcd, keys: Keys, state_dir: &Path, learned: LearnedUrls) -> Self {
+    /// The shared state of cluster `keys`, kept locally in `state_dir` (its failed writes
+    /// counted in `failures`) and `learned`.
+    pub fn new(
+        etcd: Etcd,
+        keys: Keys,
+        state_dir: &Path,
+        failures: &crate::persist::Failures,
+        learned: LearnedUrls,
+    ) -> Self {
         SharedState {
             etcd,
             keys,
             state_dir: state_dir.to_owned(),
+            failures: failures.clone(),
             learned,
             invalid: Arc::default(),
         }
@@ -293,7 +303,15 @@ impl SharedState {
             if !newer {
                 continue;
             }
-            match timer::record_ping(&self.state_dir, job, &ping.check_id, ping.fire, ping.at) {
+            let recorded = timer::record_ping(
+                &self.state_dir,
+                &self.failures,
+                job,
+                &ping.check_id,
+                ping.fire,
+                ping.at,
+            );
+            match recorded {
                 Ok(_) => {
                     tracing::debug!(job, node = %ping.node, fire = %ping.fire, "accepted ping of another agent recorded for sync");
                     fed = true;
@@ -351,13 +369,19 @@ impl SharedState {
             {
                 continue;
             }
-            let saved = state::update(&self.state_dir, job, &shared.check_id, |r| {
-                r.accepted.clone_from(&shared.accepted);
-                r.accepted_at = shared.accepted_at;
-                r.ping_url.clone_from(&shared.ping_url);
-                r.ping_token.clone_from(&shared.ping_token);
-                r.created_tag.clone_from(&shared.created_tag);
-            });
+            let saved = state::update(
+                &self.state_dir,
+                &self.failures,
+                job,
+                &shared.check_id,
+                |r| {
+                    r.accepted.clone_from(&shared.accepted);
+                    r.accepted_at = shared.accepted_at;
+                    r.ping_url.clone_from(&shared.ping_url);
+                    r.ping_token.clone_from(&shared.ping_token);
+                    r.created_tag.clone_from(&shared.created_tag);
+                },
+            );
             match saved {
                 Ok(_) => {
                     if let Some(url) = &shared.ping_url {

@@ -54,7 +54,9 @@ pub(crate) struct Options {
     /// What decides fires beyond the local rules (in a `[cluster]`, the claim of each fire of
     /// a `run_on = "one"` job; built at start, a reload does not change it).
     pub admission: Option<Arc<dyn crate::run::admission::Admission>>,
-    /// Outgoing connections (the config's `ca_file` and `proxy`; a reload does not change them).
+    /// Outgoing connections (the config's `ca_file` and `proxy`; a reload does not change them),
+    /// with the metrics registry the status endpoint reads: the daemon's writers of
+    /// `state_dir` count their failed writes in its [`crate::persist::Failures`].
     pub net: crate::net::Net,
 }
 

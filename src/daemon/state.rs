@@ -239,15 +239,19 @@ impl DaemonState {
 #[derive(Debug, Clone)]
 pub(super) struct Persisted {
     dir: PathBuf,
+    /// Where its failed writes are counted.
+    failures: crate::persist::Failures,
     /// The pauses in memory, following the file (a daemon task watches it).
     pauses: Arc<LivePauses>,
 }
 
 impl Persisted {
-    /// The daemon's files under `state_dir`; the pause file is read once now.
-    pub(super) fn new(state_dir: &Path) -> Persisted {
+    /// The daemon's files under `state_dir`, their failed writes counted in `failures`; the
+    /// pause file is read once now.
+    pub(super) fn new(state_dir: &Path, failures: &crate::persist::Failures) -> Persisted {
         Persisted {
             dir: state_dir.join("daemon"),
+            failures: failures.clone(),
             pauses: Arc::new(LivePauses::load(state_dir)),
         }
     }
@@ -274,7 +278,7 @@ impl Persisted {
     /// Records `fire` as `job`'s last fire time.
     pub(super) fn set_last_fire(&self, job: &str, fire: DateTime<Utc>) -> io::Result<()> {
         write_line(&self.dir.join("fires"), job, &fire.to_rfc3339())
-            .inspect_err(|_| crate::persist::failed(crate::persist::What::FireTime))
+            .inspect_err(|_| self.failures.failed(crate::persist::What::FireTime))
     }
 
     /// The boot id `job` (an `@reboot` job) last ran in.
@@ -285,7 +289,7 @@ impl Persisted {
     /// Records that `job` ran in boot `boot_id`.
     pub(super) fn set_reboot_marker(&self, job: &str, boot_id: &str) -> io::Result<()> {
         write_line(&self.dir.join("reboot"), job, boot_id)
-            .inspect_err(|_| crate::persist::failed(crate::persist::What::RebootMarker))
+            .inspect_err(|_| self.failures.failed(crate::persist::What::RebootMarker))
     }
 }
 
@@ -318,14 +322,32 @@ mod tests {
         let fire = DateTime::parse_from_rfc3339("2026-03-29T01:00:00Z")
             .expect("time")
             .with_timezone(&Utc);
-        let first = Persisted::new(dir.path());
+        let first = Persisted::new(dir.path(), &crate::persist::Failures::default());
         assert_eq!(first.last_fire("backup"), None);
         first.set_last_fire("backup", fire).expect("write");
         first.set_reboot_marker("warm", "abc").expect("write");
-        let again = Persisted::new(dir.path());
+        let again = Persisted::new(dir.path(), &crate::persist::Failures::default());
         assert_eq!(again.last_fire("backup"), Some(fire));
         assert_eq!(again.reboot_marker("warm").as_deref(), Some("abc"));
         assert_eq!(again.reboot_marker("other"), None);
+    }
+
+    #[test]
+    fn a_failed_write_is_counted_in_the_failures_it_was_given() {
+        use crate::persist::What;
+        let dir = tempfile::tempdir().expect("tempdir");
+        for planted in ["daemon/fires/backup/x", "daemon/reboot/warm/x"] {
+            std::fs::create_dir_all(dir.path().join(planted)).expect("a directory in the way");
+        }
+        let failures = crate::persist::Failures::default();
+        let persisted = Persisted::new(dir.path(), &failures);
+        assert!(persisted.set_last_fire("backup", Utc::now()).is_err());
+        assert!(persisted.set_reboot_marker("warm", "abc").is_err());
+        assert!(persisted.set_reboot_marker("warm", "abc").is_err());
+        assert_eq!(failures.count(What::FireTime), 1);
+        assert_eq!(failures.count(What::RebootMarker), 2);
+        assert!(persisted.set_last_fire("other", Utc::now()).is_ok());
+        assert_eq!(failures.count(What::FireTime), 1);
     }
 
     #[test]

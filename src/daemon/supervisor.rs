@@ -3,8 +3,8 @@
 //!
 //! Shutdown (a stop request: SIGTERM or SIGINT under `cli/`): `STOPPING=1`, job tasks stop
 //! scheduling, every running command gets SIGTERM to its process group and SIGKILL after
-//! `shutdown_timeout`, background tasks are cancelled; the daemon waits for all of it (bounded)
-//! and returns. A kill request (a second SIGINT) kills every job's group at once and returns
+//! `shutdown_timeout`, background tasks are cancelled; the daemon waits for all of it (bounded),
+//! then joins the history's writer thread (bounded too) and returns. A kill request (a second SIGINT) kills every job's group at once and returns
 //! [`DaemonEnd::Killed`] without waiting.
 //!
 //! Reload (a reload request: SIGHUP): `RELOADING=1`, the file is read again; if it is invalid,
@@ -70,16 +70,24 @@ pub(crate) async fn run(
     mut control: ControlReceiver,
 ) -> DaemonEnd {
     let notifier = Notifier::from_env();
+    // The failed writes under the state directory, counted where the status endpoint reads
+    // them (the registry of the daemon's connections).
+    let failures = options.net.metrics().persist_failures();
     let shared = Arc::new(Shared {
         settings: RwLock::new(Arc::new(settings(&config))),
         ping_urls: options.ping_urls.clone(),
         admission: options.admission.clone(),
-        persisted: Persisted::new(&options.state_dir),
+        persisted: Persisted::new(&options.state_dir, failures),
         history: crate::history::Recorder::start(crate::history::History::with_cluster(
             &options.state_dir,
             plugins.history.clone(),
+            failures,
         )),
-        outbox: Outbox::new(&options.state_dir, config.agent.outbox_max_entries),
+        outbox: Outbox::new(
+            &options.state_dir,
+            config.agent.outbox_max_entries,
+            failures,
+        ),
         pings: crate::ping::Sender::new(options.net.clone()),
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),
@@ -354,13 +362,14 @@ impl Supervisor {
                 }
             }
         }
-        // The runs' records handed to the history's writer reach the disk before the exit.
+        // The runs' records handed to the history's writer reach the disk and its thread is
+        // joined before the exit; within a bound, past which it is left (a hung file system).
         let shared = Arc::clone(&self.shared);
-        let _ = tokio::task::spawn_blocking(move || shared.history.flush(HISTORY_FLUSH)).await;
+        let _ = tokio::task::spawn_blocking(move || shared.history.finish(HISTORY_FLUSH)).await;
         info!("daemon stopped");
         DaemonEnd::Stopped
     }
 }
 
-/// How long the shutdown waits for the history's writer.
+/// How long the shutdown waits for the history's writer to write what it holds and end.
 const HISTORY_FLUSH: Duration = Duration::from_secs(2);

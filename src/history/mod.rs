@@ -11,11 +11,11 @@
 //! a reader keeps the newest `limit`: at most `2 x limit x (1 KiB + 6 x output_tail)` bytes per
 //! job (a run's fields take about 400 bytes; 6 is the worst JSON escape of an output byte).
 //!
-//! **Writers.** The daemon hands each run to [`Recorder`], a thread of its own below the
-//! runtime's priority; `run --job` appends itself ([`History::record`]). A run is appended
-//! when it ends, before its final ping (which may wait up to the ping budget for a hanging
-//! host); the pings' outcome follows as a line of its own that every reader joins to the run
-//! ([`update`]).
+//! **Writers.** The daemon hands each run to [`Recorder`] ([`recorder`]), a thread of its own
+//! below the runtime's priority, which the daemon's shutdown joins within a bound; `run --job`
+//! appends itself ([`History::record`]). A run is appended when it ends, before its final ping
+//! (which may wait up to the ping budget for a hanging host); the pings' outcome follows as a
+//! line of its own that every reader joins to the run ([`update`]).
 //!
 //! **In a cluster** ([`shared`]): a [`Shared`] given to the history receives each run
 //! once it is written here, and every read merges in the runs it holds of the other nodes.
@@ -37,18 +37,19 @@
 //! no start-up cost.
 
 mod log;
+mod recorder;
 mod shared;
 mod update;
 
+pub(crate) use recorder::Recorder;
 pub(crate) use shared::Shared;
 pub(crate) use update::PingUpdate;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -189,197 +190,6 @@ pub(crate) fn ascii_wanted(asked: bool) -> bool {
     asked || !(locale.contains("utf-8") || locale.contains("utf8"))
 }
 
-/// The daemon's writer of the history: runs are handed to one thread of their own, below the
-/// runtime's priority (nice + 10), which appends them in order, a few milliseconds after each
-/// run ends. While runs are starting (one began or had its process spawned less than
-/// [`STARTS_QUIET`] ago, as told by [`Recorder::run_starting`]) the writer waits, at most
-/// [`MOST_DEFERRED`] after a run was
-/// handed over: the append's system calls, and the directory and files a job's first run
-/// creates (about 1.2 ms of CPU per job on ext4), then run after a burst of spawns rather than
-/// during it. When 1,000 jobs were due at one second the writer held 6-12 % of the CPU while
-/// the children were still being started, at nice + 10 (docs/dev/profiles/profile-burst.md).
-/// A run is handed over when it ends ([`Recorder::record`]), its pings' outcome after them
-/// ([`Recorder::pinged`]), written as a [`PingUpdate`] of the number the run was given.
-/// [`Recorder::flush`] waits for what was handed over (the daemon's shutdown).
-#[derive(Debug)]
-pub(crate) struct Recorder {
-    history: History,
-    queue: std::sync::Mutex<std::sync::mpsc::Sender<Message>>,
-    starts: Arc<Starts>,
-}
-
-/// How long after the last run's start the writer counts the daemon as quiet.
-const STARTS_QUIET: Duration = Duration::from_millis(100);
-/// The longest a run handed to the writer waits for a quiet moment.
-const MOST_DEFERRED: Duration = Duration::from_secs(2);
-
-/// When the daemon last started a run, in milliseconds since `epoch` (0: never).
-#[derive(Debug)]
-struct Starts {
-    epoch: Instant,
-    last: AtomicU64,
-}
-
-impl Starts {
-    fn mark(&self) {
-        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.store(ms.max(1), Ordering::Relaxed);
-    }
-
-    /// Sleeps until no run started for [`STARTS_QUIET`], or until `deadline`.
-    fn wait_for_quiet(&self, deadline: Instant) {
-        loop {
-            let last = self.last.load(Ordering::Relaxed);
-            if last == 0 {
-                return;
-            }
-            let quiet_at = self.epoch + Duration::from_millis(last) + STARTS_QUIET;
-            let now = Instant::now();
-            if quiet_at <= now || deadline <= now {
-                return;
-            }
-            std::thread::sleep(quiet_at.min(deadline) - now);
-        }
-    }
-}
-
-/// What the writer thread is given.
-enum Message {
-    /// Append this run of this job, which keeps that many runs; handed over at that instant.
-    Run(String, usize, Box<Run>, Instant),
-    /// Append the pings of the run of this job with this id (when that run was recorded with
-    /// its pings pending).
-    Pinged(String, String, PingUpdate, Instant),
-    /// Say when everything before was written.
-    Flush(std::sync::mpsc::Sender<()>),
-}
-
-impl Recorder {
-    /// Starts the writer thread of `history`.
-    pub(crate) fn start(history: History) -> Recorder {
-        let (queue, received) = std::sync::mpsc::channel::<Message>();
-        let writer = history.clone();
-        let starts = Arc::new(Starts {
-            epoch: Instant::now(),
-            last: AtomicU64::new(0),
-        });
-        let quiet = Arc::clone(&starts);
-        let started = std::thread::Builder::new()
-            .name("history".to_owned())
-            .spawn(move || {
-                lower_priority();
-                // The numbers given to runs recorded with their pings pending, by job and run
-                // id, until their pings come.
-                let mut pending: HashMap<(String, String), u64> = HashMap::new();
-                for message in received {
-                    match message {
-                        Message::Run(job, limit, run, handed) => {
-                            quiet.wait_for_quiet(handed + MOST_DEFERRED);
-                            let id = run.run.run_id.clone().filter(|_| run.ping_pending);
-                            let shared = writer.shared.as_ref().map(|_| run.clone());
-                            let seq = writer.record(&job, limit, *run);
-                            if let (Some(shared), Some(mut run), Some(seq)) =
-                                (&writer.shared, shared, seq)
-                            {
-                                run.seq = seq;
-                                shared.publish(&job, limit, &run);
-                            }
-                            if let (Some(id), Some(seq)) = (id, seq) {
-                                pending.insert((job, id), seq);
-                            }
-                        }
-                        Message::Pinged(job, id, mut update, handed) => {
-                            quiet.wait_for_quiet(handed + MOST_DEFERRED);
-                            if let Some(seq) = pending.remove(&(job.clone(), id)) {
-                                update.update = seq;
-                                writer.pinged(&job, &update);
-                                if let Some(shared) = &writer.shared {
-                                    shared.pinged(&job, &update);
-                                }
-                            }
-                        }
-                        Message::Flush(done) => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
-            });
-        if let Err(err) = started {
-            warn!(error = %err, "cannot start the history's writer thread; runs will not be recorded");
-        }
-        Recorder {
-            history,
-            queue: std::sync::Mutex::new(queue),
-            starts,
-        }
-    }
-
-    /// Says that a run is starting: the writer waits until runs stop starting (see [`Recorder`]).
-    pub(crate) fn run_starting(&self) {
-        self.starts.mark();
-    }
-
-    /// The history it writes.
-    pub(crate) fn history(&self) -> &History {
-        &self.history
-    }
-
-    /// Hands `run` of `job` (which keeps `limit` runs; 0: none) to the writer.
-    pub(crate) fn record(&self, job: &str, limit: usize, run: Run) {
-        if limit == 0 {
-            return;
-        }
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = queue.send(Message::Run(
-            job.to_owned(),
-            limit,
-            Box::new(run),
-            Instant::now(),
-        ));
-    }
-
-    /// Hands the pings of `report`'s run of `job` to the writer: recorded when the run was
-    /// recorded with its pings pending.
-    pub(crate) fn pinged(&self, job: &str, report: &crate::run::Report) {
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = queue.send(Message::Pinged(
-            job.to_owned(),
-            report.record.run_id.text(),
-            PingUpdate::of(0, report),
-            Instant::now(),
-        ));
-    }
-
-    /// Waits (at most `timeout`) until every run handed over so far is written.
-    pub(crate) fn flush(&self, timeout: Duration) {
-        let (done, wait) = std::sync::mpsc::channel();
-        let sent = {
-            let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            queue.send(Message::Flush(done)).is_ok()
-        };
-        if sent && wait.recv_timeout(timeout).is_err() {
-            warn!("the history's writer did not finish within {timeout:?}; the last runs may be missing from it");
-        }
-    }
-}
-
-/// Puts the calling thread 10 below the daemon's priority (nice + 10, at most 19; Linux gives
-/// each thread its own nice value).
-fn lower_priority() {
-    // The base is the main thread's: this thread may have started at 0 (the daemon's
-    // SCHED_RESET_ON_FORK resets a raised priority in new threads and children).
-    // SAFETY: getpriority, setpriority, getpid and gettid take plain integers and touch no
-    // memory of ours. getpriority's -1 is also a valid answer; a wrong base only shifts it.
-    let failed = unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        let nice = libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t);
-        libc::setpriority(libc::PRIO_PROCESS, tid, (nice + 10).min(19))
-    } != 0;
-    if failed {
-        tracing::debug!("cannot lower the history writer's priority");
-    }
-}
-
 /// The history of every job under one state directory.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
@@ -387,20 +197,28 @@ pub(crate) struct History {
     dir: PathBuf,
     /// In a cluster, what it holds of the other nodes' runs ([`History::with_cluster`]).
     shared: Option<Arc<dyn Shared>>,
+    /// Where its failed writes are counted.
+    failures: crate::persist::Failures,
 }
 
 impl History {
-    /// This node's history under `state_dir`.
-    pub(crate) fn new(state_dir: &Path) -> History {
-        History::with_cluster(state_dir, None)
+    /// This node's history under `state_dir`, its failed writes counted in `failures`.
+    pub(crate) fn new(state_dir: &Path, failures: &crate::persist::Failures) -> History {
+        History::with_cluster(state_dir, None, failures)
     }
 
     /// The history under `state_dir`, in a cluster with `shared`: the runs it records are
-    /// handed to it, and every read merges in what it holds of the other nodes.
-    pub(crate) fn with_cluster(state_dir: &Path, shared: Option<Arc<dyn Shared>>) -> History {
+    /// handed to it, and every read merges in what it holds of the other nodes. Its failed
+    /// writes are counted in `failures`.
+    pub(crate) fn with_cluster(
+        state_dir: &Path,
+        shared: Option<Arc<dyn Shared>>,
+        failures: &crate::persist::Failures,
+    ) -> History {
         History {
             dir: state_dir.join("history"),
             shared,
+            failures: failures.clone(),
         }
     }
 
@@ -436,7 +254,7 @@ impl History {
 
     /// Logs and counts a failed write of `job`'s history.
     fn failed(&self, job: &str, err: &io::Error) {
-        crate::persist::failed(crate::persist::What::History);
+        self.failures.failed(crate::persist::What::History);
         warn!(job = %job, dir = %self.dir.join(job).display(), error = %err, "cannot record the run in the job's history");
     }
 

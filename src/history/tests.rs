@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
+use super::recorder::MOST_DEFERRED;
 use super::*;
 use crate::run::record::RunRecord;
 use crate::run_end::{ProcessEnd, RunEnd, RunOutcome};
@@ -37,9 +38,23 @@ fn tails(history: &History, job: &str, limit: usize) -> Vec<String> {
 }
 
 #[test]
+fn a_failed_append_is_counted_in_the_failures_it_was_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runs = dir.path().join("history/backup").join(super::log::CURRENT);
+    std::fs::create_dir_all(runs.join("x")).expect("a directory in the way");
+    let failures = crate::persist::Failures::default();
+    let history = History::new(dir.path(), &failures);
+    let run = Run::of(&record(0, "lost"), None, None);
+    assert_eq!(history.record("backup", 10, run.clone()), None);
+    assert_eq!(failures.count(crate::persist::What::History), 1);
+    assert_eq!(history.record("other", 10, run), Some(1));
+    assert_eq!(failures.count(crate::persist::What::History), 1);
+}
+
+#[test]
 fn runs_come_back_newest_first_numbered_and_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for i in 1..=25 {
         history.record(
             "backup",
@@ -64,7 +79,7 @@ fn runs_come_back_newest_first_numbered_and_bounded() {
 #[test]
 fn a_torn_last_line_is_skipped_by_readers_and_cut_off_by_the_next_append() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     history.record("backup", 100, Run::of(&record(0, "one"), None, None));
     history.record("backup", 100, Run::of(&record(1, "two"), None, None));
     let file = dir.path().join("history/backup/runs.jsonl");
@@ -91,7 +106,7 @@ fn a_torn_last_line_is_skipped_by_readers_and_cut_off_by_the_next_append() {
 #[test]
 fn numbering_goes_on_after_a_rotation_and_a_limit_of_zero_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for _ in 0..3 {
         history.record("a", 3, Run::of(&record(0, ""), None, None));
     }
@@ -106,7 +121,7 @@ fn numbering_goes_on_after_a_rotation_and_a_limit_of_zero_writes_nothing() {
 #[test]
 fn a_removed_jobs_history_goes_only_after_the_keep_time() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for job in ["kept", "gone"] {
         history.record(job, 5, Run::of(&record(0, ""), None, None));
     }
@@ -144,7 +159,7 @@ fn a_runs_secrets_and_its_ping_are_kept_as_documented() {
 #[test]
 fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     for i in 1..=27 {
         let tail = format!("run {i}\nwith two lines of output");
         history.record("backup", 10, Run::of(&record(i % 2, &tail), None, None));
@@ -176,7 +191,10 @@ fn the_last_runs_are_read_from_the_end_across_generations_and_past_a_torn_line()
 #[test]
 fn the_writer_waits_out_a_burst_of_starts_but_not_beyond_its_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let recorder = Recorder::start(History::new(dir.path()));
+    let recorder = Recorder::start(History::new(
+        dir.path(),
+        &crate::persist::Failures::default(),
+    ));
     let recorder = std::sync::Arc::new(recorder);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let starter = {
@@ -213,14 +231,55 @@ fn the_writer_waits_out_a_burst_of_starts_but_not_beyond_its_bound() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     starter.join().expect("starter");
     recorder.record("burst", 10, Run::of(&record(0, "second"), None, None));
-    recorder.flush(Duration::from_secs(5));
+    assert!(recorder.finish(Duration::from_secs(5)), "the writer ended");
     assert_eq!(tails(recorder.history(), "burst", 10), ["second", "first"]);
+}
+
+/// [`Recorder::finish`] waits no longer than its bound for a writer that is held up (here,
+/// by runs that keep starting), and the writer, left behind, still writes what it was handed;
+/// a run handed over after it is dropped.
+#[test]
+fn finishing_waits_for_the_writer_within_its_bound_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorder = Recorder::start(History::new(
+        dir.path(),
+        &crate::persist::Failures::default(),
+    ));
+    recorder.run_starting();
+    recorder.record("held", 10, Run::of(&record(0, "held"), None, None));
+    let asked = Instant::now();
+    let (joined, waited) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while asked.elapsed() < Duration::from_millis(600) {
+                recorder.run_starting();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        (recorder.finish(Duration::from_millis(200)), asked.elapsed())
+    });
+    assert!(!joined, "the writer was still held");
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_millis(550),
+        "waited {waited:?}"
+    );
+    recorder.record("held", 10, Run::of(&record(0, "late"), None, None));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tails(recorder.history(), "held", 10).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the writer left behind wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(tails(recorder.history(), "held", 10), ["held"]);
+    assert!(!recorder.finish(Duration::from_secs(1)), "joined only once");
 }
 
 #[test]
 fn a_runs_pings_recorded_after_it_are_joined_across_a_new_generation() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let history = History::new(dir.path());
+    let history = History::new(dir.path(), &crate::persist::Failures::default());
     let ping = |detail: &str| RunPing {
         kind: crate::ping::PingKind::Success,
         at: Utc::now(),
@@ -306,11 +365,19 @@ fn run_of(node: &str, at: i64, id: u128) -> Run {
 fn a_clusters_runs_are_merged_newest_first_and_a_run_held_here_is_shown_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (at, id) in [(10, 1), (30, 3)] {
-        History::new(dir.path()).record("tick", 10, run_of("a", at, id));
+        History::new(dir.path(), &crate::persist::Failures::default()).record(
+            "tick",
+            10,
+            run_of("a", at, id),
+        );
     }
     // The cluster holds b's runs and a copy of a's run 3 (a's own, copied into etcd).
     let others = vec![run_of("b", 40, 4), run_of("a", 30, 3), run_of("b", 20, 2)];
-    let history = History::with_cluster(dir.path(), Some(Arc::new(Fixed(others))));
+    let history = History::with_cluster(
+        dir.path(),
+        Some(Arc::new(Fixed(others))),
+        &crate::persist::Failures::default(),
+    );
     let runs = history.runs("tick", 10).expect("read");
     let shown: Vec<(String, i64)> = runs
         .iter()

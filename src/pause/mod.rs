@@ -52,6 +52,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Job};
+use crate::persist::Failures;
 
 mod live;
 pub use live::LivePauses;
@@ -173,6 +174,7 @@ pub struct PauseFileError {
 /// created, 0700, when missing); returns what `change` returned.
 pub fn update<R>(
     state_dir: &Path,
+    failures: &Failures,
     change: impl FnOnce(&mut Pauses) -> R,
 ) -> Result<R, PauseFileError> {
     let file = path(state_dir);
@@ -191,7 +193,7 @@ pub fn update<R>(
             .map_err(std::io::Error::from)
             .and_then(|text| crate::persist::file::write_atomic(&file, &text));
         if let Err(source) = written {
-            crate::persist::failed(crate::persist::What::Pause);
+            failures.failed(crate::persist::What::Pause);
             return Err(PauseFileError { path: file, source });
         }
     }
@@ -200,11 +202,11 @@ pub fn update<R>(
 
 /// Forgets the pauses of `jobs` that ended before `now` (their checks are re-activated, or
 /// they have none).
-pub fn forget_ended(state_dir: &Path, jobs: &[String], now: DateTime<Utc>) {
+pub fn forget_ended(state_dir: &Path, failures: &Failures, jobs: &[String], now: DateTime<Utc>) {
     if jobs.is_empty() {
         return;
     }
-    let forgotten = update(state_dir, |pauses| {
+    let forgotten = update(state_dir, failures, |pauses| {
         pauses
             .jobs
             .retain(|name, p| p.in_force(now) || !jobs.contains(name));
@@ -445,8 +447,12 @@ pub fn bound_jobs(config: &Config, jobs: &[String], check_of: CheckOf<'_>) -> Ve
 }
 
 /// Records `plan`'s pauses.
-pub fn apply(state_dir: &Path, plan: &PausePlan) -> Result<(), PauseFileError> {
-    update(state_dir, |pauses| {
+pub fn apply(
+    state_dir: &Path,
+    failures: &Failures,
+    plan: &PausePlan,
+) -> Result<(), PauseFileError> {
+    update(state_dir, failures, |pauses| {
         for (name, _) in &plan.jobs {
             pauses.jobs.insert(name.clone(), plan.pause.clone());
         }
@@ -457,10 +463,11 @@ pub fn apply(state_dir: &Path, plan: &PausePlan) -> Result<(), PauseFileError> {
 /// re-activates the check, then forgets the pause); the others are forgotten at once.
 pub fn end(
     state_dir: &Path,
+    failures: &Failures,
     jobs: &[String],
     bound: impl Fn(&str) -> bool,
 ) -> Result<(), PauseFileError> {
-    update(state_dir, |pauses| {
+    update(state_dir, failures, |pauses| {
         for name in jobs {
             if !bound(name) {
                 pauses.jobs.remove(name);
@@ -494,6 +501,21 @@ mod tests {
             crate::config::PingTarget::Check(id) => Some(id.clone()),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_failed_write_is_counted_in_the_failures_it_was_given() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(path(dir.path()).join("x")).expect("a directory in the way");
+        let failures = Failures::default();
+        let pause: Pause =
+            serde_json::from_str(r#"{"since": "2026-11-25T12:00:00Z"}"#).expect("a pause");
+        let paused = update(dir.path(), &failures, |p| p.jobs.insert("a".into(), pause));
+        let err = paused.expect_err("a directory is in the way");
+        assert!(err.to_string().contains("pause.json"), "{err}");
+        assert_eq!(failures.count(crate::persist::What::Pause), 1);
+        end(dir.path(), &failures, &["a".to_owned()], |_| false).expect("nothing to write");
+        assert_eq!(failures.count(crate::persist::What::Pause), 1);
     }
 
     #[test]
@@ -554,14 +576,25 @@ mod tests {
             2
         );
         let dir = tempfile::tempdir().expect("temp dir");
-        apply(dir.path(), &planned).expect("written");
+        apply(dir.path(), &crate::persist::Failures::default(), &planned).expect("written");
         let pauses = load(dir.path());
         assert!(pauses.in_force("bound", now).is_some());
         assert_eq!(pauses.next_deadline(now), Some(at("2026-11-25T12:30:00Z")));
         assert!(pauses.ending("bound", at("2026-11-25T12:30:00Z")));
-        end(dir.path(), &["bound".to_owned()], |_| true).expect("written");
+        end(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            &["bound".to_owned()],
+            |_| true,
+        )
+        .expect("written");
         assert!(load(dir.path()).ending("bound", now));
-        forget_ended(dir.path(), &["bound".to_owned()], now);
+        forget_ended(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            &["bound".to_owned()],
+            now,
+        );
         assert_eq!(load(dir.path()), Pauses::default());
     }
 }

@@ -7,11 +7,14 @@
 //!   renames.
 //! - [`lock`]: an exclusive `flock(2)` on a lock file, waiting or not.
 //!
-//! The counters (outbox entries and counters, the daemon's fire times and `@reboot` markers,
-//! sync's per-job state) make a full or read-only disk show in `/status` and `/metrics`, not
-//! only in the log. Every site that writes under `state_dir` calls [`failed`] once per write
-//! that did not happen; the site itself still logs what failed and where. The counts are per
-//! process and start at zero: the daemon serves its own.
+//! The counters ([`Failures`]: outbox entries and counters, the daemon's fire times and
+//! `@reboot` markers, sync's per-job state, the pauses, the run history) make a full or
+//! read-only disk show in `/status` and `/metrics`, not only in the log. One [`Failures`] is
+//! made with each command's or daemon's metrics registry
+//! ([`crate::metrics_registry::MetricsRegistry::persist_failures`]) and handed to every writer
+//! of its state directory, which counts each write that did not happen
+//! ([`Failures::failed`]); the site itself still logs what failed and where. The counts start
+//! at zero: the daemon serves its own.
 //!
 //! [`crash_point`] lets the tests kill a process at a named point between two writes (debug
 //! builds only), to prove what a death there leaves behind.
@@ -20,6 +23,7 @@ pub(crate) mod file;
 pub(crate) mod lock;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What could not be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,25 +70,31 @@ impl What {
     }
 }
 
-// One per process: the process keeps one state directory, written from many modules without a handle.
-static FAILURES: [AtomicU64; What::ALL.len()] = [const { AtomicU64::new(0) }; What::ALL.len()];
-
-/// Counts one failed write of `what`.
-pub(crate) fn failed(what: What) {
-    FAILURES[what as usize].fetch_add(1, Ordering::Relaxed);
+/// The writes under a state directory that failed, by kind. Cheap to clone: clones count into
+/// the same figures.
+#[derive(Debug, Clone, Default)]
+pub struct Failures {
+    counts: Arc<[AtomicU64; What::ALL.len()]>,
 }
 
-/// The failures so far, by kind (every kind, zeros included), in [`What::ALL`] order.
-pub(crate) fn snapshot() -> Vec<(&'static str, u64)> {
-    What::ALL
-        .iter()
-        .map(|what| {
-            (
-                what.name(),
-                FAILURES[*what as usize].load(Ordering::Relaxed),
-            )
-        })
-        .collect()
+impl Failures {
+    /// Counts one failed write of `what`.
+    pub(crate) fn failed(&self, what: What) {
+        self.counts[what as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The failed writes of `what` so far.
+    pub(crate) fn count(&self, what: What) -> u64 {
+        self.counts[what as usize].load(Ordering::Relaxed)
+    }
+
+    /// The failures so far, by kind (every kind, zeros included), in [`What::ALL`] order.
+    pub(crate) fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        What::ALL
+            .iter()
+            .map(|what| (what.name(), self.count(*what)))
+            .collect()
+    }
 }
 
 /// The environment variable naming the [`crash_point`] at which a debug build kills itself.
@@ -104,21 +114,26 @@ pub(crate) fn crash_point(name: &str) {
 mod tests {
     use super::*;
 
+    /// Counted by kind; clones count into the same figures, a new value starts at zero.
     #[test]
     fn failures_are_counted_by_kind() {
-        let count = |name: &str| {
-            snapshot()
+        let failures = Failures::default();
+        let writer = failures.clone();
+        let count = |failures: &Failures, name: &str| {
+            failures
+                .snapshot()
                 .into_iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v)
                 .expect("every kind is listed")
         };
-        // Other tests of this process may count too: compare deltas.
-        let before = count("reboot_marker");
-        failed(What::RebootMarker);
-        failed(What::RebootMarker);
-        assert!(count("reboot_marker") >= before + 2);
-        assert_eq!(snapshot().len(), What::ALL.len());
+        writer.failed(What::RebootMarker);
+        failures.failed(What::RebootMarker);
+        assert_eq!(count(&failures, "reboot_marker"), 2);
+        assert_eq!(count(&writer, "reboot_marker"), 2);
+        assert_eq!(count(&failures, "history"), 0);
+        assert_eq!(count(&Failures::default(), "reboot_marker"), 0);
+        assert_eq!(failures.snapshot().len(), What::ALL.len());
         let names: Vec<&str> = What::ALL.iter().map(|w| w.name()).collect();
         assert_eq!(
             names,

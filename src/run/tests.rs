@@ -122,7 +122,7 @@ fn retries(n: u32) -> Retries {
 #[tokio::test(start_paused = true)]
 async fn a_failed_attempt_is_retried_until_one_succeeds_and_the_runner_hears_each_step() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let outbox = Outbox::new(dir.path(), 100);
+    let outbox = Outbox::new(dir.path(), 100, &crate::persist::Failures::default());
     let mut runner = Scripted::new(&[1, 2, 0, 9]);
     let report = run_with_pings(&mut runner, &retries(3), &pings(None, None), &outbox).await;
     assert!(report.ended.success());
@@ -142,7 +142,7 @@ async fn a_failed_attempt_is_retried_until_one_succeeds_and_the_runner_hears_eac
 #[tokio::test(start_paused = true)]
 async fn the_last_failed_attempt_decides_and_a_stop_starts_no_further_attempt() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let outbox = Outbox::new(dir.path(), 100);
+    let outbox = Outbox::new(dir.path(), 100, &crate::persist::Failures::default());
     let mut all_fail = Scripted::new(&[1, 2, 3]);
     let report = run_with_pings(&mut all_fail, &retries(2), &pings(None, None), &outbox).await;
     assert_eq!(report.ended.end.exit_status(), 3);

@@ -33,7 +33,12 @@ pub(crate) fn check_ids(app: &App, config: &Config) -> BTreeSet<String> {
 }
 
 fn outbox(app: &App, config: &Config) -> Outbox {
-    Outbox::new(&app.context.state_dir, config.agent.outbox_max_entries)
+    let failures = app.sources.counted.persist_failures();
+    Outbox::new(
+        &app.context.state_dir,
+        config.agent.outbox_max_entries,
+        failures,
+    )
 }
 
 /// The document, with the remote view as fresh as `refresh` asks.
@@ -112,7 +117,11 @@ pub(crate) async fn document(app: &App, refresh: Refresh) -> StatusDoc {
         identity: app.sources.identity.as_ref().map(|id| id.to_string()),
         ready: app.ready(),
         jobs,
-        persist_failures: crate::persist::snapshot()
+        persist_failures: app
+            .sources
+            .counted
+            .persist_failures()
+            .snapshot()
             .into_iter()
             .map(|(what, n)| (what.to_owned(), n))
             .collect(),

@@ -64,7 +64,11 @@ pub(super) async fn pause(
         Ok(sync) => sync,
         Err(message) => return error(StatusCode::CONFLICT, message),
     };
-    if let Err(err) = crate::pause::apply(&app.context.state_dir, &plan) {
+    if let Err(err) = crate::pause::apply(
+        &app.context.state_dir,
+        app.sources.counted.persist_failures(),
+        &plan,
+    ) {
         return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
     }
     app.context.pauses.refresh();
@@ -109,7 +113,12 @@ pub(super) async fn resume(
         Err(message) => return error(StatusCode::CONFLICT, message),
     };
     let is_bound = |name: &str| bound.iter().any(|b| b == name);
-    if let Err(err) = crate::pause::end(state_dir, &jobs, is_bound) {
+    if let Err(err) = crate::pause::end(
+        state_dir,
+        app.sources.counted.persist_failures(),
+        &jobs,
+        is_bound,
+    ) {
         return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
     }
     app.context.pauses.refresh();

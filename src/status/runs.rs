@@ -10,6 +10,8 @@
 //! dashboard's pages, from when they are read until they are sent (`super::turns`), so readers
 //! at once, however slow, cannot multiply that: one run's answer takes one of two turns, the
 //! list of runs (every run's whole output) both.
+//!
+//! [`App::history`] is the history these routes and the dashboard's pages read.
 
 use std::sync::Arc;
 
@@ -18,6 +20,14 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::server::{error, guard, App};
+
+impl App {
+    /// The daemon's run history, with the cluster's runs merged in (in a cluster).
+    pub(crate) fn history(&self) -> crate::history::History {
+        let (dir, shared) = (&self.context.state_dir, self.sources.history.clone());
+        crate::history::History::with_cluster(dir, shared, self.sources.counted.persist_failures())
+    }
+}
 
 #[derive(Debug, serde::Deserialize)]
 pub(super) struct RunsQuery {
@@ -49,7 +59,7 @@ pub(super) async fn job_runs(
         }
     };
     let reader = app.history();
-    let turn = super::turns::history_alone().await;
+    let turn = app.turns.history_alone().await;
     read(&job, turn, move |job| {
         let mut out = b"{\"job\":".to_vec();
         serde_json::to_writer(&mut out, job).map_err(std::io::Error::other)?;
@@ -94,7 +104,7 @@ pub(super) async fn job_run(
         );
     };
     let reader = app.history();
-    let turn = super::turns::history_turn().await;
+    let turn = app.turns.history_turn().await;
     let answer = read(&job, turn, move |job| {
         let mut found = None;
         // Newest first: past the number, the run is not kept.

@@ -123,8 +123,8 @@ pub(crate) struct Sources {
     pub remote: RemoteView,
     /// Run counters (also registered as an after-run hook).
     pub metrics: Arc<RunMetrics>,
-    /// What the daemon's clients count (API requests, refused certificates): the registry of
-    /// the daemon's connections ([`crate::net::Net::metrics`]).
+    /// What the daemon's clients count (API requests, refused certificates) and its failed
+    /// writes: the registry of the daemon's connections ([`crate::net::Net::metrics`]).
     pub counted: MetricsRegistry,
     /// In a cluster (`[cluster]`): this agent's role, the leader, its etcd connection, lease
     /// and claims, as the cluster offers them.
@@ -145,6 +145,8 @@ pub(super) struct App {
     pub sources: Sources,
     /// The failed token attempts at this endpoint (counted, and the clients slowed down).
     pub attempts: Arc<super::attempts::Attempts>,
+    /// The turns of the answers that hold runs' output (`super::turns`), made with the endpoint.
+    pub turns: super::turns::Turns,
     pub started: DateTime<Utc>,
     pub loaded: Mutex<DateTime<Utc>>,
 }
@@ -152,11 +154,6 @@ pub(super) struct App {
 impl App {
     pub(crate) fn config(&self) -> Arc<Config> {
         Arc::clone(&self.context.config.borrow())
-    }
-
-    /// The daemon's run history, with the cluster's runs merged in (in a cluster).
-    pub(crate) fn history(&self) -> crate::history::History {
-        crate::history::History::with_cluster(&self.context.state_dir, self.sources.history.clone())
     }
 
     /// Ready once the first sync pass was attempted (or when nothing is synced, or, in a
@@ -193,6 +190,7 @@ pub(crate) fn task(bound: Bound, sources: Sources) -> Task {
             context,
             sources,
             attempts: Arc::default(),
+            turns: super::turns::Turns::default(),
             started: now,
             loaded: Mutex::new(now),
         });
@@ -444,7 +442,7 @@ async fn status(
         _ => Refresh::Limited,
     };
     // The document holds every job's last output tail: it takes a turn until it is sent.
-    let Some(turn) = super::turns::status_turn().await else {
+    let Some(turn) = app.turns.status_turn().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     match serde_json::to_vec(&build::document(&app, refresh).await) {

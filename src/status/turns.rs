@@ -1,9 +1,11 @@
 //! Turns: how many answers that hold runs' output are in memory at once, from the moment one
 //! is read from the history until its last byte was handed to the connection.
 //!
-//! Two pools of [`TURNS`] turns each: the pages and the history's JSON answers
-//! ([`history_turn`], [`history_alone`]: the dashboard, `/jobs/{name}/runs`, one run), and
-//! `/status` ([`status_turn`]: its document holds every job's last output tail). An answer is
+//! Two pools of [`TURNS`] turns each, held by one [`Turns`] value that the endpoint makes when
+//! it is assembled (its routes share it): the pages and the history's JSON answers
+//! ([`Turns::history_turn`], [`Turns::history_alone`]: the dashboard, `/jobs/{name}/runs`, one
+//! run), and `/status` ([`Turns::status_turn`]: its document holds every job's last output
+//! tail). An answer is
 //! made in its turn and keeps it while it is sent ([`in_turn`]): it is handed to the connection
 //! in pieces of [`PIECE`] bytes, and the turn (and the answer's buffer) go with the last piece.
 //! So readers that read slowly, or not at all, hold at most the answers of the turns, not one
@@ -34,19 +36,12 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::response::Response;
 use hyper::body::{Buf, Bytes, Frame, SizeHint};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The turns an answer takes in each pool.
 const TURNS: u32 = 2;
-
-/// The pages and the history's JSON answers: each holds the status document, at most one run's
-/// whole output while reading, and its answer.
-// One per process: it serves one status endpoint, whose dashboard takes turns without a handle.
-static HISTORY_READS: Semaphore = Semaphore::const_new(TURNS as usize);
-
-/// `/status`: each holds the document (every job's last output tail).
-// One per process, as `HISTORY_READS`.
-static STATUS_READS: Semaphore = Semaphore::const_new(TURNS as usize);
 
 /// How much of an answer is handed to the connection at once.
 const PIECE: usize = 16 * 1024;
@@ -58,23 +53,47 @@ pub(crate) const SEND_GRACE: Duration = Duration::from_secs(10);
 pub(crate) const MIN_RATE: u64 = 1024 * 1024;
 
 /// A turn: given back when dropped.
-pub(super) type Turn = SemaphorePermit<'static>;
+pub(super) type Turn = OwnedSemaphorePermit;
 
-/// Waits for a turn to read a job's runs.
-pub(super) async fn history_turn() -> Option<Turn> {
-    HISTORY_READS.acquire().await.ok()
+/// The endpoint's two pools of turns (clones share them).
+#[derive(Debug, Clone)]
+pub(super) struct Turns {
+    /// The pages and the history's JSON answers: each holds the status document, at most one
+    /// run's whole output while reading, and its answer.
+    history: Arc<Semaphore>,
+    /// `/status`: each holds the document (every job's last output tail).
+    status: Arc<Semaphore>,
 }
 
-/// Waits until no other page or history answer holds runs' output: for an answer that holds
-/// every run's whole output (`/jobs/{name}/runs`, up to `history x 6 x output_tail` bytes of
-/// JSON).
-pub(super) async fn history_alone() -> Option<Turn> {
-    HISTORY_READS.acquire_many(TURNS).await.ok()
+impl Default for Turns {
+    fn default() -> Turns {
+        Turns {
+            history: Arc::new(Semaphore::new(TURNS as usize)),
+            status: Arc::new(Semaphore::new(TURNS as usize)),
+        }
+    }
 }
 
-/// Waits for a turn to make the `/status` document.
-pub(super) async fn status_turn() -> Option<Turn> {
-    STATUS_READS.acquire().await.ok()
+impl Turns {
+    /// Waits for a turn to read a job's runs.
+    pub(super) async fn history_turn(&self) -> Option<Turn> {
+        Arc::clone(&self.history).acquire_owned().await.ok()
+    }
+
+    /// Waits until no other page or history answer holds runs' output: for an answer that
+    /// holds every run's whole output (`/jobs/{name}/runs`, up to `history x 6 x output_tail`
+    /// bytes of JSON).
+    pub(super) async fn history_alone(&self) -> Option<Turn> {
+        Arc::clone(&self.history)
+            .acquire_many_owned(TURNS)
+            .await
+            .ok()
+    }
+
+    /// Waits for a turn to make the `/status` document.
+    pub(super) async fn status_turn(&self) -> Option<Turn> {
+        Arc::clone(&self.status).acquire_owned().await.ok()
+    }
 }
 
 /// `response` with `body` as its body, keeping `turn` until the last piece of it was handed to
@@ -156,14 +175,17 @@ mod tests {
         std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
     }
 
-    fn semaphore() -> &'static Semaphore {
-        Box::leak(Box::new(Semaphore::new(1)))
+    fn semaphore() -> Arc<Semaphore> {
+        Arc::new(Semaphore::new(1))
     }
 
     #[tokio::test]
     async fn the_turn_goes_with_the_last_piece() {
         let semaphore = semaphore();
-        let turn = semaphore.acquire().await.expect("a turn");
+        let turn = Arc::clone(&semaphore)
+            .acquire_owned()
+            .await
+            .expect("a turn");
         let answer = vec![b'x'; 3 * PIECE + 5];
         let response = in_turn(().into_response(), answer.clone(), turn);
         let mut body = response.into_body();
@@ -189,7 +211,12 @@ mod tests {
         let semaphore = semaphore();
         let mut late = Sending {
             left: Bytes::from(vec![b'x'; 3 * PIECE]),
-            turn: Some(semaphore.acquire().await.expect("a turn")),
+            turn: Some(
+                Arc::clone(&semaphore)
+                    .acquire_owned()
+                    .await
+                    .expect("a turn"),
+            ),
             deadline: Instant::now() - Duration::from_millis(1),
         };
         assert_eq!(semaphore.available_permits(), 0);

@@ -119,10 +119,11 @@ pub fn bound_check(state_dir: &Path, job: &Job) -> Option<String> {
 }
 
 /// Forgets the id recorded for `job` (its check was deleted on the service), so the next
-/// [`resolve`] looks it up again and, finding none, creates one.
-pub(crate) fn forget(state_dir: &Path, job: &Job) {
+/// [`resolve`] looks it up again and, finding none, creates one; a failed write is counted in
+/// `failures`.
+pub(crate) fn forget(state_dir: &Path, failures: &crate::persist::Failures, job: &Job) {
     if let Some(record) = state::load(state_dir, &job.name) {
-        let cleared = state::update(state_dir, &job.name, &record.check_id, |s| {
+        let cleared = state::update(state_dir, failures, &job.name, &record.check_id, |s| {
             s.created_tag = None;
         });
         if let Err(err) = cleared {
@@ -172,9 +173,16 @@ pub(crate) async fn resolve(
             // The tag was removed from it elsewhere, or the service lists it late: it stays the
             // job's (its next `PUT` puts the tag back), and the next pass looks again.
             if !lookup.dry_run {
-                let marked = state::update(lookup.state_dir, &job.name, &record.check_id, |s| {
-                    s.duplicates_left = true;
-                });
+                let failures = lookup.client.metrics().persist_failures();
+                let marked = state::update(
+                    lookup.state_dir,
+                    failures,
+                    &job.name,
+                    &record.check_id,
+                    |s| {
+                        s.duplicates_left = true;
+                    },
+                );
                 if let Err(err) = marked {
                     tracing::warn!(job = %job.name, error = %err, "cannot record the lookup");
                 }
@@ -383,6 +391,7 @@ fn record(
 ) -> Result<String, String> {
     let saved = state::learn(
         lookup.state_dir,
+        lookup.client.metrics().persist_failures(),
         &job.name,
         &check.id,
         &check.heartbeat,

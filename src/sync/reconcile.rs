@@ -167,7 +167,7 @@ pub async fn sync_paced(
                 check = %check_id,
                 "the job's check was deleted on the service; creating it again (create = true)"
             );
-            created::forget(state_dir, job);
+            created::forget(state_dir, client.metrics().persist_failures(), job);
             match pass.created(job, cache, created::Reason::Deleted).await {
                 Ok((check_id, fields)) => {
                     made = fields;
@@ -192,7 +192,8 @@ pub async fn sync_paced(
         }
         report.jobs.push(entry);
     }
-    crate::pause::forget_ended(state_dir, &resumed, opts.now);
+    let failures = client.metrics().persist_failures();
+    crate::pause::forget_ended(state_dir, failures, &resumed, opts.now);
     for name in state::jobs(state_dir).into_iter().filter(|n| wanted(n)) {
         let bound = config.job(&name).is_some_and(|j| j.has_synced_check());
         let Some(known) = state::load(state_dir, &name).filter(|_| !bound) else {
@@ -264,9 +265,11 @@ impl Pass<'_> {
             service.drift.is_empty() || self.opts.dry_run,
         ) {
             (Some(remote), false) => {
-                let remembered = state::update(self.state_dir, &job.name, check_id, |s| {
-                    s.accepted = Some(remote.clone());
-                });
+                let failures = self.client.metrics().persist_failures();
+                let remembered =
+                    state::update(self.state_dir, failures, &job.name, check_id, |s| {
+                        s.accepted = Some(remote.clone());
+                    });
                 remembered.ok().or(known)
             }
             _ => known,

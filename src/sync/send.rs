@@ -50,6 +50,7 @@ impl Pass<'_> {
         }
         let saved = state::learn(
             self.state_dir,
+            self.client.metrics().persist_failures(),
             job,
             check_id,
             &check.heartbeat,
@@ -147,6 +148,7 @@ impl Pass<'_> {
         let now = self.opts.now;
         let saved = state::learn(
             self.state_dir,
+            self.client.metrics().persist_failures(),
             job,
             check_id,
             &answer.heartbeat,

@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::desired::Definition;
+use crate::persist::Failures;
 
 /// Serializes read-modify-write of state files within the process (the sync task and the job
 /// tasks recording accepted pings).
@@ -143,9 +144,10 @@ pub fn jobs(state_dir: &Path) -> Vec<String> {
 }
 
 /// Changes the state of `job` (for `check_id`; another check's state is replaced) under the
-/// process-wide lock, and writes it crash-safely.
+/// process-wide lock, and writes it crash-safely; a failed write is counted in `failures`.
 pub fn update(
     state_dir: &Path,
+    failures: &Failures,
     job: &str,
     check_id: &str,
     change: impl FnOnce(&mut CheckRecord),
@@ -160,7 +162,7 @@ pub fn update(
     change(&mut state);
     remember_secrets(&state);
     write(state_dir, job, &state)
-        .inspect_err(|_| crate::persist::failed(crate::persist::What::SyncState))?;
+        .inspect_err(|_| failures.failed(crate::persist::What::SyncState))?;
     Ok(state)
 }
 
@@ -169,13 +171,14 @@ pub fn update(
 /// [`update`]; then tells `learned` (the daemon's URLs in memory) the ping URL.
 pub(crate) fn learn(
     state_dir: &Path,
+    failures: &Failures,
     job: &str,
     check_id: &str,
     heartbeat: &crate::api::model::HeartbeatInfo,
     learned: Option<&LearnedUrls>,
     change: impl FnOnce(&mut CheckRecord),
 ) -> Result<CheckRecord, StateError> {
-    let saved = update(state_dir, job, check_id, |s| {
+    let saved = update(state_dir, failures, job, check_id, |s| {
         if heartbeat.ping_url.is_some() {
             s.ping_url.clone_from(&heartbeat.ping_url);
         }
@@ -278,11 +281,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failed_write_is_counted_in_the_failures_it_was_given() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the directory goes.
+        std::fs::write(super::dir(dir.path()), "").unwrap();
+        let failures = crate::persist::Failures::default();
+        let failed = update(dir.path(), &failures, "backup", "c1", |_| {});
+        let err = failed.expect_err("a file stands where the directory goes");
+        assert!(err.to_string().contains("sync"), "{err}");
+        assert_eq!(failures.count(crate::persist::What::SyncState), 1);
+        std::fs::remove_file(super::dir(dir.path())).unwrap();
+        update(dir.path(), &failures, "backup", "c1", |_| {}).unwrap();
+        assert_eq!(failures.count(crate::persist::What::SyncState), 1);
+    }
+
+    #[test]
     fn update_writes_privately_and_replaces_another_checks_state() {
         let dir = tempfile::tempdir().unwrap();
-        update(dir.path(), "backup", "c1", |s| {
-            s.ping_url = Some("http://ping/tok".into());
-        })
+        update(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            "backup",
+            "c1",
+            |s| {
+                s.ping_url = Some("http://ping/tok".into());
+            },
+        )
         .unwrap();
         assert_eq!(
             learned_ping_url(dir.path(), "backup", "c1").as_deref(),
@@ -297,7 +321,14 @@ mod tests {
             std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
             0o600
         );
-        let state = update(dir.path(), "backup", "c2", |_| {}).unwrap();
+        let state = update(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            "backup",
+            "c2",
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(state.ping_url, None);
         assert_eq!(jobs(dir.path()), ["backup"]);
         assert!(!format!("{state:?}").contains("tok"));
@@ -310,9 +341,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let learned = LearnedUrls::new(dir.path());
         assert_eq!(learned.get("backup", "c1"), None);
-        update(dir.path(), "backup", "c1", |s| {
-            s.ping_url = Some("http://ping/tok".into());
-        })
+        update(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            "backup",
+            "c1",
+            |s| {
+                s.ping_url = Some("http://ping/tok".into());
+            },
+        )
         .unwrap();
         assert_eq!(
             learned.get("backup", "c1").as_deref(),

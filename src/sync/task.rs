@@ -360,8 +360,15 @@ impl Reconciler {
             return;
         };
         if ping_accepted {
-            let recorded =
-                timer::record_ping(&self.inner.state_dir, job, &check_id, fire, Utc::now());
+            let failures = self.inner.client.metrics().persist_failures();
+            let recorded = timer::record_ping(
+                &self.inner.state_dir,
+                failures,
+                job,
+                &check_id,
+                fire,
+                Utc::now(),
+            );
             if let Err(err) = recorded {
                 tracing::warn!(job, error = %err, "cannot record the accepted ping for sync");
             }

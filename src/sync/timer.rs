@@ -35,12 +35,13 @@ use crate::config::Job;
 /// a held period change may go out.
 pub fn record_ping(
     state_dir: &Path,
+    failures: &crate::persist::Failures,
     job: &str,
     check_id: &str,
     fire: DateTime<Utc>,
     at: DateTime<Utc>,
 ) -> Result<CheckRecord, StateError> {
-    state::update(state_dir, job, check_id, |s| {
+    state::update(state_dir, failures, job, check_id, |s| {
         s.acked_fire = Some(s.acked_fire.map_or(fire, |old| old.max(fire)));
         s.acked_at = Some(s.acked_at.map_or(at, |old| old.max(at)));
     })
@@ -226,11 +227,19 @@ mod tests {
         let job = &job("@daily");
         let dir = tempfile::tempdir().expect("temp dir");
         let fire = at("2026-11-21T00:00:00Z");
-        let saved =
-            record_ping(dir.path(), "j", "c", fire, at("2026-11-21T00:00:03Z")).expect("saved");
+        let saved = record_ping(
+            dir.path(),
+            &crate::persist::Failures::default(),
+            "j",
+            "c",
+            fire,
+            at("2026-11-21T00:00:03Z"),
+        )
+        .expect("saved");
         assert_eq!(saved.acked_fire, Some(fire));
         let older = record_ping(
             dir.path(),
+            &crate::persist::Failures::default(),
             "j",
             "c",
             at("2026-11-20T00:00:00Z"),

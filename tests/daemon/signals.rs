@@ -282,6 +282,17 @@ fn sigterm_ends_every_task_of_the_daemon_before_it_exits() {
     });
     daemon.wait_for(1, 5 * SECOND, |l| message(l) == "job finished");
     assert!(socket.exists(), "the status socket is bound");
+    // The history's writer is a thread of its own (named `history`), which the shutdown joins.
+    let threads = |pid: u32| -> Vec<String> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("the daemon's threads")
+            .flatten()
+            .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+            .map(|name| name.trim().to_owned())
+            .collect()
+    };
+    let running = threads(daemon.pid());
+    assert!(running.iter().any(|t| t == "history"), "{running:?}");
     let lines = daemon.stop();
     let at = |what: &str| {
         lines
@@ -297,5 +308,7 @@ fn sigterm_ends_every_task_of_the_daemon_before_it_exits() {
         "{lines:?}"
     );
     assert!(at("status endpoint closed") < stopped, "{lines:?}");
+    // Said after the writer thread was joined, which ends only once its queue is closed.
+    assert!(at("history writer stopped") < stopped, "{lines:?}");
     assert!(!socket.exists(), "the status socket was removed at exit");
 }

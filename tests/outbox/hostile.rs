@@ -147,7 +147,11 @@ fn a_thousand_pending_pings_cost_an_idle_daemon_next_to_nothing() {
     .expect("state dir");
     let env = Env::new();
     let host = PingHost::start(Behaviour::Status(200));
-    let outbox = heartbeat_agent::ping::outbox::Outbox::new(state.path(), 2000);
+    let outbox = heartbeat_agent::ping::outbox::Outbox::new(
+        state.path(),
+        2000,
+        &heartbeat_agent::persist::Failures::default(),
+    );
     let started = Instant::now();
     for i in 0..1000 {
         // As a `run` leaves them when the host said 503 with an hour's Retry-After.

@@ -44,7 +44,15 @@ fn weekdays_across_a_weekend_three_days_after_fridays_ping_one_day_after_mondays
                "pingToken": crate::util::emulator::token_for("w")})
     };
     let ping = |fire: &str, when: &str| {
-        sync::timer::record_ping(&setup.state_dir(), "weekday", "w", at(fire), at(when)).unwrap();
+        sync::timer::record_ping(
+            &setup.state_dir(),
+            &heartbeat_agent::persist::Failures::default(),
+            "weekday",
+            "w",
+            at(fire),
+            at(when),
+        )
+        .unwrap();
     };
     // Thursday: one day (the first PUT learns the token, so it carries none).
     assert_eq!(

@@ -235,7 +235,15 @@ fn simulate(shape: &Shape, seed: u64) -> Measured {
                 .block_on(http.get(&ping_url).send())
                 .expect("ping answered");
             assert_eq!(answer.status(), 200, "{}: ping at {ended}", shape.name);
-            sync::timer::record_ping(&state_dir, "s", "s", fire, ended).expect("recorded");
+            sync::timer::record_ping(
+                &state_dir,
+                &heartbeat_agent::persist::Failures::default(),
+                "s",
+                "s",
+                fire,
+                ended,
+            )
+            .expect("recorded");
             pass(ended, &mut cache);
             Some(ended)
         };

@@ -53,18 +53,20 @@ pub(super) fn sync_after_ping(
 /// How long `run --job` waits for its check update after the ping before it exits anyway.
 const SYNC_AFTER_PING_LIMIT: Duration = Duration::from_secs(30);
 
-/// Records the accepted ping (if `accepted`) and sends the job's check definition if it
+/// Records the accepted ping (if `accepted`; a failed write counted in `failures`) and sends the job's check definition if it
 /// differs (a held period change may go now, an ended pause re-activates the check); a failure
 /// is a warning, never the run's status.
 pub(super) async fn sync_after_accepted_ping(
     sync: &SyncAfterPing,
     state_dir: &std::path::Path,
+    failures: &crate::persist::Failures,
     accepted: bool,
 ) {
     let now = chrono::Utc::now();
     if accepted {
+        let (job, check_id) = (&sync.job, &sync.check_id);
         let recorded =
-            crate::sync::timer::record_ping(state_dir, &sync.job, &sync.check_id, sync.fire, now);
+            crate::sync::timer::record_ping(state_dir, failures, job, check_id, sync.fire, now);
         if let Err(err) = recorded {
             warn!(job = %sync.job, error = %err, "cannot record the accepted ping for sync");
             return;

@@ -178,6 +178,9 @@ struct Plan {
     /// then passed through by a copy that keeps its last bytes), their budget and context.
     pings: Pings,
     state_dir: PathBuf,
+    /// Where this run's failed writes under `state_dir` are counted (the registry of its own
+    /// connections: a run is a process of its own, which shows them nowhere but in its log).
+    failures: crate::persist::Failures,
     /// `[agent] outbox_max_entries`.
     outbox_max_entries: usize,
     /// Names the lock: the job, else the ping URL's fingerprint, else the command's.
@@ -255,6 +258,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
         state_dir,
         net,
     } = resolved;
+    let failures = net.metrics().persist_failures().clone();
     let job = args
         .job
         .as_deref()
@@ -303,6 +307,7 @@ fn plan(args: RunArgs, global: &GlobalArgs) -> Result<Plan, u8> {
                 .or(job.map(|j| j.kill_after))
                 .unwrap_or(crate::config::defaults::KILL_AFTER),
         },
+        failures,
         success_codes: args
             .success_codes
             .clone()
@@ -452,7 +457,7 @@ fn command_spec(
 /// Runs the planned command through the run pipeline; returns the exit status.
 async fn run_plan(plan: Plan) -> u8 {
     let signals = Signals::install();
-    let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries);
+    let outbox = Outbox::new(&plan.state_dir, plan.outbox_max_entries, &plan.failures);
     // A container's entrypoint (PID 1) inherits every orphan of the command's tree: they are
     // reaped while the command runs, never its own status (see process::children).
     let reaping = children::inherits_orphans();

@@ -162,7 +162,8 @@ impl Runner for Wrapped<'_> {
         }
         if let (Some((job, _)), Some(seq)) = (&self.plan.history, self.recorded.take()) {
             let update = crate::history::PingUpdate::of(seq, report);
-            crate::history::History::new(&self.plan.state_dir).pinged(job, &update);
+            let plan = &self.plan;
+            crate::history::History::new(&plan.state_dir, &plan.failures).pinged(job, &update);
         }
         if report.interrupted {
             return;
@@ -173,7 +174,8 @@ impl Runner for Wrapped<'_> {
                 crate::pause::load(&plan.state_dir).ending(&sync.job, Utc::now())
             });
             if let (true, Some(sync)) = (report.ping_accepted || pause_ended, &plan.sync) {
-                sync_after_accepted_ping(sync, &plan.state_dir, report.ping_accepted).await;
+                let accepted = report.ping_accepted;
+                sync_after_accepted_ping(sync, &plan.state_dir, &plan.failures, accepted).await;
             }
             let budget = &plan.pings.budget;
             let left = budget.total.saturating_sub(report.pings_began.elapsed());
@@ -195,7 +197,8 @@ impl Runner for Wrapped<'_> {
         // the run.
         if let Some((job, limit)) = &self.plan.history {
             let run = crate::history::Run::ended(record, None, pinging);
-            let seq = crate::history::History::new(&self.plan.state_dir).record(job, *limit, run);
+            let history = crate::history::History::new(&self.plan.state_dir, &self.plan.failures);
+            let seq = history.record(job, *limit, run);
             self.recorded = seq.filter(|_| pinging);
         }
     }

@@ -157,7 +157,7 @@ impl Outbox {
                         // as is, unless its hung holder still locks the file.
                         match read_entry(&path) {
                             Ok(entry) if entry.fresh() || !owner_gone => {
-                                write_entry(&pending, &entry.taken_back())?;
+                                self.write_entry(&pending, &entry.taken_back())?;
                                 file::remove_if_present(&path)?;
                             }
                             _ => file::rename_durable(&path, &pending)?,
@@ -219,7 +219,7 @@ impl Outbox {
                     .join(format!("{}.{}{PENDING}", claimed.key, entry.created_ms));
                 if claimed.path.exists() {
                     file::private_dir(&self.failed_dir())?;
-                    write_entry(&aside, &entry)?;
+                    self.write_entry(&aside, &entry)?;
                     file::remove_if_present(&claimed.path)?;
                     counters.left(Outflow::Permanent);
                 }
@@ -250,7 +250,7 @@ impl Outbox {
         if pending.exists() {
             counters.left(Outflow::Coalesced);
         } else {
-            write_entry(&pending, &entry.clone().taken_back())?;
+            self.write_entry(&pending, &entry.clone().taken_back())?;
         }
         file::remove_if_present(&claimed.path)?;
         Ok(())

@@ -116,7 +116,7 @@ impl Outbox {
             }
             if newer {
                 file::remove_if_present(&claimed.path)?;
-            } else if let Err(err) = write_entry(&pending, &entry) {
+            } else if let Err(err) = self.write_entry(&pending, &entry) {
                 // A full disk: the claim as first written becomes the entry (a rename needs
                 // no space); only this delivery's attempts and Retry-After are not recorded.
                 // Pending, it counts as queued (see `stats`).

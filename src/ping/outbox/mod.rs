@@ -43,7 +43,7 @@ use tracing::{info, warn};
 
 use crate::persist::file;
 use crate::persist::lock::{self, FileLock};
-use crate::persist::What;
+use crate::persist::{Failures, What};
 use crate::ping::{Ping, PingOutcome};
 
 mod claims;
@@ -161,17 +161,25 @@ pub struct Outbox {
     /// The fsyncs that make a fresh entry durable, run on the blocking pool
     /// ([`Outbox::attempt_failed`]); shared by the clones, awaited by [`Outbox::durable`].
     syncs: tokio_util::task::TaskTracker,
+    /// What this handle and its clones counted but could not write yet ([`stats`]): it lives
+    /// as long as the handle, which the daemon makes once and clones for its tasks.
+    carried: stats::Carried,
+    /// Where its failed writes are counted.
+    failures: Failures,
 }
 
 impl Outbox {
-    /// The outbox under `state_dir`, holding at most `max_entries`. Nothing is created until
-    /// the first ping is stored (then the directory, mode 0700); a missing outbox is empty.
-    pub fn new(state_dir: &Path, max_entries: usize) -> Outbox {
+    /// The outbox under `state_dir`, holding at most `max_entries`, counting its failed writes
+    /// in `failures`. Nothing is created until the first ping is stored (then the directory,
+    /// mode 0700); a missing outbox is empty.
+    pub fn new(state_dir: &Path, max_entries: usize, failures: &Failures) -> Outbox {
         Outbox {
             dir: state_dir.join("outbox"),
             max_entries: max_entries.max(1),
             notify: Arc::new(Notify::new()),
             syncs: tokio_util::task::TaskTracker::new(),
+            carried: stats::Carried::default(),
+            failures: failures.clone(),
         }
     }
 
@@ -273,6 +281,12 @@ impl Outbox {
         }
     }
 
+    /// Writes `entry` at `path` crash-safely; a failure is counted.
+    fn write_entry(&self, path: &Path, entry: &Entry) -> io::Result<()> {
+        let bytes = serde_json::to_vec(entry).map_err(io::Error::other)?;
+        file::write_atomic(path, &bytes).inspect_err(|_| self.failures.failed(What::OutboxEntry))
+    }
+
     fn pending_path(&self, key: &str) -> PathBuf {
         self.dir.join(format!("{key}{PENDING}"))
     }
@@ -309,7 +323,12 @@ impl Outbox {
             let mut counters = before;
             let value = step(&mut counters)?;
             crate::persist::crash_point(&format!("outbox:{name}"));
-            stats::save_or_carry(&self.dir, &before, &counters, sync_dir);
+            let written = stats::Written {
+                carried: &self.carried,
+                failures: &self.failures,
+                sync_dir,
+            };
+            written.save_or_carry(&self.dir, &before, &counters);
             Ok(value)
         };
         run().map_err(|source| self.error(source))
@@ -336,7 +355,7 @@ impl Outbox {
             if path.exists() {
                 counters.left(Outflow::Coalesced);
             }
-            write_entry(&path, &entry)?;
+            self.write_entry(&path, &entry)?;
             self.enforce_bound(counters)
         })?;
         self.notify.notify_one();
@@ -510,11 +529,6 @@ impl Outbox {
         }
         Ok(files)
     }
-}
-
-fn write_entry(path: &Path, entry: &Entry) -> io::Result<()> {
-    let bytes = serde_json::to_vec(entry).map_err(io::Error::other)?;
-    file::write_atomic(path, &bytes).inspect_err(|_| crate::persist::failed(What::OutboxEntry))
 }
 
 /// The entry at `path` (a regular file of bounded size: a FIFO is refused, not waited on).

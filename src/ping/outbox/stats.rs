@@ -1,8 +1,8 @@
 //! The outbox's counters, persisted in `stats.json` (written atomically under the directory
 //! lock) so every process adds to the same totals and `outbox list` and status can show them.
-//! When they cannot be written (a full disk), the step they counted still stands: what this
-//! process added is carried and added to the next write that succeeds, so the totals still
-//! add up once there is room again.
+//! When they cannot be written (a full disk), the step they counted still stands: what the
+//! outbox handle added is carried ([`Carried`], shared by the handle's clones) and added to the
+//! next write that succeeds, so the totals still add up once there is room again.
 //!
 //! `queued` must equal what left (`coalesced`, `delivered`, the drops, `permanent`, `purged`)
 //! plus what is pending, whatever moment a process dies. A step changes an entry file first
@@ -27,9 +27,8 @@
 //! A `stats.json` of format 1 (in which `queued` counted entries when they were stored) is
 //! read as format 2 by subtracting the entries present, under the lock.
 
-use std::sync::Mutex;
-
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tracing::warn;
@@ -144,9 +143,18 @@ fn format_1() -> u32 {
 /// The format written.
 const FORMAT: u32 = 2;
 
-/// What this process counted but could not write yet (see the module documentation).
-// One per process: it outlives each `Outbox` value made over the process's one state directory.
-static CARRIED: Mutex<Option<Stats>> = Mutex::new(None);
+/// What an outbox handle counted but could not write yet (see the module documentation).
+/// Cheap to clone: clones carry the same counts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Carried(Arc<Mutex<Option<Stats>>>);
+
+/// How the counters are written: what is carried from failed writes, where a failure is
+/// counted, and whether the directory is synced after the rename ([`file::replace_whole`]).
+pub(crate) struct Written<'a> {
+    pub carried: &'a Carried,
+    pub failures: &'a crate::persist::Failures,
+    pub sync_dir: bool,
+}
 
 /// The largest counters file read (it is a few hundred bytes).
 const MAX_BYTES: u64 = 64 * 1024;
@@ -175,41 +183,45 @@ pub(crate) fn load(dir: &Path, present: impl FnOnce() -> u64) -> Stats {
     }
 }
 
-/// Writes the counters as stored (call with the directory lock held); with `sync_dir` false
-/// the directory is not synced after the rename ([`file::replace_whole`]).
-pub(crate) fn save(dir: &Path, stats: &Stats, sync_dir: bool) -> std::io::Result<()> {
-    let stored = Stored {
-        counters: *stats,
-        format: FORMAT,
-    };
-    let bytes = serde_json::to_vec_pretty(&stored).map_err(std::io::Error::other)?;
-    let path = dir.join(FILE);
-    let written = if sync_dir {
-        file::write_atomic(&path, &bytes)
-    } else {
-        file::replace_whole(&path, &bytes)
-    };
-    written.inspect_err(|_| crate::persist::failed(crate::persist::What::OutboxStats))
-}
-
-/// Writes `after` (counted from `before`, as loaded) plus whatever an earlier failed write
-/// left to carry (call with the directory lock held); nothing when neither changed anything.
-/// When the write fails, the counters' step still stands: the difference is carried to the
-/// next write and the failure logged. `sync_dir` as in [`save`].
-pub(crate) fn save_or_carry(dir: &Path, before: &Stats, after: &Stats, sync_dir: bool) {
-    let mut carried = CARRIED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if after == before && carried.is_none() {
-        return;
+impl Written<'_> {
+    /// Writes the counters as stored (call with the directory lock held); a failure is
+    /// counted.
+    fn save(&self, dir: &Path, stats: &Stats) -> std::io::Result<()> {
+        let stored = Stored {
+            counters: *stats,
+            format: FORMAT,
+        };
+        let bytes = serde_json::to_vec_pretty(&stored).map_err(std::io::Error::other)?;
+        let path = dir.join(FILE);
+        let written = if self.sync_dir {
+            file::write_atomic(&path, &bytes)
+        } else {
+            file::replace_whole(&path, &bytes)
+        };
+        written.inspect_err(|_| self.failures.failed(crate::persist::What::OutboxStats))
     }
-    let added = after.combine(*before, u64::saturating_sub);
-    let added = carried.map_or(added, |c| added.combine(c, u64::saturating_add));
-    match save(dir, &before.combine(added, u64::saturating_add), sync_dir) {
-        Ok(()) => *carried = None,
-        Err(err) => {
-            warn!(dir = %dir.display(), error = %err, "outbox counters not written (they are kept in memory and written with the next change)");
-            *carried = Some(added);
+
+    /// Writes `after` (counted from `before`, as loaded) plus whatever an earlier failed write
+    /// left to carry (call with the directory lock held); nothing when neither changed
+    /// anything. When the write fails, the counters' step still stands: the difference is
+    /// carried to the next write and the failure logged.
+    pub(crate) fn save_or_carry(&self, dir: &Path, before: &Stats, after: &Stats) {
+        let mut carried = self
+            .carried
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if after == before && carried.is_none() {
+            return;
+        }
+        let added = after.combine(*before, u64::saturating_sub);
+        let added = carried.map_or(added, |c| added.combine(c, u64::saturating_add));
+        match self.save(dir, &before.combine(added, u64::saturating_add)) {
+            Ok(()) => *carried = None,
+            Err(err) => {
+                warn!(dir = %dir.display(), error = %err, "outbox counters not written (they are kept in memory and written with the next change)");
+                *carried = Some(added);
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ fn ping(path: &str) -> Ping {
 }
 
 fn open(dir: &Path, max: usize) -> Outbox {
-    Outbox::new(dir, max)
+    Outbox::new(dir, max, &crate::persist::Failures::default())
 }
 
 fn store(outbox: &Outbox, path: &str, job: Option<&str>) {
@@ -60,11 +60,12 @@ fn claims_whose_lock_is_free_or_whose_lease_ran_out_are_taken_back_at_once() {
     let own = std::process::id();
     let far = now_ms() + 600_000;
     let dead = Entry::new(&ping("dead"), None, Duration::from_secs(60), now_ms());
-    write_entry(
-        &outbox.dir.join(entry::claim_name(&dead.key(), own, far)),
-        &dead,
-    )
-    .unwrap();
+    outbox
+        .write_entry(
+            &outbox.dir.join(entry::claim_name(&dead.key(), own, far)),
+            &dead,
+        )
+        .unwrap();
     // A claim whose lease ran out, although its holder still holds it (a hung process).
     let context = PingContext::default();
     let mut hung = outbox
@@ -297,11 +298,21 @@ fn counters_that_cannot_be_written_are_carried_to_the_next_write() {
         1,
         "the entry is kept all the same"
     );
+    let failed = |outbox: &Outbox| {
+        let failures = outbox.failures.snapshot();
+        failures
+            .into_iter()
+            .find(|(what, _)| *what == "outbox_stats")
+            .map(|(_, n)| n)
+    };
+    assert_eq!(failed(&outbox), Some(1), "the failed write is counted");
     std::fs::remove_dir(&path).unwrap();
     std::fs::rename(&aside, &path).unwrap();
-    store(&outbox, "c", None);
+    // A clone of the handle (the daemon's tasks hold clones) writes what the first carried.
+    store(&outbox.clone(), "c", None);
     let stats = outbox.stats();
     assert_eq!((stats.queued, stats.coalesced), (4, 2), "{stats:?}");
+    assert_eq!(failed(&outbox), Some(1));
 }
 
 #[test]

@@ -49,7 +49,7 @@ use sha2::{Digest, Sha256};
 
 use super::remote::Refresh;
 use super::server::App;
-use super::turns::{history_turn, in_turn};
+use super::turns::in_turn;
 use crate::redact::Secret;
 
 /// The session cookie's name.
@@ -187,7 +187,7 @@ async fn overview(State(pages): State<Arc<Pages>>, headers: HeaderMap) -> Respon
     if !allowed(app, &headers) {
         return login_page(None);
     }
-    let Some(turn) = history_turn().await else {
+    let Some(turn) = app.turns.history_turn().await else {
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
     let doc = super::build::document(app, Refresh::Cached).await;
@@ -224,7 +224,7 @@ async fn job(
         return page(StatusCode::NOT_FOUND, render::no_such_job(&name));
     };
     // The turn covers the document too: it holds each job's last output tail.
-    let Some(turn) = history_turn().await else {
+    let Some(turn) = app.turns.history_turn().await else {
         return page(StatusCode::SERVICE_UNAVAILABLE, String::new());
     };
     let doc = super::build::document(app, Refresh::Cached).await;

@@ -63,7 +63,8 @@ pub(crate) struct Scrape<'a> {
     pub paused: BTreeMap<String, Option<DateTime<Utc>>>,
     /// In a cluster: this agent's role, the leader, its etcd connection and its claims.
     pub cluster: Option<&'a dyn ClusterView>,
-    /// What the daemon's clients counted (API requests, refused certificates).
+    /// What the daemon's clients counted (API requests, refused certificates), and its failed
+    /// writes under the state directory.
     pub counted: &'a MetricsRegistry,
     /// Requests to the endpoint refused for a missing or wrong token since it started.
     pub auth_failures: u64,
@@ -152,7 +153,7 @@ pub(crate) fn render(runs: &RunMetrics, scrape: &Scrape<'_>) -> String {
         "counter",
         "Writes under the state directory that failed (full or read-only disk), by what was written.",
     );
-    for (what, n) in crate::persist::snapshot() {
+    for (what, n) in scrape.counted.persist_failures().snapshot() {
         out.sample(
             "heartbeat_agent_persist_failures_total",
             &[("what", what)],

@@ -137,16 +137,28 @@ fn a_404_ping_says_gone_until_the_service_accepts_that_check_again() {
     ));
     // The check made again after its deletion (or a PUT answered 200) after the ping.
     let later = ping + chrono::TimeDelta::seconds(5);
-    crate::sync::state::update(dir.path(), "made", "c2", |s| s.accepted_at = Some(later))
-        .expect("record");
+    crate::sync::state::update(
+        dir.path(),
+        &crate::persist::Failures::default(),
+        "made",
+        "c2",
+        |s| s.accepted_at = Some(later),
+    )
+    .expect("record");
     assert!(!ping_says_gone(dir.path(), "made", "c2", answered(404)));
     assert!(
         ping_says_gone(dir.path(), "made", "c1", answered(404)),
         "another check's record says nothing of c1"
     );
     let earlier = ping - chrono::TimeDelta::seconds(5);
-    crate::sync::state::update(dir.path(), "made", "c2", |s| s.accepted_at = Some(earlier))
-        .expect("record");
+    crate::sync::state::update(
+        dir.path(),
+        &crate::persist::Failures::default(),
+        "made",
+        "c2",
+        |s| s.accepted_at = Some(earlier),
+    )
+    .expect("record");
     assert!(
         ping_says_gone(dir.path(), "made", "c2", answered(404)),
         "accepted before the ping: the 404 is newer"
