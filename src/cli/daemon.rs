@@ -248,14 +248,22 @@ fn node(config: &Config, identity: &Identity, net: &Net) -> Result<Option<Arc<No
         .map_err(|err| refuse(err, exit::CONFIG))
 }
 
-/// The multi-thread runtime, its threads' children at the default priority.
+/// The runtime: one thread runs every task (job tasks, runs, pings, the status endpoint), its
+/// blocking pool's threads' children at the default priority.
+///
+/// One thread, not tokio's multi-thread scheduler: the daemon's work is waiting (timers, pipes,
+/// sockets), and the costly part of a run, the spawn, happens on the spawner threads. The
+/// multi-thread scheduler's only use of floating-point `pow` (its poll-time average) is what
+/// made every process of the binary load libm (0.5 MiB of shared pages in each process's RSS);
+/// the binary has none now. Measured side by side against the multi-thread runtime (BENCHMARKS.md,
+/// the daemon's rows): the 1,000-job burst's p99 start delay and CPU per run within the noise.
 fn runtime() -> Result<tokio::runtime::Runtime, Refused> {
     // Jobs are spawned from the spawner threads (from the runtime's threads when none could
     // start): every one of those threads makes its children start at the default priority
     // even when the daemon was given a higher one (see the function). The spawners start
     // here, before any thread of the daemon asks for that, so they keep the daemon's own.
     crate::process::children::start_spawners();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .on_thread_start(crate::process::children_at_default_priority)
         .build()
