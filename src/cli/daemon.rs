@@ -253,10 +253,11 @@ fn node(config: &Config, identity: &Identity, net: &Net) -> Result<Option<Arc<No
 ///
 /// One thread, not tokio's multi-thread scheduler: the daemon's work is waiting (timers, pipes,
 /// sockets), and the costly part of a run, the spawn, happens on the spawner threads. The
-/// multi-thread scheduler's only use of floating-point `pow` (its poll-time average) is what
-/// made every process of the binary load libm (0.5 MiB of shared pages in each process's RSS);
-/// the binary has none now. Measured side by side against the multi-thread runtime (BENCHMARKS.md,
-/// the daemon's rows): the 1,000-job burst's p99 start delay and CPU per run within the noise.
+/// multi-thread scheduler's `pow` (its poll-time average) made every process of the binary
+/// load libm (512 KiB of the 100-job daemon's RSS), and its workers' allocations a second
+/// malloc arena (about 0.9 MiB after a 1,000-job burst). Measured side by side against it
+/// (`scripts/bench-burst.sh 3`, 1,000 jobs due together): p99 start delay over the C floor
+/// 0.867 against 0.913, CPU per run 0.64 against 0.66 ms (medians; within the noise).
 fn runtime() -> Result<tokio::runtime::Runtime, Refused> {
     // Jobs are spawned from the spawner threads (from the runtime's threads when none could
     // start): every one of those threads makes its children start at the default priority

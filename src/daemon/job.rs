@@ -440,6 +440,27 @@ mod tests {
         );
     }
 
+    /// Tokio's clock (the monotonic one here) moves 61 s while the wall clock does not: as
+    /// after a step of the wall clock back, every job's task is woken to recompute its fire,
+    /// and told why.
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_step_wakes_every_jobs_task() {
+        let jobs = Arc::new(DaemonState::default());
+        let (a, b) = (jobs.entry("a"), jobs.entry("b"));
+        let cancel = CancellationToken::new();
+        let watcher = tokio::spawn(watch_clock(Arc::clone(&jobs), cancel.clone()));
+        tokio::time::sleep(MAX_SLEEP + Duration::from_secs(1)).await;
+        for job in [a, b] {
+            let why = tokio::time::timeout(Duration::from_secs(1), job.woken())
+                .await
+                .expect("the job's task is woken");
+            assert!(why.has(Wake::CLOCK_STEPPED), "{why:?}");
+            assert!(!why.has(Wake::RUN_REQUESTED), "{why:?}");
+        }
+        cancel.cancel();
+        watcher.await.expect("the watcher ends when cancelled");
+    }
+
     #[test]
     fn jitter_is_stable_bounded_and_spread() {
         let max = Duration::from_secs(60);
