@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use super::state::{DaemonState, JobState, Persisted};
+use super::state::{DaemonState, JobState, Persisted, Wake};
 use crate::config::Job;
 use crate::process::children::Children;
 use crate::run::admission::{overlap, Admission, Admitted, Elsewhere, Overlapping};
@@ -85,9 +85,6 @@ pub(super) struct Shared {
     /// Probe context shared by all watch jobs, made at the first probe (its HTTP client costs
     /// memory a daemon without watch jobs need not spend).
     pub probes: OnceLock<Probes>,
-    /// Bumped by the clock watcher when the wall clock stepped or the machine was suspended:
-    /// every job task then recomputes its next fire.
-    pub clock: tokio::sync::watch::Sender<u64>,
     /// Running job processes (and the PID 1 reaper's exclusion list).
     pub children: Arc<Children>,
     /// Plug-ins told about every run.
@@ -133,7 +130,7 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
+                why = task.state.woken() => task.woken(why, &mut queued),
             }
         }
     }
@@ -150,7 +147,6 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
     let ahead = task.admission().cloned();
     let mut sent_ahead: Option<DateTime<Utc>> = None;
     let mut last_due: Option<DateTime<Utc>> = None;
-    let mut clock = task.shared.clock.subscribe();
     let mut next = job.schedule.next_after(base, job.timezone);
     task.state.set_next_fire(next.map(|fire| fire + jitter));
     loop {
@@ -190,17 +186,9 @@ pub(super) async fn run(task: JobTask, cancel: CancellationToken) {
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
-            // The wall clock stepped: loop to compare the fire time with the new time.
-            _ = clock.changed() => {}
-            // `POST /jobs/{name}/run`: a fire now, under the same overlap rule.
-            () = task.state.run_requested.notified() => task.fire(Utc::now(), &mut queued),
-            () = task.state.run_ended.notified(), if queued.is_some() => {
-                if task.state.running() == 0 {
-                    if let Some(fire) = queued.take() {
-                        task.start(fire);
-                    }
-                }
-            }
+            // A requested run, a run's end, or a step of the wall clock (then the loop
+            // compares the fire time with the new time).
+            why = task.state.woken() => task.woken(why, &mut queued),
         }
     }
 }
@@ -219,6 +207,20 @@ impl JobTask {
             return None;
         }
         Some(overlap(&self.job, self.state.running() > 0))
+    }
+
+    /// What the task does when woken for `why`: a run's end starts the queued fire if no run
+    /// goes now; `POST /jobs/{name}/run` fires now, under the same overlap rule (after the
+    /// queued fire, which is older). A step of the wall clock needs nothing here.
+    fn woken(&self, why: Wake, queued: &mut Option<DateTime<Utc>>) {
+        if why.has(Wake::RUN_ENDED) && self.state.running() == 0 {
+            if let Some(fire) = queued.take() {
+                self.start(fire);
+            }
+        }
+        if why.has(Wake::RUN_REQUESTED) {
+            self.fire(Utc::now(), queued);
+        }
     }
 
     /// A fire at `scheduled`: start a run, or skip/queue it under the local rules.
@@ -341,9 +343,9 @@ async fn admitted_here(
     admitted
 }
 
-/// Wakes every [`MAX_SLEEP`] and bumps `clock` when the wall clock moved more than a second
-/// differently from the monotonic clock (a step, or a suspend), until `cancel`.
-pub(super) async fn watch_clock(clock: tokio::sync::watch::Sender<u64>, cancel: CancellationToken) {
+/// Wakes every [`MAX_SLEEP`] and tells every job's task when the wall clock moved more than a
+/// second differently from the monotonic clock (a step, or a suspend), until `cancel`.
+pub(super) async fn watch_clock(jobs: Arc<DaemonState>, cancel: CancellationToken) {
     let (mut mono, mut wall) = (Instant::now(), Utc::now());
     loop {
         tokio::select! {
@@ -358,7 +360,9 @@ pub(super) async fn watch_clock(clock: tokio::sync::watch::Sender<u64>, cancel: 
                 drift_ms = drift.num_milliseconds(),
                 "the wall clock stepped (or the machine slept); recomputing fire times"
             );
-            clock.send_modify(|n| *n = n.wrapping_add(1));
+            for (_, job) in jobs.jobs() {
+                job.clock_stepped();
+            }
         }
         (mono, wall) = (mono_now, wall_now);
     }
@@ -434,6 +438,27 @@ mod tests {
             third.secret_env,
             ["NEWER_ETCD", "NEW_KEY", "HOOK", "OLD_KEY", "ETCD_PASSWORD"]
         );
+    }
+
+    /// Tokio's clock (the monotonic one here) moves 61 s while the wall clock does not: as
+    /// after a step of the wall clock back, every job's task is woken to recompute its fire,
+    /// and told why.
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_step_wakes_every_jobs_task() {
+        let jobs = Arc::new(DaemonState::default());
+        let (a, b) = (jobs.entry("a"), jobs.entry("b"));
+        let cancel = CancellationToken::new();
+        let watcher = tokio::spawn(watch_clock(Arc::clone(&jobs), cancel.clone()));
+        tokio::time::sleep(MAX_SLEEP + Duration::from_secs(1)).await;
+        for job in [a, b] {
+            let why = tokio::time::timeout(Duration::from_secs(1), job.woken())
+                .await
+                .expect("the job's task is woken");
+            assert!(why.has(Wake::CLOCK_STEPPED), "{why:?}");
+            assert!(!why.has(Wake::RUN_REQUESTED), "{why:?}");
+        }
+        cancel.cancel();
+        watcher.await.expect("the watcher ends when cancelled");
     }
 
     #[test]

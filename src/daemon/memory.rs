@@ -14,8 +14,9 @@
 /// Tunes glibc's malloc for the daemon. Call before any thread is started.
 ///
 /// - Two arenas: by default each thread that allocates gets its own arena (up to 8 per core),
-///   and memory freed in one cannot serve another: with a multi-threaded runtime and thousands
-///   of small job records that fragmentation is most of the resident size.
+///   and memory freed in one cannot serve another: with the runtime's thread, the spawner
+///   threads and the blocking pool all allocating around thousands of small job records, that
+///   fragmentation is most of the resident size.
 /// - Blocks of 4 KiB or more are mapped on their own (`M_MMAP_THRESHOLD`, instead of glibc's
 ///   sliding 128 KiB-32 MiB), and the heap's top is given back above 128 KiB free
 ///   (`M_TRIM_THRESHOLD`). Each run's task is a block of about 4.4 KB; on the heap, a burst of

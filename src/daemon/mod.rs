@@ -10,8 +10,8 @@
 //!   `state_dir`; private to the daemon;
 //! - [`view`]: what it publishes of that state to readers (status, the demo's table): copies
 //!   of each job, the beat and the reloads, and the request to run a job now;
-//! - `memory`: what the daemon asks of the allocator and the kernel to hold only what it
-//!   uses (malloc arenas and trimming, start-up code unmapped);
+//! - `memory`: what the daemon asks of the allocator to hold only what it uses (malloc
+//!   arenas and trimming);
 //! - [`hooks`]: where sync, the status listener and the cluster's tasks plug in;
 //! - [`control`]: the stop and reload requests it obeys (the caller adapts signals);
 //!   [`notify`]: `sd_notify(3)`.

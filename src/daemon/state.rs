@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -59,15 +59,37 @@ pub(super) struct JobState {
     runs: AtomicU64,
     /// Fires skipped because a run was still going, or the job was paused with `--stop-jobs`.
     skipped: AtomicU64,
-    /// Signalled when a run ends, so a queued fire can start.
-    pub(super) run_ended: Notify,
     /// Set once "no ping URL learned for the check" was logged, so it is not repeated per run.
     pub(super) warned_no_url: AtomicBool,
-    /// Signalled by [`JobState::request_run`]: the job's task fires once now.
-    pub(super) run_requested: Notify,
+    /// Wakes the job's task: a run was asked for ([`JobState::request_run`]), a run ended (a
+    /// queued fire may start), or the wall clock stepped ([`JobState::clock_stepped`]). One
+    /// notification for the three, and [`JobState::wake_for`] says which: the task waits on one
+    /// `Notified` instead of three and a clock subscription, which keeps each job's task
+    /// (alive for the job's life) one 128-byte block smaller.
+    wake: Notify,
+    /// Why [`JobState::wake`] was signalled since the task last looked: [`Wake`] bits.
+    wake_for: AtomicU8,
     /// Held by each run whose `overlap` is not `allow`, from its admission to its end: the
     /// overlap rule looks at runs that really go, not at fires still being decided.
     pub(super) gate: Gate,
+}
+
+/// Why a job's task was woken ([`JobState::woken`]): any of three reasons, together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Wake(u8);
+
+impl Wake {
+    /// `POST /jobs/{name}/run`: fire once now.
+    pub(super) const RUN_REQUESTED: Wake = Wake(1);
+    /// A run ended: a queued fire may start.
+    pub(super) const RUN_ENDED: Wake = Wake(2);
+    /// The wall clock stepped (or the machine slept): recompute the next fire.
+    pub(super) const CLOCK_STEPPED: Wake = Wake(4);
+
+    /// Whether `why` is among the reasons.
+    pub(super) fn has(self, why: Wake) -> bool {
+        self.0 & why.0 != 0
+    }
 }
 
 impl JobState {
@@ -95,7 +117,24 @@ impl JobState {
     /// Asks the job's scheduling task to fire now (outside the schedule), under the job's
     /// overlap rule. Does nothing for jobs without a task (external or disabled ones).
     pub(super) fn request_run(&self) {
-        self.run_requested.notify_one();
+        self.wake(Wake::RUN_REQUESTED);
+    }
+
+    /// Tells the job's task that the wall clock stepped, so it recomputes its next fire.
+    pub(super) fn clock_stepped(&self) {
+        self.wake(Wake::CLOCK_STEPPED);
+    }
+
+    /// Wakes the job's task for `why` (kept until the task looks, as the wake-up itself).
+    fn wake(&self, why: Wake) {
+        self.wake_for.fetch_or(why.0, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    /// Waits until the job's task is woken, and returns every reason since it last looked.
+    pub(super) async fn woken(&self) -> Wake {
+        self.wake.notified().await;
+        Wake(self.wake_for.swap(0, Ordering::SeqCst))
     }
 
     pub(super) fn set_next_fire(&self, next: Option<DateTime<Utc>>) {
@@ -113,7 +152,7 @@ impl JobState {
         self.runs.fetch_add(1, Ordering::Relaxed);
         self.running.fetch_sub(1, Ordering::SeqCst);
         drop(records);
-        self.run_ended.notify_one();
+        self.wake(Wake::RUN_ENDED);
     }
 
     /// Seeds the strip with the outcomes of earlier runs (oldest first), before any run.

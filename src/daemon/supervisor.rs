@@ -91,7 +91,6 @@ pub(crate) async fn run(
         pings: crate::ping::Sender::new(options.net.clone()),
         state: Arc::new(DaemonState::default()),
         probes: std::sync::OnceLock::new(),
-        clock: watch::channel(0).0,
         children: Arc::new(Children::new(children::inherits_orphans())),
         after_run: plugins.after_run,
         runs: TaskTracker::new(),
@@ -232,9 +231,9 @@ impl Supervisor {
         tasks: Vec<(&'static str, super::Task)>,
         cancel: &CancellationToken,
     ) {
-        let clock = self.shared.clock.clone();
+        let jobs = Arc::clone(&self.shared.state);
         self.tasks
-            .spawn(job::watch_clock(clock, self.scheduling.child_token()));
+            .spawn(job::watch_clock(jobs, self.scheduling.child_token()));
         let shared = Arc::clone(&self.shared);
         self.tasks
             .spawn(job::trim_when_quiet(shared, self.scheduling.child_token()));

@@ -117,6 +117,7 @@ impl DaemonView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::state::Wake;
     use crate::run_end::{ProcessEnd, RunEnd, RunOutcome};
 
     fn finished(at: DateTime<Utc>) -> RunRecord {
@@ -173,8 +174,10 @@ mod tests {
         let job = state.entry("backup");
         view.request_run("gone");
         view.request_run("backup");
-        tokio::time::timeout(Duration::from_secs(1), job.run_requested.notified())
+        let why = tokio::time::timeout(Duration::from_secs(1), job.woken())
             .await
             .expect("the job's task is told to fire");
+        assert!(why.has(Wake::RUN_REQUESTED), "{why:?}");
+        assert!(!why.has(Wake::RUN_ENDED), "{why:?}");
     }
 }

@@ -123,7 +123,8 @@ pub fn run(args: DemoArgs, global: &GlobalArgs) -> u8 {
         status: None,
         dashboard: None,
     };
-    let code = match tokio::runtime::Builder::new_multi_thread()
+    // One thread, as the daemon's (`cli/daemon.rs`, `runtime`).
+    let code = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -244,7 +244,7 @@ fn scale(longest_ms: u64) -> Scale {
     let (unit, size) = unit_of(Duration::from_millis(longest));
     let max = longest as f64 / size as f64;
     let raw = max / 4.0;
-    let magnitude = 10_f64.powf(raw.log10().floor());
+    let magnitude = libm::pow(10.0, libm::floor(libm::log10(raw)));
     let step = [1.0, 2.0, 5.0, 10.0]
         .into_iter()
         .map(|m| m * magnitude)

@@ -21,11 +21,17 @@ pub(crate) const DURATION_BUCKETS: [f64; 12] = [
     0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 10800.0,
 ];
 
-/// Per-job counters since the daemon started.
+/// The `result` labels of `heartbeat_agent_pings_total`: accepted, then failed.
+const PING_RESULTS: [&str; 2] = ["accepted", "failed"];
+
+/// Per-job counters since the daemon started: fixed-size, so a job's counters are one block in
+/// the map (a map per label would allocate a node of about 280 bytes per job at its first run).
 #[derive(Debug, Default, Clone)]
 struct JobCounters {
-    outcomes: BTreeMap<&'static str, u64>,
-    pings: BTreeMap<&'static str, u64>,
+    /// Runs by outcome, in the order of [`RunOutcome::ALL`].
+    outcomes: [u64; RunOutcome::ALL.len()],
+    /// Pings by result, in the order of [`PING_RESULTS`].
+    pings: [u64; PING_RESULTS.len()],
     last_success: Option<DateTime<Utc>>,
     buckets: [u64; DURATION_BUCKETS.len()],
     duration_sum: f64,
@@ -63,13 +69,12 @@ impl RunMetrics {
         let Some(counters) = jobs.get_mut(job) else {
             return;
         };
-        *counters.outcomes.entry(run.outcome.as_str()).or_default() += 1;
+        counters.outcomes[outcome_index(run.outcome)] += 1;
         if run.success() {
             counters.last_success = Some(run.ended);
         }
         if let Some(accepted) = ping {
-            let result = if accepted { "accepted" } else { "failed" };
-            *counters.pings.entry(result).or_default() += 1;
+            counters.pings[usize::from(!accepted)] += 1;
         }
         let secs = run.duration.as_secs_f64();
         for (bucket, bound) in counters.buckets.iter_mut().zip(DURATION_BUCKETS) {
@@ -82,6 +87,14 @@ impl RunMetrics {
         counters.attempts += u64::from(run.attempts);
         counters.last_attempts = run.attempts;
     }
+}
+
+/// Where `outcome` counts in [`JobCounters::outcomes`].
+fn outcome_index(outcome: RunOutcome) -> usize {
+    RunOutcome::ALL
+        .iter()
+        .position(|o| *o == outcome)
+        .unwrap_or_default()
 }
 
 impl AfterRun for RunMetrics {
@@ -141,11 +154,10 @@ pub(super) fn run_families(out: &mut Text, runs: &RunMetrics, scrape: &Scrape<'_
     let none = JobCounters::default();
     for (name, job) in jobs {
         let c = counters.get(name).unwrap_or(&none);
-        for outcome in RunOutcome::ALL.map(RunOutcome::as_str) {
-            let n = c.outcomes.get(outcome).copied().unwrap_or(0);
+        for (outcome, n) in RunOutcome::ALL.into_iter().zip(c.outcomes) {
             out.sample(
                 "heartbeat_agent_runs_total",
-                &[("job", name), ("outcome", outcome)],
+                &[("job", name), ("outcome", outcome.as_str())],
                 n as f64,
             );
         }
@@ -212,8 +224,7 @@ pub(super) fn run_families(out: &mut Text, runs: &RunMetrics, scrape: &Scrape<'_
     );
     for (name, _) in jobs {
         let c = counters.get(name).unwrap_or(&none);
-        for result in ["accepted", "failed"] {
-            let n = c.pings.get(result).copied().unwrap_or(0);
+        for (result, n) in PING_RESULTS.into_iter().zip(c.pings) {
             out.sample(
                 "heartbeat_agent_pings_total",
                 &[("job", name), ("result", result)],
@@ -280,7 +291,8 @@ mod tests {
         assert_eq!((c.attempts, c.last_attempts), (4, 1));
         assert_eq!(&c.buckets[..4], &[0, 0, 0, 2]);
         assert_eq!(c.buckets[DURATION_BUCKETS.len() - 1], 2);
-        assert_eq!(c.outcomes["success"], 2);
-        assert_eq!(c.pings["accepted"], 2);
+        assert_eq!(c.outcomes[outcome_index(RunOutcome::Success)], 2);
+        assert_eq!(c.outcomes.iter().sum::<u64>(), 2);
+        assert_eq!(c.pings, [2, 0]);
     }
 }

@@ -280,7 +280,7 @@ impl Inner {
         let slow = elapsed.min(self.hold);
         let fast = elapsed.saturating_sub(self.hold);
         let doublings = doublings(slow, rule.slow_doubling) + doublings(fast, rule.fast_doubling);
-        Some((base * doublings.min(64.0).exp2()).min(rule.max_rate()))
+        Some((base * libm::exp2(doublings.min(64.0))).min(rule.max_rate()))
     }
 
     /// A jittered gap from `now` for a paced agent: the time in which the growing pace adds up
