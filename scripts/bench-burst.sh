@@ -85,7 +85,7 @@ def daemon(binary, tag):
     at = datetime.fromtimestamp(due)  # the daemon's schedules are in local time
     config = os.path.join(d, "config.toml")
     with open(config, "w") as f:
-        f.write(f'[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
+        f.write(f'[status]\nlisten = "{d}/status.sock"\n\n[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
         for i in range(N):
             f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "{at.second} {at.minute} {at.hour} * * *"\n'
                     f'shell = "{script(out)}"\n\n')

@@ -54,7 +54,7 @@ def write_config(name, jobs):
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "config.toml")
     with open(path, "w") as f:
-        f.write(f'[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
+        f.write(f'[status]\nlisten = "{d}/status.sock"\n\n[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
         for job, schedule in jobs:
             f.write(f'[[jobs]]\nname = "{job}"\nschedule = "{schedule}"\ncommand = ["echo", "ok"]\n\n')
     return path

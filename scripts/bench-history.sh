@@ -43,7 +43,7 @@ def write_config(name, history):
     os.makedirs(d)
     path = os.path.join(d, "config.toml")
     with open(path, "w") as f:
-        f.write(f'[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\nhistory = {history}\n\n')
+        f.write(f'[status]\nlisten = "{d}/status.sock"\n\n[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\nhistory = {history}\n\n')
         for i in range(N):
             f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "*/{STEP} * * * * *"\ncommand = ["echo", "ok"]\n\n')
     return path

@@ -121,7 +121,7 @@ def echo_jobs_config(directory, n, every5):
     base = datetime.now(timezone.utc) + timedelta(seconds=4 + n // 400)
     path = os.path.join(directory, "config.toml")
     with open(path, "w") as f:
-        f.write(f'[agent]\nstate_dir = "{directory}/state"\nshutdown_timeout = "5s"\n\n')
+        f.write(f'[status]\nlisten = "{directory}/status.sock"\n\n[agent]\nstate_dir = "{directory}/state"\nshutdown_timeout = "5s"\n\n')
         for i in range(n):
             t = base + timedelta(seconds=(i * spread) // n)
             schedule = "*/5 * * * * *" if every5 else f"{t.second} {t.minute} {t.hour} * * *"
