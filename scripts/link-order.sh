@@ -16,7 +16,8 @@
 # lists every function executed) and python3. With perf (Debian's linux-perf), each command of
 # `run` is also run on the real CPU with its page faults recorded, and the functions it faulted
 # in that callgrind did not list (paths chosen by CPU features, system calls valgrind lacks)
-# join that command's list; each regeneration so completes the list of the build it profiles.
+# join that command's list, and the daemon's faults join its steady list; each regeneration so
+# completes the lists of the build it profiles.
 # For the same reason, run it twice after a large change: the second pass sees the faults the
 # first layout hid (a fault-around window maps the neighbours of the function that faulted).
 #
@@ -137,6 +138,19 @@ kill -TERM "$daemon_pid"
 wait "$daemon_pid" || true
 [ -f "$work/daemon.cg.1" ] && [ -f "$work/daemon.cg.2" ] ||
   { echo "link-order: callgrind did not dump the daemon's profile" >&2; exit 1; }
+# The same daemon and workload on the real CPU, its page faults recorded (as for `run` above):
+# the functions it faulted in that callgrind did not list join the steady path's list. Without
+# them, each such first touch maps a 64 KiB window of unlisted code for the daemon's life.
+if [ -n "$perf_ok" ]; then
+  rm -rf "$work/daemon-state"
+  perf record -q -e page-faults -c 1 -d -o "$work/daemon.pf" \
+    "$BIN" daemon --config "$work/daemon.toml" >/dev/null 2>"$work/daemon-perf.log" &
+  perf_pid=$!
+  wait_started "$work/daemon-perf.log"
+  steady_workload
+  pkill -TERM -P "$perf_pid" || true
+  wait "$perf_pid" || true
+fi
 
 python3 - "$BIN" "$OUT" "$DAEMON_OUT" "$work" <<'PY'
 import bisect, glob, os, re, subprocess, sys
@@ -188,16 +202,42 @@ def text_symbols():
 SYMBOLS = text_symbols()
 STARTS = [s for s, _, _ in SYMBOLS]
 
+def first_load():
+    """The address the binary's first loadable segment (file offset 0) is linked at: 0 for a PIE."""
+    out = subprocess.run(["readelf", "-lW", binary], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:1] == ["LOAD"] and int(parts[1], 16) == 0:
+            return int(parts[2], 16)
+    return 0
+
+FIRST_LOAD = first_load()
+
+def load_base(path):
+    """Where the run recorded in `path` mapped the binary's first page: a PIE is loaded at a
+    random address, and the faults' addresses are the process's, not the symbol table's."""
+    out = subprocess.run(["perf", "script", "-i", path, "--show-mmap-events"],
+                         capture_output=True, text=True).stdout
+    real = os.path.realpath(binary)
+    for line in out.splitlines():
+        m = re.search(r"PERF_RECORD_MMAP2? [^[]*\[(0x[0-9a-f]+)\(0x[0-9a-f]+\) @ (0x[0-9a-f]+|0) .*\]: \S+ (\S+)$", line)
+        if m and int(m.group(2), 16) == 0 and os.path.realpath(m.group(3)) == real:
+            return int(m.group(1), 16)
+    return None
+
 def faulted(path):
     """The binary's functions in whose code the real run (perf, `pf.N`) took a page fault."""
     if not os.path.exists(path):
+        return []
+    base = load_base(path)
+    if base is None:
         return []
     out = subprocess.run(["perf", "script", "-i", path, "-F", "addr"],
                          capture_output=True, text=True).stdout
     names = []
     for line in out.split():
         try:
-            addr = int(line, 16)
+            addr = int(line, 16) - base + FIRST_LOAD
         except ValueError:
             continue
         i = bisect.bisect_right(STARTS, addr) - 1
@@ -228,6 +268,8 @@ print(f"link-order: {len(run)} functions written to {out}", file=sys.stderr)
 steady = functions([os.path.join(work, "daemon.cg.2")])
 known = set(steady)
 start = [name for name in functions([os.path.join(work, "daemon.cg.1")]) if name not in known]
+known.update(start)
+steady += [name for name in faulted(os.path.join(work, "daemon.pf")) if name not in known]
 with open(daemon_out, "w") as f:
     f.write("# Functions the daemon executes once started, then (after the marker line) those of\n")
     f.write("# its start-up; build.rs places them after `run`'s, sharing the code both run.\n")
