@@ -87,8 +87,11 @@ fn badness(outcome: &str) -> usize {
 /// A run alone in its quarter of an hour is a mark of its own, at its start, titled with its
 /// number, outcome, time and duration; quarters in a row that hold runs and whose worst
 /// outcome is the same are one mark, titled with their runs' numbers, times and outcomes
-/// (the bad ones by number). The page is then bounded by the jobs, not by their runs.
-pub(super) fn timeline(name: &str, marks: &[Mark], now: DateTime<Utc>) -> String {
+/// (the bad ones by number). The page is then bounded by the jobs, not by their runs. `read`
+/// is how many runs at most were read: when `marks` holds that many and the oldest is within
+/// the day, earlier runs of the day may not have been read, and the part of the day before it
+/// is drawn as not read (`class="unread"`), not as a time without runs.
+pub(super) fn timeline(name: &str, marks: &[Mark], read: usize, now: DateTime<Utc>) -> String {
     let (w, h, top, bottom) = (192.0_f64, 36.0_f64, 2.0_f64, 20.0_f64);
     let start = now - DAY;
     let x_of = |at: DateTime<Utc>| (at - start).num_milliseconds() as f64 / 86_400_000.0 * w;
@@ -133,6 +136,19 @@ pub(super) fn timeline(name: &str, marks: &[Mark], now: DateTime<Utc>) -> String
             );
         }
         hour += TimeDelta::hours(1);
+    }
+    if let Some(oldest) = marks
+        .first()
+        .filter(|m| marks.len() >= read && m.at > start)
+    {
+        let _ = write!(
+            out,
+            "<rect class=\"unread\" x=\"0\" y=\"{top}\" width=\"{:.1}\" height=\"{}\">\
+             <title>before {} UTC: runs not read, if any (a job's last {read} runs are read)</title></rect>",
+            x_of(oldest.at).max(0.0),
+            bottom - top,
+            oldest.at.format("%H:%M")
+        );
     }
     let slot_of =
         |m: &Mark| ((m.at - start).num_milliseconds() * SLOTS / 86_400_000).min(SLOTS - 1);
@@ -356,6 +372,8 @@ pub(super) fn legend() -> String {
     out.push_str(
         "<li>last 24 h: a mark per run at its start, hours in UTC</li>\
          <li>runs in a quarter hour: one mark, the worst's colour</li>\
+         <li><svg width=\"10\" height=\"10\" aria-hidden=\"true\"><rect class=\"unread\" \
+         width=\"10\" height=\"10\"/></svg> runs not read</li>\
          <li>last runs: ✓ success, ✗ any other end, · stopped</li></ul>",
     );
     out
@@ -384,7 +402,7 @@ mod tests {
             mark(2, now - TimeDelta::hours(8), 5, "failed"),
             mark(3, now - TimeDelta::minutes(1), 5, "success"),
         ];
-        let svg = timeline("<b>", &marks, now);
+        let svg = timeline("<b>", &marks, 100, now);
         assert_eq!(svg.matches("class=\"mark ").count(), 2, "{svg}");
         assert_eq!(svg.matches("class=\"mark failed\"").count(), 1);
         assert_eq!(svg.matches("<line class=\"tick").count(), 24, "{svg}");
@@ -408,7 +426,7 @@ mod tests {
                 mark(seq, now - TimeDelta::minutes(1440 - seq as i64), 5, outcome)
             })
             .collect();
-        let svg = timeline("j", &marks, now);
+        let svg = timeline("j", &marks, 2000, now);
         let drawn = svg.matches("class=\"mark ").count();
         assert_eq!(
             drawn, 5,
@@ -441,10 +459,50 @@ mod tests {
                 ..m.clone()
             })
             .collect();
-        let svg = timeline("j", &mixed, now);
+        let svg = timeline("j", &mixed, 2000, now);
         assert!(svg.matches("class=\"mark ").count() <= 97, "{svg}");
         assert_eq!(svg.matches("class=\"mark success\"").count(), 0, "{svg}");
         assert!(svg.len() < 20_000, "{} bytes", svg.len());
+    }
+
+    #[test]
+    fn a_day_cut_by_the_runs_read_is_drawn_as_not_read_before_the_oldest() {
+        let now = DateTime::parse_from_rfc3339("2026-11-26T09:30:00Z")
+            .expect("a time")
+            .with_timezone(&Utc);
+        // A job every minute, its last 288 runs read: the day before 04:43 was not read.
+        let marks: Vec<Mark> = (1..=288)
+            .map(|seq| {
+                mark(
+                    seq,
+                    now - TimeDelta::minutes(288 - seq as i64),
+                    5,
+                    "success",
+                )
+            })
+            .collect();
+        let svg = timeline("j", &marks, 288, now);
+        assert_eq!(svg.matches("class=\"unread\"").count(), 1, "{svg}");
+        assert!(
+            svg.contains(
+                "before 04:43 UTC: runs not read, if any (a job's last 288 runs are read)"
+            ),
+            "{svg}"
+        );
+        // Fewer runs than were asked for: the day was read whole, nothing is drawn as unread.
+        assert!(!timeline("j", &marks, 289, now).contains("unread"));
+        // As many runs as asked for, the oldest before the day: the day was read whole.
+        let older: Vec<Mark> = (1..=288)
+            .map(|seq| {
+                mark(
+                    seq,
+                    now - TimeDelta::minutes(10 * (288 - seq as i64)),
+                    5,
+                    "success",
+                )
+            })
+            .collect();
+        assert!(!timeline("j", &older, 288, now).contains("unread"));
     }
 
     #[test]

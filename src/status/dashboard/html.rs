@@ -41,6 +41,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}td.nowrap,.nowrap{whit
 svg .mark{fill:currentColor}svg text{fill:var(--mute);font-size:10px}\
 svg .tick{stroke:var(--line)}svg .tick.major,svg .axis{stroke:var(--mute)}\
 svg .grid{stroke:var(--line);stroke-dasharray:2 3}svg .frame{fill:var(--card)}\
+svg .unread{fill:var(--line)}\
 ul.legend{list-style:none;display:flex;flex-wrap:wrap;gap:.2rem 1rem;padding:0;margin:.4rem 0;\
 color:var(--mute)}ul.legend li{white-space:nowrap}ul.legend svg{vertical-align:-1px}\
 pre{margin:.3rem 0 0;padding:.5rem;background:var(--card);border-radius:4px;overflow-x:auto;\

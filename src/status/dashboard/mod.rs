@@ -207,6 +207,8 @@ async fn overview(State(pages): State<Arc<Pages>>, headers: HeaderMap) -> Respon
     // off the daemon's one runtime thread, so fires are not held up by a reader.
     let drawn = tokio::task::spawn_blocking(move || {
         let marks = reader.marks.of(&history, &jobs, now);
+        let read = jobs.iter().map(|(_, limit)| *limit);
+        let marks: Vec<_> = marks.into_iter().zip(read).collect();
         render::overview(&doc, &marks)
     })
     .await;
@@ -238,7 +240,7 @@ async fn job(
     let runs = runs::shown(history, name.clone(), limit).await;
     match doc.jobs.iter().find(|j| j.name == name) {
         Some(job) => {
-            let html = render::job_page(&doc, job, &runs);
+            let html = render::job_page(&doc, job, &runs, limit);
             in_turn(page(StatusCode::OK, String::new()), html, turn)
         }
         None => page(StatusCode::NOT_FOUND, String::new()),

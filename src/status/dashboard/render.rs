@@ -73,8 +73,8 @@ fn schedule(job: &JobDoc) -> String {
 }
 
 /// The overview: the summary, then every job, `marks` holding each job's runs of the last 24
-/// hours (oldest first) in the order of `doc.jobs`.
-pub(super) fn overview(doc: &StatusDoc, marks: &[Arc<[Mark]>]) -> String {
+/// hours (oldest first) and how many at most were read, in the order of `doc.jobs`.
+pub(super) fn overview(doc: &StatusDoc, marks: &[(Arc<[Mark]>, usize)]) -> String {
     let now = doc.generated_at;
     let mut out = head("heartbeat-agent", true);
     out.push_str(&header(doc));
@@ -126,7 +126,10 @@ pub(super) fn overview(doc: &StatusDoc, marks: &[Arc<[Mark]>]) -> String {
             paused = paused(job, now),
             schedule = schedule(job),
             strip = strip(&job.recent),
-            timeline = timeline(&job.name, marks.get(i).map_or(&[][..], |m| &m[..]), now),
+            timeline = marks.get(i).map_or_else(
+                || timeline(&job.name, &[], 0, now),
+                |(marks, read)| timeline(&job.name, marks, *read, now)
+            ),
             remote = remote(job),
             sync = sync(job),
             outbox = job.outbox_pending,
@@ -200,7 +203,7 @@ fn tail(job: &JobDoc, shown: &Shown) -> String {
 
 /// One job's page: its state (as on the overview), its last 24 hours, its runs' durations and
 /// its history, newest first, with each run's output tail.
-pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Shown]) -> String {
+pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Shown], read: usize) -> String {
     let now = doc.generated_at;
     let mut out = head(&format!("{} · heartbeat-agent", job.name), true);
     let (outcome, took_last) = last(job.last_run.as_ref());
@@ -233,7 +236,7 @@ pub(super) fn job_page(doc: &StatusDoc, job: &JobDoc, runs: &[Shown]) -> String 
         "<main>{legend}<h2>last 24 hours (UTC)</h2>{timeline}<h2>durations</h2>{durations}\
          <h2>history</h2>",
         legend = legend(),
-        timeline = timeline(&job.name, &marks, now),
+        timeline = timeline(&job.name, &marks, read, now),
         durations = durations(&job.name, &marks),
     );
     out.push_str(
