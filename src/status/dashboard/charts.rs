@@ -383,6 +383,13 @@ pub(super) fn legend() -> String {
 mod tests {
     use super::*;
 
+    /// The time `text` (RFC 3339) names.
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .expect("a time")
+            .with_timezone(&Utc)
+    }
+
     fn mark(seq: u64, at: DateTime<Utc>, duration_ms: u64, outcome: &'static str) -> Mark {
         Mark {
             seq,
@@ -394,9 +401,7 @@ mod tests {
 
     #[test]
     fn the_timeline_has_a_mark_per_run_of_the_day_and_every_hour_ticked() {
-        let now = DateTime::parse_from_rfc3339("2026-11-26T09:30:00Z")
-            .expect("a time")
-            .with_timezone(&Utc);
+        let now = at("2026-11-26T09:30:00Z");
         let marks = [
             mark(1, now - TimeDelta::hours(30), 5, "success"),
             mark(2, now - TimeDelta::hours(8), 5, "failed"),
@@ -412,9 +417,7 @@ mod tests {
 
     #[test]
     fn a_day_of_runs_every_minute_is_at_most_a_mark_per_quarter_and_a_failure_stays_seen() {
-        let now = DateTime::parse_from_rfc3339("2026-11-26T09:30:30Z")
-            .expect("a time")
-            .with_timezone(&Utc);
+        let now = at("2026-11-26T09:30:30Z");
         // 1,440 runs, one a minute; #700 failed, #900 and #901 timed out.
         let marks: Vec<Mark> = (1..=1440)
             .map(|seq| {
@@ -467,9 +470,7 @@ mod tests {
 
     #[test]
     fn a_day_cut_by_the_runs_read_is_drawn_as_not_read_before_the_oldest() {
-        let now = DateTime::parse_from_rfc3339("2026-11-26T09:30:00Z")
-            .expect("a time")
-            .with_timezone(&Utc);
+        let now = at("2026-11-26T09:30:00Z");
         // A job every minute, its last 288 runs read: the day before 04:43 was not read.
         let marks: Vec<Mark> = (1..=288)
             .map(|seq| {
