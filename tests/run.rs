@@ -353,7 +353,14 @@ fn child_environment_loses_the_configs_secret_variables() {
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let seen = String::from_utf8_lossy(&out.stdout);
-    for gone in ["HB_TEST_API_KEY_VAR", "HB_TEST_ETCD_PASSWORD_VAR", "4242"] {
+    // The values whole, under any name: a bare "4242" also matched a run id by chance
+    // (HEARTBEAT_AGENT_RUN_ID=02b1b8f0-e600-4242-...).
+    for gone in [
+        "HB_TEST_API_KEY_VAR",
+        "HB_TEST_ETCD_PASSWORD_VAR",
+        "sk-api-key-4242",
+        "etcd-pw-4242",
+    ] {
         assert!(!seen.contains(gone), "{gone} leaked into the child: {seen}");
     }
     assert!(seen.contains("HB_TEST_KEPT=yes\n"), "{seen}");
