@@ -36,15 +36,13 @@ cc -O2 -pthread -o "$work/spawn-floor" scripts/spawn-floor.c
 
 python3 - "$work" "$ROUNDS" "${BURST_JOBS:-1000}" "$@" <<'PY'
 import math, os, signal, statistics, subprocess, sys, time
-from datetime import datetime
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, "scripts/lib")
 import benchrow
-from agentlog import pct
+from agentlog import cpu_seconds as cpu, pct, start_due_jobs
 
 WORK, ROUNDS, N, BINS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-TICK = os.sysconf("SC_CLK_TCK")
 FLOOR = os.path.join(WORK, "spawn-floor")
 
 def script(out):
@@ -64,11 +62,6 @@ def delays(out, due):
         sys.exit(f"bench-burst: only {len(lines)} of {N} children ran")
     return [(float(t) - due) * 1000 for t in lines]
 
-def cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
 def floor(tag):
     out = os.path.join(WORK, f"{tag}.times")
     open(out, "w").close()
@@ -82,16 +75,7 @@ def daemon(binary, tag):
     out = os.path.join(d, "times")
     open(out, "w").close()
     due = int(time.time()) + 6 + N // 500
-    at = datetime.fromtimestamp(due)  # the daemon's schedules are in local time
-    config = os.path.join(d, "config.toml")
-    with open(config, "w") as f:
-        f.write(f'[status]\nlisten = "{d}/status.sock"\n\n[agent]\nstate_dir = "{d}/state"\nshutdown_timeout = "5s"\n\n')
-        for i in range(N):
-            f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "{at.second} {at.minute} {at.hour} * * *"\n'
-                    f'shell = "{script(out)}"\n\n')
-    with open(os.path.join(d, "log"), "w") as log:
-        proc = subprocess.Popen([binary, "daemon", "--log-format", "json", "--config", config],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    proc = start_due_jobs(binary, d, N, due, lambda i: f'shell = "{script(out)}"\n')
     time.sleep(max(0, due - 1 - time.time()))
     if proc.poll() is not None:
         sys.exit(f"bench-burst: the daemon exited early; see its log")

@@ -25,15 +25,13 @@ unset SSL_CERT_FILE SSL_CERT_DIR HEARTBEAT_AGENT_PING_URL HEARTBEAT_AGENT_CONFIG
 
 python3 - "$work" "$PWD/tests/data/tls" "${PINGS_JOBS:-1000}" "${PINGS_SCHEMES:-https http}" "$@" <<'PY'
 import asyncio, os, signal, socket, ssl, statistics, subprocess, sys, threading, time
-from datetime import datetime
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, "scripts/lib")
-from agentlog import pct
+from agentlog import cpu_seconds as cpu, pct, start_due_jobs
 
 WORK, TLS, N, SCHEMES = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
 ROUNDS, BINS = int(sys.argv[5]), sys.argv[6:]
-TICK = os.sysconf("SC_CLK_TCK")
 
 SERVER = r'''
 import asyncio, ssl, sys, time
@@ -68,11 +66,6 @@ async def main():
 asyncio.run(main())
 '''
 
-def cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
 def status_once(sock_path):
     start = time.monotonic()
     s = socket.socket(socket.AF_UNIX)
@@ -97,17 +90,9 @@ def burst(binary, scheme, tag):
             time.sleep(0.05)
         port = int(open(port_file).read())
         due = int(time.time()) + 6 + N // 250
-        at = datetime.fromtimestamp(due)  # the daemon's schedules are in local time
-        config = os.path.join(d, "config.toml")
-        with open(config, "w") as f:
-            f.write(f'[status]\nlisten = "{d}/status.sock"\n\n[agent]\nstate_dir = "{d}/state"\n'
-                    f'shutdown_timeout = "5s"\n\n[api]\nca_file = "{TLS}/ca.pem"\n\n')
-            for i in range(N):
-                f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "{at.second} {at.minute} {at.hour} * * *"\n'
-                        f'command = ["true"]\nping_url = "{scheme}://127.0.0.1:{port}/ping-{i:05d}"\n\n')
-        with open(os.path.join(d, "log"), "w") as log:
-            proc = subprocess.Popen([binary, "daemon", "--log-format", "json", "--config", config],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        proc = start_due_jobs(binary, d, N, due, lambda i: 'command = ["true"]\n'
+                              f'ping_url = "{scheme}://127.0.0.1:{port}/ping-{i:05d}"\n',
+                              head=f'[api]\nca_file = "{TLS}/ca.pem"\n\n')
         time.sleep(max(0, due - 1 - time.time()))
         if proc.poll() is not None:
             sys.exit(f"bench-pings: the daemon exited early; see {d}/log")

@@ -3,8 +3,9 @@ bench-cluster.sh): a daemon started with its JSON log on a pipe that a thread re
 line, handing each event to the script's own `on_event` under a lock, keeping the WARN and
 ERROR lines nobody took (the first three are printed when it stops), its resident and private
 size (now, and at start and running for jobs every 5 s), the config of N jobs `echo ok` the
-memory benchmarks give it (bench-daemon-pair.sh, bench-builds.sh), and the percentile helper
-the scripts report with. The embedded Python of each script imports it through
+memory benchmarks give it (bench-daemon-pair.sh, bench-builds.sh), a daemon of N jobs due at
+one second with its log in a file (bench-burst.sh, bench-pings.sh) and its CPU, and the
+percentile helper the scripts report with. The embedded Python of each script imports it through
 `sys.path` (the scripts run from the repository's root).
 """
 import json
@@ -134,6 +135,32 @@ class EchoJobs(Runs):
     """A daemon of `echo_jobs_config`'s jobs, which ping nothing (that warning is expected)."""
 
     expected = ("nothing will be pinged",)
+
+
+def start_due_jobs(binary, directory, n, due, job, head=""):
+    """Starts `binary daemon --log-format json` on DIRECTORY/config.toml (written here; its log
+    in DIRECTORY/log) of `n` jobs all due at the wall-clock second `due`, job `i`'s TOML lines
+    after its name and schedule being `job(i)` and `head` the config's tables after [status]
+    and [agent]; returns the process."""
+    from datetime import datetime
+    at = datetime.fromtimestamp(due)  # the daemon's schedules are in local time
+    config = os.path.join(directory, "config.toml")
+    with open(config, "w") as f:
+        f.write(f'[status]\nlisten = "{directory}/status.sock"\n\n[agent]\n'
+                f'state_dir = "{directory}/state"\nshutdown_timeout = "5s"\n\n{head}')
+        for i in range(n):
+            f.write(f'[[jobs]]\nname = "job-{i:05d}"\nschedule = "{at.second} {at.minute} {at.hour} * * *"\n'
+                    f'{job(i)}\n')
+    with open(os.path.join(directory, "log"), "w") as log:
+        return subprocess.Popen([binary, "daemon", "--log-format", "json", "--config", config],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+
+
+def cpu_seconds(pid):
+    """The CPU (utime + stime, in seconds) process `pid` has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values, p):
