@@ -23,8 +23,8 @@
 #
 # Usage: scripts/link-order.sh         (builds the release binary, profiles, writes both files)
 # LINK_ORDER_NO_BUILD=1 profiles the binary already built; LINK_ORDER_OUT=FILE and
-# LINK_ORDER_DAEMON_OUT=FILE write elsewhere. The daemon's profile takes about a minute (it
-# runs under callgrind for 20 s after its start-up).
+# LINK_ORDER_DAEMON_OUT=FILE write elsewhere. The daemon's profiles take about two minutes
+# (two configs, each under callgrind for 20 s after its start-up, then under perf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in valgrind callgrind_control python3 openssl curl; do
@@ -112,7 +112,8 @@ status_port="$(free_port)"
 } >"$work/daemon.toml"
 # The same daemon logging JSON (what log shippers read: its formatter, float and escaping code)
 # with its status endpoint on a unix socket (the other listener), as scripts/bench-builds.sh
-# runs it. Without this run, a JSON-logging daemon faulted in seven windows of unlisted code.
+# runs it. Without this run, a JSON-logging daemon kept windows of unlisted code resident
+# (BENCHMARKS.md, "What a process costs").
 sed -e "s|^listen = .*|listen = \"$work/status.sock\"|" -e "s|daemon-state|daemon-json-state|" \
   "$work/daemon.toml" >"$work/daemon-json.toml"
 # Waits (up to 2 minutes) for the daemon logging to $1 to have started.
