@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 unset SSL_CERT_FILE SSL_CERT_DIR HEARTBEAT_AGENT_PING_URL HEARTBEAT_AGENT_CONFIG
 
 python3 - "$work" "$PWD/tests/data/tls" "${PINGS_JOBS:-1000}" "${PINGS_SCHEMES:-https http}" "$@" <<'PY'
-import asyncio, os, signal, socket, ssl, statistics, subprocess, sys, threading, time
+import os, signal, socket, statistics, subprocess, sys, time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, "scripts/lib")

@@ -304,24 +304,23 @@ with open(out, "w") as f:
     f.write("\n".join(run) + "\n")
 print(f"link-order: {len(run)} functions written to {out}", file=sys.stderr)
 
-# The steady path's names that page faults found (after the FAULTED line; in a list without it,
-# all of its steady part): a function the real CPU runs and valgrind's does not (sha2's SHA-NI
-# path, tokio's pidfd reaper, a thread pool's timeouts) faults only while its window is not yet
-# mapped, so once placed among the listed code it is seen no more. Such names stay from one
+# The steady path's names that page faults found (those after the FAULTED line): a function the
+# real CPU runs and valgrind's does not (sha2's SHA-NI path, tokio's pidfd reaper, a thread
+# pool's timeouts) faults only while its window is not yet mapped, so once placed among the listed code it is seen no more. Such names stay from one
 # regeneration to the next while the binary has them and callgrind does not list them; delete
 # the list to start afresh.
 FAULTED = "# found by page faults (kept across regenerations)"
 
 def previous_faulted():
-    names = []
+    names, found = [], False
     if os.path.exists(daemon_out):
-        for line in open(daemon_out).read().splitlines():
-            if line.strip() == "# start-up":
+        for line in (l.strip() for l in open(daemon_out)):
+            if line == "# start-up":
                 break
-            if line.strip() == FAULTED:
-                names = []
-            elif line.strip() and not line.startswith("#"):
-                names.append(line.strip())
+            if line == FAULTED:
+                found = True
+            elif found and line and not line.startswith("#"):
+                names.append(line)
     return names
 
 CONFIGS = ("daemon.toml", "daemon-json.toml")

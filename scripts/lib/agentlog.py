@@ -10,6 +10,7 @@ percentile helper the scripts report with. The embedded Python of each script im
 """
 import json
 import os
+from datetime import datetime, timedelta, timezone
 import signal
 import subprocess
 import threading
@@ -116,7 +117,6 @@ def echo_jobs_config(directory, n, every5):
     """Writes DIRECTORY/config.toml (DIRECTORY new) of `n` jobs `echo ok` and returns its path:
     every 5 s (`*/5` in the seconds field) when `every5`, else each due once, spread over the
     seconds after a start delay (a second per 400 jobs more than 4 s)."""
-    from datetime import datetime, timedelta, timezone
     os.makedirs(directory)
     spread = max(2, n // 500)
     base = datetime.now(timezone.utc) + timedelta(seconds=4 + n // 400)
@@ -142,7 +142,6 @@ def start_due_jobs(binary, directory, n, due, job, head=""):
     in DIRECTORY/log) of `n` jobs all due at the wall-clock second `due`, job `i`'s TOML lines
     after its name and schedule being `job(i)` and `head` the config's tables after [status]
     and [agent]; returns the process."""
-    from datetime import datetime
     at = datetime.fromtimestamp(due)  # the daemon's schedules are in local time
     config = os.path.join(directory, "config.toml")
     with open(config, "w") as f:
